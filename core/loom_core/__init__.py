@@ -1,0 +1,1 @@
+"""Loom's shared core. Planes import from here; nothing here imports a plane."""

@@ -1,0 +1,8 @@
+"""The interceptor chain every op passes, whichever door it came in by."""
+
+from .context import CallContext, current_call
+from .gate import GateCall, NoopGate, PolicyGate
+from .interceptor import OpChainInterceptor
+from .ledger import Ledger
+
+__all__ = ["CallContext", "GateCall", "Ledger", "NoopGate", "OpChainInterceptor", "PolicyGate", "current_call"]

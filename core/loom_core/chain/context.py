@@ -1,0 +1,72 @@
+"""What a handler knows about its call, set by the chain before the handler runs."""
+
+from __future__ import annotations
+
+import contextvars
+import uuid
+from dataclasses import dataclass, field
+
+from ..catalog import OpSpec
+from ..identity.tokens import Principal
+from ..roles import Role
+
+# Metadata keys (gRPC metadata; the same names as HTTP headers, lower-cased).
+MD_AUTHORIZATION = "authorization"
+MD_NAMESPACE = "x-loom-namespace"
+MD_ORG = "x-loom-org"
+MD_AGENT = "x-loom-agent"
+MD_USER = "x-loom-user"
+MD_SESSION = "x-loom-session"
+MD_RUN_ID = "x-loom-run-id"
+MD_TRANSPORT = "x-loom-transport"
+MD_REQUEST_ID = "x-loom-request-id"
+LABEL_KEYS = (MD_NAMESPACE, MD_ORG, MD_AGENT, MD_USER, MD_SESSION, MD_RUN_ID, MD_TRANSPORT, MD_REQUEST_ID)
+
+
+@dataclass(slots=True)
+class CallContext:
+    op: OpSpec
+    principal: Principal
+    namespace: str
+    role: Role
+    agent: str = ""
+    user: str = ""
+    session: str = ""
+    run_id: str = ""
+    transport: str = "grpc"
+    token: str = ""
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # Set by a handler: how many items its answer returned (ledger out_hits).
+    out_hits: int | None = None
+
+    @property
+    def org(self) -> str:
+        return self.principal.org
+
+    @property
+    def subject(self) -> str:
+        return self.principal.sub
+
+    @property
+    def consumer(self) -> str:
+        return self.principal.consumer
+
+    @property
+    def agent_label(self) -> str:
+        """The caller-chosen agent label, else the subject (labels grant nothing)."""
+        return self.agent or self.principal.sub
+
+
+_current: contextvars.ContextVar[CallContext] = contextvars.ContextVar("loom_call")
+
+
+def current_call() -> CallContext:
+    return _current.get()
+
+
+def set_current_call(ctx: CallContext) -> contextvars.Token[CallContext]:
+    return _current.set(ctx)
+
+
+def reset_current_call(token: contextvars.Token[CallContext]) -> None:
+    _current.reset(token)

@@ -1,0 +1,35 @@
+"""The history-policy gate hook. The chain calls `check` after role and rate, before the
+handler; the policy plane supplies the real gate. Until then (and with LOOM_POLICY_MODE=off)
+the no-op gate reads and writes nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .context import CallContext
+
+
+@dataclass(frozen=True, slots=True)
+class GateCall:
+    ctx: CallContext
+    args: dict[str, Any]
+
+
+class PolicyGate(Protocol):
+    enabled: bool
+
+    async def check(self, call: GateCall) -> None:
+        """Return to allow; raise Forbidden(POLICY_FORBIDDEN) to deny."""
+
+
+class NoopGate:
+    enabled = False
+
+    async def check(self, call: GateCall) -> None:
+        return None
+
+
+def gated(op_name: str) -> bool:
+    """The gate never applies to policy.* or ops.*, so an operator can always fix a rule."""
+    return not (op_name.startswith("policy.") or op_name.startswith("ops."))

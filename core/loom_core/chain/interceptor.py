@@ -1,0 +1,202 @@
+"""The shared server interceptor chain: verify token -> role and scope -> rate class ->
+history-policy gate -> handler -> one ledger row. Every op on every plane passes it; a door
+(REST, MCP, SDK) reaches a handler only through gRPC, so only through this."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+
+from ..catalog import Catalog, OpSpec, message_to_json
+from ..errors import Forbidden, LoomError, ValidationFailed
+from ..grpc_errors import to_rpc_status
+from ..identity import Authenticator, Principal
+from ..metrics import LATENCY, REQUESTS
+from ..roles import Role
+from .context import (
+    MD_AGENT,
+    MD_AUTHORIZATION,
+    MD_NAMESPACE,
+    MD_ORG,
+    MD_REQUEST_ID,
+    MD_RUN_ID,
+    MD_SESSION,
+    MD_TRANSPORT,
+    MD_USER,
+    CallContext,
+    reset_current_call,
+    set_current_call,
+)
+from .gate import GateCall, PolicyGate, gated
+from .ledger import Ledger, ledger_args, ledger_row, out_hits_of
+from .ratelimit import RateLimiter
+
+log = logging.getLogger(__name__)
+
+Behavior = Callable[[Message, grpc.aio.ServicerContext], Awaitable[Message]]
+
+
+class OpChainInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(
+        self,
+        catalog: Catalog,
+        auth: Authenticator,
+        limiter: RateLimiter,
+        gate: PolicyGate,
+        ledger: Ledger,
+    ) -> None:
+        self.catalog = catalog
+        self.auth = auth
+        self.limiter = limiter
+        self.gate = gate
+        self.ledger = ledger
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        op = self.catalog.by_path.get(handler_call_details.method)
+        if handler is None or op is None or handler.unary_unary is None:
+            return handler
+        inner: Behavior = handler.unary_unary
+
+        async def behavior(request: Message, context: grpc.aio.ServicerContext) -> Message:
+            return await self.run(op, inner, request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            behavior,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    async def run(self, op: OpSpec, inner: Behavior, request: Message, context: grpc.aio.ServicerContext) -> Message:
+        started = time.perf_counter()
+        md = {k: v for k, v in (context.invocation_metadata() or ())}
+        transport = md.get(MD_TRANSPORT) or "grpc"
+        principal: Principal | None = None
+        ctx: CallContext | None = None
+        response: Message | None = None
+        error: LoomError | None = None
+        namespace = md.get(MD_NAMESPACE, "")
+        try:
+            token = _bearer(md.get(MD_AUTHORIZATION))
+            principal = self.auth.verify(token)
+            if md.get(MD_ORG) and md[MD_ORG] != principal.org:
+                raise Forbidden("AUTH_INSUFFICIENT", "the token belongs to another org", {"reason": "wrong_org"})
+            namespace = namespace or principal.default_namespace
+            role = await self._role(op, principal, namespace)
+            ctx = CallContext(
+                op=op,
+                principal=principal,
+                namespace=namespace,
+                role=role,
+                agent=md.get(MD_AGENT, ""),
+                user=md.get(MD_USER, ""),
+                session=md.get(MD_SESSION, ""),
+                run_id=md.get(MD_RUN_ID, ""),
+                transport=transport,
+                token=token or "",
+            )
+            if md.get(MD_REQUEST_ID):
+                ctx.request_id = md[MD_REQUEST_ID]
+            self.limiter.check(principal.org, principal.sub, op.rate_class)
+            if self.gate.enabled and gated(op.name):
+                await self.gate.check(GateCall(ctx, message_to_json(request)))
+            token_var = set_current_call(ctx)
+            try:
+                response = await inner(request, context)
+            finally:
+                reset_current_call(token_var)
+        except LoomError as exc:
+            error = exc
+        except Exception:  # noqa: BLE001 - nothing internal reaches a caller
+            log.exception("op %s failed", op.name)
+            error = LoomError("INTERNAL", "internal error")
+        latency = time.perf_counter() - started
+        code = error.code if error else "OK"
+        REQUESTS.labels(op.name, transport, code).inc()
+        LATENCY.labels(op.name, code).observe(latency)
+        self._record(op, request, response, error, ctx, principal, namespace, md, transport, latency)
+        if error is not None:
+            await context.abort_with_status(to_rpc_status(error))
+        assert response is not None
+        return response
+
+    async def _role(self, op: OpSpec, principal: Principal, namespace: str) -> Role:
+        if op.org_level:
+            role = await self.auth.org_role(principal)
+            if namespace:
+                role = max(role, await self.auth.role_in(principal, namespace))
+            if role < op.min_role:
+                raise Forbidden(
+                    "AUTH_INSUFFICIENT",
+                    f"{op.name} needs the {op.min_role.label} role",
+                    {"reason": "role", "needed": op.min_role.label, "role": role.label},
+                )
+            return role
+        if not namespace:
+            raise ValidationFailed("namespace: required (argument, X-Loom-Namespace, or the token's default)", {"field": "namespace", "reason": "required"})
+        role = await self.auth.role_in(principal, namespace)
+        if role < op.min_role:
+            raise Forbidden(
+                "AUTH_INSUFFICIENT",
+                f"{op.name} needs the {op.min_role.label} role in {namespace!r}",
+                {"reason": "role" if role > Role.NONE else "namespace", "needed": op.min_role.label, "role": role.label, "namespace": namespace},
+            )
+        return role
+
+    def _record(
+        self,
+        op: OpSpec,
+        request: Message,
+        response: Message | None,
+        error: LoomError | None,
+        ctx: CallContext | None,
+        principal: Principal | None,
+        namespace: str,
+        md: dict[str, Any],
+        transport: str,
+        latency: float,
+    ) -> None:
+        try:
+            hits = ctx.out_hits if ctx is not None and ctx.out_hits is not None else out_hits_of(response)
+            self.ledger.record(
+                ledger_row(
+                    org=principal.org if principal else "",
+                    namespace=namespace,
+                    subject=principal.sub if principal else "",
+                    agent=md.get(MD_AGENT, ""),
+                    user=md.get(MD_USER, ""),
+                    session=md.get(MD_SESSION, ""),
+                    op=op.name,
+                    transport=transport,
+                    run_id=md.get(MD_RUN_ID, ""),
+                    consumer=principal.consumer if principal else "",
+                    ok=error is None,
+                    error_code=error.code if error else "",
+                    latency_ms=latency * 1000.0,
+                    args=ledger_args(request),
+                    out_hits=hits if error is None else 0,
+                    token_id=principal.jti if principal else "",
+                    request_id=ctx.request_id if ctx else md.get(MD_REQUEST_ID, ""),
+                    write_shaped=op.write_shaped,
+                )
+            )
+        except Exception:  # noqa: BLE001 - a ledger failure never fails the call
+            log.warning("ledger: could not record %s", op.name)
+
+
+def _bearer(value: str | None) -> str | None:
+    if not value:
+        return None
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()

@@ -1,0 +1,255 @@
+"""The ledger: one row per op call in loom.agent_events, written in batches in the background.
+
+Calls append to an in-memory buffer; a flusher publishes each batch to JetStream (stream
+LOOM_LEDGER, work queue), and a durable consumer shared by every replica inserts it with the
+batch id as ClickHouse's deduplication token, so a redelivered batch changes nothing. With no
+bus the flusher inserts directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StreamConfig
+
+from loom_api.options.v1 import options_pb2
+
+from ..bus import Bus
+from ..store import Migration, Store, ch_time
+
+log = logging.getLogger(__name__)
+
+TABLE = "{db}.agent_events"
+STREAM = "LOOM_LEDGER"
+SUBJECT = "loom.ledger.batch"
+DURABLE = "ledger-writer"
+
+MIGRATIONS = [
+    Migration("core", "agent_events", """
+        CREATE TABLE IF NOT EXISTS {db}.agent_events (
+            ts DateTime64(6, 'UTC'),
+            org LowCardinality(String),
+            namespace LowCardinality(String),
+            subject String,
+            agent String,
+            user String,
+            session String,
+            op LowCardinality(String),
+            transport LowCardinality(String),
+            run_id String,
+            consumer LowCardinality(String),
+            ok Bool,
+            error_code LowCardinality(String),
+            latency_ms Float64,
+            args Map(String, String),
+            out_hits Int64,
+            token_id String,
+            request_id String,
+            write_shaped Bool
+        ) ENGINE = MergeTree
+        PARTITION BY toYYYYMM(ts)
+        ORDER BY (org, namespace, agent, op, ts)
+        SETTINGS non_replicated_deduplication_window = 10000"""),
+]
+
+
+def digest(value: str | bytes) -> str:
+    data = value.encode() if isinstance(value, str) else value
+    return "sha256:" + hashlib.sha256(data).hexdigest()[:32]
+
+
+def ledger_args(msg: Message) -> dict[str, str]:
+    """Identifier args in clear, text args as digests, secrets never."""
+    out: dict[str, str] = {}
+    _flatten(msg, "", out)
+    return out
+
+
+def _flatten(msg: Message, prefix: str, out: dict[str, str]) -> None:
+    for f, value in msg.ListFields():
+        name = prefix + f.name
+        opts = f.GetOptions()
+        fo = opts.Extensions[options_pb2.field] if opts.HasExtension(options_pb2.field) else None
+        if fo is not None and fo.secret:
+            continue
+        if f.message_type is not None and f.message_type.full_name in ("google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"):
+            from google.protobuf.json_format import MessageToDict
+
+            out[name] = digest(json.dumps(MessageToDict(value), sort_keys=True, separators=(",", ":")))
+            continue
+        if fo is not None and fo.text:
+            text = json.dumps(list(value)) if f.is_repeated else str(value)
+            out[name] = digest(text)
+            continue
+        if f.message_type is not None and f.message_type.GetOptions().map_entry:
+            out[name] = json.dumps(dict(value), sort_keys=True)
+        elif f.message_type is not None:
+            if f.is_repeated:
+                out[name] = f"[{len(value)} items]"
+            else:
+                _flatten(value, name + ".", out)
+        elif f.is_repeated:
+            out[name] = json.dumps([v if isinstance(v, (str, int, float, bool)) else str(v) for v in value])
+        elif isinstance(value, bool):
+            out[name] = "true" if value else "false"
+        else:
+            out[name] = str(value)
+
+
+def out_hits_of(msg: Message | None) -> int:
+    """Items an answer returned: the length of its first repeated field, else 1 (0 for none)."""
+    if msg is None:
+        return 0
+    for f in msg.DESCRIPTOR.fields:
+        if f.is_repeated and not (f.message_type and f.message_type.GetOptions().map_entry):
+            return len(getattr(msg, f.name))
+    return 1
+
+
+class Ledger:
+    def __init__(self, store: Store, bus: Bus | None, flush_interval: float, batch_max: int, consume: bool = True) -> None:
+        self.store = store
+        self.bus = bus
+        self.flush_interval = flush_interval
+        self.batch_max = batch_max
+        self.consume = consume
+        self._buf: list[dict[str, Any]] = []
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+
+    async def start(self) -> None:
+        if self.bus is not None:
+            await self.bus.ensure_stream(
+                StreamConfig(name=STREAM, subjects=[SUBJECT], retention=RetentionPolicy.WORK_QUEUE, max_age=7 * 86400)
+            )
+            if self.consume:
+                self._tasks.append(asyncio.create_task(self._consume_loop()))
+        self._tasks.append(asyncio.create_task(self._flush_loop()))
+
+    def record(self, row: Mapping[str, Any]) -> None:
+        self._buf.append(dict(row))
+        if len(self._buf) >= self.batch_max:
+            self._wake.set()
+
+    async def flush(self) -> None:
+        """Write what is buffered now (used on shutdown and by tests)."""
+        rows, self._buf = self._buf, []
+        if rows:
+            await self._ship(rows)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        try:
+            await self.flush()
+        except Exception:  # noqa: BLE001 - best effort on shutdown
+            log.warning("ledger: final flush failed")
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    async def _flush_loop(self) -> None:
+        while not self._stopping:
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=self.flush_interval)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                await self.flush()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - keep the loop alive; rows are retried below
+                log.warning("ledger: flush failed")
+
+    async def _ship(self, rows: list[dict[str, Any]]) -> None:
+        batch_id = uuid.uuid4().hex
+        if self.bus is not None and self.bus.nc.is_connected:
+            try:
+                payload = json.dumps({"id": batch_id, "rows": rows}, default=str).encode()
+                await self.bus.js.publish(SUBJECT, payload, headers={"Nats-Msg-Id": batch_id})
+                return
+            except Exception:  # noqa: BLE001 - fall back to a direct write
+                log.warning("ledger: publish failed; writing directly")
+        await self.store.insert(TABLE, rows, dedup_token=batch_id)
+
+    async def _consume_loop(self) -> None:
+        assert self.bus is not None
+        sub = await self.bus.js.pull_subscribe(
+            SUBJECT, durable=DURABLE, stream=STREAM, config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=30, max_ack_pending=1000)
+        )
+        while True:
+            try:
+                msgs = await sub.fetch(batch=50, timeout=1)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - timeout or reconnect; poll again
+                continue
+            for msg in msgs:
+                try:
+                    batch = json.loads(msg.data)
+                    await self.store.insert(TABLE, batch["rows"], dedup_token=batch["id"])
+                    await msg.ack()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # noqa: BLE001 - redelivered later; the dedup token makes it safe
+                    log.warning("ledger: batch insert failed; will retry")
+                    await msg.nak(delay=1)
+
+
+def ledger_row(
+    *,
+    org: str,
+    namespace: str,
+    subject: str,
+    agent: str,
+    user: str,
+    session: str,
+    op: str,
+    transport: str,
+    run_id: str,
+    consumer: str,
+    ok: bool,
+    error_code: str,
+    latency_ms: float,
+    args: dict[str, str],
+    out_hits: int,
+    token_id: str,
+    request_id: str,
+    write_shaped: bool,
+    ts: float | None = None,
+) -> dict[str, Any]:
+    when = datetime.fromtimestamp(ts if ts is not None else time.time(), UTC)
+    return {
+        "ts": ch_time(when),
+        "org": org,
+        "namespace": namespace,
+        "subject": subject,
+        "agent": agent,
+        "user": user,
+        "session": session,
+        "op": op,
+        "transport": transport,
+        "run_id": run_id,
+        "consumer": consumer,
+        "ok": ok,
+        "error_code": error_code,
+        "latency_ms": latency_ms,
+        "args": args,
+        "out_hits": out_hits,
+        "token_id": token_id,
+        "request_id": request_id,
+        "write_shaped": write_shaped,
+    }

@@ -1,0 +1,174 @@
+"""Per-call identity: verify the token, honour revocations, and compute the effective role
+(the lower of the token's claim and the subject's live grant).
+
+Revocations are loaded from the store at start and pushed to every replica over NATS, so a
+revoke on one replica is refused on all of them within a moment. Live grants are cached
+briefly and their cache entries dropped on a pushed grant change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from ..bus import Bus
+from ..errors import Unauthenticated
+from ..roles import Role
+from .store import IdentityStore, Revocation
+from .tokens import Principal, TokenCodec
+
+log = logging.getLogger(__name__)
+
+REVOKED_SUBJECT = "loom.identity.revoked"
+GRANTS_SUBJECT = "loom.identity.grants"
+RESYNC_SECONDS = 60.0
+
+
+@dataclass(slots=True)
+class _RevocationSet:
+    tokens: dict[str, float]
+    sessions: dict[str, float]
+    subjects: dict[tuple[str, str], float]
+
+    def add(self, r: Revocation) -> None:
+        if r.kind == "token":
+            self.tokens[r.value] = r.revoked_at
+        elif r.kind == "session":
+            self.sessions[r.value] = r.revoked_at
+        elif r.kind == "subject":
+            key = (r.org, r.value)
+            self.subjects[key] = max(self.subjects.get(key, 0.0), r.revoked_at)
+
+    def reason(self, p: Principal) -> str | None:
+        if p.jti in self.tokens:
+            return "token"
+        if any(parent in self.tokens for parent in p.parents):
+            return "parent_token"
+        if p.sid and p.sid in self.sessions:
+            return "session"
+        at = self.subjects.get((p.org, p.sub))
+        if at is not None and at >= p.iat:
+            return "subject"
+        for sub, iat in p.parent_subjects:
+            at = self.subjects.get((p.org, sub))
+            if at is not None and at >= iat:
+                return "parent_subject"
+        return None
+
+
+class Authenticator:
+    def __init__(self, identity: IdentityStore, codec: TokenCodec, bus: Bus | None, grant_ttl: float) -> None:
+        self.identity = identity
+        self.codec = codec
+        self.bus = bus
+        self.grant_ttl = grant_ttl
+        self._revoked = _RevocationSet({}, {}, {})
+        self._grants: dict[tuple[str, str], tuple[float, dict[str, Role]]] = {}
+        self._subs: list[Subscription] = []
+        self._resync: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self.bus is not None:
+            # Subscribe before loading so a revocation in between is seen by one or the other.
+            self._subs.append(await self.bus.nc.subscribe(REVOKED_SUBJECT, cb=self._on_revoked))
+            self._subs.append(await self.bus.nc.subscribe(GRANTS_SUBJECT, cb=self._on_grant))
+        await self.reload()
+        self._resync = asyncio.create_task(self._resync_loop())
+
+    async def stop(self) -> None:
+        if self._resync:
+            self._resync.cancel()
+        for sub in self._subs:
+            try:
+                await sub.unsubscribe()
+            except Exception:  # noqa: BLE001 - connection may already be closed
+                pass
+        self._subs.clear()
+
+    async def reload(self) -> None:
+        fresh = _RevocationSet({}, {}, {})
+        for r in await self.identity.revocations():
+            fresh.add(r)
+        # Keep anything pushed while loading.
+        for k, v in self._revoked.tokens.items():
+            fresh.tokens.setdefault(k, v)
+        for k, v in self._revoked.sessions.items():
+            fresh.sessions.setdefault(k, v)
+        for key, v in self._revoked.subjects.items():
+            fresh.subjects[key] = max(v, fresh.subjects.get(key, 0.0))
+        self._revoked = fresh
+
+    async def _resync_loop(self) -> None:
+        while True:
+            await asyncio.sleep(RESYNC_SECONDS)
+            try:
+                await self.reload()
+            except Exception:  # noqa: BLE001 - the next pass retries
+                log.warning("revocation resync failed")
+
+    async def _on_revoked(self, msg: Msg) -> None:
+        try:
+            d = json.loads(msg.data)
+            self._revoked.add(Revocation(d["org"], d["kind"], d["value"], float(d["revoked_at"])))
+        except (ValueError, KeyError):
+            log.warning("bad revocation message")
+
+    async def _on_grant(self, msg: Msg) -> None:
+        try:
+            d = json.loads(msg.data)
+            self._grants.pop((d["org"], d["subject"]), None)
+        except (ValueError, KeyError):
+            self._grants.clear()
+
+    async def publish_revocation(self, r: Revocation) -> None:
+        self._revoked.add(r)
+        if self.bus is not None:
+            payload = {"org": r.org, "kind": r.kind, "value": r.value, "revoked_at": r.revoked_at}
+            await self.bus.nc.publish(REVOKED_SUBJECT, json.dumps(payload).encode())
+            await self.bus.nc.flush()
+
+    async def publish_grant_change(self, org: str, subject: str) -> None:
+        self._grants.pop((org, subject), None)
+        if self.bus is not None:
+            await self.bus.nc.publish(GRANTS_SUBJECT, json.dumps({"org": org, "subject": subject}).encode())
+
+    def verify(self, token: str | None) -> Principal:
+        if not token:
+            raise Unauthenticated("AUTH_REQUIRED", "a bearer token is required")
+        principal = self.codec.decode(token)
+        reason = self._revoked.reason(principal)
+        if reason is not None:
+            raise Unauthenticated("AUTH_REVOKED", "the token has been revoked", {"reason": reason})
+        return principal
+
+    async def live_grants(self, org: str, subject: str) -> dict[str, Role]:
+        key = (org, subject)
+        hit = self._grants.get(key)
+        now = time.monotonic()
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        grants = await self.identity.grants_of(org, subject)
+        self._grants[key] = (now + self.grant_ttl, grants)
+        return grants
+
+    async def role_in(self, principal: Principal, namespace: str) -> Role:
+        """min(token claim, live grant) in the namespace."""
+        claim = principal.token_role(namespace)
+        if claim == Role.NONE:
+            return Role.NONE
+        grants = await self.live_grants(principal.org, principal.sub)
+        live = max(grants.get(namespace, Role.NONE), grants.get("*", Role.NONE))
+        return min(claim, live)
+
+    async def org_role(self, principal: Principal) -> Role:
+        """The org-wide role: a `*` claim capped by a `*` grant."""
+        if "*" not in principal.roles:
+            return Role.NONE
+        grants = await self.live_grants(principal.org, principal.sub)
+        return min(Role.parse(principal.roles["*"]), grants.get("*", Role.NONE))

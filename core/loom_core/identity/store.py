@@ -1,0 +1,135 @@
+"""Identity tables: orgs, namespaces, grants, service accounts, revocations (SQL only)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..roles import Role
+from ..store import Migration, Store, ch_time
+
+MIGRATIONS = [
+    Migration("identity", "orgs", """
+        CREATE TABLE IF NOT EXISTS {db}.orgs (
+            org String, created_at DateTime64(6, 'UTC'), version UInt64
+        ) ENGINE = ReplacingMergeTree(version) ORDER BY org"""),
+    Migration("identity", "namespaces", """
+        CREATE TABLE IF NOT EXISTS {db}.namespaces (
+            org String, name String, description String, created_at DateTime64(6, 'UTC'),
+            version UInt64, tombstoned_at Nullable(DateTime64(6, 'UTC'))
+        ) ENGINE = ReplacingMergeTree(version) ORDER BY (org, name)"""),
+    Migration("identity", "grants", """
+        CREATE TABLE IF NOT EXISTS {db}.grants (
+            org String, namespace String, subject String, role String,
+            updated_at DateTime64(6, 'UTC'), version UInt64
+        ) ENGINE = ReplacingMergeTree(version) ORDER BY (org, subject, namespace)"""),
+    Migration("identity", "service_accounts", """
+        CREATE TABLE IF NOT EXISTS {db}.service_accounts (
+            org String, name String, description String, created_at DateTime64(6, 'UTC'), version UInt64
+        ) ENGINE = ReplacingMergeTree(version) ORDER BY (org, name)"""),
+    Migration("identity", "revocations", """
+        CREATE TABLE IF NOT EXISTS {db}.revocations (
+            org String, kind LowCardinality(String), value String,
+            revoked_at DateTime64(6, 'UTC'), revoked_by String
+        ) ENGINE = ReplacingMergeTree ORDER BY (org, kind, value)"""),
+]
+
+
+def _version() -> int:
+    return time.time_ns()
+
+
+@dataclass(frozen=True, slots=True)
+class Revocation:
+    org: str
+    kind: str  # token | subject | session
+    value: str
+    revoked_at: float
+
+
+class IdentityStore:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def ensure_org(self, org: str) -> None:
+        rows = await self.store.query("SELECT org FROM {db}.orgs FINAL WHERE org = {org:String}", {"org": org})
+        if not rows:
+            await self.store.insert("{db}.orgs", [{"org": org, "created_at": ch_time(), "version": _version()}])
+
+    async def get_namespace(self, org: str, name: str) -> dict[str, Any] | None:
+        rows = await self.store.query(
+            "SELECT name, description, toString(created_at) AS created_at FROM {db}.namespaces FINAL"
+            " WHERE org = {org:String} AND name = {name:String} AND tombstoned_at IS NULL",
+            {"org": org, "name": name},
+        )
+        return rows[0] if rows else None
+
+    async def create_namespace(self, org: str, name: str, description: str) -> tuple[dict[str, Any], bool]:
+        existing = await self.get_namespace(org, name)
+        if existing:
+            return existing, False
+        row = {"org": org, "name": name, "description": description, "created_at": ch_time(), "version": _version(), "tombstoned_at": None}
+        await self.store.insert("{db}.namespaces", [row])
+        return {"name": name, "description": description, "created_at": row["created_at"]}, True
+
+    async def list_namespaces(self, org: str) -> list[dict[str, Any]]:
+        return await self.store.query(
+            "SELECT name, description, toString(created_at) AS created_at FROM {db}.namespaces FINAL"
+            " WHERE org = {org:String} AND tombstoned_at IS NULL ORDER BY name",
+            {"org": org},
+        )
+
+    async def set_grant(self, org: str, namespace: str, subject: str, role: str) -> dict[str, Any]:
+        row = {"org": org, "namespace": namespace, "subject": subject, "role": role, "updated_at": ch_time(), "version": _version()}
+        await self.store.insert("{db}.grants", [row])
+        return row
+
+    async def grants_of(self, org: str, subject: str) -> dict[str, Role]:
+        rows = await self.store.query(
+            "SELECT namespace, role FROM {db}.grants FINAL WHERE org = {org:String} AND subject = {subject:String}",
+            {"org": org, "subject": subject},
+        )
+        return {r["namespace"]: Role.parse(r["role"]) for r in rows if r["role"] != "none"}
+
+    async def grants_in(self, org: str, namespace: str) -> list[dict[str, Any]]:
+        return await self.store.query(
+            "SELECT subject, namespace, role, toString(updated_at) AS updated_at FROM {db}.grants FINAL"
+            " WHERE org = {org:String} AND namespace IN ({namespace:String}, '*') AND role != 'none'"
+            " ORDER BY subject, namespace",
+            {"org": org, "namespace": namespace},
+        )
+
+    async def principals(self, org: str) -> list[str]:
+        rows = await self.store.query(
+            "SELECT DISTINCT subject FROM {db}.grants FINAL WHERE org = {org:String} AND role != 'none' ORDER BY subject",
+            {"org": org},
+        )
+        return [r["subject"] for r in rows]
+
+    async def create_service_account(self, org: str, name: str, description: str) -> bool:
+        rows = await self.store.query(
+            "SELECT name FROM {db}.service_accounts FINAL WHERE org = {org:String} AND name = {name:String}",
+            {"org": org, "name": name},
+        )
+        if rows:
+            return False
+        await self.store.insert(
+            "{db}.service_accounts",
+            [{"org": org, "name": name, "description": description, "created_at": ch_time(), "version": _version()}],
+        )
+        return True
+
+    async def revoke(self, org: str, kind: str, value: str, revoked_by: str) -> Revocation:
+        now = time.time()
+        await self.store.insert(
+            "{db}.revocations",
+            [{"org": org, "kind": kind, "value": value, "revoked_at": ch_time(), "revoked_by": revoked_by}],
+        )
+        return Revocation(org, kind, value, now)
+
+    async def revocations(self) -> list[Revocation]:
+        rows = await self.store.query(
+            "SELECT org, kind, value, toFloat64(max(revoked_at)) AS at FROM {db}.revocations GROUP BY org, kind, value"
+        )
+        return [Revocation(r["org"], r["kind"], r["value"], float(r["at"])) for r in rows]

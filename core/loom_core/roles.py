@@ -1,0 +1,33 @@
+"""viewer < writer < admin."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from loom_api.options.v1 import options_pb2
+
+
+class Role(IntEnum):
+    NONE = 0
+    VIEWER = 1
+    WRITER = 2
+    ADMIN = 3
+
+    @classmethod
+    def parse(cls, value: str) -> Role:
+        try:
+            return cls[value.upper()]
+        except KeyError:
+            raise ValueError(f"unknown role {value!r} (viewer, writer, admin)") from None
+
+    @classmethod
+    def from_proto(cls, value: int) -> Role:
+        return {
+            options_pb2.ROLE_VIEWER: cls.VIEWER,
+            options_pb2.ROLE_WRITER: cls.WRITER,
+            options_pb2.ROLE_ADMIN: cls.ADMIN,
+        }.get(value, cls.VIEWER)
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()

@@ -1,0 +1,157 @@
+"""The parts one service instance holds (store, bus, leases, identity, ledger, gate) and the
+gRPC server each plane runs. Two Runtimes in one process are two replicas: they share only
+what they are handed (the store engine, in embedded mode and tests)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import grpc
+from google.protobuf.message import Message
+
+from .bus import Bus, LeaseStore, connect_bus
+from .catalog import Catalog, load_catalog
+from .chain import CallContext, Ledger, NoopGate, OpChainInterceptor, PolicyGate, current_call
+from .chain import ledger as ledger_mod
+from .chain.ratelimit import RateLimiter
+from .identity import Authenticator, TokenCodec
+from .identity import store as identity_store
+from .identity.store import IdentityStore
+from .settings import Settings
+from .store import Migration, Store, open_store, run_migrations
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Any, CallContext], Awaitable[Message]]
+CORE_MIGRATIONS: list[Migration] = [*identity_store.MIGRATIONS, *ledger_mod.MIGRATIONS]
+
+
+class Plane(Protocol):
+    """What a plane package hands the runner: its ops' handlers, its tables, its consumers."""
+
+    name: str
+    migrations: Sequence[Migration]
+
+    def handlers(self) -> dict[str, Handler]: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    store: Store
+    bus: Bus
+    leases: LeaseStore
+    catalog: Catalog
+    identity: IdentityStore
+    codec: TokenCodec
+    auth: Authenticator
+    ledger: Ledger
+    limiter: RateLimiter
+    gate: PolicyGate = field(default_factory=NoopGate)
+    owns_store: bool = False
+
+    @classmethod
+    async def start(cls, settings: Settings, *, store: Store | None = None, nats_url: str | None = None, name: str = "loom") -> Runtime:
+        owns = store is None
+        store = store or await open_store(settings)
+        await run_migrations(store, CORE_MIGRATIONS)
+        bus = await connect_bus(nats_url or settings.nats_url, name=name)
+        leases = await LeaseStore.open(bus)
+        identity = IdentityStore(store)
+        codec = TokenCodec(settings.jwt_secret, settings.jwt_secret_previous)
+        auth = Authenticator(identity, codec, bus, settings.grant_cache_ttl_seconds)
+        await auth.start()
+        ledger = Ledger(store, bus, settings.ledger_flush_interval_seconds, settings.ledger_batch_max_rows)
+        await ledger.start()
+        return cls(
+            settings=settings,
+            store=store,
+            bus=bus,
+            leases=leases,
+            catalog=load_catalog(),
+            identity=identity,
+            codec=codec,
+            auth=auth,
+            ledger=ledger,
+            limiter=RateLimiter(settings),
+            owns_store=owns,
+        )
+
+    def interceptor(self) -> OpChainInterceptor:
+        # The gate is read per call through this proxy, so a gate wired in after the servers
+        # start (the policy plane's) still applies.
+        return OpChainInterceptor(self.catalog, self.auth, self.limiter, _GateProxy(self), self.ledger)
+
+    async def stop(self) -> None:
+        await self.ledger.stop()
+        await self.auth.stop()
+        await self.bus.close()
+        if self.owns_store:
+            await self.store.close()
+
+
+class _GateProxy:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    @property
+    def enabled(self) -> bool:
+        return self.runtime.gate.enabled
+
+    async def check(self, call: Any) -> None:
+        await self.runtime.gate.check(call)
+
+
+class PlaneServer:
+    """One plane's gRPC server: its handlers behind the shared interceptor chain."""
+
+    def __init__(self, runtime: Runtime, plane: str, handlers: dict[str, Handler]) -> None:
+        self.runtime = runtime
+        self.plane = plane
+        self.handlers = handlers
+        self.port = 0
+        self.server: grpc.aio.Server | None = None
+
+    def _generic_handlers(self) -> list[grpc.GenericRpcHandler]:
+        ops = self.runtime.catalog.for_plane(self.plane)
+        missing = [op.name for op in ops if op.name not in self.handlers]
+        if missing:
+            raise RuntimeError(f"plane {self.plane} has no handler for {missing}")
+        by_service: dict[str, dict[str, grpc.RpcMethodHandler]] = {}
+        for op in ops:
+            fn = self.handlers[op.name]
+            by_service.setdefault(op.service, {})[op.method] = grpc.unary_unary_rpc_method_handler(
+                _bind(fn),
+                request_deserializer=op.request_cls.FromString,
+                response_serializer=op.response_cls.SerializeToString,
+            )
+        return [grpc.method_handlers_generic_handler(svc, methods) for svc, methods in by_service.items()]
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
+        self.server = grpc.aio.server(
+            interceptors=[self.runtime.interceptor()],
+            options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 16 * 1024 * 1024)],
+        )
+        self.server.add_generic_rpc_handlers(self._generic_handlers())
+        self.port = self.server.add_insecure_port(f"{host}:{port}")
+        await self.server.start()
+        return self.port
+
+    async def stop(self, grace: float = 1.0) -> None:
+        if self.server is not None:
+            await self.server.stop(grace)
+            self.server = None
+
+
+def _bind(fn: Handler) -> Callable[[Message, grpc.aio.ServicerContext], Awaitable[Message]]:
+    async def behavior(request: Message, _context: grpc.aio.ServicerContext) -> Message:
+        return await fn(request, current_call())
+
+    return behavior

@@ -1,0 +1,94 @@
+"""chDB engine: ClickHouse in-process under LOOM_DATA_DIR. One engine per process and one
+process per data dir (chDB's rule), so this is opened once and shared by every plane."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, ClassVar
+
+import chdb
+
+from .base import StoreError, check_table, check_token
+
+log = logging.getLogger(__name__)
+
+_SETTINGS = "output_format_json_quote_64bit_integers=0&date_time_input_format=best_effort"
+
+
+class EmbeddedStore:
+    engine = "chdb"
+    _open: ClassVar[dict[str, EmbeddedStore]] = {}
+
+    def __init__(self, path: Path, database: str) -> None:
+        self.path = path
+        self.database = database
+        path.mkdir(parents=True, exist_ok=True)
+        self._conn = chdb.connect(f"file:{path}?{_SETTINGS}")
+        # chDB releases the GIL while a statement runs; a few threads keep the loop free.
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="chdb")
+        self._closed = False
+
+    @classmethod
+    def open(cls, path: Path, database: str) -> EmbeddedStore:
+        key = str(path.resolve())
+        existing = cls._open.get(key)
+        if existing is not None and not existing._closed:
+            return existing
+        if cls._open and key not in cls._open:
+            raise StoreError("chDB already holds another data dir in this process")
+        store = cls(path, database)
+        cls._open[key] = store
+        return store
+
+    def _sql(self, sql: str) -> str:
+        return sql.replace("{db}", self.database)
+
+    def _run(self, sql: str, params: Mapping[str, Any] | None, fmt: str) -> str:
+        try:
+            result = self._conn.query(sql, fmt, params=dict(params) if params else None)
+        except Exception as exc:
+            log.warning("chdb statement failed: %s", type(exc).__name__)
+            log.debug("chdb error: %s", exc)
+            raise StoreError() from exc
+        return result.bytes().decode() if result is not None else ""
+
+    async def _call(self, sql: str, params: Mapping[str, Any] | None, fmt: str) -> str:
+        if self._closed:
+            raise StoreError("the store is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, self._run, self._sql(sql), params, fmt)
+
+    async def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+        await self._call(sql, params, "CSV")
+
+    async def query(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        text = await self._call(sql, params, "JSONEachRow")
+        return [json.loads(line) for line in text.splitlines() if line]
+
+    async def insert(
+        self, table: str, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None
+    ) -> None:
+        if not rows:
+            return
+        settings = f" SETTINGS insert_deduplication_token='{check_token(dedup_token)}'" if dedup_token else ""
+        body = "\n".join(json.dumps(r, default=str, separators=(",", ":")) for r in rows)
+        # Row data travels in the format's payload, parsed by ClickHouse's JSON reader, never as SQL.
+        await self._call(f"INSERT INTO {check_table(self._sql(table))}{settings} FORMAT JSONEachRow\n{body}", None, "CSV")
+
+    async def ping(self) -> None:
+        await self._call("SELECT 1", None, "CSV")
+
+    async def close(self) -> None:
+        # chDB cannot reopen another path in this process; keep the engine, just stop using it.
+        self._pool.shutdown(wait=True)
+        self._closed = True
+        try:
+            self._conn.close()
+        except Exception:  # noqa: BLE001 - closing is best effort
+            pass
+        self._open.pop(str(self.path.resolve()), None)

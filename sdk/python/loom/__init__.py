@@ -1,0 +1,1 @@
+"""Loom's Python SDK (being written)."""

@@ -1,0 +1,1 @@
+"""Runs Loom: every plane in one process (embedded) or one plane per process (cluster)."""

@@ -1,0 +1,96 @@
+"""`loom up`, `loom admin bootstrap`, `loom config docs`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import httpx
+
+from loom_core.settings import Settings, render_markdown
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="loom", description="Loom: coordination for AI agents.")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("up", help="run Loom embedded: chDB, a nats-server child, every plane, the gateway")
+    admin = sub.add_parser("admin", help="operator commands")
+    admin_sub = admin.add_subparsers(dest="admin_cmd", required=True)
+    boot = admin_sub.add_parser("bootstrap", help="create an org and namespace; print the first admin token")
+    boot.add_argument("--org", required=True)
+    boot.add_argument("--namespace", required=True)
+    boot.add_argument("--subject", default="user:admin")
+    boot.add_argument("--json", action="store_true", help="print a JSON object instead of the bare token")
+    config = sub.add_parser("config", help="settings")
+    config_sub = config.add_subparsers(dest="config_cmd", required=True)
+    docs = config_sub.add_parser("docs", help="render docs/configuration.md from the settings definition")
+    docs.add_argument("--output", type=Path, default=None)
+    args = parser.parse_args(argv)
+    settings = Settings()
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.cmd == "up":
+        return asyncio.run(_up(settings))
+    if args.cmd == "admin" and args.admin_cmd == "bootstrap":
+        out = asyncio.run(_bootstrap(settings, args.org, args.namespace, args.subject))
+        print(json.dumps(out) if args.json else out["token"])
+        return 0
+    if args.cmd == "config" and args.config_cmd == "docs":
+        text = render_markdown()
+        if args.output:
+            args.output.write_text(text)
+        else:
+            sys.stdout.write(text)
+        return 0
+    return 2
+
+
+async def _up(settings: Settings) -> int:
+    from .embedded import run_embedded
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await run_embedded(settings, stop)
+    return 0
+
+
+async def _bootstrap(settings: Settings, org: str, namespace: str, subject: str) -> dict[str, str]:
+    """Through the running server's admin socket when one holds the data dir; else directly."""
+    from .embedded import socket_path
+
+    sock = socket_path(settings.data_dir)
+    if not settings.clickhouse_url and sock.exists():
+        try:
+            async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=str(sock)), base_url="http://loom") as client:
+                r = await client.post("/bootstrap", json={"org": org, "namespace": namespace, "subject": subject}, timeout=30)
+        except httpx.TransportError:
+            sock.unlink(missing_ok=True)  # a server that died left it behind
+        else:
+            if r.status_code != 200:
+                raise SystemExit(f"loom: bootstrap refused: {r.json().get('error', {}).get('message')}")
+            return dict(r.json())
+    from loom_core.identity.store import IdentityStore
+    from loom_core.identity.tokens import TokenCodec
+    from loom_core.runtime import CORE_MIGRATIONS
+    from loom_core.store import open_store, run_migrations
+    from loom_gateway.identity import bootstrap_org
+
+    store = await open_store(settings)
+    try:
+        await run_migrations(store, CORE_MIGRATIONS)
+        token, p = await bootstrap_org(
+            IdentityStore(store), TokenCodec(settings.jwt_secret, settings.jwt_secret_previous), org, namespace, settings.bootstrap_token_ttl_seconds, subject
+        )
+    finally:
+        await store.close()
+    return {"token": token, "token_id": p.jti, "subject": p.sub, "org": p.org}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
