@@ -53,8 +53,9 @@ def delegate(
         except ValueError as exc:
             raise ValidationFailed(str(exc), {"field": f"roles.{ns}", "reason": "unknown role"}) from exc
         allowed = _effective(parent, ns, creator_grants)
-        if child_subject != parent.sub and subject_grants is not None:
-            allowed = min(allowed, _grant(subject_grants, ns))
+        if child_subject != parent.sub:
+            # Fail closed: a caller that does not hand the subject's grants gets nothing for it.
+            allowed = min(allowed, _grant(subject_grants or {}, ns))
         if role > allowed:
             raise Forbidden(
                 "AUTH_INSUFFICIENT",

@@ -96,7 +96,10 @@ def create_app(relay: Relay, ready_checks: dict[str, ReadyCheck], version: str =
             status_code=405,
         )
 
-    app.mount("/mcp", mcp.asgi_app())
+    # /mcp itself as a route (a Mount alone answers it with a 307 to /mcp/), /mcp/ by the mount.
+    mcp_app = mcp.asgi_app()
+    app.add_route("/mcp", mcp_app, include_in_schema=False)
+    app.mount("/mcp", mcp_app)
 
     def openapi() -> dict[str, Any]:
         return build_openapi(relay.catalog, relay.addresses, version)

@@ -19,6 +19,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="loom", description="Loom: coordination for AI agents.")
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("up", help="run Loom embedded: chDB, a nats-server child, every plane, the gateway")
+    serve = sub.add_parser("serve", help="cluster mode: serve some planes (and/or the gateway) against LOOM_CLICKHOUSE_URL and LOOM_NATS_URL")
+    serve.add_argument("--planes", default="", help="comma-separated planes this process serves (e.g. tasks); empty: none")
+    serve.add_argument("--gateway", action="store_true", help="also serve the HTTP gateway, relaying to LOOM_PLANE_ADDRESSES for planes served elsewhere")
     admin = sub.add_parser("admin", help="operator commands")
     admin_sub = admin.add_subparsers(dest="admin_cmd", required=True)
     boot = admin_sub.add_parser("bootstrap", help="create an org and namespace; print the first admin token")
@@ -35,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.cmd == "up":
         return asyncio.run(_up(settings))
+    if args.cmd == "serve":
+        return asyncio.run(_serve(settings, {p for p in args.planes.split(",") if p}, args.gateway))
     if args.cmd == "admin" and args.admin_cmd == "bootstrap":
         out = asyncio.run(_bootstrap(settings, args.org, args.namespace, args.subject))
         print(json.dumps(out) if args.json else out["token"])
@@ -57,6 +62,24 @@ async def _up(settings: Settings) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await run_embedded(settings, stop)
+    return 0
+
+
+async def _serve(settings: Settings, planes: set[str], gateway: bool) -> int:
+    from .embedded import start_instance
+
+    if not settings.clickhouse_url or not settings.nats_url:
+        raise SystemExit("loom serve needs LOOM_CLICKHOUSE_URL and LOOM_NATS_URL (use `loom up` for one process)")
+    remote = dict(pair.split("=", 1) for pair in settings.plane_addresses.split(",") if "=" in pair)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    inst = await start_instance(settings, nats_url=settings.nats_url, http=gateway, only_planes=planes, remote_planes=remote, name=f"loom-{'-'.join(sorted(planes)) or 'gateway'}")
+    for plane, addr in inst.addresses.items():
+        print(f"loom: plane {plane} grpc {addr}", flush=True)
+    await stop.wait()
+    await inst.stop()
     return 0
 
 

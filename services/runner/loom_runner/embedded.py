@@ -63,10 +63,20 @@ class Instance:
 
 
 async def start_instance(
-    settings: Settings, *, store: Store | None = None, nats_url: str, http: bool = True, http_port: int | None = None, name: str = "loom"
+    settings: Settings,
+    *,
+    store: Store | None = None,
+    nats_url: str,
+    http: bool = True,
+    http_port: int | None = None,
+    name: str = "loom",
+    only_planes: set[str] | None = None,
+    remote_planes: dict[str, str] | None = None,
 ) -> Instance:
+    """Start one replica. `only_planes` serves a subset (cluster mode: one plane per process);
+    `remote_planes` are plane=host:port addresses the gateway relays to instead."""
     runtime = await Runtime.start(settings, store=store, nats_url=nats_url, name=name)
-    planes = build_planes(runtime)
+    planes = [p for p in build_planes(runtime) if only_planes is None or p.name in only_planes]
     for plane in planes:
         await run_migrations(runtime.store, plane.migrations)
         gate = getattr(plane, "gate", None)
@@ -81,7 +91,7 @@ async def start_instance(
     for plane in planes:
         await plane.start()
     if http:
-        inst.relay = Relay(runtime.catalog, inst.addresses)
+        inst.relay = Relay(runtime.catalog, {**inst.addresses, **(remote_planes or {})})
         checks = {"store": runtime.store.ping, "bus": runtime.bus.ping}
         app = create_app(inst.relay, checks)
         inst.http = HttpServer(app, host=settings.http_host, port=settings.http_port if http_port is None else http_port)
