@@ -20,6 +20,35 @@ log = logging.getLogger(__name__)
 _SETTINGS = "output_format_json_quote_64bit_integers=0&date_time_input_format=best_effort"
 
 
+def _param_text(value: Any) -> str:
+    """A parameter value as the escaped text ClickHouse parses server-side parameters from
+    (backslash escapes, \\N for NULL, array literals with quoted strings)."""
+    if value is None:
+        return "\\N"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_array_item(v) for v in value) + "]"
+    return _escape(str(value))
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r").replace("\0", "\\0")
+
+
+def _array_item(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_array_item(v) for v in value) + "]"
+    # Inside an array literal a string is a quoted literal with the same backslash escapes.
+    return "'" + _escape(str(value)).replace("'", "\\'") + "'"
+
+
 class EmbeddedStore:
     engine = "chdb"
     _open: ClassVar[dict[str, EmbeddedStore]] = {}
@@ -50,7 +79,8 @@ class EmbeddedStore:
 
     def _run(self, sql: str, params: Mapping[str, Any] | None, fmt: str) -> str:
         try:
-            result = self._conn.query(sql, fmt, params=dict(params) if params else None)
+            bound = {k: _param_text(v) for k, v in params.items()} if params else None
+            result = self._conn.query(sql, fmt, params=bound)
         except Exception as exc:
             log.warning("chdb statement failed: %s", type(exc).__name__)
             log.debug("chdb error: %s", exc)
@@ -78,7 +108,11 @@ class EmbeddedStore:
         settings = f" SETTINGS insert_deduplication_token='{check_token(dedup_token)}'" if dedup_token else ""
         body = "\n".join(json.dumps(r, default=str, separators=(",", ":")) for r in rows)
         # Row data travels in the format's payload, parsed by ClickHouse's JSON reader, never as SQL.
-        await self._call(f"INSERT INTO {check_table(self._sql(table))}{settings} FORMAT JSONEachRow\n{body}", None, "CSV")
+        if self._closed:
+            raise StoreError("the store is closed")
+        sql = f"INSERT INTO {check_table(self._sql(table))}{settings} FORMAT JSONEachRow\n{body}"
+        # Not through _call: `{db}` inside row data is data, not the database name.
+        await asyncio.get_running_loop().run_in_executor(self._pool, self._run, sql, None, "CSV")
 
     async def ping(self) -> None:
         await self._call("SELECT 1", None, "CSV")

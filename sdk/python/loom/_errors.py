@@ -203,9 +203,7 @@ def from_response(response: httpx.Response, op: str) -> LoomError:
     if not isinstance(payload, dict):
         # Not Loom's answer (a proxy, a crash page): keep the status, never the page text.
         code = _CODE_BY_STATUS.get(status, "INTERNAL")
-        return error_class(code, status)(
-            code, f"HTTP {status} without a Loom error body", {}, status, retryable=status >= 500, op=op
-        )
+        return error_class(code, status)(code, f"HTTP {status} without a Loom error body", {}, status, retryable=status >= 500, op=op)
     code = str(payload.get("code") or _CODE_BY_STATUS.get(status, "INTERNAL"))
     detail = payload.get("detail")
     detail = dict(detail) if isinstance(detail, dict) else {}
@@ -229,6 +227,4 @@ def from_transport_error(exc: httpx.TransportError, op: str) -> UnavailableError
         reason, message = "connect", "could not connect to Loom"
     else:
         reason, message = "network", "the connection to Loom failed"
-    return UnavailableError(
-        "BACKEND_UNAVAILABLE", message, {"reason": reason, "error": type(exc).__name__}, None, retryable=True, op=op
-    )
+    return UnavailableError("BACKEND_UNAVAILABLE", message, {"reason": reason, "error": type(exc).__name__}, None, retryable=True, op=op)

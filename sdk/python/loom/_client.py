@@ -1,0 +1,76 @@
+"""The SDK's one path to Loom: ``POST {base_url}/v1/{op}`` with the op's arguments as JSON.
+
+Every method of the SDK ends here. Generated op methods (``agent.ops.<group>.<op>``) and the
+plane helpers (``agent.tasks``, ``agent.policy``, ...) call exactly one method, the agent's:
+
+    await self._agent.call(op, **args)
+
+A plane helper is a class in ``loom/<plane>.py`` whose ``__init__(self, agent)`` keeps the agent
+as ``self._agent`` and whose methods shape arguments and call ``self._agent.call(...)``; the
+``Agent`` builds one per plane in its ``__init__``. Helpers never touch HTTP, headers or
+errors: the transport below translates every failure into the typed errors of ``loom._errors``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import httpx
+
+from ._errors import LoomError, from_response, from_transport_error
+
+CLIENT_LABEL = "sdk"
+USER_AGENT = "loom-python/0.1.0"
+
+
+class OpCaller(Protocol):
+    """What plane helpers and generated op groups need from an agent: ``call``."""
+
+    async def call(self, op: str, /, **args: Any) -> dict[str, Any]:
+        """Call ``op`` with ``args`` (``None`` values left out) and return its JSON answer."""
+        ...
+
+
+class Transport:
+    """An ``httpx.AsyncClient`` bound to one Loom gateway and one caller's headers."""
+
+    def __init__(
+        self,
+        base_url: str,
+        headers: Mapping[str, str],
+        *,
+        timeout: float,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            headers={"User-Agent": USER_AGENT, **headers},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    async def _call(self, op: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """POST the op; return the JSON object it answers or raise the typed error."""
+        try:
+            response = await self._http.post(f"/v1/{op}", json=dict(args))
+        except httpx.TransportError as exc:
+            raise from_transport_error(exc, op) from exc
+        if not response.is_success:
+            raise from_response(response, op)
+        try:
+            body = response.json()
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError both
+            raise LoomError("INTERNAL", "the answer is not JSON", {}, response.status_code, op=op) from exc
+        if not isinstance(body, dict):
+            raise LoomError("INTERNAL", "the answer is not a JSON object", {}, response.status_code, op=op)
+        return body
+
+    @property
+    def closed(self) -> bool:
+        """Whether the underlying HTTP client is closed."""
+        return self._http.is_closed
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
