@@ -101,11 +101,12 @@ class Catalog:
         return sorted({op.plane for op in self.ops.values()})
 
     def listed(self, toolset: str | None) -> list[OpSpec]:
-        """Ops a listing shows: unlisted never; a toolset filters by membership."""
+        """Ops a listing shows: unlisted never; a toolset filters by membership; the default
+        (all) listing leaves experimental ops out, which stay callable by name."""
         return [
             op
             for op in self.ops.values()
-            if not op.unlisted and (toolset is None or toolset in op.toolsets)
+            if not op.unlisted and (toolset in op.toolsets if toolset is not None else not op.experimental)
         ]
 
     def parse_request(self, op: OpSpec, args: dict[str, Any]) -> Message:

@@ -36,7 +36,7 @@ def transport_of(request: Request) -> str:
 def create_app(relay: Relay, ready_checks: dict[str, ReadyCheck], version: str = "0.1.0") -> FastAPI:
     from .mcp import LoomMCP
 
-    mcp = LoomMCP(relay)
+    mcp = LoomMCP(relay, version=version)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -50,8 +50,8 @@ def create_app(relay: Relay, ready_checks: dict[str, ReadyCheck], version: str =
     async def _loom_error(_: Request, exc: LoomError) -> JSONResponse:
         return error_response(exc)
 
-    @app.post("/v1/{op}", include_in_schema=False)
-    async def call_op(op: str, request: Request) -> Response:
+    async def call_op(request: Request) -> Response:
+        op = str(request.path_params["op"])
         relay.op(op)  # UNKNOWN_OP before reading the body
         raw = await request.body()
         try:
@@ -60,6 +60,9 @@ def create_app(relay: Relay, ready_checks: dict[str, ReadyCheck], version: str =
             raise ValidationFailed("the body is not valid JSON", {"field": "(body)", "reason": "invalid JSON"}) from None
         result = await relay.call(op, args, request.headers, transport_of(request))
         return JSONResponse(result)
+
+    # A plain Starlette route: every op call skips FastAPI's per-request dependency solving.
+    app.add_route("/v1/{op}", call_op, methods=["POST"], include_in_schema=False)
 
     @app.get("/v1/ops", include_in_schema=False)
     async def list_ops(toolset: str | None = None) -> JSONResponse:

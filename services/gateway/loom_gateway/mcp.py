@@ -99,12 +99,16 @@ class LoomMCP:
     # -- listing ---------------------------------------------------------------------------
 
     def tools(self, toolset: str | None) -> list[types.Tool]:
-        """The listing for `toolset` (None: every listed op). The catalog is fixed, so cache it."""
-        tools = self._tools.get(toolset)
-        if tools is None:
-            tools = [tool_of(op) for op in self.relay.catalog.listed(toolset) if op.plane in self.relay.addresses]
-            self._tools[toolset] = tools
-        return tools
+        """The listing for `toolset` (None: every listed op); a toolset no op names lists nothing."""
+        if not self._tools:
+            # The catalog is fixed for the process, so every listing is built once. Only names
+            # the catalog knows are keys, so a caller's made-up ?toolset= values cost nothing.
+            catalog, served = self.relay.catalog, self.relay.addresses
+            names = {t for op in catalog.ops.values() for t in op.toolsets}
+            self._tools = {
+                ts: [tool_of(op) for op in catalog.listed(ts) if op.plane in served] for ts in [None, *sorted(names)]
+            }
+        return self._tools.get(toolset, [])
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
