@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -26,6 +27,7 @@ from .errors import ValidationFailed
 from .roles import Role
 
 _WELL_KNOWN_OBJECT = {"google.protobuf.Struct"}
+_PARSE_FIELD = re.compile(r"Failed to parse (\w+) field")
 _INT64_TYPES = {
     FieldDescriptor.TYPE_INT64,
     FieldDescriptor.TYPE_UINT64,
@@ -131,7 +133,13 @@ class Catalog:
         try:
             json_format.ParseDict(args, msg)
         except json_format.ParseError as exc:
-            raise ValidationFailed("invalid arguments", {"field": "(body)", "reason": str(exc)[:200]}) from exc
+            # What the schema cannot say (an integer past its 32/64-bit range): name the field
+            # protobuf names, in Loom's words rather than the library's.
+            text = str(exc)
+            found = _PARSE_FIELD.match(text)
+            field_name = found.group(1) if found else "(body)"
+            reason = "out of range" if "out of range" in text else "invalid value"
+            raise ValidationFailed(f"{field_name}: {reason}", {"field": field_name, "reason": reason}) from exc
         return msg
 
 

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import grpc
 from google.protobuf.message import Message
 
+from . import exposures as exposures_mod
 from .bus import Bus, LeaseStore, connect_bus
 from .catalog import Catalog, load_catalog
 from .chain import CallContext, Ledger, NoopGate, OpChainInterceptor, PolicyGate, current_call
@@ -26,7 +27,7 @@ from .store import Migration, Store, open_store, run_migrations
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Any, CallContext], Awaitable[Message]]
-CORE_MIGRATIONS: list[Migration] = [*identity_store.MIGRATIONS, *ledger_mod.MIGRATIONS]
+CORE_MIGRATIONS: list[Migration] = [*identity_store.MIGRATIONS, *ledger_mod.MIGRATIONS, *exposures_mod.MIGRATIONS]
 
 
 class Plane(Protocol):
@@ -62,7 +63,9 @@ class Runtime:
         owns = store is None
         store = store or await open_store(settings)
         await run_migrations(store, CORE_MIGRATIONS)
-        bus = await connect_bus(nats_url or settings.nats_url, name=name)
+        # Under the NATS auth callout Loom's own connections are an `auth_users` entry.
+        creds = {"user": settings.nats_internal_user, "password": settings.nats_internal_password} if settings.nats_internal_user else {}
+        bus = await connect_bus(nats_url or settings.nats_url, name=name, **creds)
         leases = await LeaseStore.open(bus)
         identity = IdentityStore(store)
         codec = TokenCodec(settings.jwt_secret, settings.jwt_secret_previous)

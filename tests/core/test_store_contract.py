@@ -450,3 +450,15 @@ async def test_insert_error_is_a_store_error(engine: Engine) -> None:
         await engine.store.insert(f"{{db}}.no_such_table_{uuid.uuid4().hex}", [{"k": 1}])
     _assert_clean(caught.value)
     await engine.store.insert(name, [{"k": 1}])
+
+
+async def test_concurrent_parameterised_queries_keep_their_own_values(engine: Engine) -> None:
+    """Statements in flight at once never see each other's parameters (a tenant's filter value
+    must never be another's)."""
+    import asyncio
+
+    async def one(i: int) -> None:
+        rows = await engine.store.query("SELECT {v:String} AS v, {n:UInt64} AS n", {"v": f"tenant-{i}", "n": i})
+        assert rows == [{"v": f"tenant-{i}", "n": i}]
+
+    await asyncio.gather(*(one(i) for i in range(400)))

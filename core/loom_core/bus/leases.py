@@ -14,13 +14,15 @@ import time
 from dataclasses import dataclass
 
 from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import BadRequestError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
+from nats.js.errors import APIError, BadRequestError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
 
 from ..errors import Conflict, Unavailable
 from .nats import Bus
 
 BUCKET = "loom_leases"
+# JetStream "wrong last sequence" error codes (JSStreamWrongLastSequenceErr and its constant form).
+_WRONG_LAST_SEQUENCE = (10071, 10164)
 
 
 class LeaseHeld(Conflict):
@@ -83,11 +85,12 @@ class LeaseStore:
                     try:
                         rev = await self.kv.create(key, _value(holder, expires, 0), msg_ttl=max(ttl * 4, 60))
                     except KeyWrongLastSequenceError:
-                        # Absent but tombstoned: write over the tombstone at its revision.
-                        entry = await self._raw(key)
-                        if entry is None:
+                        # Another acquirer created it first (read again), or the key is an
+                        # empty marker nats-py did not recognise: write over that at its revision.
+                        marker = await self._marker_revision(key)
+                        if marker is None:
                             continue
-                        rev = await self.kv.update(key, _value(holder, expires, 0), last=entry)
+                        rev = await self.kv.update(key, _value(holder, expires, 0), last=marker)
                 elif current.expired or current.holder == holder:
                     rev = await self.kv.update(key, _value(holder, expires, 0), last=current.revision)
                 else:
@@ -101,14 +104,16 @@ class LeaseStore:
             return Lease(key, holder, rev, rev, expires)
         raise LeaseHeld(key, "?")
 
-    async def _raw(self, key: str) -> int | None:
+    async def _marker_revision(self, key: str) -> int | None:
+        """The revision of a delete/TTL marker at `key`; None when a live value is there (a
+        holder won the race) or nothing is."""
         try:
             entry = await self.kv.get(key)
-            return entry.revision
         except KeyNotFoundError as exc:
             # nats-py raises KeyDeletedError (a KeyNotFoundError) carrying the tombstone.
             e = getattr(exc, "entry", None)
             return e.revision if e is not None else None
+        return entry.revision if not entry.value else None
 
     async def wait_acquire(self, key: str, holder: str, ttl: float, timeout: float, poll: float = 0.05) -> Lease:
         """Acquire, waiting up to `timeout` for the holder to release or expire."""
@@ -137,6 +142,11 @@ class LeaseStore:
             await self.kv.delete(lease.key, last=lease.revision)
         except KeyWrongLastSequenceError:
             return False
+        except APIError as exc:
+            # kv.delete does not translate "wrong last sequence" as kv.update does.
+            if exc.err_code in _WRONG_LAST_SEQUENCE:
+                return False
+            raise Unavailable("BACKEND_UNAVAILABLE", "the lease store did not answer") from exc
         except Exception as exc:
             raise Unavailable("BACKEND_UNAVAILABLE", "the lease store did not answer") from exc
         return True

@@ -50,6 +50,7 @@ class NatsServer:
         if self.config is not None:
             conf = self.store_dir / "nats.conf"
             conf.write_text(self.config)
+            conf.chmod(0o600)  # it may hold Loom's internal NATS password
             args += ["-c", str(conf)]
         log = open(self.store_dir / "nats-server.log", "ab")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen(

@@ -55,12 +55,17 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         self.limiter = limiter
         self.gate = gate
         self.ledger = ledger
+        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
 
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
+        # A server's method -> handler map is fixed once it starts: wrap each op once, not per call.
+        wrapped = self._wrapped.get(handler_call_details.method)
+        if wrapped is not None:
+            return wrapped
         handler = await continuation(handler_call_details)
         op = self.catalog.by_path.get(handler_call_details.method)
         if handler is None or op is None or handler.unary_unary is None:
@@ -70,11 +75,13 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         async def behavior(request: Message, context: grpc.aio.ServicerContext) -> Message:
             return await self.run(op, inner, request, context)
 
-        return grpc.unary_unary_rpc_method_handler(
+        wrapped = grpc.unary_unary_rpc_method_handler(
             behavior,
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
+        self._wrapped[handler_call_details.method] = wrapped
+        return wrapped
 
     async def run(self, op: OpSpec, inner: Behavior, request: Message, context: grpc.aio.ServicerContext) -> Message:
         started = time.perf_counter()

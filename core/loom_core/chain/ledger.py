@@ -14,7 +14,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -127,6 +127,7 @@ class Ledger:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
+        self.observers: list[Callable[[dict[str, Any]], None]] = []
 
     async def start(self) -> None:
         if self.bus is not None:
@@ -138,7 +139,15 @@ class Ledger:
         self._tasks.append(asyncio.create_task(self._flush_loop()))
 
     def record(self, row: Mapping[str, Any]) -> None:
-        self._buf.append(dict(row))
+        kept = dict(row)
+        self._buf.append(kept)
+        # Observers (the policy gate's recent-history window) see each row as it is recorded,
+        # not when its batch lands in the table; one that fails never fails the call.
+        for observe in self.observers:
+            try:
+                observe(kept)
+            except Exception:  # noqa: BLE001
+                log.warning("ledger: an observer failed")
         if len(self._buf) >= self.batch_max:
             self._wake.set()
 
@@ -190,23 +199,31 @@ class Ledger:
         sub = await self.bus.js.pull_subscribe(
             SUBJECT, durable=DURABLE, stream=STREAM, config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=30, max_ack_pending=1000)
         )
-        while True:
-            try:
-                msgs = await sub.fetch(batch=50, timeout=1)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - timeout or reconnect; poll again
-                continue
-            for msg in msgs:
+        try:
+            while True:
                 try:
-                    batch = json.loads(msg.data)
-                    await self.store.insert(TABLE, batch["rows"], dedup_token=batch["id"])
-                    await msg.ack()
+                    msgs = await sub.fetch(batch=50, timeout=1)
                 except asyncio.CancelledError:
                     raise
-                except Exception:  # noqa: BLE001 - redelivered later; the dedup token makes it safe
-                    log.warning("ledger: batch insert failed; will retry")
-                    await msg.nak(delay=1)
+                except Exception:  # noqa: BLE001 - timeout or reconnect; poll again
+                    continue
+                for msg in msgs:
+                    try:
+                        batch = json.loads(msg.data)
+                        await self.store.insert(TABLE, batch["rows"], dedup_token=batch["id"])
+                        await msg.ack()
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception:  # noqa: BLE001 - redelivered later; the dedup token makes it safe
+                        log.warning("ledger: batch insert failed; will retry")
+                        await msg.nak(delay=1)
+        finally:
+            # A fetch cut off by stop() leaves its pull's status reply in this subscription's
+            # queue, which nobody reads: the connection's drain would then wait its 30 s timeout.
+            try:
+                await sub.unsubscribe()
+            except Exception:  # noqa: BLE001 - the connection may already be closing
+                pass
 
 
 def ledger_row(

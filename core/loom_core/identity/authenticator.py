@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 REVOKED_SUBJECT = "loom.identity.revoked"
 GRANTS_SUBJECT = "loom.identity.grants"
 RESYNC_SECONDS = 60.0
+# Signature-verified tokens kept per replica (cleared whole when full).
+VERIFIED_CACHE_MAX = 10_000
 
 
 @dataclass(slots=True)
@@ -70,6 +72,7 @@ class Authenticator:
         self.grant_ttl = grant_ttl
         self._revoked = _RevocationSet({}, {}, {})
         self._grants: dict[tuple[str, str], tuple[float, dict[str, Role]]] = {}
+        self._verified: dict[str, Principal] = {}
         self._subs: list[Subscription] = []
         self._resync: asyncio.Task[None] | None = None
 
@@ -141,7 +144,17 @@ class Authenticator:
     def verify(self, token: str | None) -> Principal:
         if not token:
             raise Unauthenticated("AUTH_REQUIRED", "a bearer token is required")
-        principal = self.codec.decode(token)
+        # An agent sends the same token on every call: verify its signature once, then only
+        # its expiry (revocation is checked below on every call, cached or not).
+        principal = self._verified.get(token)
+        if principal is None:
+            principal = self.codec.decode(token)
+            if len(self._verified) >= VERIFIED_CACHE_MAX:
+                self._verified.clear()
+            self._verified[token] = principal
+        elif principal.exp <= time.time():
+            del self._verified[token]
+            raise Unauthenticated("AUTH_EXPIRED", "the token has expired")
         reason = self._revoked.reason(principal)
         if reason is not None:
             raise Unauthenticated("AUTH_REVOKED", "the token has been revoked", {"reason": reason})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -57,10 +58,17 @@ class EmbeddedStore:
         self.path = path
         self.database = database
         path.mkdir(parents=True, exist_ok=True)
-        self._conn = chdb.connect(f"file:{path}?{_SETTINGS}")
+        self._url = f"file:{path}?{_SETTINGS}"
+        self._conn = chdb.connect(self._url)
         # chDB releases the GIL while a statement runs; a few threads keep the loop free.
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="chdb")
         self._closed = False
+        # One connection per pool thread: a chDB connection's bound query parameters are not
+        # safe across threads (concurrent statements on one connection failed with "Substitution
+        # not set" and, worse, ran with another statement's parameters).
+        self._local = threading.local()
+        self._thread_conns: list[Any] = []
+        self._conns_lock = threading.Lock()
 
     @classmethod
     def open(cls, path: Path, database: str) -> EmbeddedStore:
@@ -77,10 +85,18 @@ class EmbeddedStore:
     def _sql(self, sql: str) -> str:
         return sql.replace("{db}", self.database)
 
+    def _thread_conn(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = chdb.connect(self._url)
+            with self._conns_lock:
+                self._thread_conns.append(conn)
+        return conn
+
     def _run(self, sql: str, params: Mapping[str, Any] | None, fmt: str) -> str:
         try:
             bound = {k: _param_text(v) for k, v in params.items()} if params else None
-            result = self._conn.query(sql, fmt, params=bound)
+            result = self._thread_conn().query(sql, fmt, params=bound)
         except Exception as exc:
             log.warning("chdb statement failed: %s", type(exc).__name__)
             log.debug("chdb error: %s", exc)
@@ -121,8 +137,9 @@ class EmbeddedStore:
         # chDB cannot reopen another path in this process; keep the engine, just stop using it.
         self._pool.shutdown(wait=True)
         self._closed = True
-        try:
-            self._conn.close()
-        except Exception:  # noqa: BLE001 - closing is best effort
-            pass
+        for conn in [*self._thread_conns, self._conn]:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
         self._open.pop(str(self.path.resolve()), None)

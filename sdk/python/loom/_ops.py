@@ -7,6 +7,7 @@ Each method sends only the arguments given (``None`` means the op's default) thr
 
 from __future__ import annotations
 
+import builtins
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -74,6 +75,155 @@ class GrantsOps:
         )
 
 
+class InboxOps:
+    """The ``inbox.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def deliveries(
+        self,
+        *,
+        namespace: str | None = None,
+        inbox: str | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """An inbox's webhook delivery log, newest attempt first.
+
+        Calls ``inbox.deliveries``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "inbox.deliveries",
+            namespace=namespace,
+            inbox=inbox,
+            limit=limit,
+        )
+
+    async def list(
+        self,
+        *,
+        namespace: str | None = None,
+    ) -> dict[str, Any]:
+        """The inboxes of this namespace, with their settings and open task counts.
+
+        Calls ``inbox.list``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "inbox.list",
+            namespace=namespace,
+        )
+
+    async def policy_list(
+        self,
+        *,
+        namespace: str | None = None,
+        inbox: str | None = None,
+    ) -> dict[str, Any]:
+        """An inbox's trust rows: mode and required evidence per (poster, kind).
+
+        Calls ``inbox.policy_list``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "inbox.policy_list",
+            namespace=namespace,
+            inbox=inbox,
+        )
+
+    async def policy_set(
+        self,
+        *,
+        namespace: str | None = None,
+        inbox: str | None = None,
+        poster: str | None = None,
+        kind: str | None = None,
+        mode: str | None = None,
+        require_evidence: builtins.list[str] | None = None,
+        remove: bool | None = None,
+    ) -> dict[str, Any]:
+        """Set how far an inbox trusts a poster for a kind: deny, review or auto (kind or poster * for any).
+
+        Calls ``inbox.policy_set``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "inbox.policy_set",
+            namespace=namespace,
+            inbox=inbox,
+            poster=poster,
+            kind=kind,
+            mode=mode,
+            require_evidence=require_evidence,
+            remove=remove,
+        )
+
+    async def principals(
+        self,
+        *,
+        namespace: str | None = None,
+    ) -> dict[str, Any]:
+        """The identities Loom knows in the org, to pick an inbox's posters from.
+
+        Calls ``inbox.principals``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "inbox.principals",
+            namespace=namespace,
+        )
+
+    async def register(
+        self,
+        *,
+        namespace: str | None = None,
+        inbox: str | None = None,
+        owner_agent: str | None = None,
+        posters: builtins.list[str] | None = None,
+        accept_disclosure: builtins.list[str] | None = None,
+        default_lease_seconds: int | None = None,
+        max_attempts: int | None = None,
+        max_defers: int | None = None,
+        triage_escalate_after_seconds: int | None = None,
+        webhook_url: str | None = None,
+        webhook_secret_ref: str | None = None,
+        description: str | None = None,
+    ) -> dict[str, Any]:
+        """Register (or re-register) an inbox in this namespace: its owner agent, posters, disclosure levels, leases and webhook.
+
+        Calls ``inbox.register``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "inbox.register",
+            namespace=namespace,
+            inbox=inbox,
+            owner_agent=owner_agent,
+            posters=posters,
+            accept_disclosure=accept_disclosure,
+            default_lease_seconds=default_lease_seconds,
+            max_attempts=max_attempts,
+            max_defers=max_defers,
+            triage_escalate_after_seconds=triage_escalate_after_seconds,
+            webhook_url=webhook_url,
+            webhook_secret_ref=webhook_secret_ref,
+            description=description,
+        )
+
+
 class NamespaceOps:
     """The ``namespace.*`` ops."""
 
@@ -104,6 +254,171 @@ class NamespaceOps:
         return await self._caller.call("namespace.list")
 
 
+class PolicyOps:
+    """The ``policy.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def check(
+        self,
+        *,
+        namespace: str | None = None,
+        operation: str | None = None,
+        agent: str | None = None,
+        user: str | None = None,
+        session: str | None = None,
+        args: dict[str, Any] | None = None,
+        rules: builtins.list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Dry-run a call against the stored rules or against rules passed in.
+
+        Calls ``policy.check``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "policy.check",
+            namespace=namespace,
+            operation=operation,
+            agent=agent,
+            user=user,
+            session=session,
+            args=args,
+            rules=rules,
+        )
+
+    async def decisions(
+        self,
+        *,
+        namespace: str | None = None,
+        decision: str | None = None,
+        agent: str | None = None,
+        operation: str | None = None,
+        rule: str | None = None,
+        since: str | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """Read the policy decision ledger, filtered by allow / deny.
+
+        Calls ``policy.decisions``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "policy.decisions",
+            namespace=namespace,
+            decision=decision,
+            agent=agent,
+            operation=operation,
+            rule=rule,
+            since=since,
+            limit=limit,
+        )
+
+    async def delete(
+        self,
+        *,
+        namespace: str | None = None,
+        name: str | None = None,
+    ) -> dict[str, Any]:
+        """Remove a history-policy rule.
+
+        Calls ``policy.delete``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "policy.delete",
+            namespace=namespace,
+            name=name,
+        )
+
+    async def list(
+        self,
+        *,
+        namespace: str | None = None,
+    ) -> dict[str, Any]:
+        """The namespace's history-policy rules and the deployment's mode.
+
+        Calls ``policy.list``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "policy.list",
+            namespace=namespace,
+        )
+
+    async def replay(
+        self,
+        *,
+        namespace: str | None = None,
+        rules: builtins.list[dict[str, Any]] | None = None,
+        include_stored: bool | None = None,
+        names: builtins.list[str] | None = None,
+        mode: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        agent: str | None = None,
+        limit: int | None = None,
+        only_denied: bool | None = None,
+    ) -> dict[str, Any]:
+        """What proposed rules (or stored rules in another mode) would have decided over the recorded ledger.
+
+        Calls ``policy.replay``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "policy.replay",
+            namespace=namespace,
+            rules=rules,
+            include_stored=include_stored,
+            names=names,
+            mode=mode,
+            since=since,
+            until=until,
+            agent=agent,
+            limit=limit,
+            only_denied=only_denied,
+        )
+
+    async def set(
+        self,
+        *,
+        namespace: str | None = None,
+        name: str | None = None,
+        effect: str | None = None,
+        actions: builtins.list[str] | None = None,
+        condition: dict[str, Any] | None = None,
+        description: str | None = None,
+        mode: str | None = None,
+    ) -> dict[str, Any]:
+        """Create or replace a history-policy rule; returns leaf_count and whether it widened.
+
+        Calls ``policy.set``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "policy.set",
+            namespace=namespace,
+            name=name,
+            effect=effect,
+            actions=actions,
+            condition=condition,
+            description=description,
+            mode=mode,
+        )
+
+
 class SaOps:
     """The ``sa.*`` ops."""
 
@@ -131,6 +446,539 @@ class SaOps:
             name=name,
             role=role,
             description=description,
+        )
+
+
+class TaskOps:
+    """The ``task.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def accept(
+        self,
+        *,
+        namespace: str | None = None,
+        task_id: str | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        """Accept a triaged task: triage -> todo (never the poster's own).
+
+        Calls ``task.accept``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.accept",
+            namespace=namespace,
+            task_id=task_id,
+            reason=reason,
+        )
+
+    async def block(
+        self,
+        *,
+        namespace: str | None = None,
+        task_id: str | None = None,
+        fence: int | None = None,
+        blocked_on: str | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        """Mark a task you hold blocked on the sender, a human or something external (fenced).
+
+        Calls ``task.block``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.block",
+            namespace=namespace,
+            task_id=task_id,
+            fence=fence,
+            blocked_on=blocked_on,
+            reason=reason,
+        )
+
+    async def cancel(
+        self,
+        *,
+        namespace: str | None = None,
+        task_id: str | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        """Cancel an unfinished task (the owner, or its poster while nobody holds it).
+
+        Calls ``task.cancel``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.cancel",
+            namespace=namespace,
+            task_id=task_id,
+            reason=reason,
+        )
+
+    async def claim(
+        self,
+        *,
+        namespace: str | None = None,
+        task_id: str | None = None,
+        lease_seconds: int | None = None,
+    ) -> dict[str, Any]:
+        """Claim one named todo task: a lease and a fence every owner write presents.
+
+        Calls ``task.claim``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.claim",
+            namespace=namespace,
+            task_id=task_id,
+            lease_seconds=lease_seconds,
+        )
+
+    async def complete(
+        self,
+        *,
+        namespace: str | None = None,
+        task_id: str | None = None,
+        fence: int | None = None,
+        outcome: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Finish a task you hold with its outcome (fenced): in_progress -> done.
+
+        Calls ``task.complete``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.complete",
+            namespace=namespace,
+            task_id=task_id,
+            fence=fence,
+            outcome=outcome,
+        )
+
+    async def counts(
+        self,
+        *,
+        namespace: str | None = None,
+        inbox: str | None = None,
+    ) -> dict[str, Any]:
+        """Task counts by status for an inbox or this namespace's inboxes.
+
+        Calls ``task.counts``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.counts",
+            namespace=namespace,
+            inbox=inbox,
+        )
+
+    async def create(
+        self,
+        *,
+        namespace: str | None = None,
+        inbox: str | None = None,
+        kind: str | None = None,
+        title: str | None = None,
+        brief: dict[str, Any] | None = None,
+        disclosure: str | None = None,
+        priority: int | None = None,
+        deadline: str | None = None,
+        not_before: str | None = None,
+        origin: str | None = None,
+        parent_task_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        """Post a task to an inbox (namespace is the poster's own); lands in triage or todo by the owner's trust.
+
+        Calls ``task.create``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.create",
+            namespace=namespace,
+            inbox=inbox,
+            kind=kind,
+            title=title,
+            brief=brief,
+            disclosure=disclosure,
+            priority=priority,
+            deadline=deadline,
+            not_before=not_before,
+            origin=origin,
+            parent_task_id=parent_task_id,
+            idempotency_key=idempotency_key,
+        )
+
+    async def defer(
+        self,
+        *,
+        namespace: str | None = None,
+        task_id: str | None = None,
+        fence: int | None = None,
+        resume_at: str | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        """Put a task you hold aside until resume_at (fenced): in_progress -> deferred.
+
+        Calls ``task.defer``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.defer",
+            namespace=namespace,
+            task_id=task_id,
+            fence=fence,
+            resume_at=resume_at,
+            reason=reason,
+        )
+
+    async def fail(
+        self,
+        *,
+        namespace: str | None = None,
+        task_id: str | None = None,
+        fence: int | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        """Give up on a task you hold, with a reason (fenced): in_progress -> failed.
+
+        Calls ``task.fail``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.fail",
+            namespace=namespace,
+            task_id=task_id,
+            fence=fence,
+            reason=reason,
+        )
+
+    async def get(
+        self,
+        *,
+        namespace: str | None = None,
+        task_id: str | None = None,
+    ) -> dict[str, Any]:
+        """One task (readers of its inbox, or its poster).
+
+        Calls ``task.get``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.get",
+            namespace=namespace,
+            task_id=task_id,
+        )
+
+    async def heartbeat(
+        self,
+        *,
+        namespace: str | None = None,
+        task_id: str | None = None,
+        fence: int | None = None,
+        lease_seconds: int | None = None,
+    ) -> dict[str, Any]:
+        """Extend the lease of a task you hold (fenced).
+
+        Calls ``task.heartbeat``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.heartbeat",
+            namespace=namespace,
+            task_id=task_id,
+            fence=fence,
+            lease_seconds=lease_seconds,
+        )
+
+    async def history(
+        self,
+        *,
+        namespace: str | None = None,
+        task_id: str | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """A task's events, oldest first.
+
+        Calls ``task.history``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.history",
+            namespace=namespace,
+            task_id=task_id,
+            limit=limit,
+        )
+
+    async def list(
+        self,
+        *,
+        namespace: str | None = None,
+        inbox: str | None = None,
+        status: builtins.list[str] | None = None,
+        kind: builtins.list[str] | None = None,
+        poster: str | None = None,
+        mine: bool | None = None,
+        limit: int | None = None,
+        page_token: str | None = None,
+    ) -> dict[str, Any]:
+        """Tasks of an inbox or of this namespace's inboxes (or posted by the caller), filtered and paged.
+
+        Calls ``task.list``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.list",
+            namespace=namespace,
+            inbox=inbox,
+            status=status,
+            kind=kind,
+            poster=poster,
+            mine=mine,
+            limit=limit,
+            page_token=page_token,
+        )
+
+    async def progress(
+        self,
+        *,
+        namespace: str | None = None,
+        task_id: str | None = None,
+        fence: int | None = None,
+        note: str | None = None,
+        percent: int | None = None,
+    ) -> dict[str, Any]:
+        """Record a progress note on a task you hold (fenced; no state change).
+
+        Calls ``task.progress``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.progress",
+            namespace=namespace,
+            task_id=task_id,
+            fence=fence,
+            note=note,
+            percent=percent,
+        )
+
+    async def pull(
+        self,
+        *,
+        namespace: str | None = None,
+        inbox: str | None = None,
+        kinds: builtins.list[str] | None = None,
+        status: str | None = None,
+        wait_seconds: int | None = None,
+        lease_seconds: int | None = None,
+        max_tasks: int | None = None,
+    ) -> dict[str, Any]:
+        """Claim the next todo task of an inbox (lease + fence), waiting up to wait_seconds; status=triage lists review items unclaimed.
+
+        Calls ``task.pull``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.pull",
+            namespace=namespace,
+            inbox=inbox,
+            kinds=kinds,
+            status=status,
+            wait_seconds=wait_seconds,
+            lease_seconds=lease_seconds,
+            max_tasks=max_tasks,
+        )
+
+    async def reassign(
+        self,
+        *,
+        namespace: str | None = None,
+        task_id: str | None = None,
+        to_inbox: str | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        """Hand an unfinished task to another inbox of the org (its claim ends).
+
+        Calls ``task.reassign``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.reassign",
+            namespace=namespace,
+            task_id=task_id,
+            to_inbox=to_inbox,
+            reason=reason,
+        )
+
+    async def reopen(
+        self,
+        *,
+        namespace: str | None = None,
+        task_id: str | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        """Move a failed, wont_do or cancelled task back to todo.
+
+        Calls ``task.reopen``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.reopen",
+            namespace=namespace,
+            task_id=task_id,
+            reason=reason,
+        )
+
+    async def resume(
+        self,
+        *,
+        namespace: str | None = None,
+        task_id: str | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        """Return a deferred task to todo before its resume_at.
+
+        Calls ``task.resume``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.resume",
+            namespace=namespace,
+            task_id=task_id,
+            reason=reason,
+        )
+
+    async def unblock(
+        self,
+        *,
+        namespace: str | None = None,
+        task_id: str | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        """Return a blocked task to todo.
+
+        Calls ``task.unblock``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.unblock",
+            namespace=namespace,
+            task_id=task_id,
+            reason=reason,
+        )
+
+    async def update(
+        self,
+        *,
+        namespace: str | None = None,
+        task_id: str | None = None,
+        if_match_version: int | None = None,
+        title: str | None = None,
+        brief: dict[str, Any] | None = None,
+        priority: int | None = None,
+        deadline: str | None = None,
+        not_before: str | None = None,
+    ) -> dict[str, Any]:
+        """Edit an unfinished task's title, brief, priority, deadline or not_before, if it is still at if_match_version.
+
+        Calls ``task.update``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.update",
+            namespace=namespace,
+            task_id=task_id,
+            if_match_version=if_match_version,
+            title=title,
+            brief=brief,
+            priority=priority,
+            deadline=deadline,
+            not_before=not_before,
+        )
+
+    async def updates(
+        self,
+        *,
+        namespace: str | None = None,
+        since_seq: int | None = None,
+        wait_seconds: int | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """Events of the tasks the caller posted, after a cursor (since_seq), waiting up to wait_seconds.
+
+        Calls ``task.updates``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.updates",
+            namespace=namespace,
+            since_seq=since_seq,
+            wait_seconds=wait_seconds,
+            limit=limit,
+        )
+
+    async def wont_do(
+        self,
+        *,
+        namespace: str | None = None,
+        task_id: str | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        """Decline an unfinished task, with a reason.
+
+        Calls ``task.wont_do``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.wont_do",
+            namespace=namespace,
+            task_id=task_id,
+            reason=reason,
         )
 
 
@@ -196,13 +1044,19 @@ class Ops:
 
     auth: AuthOps
     grants: GrantsOps
+    inbox: InboxOps
     namespace: NamespaceOps
+    policy: PolicyOps
     sa: SaOps
+    task: TaskOps
     token: TokenOps
 
     def __init__(self, caller: OpCaller) -> None:
         self.auth = AuthOps(caller)
         self.grants = GrantsOps(caller)
+        self.inbox = InboxOps(caller)
         self.namespace = NamespaceOps(caller)
+        self.policy = PolicyOps(caller)
         self.sa = SaOps(caller)
+        self.task = TaskOps(caller)
         self.token = TokenOps(caller)

@@ -1,15 +1,156 @@
-"""`agent.policy`: the history-policy plane's helpers (placeholder until the policy plane lands)."""
+"""`agent.policy`: history policies, rules over an agent's own recent history.
+
+    await agent.policy.set(
+        "read-before-delete",
+        effect="require",
+        actions=["memory.delete"],
+        condition={"op": "formerly", "within": "1h", "operation": "memory.get",
+                   "args_equal": {"memory_key": "$args.memory_key"}},
+        description="An agent deletes only what it has just looked at.",
+    )
+    verdict = await agent.policy.check(operation="memory.delete", agent="cleanup-bot",
+                                       args={"memory_key": "notes/old"})
+
+The rule language, modes and worked examples: docs/policies.md.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import builtins
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._agent import Agent
 
 
 class PolicyClient:
-    """Helpers for the history-policy ops, reached as `agent.policy`."""
+    """Helpers for the history-policy ops (`policy.*`), reached as `agent.policy`."""
 
     def __init__(self, agent: Agent) -> None:
         self._agent = agent
+
+    async def set(
+        self,
+        name: str,
+        *,
+        effect: str,
+        actions: Sequence[str],
+        condition: Mapping[str, Any],
+        description: str | None = None,
+        mode: str | None = None,
+    ) -> dict[str, Any]:
+        """Create or replace a rule (admin).
+
+        Args:
+            name: The rule's name in the namespace.
+            effect: ``forbid`` (deny when the condition holds) or ``require`` (deny when it
+                does not).
+            actions: Op names or globs the rule applies to (``memory.delete``, ``memory.*``).
+            condition: A tree of ``all`` / ``any`` / ``not`` over the leaves ``formerly``,
+                ``count_within``, ``not_since`` and ``breadth_within``.
+            description: Why the rule exists.
+            mode: ``inherit`` (default), ``shadow`` or ``enforce``.
+
+        Returns:
+            ``{rule, leaf_count, widened, widened_reasons, created, warnings}``.
+
+        Raises:
+            ValidationError: a malformed rule; ``detail.field`` names the bad node's path.
+        """
+        args = {"name": name, "effect": effect, "actions": list(actions), "condition": dict(condition), "description": description, "mode": mode}
+        return await self._agent.call("policy.set", **args)
+
+    async def delete(self, name: str) -> dict[str, Any]:
+        """Remove a rule (admin). Returns ``{deleted, widened}``."""
+        return await self._agent.call("policy.delete", name=name)
+
+    async def list(self) -> dict[str, Any]:
+        """The namespace's rules and the deployment's mode: ``{rules, mode, ...}``."""
+        return await self._agent.call("policy.list")
+
+    async def check(
+        self,
+        *,
+        operation: str,
+        agent: str | None = None,
+        user: str | None = None,
+        session: str | None = None,
+        args: Mapping[str, Any] | None = None,
+        rules: Sequence[Mapping[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Dry-run a call against the stored rules, or against ``rules`` passed in.
+
+        The history read is always the caller's own (its token's subject), under the labels
+        given (default: this agent's).
+
+        Returns:
+            The verdict: ``{decision, would_enforce, mode, write_shaped, determining_rules,
+            errors, rules, latency_ms}``.
+        """
+        return await self._agent.call(
+            "policy.check",
+            operation=operation,
+            agent=agent,
+            user=user,
+            session=session,
+            args=dict(args) if args is not None else None,
+            rules=[dict(r) for r in rules] if rules is not None else None,
+        )
+
+    async def decisions(
+        self,
+        *,
+        decision: str | None = None,
+        agent: str | None = None,
+        operation: str | None = None,
+        rule: str | None = None,
+        since: str | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[dict[str, Any]]:
+        """The decision ledger, newest first, filtered by ``allow`` / ``deny`` and more."""
+        body = await self._agent.call(
+            "policy.decisions", decision=decision, agent=agent, operation=operation, rule=rule, since=since, limit=limit
+        )
+        return list(body.get("decisions", []))
+
+    async def replay(
+        self,
+        *,
+        rules: Sequence[Mapping[str, Any]] | None = None,
+        names: Sequence[str] | None = None,
+        include_stored: bool | None = None,
+        mode: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        agent: str | None = None,
+        limit: int | None = None,
+        only_denied: bool | None = None,
+    ) -> dict[str, Any]:
+        """What rules would have decided over the recorded ledger in a window.
+
+        Args:
+            rules: Proposed rules; without them the stored rules (``names`` picks some).
+            include_stored: With proposed rules, replay the stored ones too.
+            mode: Replay every rule as ``shadow`` or ``enforce``.
+            since: Start of the window (RFC 3339 or a duration back from now, ``7d``).
+            until: End of the window (default now).
+            agent: Only this agent's calls.
+            limit: Per-call results to return (totals count every call).
+            only_denied: Return only calls that would be denied.
+
+        Returns:
+            ``{calls, totals, since_time, until_time, truncated, mode}``.
+        """
+        return await self._agent.call(
+            "policy.replay",
+            rules=[dict(r) for r in rules] if rules is not None else None,
+            names=list(names) if names is not None else None,
+            include_stored=include_stored,
+            mode=mode,
+            since=since,
+            until=until,
+            agent=agent,
+            limit=limit,
+            only_denied=only_denied,
+        )

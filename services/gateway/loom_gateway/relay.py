@@ -20,7 +20,7 @@ from loom_core.chain.context import (
     MD_TRANSPORT,
     MD_USER,
 )
-from loom_core.errors import LoomError, NotFound, Unavailable, invalid_field
+from loom_core.errors import LoomError, NotFound, Unauthenticated, Unavailable, invalid_field
 from loom_core.grpc_errors import from_rpc_error
 
 # HTTP header (lower-case) -> gRPC metadata key
@@ -70,12 +70,12 @@ class Relay:
         if not isinstance(args, dict):
             raise invalid_field("(body)", "must be a JSON object of the op's arguments")
         args = dict(args)
-        metadata = [(md, headers[h]) for h, md in FORWARDED_HEADERS.items() if headers.get(h)]
+        metadata = [(md, _metadata_value(h, headers[h])) for h, md in FORWARDED_HEADERS.items() if headers.get(h)]
         if not op.org_level and "namespace" in args:
             ns = args.pop("namespace")
             if not isinstance(ns, str):
                 raise invalid_field("namespace", "must be a string")
-            metadata = [(k, v) for k, v in metadata if k != MD_NAMESPACE] + [(MD_NAMESPACE, ns)]
+            metadata = [(k, v) for k, v in metadata if k != MD_NAMESPACE] + [(MD_NAMESPACE, _metadata_value("namespace", ns))]
         request = self.catalog.parse_request(op, args)
         metadata.append((MD_TRANSPORT, transport))
         try:
@@ -93,3 +93,13 @@ class Relay:
             await ch.close()
         self._channels.clear()
         self._stubs.clear()
+
+
+def _metadata_value(field: str, value: str) -> str:
+    """gRPC metadata carries printable ASCII only; anything else is the caller's mistake (422),
+    not a plane that did not answer."""
+    if not (value.isascii() and value.isprintable()):
+        if field == "authorization":
+            raise Unauthenticated("AUTH_INVALID", "the token is not valid")
+        raise invalid_field(field, "must be printable ASCII")
+    return value

@@ -23,7 +23,7 @@ from loom_gateway.identity import bootstrap_org
 from loom_gateway.relay import Relay
 
 from .http import HttpServer
-from .planes import build_planes
+from .planes import build_planes, start_gate, stop_gate
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ class Instance:
     servers: dict[str, PlaneServer] = field(default_factory=dict)
     relay: Relay | None = None
     http: HttpServer | None = None
+    nats_auth: Any = None  # the NATS auth callout service, when this replica answers it
 
     @property
     def addresses(self) -> dict[str, str]:
@@ -59,6 +60,9 @@ class Instance:
             await s.stop(0.5)
         for p in reversed(self.planes):
             await p.stop()
+        if self.nats_auth is not None:
+            await self.nats_auth.stop()
+        await stop_gate(self.runtime)
         await self.runtime.stop()
 
 
@@ -76,13 +80,18 @@ async def start_instance(
     """Start one replica. `only_planes` serves a subset (cluster mode: one plane per process);
     `remote_planes` are plane=host:port addresses the gateway relays to instead."""
     runtime = await Runtime.start(settings, store=store, nats_url=nats_url, name=name)
-    planes = [p for p in build_planes(runtime) if only_planes is None or p.name in only_planes]
+    # Every runtime (each plane's process, in a cluster) builds its own history-policy gate.
+    await start_gate(runtime)
+    planes = [p for p in build_planes(runtime, only_planes) if only_planes is None or p.name in only_planes]
     for plane in planes:
         await run_migrations(runtime.store, plane.migrations)
-        gate = getattr(plane, "gate", None)
-        if gate is not None:
-            runtime.gate = gate
     inst = Instance(runtime, planes)
+    if settings.nats_auth_callout_issuer_seed:
+        # Agents subscribe to task events with their Loom token (nats-server auth callout).
+        from loom_tasks.nats_auth import NatsAuthCallout
+
+        inst.nats_auth = NatsAuthCallout(runtime)
+        await inst.nats_auth.start()
     for i, plane in enumerate(planes):
         server = PlaneServer(runtime, plane.name, plane.handlers())
         port = settings.grpc_port_base + i if settings.grpc_port_base else 0
@@ -124,7 +133,14 @@ async def run_embedded(settings: Settings, stop: asyncio.Event) -> None:
     nats: NatsServer | None = None
     nats_url = settings.nats_url
     if not nats_url:
-        nats = NatsServer(data / "nats", port=settings.nats_port)
+        config = None
+        try:
+            from loom_tasks.nats_auth import embedded_nats_auth
+        except ImportError:  # no tasks plane installed: no token-authenticated subscribers either
+            embedded_nats_auth = None  # type: ignore[assignment]
+        if embedded_nats_auth is not None:
+            config, settings = embedded_nats_auth(settings)
+        nats = NatsServer(data / "nats", port=settings.nats_port, config=config)
         await nats.__aenter__()
         nats_url = nats.url
     inst: Instance | None = None
@@ -140,6 +156,8 @@ async def run_embedded(settings: Settings, stop: asyncio.Event) -> None:
         print(f"loom: up. gateway http://{settings.http_host}:{inst.http.port if inst.http else '-'}  data {data}", flush=True)
         for name, addr in inst.addresses.items():
             print(f"loom:   plane {name:<10} grpc {addr}", flush=True)
+        if inst.nats_auth is not None:
+            print(f"loom:   task events      {nats_url} (subscribe with your Loom token)", flush=True)
         await stop.wait()
         print("loom: stopping", flush=True)
     finally:

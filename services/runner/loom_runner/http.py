@@ -16,9 +16,26 @@ class _Server(uvicorn.Server):
         yield  # the runner owns SIGINT/SIGTERM
 
 
+# Longest a stop waits for requests still in flight (a long poll, a stream, a client that never
+# finishes its body) before cancelling them; uvicorn's default is to wait for ever.
+SHUTDOWN_GRACE_SECONDS = 3.0
+
+
 class HttpServer:
-    def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0, uds: str | None = None) -> None:
-        config = uvicorn.Config(app, host=host, port=port, uds=uds, log_level="warning", lifespan="on", access_log=False, loop="none")
+    def __init__(
+        self, app: Any, *, host: str = "127.0.0.1", port: int = 0, uds: str | None = None, shutdown_grace: float = SHUTDOWN_GRACE_SECONDS
+    ) -> None:
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            uds=uds,
+            log_level="warning",
+            lifespan="on",
+            access_log=False,
+            loop="none",
+            timeout_graceful_shutdown=shutdown_grace,
+        )
         self.server = _Server(config)
         self.task: asyncio.Task[None] | None = None
 

@@ -1,0 +1,241 @@
+"""The history-policy gate's added latency, and the evaluator's throughput.
+
+    .venv/bin/python bench/policy.py [-n 3000] [--events 100000] [--json]
+
+Starts two embedded replicas in one process sharing one chDB engine and one nats-server (as
+the tests do): one with LOOM_POLICY_MODE=off (the baseline) and one with enforce. Loads 10^5
+events of one caller (agent `bench-bot`) into the ledger table over the last 50 minutes, plus
+exposure rows, sets 10 rules that all apply to `auth.whoami` (every leaf kind, combinators,
+args_equal, windows up to a day), and lets the enforce replica build its window. Then calls
+`auth.whoami` on the identity plane's gRPC port, alternating off / enforce one call at a time,
+and reports the p50 / p99 of the per-pair difference (enforce - off), the p50 / p99 of each
+side, the time spent inside the gate itself, and evaluations per second of the evaluator alone
+(10 rules over the same window, no I/O). Every enforce call must be allowed (the rules are
+written to allow it), so the difference is the cost of evaluating, not of refusing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+AGENT = "bench-bot"
+
+OPS = [("memory.get", 40), ("memory.set", 20), ("memory.search", 10), ("task.create", 10), ("task.claim", 5), ("task.heartbeat", 5), ("insights.query", 10)]
+
+
+def rules() -> list[dict[str, Any]]:
+    """Ten rules over every leaf kind; each applies to auth.whoami and allows it."""
+    a = ["auth.*"]
+    return [
+        {"name": "writes-per-hour", "effect": "forbid", "actions": a, "condition": {"op": "count_within", "within": "1h", "operation": "memory.set", "cmp": "gt", "value": 100000}},
+        {"name": "read-first", "effect": "require", "actions": a, "condition": {"op": "formerly", "within": "1h", "operation": "memory.get"}},
+        {"name": "hot-key", "effect": "forbid", "actions": a, "condition": {"op": "count_within", "within": "1h", "operation": "memory.get", "args_equal": {"memory_key": "notes/k1"}, "cmp": "gt", "value": 10000}},
+        {"name": "heartbeat-after-claim", "effect": "forbid", "actions": a, "condition": {"op": "not_since", "within": "15m", "anchor": "task.claim", "operation": "task.heartbeat"}},
+        {"name": "not-too-broad", "effect": "forbid", "actions": a, "condition": {"op": "breadth_within", "within": "1h", "cmp": "gt", "value": 50000}},
+        {"name": "create-then-delete", "effect": "forbid", "actions": a, "condition": {"op": "all", "of": [
+            {"op": "count_within", "within": "15m", "operation": "task.create", "cmp": "gt", "value": 5000},
+            {"op": "formerly", "within": "5m", "operation": "memory.delete"}]}},
+        {"name": "volume", "effect": "forbid", "actions": a, "condition": {"op": "any", "of": [
+            {"op": "count_within", "within": "1h", "operation": "memory.*", "cmp": "gt", "value": 200000},
+            {"op": "count_within", "within": "1d", "operation": "*", "cmp": "gt", "value": 500000}]}},
+        {"name": "not-too-chatty", "effect": "require", "actions": a, "condition": {"op": "not", "of": {"op": "count_within", "within": "1h", "operation": "auth.whoami", "cmp": "gt", "value": 1000000}}},
+        {"name": "odd-search-count", "effect": "forbid", "actions": a, "condition": {"op": "count_within", "within": "30m", "operation": "memory.search", "cmp": "eq", "value": 123456}},
+        {"name": "no-recent-delete-of-k1", "effect": "forbid", "actions": a, "condition": {"op": "formerly", "within": "30s", "operation": "memory.delete", "args_equal": {"memory_key": "notes/k1"}}},
+    ]
+
+
+def quantile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(len(s) * q))]
+
+
+async def load_history(store: Any, org: str, ns: str, n: int) -> None:
+    from datetime import UTC, datetime
+
+    from loom_core.store import ch_time
+
+    rng = random.Random(7)
+    names = [op for op, w in OPS for _ in range(w)]
+    now = time.time()
+    batch: list[dict[str, Any]] = []
+    for i in range(n):
+        op = names[i % len(names)]  # a fixed mix, so every run loads the same history
+        ts = now - 3000 + 3000 * i / n  # spread over the last 50 minutes, oldest first
+        args = {"memory_key": f"notes/k{rng.randrange(1000)}"} if op.startswith("memory.") else {}
+        batch.append({
+            "ts": ch_time(datetime.fromtimestamp(ts, UTC)), "org": org, "namespace": ns, "subject": "user:admin", "agent": AGENT,
+            "user": "", "session": "", "op": op, "transport": "grpc", "run_id": "", "consumer": "", "ok": True, "error_code": "",
+            "latency_ms": 1.0, "args": args, "out_hits": 1, "token_id": "t", "request_id": f"bench-{i}", "write_shaped": op.endswith((".set", ".create")),
+        })
+        if len(batch) == 20000:
+            await store.insert("{db}.agent_events", batch)
+            batch = []
+    if batch:
+        await store.insert("{db}.agent_events", batch)
+    # task.claim is always followed by a task.heartbeat in the mix, so heartbeat-after-claim allows.
+    exposures = [{
+        "ts": ch_time(datetime.fromtimestamp(now - 1000 + i / 10, UTC)), "org": org, "namespace": ns, "subject": "user:admin", "agent": AGENT,
+        "user": "", "session": "", "run_id": "", "op": "memory.search", "kind": "memory", "key": f"notes/k{i % 2000}", "request_id": f"x-{i}",
+    } for i in range(5000)]
+    await store.insert("{db}.memory_exposures", exposures)
+
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    sys.path.insert(0, str(ROOT))
+    import grpc
+    import httpx
+
+    from loom_api.identity.v1 import identity_pb2, identity_pb2_grpc
+    from loom_core.bus import NatsServer
+    from loom_core.settings import Settings
+    from loom_core.store.embedded import EmbeddedStore
+    from loom_gateway.identity import bootstrap_org
+    from loom_policy.domain.compiler import Caller, EvalContext
+    from loom_policy.domain.evaluator import evaluate
+    from loom_policy.gate import PolicyGate
+    from loom_policy.live_history import now_us
+    from loom_runner.embedded import start_instance
+
+    logging.basicConfig(level=logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="loom-bench-policy-", ignore_cleanup_errors=True) as tmp:
+        data = Path(tmp)
+        base = {"data_dir": data, "jwt_secret": "bench-secret-0123456789abcdef0123456789", "http_port": 0, "rate_read_per_minute": 10_000_000}
+        off_settings = Settings(**base, policy_mode="off")  # type: ignore[arg-type]
+        on_settings = Settings(**base, policy_mode="enforce")  # type: ignore[arg-type]
+        async with NatsServer(data / "nats") as nats:
+            store = EmbeddedStore.open(data / "chdb", off_settings.clickhouse_database)
+            off = await start_instance(off_settings, store=store, nats_url=nats.url, name="off")
+            on = await start_instance(on_settings, store=store, nats_url=nats.url, name="enforce")
+            try:
+                org, ns = "bench", "main"
+                token, _ = await bootstrap_org(off.runtime.identity, off.runtime.codec, org, ns, 3600)
+                t = time.perf_counter()
+                await load_history(store, org, ns, args.events)
+                load_s = time.perf_counter() - t
+                async with httpx.AsyncClient(base_url=on.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as h:
+                    for r in rules():
+                        resp = await h.post("/v1/policy.set", json=r)
+                        assert resp.status_code == 200, resp.text
+                gate = on.runtime.gate
+                assert isinstance(gate, PolicyGate) and gate.rules is not None and gate.history is not None
+                ns_rules = await gate.rules.get(org, ns)
+                assert len(ns_rules.for_op("auth.whoami")) == 10
+                t = time.perf_counter()
+                window = await gate.history.window(org, ns, ns_rules.shape)
+                build_s = time.perf_counter() - t
+                caller = Caller("user:admin", AGENT)
+                agent_events = sum(len(s.times) for s in (window.series_for(caller.pkey("agent")) or {}).values())
+
+                # Time spent inside the gate itself (enforce replica).
+                inner: list[float] = []
+                real_check = gate.check
+
+                async def timed_check(call: Any) -> None:
+                    started = time.perf_counter()
+                    try:
+                        await real_check(call)
+                    finally:
+                        inner.append(time.perf_counter() - started)
+
+                gate.check = timed_check  # type: ignore[method-assign]
+
+                md = [("authorization", f"Bearer {token}"), ("x-loom-agent", AGENT)]
+                async with grpc.aio.insecure_channel(off.grpc_address("identity")) as ch_off, grpc.aio.insecure_channel(on.grpc_address("identity")) as ch_on:
+                    stub_off = identity_pb2_grpc.IdentityServiceStub(ch_off)
+                    stub_on = identity_pb2_grpc.IdentityServiceStub(ch_on)
+                    req = identity_pb2.WhoAmIRequest()
+                    for _ in range(args.warmup):
+                        await stub_off.WhoAmI(req, metadata=md)
+                        await stub_on.WhoAmI(req, metadata=md)
+                    inner.clear()
+                    lat_off: list[float] = []
+                    lat_on: list[float] = []
+                    for i in range(args.n):
+                        pair = [(stub_off, lat_off), (stub_on, lat_on)]
+                        if i % 2:
+                            pair.reverse()  # neither side always goes first
+                        for stub, out in pair:
+                            started = time.perf_counter()
+                            await stub.WhoAmI(req, metadata=md)
+                            out.append(time.perf_counter() - started)
+                gate.check = real_check  # type: ignore[method-assign]
+                diffs = [b - a for a, b in zip(lat_off, lat_on, strict=True)]
+
+                # The evaluator alone: 10 rules over the same window, no I/O.
+                rules_for = ns_rules.for_op("auth.whoami")
+                v = evaluate(rules_for, EvalContext(window, caller, now_us(), {}), op="auth.whoami", write_shaped=False, deployment_mode="enforce")
+                assert v.decision == "allow" and not v.errors, (v.determining_rules, v.errors)
+                count, started = 0, time.perf_counter()
+                while time.perf_counter() - started < args.eval_seconds:
+                    for _ in range(200):
+                        evaluate(rules_for, EvalContext(window, caller, now_us(), {}), op="auth.whoami", write_shaped=False, deployment_mode="enforce")
+                    count += 200
+                evals_s = count / (time.perf_counter() - started)
+                decisions = await store.query("SELECT decision, count() AS n FROM {db}.policy_decisions GROUP BY decision")
+            finally:
+                await on.stop()
+                await off.stop()
+                await store.close()
+
+    ms = 1000.0
+    return {
+        "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count(), "platform": platform.platform()},
+        "events_loaded": args.events,
+        "caller_events_in_window": agent_events,
+        "window_stats": window.stats(),
+        "load_seconds": round(load_s, 2),
+        "window_build_seconds": round(build_s, 2),
+        "calls_per_side": args.n,
+        "off_p50_ms": statistics.median(lat_off) * ms,
+        "off_p99_ms": quantile(lat_off, 0.99) * ms,
+        "enforce_p50_ms": statistics.median(lat_on) * ms,
+        "enforce_p99_ms": quantile(lat_on, 0.99) * ms,
+        "added_p50_ms": statistics.median(diffs) * ms,
+        "added_p99_ms": quantile(diffs, 0.99) * ms,
+        "p50_difference_ms": (statistics.median(lat_on) - statistics.median(lat_off)) * ms,
+        "p99_difference_ms": (quantile(lat_on, 0.99) - quantile(lat_off, 0.99)) * ms,
+        "gate_check_p50_ms": statistics.median(inner) * ms,
+        "gate_check_p99_ms": quantile(inner, 0.99) * ms,
+        "evaluations_per_second": evals_s,
+        "rule_evaluations_per_second": evals_s * 10,
+        "decisions": {r["decision"]: int(r["n"]) for r in decisions},
+    }
+
+
+def report(r: dict[str, Any]) -> str:
+    return "\n".join([
+        f"caller's events in the window: {r['caller_events_in_window']} (loaded {r['events_loaded']} in {r['load_seconds']} s; window built in {r['window_build_seconds']} s)",
+        f"auth.whoami over gRPC, {r['calls_per_side']} calls per side, alternating:",
+        f"  mode off      p50 {r['off_p50_ms']:.3f} ms   p99 {r['off_p99_ms']:.3f} ms",
+        f"  mode enforce  p50 {r['enforce_p50_ms']:.3f} ms   p99 {r['enforce_p99_ms']:.3f} ms   (10 rules)",
+        f"  added latency (per-pair enforce - off): p50 {r['added_p50_ms']:.3f} ms   p99 {r['added_p99_ms']:.3f} ms",
+        f"  difference of quantiles:                p50 {r['p50_difference_ms']:.3f} ms   p99 {r['p99_difference_ms']:.3f} ms",
+        f"  inside gate.check:                      p50 {r['gate_check_p50_ms']:.3f} ms   p99 {r['gate_check_p99_ms']:.3f} ms",
+        f"evaluator alone: {r['evaluations_per_second']:.0f} evaluations/s of 10 rules ({r['rule_evaluations_per_second']:.0f} rule evaluations/s)",
+        f"decision rows written: {r['decisions']}",
+    ])
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("-n", type=int, default=3000, help="calls per side")
+    p.add_argument("--warmup", type=int, default=200)
+    p.add_argument("--events", type=int, default=100_000, help="events of the caller in the ledger")
+    p.add_argument("--eval-seconds", type=float, default=3.0)
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args()
+    result = asyncio.run(main(a))
+    print(json.dumps(result, indent=2) if a.json else report(result))

@@ -1,0 +1,135 @@
+"""The exposure record: the keys an op returned to a principal.
+
+A read that shows a caller stored rows (memory.get, memory.search, ...) records one row per
+key it returned in `loom.memory_exposures`, filed under the call's subject and labels. Two
+readers need it: history policies (`breadth_within`: how many distinct keys a principal was
+shown, against a value or a fraction of the namespace's live rows, which the owning plane
+publishes in `loom.live_row_counts`) and the assistant's citation check.
+
+The owning plane writes exposures with `write_exposures(runtime, rows)`: one insert per call
+(batch several calls' rows if the plane is hot), and the replica's policy gate sees them at
+once (and other replicas through the gate's feed), so a rule reads a key shown a moment ago.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from .store import Migration, Store, ch_time
+
+if TYPE_CHECKING:
+    from .chain.context import CallContext
+
+TABLE = "{db}.memory_exposures"
+LIVE_TABLE = "{db}.live_row_counts"
+
+MIGRATIONS = [
+    Migration("core", "memory_exposures", """
+        CREATE TABLE IF NOT EXISTS {db}.memory_exposures (
+            ts DateTime64(6, 'UTC'),
+            org LowCardinality(String),
+            namespace LowCardinality(String),
+            subject String,
+            agent String,
+            user String,
+            session String,
+            run_id String,
+            op LowCardinality(String),
+            kind LowCardinality(String),
+            key String,
+            request_id String
+        ) ENGINE = MergeTree
+        PARTITION BY toYYYYMM(ts)
+        ORDER BY (org, namespace, subject, ts)"""),
+    Migration("core", "live_row_counts", """
+        CREATE TABLE IF NOT EXISTS {db}.live_row_counts (
+            org LowCardinality(String),
+            namespace String,
+            kind LowCardinality(String),
+            live_rows UInt64,
+            updated_at DateTime64(6, 'UTC'),
+            version UInt64
+        ) ENGINE = ReplacingMergeTree(version)
+        ORDER BY (org, namespace, kind)"""),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Exposure:
+    """One key shown to one principal by one call."""
+
+    ts: str
+    org: str
+    namespace: str
+    subject: str
+    agent: str
+    user: str
+    session: str
+    run_id: str
+    op: str
+    kind: str
+    key: str
+    request_id: str
+
+    def row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def exposure_rows(ctx: CallContext, keys: Iterable[str], *, kind: str = "memory", ts: float | None = None) -> list[dict[str, Any]]:
+    """The rows for the keys a call returned (each key once), filed under the call's principal."""
+    when = ch_time(datetime.fromtimestamp(ts if ts is not None else time.time(), UTC))
+    seen: set[str] = set()
+    rows = []
+    for key in keys:
+        if key in seen:
+            continue
+        seen.add(key)
+        rows.append(
+            Exposure(
+                ts=when,
+                org=ctx.org,
+                namespace=ctx.namespace,
+                subject=ctx.subject,
+                agent=ctx.agent,
+                user=ctx.user,
+                session=ctx.session,
+                run_id=ctx.run_id,
+                op=ctx.op.name,
+                kind=kind,
+                key=key,
+                request_id=ctx.request_id,
+            ).row()
+        )
+    return rows
+
+
+async def write_exposures(runtime: Any, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert exposure rows and hand them to this replica's policy gate (if it reads them)."""
+    if not rows:
+        return
+    await runtime.store.insert(TABLE, rows)
+    observe = getattr(runtime.gate, "observe_exposures", None)
+    if observe is not None:
+        observe(rows)
+
+
+async def set_live_rows(store: Store, org: str, namespace: str, kind: str, count: int) -> None:
+    """The owning plane publishes how many live rows of `kind` a namespace holds."""
+    now = time.time()
+    await store.insert(
+        LIVE_TABLE,
+        [{"org": org, "namespace": namespace, "kind": kind, "live_rows": int(count), "updated_at": ch_time(), "version": int(now * 1_000_000)}],
+    )
+
+
+async def live_rows(store: Store, org: str, namespace: str) -> dict[str, int]:
+    """The namespace's live row counts by kind, as last published."""
+    rows = await store.query(
+        "SELECT kind, live_rows FROM {db}.live_row_counts FINAL WHERE org = {org:String} AND namespace = {ns:String}",
+        {"org": org, "ns": namespace},
+    )
+    return {str(r["kind"]): int(r["live_rows"]) for r in rows}

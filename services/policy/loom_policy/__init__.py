@@ -1,0 +1,1 @@
+"""History policies: the policy.* ops and the gate every op passes."""

@@ -1,0 +1,313 @@
+"""Syntax tree -> compiled rule: leaf evaluators with their op matchers built once, the shape
+of history the rule needs, and the caller pin.
+
+The pin: a compiled leaf reads history only through the principal key (caller's subject, key
+kind, caller's value of that kind). The rule language has no field that names another
+principal, and the key's subject is always the caller's verified token subject, so a rule
+never reads another principal's events, whatever labels the caller sends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .history import Breadth, GlobSet, NotIndexed, PKey, Series, Shape, key_value
+from .model import BoolNode, Leaf, LeafOutcome, Node, RuleDef
+from .timeutil import US
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is calling: the verified subject and the labels the call carries."""
+
+    subject: str
+    agent: str = ""
+    user: str = ""
+    session: str = ""
+
+    def pkey(self, kind: str) -> PKey:
+        return (self.subject, kind, key_value(kind, self.subject, self.agent, self.user, self.session))
+
+
+class History(Protocol):
+    """What a leaf reads: the window (domain.history.Window) is one."""
+
+    floor_us: int
+    live_rows: dict[str, int]
+
+    def series_for(self, pkey: PKey) -> Mapping[tuple[str, bool], Series] | None: ...
+
+    def exposures_for(self, pkey: PKey) -> Mapping[tuple[str, str], Breadth] | None: ...
+
+
+class EvalContext:
+    """One evaluation: the history, the caller, the instant, and the current call's arguments
+    (in the ledger's form, computed only if a rule binds `$args`)."""
+
+    __slots__ = ("_args", "_args_fn", "caller", "history", "now_us")
+
+    def __init__(self, history: History, caller: Caller, now_us: int, args: Callable[[], Mapping[str, str]] | Mapping[str, str]) -> None:
+        self.history = history
+        self.caller = caller
+        self.now_us = now_us
+        self._args: Mapping[str, str] | None = None if callable(args) else args
+        self._args_fn = args if callable(args) else None
+
+    @property
+    def args(self) -> Mapping[str, str]:
+        if self._args is None:
+            assert self._args_fn is not None
+            self._args = self._args_fn()
+        return self._args
+
+
+class _Undecided(Exception):
+    pass
+
+
+_NOTHING_MISSING = -(1 << 62)
+
+
+def _missing_upto(history: History) -> int:
+    """Events at or before this instant may be missing from the history (floor 0: none)."""
+    return history.floor_us - 1 if history.floor_us > 0 else _NOTHING_MISSING
+
+
+def compare(cmp: str, observed: float, threshold: float, exact: bool) -> bool | None:
+    """observed cmp threshold; with `exact` False observed is a lower bound, so only an answer
+    more events could not change is given (else None)."""
+    if exact:
+        return {
+            "gt": observed > threshold,
+            "gte": observed >= threshold,
+            "lt": observed < threshold,
+            "lte": observed <= threshold,
+            "eq": observed == threshold,
+        }[cmp]
+    if cmp == "gt" and observed > threshold:
+        return True
+    if cmp == "gte" and observed >= threshold:
+        return True
+    if cmp == "lt" and observed >= threshold:
+        return False
+    if cmp in ("lte", "eq") and observed > threshold:
+        return False
+    return None
+
+
+class CompiledLeaf:
+    __slots__ = ("_anchor", "_ops", "leaf", "within_us")
+
+    def __init__(self, leaf: Leaf) -> None:
+        self.leaf = leaf
+        self.within_us = leaf.within_seconds * US
+        self._ops = GlobSet((leaf.operation,))
+        self._anchor = GlobSet((leaf.anchor,)) if leaf.anchor else None
+
+    def _filter(self, ctx: EvalContext, spec: tuple[Any, ...]) -> tuple[tuple[str, str], ...]:
+        out = []
+        for a in spec:
+            if a.bind is not None:
+                v = ctx.args.get(a.bind)
+                if v is None:
+                    raise _Undecided(f"$args.{a.bind}: the call has no argument {a.bind}")
+                out.append((a.field, v))
+            else:
+                out.append((a.field, a.literal))
+        return tuple(out)
+
+    def _outcome_ok(self, ok: bool) -> bool:
+        o = self.leaf.outcome
+        return o == "any" or (o == "ok") == ok
+
+    def evaluate(self, ctx: EvalContext) -> LeafOutcome:
+        leaf = self.leaf
+        pkey = ctx.caller.pkey(leaf.key)
+        out = LeafOutcome(
+            path=leaf.path,
+            op=leaf.op,
+            holds=None,
+            cmp=leaf.cmp,
+            threshold=leaf.value or 0.0,
+            within_seconds=leaf.within_seconds,
+            operation=leaf.operation,
+            key=leaf.key,
+            key_value=pkey[2],
+        )
+        try:
+            if leaf.op == "breadth_within":
+                self._breadth(ctx, pkey, out)
+            else:
+                self._events(ctx, pkey, out)
+        except _Undecided as exc:
+            out.holds = None
+            out.error = str(exc)
+        except NotIndexed as exc:
+            out.holds = None
+            out.error = f"args_equal.{exc}: not indexed yet in this replica's history"
+        return out
+
+    def _events(self, ctx: EvalContext, pkey: PKey, out: LeafOutcome) -> None:
+        leaf = self.leaf
+        hi = ctx.now_us
+        lo = hi - self.within_us
+        floor = _missing_upto(ctx.history)
+        ops = ctx.history.series_for(pkey) or {}
+        filt = self._filter(ctx, leaf.args_equal) if leaf.args_equal else ()
+        if leaf.op == "not_since":
+            assert self._anchor is not None
+            afilt = self._filter(ctx, leaf.anchor_args_equal) if leaf.anchor_args_equal else ()
+            anchor_at, trunc = 0, floor
+            for (op, ok), s in ops.items():
+                if self._outcome_ok(ok) and self._anchor(op):
+                    anchor_at = max(anchor_at, s.latest(lo, hi, afilt))
+                    trunc = max(trunc, s.truncated_upto)
+            out.last_us = anchor_at
+            if not anchor_at:
+                if lo <= trunc:
+                    raise _Undecided(f"history before {trunc} is not kept here; no anchor {leaf.anchor} after it")
+                out.holds = False
+                return
+            since = 0
+            for (op, ok), s in ops.items():
+                if self._outcome_ok(ok) and self._ops(op):
+                    since += s.count(anchor_at + 1, hi, filt)[0]
+            out.observed = float(since)
+            out.holds = since == 0
+            return
+        total, last, trunc = 0, 0, floor
+        for (op, ok), s in ops.items():
+            if self._outcome_ok(ok) and self._ops(op):
+                n, at = s.count(lo, hi, filt)
+                total += n
+                last = max(last, at)
+                trunc = max(trunc, s.truncated_upto)
+        exact = lo > trunc
+        out.last_us = last
+        if leaf.op == "formerly":
+            out.observed = 1.0 if total else 0.0
+            out.cmp, out.threshold = "", 0.0
+            if total:
+                out.holds = True
+            elif exact:
+                out.holds = False
+            else:
+                raise _Undecided("history this far back is not kept here (window truncated)")
+            return
+        out.observed = float(total)
+        assert leaf.value is not None
+        decided = compare(leaf.cmp, float(total), leaf.value, exact)
+        if decided is None:
+            raise _Undecided(f"only {total} events kept in the window (truncated); that does not decide {leaf.cmp} {leaf.value:g}")
+        out.holds = decided
+
+    def _breadth(self, ctx: EvalContext, pkey: PKey, out: LeafOutcome) -> None:
+        leaf = self.leaf
+        lo = ctx.now_us - self.within_us
+        floor = _missing_upto(ctx.history)
+        idx = ctx.history.exposures_for(pkey) or {}
+        if leaf.operation == "*":
+            b = idx.get((leaf.kind, "*"))
+            distinct = b.distinct_since(lo) if b else 0
+            trunc = max(floor, b.truncated_upto if b else 0)
+        elif "*" not in leaf.operation and "?" not in leaf.operation and "[" not in leaf.operation:
+            b = idx.get((leaf.kind, leaf.operation))
+            distinct = b.distinct_since(lo) if b else 0
+            trunc = max(floor, b.truncated_upto if b else 0)
+        else:
+            keys: set[str] = set()
+            trunc = floor
+            for (kind, op), b in idx.items():
+                if kind == leaf.kind and op != "*" and self._ops(op):
+                    keys |= b.keys_since(lo)
+                    trunc = max(trunc, b.truncated_upto)
+            distinct = len(keys)
+        out.observed = float(distinct)
+        if leaf.fraction is not None:
+            live = ctx.history.live_rows.get(leaf.kind)
+            if live is None:
+                raise _Undecided(f"the namespace's live {leaf.kind} row count is unknown")
+            threshold = leaf.fraction * live
+        else:
+            assert leaf.value is not None
+            threshold = leaf.value
+        out.threshold = threshold
+        decided = compare(leaf.cmp, float(distinct), threshold, lo > trunc)
+        if decided is None:
+            raise _Undecided(f"only {distinct} distinct keys kept in the window (truncated); that does not decide {leaf.cmp} {threshold:g}")
+        out.holds = decided
+
+
+class CompiledRule:
+    """A rule ready to evaluate: its action matcher, its leaves, the history shape it needs."""
+
+    __slots__ = ("_actions", "_leaves", "definition", "name", "shape")
+
+    def __init__(self, rule: RuleDef) -> None:
+        self.definition = rule
+        self.name = rule.name
+        self._actions = GlobSet(rule.actions)
+        self._leaves: dict[int, CompiledLeaf] = {}
+        self._collect(rule.condition)
+        self.shape = self._shape()
+
+    def _collect(self, node: Node) -> None:
+        if isinstance(node, Leaf):
+            self._leaves[id(node)] = CompiledLeaf(node)
+        else:
+            for c in node.children:
+                self._collect(c)
+
+    def _shape(self) -> Shape:
+        kinds: set[str] = set()
+        globs: set[str] = set()
+        args: set[str] = set()
+        exposure_kinds: set[str] = set()
+        retention = 0
+        for cl in self._leaves.values():
+            leaf = cl.leaf
+            kinds.add(leaf.key)
+            retention = max(retention, cl.within_us)
+            if leaf.op == "breadth_within":
+                exposure_kinds.add(leaf.kind)
+                continue
+            globs.add(leaf.operation)
+            if leaf.anchor:
+                globs.add(leaf.anchor)
+            args.update(a.field for a in leaf.args_equal)
+            args.update(a.field for a in leaf.anchor_args_equal)
+        return Shape(frozenset(kinds), None if "*" in globs else frozenset(globs), frozenset(args), retention, frozenset(exposure_kinds))
+
+    def applies(self, op: str) -> bool:
+        return self._actions(op)
+
+    def evaluate(self, ctx: EvalContext) -> tuple[bool | None, list[LeafOutcome]]:
+        """The condition under Kleene logic (None: undecided), and every leaf's values."""
+        leaves: list[LeafOutcome] = []
+        value = self._eval(self.definition.condition, ctx, leaves)
+        return value, leaves
+
+    def _eval(self, node: Node, ctx: EvalContext, leaves: list[LeafOutcome]) -> bool | None:
+        if isinstance(node, Leaf):
+            out = self._leaves[id(node)].evaluate(ctx)
+            leaves.append(out)
+            return out.holds
+        assert isinstance(node, BoolNode)
+        # Every child is evaluated (no short cut) so the report carries every leaf's values.
+        values = [self._eval(c, ctx, leaves) for c in node.children]
+        if node.op == "not":
+            v = values[0]
+            return None if v is None else not v
+        if node.op == "all":
+            if any(v is False for v in values):
+                return False
+            return None if any(v is None for v in values) else True
+        if any(v is True for v in values):
+            return True
+        return None if any(v is None for v in values) else False
+
+
+def compile_rule(rule: RuleDef) -> CompiledRule:
+    return CompiledRule(rule)

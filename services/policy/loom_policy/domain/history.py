@@ -1,0 +1,386 @@
+"""The in-memory history a replica evaluates rules over: one namespace's recent events and
+exposures, indexed by principal, op and outcome, each series sorted by time.
+
+Pure data structure (no I/O). A leaf's question becomes two binary searches: events of op X by
+this principal in [now - within, now). Series are bounded: by time (the namespace's rules'
+longest window) and by count (`cap` per principal, op and outcome); a series cut by count
+remembers the newest instant it dropped, so a leaf whose window reaches past it knows its
+count is only a lower bound (and says so when that bound does not decide it).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from bisect import bisect_left, insort
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# A principal's key: (subject, key kind, key value). The subject is always part of it: that
+# is the caller pin, a rule never reads another principal's events.
+PKey = tuple[str, str, str]
+
+
+@dataclass(slots=True)
+class Event:
+    """One ledger row, as much of it as rules read."""
+
+    ts: int
+    subject: str
+    agent: str
+    user: str
+    session: str
+    op: str
+    ok: bool
+    args: Mapping[str, str]
+    request_id: str = ""
+
+    def key_value(self, kind: str) -> str:
+        return key_value(kind, self.subject, self.agent, self.user, self.session)
+
+    @property
+    def dedup(self) -> tuple[str, str, int, str]:
+        return (self.request_id, self.op, self.ts, self.subject)
+
+
+@dataclass(slots=True)
+class Exposure:
+    """One key an op returned to a principal (core/loom_core/exposures.py)."""
+
+    ts: int
+    subject: str
+    agent: str
+    user: str
+    session: str
+    op: str
+    kind: str
+    key: str
+    request_id: str = ""
+
+    def key_value(self, kind: str) -> str:
+        return key_value(kind, self.subject, self.agent, self.user, self.session)
+
+    @property
+    def dedup(self) -> tuple[str, str, int, str, str]:
+        return (self.request_id, self.op, self.ts, self.kind, self.key)
+
+
+def key_value(kind: str, subject: str, agent: str, user: str, session: str) -> str:
+    """The value of a key kind for a call: the agent label defaults to the subject (as the
+    chain's `agent_label` does); session and user are the labels as sent, empty included."""
+    if kind == "agent":
+        return agent or subject
+    if kind == "session":
+        return session
+    if kind == "user":
+        return user
+    return ""
+
+
+class GlobSet:
+    """Op-name globs with a memo: matching the same op twice costs one dict lookup."""
+
+    __slots__ = ("_memo", "patterns")
+
+    def __init__(self, patterns: frozenset[str] | tuple[str, ...]) -> None:
+        self.patterns = tuple(patterns)
+        self._memo: dict[str, bool] = {}
+
+    def __call__(self, op: str) -> bool:
+        hit = self._memo.get(op)
+        if hit is None:
+            hit = any(p == "*" or p == op or fnmatch.fnmatchcase(op, p) for p in self.patterns)
+            if len(self._memo) < 4096:
+                self._memo[op] = hit
+        return hit
+
+
+class _ArgSeries:
+    __slots__ = ("args", "times")
+
+    def __init__(self) -> None:
+        self.times: list[int] = []
+        self.args: list[Mapping[str, str]] = []
+
+    def add(self, ts: int, args: Mapping[str, str]) -> None:
+        if not self.times or ts >= self.times[-1]:
+            self.times.append(ts)
+            self.args.append(args)
+        else:
+            i = bisect_left(self.times, ts + 1)
+            self.times.insert(i, ts)
+            self.args.insert(i, args)
+
+    def drop_before(self, cutoff: int) -> None:
+        i = bisect_left(self.times, cutoff)
+        if i:
+            del self.times[:i]
+            del self.args[:i]
+
+
+class NotIndexed(Exception):
+    """An args_equal field the window does not index (its shape is older than the rule)."""
+
+
+class Series:
+    """One principal's events of one op and outcome: sorted times, plus a sub-series per value
+    of each argument the namespace's rules compare."""
+
+    __slots__ = ("by_arg", "times", "truncated_upto")
+
+    def __init__(self, arg_names: frozenset[str]) -> None:
+        self.times: list[int] = []
+        self.by_arg: dict[str, dict[str, _ArgSeries]] = {name: {} for name in arg_names}
+        # Events at or before this instant may be missing (0: nothing dropped by count).
+        self.truncated_upto = 0
+
+    def add(self, ts: int, args: Mapping[str, str]) -> None:
+        times = self.times
+        if not times or ts >= times[-1]:
+            times.append(ts)
+        else:
+            insort(times, ts)
+        for name, values in self.by_arg.items():
+            v = args.get(name)
+            if v is not None:
+                sub = values.get(v)
+                if sub is None:
+                    sub = values[v] = _ArgSeries()
+                sub.add(ts, args)
+
+    def drop_before(self, cutoff: int) -> None:
+        i = bisect_left(self.times, cutoff)
+        if not i:
+            return
+        del self.times[:i]
+        for values in self.by_arg.values():
+            emptied = []
+            for v, sub in values.items():
+                sub.drop_before(cutoff)
+                if not sub.times:
+                    emptied.append(v)
+            for v in emptied:
+                del values[v]
+
+    def truncate(self, cap: int) -> None:
+        """Keep the newest `cap` events; remember the newest instant dropped."""
+        extra = len(self.times) - cap
+        if extra <= 0:
+            return
+        upto = self.times[extra - 1]
+        self.truncated_upto = max(self.truncated_upto, upto)
+        self.drop_before(upto + 1)
+
+    def _sub(self, filt: tuple[tuple[str, str], ...]) -> _ArgSeries | None:
+        name, value = filt[0]
+        values = self.by_arg.get(name)
+        if values is None:
+            raise NotIndexed(name)
+        return values.get(value)
+
+    def count(self, lo: int, hi: int, filt: tuple[tuple[str, str], ...] = ()) -> tuple[int, int]:
+        """Events in [lo, hi) matching `filt`: (how many, the latest one's instant or 0)."""
+        if not filt:
+            times = self.times
+            i, j = bisect_left(times, lo), bisect_left(times, hi)
+            return j - i, times[j - 1] if j > i else 0
+        sub = self._sub(filt)
+        if sub is None:
+            return 0, 0
+        i, j = bisect_left(sub.times, lo), bisect_left(sub.times, hi)
+        if len(filt) == 1:
+            return j - i, sub.times[j - 1] if j > i else 0
+        rest = filt[1:]
+        n, last = 0, 0
+        for k in range(i, j):
+            a = sub.args[k]
+            if all(a.get(f) == v for f, v in rest):
+                n += 1
+                last = sub.times[k]
+        return n, last
+
+    def latest(self, lo: int, hi: int, filt: tuple[tuple[str, str], ...] = ()) -> int:
+        """The latest matching event in [lo, hi), or 0."""
+        if not filt or len(filt) == 1:
+            return self.count(lo, hi, filt)[1]
+        sub = self._sub(filt)
+        if sub is None:
+            return 0
+        i, j = bisect_left(sub.times, lo), bisect_left(sub.times, hi)
+        rest = filt[1:]
+        for k in range(j - 1, i - 1, -1):
+            if all(sub.args[k].get(f) == v for f, v in rest):
+                return sub.times[k]
+        return 0
+
+
+class Breadth:
+    """Distinct keys shown to one principal: each key once, at the last time it was shown,
+    in time order, so 'distinct keys since t' is one binary search."""
+
+    __slots__ = ("last", "order", "truncated_upto")
+
+    def __init__(self) -> None:
+        self.last: dict[str, int] = {}
+        self.order: list[tuple[int, str]] = []
+        self.truncated_upto = 0
+
+    def add(self, ts: int, key: str) -> None:
+        old = self.last.get(key)
+        if old is not None:
+            if ts <= old:
+                return
+            i = bisect_left(self.order, (old, key))
+            del self.order[i]
+        self.last[key] = ts
+        if not self.order or (ts, key) >= self.order[-1]:
+            self.order.append((ts, key))
+        else:
+            insort(self.order, (ts, key))
+
+    def distinct_since(self, lo: int) -> int:
+        return len(self.order) - bisect_left(self.order, (lo, ""))
+
+    def keys_since(self, lo: int) -> set[str]:
+        return {k for _, k in self.order[bisect_left(self.order, (lo, "")):]}
+
+    def drop_before(self, cutoff: int) -> None:
+        i = bisect_left(self.order, (cutoff, ""))
+        if i:
+            for _, k in self.order[:i]:
+                del self.last[k]
+            del self.order[:i]
+
+    def truncate(self, cap: int) -> None:
+        extra = len(self.order) - cap
+        if extra > 0:
+            upto = self.order[extra - 1][0]
+            self.truncated_upto = max(self.truncated_upto, upto)
+            self.drop_before(upto + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What a namespace's rules need kept: which key kinds to index, which ops (globs; None for
+    all), which arguments, how far back, and which exposure kinds."""
+
+    key_kinds: frozenset[str] = frozenset()
+    op_globs: frozenset[str] | None = frozenset()
+    arg_names: frozenset[str] = frozenset()
+    retention_us: int = 0
+    exposure_kinds: frozenset[str] = frozenset()
+
+    def covers(self, other: Shape) -> bool:
+        """Whatever `other` needs, a window of this shape already keeps."""
+        if self.op_globs is not None and (other.op_globs is None or not other.op_globs <= self.op_globs):
+            return False
+        return (
+            other.key_kinds <= self.key_kinds
+            and other.arg_names <= self.arg_names
+            and other.retention_us <= self.retention_us
+            and other.exposure_kinds <= self.exposure_kinds
+        )
+
+    def union(self, other: Shape) -> Shape:
+        globs = None if self.op_globs is None or other.op_globs is None else self.op_globs | other.op_globs
+        return Shape(
+            self.key_kinds | other.key_kinds,
+            globs,
+            self.arg_names | other.arg_names,
+            max(self.retention_us, other.retention_us),
+            self.exposure_kinds | other.exposure_kinds,
+        )
+
+    @property
+    def empty(self) -> bool:
+        return not self.key_kinds
+
+
+@dataclass(slots=True)
+class Window:
+    """One namespace's history in a replica (or in a replay)."""
+
+    shape: Shape
+    # Events before this instant may be missing (the window was built from here on).
+    floor_us: int = 0
+    cap: int = 200_000
+    principals: dict[PKey, dict[tuple[str, bool], Series]] = field(default_factory=dict)
+    exposures: dict[PKey, dict[tuple[str, str], Breadth]] = field(default_factory=dict)
+    # The namespace's live rows per exposure kind (breadth_within's fraction), when known.
+    live_rows: dict[str, int] = field(default_factory=dict)
+    events: int = 0
+    _wants: GlobSet | None = None
+
+    def wants(self, op: str) -> bool:
+        if self.shape.op_globs is None:
+            return True
+        if self._wants is None:
+            self._wants = GlobSet(self.shape.op_globs)
+        return self._wants(op)
+
+    def add_event(self, ev: Event) -> None:
+        if not self.wants(ev.op):
+            return
+        self.events += 1
+        names = self.shape.arg_names
+        for kind in self.shape.key_kinds:
+            pkey = (ev.subject, kind, ev.key_value(kind))
+            ops = self.principals.get(pkey)
+            if ops is None:
+                ops = self.principals[pkey] = {}
+            s = ops.get((ev.op, ev.ok))
+            if s is None:
+                s = ops[(ev.op, ev.ok)] = Series(names)
+            s.add(ev.ts, ev.args)
+            # Amortised: cut back to the cap once a series is a tenth over it.
+            if len(s.times) > self.cap + self.cap // 10:
+                s.truncate(self.cap)
+
+    def add_exposure(self, x: Exposure) -> None:
+        if x.kind not in self.shape.exposure_kinds:
+            return
+        for kind in self.shape.key_kinds | {"actor"}:
+            pkey = (x.subject, kind, x.key_value(kind))
+            idx = self.exposures.get(pkey)
+            if idx is None:
+                idx = self.exposures[pkey] = {}
+            for slot in ((x.kind, x.op), (x.kind, "*")):
+                b = idx.get(slot)
+                if b is None:
+                    b = idx[slot] = Breadth()
+                b.add(x.ts, x.key)
+                if len(b.order) > self.cap + self.cap // 10:
+                    b.truncate(self.cap)
+
+    def series_for(self, pkey: PKey) -> dict[tuple[str, bool], Series] | None:
+        return self.principals.get(pkey)
+
+    def exposures_for(self, pkey: PKey) -> dict[tuple[str, str], Breadth] | None:
+        return self.exposures.get(pkey)
+
+    def evict(self, cutoff: int) -> None:
+        """Drop what is older than any rule looks (cutoff = now - the longest window)."""
+        self.floor_us = max(self.floor_us, cutoff)
+        for pkey in list(self.principals):
+            ops = self.principals[pkey]
+            for k in list(ops):
+                ops[k].drop_before(cutoff)
+                if not ops[k].times:
+                    del ops[k]
+            if not ops:
+                del self.principals[pkey]
+        for pkey in list(self.exposures):
+            idx = self.exposures[pkey]
+            for slot in list(idx):
+                idx[slot].drop_before(cutoff)
+                if not idx[slot].order:
+                    del idx[slot]
+            if not idx:
+                del self.exposures[pkey]
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "principals": len(self.principals),
+            "series": sum(len(v) for v in self.principals.values()),
+            "events": sum(len(s.times) for v in self.principals.values() for s in v.values()),
+        }

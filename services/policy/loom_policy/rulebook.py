@@ -1,0 +1,238 @@
+"""Every namespace's compiled rules, held in each replica.
+
+Consistency: a replica loads every live rule at start and reloads them all every
+TTL/2 (LOOM_POLICY_CACHE_TTL_SECONDS) in one query. A change (policy.set / policy.delete)
+reloads its namespace on the replica that made it before the op answers, and is pushed over
+NATS (`loom.policy.rules`) so every other replica reloads that namespace at once. If a push is
+lost, the periodic reload still brings the change within the TTL; and a namespace whose rules
+were last confirmed more than a TTL ago is reloaded on the call path before it is used, so no
+replica ever serves rules older than the TTL while the store answers. (If the store does not
+answer, the replica keeps the rules it has and says so in its log.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from loom_core.bus import Bus
+from loom_core.settings import Settings
+
+from .domain.compiler import CompiledRule, compile_rule
+from .domain.history import Shape
+from .domain.parser import parse_rule
+from .store.rules import RuleStore
+
+log = logging.getLogger(__name__)
+
+PUSH_SUBJECT = "loom.policy.rules"
+NsKey = tuple[str, str]
+
+
+@dataclass(slots=True)
+class NamespaceRules:
+    rules: tuple[CompiledRule, ...] = ()
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    shape: Shape = field(default_factory=Shape)
+    _by_op: dict[str, tuple[CompiledRule, ...]] = field(default_factory=dict)
+
+    def for_op(self, op: str) -> tuple[CompiledRule, ...]:
+        hit = self._by_op.get(op)
+        if hit is None:
+            hit = tuple(r for r in self.rules if r.applies(op))
+            if len(self._by_op) < 4096:
+                self._by_op[op] = hit
+        return hit
+
+    def get(self, name: str) -> CompiledRule | None:
+        return next((r for r in self.rules if r.name == name), None)
+
+
+EMPTY = NamespaceRules()
+
+
+def compile_row(row: dict[str, Any], max_window_seconds: int) -> CompiledRule:
+    raw = {
+        "name": row["name"],
+        "effect": row["effect"],
+        "actions": list(row["actions"]),
+        "condition": json.loads(row["condition"]) if isinstance(row["condition"], str) else row["condition"],
+        "description": row.get("description", ""),
+        "mode": row.get("mode", "inherit"),
+    }
+    rule, _ = parse_rule(raw, max_window_seconds=max_window_seconds)
+    return compile_rule(rule)
+
+
+def build_namespace(rows: list[dict[str, Any]], max_window_seconds: int) -> NamespaceRules:
+    compiled = []
+    for row in rows:
+        try:
+            compiled.append(compile_row(row, max_window_seconds))
+        except Exception:  # noqa: BLE001 - one bad stored row must not disable the others
+            log.warning("policy: stored rule %s/%s/%s does not compile; skipped", row.get("org"), row.get("namespace"), row.get("name"))
+    shape = Shape()
+    for r in compiled:
+        shape = shape.union(r.shape)
+    return NamespaceRules(tuple(compiled), {r["name"]: r for r in rows}, shape)
+
+
+class RuleBook:
+    def __init__(self, store: RuleStore, bus: Bus | None, settings: Settings, on_change: Callable[[NsKey, NamespaceRules], None]) -> None:
+        self.store = store
+        self.bus = bus
+        self.ttl = float(settings.policy_cache_ttl_seconds)
+        self.max_window = settings.policy_max_window_seconds
+        self.on_change = on_change
+        self._ns: dict[NsKey, NamespaceRules] = {}
+        self._confirmed: dict[NsKey, float] = {}
+        self._gen: dict[NsKey, int] = {}
+        self._full_at = 0.0
+        self._sub: Subscription | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._reloads: dict[NsKey, asyncio.Task[NamespaceRules]] = {}
+        self.push_received = 0
+        self.origin = uuid.uuid4().hex
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.bus is not None:
+            # Subscribe before the first load so a change in between is seen by one or the other.
+            self._sub = await self.bus.nc.subscribe(PUSH_SUBJECT, cb=self._on_push)
+        try:
+            await self.reload_all()
+        except Exception:  # noqa: BLE001 - the refresher retries; calls reload on demand
+            log.warning("policy: initial rule load failed")
+        self._task = asyncio.create_task(self._refresh_loop())
+
+    async def stop(self) -> None:
+        await self.stop_push()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for t in self._reloads.values():
+            t.cancel()
+
+    async def stop_push(self) -> None:
+        """Stop listening for pushed changes (shutdown; tests of the TTL bound)."""
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+            self._sub = None
+
+    # -- reads -------------------------------------------------------------------------------
+
+    async def get(self, org: str, namespace: str) -> NamespaceRules:
+        key = (org, namespace)
+        confirmed = max(self._confirmed.get(key, 0.0), self._full_at)
+        if time.monotonic() - confirmed <= self.ttl:
+            return self._ns.get(key, EMPTY)
+        try:
+            return await self.reload(org, namespace)
+        except Exception:  # noqa: BLE001 - keep serving what we have rather than fail every call
+            log.warning("policy: rules for %s/%s could not be reloaded; serving the last loaded", org, namespace)
+            return self._ns.get(key, EMPTY)
+
+    def cached(self, org: str, namespace: str) -> NamespaceRules:
+        return self._ns.get((org, namespace), EMPTY)
+
+    def namespaces(self) -> list[NsKey]:
+        return list(self._ns)
+
+    # -- loads -------------------------------------------------------------------------------
+
+    async def reload(self, org: str, namespace: str, *, fresh: bool = False) -> NamespaceRules:
+        """Reload one namespace. Callers that only need a confirmation share a reload in
+        flight; `fresh` (a change was just made) starts a new read, since one already in
+        flight may have begun before the change was written."""
+        key = (org, namespace)
+        task = self._reloads.get(key)
+        if task is None or fresh:
+            task = asyncio.create_task(self._reload(key))
+            self._reloads[key] = task
+
+            def _done(t: asyncio.Task[NamespaceRules], key: NsKey = key) -> None:
+                if self._reloads.get(key) is t:
+                    del self._reloads[key]
+
+            task.add_done_callback(_done)
+        return await asyncio.shield(task)
+
+    async def _reload(self, key: NsKey) -> NamespaceRules:
+        gen = self._gen.get(key, 0) + 1
+        self._gen[key] = gen
+        started = time.monotonic()
+        rows = await self.store.live_in(*key)
+        if self._gen.get(key) != gen:
+            # A newer reload of this namespace started meanwhile; it installs.
+            return self._ns.get(key, EMPTY)
+        self._install(key, build_namespace(rows, self.max_window), started)
+        return self._ns.get(key, EMPTY)
+
+    async def reload_all(self) -> None:
+        started = time.monotonic()
+        gens = dict(self._gen)
+        rows = await self.store.all_live()
+        by_ns: dict[NsKey, list[dict[str, Any]]] = {}
+        for r in rows:
+            by_ns.setdefault((r["org"], r["namespace"]), []).append(r)
+        for key in set(by_ns) | set(self._ns):
+            if self._gen.get(key, 0) != gens.get(key, 0):
+                continue  # a one-namespace reload since we started is newer than this read
+            self._install(key, build_namespace(by_ns.get(key, []), self.max_window), started)
+        self._full_at = started
+
+    def _install(self, key: NsKey, fresh: NamespaceRules, confirmed_at: float) -> None:
+        old = self._ns.get(key)
+        if fresh.rules:
+            self._ns[key] = fresh
+        else:
+            self._ns.pop(key, None)
+        self._confirmed[key] = confirmed_at
+        if old is None or old.rows != fresh.rows:
+            self.on_change(key, fresh)
+
+    async def changed(self, org: str, namespace: str) -> None:
+        """After a local change: reload here now, then tell every other replica."""
+        await self.reload(org, namespace, fresh=True)
+        if self.bus is not None:
+            payload = {"org": org, "namespace": namespace, "origin": self.origin}
+            await self.bus.nc.publish(PUSH_SUBJECT, json.dumps(payload).encode())
+            await self.bus.nc.flush()
+
+    async def _on_push(self, msg: Msg) -> None:
+        try:
+            d = json.loads(msg.data)
+            org, ns = str(d["org"]), str(d["namespace"])
+        except (ValueError, KeyError):
+            return
+        if d.get("origin") == self.origin:
+            return  # our own change, already loaded
+        self.push_received += 1
+        try:
+            await self.reload(org, ns, fresh=True)
+        except Exception:  # noqa: BLE001 - the periodic reload catches up
+            log.warning("policy: pushed change for %s/%s could not be loaded", org, ns)
+
+    async def _refresh_loop(self) -> None:
+        interval = max(0.05, self.ttl / 2)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.reload_all()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - next pass retries
+                log.warning("policy: periodic rule reload failed")

@@ -1,0 +1,113 @@
+"""policy_decisions: one row per gated call a rule applied to (shadow and enforce), written in
+batches in the background so the gate never waits on the store."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from loom_core.store import Store
+
+log = logging.getLogger(__name__)
+
+TABLE = "{db}.policy_decisions"
+MAX_BUFFER = 100_000
+RENDER_CHUNK = 16
+
+
+class DecisionWriter:
+    def __init__(self, store: Store, flush_interval: float, batch_max: int = 1000) -> None:
+        self.store = store
+        self.flush_interval = flush_interval
+        self.batch_max = batch_max
+        self._buf: list[tuple[dict[str, Any], Callable[[], dict[str, Any]] | None]] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    def record(self, row: dict[str, Any], rest: Callable[[], dict[str, Any]] | None = None) -> None:
+        """Buffer a row; `rest` renders its remaining columns when the batch is written."""
+        if len(self._buf) >= MAX_BUFFER:
+            # The store is down for long: drop the oldest rather than grow without bound.
+            del self._buf[: len(self._buf) // 10]
+            log.warning("policy decisions: buffer full, oldest rows dropped")
+        self._buf.append((row, rest))
+        if len(self._buf) >= self.batch_max:
+            self._wake.set()
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    async def flush(self) -> None:
+        pending, self._buf = self._buf, []
+        if not pending:
+            return
+        rows = []
+        for i, (row, rest) in enumerate(pending):
+            rows.append({**row, **rest()} if rest is not None else row)
+            if i % RENDER_CHUNK == RENDER_CHUNK - 1:
+                await asyncio.sleep(0)  # render in slices: calls in flight are not held up
+        try:
+            await self.store.insert(TABLE, rows)
+        except Exception:
+            self._buf[:0] = [(row, None) for row in rows]  # retried on the next pass
+            raise
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        try:
+            await self.flush()
+        except Exception:  # noqa: BLE001 - best effort on shutdown
+            log.warning("policy decisions: final flush failed")
+
+    async def _loop(self) -> None:
+        while not self._stopping:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self.flush_interval)
+            self._wake.clear()
+            try:
+                await self.flush()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - keep the loop alive
+                log.warning("policy decisions: flush failed")
+
+
+async def query_decisions(
+    store: Store, org: str, namespace: str, *, decision: str, agent: str, op: str, rule: str, since_us: int, limit: int
+) -> list[dict[str, Any]]:
+    where = ["org = {org:String}", "namespace = {ns:String}"]
+    params: dict[str, Any] = {"org": org, "ns": namespace, "limit": limit}
+    if decision:
+        where.append("decision = {decision:String}")
+        params["decision"] = decision
+    if agent:
+        where.append("(agent = {agent:String} OR (agent = '' AND subject = {agent:String}))")
+        params["agent"] = agent
+    if op:
+        where.append("op = {op:String}")
+        params["op"] = op
+    if rule:
+        where.append("has(rule_names, {rule:String})")
+        params["rule"] = rule
+    if since_us:
+        where.append("ts >= fromUnixTimestamp64Micro({since:Int64})")
+        params["since"] = since_us
+    sql = (
+        "SELECT toString(ts) AS ts, subject, agent, user, session, op, request_id, decision, enforced, mode, write_shaped,"
+        " determining_rules, errors, rules, latency_ms FROM {db}.policy_decisions WHERE "
+        + " AND ".join(where)
+        + " ORDER BY ts DESC LIMIT {limit:UInt32}"
+    )
+    return await store.query(sql, params)
+
+
+async def write_audit(store: Store, row: dict[str, Any]) -> None:
+    await store.insert("{db}.policy_audit", [row])

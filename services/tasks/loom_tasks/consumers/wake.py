@@ -1,0 +1,198 @@
+"""Pull wake-ups: a create (or any move into todo) wakes a waiting task.pull at once, on every
+replica, over core NATS — not by polling the store.
+
+Each replica subscribes once to `loom.task_wake.>`. A move into todo publishes the task's row on
+`loom.task_wake.<org>.<inbox>`; a claim (or any move out of todo) publishes a "gone" notice.
+Every replica keeps, for each inbox it has served a pull for recently, a queue of candidate
+rows: what its last store query returned plus what wake-ups brought since. A pull takes
+candidates from the queue in pull order and claims them against their lease rows (which say
+whether the row is still current), so the hot path needs no store read at all. The store is
+queried when the queue is empty, older than LOOM_TASK_PULL_POLL_SECONDS, or cannot answer a
+kinds filter; a lost wake-up costs at most that long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from loom_core.bus import Bus
+
+from ..domain.model import TaskRow
+from ..events import WAKE_PREFIX, wake_subject
+
+log = logging.getLogger(__name__)
+
+QUERY_LIMIT = 200
+IDLE_QUEUE_SECONDS = 120.0
+Loader = Callable[[str, str, Sequence[str], int], Awaitable[list[TaskRow]]]
+
+
+class InboxQueue:
+    """One inbox's candidates on this replica."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, TaskRow] = {}
+        self.added: dict[str, float] = {}
+        self.loaded_at = 0.0  # monotonic time of the last store query
+        self.complete = False  # the last query returned every todo task of the inbox
+        self.reserved: set[str] = set()  # claims in flight here
+        self.used_at = time.monotonic()
+        self.lock = asyncio.Lock()
+        self._event = asyncio.Event()
+
+    def offer(self, row: TaskRow) -> None:
+        have = self.rows.get(row.task_id)
+        if have is None or have.version <= row.version:
+            self.rows[row.task_id] = row
+            self.added[row.task_id] = time.monotonic()
+        self.notify()
+
+    def drop(self, task_id: str, version: int | None = None) -> None:
+        have = self.rows.get(task_id)
+        if have is not None and (version is None or have.version < version):
+            self.rows.pop(task_id, None)
+            self.added.pop(task_id, None)
+
+    def notify(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self, timeout: float) -> bool:
+        """True when woken, False on timeout."""
+        event = self._event
+        try:
+            await asyncio.wait_for(event.wait(), timeout=max(timeout, 0.0))
+            return True
+        except TimeoutError:
+            return False
+
+    def ordered(self, kinds: Sequence[str], now: float) -> list[TaskRow]:
+        wanted = set(kinds)
+        rows = [
+            r
+            for r in self.rows.values()
+            if r.task_id not in self.reserved and r.visible_to_pull(now) and (not wanted or r.kind in wanted)
+        ]
+        rows.sort(key=TaskRow.pull_order)
+        return rows
+
+    def next_due(self, now: float) -> float | None:
+        """When the earliest hidden (not_before) candidate becomes visible."""
+        due = [r.not_before for r in self.rows.values() if r.not_before is not None and r.not_before > now]
+        return min(due) if due else None
+
+    def replace(self, rows: list[TaskRow], started: float, complete: bool) -> None:
+        """Merge a store query that started at `started` (monotonic): keep what wake-ups added
+        since, drop what the query no longer returns."""
+        fresh = {r.task_id: r for r in rows}
+        for task_id in list(self.rows):
+            if task_id not in fresh and self.added.get(task_id, 0.0) < started:
+                self.rows.pop(task_id, None)
+                self.added.pop(task_id, None)
+        for r in rows:
+            have = self.rows.get(r.task_id)
+            if have is None or have.version <= r.version:
+                self.rows[r.task_id] = r
+                self.added.setdefault(r.task_id, started)
+        self.loaded_at = started
+        self.complete = complete
+
+
+class WakeHub:
+    def __init__(self, bus: Bus | None, loader: Loader, poll_seconds: float) -> None:
+        self.bus = bus
+        self.loader = loader
+        self.poll_seconds = poll_seconds
+        self.queues: dict[tuple[str, str], InboxQueue] = {}
+        self._sub: Subscription | None = None
+
+    async def start(self) -> None:
+        if self.bus is not None:
+            self._sub = await self.bus.nc.subscribe(f"{WAKE_PREFIX}.>", cb=self._on_msg)
+
+    async def stop(self) -> None:
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+            self._sub = None
+        for q in self.queues.values():
+            q.notify()
+
+    def queue(self, org: str, inbox: str) -> InboxQueue:
+        key = (org, inbox)
+        q = self.queues.get(key)
+        if q is None:
+            self._forget_idle()
+            q = self.queues[key] = InboxQueue()
+        q.used_at = time.monotonic()
+        return q
+
+    def _forget_idle(self) -> None:
+        cutoff = time.monotonic() - IDLE_QUEUE_SECONDS
+        for key in [k for k, q in self.queues.items() if q.used_at < cutoff and not q.reserved]:
+            del self.queues[key]
+
+    async def refresh(self, org: str, inbox: str, q: InboxQueue, kinds: Sequence[str] = (), force: bool = False) -> None:
+        """Query the store unless a fresh enough answer is there (one query at a time per inbox)."""
+        async with q.lock:
+            started = time.monotonic()
+            if not force and q.loaded_at and started - q.loaded_at < self.poll_seconds and (q.rows or q.complete):
+                return
+            rows = await self.loader(org, inbox, kinds, QUERY_LIMIT)
+            if kinds:
+                # A filtered answer says nothing about other kinds: add, do not replace.
+                for r in rows:
+                    q.offer(r)
+                return
+            q.replace(rows, started, complete=len(rows) < QUERY_LIMIT)
+
+    # --- publishing
+
+    async def ready(self, row: TaskRow) -> None:
+        """The task is todo (again): wake pulls on every replica, handing them the row."""
+        self._local(row.org, row.inbox, lambda q: q.offer(row))
+        await self._publish(row.org, row.inbox, {"op": "ready", "row": dataclasses.asdict(row)})
+
+    async def gone(self, org: str, inbox: str, task_id: str, version: int) -> None:
+        """The task left todo (claimed, cancelled, …): forget it everywhere."""
+        self._local(org, inbox, lambda q: q.drop(task_id, version))
+        await self._publish(org, inbox, {"op": "gone", "task_id": task_id, "version": version})
+
+    def _local(self, org: str, inbox: str, fn: Callable[[InboxQueue], None]) -> None:
+        q = self.queues.get((org, inbox))
+        if q is not None:
+            fn(q)
+
+    async def _publish(self, org: str, inbox: str, body: dict[str, Any]) -> None:
+        if self.bus is None:
+            return
+        try:
+            await self.bus.nc.publish(wake_subject(org, inbox), json.dumps(body, separators=(",", ":"), default=str).encode())
+        except Exception:  # noqa: BLE001 - a lost wake-up costs one poll interval, never a task
+            log.debug("wake-up not published")
+
+    async def _on_msg(self, msg: Msg) -> None:
+        parts = msg.subject.split(".")
+        if len(parts) != 4:
+            return
+        q = self.queues.get((parts[2], parts[3]))
+        if q is None:
+            return  # nobody here pulls this inbox
+        try:
+            body = json.loads(msg.data)
+            if body.get("op") == "ready":
+                q.offer(TaskRow(**body["row"]))
+            elif body.get("op") == "gone":
+                q.drop(str(body["task_id"]), int(body["version"]))
+        except (ValueError, KeyError, TypeError):
+            log.debug("bad wake-up message")

@@ -1,0 +1,93 @@
+"""Inboxes and trust rows as every op reads them: cached per replica, dropped on change.
+
+A change (inbox.register, inbox.policy_set) drops the local entries at once and tells every
+replica over NATS (`loom.task_config.<org>`); entries also age out after
+LOOM_TASK_CONFIG_CACHE_TTL_SECONDS, in case a notice is lost. Also the webhook deliverer's
+lookup: `webhook_for(org, inbox)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from typing import Any
+
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from loom_core.bus import Bus
+
+from .domain.model import InboxRow, PolicyRow
+from .events import CONFIG_PREFIX, config_subject
+from .store import InboxStore
+
+log = logging.getLogger(__name__)
+
+
+class Directory:
+    def __init__(self, inboxes: InboxStore, bus: Bus | None, ttl: float) -> None:
+        self.inboxes = inboxes
+        self.bus = bus
+        self.ttl = ttl
+        self._inbox: dict[tuple[str, str], tuple[float, InboxRow | None]] = {}
+        self._policies: dict[tuple[str, str], tuple[float, list[PolicyRow]]] = {}
+        self._sub: Subscription | None = None
+
+    async def start(self) -> None:
+        if self.bus is not None:
+            self._sub = await self.bus.nc.subscribe(f"{CONFIG_PREFIX}.*", cb=self._on_change)
+
+    async def stop(self) -> None:
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+            self._sub = None
+
+    async def inbox(self, org: str, name: str) -> InboxRow | None:
+        key = (org, name)
+        hit = self._inbox.get(key)
+        now = time.monotonic()
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        row = await self.inboxes.get(org, name)
+        self._inbox[key] = (now + self.ttl, row)
+        return row
+
+    async def policies(self, org: str, inbox: str) -> list[PolicyRow]:
+        key = (org, inbox)
+        hit = self._policies.get(key)
+        now = time.monotonic()
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        rows = await self.inboxes.policies(org, inbox)
+        self._policies[key] = (now + self.ttl, rows)
+        return rows
+
+    async def changed(self, org: str, inbox: str) -> None:
+        """Drop the entries here and on every replica."""
+        self._forget(org, inbox)
+        if self.bus is not None:
+            with contextlib.suppress(Exception):
+                await self.bus.nc.publish(config_subject(org), json.dumps({"org": org, "inbox": inbox}).encode())
+
+    def _forget(self, org: str, inbox: str) -> None:
+        self._inbox.pop((org, inbox), None)
+        self._policies.pop((org, inbox), None)
+
+    async def _on_change(self, msg: Msg) -> None:
+        try:
+            d: dict[str, Any] = json.loads(msg.data)
+            self._forget(str(d["org"]), str(d["inbox"]))
+        except (ValueError, KeyError, TypeError):
+            self._inbox.clear()
+            self._policies.clear()
+
+    # --- the webhook deliverer's lookup
+
+    async def webhook_for(self, org: str, inbox: str) -> tuple[str, str] | None:
+        row = await self.inbox(org, inbox)
+        if row is None or not row.webhook_url:
+            return None
+        return row.webhook_url, row.webhook_secret_ref

@@ -1,0 +1,50 @@
+"""A task event as it travels (JetStream, NATS subscribers, task.updates, task.history) (pure).
+
+The event JSON:
+
+    {"event_id", "org", "namespace", "inbox", "task_id", "kind", "poster", "status", "at",
+     "version", "reason", "actor", "actor_agent", "task_kind", "title", "data"}
+
+`seq` (the JetStream stream sequence, the updates cursor) is not in the stored body, since a
+message cannot carry its own sequence: readers set it from the message metadata.
+`event_id` is `<task_id>.<version>.<kind>` for a state change, so a re-published event is the
+same event (JetStream drops it as a duplicate inside its window; readers keep the first).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from .model import TaskRow
+from .validate import format_time
+
+
+def event_id(row: TaskRow, kind: str) -> str:
+    return f"{row.task_id}.{row.version}.{kind}"
+
+
+def progress_event_id(row: TaskRow) -> str:
+    # A progress note changes no state (no new version), so each note has an id of its own.
+    return f"{row.task_id}.{row.version}.progress.{uuid.uuid4().hex[:12]}"
+
+
+def build(row: TaskRow, kind: str, *, at: float, data: dict[str, Any] | None = None, actor: str = "", actor_agent: str = "", eid: str = "") -> dict[str, Any]:
+    return {
+        "event_id": eid or event_id(row, kind),
+        "org": row.org,
+        "namespace": row.namespace,
+        "inbox": row.inbox,
+        "task_id": row.task_id,
+        "kind": kind,
+        "poster": row.poster,
+        "status": row.status,
+        "at": format_time(at),
+        "version": row.version,
+        "reason": row.reason,
+        "actor": actor,
+        "actor_agent": actor_agent,
+        "task_kind": row.kind,
+        "title": row.title,
+        "data": data or {},
+    }

@@ -1,0 +1,142 @@
+"""The task inbox's values: statuses, a task row, an inbox row, a trust row (pure, no I/O).
+
+Times are float seconds since the epoch (UTC); `None` is "not set". The store turns them into
+ClickHouse DateTime64 columns and back; the handlers into RFC 3339 strings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+TRIAGE = "triage"
+TODO = "todo"
+IN_PROGRESS = "in_progress"
+DEFERRED = "deferred"
+BLOCKED = "blocked"
+DONE = "done"
+FAILED = "failed"
+WONT_DO = "wont_do"
+CANCELLED = "cancelled"
+
+STATUSES = (TRIAGE, TODO, IN_PROGRESS, DEFERRED, BLOCKED, DONE, FAILED, WONT_DO, CANCELLED)
+#: A finished task answers every state change with 409 TASK_TERMINAL (task.reopen aside).
+TERMINAL = frozenset({DONE, FAILED, WONT_DO, CANCELLED})
+UNFINISHED = frozenset(STATUSES) - TERMINAL
+#: task.reopen moves these back to todo.
+REOPENABLE = frozenset({FAILED, WONT_DO, CANCELLED})
+
+DISCLOSURES = ("confidential", "internal", "public_ok")
+DEFAULT_DISCLOSURE = "internal"
+BLOCKED_ON = ("sender", "human", "external")
+MODES = ("deny", "review", "auto")
+
+DEFAULT_PRIORITY = 3
+MIN_PRIORITY, MAX_PRIORITY = 1, 5
+
+# inbox.register defaults (spec 003, "Register an inbox").
+DEFAULT_LEASE_SECONDS = 1800
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_MAX_DEFERS = 5
+DEFAULT_TRIAGE_ESCALATE_AFTER_SECONDS = 4 * 3600
+MAX_WAIT_SECONDS = 30
+
+
+@dataclass(slots=True)
+class TaskRow:
+    """One task as stored: the current row of a ReplacingMergeTree(version) table."""
+
+    org: str
+    task_id: str
+    inbox: str
+    namespace: str
+    kind: str
+    title: str = ""
+    brief: dict[str, Any] = field(default_factory=dict)
+    status: str = TODO
+    disclosure: str = DEFAULT_DISCLOSURE
+    priority: int = DEFAULT_PRIORITY
+    deadline: float | None = None
+    not_before: float | None = None
+    origin: str = ""
+    parent_task_id: str = ""
+    owner_agent: str = ""
+    poster: str = ""
+    poster_agent: str = ""
+    poster_namespace: str = ""
+    idempotency_key: str = ""
+    reason: str = ""
+    blocked_on: str = ""
+    resume_at: float | None = None
+    outcome: dict[str, Any] = field(default_factory=dict)
+    claimed_by: str = ""
+    claimed_agent: str = ""
+    fence: int = 0
+    lease_expires_at: float | None = None
+    lease_seconds: int = 0
+    attempts: int = 0
+    defers: int = 0
+    escalate_at: float | None = None
+    escalated_at: float | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    version: int = 0
+
+    def copy(self, **changes: Any) -> TaskRow:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def visible_to_pull(self, now: float) -> bool:
+        """A todo task is claimable unless its not_before is still ahead."""
+        return self.status == TODO and (self.not_before is None or self.not_before <= now)
+
+    def pull_order(self) -> tuple[int, float, float, str]:
+        """Pulls take the lowest priority number first, then the nearest deadline, then the oldest."""
+        return (self.priority, self.deadline if self.deadline is not None else float("inf"), self.created_at, self.task_id)
+
+
+@dataclass(slots=True)
+class InboxRow:
+    org: str
+    name: str
+    namespace: str
+    owner_agent: str
+    posters: tuple[str, ...] = ()
+    accept_disclosure: tuple[str, ...] = DISCLOSURES
+    default_lease_seconds: int = DEFAULT_LEASE_SECONDS
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    max_defers: int = DEFAULT_MAX_DEFERS
+    triage_escalate_after_seconds: int = DEFAULT_TRIAGE_ESCALATE_AFTER_SECONDS
+    webhook_url: str = ""
+    webhook_secret_ref: str = ""
+    description: str = ""
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyRow:
+    """How far an inbox trusts one poster key for one kind ("*" matches any)."""
+
+    inbox: str
+    poster: str
+    kind: str
+    mode: str
+    require_evidence: tuple[str, ...] = ()
+    updated_at: float = 0.0
+    updated_by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who makes a call: the verified subject, the label it chose, and whether it may act as
+    the inbox's owner (writer or above on the inbox's namespace: labels grant nothing)."""
+
+    subject: str
+    agent: str
+    owner: bool

@@ -1,0 +1,120 @@
+"""Task events on NATS JetStream: the subject layout, the stream, the publisher.
+
+Subjects. Every task event is published on
+
+    loom.tasks.<org>.<namespace>.<inbox>.<kind>
+
+exactly four tokens after `loom.tasks`: the org, the inbox's owner namespace, the inbox, and
+the event kind (created, accepted, claimed, progress, done, failed, deferred, blocked,
+wont_do, cancelled, unblocked, resumed, reopened, updated, reassigned, released, escalated).
+Org, namespace and inbox names are `[a-z0-9_-]` and kinds `[a-z_]`, so no name holds a `.` or
+a wildcard. A subscriber that may read namespace `ns` of org `acme` subscribes to
+`loom.tasks.acme.ns.>` (one inbox: `loom.tasks.acme.ns.<inbox>.*`; done events of the
+namespace: `loom.tasks.acme.ns.*.done`). The webhook deliverer and the NATS auth callout rely
+on this layout; do not add a token.
+
+Stream. LOOM_TASK_EVENTS holds `loom.tasks.>` (limits retention, LOOM_TASK_EVENTS_MAX_AGE_SECONDS).
+Its sequence is the task.updates cursor: a sequence is assigned when an event is appended, so
+every event at or below a sequence a reader has seen is already in the stream, whichever
+replica wrote it; a cursor never skips and a replay from an old cursor reads the same events.
+Each event is published with `Nats-Msg-Id: <event_id>`, so a re-published event inside the
+duplicate window is stored once.
+
+Wake-ups (`loom.task_wake.<org>.<inbox>`) and config changes (`loom.task_config.<org>`) are
+core NATS subjects outside the stream, and outside what the auth callout lets agents read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+
+from loom_core.bus import Bus
+from loom_core.errors import Unavailable
+
+log = logging.getLogger(__name__)
+
+STREAM = "LOOM_TASK_EVENTS"
+PREFIX = "loom.tasks"
+STREAM_SUBJECTS = [f"{PREFIX}.>"]
+WAKE_PREFIX = "loom.task_wake"
+CONFIG_PREFIX = "loom.task_config"
+DUPLICATE_WINDOW_SECONDS = 120.0
+
+
+def event_subject(org: str, namespace: str, inbox: str, kind: str) -> str:
+    """`loom.tasks.<org>.<namespace>.<inbox>.<kind>`."""
+    return f"{PREFIX}.{org}.{namespace}.{inbox}.{kind}"
+
+
+def org_filter(org: str) -> str:
+    """Every task event of an org."""
+    return f"{PREFIX}.{org}.>"
+
+
+def namespace_filter(org: str, namespace: str) -> str:
+    """Every task event of the inboxes owned by one namespace (what a reader may subscribe to)."""
+    return f"{PREFIX}.{org}.{namespace}.>"
+
+
+def inbox_filter(org: str, namespace: str, inbox: str) -> str:
+    return f"{PREFIX}.{org}.{namespace}.{inbox}.*"
+
+
+def parse_subject(subject: str) -> tuple[str, str, str, str] | None:
+    """(org, namespace, inbox, kind) of an event subject, or None."""
+    parts = subject.split(".")
+    if len(parts) != 6 or ".".join(parts[:2]) != PREFIX:
+        return None
+    return parts[2], parts[3], parts[4], parts[5]
+
+
+def wake_subject(org: str, inbox: str) -> str:
+    return f"{WAKE_PREFIX}.{org}.{inbox}"
+
+
+def config_subject(org: str) -> str:
+    return f"{CONFIG_PREFIX}.{org}"
+
+
+def stream_config(max_age_seconds: float) -> StreamConfig:
+    return StreamConfig(
+        name=STREAM,
+        subjects=STREAM_SUBJECTS,
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        discard=DiscardPolicy.OLD,
+        max_age=max_age_seconds,
+        duplicate_window=DUPLICATE_WINDOW_SECONDS,
+        allow_direct=True,
+    )
+
+
+class EventPublisher:
+    """Appends events to LOOM_TASK_EVENTS and waits for the stream's ack."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+
+    async def ensure_stream(self, max_age_seconds: float) -> None:
+        await self.bus.ensure_stream(stream_config(max_age_seconds))
+
+    async def publish(self, event: dict[str, Any]) -> int:
+        """The event's stream sequence. Retries briefly; 503 when the stream does not answer."""
+        subject = event_subject(event["org"], event["namespace"], event["inbox"], event["kind"])
+        body = json.dumps(event, separators=(",", ":"), default=str).encode()
+        headers = {"Nats-Msg-Id": event["event_id"]}
+        last: Exception | None = None
+        for attempt in range(3):
+            try:
+                ack = await self.bus.js.publish(subject, body, headers=headers, timeout=5)
+                return int(ack.seq)
+            except Exception as exc:  # noqa: BLE001 - retried, then reported as 503
+                last = exc
+                await asyncio.sleep(0.05 * (attempt + 1))
+        log.warning("task event %s not published: %s", event["event_id"], type(last).__name__)
+        raise Unavailable("BACKEND_UNAVAILABLE", "the event stream did not answer")

@@ -1,0 +1,325 @@
+"""gRPC in, proto out: one thin handler per op (rules in domain/, orchestration in service/)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2
+
+from loom_api.tasks.v1 import tasks_pb2 as pb
+from loom_core.chain import CallContext
+from loom_core.runtime import Handler
+
+from .domain.model import InboxRow, PolicyRow, TaskRow
+from .domain.validate import format_time
+from .service.deps import Deps
+from .service.inboxes import InboxOps, InboxSettings
+from .service.posting import NewTask, PostingOps
+from .service.reading import ReadingOps
+from .service.repair import RepairOps
+from .service.working import WorkingOps
+
+
+def _struct(value: dict[str, Any]) -> struct_pb2.Struct:
+    s = struct_pb2.Struct()
+    if value:
+        s.update(value)
+    return s
+
+
+def _dict(msg: struct_pb2.Struct) -> dict[str, Any]:
+    return json_format.MessageToDict(msg)
+
+
+def task_pb(row: TaskRow, *, fence: bool = False, lease_expires_at: float | None = None) -> pb.Task:
+    return pb.Task(
+        task_id=row.task_id,
+        inbox=row.inbox,
+        namespace=row.namespace,
+        kind=row.kind,
+        title=row.title,
+        brief=_struct(row.brief),
+        status=row.status,
+        disclosure=row.disclosure,
+        priority=row.priority,
+        deadline=format_time(row.deadline),
+        not_before=format_time(row.not_before),
+        origin=row.origin,
+        parent_task_id=row.parent_task_id,
+        poster=row.poster,
+        poster_agent=row.poster_agent,
+        poster_namespace=row.poster_namespace,
+        idempotency_key=row.idempotency_key,
+        reason=row.reason,
+        blocked_on=row.blocked_on,
+        resume_at=format_time(row.resume_at),
+        outcome=_struct(row.outcome),
+        claimed_by=row.claimed_by,
+        claimed_agent=row.claimed_agent,
+        fence=row.fence if fence else 0,
+        lease_expires_time=format_time(lease_expires_at if lease_expires_at is not None else row.lease_expires_at),
+        attempts=row.attempts,
+        defers=row.defers,
+        version=row.version,
+        created_time=format_time(row.created_at),
+        updated_time=format_time(row.updated_at),
+        escalated_time=format_time(row.escalated_at),
+        owner_agent=row.owner_agent,
+    )
+
+
+def event_pb(e: dict[str, Any]) -> pb.TaskEvent:
+    at = e.get("at")
+    return pb.TaskEvent(
+        seq=int(e.get("seq") or 0),
+        event_id=str(e.get("event_id", "")),
+        org=str(e.get("org", "")),
+        namespace=str(e.get("namespace", "")),
+        inbox=str(e.get("inbox", "")),
+        task_id=str(e.get("task_id", "")),
+        kind=str(e.get("kind", "")),
+        poster=str(e.get("poster", "")),
+        status=str(e.get("status", "")),
+        at=format_time(at) if isinstance(at, (int, float)) else str(at or ""),
+        version=int(e.get("version") or 0),
+        reason=str(e.get("reason", "")),
+        actor=str(e.get("actor", "")),
+        actor_agent=str(e.get("actor_agent", "")),
+        task_kind=str(e.get("task_kind", "")),
+        title=str(e.get("title", "")),
+        data=_struct(e.get("data") or {}),
+    )
+
+
+def inbox_pb(row: InboxRow, *, admin: bool, counts: dict[str, int] | None = None) -> pb.Inbox:
+    return pb.Inbox(
+        inbox=row.name,
+        namespace=row.namespace,
+        owner_agent=row.owner_agent,
+        posters=list(row.posters),
+        accept_disclosure=list(row.accept_disclosure),
+        default_lease_seconds=row.default_lease_seconds,
+        max_attempts=row.max_attempts,
+        max_defers=row.max_defers,
+        triage_escalate_after_seconds=row.triage_escalate_after_seconds,
+        webhook_url=row.webhook_url if admin else "",
+        webhook_secret_ref=row.webhook_secret_ref if admin else "",
+        description=row.description,
+        created_time=format_time(row.created_at),
+        updated_time=format_time(row.updated_at),
+        counts=counts or {},
+    )
+
+
+def policy_pb(row: PolicyRow) -> pb.InboxPolicy:
+    return pb.InboxPolicy(
+        inbox=row.inbox,
+        poster=row.poster,
+        kind=row.kind,
+        mode=row.mode,
+        require_evidence=list(row.require_evidence),
+        updated_time=format_time(row.updated_at),
+        updated_by=row.updated_by,
+    )
+
+
+class Handlers:
+    def __init__(self, deps: Deps) -> None:
+        self.inboxes = InboxOps(deps)
+        self.posting = PostingOps(deps)
+        self.working = WorkingOps(deps)
+        self.repair = RepairOps(deps)
+        self.reading = ReadingOps(deps)
+
+    def table(self) -> dict[str, Handler]:
+        return {
+            "inbox.register": self.register_inbox,
+            "inbox.policy_set": self.set_policy,
+            "inbox.principals": self.principals,
+            "inbox.list": self.list_inboxes,
+            "inbox.policy_list": self.list_policies,
+            "inbox.deliveries": self.deliveries,
+            "task.create": self.create,
+            "task.updates": self.updates,
+            "task.cancel": self.cancel,
+            "task.pull": self.pull,
+            "task.claim": self.claim,
+            "task.heartbeat": self.heartbeat,
+            "task.progress": self.progress,
+            "task.complete": self.complete,
+            "task.fail": self.fail,
+            "task.defer": self.defer,
+            "task.block": self.block,
+            "task.accept": self.accept,
+            "task.wont_do": self.wont_do,
+            "task.unblock": self.unblock,
+            "task.resume": self.resume,
+            "task.reopen": self.reopen,
+            "task.update": self.update,
+            "task.reassign": self.reassign,
+            "task.get": self.get,
+            "task.list": self.list_tasks,
+            "task.counts": self.counts,
+            "task.history": self.history,
+        }
+
+    # --- inbox setup
+
+    async def register_inbox(self, req: pb.RegisterInboxRequest, ctx: CallContext) -> pb.RegisterInboxResponse:
+        settings = InboxSettings(
+            owner_agent=req.owner_agent,
+            posters=list(req.posters),
+            accept_disclosure=list(req.accept_disclosure),
+            default_lease_seconds=req.default_lease_seconds,
+            max_attempts=req.max_attempts,
+            max_defers=req.max_defers,
+            triage_escalate_after_seconds=req.triage_escalate_after_seconds,
+            webhook_url=req.webhook_url,
+            webhook_secret_ref=req.webhook_secret_ref,
+            description=req.description,
+        )
+        row, created = await self.inboxes.register(ctx, req.inbox, settings)
+        return pb.RegisterInboxResponse(inbox=inbox_pb(row, admin=True), created=created)
+
+    async def set_policy(self, req: pb.SetInboxPolicyRequest, ctx: CallContext) -> pb.SetInboxPolicyResponse:
+        row, removed = await self.inboxes.set_policy(ctx, req.inbox, req.poster, req.kind, req.mode, list(req.require_evidence), req.remove)
+        return pb.SetInboxPolicyResponse(policy=policy_pb(row), removed=removed)
+
+    async def principals(self, req: pb.ListInboxPrincipalsRequest, ctx: CallContext) -> pb.ListInboxPrincipalsResponse:
+        rows = await self.inboxes.principals(ctx)
+        return pb.ListInboxPrincipalsResponse(principals=[pb.InboxPrincipal(subject=s, type=t) for s, t in rows])
+
+    async def list_inboxes(self, req: pb.ListInboxesRequest, ctx: CallContext) -> pb.ListInboxesResponse:
+        rows, counts, admin = await self.inboxes.list(ctx)
+        return pb.ListInboxesResponse(inboxes=[inbox_pb(r, admin=admin, counts=counts.get(r.name)) for r in rows])
+
+    async def list_policies(self, req: pb.ListInboxPoliciesRequest, ctx: CallContext) -> pb.ListInboxPoliciesResponse:
+        rows = await self.inboxes.policies(ctx, req.inbox)
+        return pb.ListInboxPoliciesResponse(policies=[policy_pb(r) for r in rows])
+
+    async def deliveries(self, req: pb.ListInboxDeliveriesRequest, ctx: CallContext) -> pb.ListInboxDeliveriesResponse:
+        rows = await self.inboxes.deliveries(ctx, req.inbox, req.limit)
+        return pb.ListInboxDeliveriesResponse(
+            deliveries=[
+                pb.Delivery(
+                    delivery_id=str(r.get("delivery_id", "")),
+                    attempt=int(r.get("attempt") or 0),
+                    attempted_time=str(r.get("attempted_at", "")),
+                    outcome=str(r.get("outcome", "")),
+                    status_code=int(r.get("status_code") or 0),
+                    error=str(r.get("error", "")),
+                    url=str(r.get("url", "")),
+                    address=str(r.get("address", "")),
+                    newest_seq=int(r.get("newest_seq") or 0),
+                    event_count=int(r.get("event_count") or 0),
+                    duration_ms=float(r.get("duration_ms") or 0.0),
+                )
+                for r in rows
+            ]
+        )
+
+    # --- posting
+
+    async def create(self, req: pb.CreateTaskRequest, ctx: CallContext) -> pb.CreateTaskResponse:
+        new = NewTask(
+            inbox=req.inbox,
+            kind=req.kind,
+            title=req.title,
+            brief=_dict(req.brief),
+            disclosure=req.disclosure,
+            priority=req.priority,
+            deadline=req.deadline,
+            not_before=req.not_before,
+            origin=req.origin,
+            parent_task_id=req.parent_task_id,
+            idempotency_key=req.idempotency_key,
+        )
+        row, created = await self.posting.create(ctx, new)
+        return pb.CreateTaskResponse(task=task_pb(row), created=created)
+
+    async def updates(self, req: pb.ListTaskUpdatesRequest, ctx: CallContext) -> pb.ListTaskUpdatesResponse:
+        events, next_seq = await self.posting.updates(ctx, req.since_seq, req.wait_seconds, req.limit)
+        return pb.ListTaskUpdatesResponse(events=[event_pb(e) for e in events], next_seq=next_seq)
+
+    async def cancel(self, req: pb.CancelTaskRequest, ctx: CallContext) -> pb.CancelTaskResponse:
+        return pb.CancelTaskResponse(task=task_pb(await self.posting.cancel(ctx, req.task_id, req.reason)))
+
+    # --- working
+
+    async def pull(self, req: pb.PullTasksRequest, ctx: CallContext) -> pb.PullTasksResponse:
+        rows = await self.working.pull(ctx, req.inbox, list(req.kinds), req.status, req.wait_seconds, req.lease_seconds, req.max_tasks)
+        return pb.PullTasksResponse(tasks=[task_pb(r, fence=True) for r in rows])
+
+    async def claim(self, req: pb.ClaimTaskRequest, ctx: CallContext) -> pb.ClaimTaskResponse:
+        return pb.ClaimTaskResponse(task=task_pb(await self.working.claim(ctx, req.task_id, req.lease_seconds), fence=True))
+
+    async def heartbeat(self, req: pb.HeartbeatTaskRequest, ctx: CallContext) -> pb.HeartbeatTaskResponse:
+        fence, expires = await self.working.heartbeat(ctx, req.task_id, req.fence, req.lease_seconds)
+        return pb.HeartbeatTaskResponse(task_id=req.task_id, fence=fence, lease_expires_time=format_time(expires))
+
+    async def progress(self, req: pb.ReportTaskProgressRequest, ctx: CallContext) -> pb.ReportTaskProgressResponse:
+        eid = await self.working.progress(ctx, req.task_id, req.fence, req.note, req.percent)
+        return pb.ReportTaskProgressResponse(task_id=req.task_id, event_id=eid)
+
+    async def complete(self, req: pb.CompleteTaskRequest, ctx: CallContext) -> pb.CompleteTaskResponse:
+        return pb.CompleteTaskResponse(task=task_pb(await self.working.complete(ctx, req.task_id, req.fence, _dict(req.outcome))))
+
+    async def fail(self, req: pb.FailTaskRequest, ctx: CallContext) -> pb.FailTaskResponse:
+        return pb.FailTaskResponse(task=task_pb(await self.working.fail(ctx, req.task_id, req.fence, req.reason)))
+
+    async def defer(self, req: pb.DeferTaskRequest, ctx: CallContext) -> pb.DeferTaskResponse:
+        return pb.DeferTaskResponse(task=task_pb(await self.working.defer(ctx, req.task_id, req.fence, req.resume_at, req.reason)))
+
+    async def block(self, req: pb.BlockTaskRequest, ctx: CallContext) -> pb.BlockTaskResponse:
+        return pb.BlockTaskResponse(task=task_pb(await self.working.block(ctx, req.task_id, req.fence, req.blocked_on, req.reason)))
+
+    # --- triage and repair
+
+    async def accept(self, req: pb.AcceptTaskRequest, ctx: CallContext) -> pb.AcceptTaskResponse:
+        return pb.AcceptTaskResponse(task=task_pb(await self.repair.accept(ctx, req.task_id, req.reason)))
+
+    async def wont_do(self, req: pb.WontDoTaskRequest, ctx: CallContext) -> pb.WontDoTaskResponse:
+        return pb.WontDoTaskResponse(task=task_pb(await self.repair.wont_do(ctx, req.task_id, req.reason)))
+
+    async def unblock(self, req: pb.UnblockTaskRequest, ctx: CallContext) -> pb.UnblockTaskResponse:
+        return pb.UnblockTaskResponse(task=task_pb(await self.repair.unblock(ctx, req.task_id, req.reason)))
+
+    async def resume(self, req: pb.ResumeTaskRequest, ctx: CallContext) -> pb.ResumeTaskResponse:
+        return pb.ResumeTaskResponse(task=task_pb(await self.repair.resume(ctx, req.task_id, req.reason)))
+
+    async def reopen(self, req: pb.ReopenTaskRequest, ctx: CallContext) -> pb.ReopenTaskResponse:
+        return pb.ReopenTaskResponse(task=task_pb(await self.repair.reopen(ctx, req.task_id, req.reason)))
+
+    async def update(self, req: pb.UpdateTaskRequest, ctx: CallContext) -> pb.UpdateTaskResponse:
+        row = await self.repair.update(
+            ctx,
+            req.task_id,
+            req.if_match_version,
+            title=req.title if req.HasField("title") else None,
+            brief=_dict(req.brief) if req.HasField("brief") else None,
+            priority=req.priority if req.HasField("priority") else None,
+            deadline=req.deadline if req.HasField("deadline") else None,
+            not_before=req.not_before if req.HasField("not_before") else None,
+        )
+        return pb.UpdateTaskResponse(task=task_pb(row))
+
+    async def reassign(self, req: pb.ReassignTaskRequest, ctx: CallContext) -> pb.ReassignTaskResponse:
+        return pb.ReassignTaskResponse(task=task_pb(await self.repair.reassign(ctx, req.task_id, req.to_inbox, req.reason)))
+
+    # --- reading
+
+    async def get(self, req: pb.GetTaskRequest, ctx: CallContext) -> pb.GetTaskResponse:
+        row, expires = await self.reading.get(ctx, req.task_id)
+        return pb.GetTaskResponse(task=task_pb(row, lease_expires_at=expires))
+
+    async def list_tasks(self, req: pb.ListTasksRequest, ctx: CallContext) -> pb.ListTasksResponse:
+        rows, token = await self.reading.list(ctx, req.inbox, list(req.status), list(req.kind), req.poster, req.mine, req.limit, req.page_token)
+        return pb.ListTasksResponse(tasks=[task_pb(r) for r in rows], next_page_token=token)
+
+    async def counts(self, req: pb.CountTasksRequest, ctx: CallContext) -> pb.CountTasksResponse:
+        counts = await self.reading.counts(ctx, req.inbox)
+        return pb.CountTasksResponse(counts=counts, total=sum(counts.values()))
+
+    async def history(self, req: pb.GetTaskHistoryRequest, ctx: CallContext) -> pb.GetTaskHistoryResponse:
+        events = await self.reading.history(ctx, req.task_id, req.limit)
+        return pb.GetTaskHistoryResponse(events=[event_pb(e) for e in events])

@@ -1,0 +1,136 @@
+"""Inbox setup (admin of the owner namespace) and reading (viewer)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from loom_core.chain import CallContext
+from loom_core.errors import Conflict, Forbidden, LoomError, Unavailable
+from loom_core.roles import Role
+
+from ..domain import model
+from ..domain import validate as v
+from ..domain.model import InboxRow, PolicyRow
+from .deps import Deps
+
+REGISTER_LEASE_SECONDS = 15.0
+
+
+@dataclass(slots=True)
+class InboxSettings:
+    owner_agent: str
+    posters: list[str]
+    accept_disclosure: list[str]
+    default_lease_seconds: int
+    max_attempts: int
+    max_defers: int
+    triage_escalate_after_seconds: int
+    webhook_url: str
+    webhook_secret_ref: str
+    description: str
+
+
+def _check_webhook(org: str, url: str, secret_ref: str) -> None:
+    """The webhook rules (spec 003): T2's module owns them; refuse a webhook if it is absent."""
+    if not url and not secret_ref:
+        return
+    try:
+        from ..webhooks import validate_webhook_config
+    except ImportError:  # pragma: no cover - the webhook module ships with the plane
+        raise Unavailable("BACKEND_UNAVAILABLE", "webhooks are not available in this build") from None
+    validate_webhook_config(org, url, secret_ref)
+
+
+class InboxOps:
+    def __init__(self, deps: Deps) -> None:
+        self.d = deps
+
+    async def register(self, ctx: CallContext, name: str, s: InboxSettings) -> tuple[InboxRow, bool]:
+        v.inbox_name(name)
+        if ctx.role < Role.ADMIN:
+            raise Forbidden("AUTH_INSUFFICIENT", "inbox.register needs the admin role", {"reason": "role", "needed": "admin"})
+        owner_agent = v.text(s.owner_agent, "owner_agent", 128) or name
+        posters = v.posters(s.posters)
+        accept = v.disclosure_levels(s.accept_disclosure)
+        lease = v.positive(s.default_lease_seconds, "default_lease_seconds", model.DEFAULT_LEASE_SECONDS, v.MAX_LEASE_SECONDS)
+        attempts = v.positive(s.max_attempts, "max_attempts", model.DEFAULT_MAX_ATTEMPTS, 1000)
+        defers = v.positive(s.max_defers, "max_defers", model.DEFAULT_MAX_DEFERS, 1000)
+        escalate = v.positive(s.triage_escalate_after_seconds, "triage_escalate_after_seconds", model.DEFAULT_TRIAGE_ESCALATE_AFTER_SECONDS, 365 * 86400)
+        _check_webhook(ctx.org, s.webhook_url, s.webhook_secret_ref)
+        description = v.text(s.description, "description", 2000)
+        # Inbox names are unique in the org: one registration of a name at a time.
+        lease_key = f"tasks.inbox.{ctx.org}.{name}"
+        lease_obj = await self.d.runtime.leases.wait_acquire(lease_key, ctx.request_id, REGISTER_LEASE_SECONDS, timeout=10.0)
+        try:
+            existing = await self.d.inboxes.get(ctx.org, name)
+            if existing is not None and existing.namespace != ctx.namespace:
+                raise Conflict("ALREADY_EXISTS", f"inbox {name!r} is registered in another namespace", {"inbox": name})
+            now = time.time()
+            row = InboxRow(
+                org=ctx.org,
+                name=name,
+                namespace=ctx.namespace,
+                owner_agent=owner_agent,
+                posters=posters,
+                accept_disclosure=accept,
+                default_lease_seconds=lease,
+                max_attempts=attempts,
+                max_defers=defers,
+                triage_escalate_after_seconds=escalate,
+                webhook_url=s.webhook_url,
+                webhook_secret_ref=s.webhook_secret_ref,
+                description=description,
+                created_at=existing.created_at if existing else now,
+                updated_at=now,
+                version=time.time_ns(),
+            )
+            await self.d.inboxes.put(row)
+        finally:
+            try:
+                await self.d.runtime.leases.release(lease_obj)
+            except LoomError:
+                pass  # it expires by itself
+        await self.d.directory.changed(ctx.org, name)
+        return row, existing is None
+
+    async def set_policy(
+        self, ctx: CallContext, inbox: str, poster: str, kind: str, mode: str, require_evidence: list[str], remove: bool
+    ) -> tuple[PolicyRow, bool]:
+        v.inbox_name(inbox)
+        row = await self.d.access.inbox(ctx, inbox, Role.ADMIN)
+        poster = v.poster_key(poster)
+        kind = v.kind(kind or "*", allow_any=True)
+        paths = v.evidence_paths(require_evidence)
+        if not remove:
+            v.mode(mode)
+        policy = PolicyRow(row.name, poster, kind, mode if not remove else "", paths, time.time(), ctx.subject)
+        await self.d.inboxes.put_policy(ctx.org, policy, removed=remove, version=time.time_ns())
+        await self.d.directory.changed(ctx.org, row.name)
+        return policy, remove
+
+    async def principals(self, ctx: CallContext) -> list[tuple[str, str]]:
+        if ctx.role < Role.ADMIN:
+            raise Forbidden("AUTH_INSUFFICIENT", "inbox.principals needs the admin role", {"reason": "role", "needed": "admin"})
+        subjects = await self.d.runtime.identity.principals(ctx.org)
+        return [(s, s.split(":", 1)[0]) for s in subjects if s.startswith(("sa:", "user:"))]
+
+    async def list(self, ctx: CallContext) -> tuple[list[InboxRow], dict[str, dict[str, int]], bool]:
+        rows = await self.d.inboxes.in_namespace(ctx.org, ctx.namespace)
+        counts = await self.d.tasks.open_counts_by_inbox(ctx.org, ctx.namespace) if rows else {}
+        return rows, counts, ctx.role >= Role.ADMIN
+
+    async def policies(self, ctx: CallContext, inbox: str) -> list[PolicyRow]:
+        v.inbox_name(inbox)
+        row = await self.d.access.inbox(ctx, inbox, Role.VIEWER)
+        return await self.d.directory.inboxes.policies(ctx.org, row.name)
+
+    async def deliveries(self, ctx: CallContext, inbox: str, limit: int) -> list[dict[str, Any]]:
+        v.inbox_name(inbox)
+        row = await self.d.access.inbox(ctx, inbox, Role.ADMIN)
+        try:
+            from ..webhooks import list_deliveries
+        except ImportError:  # pragma: no cover - the webhook module ships with the plane
+            return []
+        return await list_deliveries(self.d.runtime.store, ctx.org, row.name, limit or 100)

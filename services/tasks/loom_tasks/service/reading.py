@@ -1,0 +1,118 @@
+"""Reading: task.get, task.list (filters, paging), task.counts, task.history."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from loom_core.chain import CallContext
+from loom_core.errors import ValidationFailed
+from loom_core.roles import Role
+
+from .. import keys as K
+from ..domain import model
+from ..domain import validate as v
+from ..domain.model import TaskRow
+from .access import no_task
+from .deps import Deps
+
+DEFAULT_LIMIT = 50
+HISTORY_WAIT_SECONDS = 3.0
+MAX_LIMIT = 500
+
+
+def encode_page(row: TaskRow) -> str:
+    raw = json.dumps([round(row.created_at * 1_000_000), row.task_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_page(token: str) -> tuple[int, str] | None:
+    if not token:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        at, task_id = json.loads(raw)
+        return int(at), v.task_id(str(task_id))
+    except (ValueError, TypeError):
+        raise ValidationFailed("page_token: not a token this op returned", {"field": "page_token", "reason": "invalid"}) from None
+    except ValidationFailed:
+        raise ValidationFailed("page_token: not a token this op returned", {"field": "page_token", "reason": "invalid"}) from None
+
+
+class ReadingOps:
+    def __init__(self, deps: Deps) -> None:
+        self.d = deps
+
+    async def get(self, ctx: CallContext, task_id: str) -> tuple[TaskRow, float | None]:
+        """The task and, while it is held, its lease's current expiry (heartbeats move it)."""
+        v.task_id(task_id)
+        row = await self.d.engine.read(ctx.org, task_id)
+        if row is None:
+            raise no_task(task_id)
+        await self.d.access.reader(ctx, row)
+        expires = row.lease_expires_at
+        if row.status == model.IN_PROGRESS:
+            st = await self.d.keys.get(ctx.org, task_id)
+            if st is not None and st.state == K.HELD:
+                expires = st.expires_at
+        return row, expires
+
+    async def list(
+        self, ctx: CallContext, inbox: str, statuses: Sequence[str], kinds: Sequence[str], poster: str, mine: bool, limit: int, page_token: str
+    ) -> tuple[list[TaskRow], str]:
+        for s in statuses:
+            if s not in model.STATUSES:
+                raise ValidationFailed(f"status: {s!r} is not a status", {"field": "status", "reason": "unknown status", "accepted": list(model.STATUSES)})
+        kinds = [v.kind(k) for k in kinds]
+        if limit < 0 or limit > MAX_LIMIT:
+            raise v.invalid_field("limit", f"between 1 and {MAX_LIMIT}")
+        size = limit or DEFAULT_LIMIT
+        after = decode_page(page_token)
+        namespace: str | None = None
+        inbox_name: str | None = None
+        poster_filter: str | None = poster or None
+        if mine:
+            poster_filter = ctx.subject
+            if inbox:
+                inbox_name = v.inbox_name(inbox)
+        elif inbox:
+            row = await self.d.access.inbox(ctx, v.inbox_name(inbox), Role.VIEWER)
+            inbox_name = row.name
+        else:
+            namespace = ctx.namespace
+        rows = await self.d.tasks.listing(
+            ctx.org, namespace=namespace, inbox=inbox_name, poster=poster_filter, statuses=statuses, kinds=kinds, after=after, limit=size + 1
+        )
+        more = len(rows) > size
+        rows = rows[:size]
+        ctx.out_hits = len(rows)
+        return rows, encode_page(rows[-1]) if more and rows else ""
+
+    async def counts(self, ctx: CallContext, inbox: str) -> dict[str, int]:
+        if inbox:
+            row = await self.d.access.inbox(ctx, v.inbox_name(inbox), Role.VIEWER)
+            return await self.d.tasks.counts(ctx.org, namespace=None, inbox=row.name)
+        return await self.d.tasks.counts(ctx.org, namespace=ctx.namespace, inbox=None)
+
+    async def history(self, ctx: CallContext, task_id: str, limit: int) -> list[dict[str, Any]]:
+        v.task_id(task_id)
+        row = await self.d.engine.read(ctx.org, task_id)
+        if row is None:
+            raise no_task(task_id)
+        await self.d.access.reader(ctx, row)
+        if limit < 0 or limit > 1000:
+            raise v.invalid_field("limit", "between 1 and 1000")
+        events = await self.d.tasks.history(ctx.org, task_id, limit or 200)
+        # The events reach the table through the stream's history consumer, a moment after the
+        # change: wait (briefly) for the task's current version to be there.
+        deadline = time.monotonic() + HISTORY_WAIT_SECONDS
+        while len(events) < (limit or 200) and not any(e["version"] >= row.version for e in events) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+            events = await self.d.tasks.history(ctx.org, task_id, limit or 200)
+        ctx.out_hits = len(events)
+        return events
+

@@ -1,0 +1,354 @@
+"""Webhook wake-ups: one signed notice per new event batch per inbox.
+
+A durable JetStream pull consumer on LOOM_TASK_EVENTS, shared by every replica (one consumer,
+so each event is handed to one replica). Events fetched together are grouped by inbox; each
+group becomes one notice {org, namespace, inbox, newest_seq, count} and no task content. While
+an inbox's notice is being sent (or retried), events arriving for it are merged into one queued
+notice, so a burst never becomes a burst of POSTs.
+
+A group's messages are acked after its notice was delivered or given up on, so a replica that
+dies mid-delivery leaves them to be redelivered (a receiver may see a wake-up twice; a wake-up
+only says "pull now").
+
+Every attempt is a row in the delivery log. Before any attempt the stored webhook_url and
+webhook_secret_ref are checked again: a secret_ref that is not this org's own
+LOOM_WEBHOOK_SECRET_<ORG>__<NAME> is never read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import logging
+import os
+import random
+import ssl
+import time
+import uuid
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.client import JetStreamContext
+
+from ._config import secret_ref_is_valid, url_problem
+from ._guard import Resolver, system_resolve
+from ._sender import Sender, SendResult
+from ._signing import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, sign
+from ._store import Attempt, record_attempt
+
+log = logging.getLogger(__name__)
+
+STREAM = "LOOM_TASK_EVENTS"
+SUBJECTS = "loom.tasks.>"
+DURABLE = "loom-task-webhooks"
+EVENT_NAME = "inbox.wake"
+ACK_WAIT_SECONDS = 300.0  # well above the longest a notice can take (attempts x timeout + backoff)
+MAX_BACKOFF_SECONDS = 30.0
+CONCURRENT_SENDS = 32
+STOP_GRACE_SECONDS = 2.0
+
+
+class WebhookLookup(Protocol):
+    """The plane's answer to "where do this inbox's notices go" (sync or async)."""
+
+    def webhook_for(self, org: str, inbox: str) -> tuple[str, str] | Awaitable[tuple[str, str] | None] | None: ...
+
+
+@dataclass(slots=True)
+class _Batch:
+    org: str
+    namespace: str
+    inbox: str
+    newest_seq: int
+    count: int
+    msgs: list[Msg] = field(default_factory=list)
+
+    def merge(self, other: _Batch) -> None:
+        self.newest_seq = max(self.newest_seq, other.newest_seq)
+        self.count += other.count
+        self.msgs.extend(other.msgs)
+        self.namespace = other.namespace or self.namespace
+
+
+@dataclass(slots=True)
+class _Slot:
+    task: asyncio.Task[None] | None = None
+    queued: _Batch | None = None
+
+
+def _event_key(msg: Msg) -> tuple[str, str, str, int] | None:
+    """(org, namespace, inbox, seq) of a task event, or None when it is not one."""
+    try:
+        data: dict[str, Any] = json.loads(msg.data)
+    except ValueError:
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    tokens = msg.subject.split(".")
+    from_subject = tokens[2:5] if len(tokens) >= 6 else ["", "", ""]
+    org = str(data.get("org") or from_subject[0])
+    namespace = str(data.get("namespace") or from_subject[1])
+    inbox = str(data.get("inbox") or from_subject[2])
+    if not org or not inbox:
+        return None
+    try:
+        seq = int(data.get("seq") or 0)
+    except (TypeError, ValueError):
+        seq = 0
+    if not seq:
+        with contextlib.suppress(Exception):
+            seq = int(msg.metadata.sequence.stream)
+    return org, namespace, inbox, seq
+
+
+class WebhookDeliverer:
+    """Runs inside the tasks plane on every replica; `start()` / `stop()`."""
+
+    def __init__(
+        self,
+        runtime: Any,
+        lookup: WebhookLookup,
+        *,
+        allow_loopback_for_tests: bool | None = None,
+        resolver: Resolver | None = None,
+        verify: ssl.SSLContext | None = None,
+        max_attempts: int | None = None,
+        retry_base_seconds: float | None = None,
+        timeout_seconds: float | None = None,
+        durable: str = DURABLE,
+        stream: str = STREAM,
+        fetch_batch: int = 256,
+    ) -> None:
+        s = runtime.settings
+        self.runtime = runtime
+        self.lookup = lookup
+        # TESTS ONLY: lets a delivery reach a loopback receiver. Off unless a test turns it on.
+        allow = (
+            allow_loopback_for_tests if allow_loopback_for_tests is not None else getattr(s, "task_webhook_allow_loopback_for_tests", False)
+        )
+        self.allow_loopback_for_tests = bool(allow)
+        self.max_attempts = max(1, int(max_attempts if max_attempts is not None else getattr(s, "task_webhook_max_attempts", 5)))
+        self.retry_base_seconds = float(
+            retry_base_seconds if retry_base_seconds is not None else getattr(s, "task_webhook_retry_base_seconds", 1.0)
+        )
+        timeout = float(timeout_seconds if timeout_seconds is not None else getattr(s, "task_webhook_timeout_seconds", 5.0))
+        self.sender = Sender(
+            timeout_seconds=timeout, allow_loopback=self.allow_loopback_for_tests, resolver=resolver or system_resolve, verify=verify
+        )
+        self.enabled = bool(getattr(s, "task_webhook_deliver_enabled", True))
+        self.durable = durable
+        self.stream = stream
+        self.fetch_batch = fetch_batch
+        self._slots: dict[tuple[str, str], _Slot] = {}
+        self._background: set[asyncio.Task[None]] = set()
+        self._sends = asyncio.Semaphore(CONCURRENT_SENDS)
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._sub: JetStreamContext.PullSubscription | None = None
+        self.ready = asyncio.Event()  # set once the consumer is bound (tests wait on it)
+
+    # --- lifecycle
+
+    async def start(self) -> None:
+        if not self.enabled or self._task is not None:
+            return
+        self._stopping = False
+        self._task = asyncio.create_task(self._run(), name="loom-task-webhooks")
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+        # A notice in flight gets a moment to finish; one still unfinished is not acked, so the
+        # consumer hands its events to a live replica later.
+        pending = [slot.task for slot in self._slots.values() if slot.task is not None]
+        if pending:
+            await asyncio.wait(pending, timeout=STOP_GRACE_SECONDS)
+        for t in pending:
+            t.cancel()
+        for t in pending:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._slots.clear()
+        if self._sub is not None:
+            # Also drops a cut-off fetch's status reply, which would hold up the bus's drain.
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+            self._sub = None
+
+    async def _bind(self) -> JetStreamContext.PullSubscription:
+        config = ConsumerConfig(
+            durable_name=self.durable,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=ACK_WAIT_SECONDS,
+            # A first deployment does not wake every inbox for its whole history.
+            deliver_policy=DeliverPolicy.NEW,
+            max_ack_pending=20_000,
+            filter_subject=SUBJECTS,
+        )
+        return await self.runtime.bus.js.pull_subscribe(SUBJECTS, durable=self.durable, stream=self.stream, config=config)
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            if self._sub is None:
+                try:
+                    self._sub = await self._bind()
+                    self.ready.set()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - the stream may not exist yet; keep trying
+                    log.debug("webhook consumer not bound yet: %s", type(exc).__name__)
+                    await asyncio.sleep(0.5)
+                    continue
+            try:
+                msgs = await self._sub.fetch(self.fetch_batch, timeout=1.0)
+            except TimeoutError:
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a bus hiccup; fetch again shortly
+                log.warning("webhook fetch failed: %s", type(exc).__name__)
+                await asyncio.sleep(0.5)
+                continue
+            self._dispatch(msgs)
+
+    # --- grouping
+
+    def _dispatch(self, msgs: list[Msg]) -> None:
+        groups: dict[tuple[str, str], _Batch] = {}
+        for msg in msgs:
+            parsed = _event_key(msg)
+            if parsed is None:  # not a task event: never redeliver it
+                t = asyncio.create_task(msg.term())
+                self._background.add(t)
+                t.add_done_callback(self._background.discard)
+                continue
+            org, namespace, inbox, seq = parsed
+            batch = _Batch(org, namespace, inbox, seq, 1, [msg])
+            if (org, inbox) in groups:
+                groups[(org, inbox)].merge(batch)
+            else:
+                groups[(org, inbox)] = batch
+        for key, batch in groups.items():
+            slot = self._slots.get(key)
+            if slot is None:
+                slot = self._slots[key] = _Slot()
+                slot.task = asyncio.create_task(self._drain(key, batch))
+            elif slot.queued is None:
+                slot.queued = batch
+            else:
+                slot.queued.merge(batch)
+
+    async def _drain(self, key: tuple[str, str], batch: _Batch) -> None:
+        current: _Batch | None = batch
+        try:
+            while current is not None:
+                acked = await self._handle(current)
+                if acked:
+                    await asyncio.gather(*(m.ack() for m in current.msgs), return_exceptions=True)
+                slot = self._slots.get(key)
+                current = slot.queued if slot is not None else None
+                if slot is not None:
+                    slot.queued = None
+        finally:
+            self._slots.pop(key, None)
+
+    # --- one notice
+
+    async def _handle(self, batch: _Batch) -> bool:
+        """Send batch's notice; False when its events should come back later (lookup failed)."""
+        try:
+            found = self.lookup.webhook_for(batch.org, batch.inbox)
+            if inspect.isawaitable(found):
+                found = await found
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the store is down: let the events come back
+            log.warning("webhook lookup failed for an inbox: %s", type(exc).__name__)
+            await asyncio.gather(*(m.nak(delay=5) for m in batch.msgs), return_exceptions=True)
+            return False
+        if not found:
+            return True
+        url, secret_ref = found
+        if not url:
+            return True
+        await self.deliver(batch.org, batch.namespace, batch.inbox, url, secret_ref, batch.newest_seq, batch.count)
+        return True
+
+    async def deliver(self, org: str, namespace: str, inbox: str, url: str, secret_ref: str, newest_seq: int, count: int) -> str:
+        """Send one notice with retries; every attempt is logged. Returns the final outcome."""
+        delivery_id = uuid.uuid4().hex
+        shown_url = _loggable(url)
+
+        async def log_attempt(n: int, outcome: str, r: SendResult | None, error: str = "") -> None:
+            row = Attempt(
+                org=org, namespace=namespace, inbox=inbox, delivery_id=delivery_id, attempt=n, outcome=outcome,
+                status_code=r.status_code if r else 0, error=(r.error if r else error)[:200], url=shown_url,
+                address=r.address if r else "", newest_seq=max(newest_seq, 0), event_count=count,
+                duration_ms=r.duration_ms if r else 0.0,
+            )  # fmt: skip
+            try:
+                await record_attempt(self.runtime.store, row)
+            except Exception as exc:  # noqa: BLE001 - the log is best effort; the notice is not
+                log.warning("webhook delivery log write failed: %s", type(exc).__name__)
+
+        if url_problem(url) is not None:
+            await log_attempt(0, "refused", None, "bad_url")
+            return "refused"
+        # Re-checked at every delivery: a stored row naming another org's variable is never read.
+        if not secret_ref_is_valid(org, secret_ref):
+            await log_attempt(0, "refused", None, "secret_ref_not_of_this_org")
+            return "refused"
+        secret = os.environ.get(secret_ref, "")
+        if not secret:
+            await log_attempt(0, "refused", None, "secret_not_set")
+            return "refused"
+        body = json.dumps(
+            {
+                "event": EVENT_NAME,
+                "delivery_id": delivery_id,
+                "org": org,
+                "namespace": namespace,
+                "inbox": inbox,
+                "newest_seq": newest_seq,
+                "count": count,
+                "sent_at": int(time.time()),
+            },
+            separators=(",", ":"),
+        ).encode()
+        for n in range(1, self.max_attempts + 1):
+            headers = {
+                "Content-Type": "application/json",
+                "User-Agent": "loom-webhooks/1",
+                SIGNATURE_HEADER: sign(secret, body),
+                DELIVERY_HEADER: delivery_id,
+                EVENT_HEADER: EVENT_NAME,
+            }
+            async with self._sends:
+                result = await self.sender.send(url, body, headers)
+            if result.outcome == "delivered":
+                await log_attempt(n, "delivered", result)
+                return "delivered"
+            if result.outcome == "refused":
+                await log_attempt(n, "refused", result)
+                return "refused"
+            last = n == self.max_attempts or not result.retryable
+            await log_attempt(n, "gave_up" if last else "retrying", result)
+            if last:
+                return "gave_up"
+            delay = min(MAX_BACKOFF_SECONDS, self.retry_base_seconds * 2 ** (n - 1))
+            await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+        return "gave_up"
+
+
+def _loggable(url: str) -> str:
+    """scheme://host[:port]/path: the query and fragment may hold a receiver's token."""
+    return url.split("#", 1)[0].split("?", 1)[0][:500]

@@ -1,0 +1,175 @@
+"""The operator CLI as a user runs it: `loom admin bootstrap` with and without `loom up` on the
+same data dir, Ctrl-C stopping `loom up` cleanly, and a restart keeping everything."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from loom_core.bus.natsserver import free_port
+from loom_core.identity.tokens import TokenCodec
+
+pytestmark = pytest.mark.slow
+
+LOOM = str(Path(sys.executable).parent / "loom")
+SECRET = "cli-test-secret-0123456789abcdef0123456789"
+
+
+@dataclass
+class DataDir:
+    path: Path
+    port: int
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}
+        env.update(
+            LOOM_DATA_DIR=str(self.path),
+            LOOM_JWT_SECRET=SECRET,
+            LOOM_HTTP_PORT=str(self.port),
+            LOOM_LOG_LEVEL="WARNING",
+        )
+        return env
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory: pytest.TempPathFactory) -> DataDir:
+    return DataDir(tmp_path_factory.mktemp("loom-cli"), free_port())
+
+
+async def bootstrap(d: DataDir, org: str, namespace: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        LOOM, "admin", "bootstrap", "--org", org, "--namespace", namespace,
+        env=d.env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    assert proc.returncode == 0, err.decode()
+    lines = out.decode().strip().splitlines()
+    assert len(lines) == 1, out  # the bare token and nothing else, so $(loom admin bootstrap …) works
+    return lines[0]
+
+
+@dataclass
+class Up:
+    proc: asyncio.subprocess.Process
+    data: DataDir
+
+    async def stop(self, timeout: float = 10.0) -> tuple[int, float]:
+        started = time.monotonic()
+        self.proc.send_signal(signal.SIGINT)
+        code = await asyncio.wait_for(self.proc.wait(), timeout=timeout)
+        return code, time.monotonic() - started
+
+
+@contextlib.asynccontextmanager
+async def loom_up(d: DataDir) -> AsyncIterator[Up]:
+    proc = await asyncio.create_subprocess_exec(
+        LOOM, "up", env=d.env(), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )
+    up = Up(proc, d)
+    try:
+        deadline = time.monotonic() + 45
+        async with httpx.AsyncClient(base_url=d.base_url) as c:
+            while True:
+                if proc.returncode is not None:
+                    err = await proc.stderr.read() if proc.stderr else b""
+                    pytest.fail(f"loom up exited with {proc.returncode}: {err.decode()[-2000:]}")
+                try:
+                    if (await c.get("/v1/health", timeout=1)).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    pytest.fail("loom up did not answer /v1/health within 45 s")
+                await asyncio.sleep(0.1)
+        yield up
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+def processes_mentioning(text: str) -> list[tuple[int, str]]:
+    """Live processes whose command line mentions `text` (a /proc scan; no psutil)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = next((ln for ln in (entry / "status").read_text().splitlines() if ln.startswith("State:")), "")
+        except OSError:
+            continue
+        if text in cmd and "Z (zombie)" not in state:
+            found.append((int(entry.name), cmd))
+    return found
+
+
+async def whoami(d: DataDir, token: str) -> httpx.Response:
+    async with httpx.AsyncClient(base_url=d.base_url, headers={"Authorization": f"Bearer {token}"}) as c:
+        return await c.post("/v1/auth.whoami", json={})
+
+
+async def test_bootstrap_without_a_server_prints_an_admin_token(fresh: DataDir) -> None:
+    token = await bootstrap(fresh, "acme", "private")
+    p = TokenCodec(SECRET).decode(token)
+    assert (p.org, p.sub, p.roles, p.default_namespace) == ("acme", "user:admin", {"*": "admin"}, "private")
+    assert (fresh.path / "chdb").is_dir()
+    assert not (fresh.path / "admin.sock").exists()
+    # The CLI left nothing running.
+    assert processes_mentioning(str(fresh.path)) == []
+
+
+async def test_up_serves_bootstrap_tokens_stops_cleanly_and_restarts_with_its_data(fresh: DataDir) -> None:
+    # Bootstrapping again is idempotent (same org and namespace, a fresh token).
+    offline = await bootstrap(fresh, "acme", "private")
+
+    async with loom_up(fresh) as up:
+        # The token bootstrapped with no server running works against the server.
+        r = await whoami(fresh, offline)
+        assert r.status_code == 200, r.text
+        assert r.json()["role"] == "admin"
+        # Bootstrap while `loom up` holds the data dir (through its admin socket).
+        assert (fresh.path / "admin.sock").exists()
+        online = await bootstrap(fresh, "beta", "main")
+        r = await whoami(fresh, online)
+        assert r.status_code == 200, r.text
+        assert (r.json()["org"], r.json()["namespace"], r.json()["role"]) == ("beta", "main", "admin")
+        nats_children = [cmd for _, cmd in processes_mentioning(str(fresh.path)) if "nats-server" in cmd]
+        assert len(nats_children) == 1
+        # A client stalled mid-request must not hold the shutdown up.
+        _, stalled = await asyncio.open_connection("127.0.0.1", fresh.port)
+        stalled.write(b"POST /v1/auth.whoami HTTP/1.1\r\nHost: loom\r\nContent-Length: 100\r\n\r\n{")
+        await stalled.drain()
+        await asyncio.sleep(0.2)
+        # Ctrl-C: exits 0 within a few seconds and leaves no nats-server behind.
+        code, took = await up.stop()
+        stalled.close()
+        assert code == 0
+        assert took < 10
+        assert processes_mentioning(str(fresh.path)) == []
+        assert not (fresh.path / "admin.sock").exists()
+
+    async with loom_up(fresh) as up:
+        for token in (offline, online):
+            r = await whoami(fresh, token)
+            assert r.status_code == 200, r.text
+        async with httpx.AsyncClient(base_url=fresh.base_url, headers={"Authorization": f"Bearer {online}"}) as c:
+            names = [n["name"] for n in (await c.post("/v1/namespace.list", json={})).json()["namespaces"]]
+        assert names == ["main"]
+        code, _ = await up.stop()
+        assert code == 0
+        assert processes_mentioning(str(fresh.path)) == []

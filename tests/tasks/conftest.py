@@ -1,0 +1,188 @@
+"""Task inbox fixtures: two replicas of Loom of their own (fast sweep, high rate limits), an org
+per test with the spec's cast (an admin, the owner bot on "private", an outside poster on
+"public"), and helpers to call ops over REST."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from loom_core.bus import NatsServer
+from loom_core.identity.tokens import Principal, new_token_id
+from loom_core.settings import Settings
+from loom_core.store.embedded import EmbeddedStore
+from loom_gateway.identity import bootstrap_org
+from loom_runner.embedded import Instance, start_instance
+from tests.conftest import make_settings
+
+FAST: dict[str, object] = {
+    "task_sweep_interval_seconds": 0.2,
+    "task_pull_poll_seconds": 0.5,
+    "task_reconcile_interval_seconds": 3600.0,  # reconcile tests call it themselves
+    "task_config_cache_ttl_seconds": 2.0,
+    "rate_write_per_minute": 1_000_000,
+    "rate_read_per_minute": 1_000_000,
+    "rate_admin_per_minute": 100_000,
+}
+
+
+def task_settings(data_dir: Path, **overrides: object) -> Settings:
+    return make_settings(data_dir, **{**FAST, **overrides})
+
+
+@pytest.fixture(scope="session")
+async def tasks_a(data_dir: Path, store: EmbeddedStore, nats_server: NatsServer) -> AsyncIterator[Instance]:
+    inst = await start_instance(task_settings(data_dir), store=store, nats_url=nats_server.url, name="tasks-a")
+    yield inst
+    await inst.stop()
+
+
+@pytest.fixture(scope="session")
+async def tasks_b(data_dir: Path, store: EmbeddedStore, nats_server: NatsServer, tasks_a: Instance) -> AsyncIterator[Instance]:
+    inst = await start_instance(task_settings(data_dir), store=store, nats_url=nats_server.url, name="tasks-b")
+    yield inst
+    await inst.stop()
+
+
+@pytest.fixture
+async def make_instance(data_dir: Path, store: EmbeddedStore, nats_server: NatsServer) -> AsyncIterator[Callable[..., Awaitable[Instance]]]:
+    """A replica with settings of its own, stopped at the end of the test."""
+    started: list[Instance] = []
+
+    async def make(nats_url: str | None = None, **overrides: object) -> Instance:
+        inst = await start_instance(
+            task_settings(data_dir, **overrides), store=store, nats_url=nats_url or nats_server.url, name=f"tasks-{uuid.uuid4().hex[:6]}"
+        )
+        started.append(inst)
+        return inst
+
+    yield make
+    for inst in reversed(started):
+        try:
+            await asyncio.wait_for(inst.stop(), 10)
+        except Exception:  # noqa: BLE001 - a test may have broken its bus on purpose
+            pass
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+class ApiError(AssertionError):
+    pass
+
+
+@dataclass
+class Api:
+    """One caller over REST: a token, a label, an instance."""
+
+    client: httpx.AsyncClient
+    subject: str
+    agent: str
+
+    async def raw(self, op: str, /, **args: Any) -> httpx.Response:
+        return await self.client.post(f"/v1/{op}", json=args)
+
+    async def __call__(self, op: str, /, **args: Any) -> dict[str, Any]:
+        r = await self.raw(op, **args)
+        if r.status_code != 200:
+            raise ApiError(f"{op} -> {r.status_code} {r.text}")
+        body = r.json()
+        assert isinstance(body, dict)
+        return body
+
+    async def refused(self, status: int, code: str, op: str, /, **args: Any) -> dict[str, Any]:
+        r = await self.raw(op, **args)
+        assert r.status_code == status, f"{op}: expected {status} {code}, got {r.status_code} {r.text}"
+        err = r.json()["error"]
+        assert err["code"] == code, err
+        return dict(err)
+
+
+@dataclass
+class Org:
+    """A fresh org with the spec's cast: namespaces `private` (the inbox's owner namespace) and
+    `public` (the outside poster's), each under a unique prefix."""
+
+    name: str
+    private: str
+    public: str
+    inst: Instance
+    admin_token: str
+    clients: list[httpx.AsyncClient] = field(default_factory=list)
+
+    def token(self, subject: str, roles: dict[str, str], default_namespace: str = "", ttl: int = 3600) -> str:
+        now = int(time.time())
+        p = Principal(
+            jti=new_token_id("test-"), sub=subject, org=self.name, roles=roles, iat=now, exp=now + ttl, default_namespace=default_namespace
+        )
+        return self.inst.runtime.codec.encode(p)
+
+    async def grant(self, subject: str, namespace: str, role: str) -> None:
+        await self.inst.runtime.identity.set_grant(self.name, namespace, subject, role)
+        for inst in (self.inst,):
+            await inst.runtime.auth.publish_grant_change(self.name, subject)
+
+    async def member(self, subject: str, roles: dict[str, str], agent: str = "", namespace: str = "", via: Instance | None = None) -> Api:
+        """A subject holding `roles` (namespace -> role) as live grants and token claims."""
+        for ns, role in roles.items():
+            await self.grant(subject, ns, role)
+        ns = namespace or next(iter(roles))
+        return self.api(self.token(subject, roles, ns), subject, agent=agent, namespace=ns, via=via)
+
+    def api(self, token: str, subject: str, *, agent: str = "", namespace: str = "", via: Instance | None = None) -> Api:
+        headers = {"Authorization": f"Bearer {token}"}
+        if agent:
+            headers["X-Loom-Agent"] = agent
+        if namespace:
+            headers["X-Loom-Namespace"] = namespace
+        client = httpx.AsyncClient(base_url=(via or self.inst).base_url, headers=headers, timeout=60)
+        self.clients.append(client)
+        return Api(client, subject, agent)
+
+    async def admin(self, via: Instance | None = None) -> Api:
+        return self.api(self.admin_token, "user:admin", agent="admin", namespace=self.private, via=via)
+
+    async def owner(self, via: Instance | None = None, agent: str = "private-bot") -> Api:
+        return await self.member("sa:private-bot", {self.private: "writer"}, agent=agent, via=via)
+
+    async def outsider(self, via: Instance | None = None, name: str = "public-bot") -> Api:
+        return await self.member(f"sa:{name}", {self.public: "writer"}, agent=name, via=via)
+
+    async def close(self) -> None:
+        for c in self.clients:
+            await c.aclose()
+
+
+@pytest.fixture
+async def org(tasks_a: Instance) -> AsyncIterator[Org]:
+    name = unique("org")
+    private, public = f"private-{uuid.uuid4().hex[:6]}", f"public-{uuid.uuid4().hex[:6]}"
+    token, _ = await bootstrap_org(tasks_a.runtime.identity, tasks_a.runtime.codec, name, private, 3600)
+    await tasks_a.runtime.identity.create_namespace(name, public, "")
+    o = Org(name, private, public, tasks_a, token)
+    yield o
+    await o.close()
+
+
+async def register(admin: Api, inbox: str = "private-bot", **args: Any) -> dict[str, Any]:
+    body = await admin("inbox.register", inbox=inbox, **{"owner_agent": "private-bot", **args})
+    return dict(body["inbox"])
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0, every: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if await check():
+            return
+        if time.monotonic() >= deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(every)

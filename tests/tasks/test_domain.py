@@ -1,0 +1,213 @@
+"""The task inbox's pure rules: the trust decision, evidence, the state machine, argument checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from loom_core.errors import Conflict, Forbidden, ValidationFailed
+from loom_tasks.domain import model, transitions, trust
+from loom_tasks.domain import validate as v
+from loom_tasks.domain.model import Actor, InboxRow, PolicyRow, TaskRow
+from loom_tasks.events import event_subject, namespace_filter, parse_subject
+
+OWNER = Actor("sa:private-bot", "private-bot", owner=True)
+POSTER = Actor("sa:public-bot", "public-bot", owner=False)
+
+
+def row(status: str = model.TODO, **kw: object) -> TaskRow:
+    base: dict[str, object] = {"org": "acme", "task_id": "0123456789abcdef01234567", "inbox": "private-bot", "namespace": "private", "kind": "k"}
+    base.update(kw)
+    r = TaskRow(**base)  # type: ignore[arg-type]
+    r.status = status
+    r.poster = str(kw.get("poster", "sa:public-bot"))
+    r.version = 1
+    return r
+
+
+# --- trust ----------------------------------------------------------------------------------
+
+
+def p(poster: str, kind: str, mode: str, evidence: tuple[str, ...] = ()) -> PolicyRow:
+    return PolicyRow("private-bot", poster, kind, mode, evidence)
+
+
+def test_no_row_writer_posts_auto_anyone_else_review() -> None:
+    assert trust.decide([], subject="sa:x", agent="x", kind="k", writer_on_owner_namespace=True).mode == "auto"
+    assert trust.decide([], subject="sa:x", agent="x", kind="k", writer_on_owner_namespace=False).mode == "review"
+
+
+def test_kind_row_beats_star_row_for_the_same_poster() -> None:
+    rows = [p("sa:public-bot", "security_finding", "review", ("inputs.finding_id",)), p("sa:public-bot", "*", "deny")]
+    d = trust.decide(rows, subject="sa:public-bot", agent="public-bot", kind="security_finding", writer_on_owner_namespace=False)
+    assert d.mode == "review" and d.require_evidence == ("inputs.finding_id",)
+    assert trust.decide(rows, subject="sa:public-bot", agent="public-bot", kind="other", writer_on_owner_namespace=False).mode == "deny"
+
+
+def test_agent_label_row_grants_auto_only_to_a_writer() -> None:
+    rows = [p("public-bot", "*", "auto")]
+    outsider = trust.decide(rows, subject="sa:public-bot", agent="public-bot", kind="k", writer_on_owner_namespace=False)
+    assert outsider.mode == "review" and outsider.downgraded
+    assert trust.decide(rows, subject="sa:someone", agent="public-bot", kind="k", writer_on_owner_namespace=True).mode == "auto"
+
+
+def test_a_label_never_matches_a_subject_row() -> None:
+    rows = [p("sa:trusted", "*", "auto")]
+    d = trust.decide(rows, subject="sa:intruder", agent="sa:trusted", kind="k", writer_on_owner_namespace=False)
+    assert d.mode == "review" and d.row is None
+
+
+def test_subject_row_wins_over_label_row_and_star_poster() -> None:
+    rows = [p("sa:public-bot", "*", "auto"), p("public-bot", "*", "deny"), p("*", "*", "deny")]
+    assert trust.decide(rows, subject="sa:public-bot", agent="public-bot", kind="k", writer_on_owner_namespace=False).mode == "auto"
+    assert trust.decide(rows, subject="sa:other", agent="other", kind="k", writer_on_owner_namespace=True).mode == "deny"
+
+
+def test_missing_evidence_names_absent_and_empty_paths() -> None:
+    brief = {"inputs": {"finding_id": "f-77", "test": ""}, "x": []}
+    assert trust.missing_evidence(brief, ["inputs.finding_id", "inputs.test", "inputs.other", "x", "y.z"]) == ["inputs.test", "inputs.other", "x", "y.z"]
+
+
+# --- the state machine ------------------------------------------------------------------------
+
+
+def test_claim_complete_path() -> None:
+    c = transitions.claim(row(), OWNER, fence=42, lease_seconds=60, now=100.0)
+    assert c.row.status == model.IN_PROGRESS and c.row.fence == 42 and c.row.lease_expires_at == 160.0
+    assert "fence" not in c.data  # the fence is the claimant's alone
+    d = transitions.complete(c.row, OWNER, {"ok": 1}, now=101.0)
+    assert d.row.status == model.DONE and d.row.fence == 0 and d.event == "done"
+
+
+@pytest.mark.parametrize("status", sorted(model.TERMINAL))
+def test_finished_task_answers_terminal_to_every_move(status: str) -> None:
+    r = row(status)
+    moves = [
+        lambda: transitions.accept(r, OWNER, "", 1.0),
+        lambda: transitions.wont_do(r, OWNER, "x", 1.0),
+        lambda: transitions.cancel(r, OWNER, "x", 1.0),
+        lambda: transitions.claim(r, OWNER, 1, 1, 1.0),
+        lambda: transitions.complete(r, OWNER, {}, 1.0),
+        lambda: transitions.fail(r, OWNER, "x", 1.0),
+        lambda: transitions.defer(r, OWNER, 2.0, "", 5, 1.0),
+        lambda: transitions.block(r, OWNER, "human", "x", 1.0),
+        lambda: transitions.unblock(r, OWNER, "", 1.0),
+        lambda: transitions.resume(r, OWNER, "", 1.0),
+        lambda: transitions.update(r, OWNER, 1, {"title": "t"}, 1.0),
+    ]
+    for move in moves:
+        with pytest.raises(Conflict) as e:
+            move()
+        assert e.value.code == "TASK_TERMINAL"
+
+
+@pytest.mark.parametrize("status", sorted(model.REOPENABLE))
+def test_reopen_moves_failed_wont_do_cancelled_back_to_todo(status: str) -> None:
+    c = transitions.reopen(row(status, attempts=2), OWNER, "again", 1.0)
+    assert c.row.status == model.TODO and c.row.attempts == 0
+
+
+def test_reopen_refuses_done_and_unfinished() -> None:
+    for status in (model.DONE, model.TODO, model.IN_PROGRESS):
+        with pytest.raises(Conflict):
+            transitions.reopen(row(status), OWNER, "", 1.0)
+
+
+def test_poster_may_not_accept_its_own_task() -> None:
+    with pytest.raises(Forbidden) as e:
+        transitions.accept(row(model.TRIAGE, poster="sa:private-bot"), OWNER, "", 1.0)
+    assert e.value.code == "TASK_SELF_ACCEPT"
+
+
+def test_poster_cancels_only_while_nobody_holds_the_task() -> None:
+    assert transitions.cancel(row(model.TODO), POSTER, "x", 1.0).row.status == model.CANCELLED
+    with pytest.raises(Conflict):
+        transitions.cancel(row(model.IN_PROGRESS), POSTER, "x", 1.0)
+    assert transitions.cancel(row(model.IN_PROGRESS), OWNER, "x", 1.0).row.status == model.CANCELLED
+    with pytest.raises(Forbidden):
+        transitions.cancel(row(model.TODO), Actor("sa:stranger", "s", owner=False), "x", 1.0)
+
+
+def test_wont_do_and_cancel_apply_from_every_unfinished_status() -> None:
+    for status in model.UNFINISHED:
+        assert transitions.wont_do(row(status), OWNER, "no", 1.0).row.status == model.WONT_DO
+        assert transitions.cancel(row(status), OWNER, "no", 1.0).row.status == model.CANCELLED
+
+
+def test_expiry_returns_to_todo_and_the_last_attempt_blocks_on_a_person() -> None:
+    r = row(model.IN_PROGRESS, attempts=0)
+    c = transitions.expire(r, max_attempts=2, now=1.0)
+    assert c.row.status == model.TODO and c.row.attempts == 1 and c.event == "released"
+    c2 = transitions.expire(c.row.copy(status=model.IN_PROGRESS), max_attempts=2, now=2.0)
+    assert c2.row.status == model.BLOCKED and c2.row.blocked_on == "human" and c2.event == "blocked"
+
+
+def test_the_max_defers_th_defer_blocks_on_a_person() -> None:
+    r = row(model.IN_PROGRESS, defers=1)
+    assert transitions.defer(r, OWNER, 5.0, "later", max_defers=3, now=1.0).row.status == model.DEFERRED
+    blocked = transitions.defer(r.copy(defers=2), OWNER, 5.0, "later", max_defers=3, now=1.0)
+    assert blocked.row.status == model.BLOCKED and blocked.row.blocked_on == "human"
+
+
+def test_escalate_happens_once_and_stays_in_triage() -> None:
+    c = transitions.escalate(row(model.TRIAGE), now=10.0)
+    assert c is not None and c.row.status == model.TRIAGE and c.row.escalated_at == 10.0
+    assert transitions.escalate(c.row, now=11.0) is None
+
+
+def test_update_needs_the_current_version() -> None:
+    with pytest.raises(Conflict) as e:
+        transitions.update(row(), OWNER, 7, {"title": "x"}, 1.0)
+    assert e.value.code == "PRECONDITION_FAILED"
+    assert transitions.update(row(), OWNER, 1, {"title": "x"}, 1.0).row.title == "x"
+
+
+def test_reassign_moves_the_task_and_ends_its_claim() -> None:
+    target = InboxRow("acme", "other", "ns2", "other-bot")
+    c = transitions.reassign(row(model.IN_PROGRESS, fence=9), OWNER, target, model.TODO, "handover", 1.0)
+    assert (c.row.inbox, c.row.namespace, c.row.status, c.row.fence) == ("other", "ns2", model.TODO, 0)
+
+
+def test_pull_order_is_priority_then_deadline_then_age() -> None:
+    rows = [
+        row(task_id="a" * 24, priority=3, created_at=1.0),
+        row(task_id="b" * 24, priority=1, created_at=5.0),
+        row(task_id="c" * 24, priority=3, deadline=50.0, created_at=9.0),
+        row(task_id="d" * 24, priority=3, deadline=20.0, created_at=9.0),
+    ]
+    assert [r.task_id[0] for r in sorted(rows, key=TaskRow.pull_order)] == ["b", "d", "c", "a"]
+
+
+# --- arguments ---------------------------------------------------------------------------------
+
+
+def test_disclosure_refusal_names_the_accepted_values() -> None:
+    with pytest.raises(ValidationFailed) as e:
+        v.disclosure("public_ok", ("confidential", "internal"))
+    assert e.value.detail == {"field": "disclosure", "reason": "not accepted", "accepted": ["confidential", "internal"]}
+
+
+def test_posters_must_be_subjects() -> None:
+    assert v.posters(["sa:public-bot", "user:alice"]) == ("sa:public-bot", "user:alice")
+    with pytest.raises(ValidationFailed):
+        v.posters(["public-bot"])
+
+
+def test_times_parse_rfc3339_and_round_trip() -> None:
+    t = v.parse_time("2026-01-02T03:04:05.25Z", "deadline")
+    assert t is not None and v.format_time(t) == "2026-01-02T03:04:05.250000Z"
+    assert v.parse_time("", "deadline") is None
+    with pytest.raises(ValidationFailed):
+        v.parse_time("tomorrow", "deadline")
+
+
+def test_wait_seconds_is_at_most_thirty() -> None:
+    assert v.wait_seconds(30) == 30
+    with pytest.raises(ValidationFailed):
+        v.wait_seconds(31)
+
+
+def test_event_subjects_have_four_tokens_after_the_prefix() -> None:
+    s = event_subject("acme", "private", "private-bot", "done")
+    assert s == "loom.tasks.acme.private.private-bot.done"
+    assert parse_subject(s) == ("acme", "private", "private-bot", "done")
+    assert namespace_filter("acme", "private") == "loom.tasks.acme.private.>"

@@ -1,0 +1,119 @@
+"""Reading over REST: get, list (filters, paging), counts, history, and the updates cursor."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from tests.tasks.conftest import Org, register
+
+
+async def test_list_filters_and_pages(org: Org) -> None:
+    admin = await org.admin()
+    await register(admin, posters=["sa:public-bot"])
+    owner, public = await org.owner(), await org.outsider()
+    mine = []
+    for i in range(7):
+        mine.append((await owner("task.create", inbox="private-bot", kind="chore" if i % 2 else "review", title=f"t{i}"))["task"]["task_id"])
+    theirs = (await public("task.create", inbox="private-bot", kind="chore", title="p"))["task"]["task_id"]
+    seen: list[str] = []
+    token = ""
+    while True:
+        page = await owner("task.list", inbox="private-bot", limit=3, page_token=token)
+        seen += [t["task_id"] for t in page["tasks"]]
+        token = page["next_page_token"]
+        if not token:
+            break
+    assert seen == list(reversed([*mine, theirs]))  # newest first, each once
+    reviews = await owner("task.list", inbox="private-bot", kind=["review"])
+    assert len(reviews["tasks"]) == 4
+    triage = await owner("task.list", inbox="private-bot", status=["triage"])
+    assert [t["task_id"] for t in triage["tasks"]] == [theirs]
+    by_poster = await owner("task.list", inbox="private-bot", poster="sa:public-bot")
+    assert [t["task_id"] for t in by_poster["tasks"]] == [theirs]
+    await owner.refused(422, "VALIDATION_FAILED", "task.list", status=["nope"])
+    await owner.refused(422, "VALIDATION_FAILED", "task.list", page_token="garbage!")
+
+
+async def test_a_poster_lists_and_reads_its_own_tasks_without_reading_the_inbox(org: Org) -> None:
+    admin = await org.admin()
+    await register(admin, posters=["sa:public-bot"])
+    public = await org.outsider()
+    t = (await public("task.create", inbox="private-bot", kind="chore", title="p"))["task"]
+    assert [x["task_id"] for x in (await public("task.list", mine=True))["tasks"]] == [t["task_id"]]
+    assert (await public("task.get", task_id=t["task_id"]))["task"]["status"] == "triage"
+    assert (await public("task.history", task_id=t["task_id"]))["events"][0]["kind"] == "created"
+    await public.refused(404, "RESOURCE_NOT_FOUND", "task.list", inbox="private-bot")
+
+
+async def test_counts_by_status(org: Org) -> None:
+    admin = await org.admin()
+    await register(admin)
+    owner = await org.owner()
+    for _ in range(3):
+        await owner("task.create", inbox="private-bot", kind="chore", title="t")
+    got = (await owner("task.pull", inbox="private-bot"))["tasks"][0]
+    await owner("task.complete", task_id=got["task_id"], fence=got["fence"])
+    out = await owner("task.counts", inbox="private-bot")
+    assert out["counts"] == {"todo": 2, "done": 1} and out["total"] == 3
+    assert (await owner("task.counts"))["counts"] == {"todo": 2, "done": 1}
+
+
+async def test_history_is_the_tasks_events_in_order(org: Org) -> None:
+    admin = await org.admin()
+    await register(admin)
+    owner = await org.owner()
+    t = (await owner("task.create", inbox="private-bot", kind="chore", title="t"))["task"]
+    got = (await owner("task.pull", inbox="private-bot"))["tasks"][0]
+    await owner("task.complete", task_id=t["task_id"], fence=got["fence"], outcome={"url": "x"})
+    events = (await owner("task.history", task_id=t["task_id"]))["events"]
+    assert [e["kind"] for e in events] == ["created", "claimed", "done"]
+    assert [e["version"] for e in events] == [1, 2, 3]
+    assert events[-1]["data"] == {"outcome": {"url": "x"}} and events[1]["actor_agent"] == "private-bot"
+
+
+async def test_updates_returns_the_senders_own_events_with_a_cursor(org: Org) -> None:
+    admin = await org.admin()
+    await register(admin, posters=["sa:public-bot"])
+    owner, public = await org.owner(), await org.outsider()
+    await owner("task.create", inbox="private-bot", kind="chore", title="not the sender's")
+    t = (await public("task.create", inbox="private-bot", kind="chore", title="mine"))["task"]
+    await owner("task.accept", task_id=t["task_id"])
+    got = (await owner("task.pull", inbox="private-bot", kinds=["chore"], max_tasks=2))["tasks"]
+    for g in got:
+        await owner("task.complete", task_id=g["task_id"], fence=g["fence"], outcome={"by": "owner"})
+    upd = await public("task.updates", since_seq=0)
+    kinds = [e["kind"] for e in upd["events"]]
+    assert kinds == ["created", "accepted", "claimed", "done"]
+    assert all(e["task_id"] == t["task_id"] for e in upd["events"])
+    seqs = [e["seq"] for e in upd["events"]]
+    assert seqs == sorted(seqs) and upd["next_seq"] >= seqs[-1]
+    assert upd["events"][-1]["data"] == {"outcome": {"by": "owner"}}
+    # Replaying from an old cursor returns the same events; from the new one, none.
+    again = await public("task.updates", since_seq=seqs[0])
+    assert [e["seq"] for e in again["events"]] == seqs[1:]
+    assert (await public("task.updates", since_seq=upd["next_seq"]))["events"] == []
+
+
+async def test_updates_long_poll_wakes_on_the_next_event(org: Org) -> None:
+    admin = await org.admin()
+    await register(admin, posters=["sa:public-bot"])
+    owner, public = await org.owner(), await org.outsider()
+    t = (await public("task.create", inbox="private-bot", kind="chore", title="mine"))["task"]
+    first = await public("task.updates", since_seq=0)
+    cursor = first["next_seq"]
+    waiting = asyncio.create_task(public("task.updates", since_seq=cursor, wait_seconds=20))
+    await asyncio.sleep(0.3)
+    sent = time.monotonic()
+    await owner("task.accept", task_id=t["task_id"])
+    upd = await waiting
+    assert [e["kind"] for e in upd["events"]] == ["accepted"]
+    assert time.monotonic() - sent < 3
+
+
+async def test_updates_wait_times_out_empty(org: Org) -> None:
+    public = await org.outsider()
+    first = await public("task.updates")
+    started = time.monotonic()
+    out = await public("task.updates", since_seq=first["next_seq"], wait_seconds=1)
+    assert out["events"] == [] and time.monotonic() - started >= 0.9
