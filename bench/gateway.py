@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import uvloop
+
 ROOT = Path(__file__).resolve().parents[1]
 OP_PATH = "/v1/auth.whoami"
 
@@ -289,7 +291,8 @@ def main() -> int:
         print(json.dumps(asyncio.run(_grpc_client(args.client_grpc, args.token, args.requests, args.concurrency))))
         return 0
     logging.basicConfig(level=logging.WARNING)
-    result = asyncio.run(bench(args))
+    # The servers run on uvloop, as `loom up` runs them; the baseline shares the same loop.
+    result = uvloop.run(bench(args))
     print(json.dumps(result, indent=2) if args.json else report(result))
     return 0 if result["loom"]["errors"] == 0 and result["baseline"]["errors"] == 0 else 1
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import uvloop
 
 from loom_core.settings import Settings, render_markdown
 
@@ -36,10 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = Settings()
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     if args.cmd == "up":
-        return asyncio.run(_up(settings))
+        return uvloop.run(_up(settings))  # uvloop: about twice the HTTP and gRPC throughput of asyncio's loop (docs/benchmarks.md)
     if args.cmd == "serve":
-        return asyncio.run(_serve(settings, {p for p in args.planes.split(",") if p}, args.gateway))
+        return uvloop.run(_serve(settings, {p for p in args.planes.split(",") if p}, args.gateway))
     if args.cmd == "admin" and args.admin_cmd == "bootstrap":
         out = asyncio.run(_bootstrap(settings, args.org, args.namespace, args.subject))
         print(json.dumps(out) if args.json else out["token"])
