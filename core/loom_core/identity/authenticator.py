@@ -72,6 +72,9 @@ class Authenticator:
         self.grant_ttl = grant_ttl
         self._revoked = _RevocationSet({}, {}, {})
         self._grants: dict[tuple[str, str], tuple[float, dict[str, Role]]] = {}
+        self._grant_flights: dict[tuple[str, str], asyncio.Future[dict[str, Role]]] = {}
+        # Bumped on every invalidation: a read that started before a change never caches its result.
+        self._grant_epoch = 0
         self._verified: dict[str, Principal] = {}
         self._subs: list[Subscription] = []
         self._resync: asyncio.Task[None] | None = None
@@ -125,9 +128,9 @@ class Authenticator:
     async def _on_grant(self, msg: Msg) -> None:
         try:
             d = json.loads(msg.data)
-            self._grants.pop((d["org"], d["subject"]), None)
+            self._forget_grants((d["org"], d["subject"]))
         except (ValueError, KeyError):
-            self._grants.clear()
+            self._forget_grants(None)
 
     async def publish_revocation(self, r: Revocation) -> None:
         self._revoked.add(r)
@@ -137,7 +140,7 @@ class Authenticator:
             await self.bus.nc.flush()
 
     async def publish_grant_change(self, org: str, subject: str) -> None:
-        self._grants.pop((org, subject), None)
+        self._forget_grants((org, subject))
         if self.bus is not None:
             await self.bus.nc.publish(GRANTS_SUBJECT, json.dumps({"org": org, "subject": subject}).encode())
 
@@ -166,9 +169,31 @@ class Authenticator:
         now = time.monotonic()
         if hit is not None and hit[0] > now:
             return hit[1]
-        grants = await self.identity.grants_of(org, subject)
-        self._grants[key] = (now + self.grant_ttl, grants)
+        # One store read per subject at a time: when an entry expires under load, every call in
+        # flight would otherwise read the grants table at once.
+        flights = self._grant_flights
+        pending = flights.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        epoch = self._grant_epoch
+        pending = flights[key] = asyncio.ensure_future(self.identity.grants_of(org, subject))
+        try:
+            grants = await pending
+        finally:
+            if flights.get(key) is pending:
+                flights.pop(key, None)
+        if epoch == self._grant_epoch:
+            self._grants[key] = (now + self.grant_ttl, grants)
         return grants
+
+    def _forget_grants(self, key: tuple[str, str] | None) -> None:
+        self._grant_epoch += 1
+        if key is None:
+            self._grants.clear()
+            self._grant_flights.clear()
+        else:
+            self._grants.pop(key, None)
+            self._grant_flights.pop(key, None)
 
     async def role_in(self, principal: Principal, namespace: str) -> Role:
         """min(token claim, live grant) in the namespace."""
