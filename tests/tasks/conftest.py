@@ -5,6 +5,7 @@ per test with the spec's cast (an admin, the owner bot on "private", an outside 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -14,13 +15,13 @@ from typing import Any
 
 import httpx
 import pytest
-
 from loom_core.bus import NatsServer
 from loom_core.identity.tokens import Principal, new_token_id
 from loom_core.settings import Settings
 from loom_core.store.embedded import EmbeddedStore
 from loom_gateway.identity import bootstrap_org
 from loom_runner.embedded import Instance, start_instance
+
 from tests.conftest import make_settings
 
 FAST: dict[str, object] = {
@@ -66,10 +67,8 @@ async def make_instance(data_dir: Path, store: EmbeddedStore, nats_server: NatsS
 
     yield make
     for inst in reversed(started):
-        try:
+        with contextlib.suppress(Exception):  # a test may have broken its bus on purpose
             await asyncio.wait_for(inst.stop(), 10)
-        except Exception:  # noqa: BLE001 - a test may have broken its bus on purpose
-            pass
 
 
 def unique(prefix: str) -> str:
@@ -178,8 +177,8 @@ async def register(admin: Api, inbox: str = "private-bot", **args: Any) -> dict[
     return dict(body["inbox"])
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0, every: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
+async def eventually(check: Callable[[], Awaitable[bool]], within: float = 10.0, every: float = 0.05) -> None:
+    deadline = time.monotonic() + within
     while True:
         if await check():
             return

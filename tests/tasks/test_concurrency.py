@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any
 
 from loom_runner.embedded import Instance
+
 from tests.tasks.conftest import Api, Org, register
 
 TASKS = 500
@@ -103,7 +104,7 @@ async def test_a_cursor_reader_sees_every_event_of_two_writing_replicas_once(org
     async def read() -> None:
         nonlocal cursor
         i = 0
-        while writing or True:
+        while True:
             upd = await readers[i % 2]("task.updates", since_seq=cursor, wait_seconds=1, limit=7)
             i += 1
             seen.extend(upd["events"])

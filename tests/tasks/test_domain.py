@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from loom_core.errors import Conflict, Forbidden, ValidationFailed
 from loom_tasks.domain import model, transitions, trust
 from loom_tasks.domain import validate as v

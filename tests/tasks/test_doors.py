@@ -11,13 +11,13 @@ from typing import Any
 import grpc
 import httpx2
 import mcp_types as types
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-
 from loom_api.tasks.v1 import tasks_pb2 as pb
 from loom_api.tasks.v1 import tasks_pb2_grpc
 from loom_core.grpc_errors import from_rpc_error
 from loom_runner.embedded import Instance
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
 from tests.tasks.conftest import Org, register
 
 TASKS_TOOLSET = {

@@ -4,6 +4,7 @@ deliveries, and who may call them."""
 from __future__ import annotations
 
 from loom_tasks.webhooks import encode_org
+
 from tests.tasks.conftest import Org, register
 
 

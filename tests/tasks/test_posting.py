@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from loom_core.bus import NatsServer
 from loom_runner.embedded import Instance
 from loom_tasks.service.posting import idempotency_lease_key
+
 from tests.tasks.conftest import Api, Org, register
 
 SECURITY = {"objective": "confirm", "inputs": {"finding_id": "f-77", "test": "json_oob.sql"}}
@@ -37,7 +38,7 @@ async def test_outside_poster_lands_in_triage_without_holding_the_namespace(org:
 
 
 async def test_writer_on_the_owner_namespace_posts_auto_with_no_row(org: Org) -> None:
-    admin, owner, _ = await setup_spec_inbox(org)
+    _admin, owner, _ = await setup_spec_inbox(org)
     out = await owner("task.create", inbox="private-bot", kind="chore", title="t")
     assert out["task"]["status"] == "todo"
 
@@ -220,3 +221,31 @@ async def test_a_stranger_cannot_see_or_cancel_a_task(org: Org) -> None:
     stranger = await org.member("sa:stranger", {org.public: "writer"})
     await stranger.refused(404, "RESOURCE_NOT_FOUND", "task.cancel", task_id=t["task_id"], reason="x")
     await stranger.refused(404, "RESOURCE_NOT_FOUND", "task.get", task_id=t["task_id"])
+
+
+async def test_retry_of_a_create_cut_off_after_storing_its_task_writes_the_missing_event(org: Org, tasks_a: Instance) -> None:
+    from loom_tasks.domain.model import TaskRow
+    from loom_tasks.plane import TasksPlane
+    from loom_tasks.service.posting import new_task_id
+    from loom_tasks.store.tasks import to_store
+
+    admin = await org.admin()
+    await register(admin)
+    owner = await org.owner()
+    plane = next(p for p in tasks_a.planes if isinstance(p, TasksPlane))
+    # A create that stored its row and was cut off: no lease row, no created event.
+    now = time.time()
+    row = TaskRow(
+        org=org.name, task_id=new_task_id(), inbox="private-bot", namespace=org.private, kind="chore", title="cut off",
+        poster="sa:private-bot", poster_agent="private-bot", poster_namespace=org.private, idempotency_key="cut",
+        created_at=now, updated_at=now, version=1,
+    )  # fmt: skip
+    await plane.writer.write([to_store(row)])
+    out = await owner("task.create", inbox="private-bot", kind="chore", title="cut off", idempotency_key="cut")
+    assert out["created"] is False and out["task"]["task_id"] == row.task_id
+    history = (await owner("task.history", task_id=row.task_id))["events"]
+    assert [e["kind"] for e in history] == ["created"]
+    # Its lease row is the sweep's to write (after its grace); then it can be pulled.
+    assert (await owner("task.pull", inbox="private-bot"))["tasks"] == []
+    await plane.sweeper.reconcile_once(grace=0)
+    assert (await owner("task.pull", inbox="private-bot", wait_seconds=5))["tasks"][0]["task_id"] == row.task_id

@@ -97,7 +97,7 @@ async def test_update_keeps_a_claim_and_its_fence(org: Org) -> None:
 
 
 async def test_reassign_hands_the_task_to_another_inbox(org: Org) -> None:
-    admin, owner, public, t = await triaged(org)
+    admin, owner, _public, t = await triaged(org)
     await register(admin, inbox="other-bot", owner_agent="other-bot")
     await owner("task.accept", task_id=t["task_id"])
     got = (await owner("task.pull", inbox="private-bot"))["tasks"][0]

@@ -13,7 +13,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
 from loom import Agent
 from loom_core.identity.tokens import Principal, new_token_id
 from loom_gateway.identity import bootstrap_org
@@ -91,7 +90,7 @@ async def run(code: str, params: tuple[str, ...] = (), /, **names: Any) -> dict[
     """Run an example as written: its lines become the body of an async function."""
     source = f"async def __example__({', '.join(params)}):\n{textwrap.indent(code, '    ')}\n    return locals()\n"
     scope: dict[str, Any] = dict(names)
-    exec(compile(source, "<spec example>", "exec"), scope)  # noqa: S102 - the spec's own text
+    exec(compile(source, "<spec example>", "exec"), scope)
     result = await scope["__example__"](*(names[p] for p in params))
     return dict(result)
 

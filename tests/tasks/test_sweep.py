@@ -13,6 +13,7 @@ from loom_tasks import keys as K
 from loom_tasks.consumers import sweep as sweep_mod
 from loom_tasks.consumers.sweep import Sweeper
 from loom_tasks.plane import TasksPlane
+
 from tests.tasks.conftest import Api, Org, eventually, register
 
 
@@ -37,7 +38,7 @@ async def test_a_worker_killed_mid_lease_loses_the_task_then_it_blocks_after_max
     async def back_to_todo() -> bool:
         return (await status(owner, t["task_id"]))["status"] == "todo"
 
-    await eventually(back_to_todo, timeout=10)
+    await eventually(back_to_todo, within=10)
     s = await status(owner, t["task_id"])
     assert s["attempts"] == 1 and "lease expired" in s["reason"]
     await owner.refused(409, "TASK_FENCE_STALE", "task.complete", task_id=t["task_id"], fence=first["fence"])
@@ -47,7 +48,7 @@ async def test_a_worker_killed_mid_lease_loses_the_task_then_it_blocks_after_max
     async def blocked() -> bool:
         return (await status(owner, t["task_id"]))["status"] == "blocked"
 
-    await eventually(blocked, timeout=10)
+    await eventually(blocked, within=10)
     s = await status(owner, t["task_id"])
     assert (s["blocked_on"], s["attempts"]) == ("human", 2)
     kinds = [e["kind"] for e in (await owner("task.history", task_id=t["task_id"]))["events"]]
@@ -75,7 +76,7 @@ async def test_a_late_write_from_the_expired_holder_is_stale_once_the_sweep_move
     async def released() -> bool:
         return (await status(owner, t["task_id"]))["status"] == "todo"
 
-    await eventually(released, timeout=10)
+    await eventually(released, within=10)
     for op, args in [("task.heartbeat", {}), ("task.complete", {}), ("task.fail", {"reason": "late"})]:
         await owner.refused(409, "TASK_FENCE_STALE", op, task_id=t["task_id"], fence=got["fence"], **args)
 
@@ -89,7 +90,7 @@ async def test_unanswered_triage_escalates_once(org: Org) -> None:
     async def escalated() -> bool:
         return bool((await status(owner, t["task_id"]))["escalated_time"])
 
-    await eventually(escalated, timeout=10)
+    await eventually(escalated, within=10)
     await asyncio.sleep(0.8)  # several more sweeps
     events = [e["kind"] for e in (await owner("task.history", task_id=t["task_id"]))["events"]]
     assert events.count("escalated") == 1
@@ -132,7 +133,7 @@ async def test_two_replicas_never_sweep_at_once_and_one_takes_over(tasks_a: Inst
         gone, stays = (a, b) if a.holder == first else (b, a)
         await gone.stop()
         cut = time.monotonic()
-        await eventually(lambda: _ran_after(log, stays.holder, cut), timeout=10)
+        await eventually(lambda: _ran_after(log, stays.holder, cut), within=10)
     finally:
         await a.stop()
         await b.stop()

@@ -8,8 +8,8 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-
 from loom_runner.embedded import Instance
+
 from tests.tasks.conftest import Api, Org, register
 
 
@@ -67,7 +67,7 @@ async def test_pull_filters_by_kind(org: Org) -> None:
 
 
 async def test_pull_status_triage_lists_review_items_unclaimed(org: Org) -> None:
-    admin, owner = await inbox_with_owner(org, posters=["sa:public-bot"])
+    _admin, owner = await inbox_with_owner(org, posters=["sa:public-bot"])
     public = await org.outsider()
     t = (await public("task.create", inbox="private-bot", kind="chore", title="please"))["task"]
     got = (await owner("task.pull", inbox="private-bot", status="triage"))["tasks"]

@@ -8,16 +8,17 @@ lookup: `webhook_for(org, inbox)`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from loom_core.bus import Bus
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-
-from loom_core.bus import Bus
 
 from .domain.model import InboxRow, PolicyRow
 from .events import CONFIG_PREFIX, config_subject
@@ -34,6 +35,7 @@ class Directory:
         self._inbox: dict[tuple[str, str], tuple[float, InboxRow | None]] = {}
         self._policies: dict[tuple[str, str], tuple[float, list[PolicyRow]]] = {}
         self._sub: Subscription | None = None
+        self._flights: dict[tuple[str, str, str], asyncio.Future[Any]] = {}
 
     async def start(self) -> None:
         if self.bus is not None:
@@ -48,22 +50,30 @@ class Directory:
     async def inbox(self, org: str, name: str) -> InboxRow | None:
         key = (org, name)
         hit = self._inbox.get(key)
-        now = time.monotonic()
-        if hit is not None and hit[0] > now:
+        if hit is not None and hit[0] > time.monotonic():
             return hit[1]
-        row = await self.inboxes.get(org, name)
-        self._inbox[key] = (now + self.ttl, row)
-        return row
+        return await self._load(("inbox", org, name), lambda: self.inboxes.get(org, name), self._inbox, key)
 
     async def policies(self, org: str, inbox: str) -> list[PolicyRow]:
         key = (org, inbox)
         hit = self._policies.get(key)
-        now = time.monotonic()
-        if hit is not None and hit[0] > now:
+        if hit is not None and hit[0] > time.monotonic():
             return hit[1]
-        rows = await self.inboxes.policies(org, inbox)
-        self._policies[key] = (now + self.ttl, rows)
-        return rows
+        return await self._load(("policies", org, inbox), lambda: self.inboxes.policies(org, inbox), self._policies, key)
+
+    async def _load(self, flight: tuple[str, str, str], fetch: Callable[[], Awaitable[Any]], cache: dict[Any, Any], key: tuple[str, str]) -> Any:
+        """One store read per entry at a time: concurrent misses share it."""
+        pending = self._flights.get(flight)
+        if pending is None:
+            pending = asyncio.ensure_future(fetch())
+            self._flights[flight] = pending
+            try:
+                value = await pending
+                cache[key] = (time.monotonic() + self.ttl, value)
+                return value
+            finally:
+                self._flights.pop(flight, None)
+        return await asyncio.shield(pending)
 
     async def changed(self, org: str, inbox: str) -> None:
         """Drop the entries here and on every replica."""

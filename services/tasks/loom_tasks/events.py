@@ -31,10 +31,9 @@ import json
 import logging
 from typing import Any
 
-from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
-
 from loom_core.bus import Bus
 from loom_core.errors import Unavailable
+from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 
 log = logging.getLogger(__name__)
 

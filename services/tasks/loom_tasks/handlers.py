@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from google.protobuf import json_format, struct_pb2
-
 from loom_api.tasks.v1 import tasks_pb2 as pb
 from loom_core.chain import CallContext
 from loom_core.runtime import Handler

@@ -27,10 +27,9 @@ from typing import Any
 
 import nats.errors
 import nats.js.errors
-from nats.js.api import KeyValueConfig, StorageType
-
 from loom_core.bus import Bus
 from loom_core.errors import Unavailable
+from nats.js.api import KeyValueConfig, StorageType
 
 BUCKET = "loom_tasks"
 STREAM = f"KV_{BUCKET}"
@@ -108,6 +107,11 @@ def _state(data: bytes, revision: int) -> KeyState | None:
         return None
     if not isinstance(d, dict) or "state" not in d:
         return None
+    return state_of(d, revision)
+
+
+def state_of(d: dict[str, Any], revision: int) -> KeyState:
+    """A lease row's value (as written or read) at a revision."""
     return KeyState(
         state=str(d["state"]),
         v=int(d.get("v") or 0),

@@ -17,12 +17,11 @@ import logging
 import time
 from typing import Any
 
+from loom_core.bus import Bus
+from loom_core.store import Store
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.client import JetStreamContext
-
-from loom_core.bus import Bus
-from loom_core.store import Store
 
 from ..domain.validate import parse_time
 from ..events import STREAM, STREAM_SUBJECTS
@@ -32,6 +31,8 @@ log = logging.getLogger(__name__)
 
 DURABLE = "loom-task-history"
 FETCH = 1000
+#: How long a batch waits for more events before its insert (task.history waits for it).
+GATHER_SECONDS = 0.1
 
 
 class HistoryWriter:
@@ -50,8 +51,9 @@ class HistoryWriter:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
+            # Bounded: a fetch cut off mid-request must not hold a shutdown.
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+                await asyncio.wait_for(self._task, 5.0)
             self._task = None
         if self._sub is not None:
             with contextlib.suppress(Exception):
@@ -76,8 +78,15 @@ class HistoryWriter:
                     self._sub = await self._bind()
                 try:
                     msgs = await self._sub.fetch(FETCH, timeout=1.0)
-                except (TimeoutError, asyncio.TimeoutError):
+                except TimeoutError:
                     continue
+                # Under load events arrive one by one: gather a moment's worth into one insert.
+                deadline = time.monotonic() + GATHER_SECONDS
+                while len(msgs) < FETCH and (left := deadline - time.monotonic()) > 0.005:
+                    try:
+                        msgs += await self._sub.fetch(FETCH - len(msgs), timeout=left)
+                    except TimeoutError:
+                        break
                 await self._write(msgs)
             except asyncio.CancelledError:
                 raise

@@ -106,8 +106,9 @@ class Sweeper:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
+            # Bounded: a fetch cut off mid-request must not hold a shutdown.
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+                await asyncio.wait_for(self._task, 5.0)
             self._task = None
         if self._lease is not None:
             with contextlib.suppress(Exception):
@@ -143,7 +144,7 @@ class Sweeper:
                 raise
             except LoomError as exc:
                 log.warning("task sweep: %s", exc.code)
-            except Exception:  # noqa: BLE001 - the next pass tries again
+            except Exception:
                 log.exception("task sweep failed")
             await asyncio.sleep(self.interval)
 
@@ -237,10 +238,10 @@ class Sweeper:
                 if st is None:
                     if row.status == model.IN_PROGRESS:
                         continue  # the expiry path ends it once its lease time has passed
-                    await self.keys.create(row.org, row.task_id, _value_for(row))
+                    rev = await self.keys.create(row.org, row.task_id, _value_for(row))
                     report.created += 1
                     if row.status == model.TODO:
-                        await self.engine.hub.ready(row)
+                        await self.engine.hub.ready(row, rev)
                 elif st.v > row.version and now - st.at >= grace and (st.state != K.HELD or st.expires_at <= now):
                     await self._restamp(row, st)
                     report.restamped += 1

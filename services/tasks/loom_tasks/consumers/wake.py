@@ -22,10 +22,9 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from loom_core.bus import Bus
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-
-from loom_core.bus import Bus
 
 from ..domain.model import TaskRow
 from ..events import WAKE_PREFIX, wake_subject
@@ -42,6 +41,7 @@ class InboxQueue:
 
     def __init__(self) -> None:
         self.rows: dict[str, TaskRow] = {}
+        self.revs: dict[str, int] = {}  # the lease row's revision a wake-up announced
         self.added: dict[str, float] = {}
         self.loaded_at = 0.0  # monotonic time of the last store query
         self.complete = False  # the last query returned every todo task of the inbox
@@ -50,11 +50,15 @@ class InboxQueue:
         self.lock = asyncio.Lock()
         self._event = asyncio.Event()
 
-    def offer(self, row: TaskRow) -> None:
+    def offer(self, row: TaskRow, revision: int = 0) -> None:
         have = self.rows.get(row.task_id)
         if have is None or have.version <= row.version:
             self.rows[row.task_id] = row
             self.added[row.task_id] = time.monotonic()
+            if revision:
+                self.revs[row.task_id] = revision
+            elif have is None or have.version < row.version:
+                self.revs.pop(row.task_id, None)
         self.notify()
 
     def drop(self, task_id: str, version: int | None = None) -> None:
@@ -62,16 +66,17 @@ class InboxQueue:
         if have is not None and (version is None or have.version < version):
             self.rows.pop(task_id, None)
             self.added.pop(task_id, None)
+            self.revs.pop(task_id, None)
 
     def notify(self) -> None:
         self._event.set()
         self._event = asyncio.Event()
 
-    async def wait(self, timeout: float) -> bool:
-        """True when woken, False on timeout."""
+    async def wait(self, seconds: float) -> bool:
+        """True when woken, False after `seconds`."""
         event = self._event
         try:
-            await asyncio.wait_for(event.wait(), timeout=max(timeout, 0.0))
+            await asyncio.wait_for(event.wait(), timeout=max(seconds, 0.0))
             return True
         except TimeoutError:
             return False
@@ -99,6 +104,7 @@ class InboxQueue:
             if task_id not in fresh and self.added.get(task_id, 0.0) < started:
                 self.rows.pop(task_id, None)
                 self.added.pop(task_id, None)
+                self.revs.pop(task_id, None)
         for r in rows:
             have = self.rows.get(r.task_id)
             if have is None or have.version <= r.version:
@@ -158,10 +164,12 @@ class WakeHub:
 
     # --- publishing
 
-    async def ready(self, row: TaskRow) -> None:
-        """The task is todo (again): wake pulls on every replica, handing them the row."""
-        self._local(row.org, row.inbox, lambda q: q.offer(row))
-        await self._publish(row.org, row.inbox, {"op": "ready", "row": dataclasses.asdict(row)})
+    async def ready(self, row: TaskRow, revision: int = 0) -> None:
+        """The task is todo (again): wake pulls on every replica, handing them the row and its
+        lease row's revision."""
+        self._local(row.org, row.inbox, lambda q: q.offer(row, revision))
+        wire = {f.name: getattr(row, f.name) for f in dataclasses.fields(row)}
+        await self._publish(row.org, row.inbox, {"op": "ready", "row": wire, "rev": revision})
 
     async def gone(self, org: str, inbox: str, task_id: str, version: int) -> None:
         """The task left todo (claimed, cancelled, …): forget it everywhere."""
@@ -191,7 +199,7 @@ class WakeHub:
         try:
             body = json.loads(msg.data)
             if body.get("op") == "ready":
-                q.offer(TaskRow(**body["row"]))
+                q.offer(TaskRow(**body["row"]), int(body.get("rev") or 0))
             elif body.get("op") == "gone":
                 q.drop(str(body["task_id"]), int(body["version"]))
         except (ValueError, KeyError, TypeError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -88,10 +89,8 @@ class InboxOps:
             )
             await self.d.inboxes.put(row)
         finally:
-            try:
+            with contextlib.suppress(LoomError):  # it expires by itself
                 await self.d.runtime.leases.release(lease_obj)
-            except LoomError:
-                pass  # it expires by itself
         await self.d.directory.changed(ctx.org, name)
         return row, existing is None
 

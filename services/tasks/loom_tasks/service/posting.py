@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -11,12 +11,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-
 from loom_core.bus import LeaseHeld
 from loom_core.chain import CallContext
 from loom_core.errors import Conflict, Forbidden, LoomError, NotFound, Unavailable, ValidationFailed
 from loom_core.roles import Role
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from ..domain import events as ev
 from ..domain import model, transitions, trust
@@ -161,10 +160,8 @@ class PostingOps:
             committed = await self.d.engine.insert_new(row, transitions.created(row, actor))
             return committed.row, True
         finally:
-            try:
+            with contextlib.suppress(LoomError):  # it expires by itself
                 await leases.release(lease)
-            except LoomError:
-                pass  # it expires by itself
 
     async def _repair_created_event(self, row: TaskRow) -> None:
         """A create cut off after storing its task may have left its created event out: publish
@@ -225,9 +222,9 @@ class PostingOps:
                 timeout = max(remaining, 0.05) if caught_up else 5.0
                 try:
                     msgs = await sub.fetch(min(UPDATES_FETCH, max(pending, 1)) if not caught_up else UPDATES_FETCH, timeout=timeout)
-                except (TimeoutError, asyncio.TimeoutError):
+                except TimeoutError:
                     msgs = []
-                except Exception as exc:  # noqa: BLE001 - e.g. a fetch timeout subclass
+                except Exception as exc:
                     if "Timeout" not in type(exc).__name__:
                         raise Unavailable("BACKEND_UNAVAILABLE", "the event stream did not answer") from exc
                     msgs = []

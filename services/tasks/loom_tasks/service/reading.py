@@ -14,9 +14,11 @@ from loom_core.errors import ValidationFailed
 from loom_core.roles import Role
 
 from .. import keys as K
+from ..consumers.history import DURABLE as HISTORY_DURABLE
 from ..domain import model
 from ..domain import validate as v
 from ..domain.model import TaskRow
+from ..events import STREAM
 from .access import no_task
 from .deps import Deps
 
@@ -50,15 +52,15 @@ class ReadingOps:
     async def get(self, ctx: CallContext, task_id: str) -> tuple[TaskRow, float | None]:
         """The task and, while it is held, its lease's current expiry (heartbeats move it)."""
         v.task_id(task_id)
-        row = await self.d.engine.read(ctx.org, task_id)
+        st = await self.d.keys.get(ctx.org, task_id)
+        # The lease row names the current version (a claim's row may still be landing).
+        row = await self.d.engine.load(ctx.org, task_id, st.v) if st is not None else await self.d.engine.read(ctx.org, task_id)
         if row is None:
             raise no_task(task_id)
         await self.d.access.reader(ctx, row)
         expires = row.lease_expires_at
-        if row.status == model.IN_PROGRESS:
-            st = await self.d.keys.get(ctx.org, task_id)
-            if st is not None and st.state == K.HELD:
-                expires = st.expires_at
+        if row.status == model.IN_PROGRESS and st is not None and st.state == K.HELD:
+            expires = st.expires_at
         return row, expires
 
     async def list(
@@ -106,13 +108,24 @@ class ReadingOps:
         await self.d.access.reader(ctx, row)
         if limit < 0 or limit > 1000:
             raise v.invalid_field("limit", "between 1 and 1000")
+        # The events reach the table through the stream's history consumer a moment after each
+        # change: wait (briefly) until it has written every event published before this call.
+        await self._history_caught_up()
         events = await self.d.tasks.history(ctx.org, task_id, limit or 200)
-        # The events reach the table through the stream's history consumer, a moment after the
-        # change: wait (briefly) for the task's current version to be there.
-        deadline = time.monotonic() + HISTORY_WAIT_SECONDS
-        while len(events) < (limit or 200) and not any(e["version"] >= row.version for e in events) and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-            events = await self.d.tasks.history(ctx.org, task_id, limit or 200)
         ctx.out_hits = len(events)
         return events
 
+
+
+    async def _history_caught_up(self) -> None:
+        js = self.d.runtime.bus.js
+        deadline = time.monotonic() + HISTORY_WAIT_SECONDS
+        try:
+            target = int((await js.stream_info(STREAM)).state.last_seq or 0)
+            while time.monotonic() < deadline:
+                info = await js.consumer_info(STREAM, HISTORY_DURABLE)
+                if info.ack_floor is not None and int(info.ack_floor.stream_seq or 0) >= target:
+                    return
+                await asyncio.sleep(0.02)
+        except Exception:  # noqa: BLE001 - the answer is then what the table holds
+            return

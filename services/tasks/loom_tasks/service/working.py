@@ -99,7 +99,7 @@ class WorkingOps:
                     break
                 q.reserved.add(row.task_id)
                 try:
-                    got = await self.d.engine.claim(row, actor, lease, time.time())
+                    got = await self.d.engine.claim(row, actor, lease, time.time(), q.revs.get(row.task_id, 0))
                 finally:
                     q.reserved.discard(row.task_id)
                 q.drop(row.task_id, None if got is None else got.row.version)
@@ -148,13 +148,22 @@ class WorkingOps:
 
     # --- fenced writes -------------------------------------------------------------------------
 
-    async def _held(self, ctx: CallContext, task_id: str, fence: int) -> tuple[KeyState, TaskRow, Actor]:
+    async def _held(self, ctx: CallContext, task_id: str, fence: int, *, fresh: bool = False) -> tuple[KeyState, TaskRow, Actor]:
         """The lease row and task a fenced write acts on, or the refusal: 404, 403,
         409 TASK_TERMINAL, 409 TASK_FENCE_STALE."""
         v.task_id(task_id)
         v.fence(fence)
-        st = await self.d.keys.get(ctx.org, task_id)
+        # This replica's own claim or heartbeat is a good first guess (the write that follows
+        # is compare-and-set at its revision); anything else is read.
+        # `fresh`: a write with no compare-and-set of its own (a progress note) reads the lease row.
+        hint = None if fresh else self.d.engine.hints.get(ctx.org, task_id)
+        st = hint if hint is not None and hint.state == K.HELD and hint.fence == fence else await self.d.keys.get(ctx.org, task_id)
         row = await self.d.engine.load(ctx.org, task_id, st.v) if st is not None else await self.d.engine.read(ctx.org, task_id)
+        if st is not None and st is hint and row is not None and row.version != st.v:
+            # The task moved on elsewhere (another replica's write): the guess is stale.
+            self.d.engine.hints.forget(ctx.org, task_id)
+            st = await self.d.keys.get(ctx.org, task_id)
+            row = await self.d.engine.load(ctx.org, task_id, st.v) if st is not None else await self.d.engine.read(ctx.org, task_id)
         if row is None:
             raise no_task(task_id)
         actor = await self.d.access.owner(ctx, row)
@@ -174,14 +183,16 @@ class WorkingOps:
             expires = time.time() + lease
             value = K.held(st.v, st.holder, st.agent, expires, lease, fence=st.fence)
             try:
-                await self.d.keys.update(ctx.org, task_id, value, last=st.revision)
+                rev = await self.d.keys.update(ctx.org, task_id, value, last=st.revision)
             except KeyRace:
+                self.d.engine.hints.forget(ctx.org, task_id)
                 continue  # a concurrent heartbeat or update: read again
+            self.d.engine.hints.put(ctx.org, task_id, value, rev)
             return fence, expires
         raise Conflict("PRECONDITION_FAILED", "the task kept changing under this heartbeat; retry", {"task_id": task_id})
 
     async def progress(self, ctx: CallContext, task_id: str, fence: int, note: str, percent: int) -> str:
-        _st, row, actor = await self._held(ctx, task_id, fence)
+        _st, row, actor = await self._held(ctx, task_id, fence, fresh=True)
         note = v.text(note, "note", v.MAX_NOTE)
         if percent < 0 or percent > 100:
             raise v.invalid_field("percent", "between 0 and 100")
@@ -195,7 +206,7 @@ class WorkingOps:
 
     async def _fenced(self, ctx: CallContext, task_id: str, fence: int, move: Any, *, with_inbox: bool = False) -> TaskRow:
         """A state change by the claim's holder: fence checked against the lease row."""
-        _st, first, actor = await self._held(ctx, task_id, fence)
+        st, first, actor = await self._held(ctx, task_id, fence)
         inbox = await self.d.directory.inbox(ctx.org, first.inbox) if with_inbox else None
 
         def decide(row: TaskRow, st: KeyState | None) -> transitions.Change:
@@ -207,7 +218,7 @@ class WorkingOps:
                 raise stale(task_id, fence)
             return move(row, actor, time.time(), inbox)
 
-        out = await self.d.engine.mutate(ctx.org, task_id, decide)
+        out = await self.d.engine.mutate(ctx.org, task_id, decide, first=(st, first))
         return out.row
 
     async def complete(self, ctx: CallContext, task_id: str, fence: int, outcome: dict[str, Any]) -> TaskRow:

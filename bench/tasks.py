@@ -1,0 +1,422 @@
+"""Task inbox throughput and wake latency, beside raw NATS JetStream work-queue throughput
+measured in the same run.
+
+    .venv/bin/python bench/tasks.py [-n 2000] [-w 16] [-p 8] [--door grpc|rest] [--replicas 1|2]
+                                    [--wake 200] [--batch 1] [--profile] [--json]
+
+Starts an embedded Loom in a temp dir (a nats-server child, chDB, the planes' gRPC servers and
+the gateway, on uvloop as `loom up` runs them), bootstraps an org, registers an inbox, and
+drives it from a separate client process (so the client does not share the servers' loop):
+
+- lifecycles/s: `-p` producers create `-n` tasks while `-w` workers each loop
+  task.pull (long poll) -> task.complete (fenced); from the first create to the last complete.
+  Every lifecycle is checked: each task completed once, no fence seen twice.
+- wake latency: one worker waits in task.pull; the client creates a task (on the other replica
+  with --replicas 2) and measures create-sent -> pull-returned; p50 / p99 over `--wake` rounds.
+- the baseline, against the same nats-server: a file-backed work-queue stream, `-p` producers
+  publishing `-n` messages (each publish acked by the server), `-w` workers each looping
+  fetch(1) -> ack_sync (acked by the server): publish -> pull -> ack, Loom's lifecycle without
+  Loom. The ratio is Loom's lifecycles/s over the baseline's messages/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import json
+import logging
+import platform
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+INBOX = "bench-bot"
+WAKE_INBOX = "wake-bot"
+
+
+# --- the load client (runs in its own process) ------------------------------------------------------
+
+
+class GrpcDoor:
+    def __init__(self, addresses: list[str], token: str, namespace: str) -> None:
+        import grpc
+        from loom_api.tasks.v1 import tasks_pb2, tasks_pb2_grpc
+
+        self.pb = tasks_pb2
+        self.channels = [grpc.aio.insecure_channel(a) for a in addresses]
+        self.stubs = [tasks_pb2_grpc.TaskServiceStub(c) for c in self.channels]
+        self.md = [("authorization", f"Bearer {token}"), ("x-loom-namespace", namespace), ("x-loom-agent", "bench")]
+
+    async def create(self, replica: int, inbox: str, title: str) -> str:
+        r = await self.stubs[replica % len(self.stubs)].CreateTask(self.pb.CreateTaskRequest(inbox=inbox, kind="chore", title=title), metadata=self.md)
+        return str(r.task.task_id)
+
+    async def pull(self, replica: int, inbox: str, wait: int, batch: int) -> list[tuple[str, int]]:
+        r = await self.stubs[replica % len(self.stubs)].PullTasks(
+            self.pb.PullTasksRequest(inbox=inbox, wait_seconds=wait, max_tasks=batch), metadata=self.md
+        )
+        return [(t.task_id, t.fence) for t in r.tasks]
+
+    async def complete(self, replica: int, task_id: str, fence: int) -> None:
+        await self.stubs[replica % len(self.stubs)].CompleteTask(self.pb.CompleteTaskRequest(task_id=task_id, fence=fence), metadata=self.md)
+
+    async def close(self) -> None:
+        for c in self.channels:
+            await c.close()
+
+
+class RestDoor:
+    def __init__(self, urls: list[str], token: str, namespace: str) -> None:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {token}", "X-Loom-Namespace": namespace, "X-Loom-Agent": "bench"}
+        limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+        self.clients = [httpx.AsyncClient(base_url=u, headers=headers, timeout=60, limits=limits) for u in urls]
+
+    async def _call(self, replica: int, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        r = await self.clients[replica % len(self.clients)].post(f"/v1/{op}", json=args)
+        if r.status_code != 200:
+            raise RuntimeError(f"{op}: {r.status_code} {r.text[:200]}")
+        return dict(r.json())
+
+    async def create(self, replica: int, inbox: str, title: str) -> str:
+        return str((await self._call(replica, "task.create", {"inbox": inbox, "kind": "chore", "title": title}))["task"]["task_id"])
+
+    async def pull(self, replica: int, inbox: str, wait: int, batch: int) -> list[tuple[str, int]]:
+        out = await self._call(replica, "task.pull", {"inbox": inbox, "wait_seconds": wait, "max_tasks": batch})
+        return [(t["task_id"], int(t["fence"])) for t in out["tasks"]]
+
+    async def complete(self, replica: int, task_id: str, fence: int) -> None:
+        await self._call(replica, "task.complete", {"task_id": task_id, "fence": fence})
+
+    async def close(self) -> None:
+        for c in self.clients:
+            await c.aclose()
+
+
+async def loom_lifecycles(door: Any, replicas: int, n: int, workers: int, producers: int, batch: int) -> dict[str, Any]:
+    created: list[str] = []
+    completed: list[str] = []
+    fences: list[int] = []
+    last_done = 0.0
+
+    async def produce(p: int) -> None:
+        for i in range(p, n, producers):
+            created.append(await door.create(i, INBOX, f"t{i}"))
+
+    async def work(w: int) -> None:
+        nonlocal last_done
+        while len(completed) < n:
+            for task_id, fence in await door.pull(w, INBOX, 2, batch):
+                fences.append(fence)
+                await door.complete(w, task_id, fence)
+                completed.append(task_id)
+                last_done = time.perf_counter()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(produce(p) for p in range(producers)), *(work(w) for w in range(workers)))
+    elapsed = last_done - started
+    ok = sorted(created) == sorted(completed) and len(set(fences)) == len(fences) == n
+    return {"lifecycles": len(completed), "seconds": elapsed, "per_second": len(completed) / elapsed, "checked": ok, "replicas": replicas}
+
+
+async def loom_wake(door: Any, replicas: int, rounds: int) -> dict[str, Any]:
+    latencies: list[float] = []
+    for i in range(rounds):
+        waiting = asyncio.create_task(door.pull(0, WAKE_INBOX, 10, 1))
+        await asyncio.sleep(0.03)  # the pull is parked on the server
+        sent = time.perf_counter()
+        await door.create(1 if replicas > 1 else 0, WAKE_INBOX, f"w{i}")
+        got = await waiting
+        latencies.append(time.perf_counter() - sent)
+        assert len(got) == 1, got
+        await door.complete(0, got[0][0], got[0][1])
+    latencies.sort()
+    return {
+        "rounds": rounds,
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
+        "across_replicas": replicas > 1,
+    }
+
+
+async def jetstream_work_queue(url: str, n: int, workers: int, producers: int) -> dict[str, Any]:
+    import nats
+    from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
+
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    stream = f"BENCH_WQ_{int(time.time() * 1000)}"
+    subject = f"bench.wq.{stream.lower()}"
+    await js.add_stream(StreamConfig(name=stream, subjects=[subject], retention=RetentionPolicy.WORK_QUEUE, storage=StorageType.FILE))
+    await js.add_consumer(stream, ConsumerConfig(durable_name="workers", ack_policy=AckPolicy.EXPLICIT, max_ack_pending=-1))
+    subs = [await js.pull_subscribe_bind("workers", stream=stream) for _ in range(workers)]
+    done = 0
+    last_done = 0.0
+
+    async def produce(p: int) -> None:
+        for i in range(p, n, producers):
+            await js.publish(subject, f"task {i}".encode())
+
+    async def work(w: int) -> None:
+        nonlocal done, last_done
+        while done < n and time.perf_counter() - started < 300:
+            try:
+                msgs = await subs[w].fetch(1, timeout=2)
+            except Exception:  # noqa: BLE001 - a timeout near the end
+                continue
+            for m in msgs:
+                try:
+                    await m.ack_sync()
+                except Exception:  # noqa: BLE001 - an ack timeout: the message comes back
+                    continue
+                done += 1
+                last_done = time.perf_counter()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(produce(p) for p in range(producers)), *(work(w) for w in range(workers)))
+    elapsed = last_done - started
+    await js.delete_stream(stream)
+    await nc.close()
+    return {"messages": done, "seconds": elapsed, "per_second": done / elapsed}
+
+
+async def _client(cfg: dict[str, Any]) -> dict[str, Any]:
+    door: Any = GrpcDoor(cfg["grpc"], cfg["token"], cfg["namespace"]) if cfg["door"] == "grpc" else RestDoor(cfg["http"], cfg["token"], cfg["namespace"])
+    try:
+        await loom_lifecycles(door, cfg["replicas"], cfg["warmup"], cfg["workers"], cfg["producers"], cfg["batch"])
+        out: dict[str, Any] = {}
+        if cfg["phase"] in ("all", "lifecycles"):
+            out["loom"] = await loom_lifecycles(door, cfg["replicas"], cfg["n"], cfg["workers"], cfg["producers"], cfg["batch"])
+        if cfg["phase"] in ("all", "wake"):
+            out["wake"] = await loom_wake(door, cfg["replicas"], cfg["wake"])
+    finally:
+        await door.close()
+    if cfg["phase"] in ("all", "baseline"):
+        await jetstream_work_queue(cfg["nats"], min(cfg["warmup"], 500), cfg["workers"], cfg["producers"])
+        out["jetstream"] = await jetstream_work_queue(cfg["nats"], cfg["n"], cfg["workers"], cfg["producers"])
+    return out
+
+
+async def run_client(cfg: dict[str, Any]) -> dict[str, Any]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--client", json.dumps(cfg), stdout=asyncio.subprocess.PIPE, cwd=str(ROOT)
+    )
+    out, _ = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError("the load client failed")
+    return dict(json.loads(out))
+
+
+# --- the servers ----------------------------------------------------------------------------------
+
+
+async def bench(args: argparse.Namespace) -> dict[str, Any]:
+    sys.path[:0] = [str(ROOT)]
+    from loom_core.bus import NatsServer
+    from loom_core.settings import Settings
+    from loom_core.store.embedded import EmbeddedStore
+    from loom_gateway.identity import bootstrap_org
+    from loom_runner.embedded import Instance, start_instance
+
+    with tempfile.TemporaryDirectory(prefix="loom-bench-") as tmp:
+        data = Path(tmp)
+        settings = Settings(
+            data_dir=data,
+            jwt_secret="bench-secret-0123456789abcdef0123456789abcdef",
+            http_port=0,
+            clickhouse_database="loom_bench",
+            log_level="WARNING",
+            # The bench drives one subject far past a production per-subject budget.
+            rate_read_per_minute=10**9,
+            rate_write_per_minute=10**9,
+            rate_admin_per_minute=10**9,
+            task_webhook_deliver_enabled=not args.no_webhooks,
+        )
+        async with NatsServer(data / "nats") as nats:
+            store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
+            statements = _count_statements(store) if args.store_stats else None
+            planes = {"identity", "tasks"}
+            instances: list[Instance] = []
+            for i in range(args.replicas):
+                instances.append(await start_instance(settings, store=store, nats_url=nats.url, name=f"bench-{i}", only_planes=planes))
+            a = instances[0]
+            token, _ = await bootstrap_org(a.runtime.identity, a.runtime.codec, "bench", "main", 3600)
+            import httpx
+
+            async with httpx.AsyncClient(base_url=a.base_url, headers={"Authorization": f"Bearer {token}", "X-Loom-Namespace": "main"}) as c:
+                for inbox in (INBOX, WAKE_INBOX):
+                    r = await c.post("/v1/inbox.register", json={"inbox": inbox, "default_lease_seconds": 600})
+                    r.raise_for_status()
+            cfg = {
+                "door": args.door,
+                "grpc": [i.grpc_address("tasks") for i in instances],
+                "http": [i.base_url for i in instances],
+                "nats": nats.url,
+                "token": token,
+                "namespace": "main",
+                "replicas": args.replicas,
+                "n": args.tasks,
+                "workers": args.workers,
+                "producers": args.producers,
+                "batch": args.batch,
+                "warmup": args.warmup,
+                "wake": args.wake,
+            }
+            tasks_planes = [next(p for p in i.planes if p.name == "tasks") for i in instances]
+            profiler = cProfile.Profile() if args.profile else None
+            try:
+                flushes_before = sum(p.writer.flushes for p in tasks_planes)  # type: ignore[attr-defined]
+                rows_before = sum(p.writer.rows for p in tasks_planes)  # type: ignore[attr-defined]
+                if statements is not None:
+                    statements.clear()
+                if profiler:
+                    profiler.enable()
+                cpu0, loop0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
+                loom = await run_client({**cfg, "phase": "lifecycles"})
+                cpu, loop_cpu, wall = time.process_time() - cpu0, time.thread_time() - loop0, time.perf_counter() - wall0
+                if profiler:
+                    profiler.disable()
+                flushes = sum(p.writer.flushes for p in tasks_planes) - flushes_before  # type: ignore[attr-defined]
+                rows = sum(p.writer.rows for p in tasks_planes) - rows_before  # type: ignore[attr-defined]
+                seen_statements = dict(statements) if statements is not None else None
+                wake = await run_client({**cfg, "phase": "wake"})
+                base = await run_client({**cfg, "phase": "baseline"})
+            finally:
+                for inst in reversed(instances):
+                    try:
+                        await asyncio.wait_for(inst.stop(), 15)
+                    except Exception:  # noqa: BLE001 - a stuck shutdown does not spoil the figures
+                        logging.warning("an instance did not stop in time")
+                await store.close()
+    result = {
+        "machine": f"{platform.machine()}, {_cpu_model()}, {_cpus()} cpus, Python {platform.python_version()}",
+        "door": args.door,
+        "replicas": args.replicas,
+        "tasks": args.tasks,
+        "workers": args.workers,
+        "producers": args.producers,
+        "batch": args.batch,
+        "loom": loom["loom"],
+        "rows_per_insert": rows / max(flushes, 1),
+        "rows_per_lifecycle": rows / args.tasks,
+        # CPU of the server process (every thread: the event loop, chDB, gRPC) while the client ran.
+        "server_cpu_ms_per_lifecycle": cpu * 1000 / (args.tasks + args.warmup),
+        "server_cpu_busy": cpu / wall,
+        # Of which the event loop's own thread (Python: handlers, gRPC, NATS); the rest is chDB's.
+        "server_loop_cpu_ms_per_lifecycle": loop_cpu * 1000 / (args.tasks + args.warmup),
+        "wake": wake["wake"],
+        "jetstream": base["jetstream"],
+        "ratio": loom["loom"]["per_second"] / base["jetstream"]["per_second"],
+    }
+    if seen_statements is not None:
+        result["store_statements"] = {k: {"count": len(v), "seconds": round(sum(v), 3)} for k, v in sorted(seen_statements.items(), key=lambda kv: -sum(kv[1]))}
+    if profiler:
+        s = io.StringIO()
+        pstats.Stats(profiler, stream=s).sort_stats(args.profile_sort).print_stats(args.profile_lines)
+        result["profile"] = s.getvalue()
+    return result
+
+
+def _count_statements(store: Any) -> dict[str, list[float]]:
+    """Wrap the store so the run can say which statements it spent the store's time on."""
+    seen: dict[str, list[float]] = {}
+
+    def wrap(name: str) -> None:
+        original = getattr(store, name)
+
+        async def timed(sql: str, *a: Any, **k: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await original(sql, *a, **k)
+            finally:
+                key = f"{name} {sql.split(' WHERE')[0][:70]}" if name != "insert" else f"insert {sql}"
+                seen.setdefault(key, []).append(time.perf_counter() - started)
+
+        setattr(store, name, timed)
+
+    for name in ("insert", "query", "execute"):
+        wrap(name)
+    return seen
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown cpu"
+
+
+def _cpus() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def report(r: dict[str, Any]) -> str:
+    lo, wk, js = r["loom"], r["wake"], r["jetstream"]
+    lines = [
+        f"machine: {r['machine']}",
+        f"{r['tasks']} tasks, {r['producers']} producers, {r['workers']} workers (pull batch {r['batch']}), door {r['door']}, {r['replicas']} replica(s)",
+        f"loom lifecycles (create -> pull -> complete): {lo['per_second']:8.0f} /s   ({lo['seconds']:.2f} s, each completed once: {lo['checked']})",
+        f"jetstream work queue (publish -> fetch -> ack): {js['per_second']:6.0f} msg/s ({js['seconds']:.2f} s)",
+        f"ratio loom / jetstream: {r['ratio']:.3f}",
+        f"task rows per store insert (group commit): {r['rows_per_insert']:.1f}; rows written per lifecycle: {r['rows_per_lifecycle']:.2f}",
+        f"server process CPU: {r['server_cpu_ms_per_lifecycle']:.1f} ms per lifecycle ({r['server_loop_cpu_ms_per_lifecycle']:.1f} ms on the event loop), "
+        f"{r['server_cpu_busy']:.2f} cores busy",
+        f"wake latency (create -> waiting pull returns{', across replicas' if wk['across_replicas'] else ''}): "
+        f"p50 {wk['p50_ms']:.1f} ms, p99 {wk['p99_ms']:.1f} ms over {wk['rounds']} rounds",
+    ]
+    if "store_statements" in r:
+        lines += ["store statements during the lifecycle run (count, seconds):"]
+        lines += [f"  {v['count']:6d} {v['seconds']:8.2f}  {k}" for k, v in r["store_statements"].items()]
+    if "profile" in r:
+        lines += ["", r["profile"]]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-n", "--tasks", type=int, default=2000, help="tasks per measured run (default 2000)")
+    p.add_argument("-w", "--workers", type=int, default=16, help="concurrent workers (default 16)")
+    p.add_argument("-p", "--producers", type=int, default=8, help="concurrent producers (default 8)")
+    p.add_argument("--batch", type=int, default=1, help="tasks a worker claims per pull (default 1)")
+    p.add_argument("--door", choices=("grpc", "rest"), default="grpc", help="how the client calls Loom (default grpc)")
+    p.add_argument("--replicas", type=int, default=1, choices=(1, 2), help="Loom replicas in the server process (default 1)")
+    p.add_argument("--wake", type=int, default=200, help="wake-latency rounds (default 200)")
+    p.add_argument("--warmup", type=int, default=200, help="unmeasured lifecycles first (default 200)")
+    p.add_argument("--no-webhooks", action="store_true", help="turn the webhook deliverer off (it reads every event)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--profile", action="store_true", help="cProfile the server process during the lifecycle run")
+    p.add_argument("--store-stats", action="store_true", help="count the store statements of the lifecycle run")
+    p.add_argument("--profile-sort", default="tottime")
+    p.add_argument("--profile-lines", type=int, default=40)
+    p.add_argument("--client", metavar="CONFIG", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.client:
+        sys.path[:0] = [str(ROOT)]
+        print(json.dumps(asyncio.run(_client(json.loads(args.client)))))
+        return 0
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        import uvloop
+
+        result = uvloop.run(bench(args))
+    except ImportError:  # pragma: no cover - uvloop ships with the servers' dependencies
+        result = asyncio.run(bench(args))
+    print(json.dumps(result, indent=2) if args.json else report(result))
+    return 0 if result["loom"]["checked"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
