@@ -111,6 +111,9 @@ class Agent:
 
         await self.nc.subscribe(subject, cb=on)
         await self.nc.flush()
+        # flush() confirms the SUB in the agents' account; the interest reaches the LOOM
+        # account's export asynchronously inside nats-server, with no client-side signal.
+        await asyncio.sleep(0.2)
 
     async def wait(self, check: Any, timeout: float = 5.0) -> None:  # noqa: ASYNC109 - a polling helper
         deadline = time.monotonic() + timeout
