@@ -17,6 +17,7 @@ import logging
 import time
 from typing import Any
 
+from loom_core.aio import cancel_and_wait
 from loom_core.bus import Bus
 from loom_core.store import Store
 from nats.aio.msg import Msg
@@ -49,12 +50,8 @@ class HistoryWriter:
             self._task = asyncio.create_task(self._run(), name="loom-task-history")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            # Bounded: a fetch cut off mid-request must not hold a shutdown.
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(self._task, 5.0)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         if self._sub is not None:
             with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()

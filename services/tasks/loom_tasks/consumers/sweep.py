@@ -25,6 +25,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from loom_core.aio import cancel_and_wait
 from loom_core.bus import LeaseHeld, LeaseStore
 from loom_core.bus.leases import Lease
 from loom_core.errors import LoomError
@@ -104,12 +105,8 @@ class Sweeper:
             self._task = asyncio.create_task(self._run(), name="loom-task-sweep")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            # Bounded: a fetch cut off mid-request must not hold a shutdown.
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(self._task, 5.0)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         if self._lease is not None:
             with contextlib.suppress(Exception):
                 await self.leases.release(self._lease)
