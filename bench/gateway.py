@@ -21,7 +21,6 @@ import io
 import itertools
 import json
 import logging
-import platform
 import pstats
 import statistics
 import sys
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import uvloop
+
+from _machine import machine  # bench/ is on sys.path when a script runs
 
 ROOT = Path(__file__).resolve().parents[1]
 OP_PATH = "/v1/auth.whoami"
@@ -208,7 +209,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 await inst.stop()
                 await store.close()
     result = {
-        "machine": f"{platform.processor() or platform.machine()}, {_cpu_model()}, {_cpus()} cpus, Python {platform.python_version()}",
+        "machine": machine(),
         "requests": args.requests,
         "concurrency": args.concurrency,
         "rounds": args.rounds,
@@ -234,22 +235,6 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     mid["rounds_rps"] = [round(r["rps"]) for r in runs]
     mid["errors"] = sum(r["errors"] for r in runs)
     return mid
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown cpu"
-
-
-def _cpus() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def report(r: dict[str, Any]) -> str:

@@ -27,7 +27,6 @@ import cProfile
 import io
 import json
 import logging
-import platform
 import pstats
 import statistics
 import sys
@@ -35,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from _machine import machine  # bench/ is on sys.path when a script runs
 
 ROOT = Path(__file__).resolve().parents[1]
 INBOX = "bench-bot"
@@ -297,7 +298,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         logging.warning("an instance did not stop in time")
                 await store.close()
     result = {
-        "machine": f"{platform.machine()}, {_cpu_model()}, {_cpus()} cpus, Python {platform.python_version()}",
+        "machine": machine(),
         "door": args.door,
         "replicas": args.replicas,
         "tasks": args.tasks,
@@ -345,22 +346,6 @@ def _count_statements(store: Any) -> dict[str, list[float]]:
     for name in ("insert", "query", "execute"):
         wrap(name)
     return seen
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown cpu"
-
-
-def _cpus() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def report(r: dict[str, Any]) -> str:
