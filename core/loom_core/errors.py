@@ -1,12 +1,13 @@
 """One error model for every door.
 
 LoomError
+ ├── BadRequest                400 MISSING_IDENTITY_FIELD
  ├── Unauthenticated           401 AUTH_REQUIRED / AUTH_INVALID / AUTH_EXPIRED / AUTH_REVOKED
  ├── Forbidden                 403 AUTH_INSUFFICIENT, POLICY_FORBIDDEN, TASK_POSTER_DENIED, ...
  ├── NotFound                  404 RESOURCE_NOT_FOUND, UNKNOWN_OP
  ├── Conflict                  409 TASK_TERMINAL, TASK_FENCE_STALE, PRECONDITION_FAILED, ...
  ├── ValidationFailed          422 VALIDATION_FAILED
- ├── Locked                    423
+ ├── Locked                    423 LOCKED
  ├── RateLimited               429 RATE_LIMITED
  └── Unavailable               503 BACKEND_UNAVAILABLE, OVERLOADED, ...
 
@@ -17,36 +18,71 @@ from `to_payload()` and rebuild with `from_payload()`; nothing else crosses a do
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import grpc
 
+
+class ErrorCode(StrEnum):
+    """Every stable error code a door may answer. Call sites name a member, never a bare string."""
+
+    AUTH_REQUIRED = "AUTH_REQUIRED"
+    AUTH_INVALID = "AUTH_INVALID"
+    AUTH_EXPIRED = "AUTH_EXPIRED"
+    AUTH_REVOKED = "AUTH_REVOKED"
+    AUTH_INSUFFICIENT = "AUTH_INSUFFICIENT"
+    AUTH_WRONG_ORG = "AUTH_WRONG_ORG"
+    POLICY_FORBIDDEN = "POLICY_FORBIDDEN"
+    TASK_POSTER_DENIED = "TASK_POSTER_DENIED"
+    TASK_SELF_ACCEPT = "TASK_SELF_ACCEPT"
+    ASSISTANT_SELF_CALL = "ASSISTANT_SELF_CALL"
+    RESOURCE_NOT_FOUND = "RESOURCE_NOT_FOUND"
+    UNKNOWN_OP = "UNKNOWN_OP"
+    TASK_TERMINAL = "TASK_TERMINAL"
+    TASK_FENCE_STALE = "TASK_FENCE_STALE"
+    PRECONDITION_FAILED = "PRECONDITION_FAILED"
+    ALREADY_EXISTS = "ALREADY_EXISTS"
+    VALIDATION_FAILED = "VALIDATION_FAILED"
+    LOCKED = "LOCKED"
+    RATE_LIMITED = "RATE_LIMITED"
+    OVERLOADED = "OVERLOADED"
+    BACKEND_UNAVAILABLE = "BACKEND_UNAVAILABLE"
+    ANALYSIS_UNAVAILABLE = "ANALYSIS_UNAVAILABLE"
+    ASSISTANT_UNAVAILABLE = "ASSISTANT_UNAVAILABLE"
+    INTERNAL = "INTERNAL"
+    MISSING_IDENTITY_FIELD = "MISSING_IDENTITY_FIELD"
+    PINNED_CONFLICT = "PINNED_CONFLICT"
+
+
 # code -> (http status, grpc status code, retryable)
-CODES: dict[str, tuple[int, grpc.StatusCode, bool]] = {
-    "AUTH_REQUIRED": (401, grpc.StatusCode.UNAUTHENTICATED, False),
-    "AUTH_INVALID": (401, grpc.StatusCode.UNAUTHENTICATED, False),
-    "AUTH_EXPIRED": (401, grpc.StatusCode.UNAUTHENTICATED, False),
-    "AUTH_REVOKED": (401, grpc.StatusCode.UNAUTHENTICATED, False),
-    "AUTH_INSUFFICIENT": (403, grpc.StatusCode.PERMISSION_DENIED, False),
-    "AUTH_WRONG_ORG": (403, grpc.StatusCode.PERMISSION_DENIED, False),
-    "POLICY_FORBIDDEN": (403, grpc.StatusCode.PERMISSION_DENIED, False),
-    "TASK_POSTER_DENIED": (403, grpc.StatusCode.PERMISSION_DENIED, False),
-    "TASK_SELF_ACCEPT": (403, grpc.StatusCode.PERMISSION_DENIED, False),
-    "ASSISTANT_SELF_CALL": (403, grpc.StatusCode.PERMISSION_DENIED, False),
-    "RESOURCE_NOT_FOUND": (404, grpc.StatusCode.NOT_FOUND, False),
-    "UNKNOWN_OP": (404, grpc.StatusCode.UNIMPLEMENTED, False),
-    "TASK_TERMINAL": (409, grpc.StatusCode.FAILED_PRECONDITION, False),
-    "TASK_FENCE_STALE": (409, grpc.StatusCode.FAILED_PRECONDITION, False),
-    "PRECONDITION_FAILED": (409, grpc.StatusCode.FAILED_PRECONDITION, True),
-    "ALREADY_EXISTS": (409, grpc.StatusCode.ALREADY_EXISTS, False),
-    "VALIDATION_FAILED": (422, grpc.StatusCode.INVALID_ARGUMENT, False),
-    "LOCKED": (423, grpc.StatusCode.FAILED_PRECONDITION, True),
-    "RATE_LIMITED": (429, grpc.StatusCode.RESOURCE_EXHAUSTED, True),
-    "OVERLOADED": (503, grpc.StatusCode.UNAVAILABLE, True),
-    "BACKEND_UNAVAILABLE": (503, grpc.StatusCode.UNAVAILABLE, True),
-    "ANALYSIS_UNAVAILABLE": (503, grpc.StatusCode.UNAVAILABLE, True),
-    "ASSISTANT_UNAVAILABLE": (503, grpc.StatusCode.UNAVAILABLE, True),
-    "INTERNAL": (500, grpc.StatusCode.INTERNAL, True),
+CODES: dict[ErrorCode, tuple[int, grpc.StatusCode, bool]] = {
+    ErrorCode.AUTH_REQUIRED: (401, grpc.StatusCode.UNAUTHENTICATED, False),
+    ErrorCode.AUTH_INVALID: (401, grpc.StatusCode.UNAUTHENTICATED, False),
+    ErrorCode.AUTH_EXPIRED: (401, grpc.StatusCode.UNAUTHENTICATED, False),
+    ErrorCode.AUTH_REVOKED: (401, grpc.StatusCode.UNAUTHENTICATED, False),
+    ErrorCode.AUTH_INSUFFICIENT: (403, grpc.StatusCode.PERMISSION_DENIED, False),
+    ErrorCode.AUTH_WRONG_ORG: (403, grpc.StatusCode.PERMISSION_DENIED, False),
+    ErrorCode.POLICY_FORBIDDEN: (403, grpc.StatusCode.PERMISSION_DENIED, False),
+    ErrorCode.TASK_POSTER_DENIED: (403, grpc.StatusCode.PERMISSION_DENIED, False),
+    ErrorCode.TASK_SELF_ACCEPT: (403, grpc.StatusCode.PERMISSION_DENIED, False),
+    ErrorCode.ASSISTANT_SELF_CALL: (403, grpc.StatusCode.PERMISSION_DENIED, False),
+    ErrorCode.RESOURCE_NOT_FOUND: (404, grpc.StatusCode.NOT_FOUND, False),
+    ErrorCode.UNKNOWN_OP: (404, grpc.StatusCode.UNIMPLEMENTED, False),
+    ErrorCode.TASK_TERMINAL: (409, grpc.StatusCode.FAILED_PRECONDITION, False),
+    ErrorCode.TASK_FENCE_STALE: (409, grpc.StatusCode.FAILED_PRECONDITION, False),
+    ErrorCode.PRECONDITION_FAILED: (409, grpc.StatusCode.FAILED_PRECONDITION, True),
+    ErrorCode.ALREADY_EXISTS: (409, grpc.StatusCode.ALREADY_EXISTS, False),
+    ErrorCode.VALIDATION_FAILED: (422, grpc.StatusCode.INVALID_ARGUMENT, False),
+    ErrorCode.LOCKED: (423, grpc.StatusCode.FAILED_PRECONDITION, True),
+    ErrorCode.MISSING_IDENTITY_FIELD: (400, grpc.StatusCode.INVALID_ARGUMENT, False),
+    ErrorCode.PINNED_CONFLICT: (409, grpc.StatusCode.FAILED_PRECONDITION, False),
+    ErrorCode.RATE_LIMITED: (429, grpc.StatusCode.RESOURCE_EXHAUSTED, True),
+    ErrorCode.OVERLOADED: (503, grpc.StatusCode.UNAVAILABLE, True),
+    ErrorCode.BACKEND_UNAVAILABLE: (503, grpc.StatusCode.UNAVAILABLE, True),
+    ErrorCode.ANALYSIS_UNAVAILABLE: (503, grpc.StatusCode.UNAVAILABLE, True),
+    ErrorCode.ASSISTANT_UNAVAILABLE: (503, grpc.StatusCode.UNAVAILABLE, True),
+    ErrorCode.INTERNAL: (500, grpc.StatusCode.INTERNAL, True),
 }
 
 
@@ -54,13 +90,15 @@ CODES: dict[str, tuple[int, grpc.StatusCode, bool]] = {
 class LoomError(Exception):
     """A refusal every door renders the same way."""
 
-    code: str = "INTERNAL"
+    code: ErrorCode | str = ErrorCode.INTERNAL
     message: str = "internal error"
     detail: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        if self.code not in CODES:
-            raise ValueError(f"unknown error code {self.code}")
+        try:
+            self.code = ErrorCode(self.code)
+        except ValueError:
+            raise ValueError(f"unknown error code {self.code}") from None
         super().__init__(self.message)
 
     @property
@@ -83,55 +121,68 @@ class LoomError(Exception):
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any]) -> LoomError:
-        code = str(payload.get("code", "INTERNAL"))
-        if code not in CODES:
-            code = "INTERNAL"
+        try:
+            code = ErrorCode(str(payload.get("code", "INTERNAL")))
+        except ValueError:
+            code = ErrorCode.INTERNAL
         return _CLASS_BY_STATUS.get(CODES[code][0], LoomError)(
             code=code, message=str(payload.get("message", "")), detail=payload.get("detail") or None
         )
 
 
 class Unauthenticated(LoomError):
-    def __init__(self, code: str = "AUTH_REQUIRED", message: str = "a valid token is required", detail: dict[str, Any] | None = None):
+    def __init__(self, code: ErrorCode | str = ErrorCode.AUTH_REQUIRED, message: str = "a valid token is required", detail: dict[str, Any] | None = None):
         super().__init__(code, message, detail)
 
 
 class Forbidden(LoomError):
-    def __init__(self, code: str = "AUTH_INSUFFICIENT", message: str = "not allowed", detail: dict[str, Any] | None = None):
+    def __init__(self, code: ErrorCode | str = ErrorCode.AUTH_INSUFFICIENT, message: str = "not allowed", detail: dict[str, Any] | None = None):
         super().__init__(code, message, detail)
 
 
 class NotFound(LoomError):
-    def __init__(self, code: str = "RESOURCE_NOT_FOUND", message: str = "not found", detail: dict[str, Any] | None = None):
+    def __init__(self, code: ErrorCode | str = ErrorCode.RESOURCE_NOT_FOUND, message: str = "not found", detail: dict[str, Any] | None = None):
         super().__init__(code, message, detail)
 
 
 class Conflict(LoomError):
-    def __init__(self, code: str = "PRECONDITION_FAILED", message: str = "conflict", detail: dict[str, Any] | None = None):
+    def __init__(self, code: ErrorCode | str = ErrorCode.PRECONDITION_FAILED, message: str = "conflict", detail: dict[str, Any] | None = None):
         super().__init__(code, message, detail)
 
 
 class ValidationFailed(LoomError):
-    def __init__(self, message: str = "invalid arguments", detail: dict[str, Any] | None = None, code: str = "VALIDATION_FAILED"):
+    def __init__(self, message: str = "invalid arguments", detail: dict[str, Any] | None = None, code: ErrorCode | str = ErrorCode.VALIDATION_FAILED):
         super().__init__(code, message, detail)
 
 
 class RateLimited(LoomError):
-    def __init__(self, code: str = "RATE_LIMITED", message: str = "rate limit reached", detail: dict[str, Any] | None = None):
+    def __init__(self, code: ErrorCode | str = ErrorCode.RATE_LIMITED, message: str = "rate limit reached", detail: dict[str, Any] | None = None):
         super().__init__(code, message, detail)
 
 
 class Unavailable(LoomError):
-    def __init__(self, code: str = "BACKEND_UNAVAILABLE", message: str = "a backend is unavailable", detail: dict[str, Any] | None = None):
+    def __init__(self, code: ErrorCode | str = ErrorCode.BACKEND_UNAVAILABLE, message: str = "a backend is unavailable", detail: dict[str, Any] | None = None):
+        super().__init__(code, message, detail)
+
+
+class BadRequest(LoomError):
+    def __init__(self, code: ErrorCode | str = ErrorCode.MISSING_IDENTITY_FIELD, message: str = "bad request", detail: dict[str, Any] | None = None):
+        super().__init__(code, message, detail)
+
+
+class Locked(LoomError):
+    def __init__(self, code: ErrorCode | str = ErrorCode.LOCKED, message: str = "locked", detail: dict[str, Any] | None = None):
         super().__init__(code, message, detail)
 
 
 _CLASS_BY_STATUS: dict[int, type[LoomError]] = {
+    400: BadRequest,
     401: Unauthenticated,
     403: Forbidden,
     404: NotFound,
     409: Conflict,
     422: ValidationFailed,
+    423: Locked,
     429: RateLimited,
     503: Unavailable,
 }

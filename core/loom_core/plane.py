@@ -1,0 +1,53 @@
+"""The plane template's one shared piece: binding a plane's handler methods to its ops.
+
+Every plane has `handlers.py` with one method per RPC of its `.proto`, named after the RPC in
+snake_case (`CreateTask` -> `create_task`). `bind_handlers` maps each op of the plane to that
+method through the catalog's `OpSpec`, so there is no hand-kept table, and it refuses a plane
+whose proto has an op without a handler or whose handlers class has a public method that
+serves no op.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from google.protobuf.message import Message
+
+from .catalog import Catalog
+from .chain import CallContext
+
+Handler = Callable[[Any, CallContext], Awaitable[Message]]
+
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def handler_name(rpc_method: str) -> str:
+    """`CreateTask` -> `create_task`: the handler method an RPC is bound to."""
+    return _CAMEL_BOUNDARY.sub("_", rpc_method).lower()
+
+
+def bind_handlers(catalog: Catalog, plane: str, handlers: object) -> dict[str, Handler]:
+    """op name -> the bound coroutine method of `handlers` named after the op's RPC."""
+    ops = catalog.for_plane(plane)
+    bound: dict[str, Handler] = {}
+    missing: list[str] = []
+    for op in ops:
+        fn = getattr(handlers, handler_name(op.method), None)
+        if fn is None or not inspect.iscoroutinefunction(fn):
+            missing.append(f"{op.name} ({op.method} -> {handler_name(op.method)})")
+            continue
+        bound[op.name] = fn
+    if missing:
+        raise RuntimeError(f"plane {plane}: no handler for {', '.join(missing)}")
+    wanted = {handler_name(op.method) for op in ops}
+    stray = sorted(
+        name
+        for name, member in inspect.getmembers(type(handlers), inspect.iscoroutinefunction)
+        if not name.startswith("_") and name not in wanted
+    )
+    if stray:
+        raise RuntimeError(f"plane {plane}: handler methods serve no op: {', '.join(stray)}")
+    return bound
