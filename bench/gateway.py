@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import uvloop
-
 from _machine import machine  # bench/ is on sys.path when a script runs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +39,9 @@ OP_PATH = "/v1/auth.whoami"
 # --- the load client (runs in its own process) ------------------------------------------------------
 
 
-async def _worker(host: str, port: int, request: bytes, remaining: itertools.count[int], n: int, out: list[float], errors: list[int]) -> None:
+async def _worker(
+    host: str, port: int, request: bytes, remaining: itertools.count[int], n: int, out: list[float], errors: list[int]
+) -> None:
     reader, writer = await asyncio.open_connection(host, port)
     try:
         while next(remaining) < n:
@@ -88,7 +89,6 @@ async def _client(url: str, token: str, n: int, concurrency: int) -> dict[str, A
 async def _grpc_client(address: str, token: str, n: int, concurrency: int) -> dict[str, Any]:
     """The same op called straight on the plane's gRPC port with the generated stub (no REST)."""
     import grpc
-
     from loom_api.identity.v1 import identity_pb2, identity_pb2_grpc
 
     latencies: list[float] = []
@@ -119,7 +119,16 @@ async def _grpc_client(address: str, token: str, n: int, concurrency: int) -> di
 
 async def run_client(url: str, token: str, n: int, concurrency: int, mode: str = "--client") -> dict[str, Any]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, mode, url, "--token", token, "-n", str(n), "-c", str(concurrency),
+        sys.executable,
+        __file__,
+        mode,
+        url,
+        "--token",
+        token,
+        "-n",
+        str(n),
+        "-c",
+        str(concurrency),
         stdout=asyncio.subprocess.PIPE,
     )
     out, _ = await proc.communicate()
@@ -181,7 +190,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             token, _ = await bootstrap_org(inst.runtime.identity, inst.runtime.codec, "bench", "main", 3600)
             import httpx
 
-            async with httpx.AsyncClient(base_url=inst.base_url, headers={"Authorization": f"Bearer {token}", "X-Loom-Agent": "bench"}) as c:
+            async with httpx.AsyncClient(
+                base_url=inst.base_url, headers={"Authorization": f"Bearer {token}", "X-Loom-Agent": "bench"}
+            ) as c:
                 payload = (await c.post(OP_PATH, json={})).json()
             base = HttpServer(plain_app(payload), port=0)
             await base.start()

@@ -32,27 +32,103 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = "bench-bot"
 
-OPS = [("memory.get", 40), ("memory.set", 20), ("memory.search", 10), ("task.create", 10), ("task.claim", 5), ("task.heartbeat", 5), ("insights.query", 10)]
+OPS = [
+    ("memory.get", 40),
+    ("memory.set", 20),
+    ("memory.search", 10),
+    ("task.create", 10),
+    ("task.claim", 5),
+    ("task.heartbeat", 5),
+    ("insights.query", 10),
+]
 
 
 def rules() -> list[dict[str, Any]]:
     """Ten rules over every leaf kind; each applies to auth.whoami and allows it."""
     a = ["auth.*"]
     return [
-        {"name": "writes-per-hour", "effect": "forbid", "actions": a, "condition": {"op": "count_within", "within": "1h", "operation": "memory.set", "cmp": "gt", "value": 100000}},
-        {"name": "read-first", "effect": "require", "actions": a, "condition": {"op": "formerly", "within": "1h", "operation": "memory.get"}},
-        {"name": "hot-key", "effect": "forbid", "actions": a, "condition": {"op": "count_within", "within": "1h", "operation": "memory.get", "args_equal": {"memory_key": "notes/k1"}, "cmp": "gt", "value": 10000}},
-        {"name": "heartbeat-after-claim", "effect": "forbid", "actions": a, "condition": {"op": "not_since", "within": "15m", "anchor": "task.claim", "operation": "task.heartbeat"}},
-        {"name": "not-too-broad", "effect": "forbid", "actions": a, "condition": {"op": "breadth_within", "within": "1h", "cmp": "gt", "value": 50000}},
-        {"name": "create-then-delete", "effect": "forbid", "actions": a, "condition": {"op": "all", "of": [
-            {"op": "count_within", "within": "15m", "operation": "task.create", "cmp": "gt", "value": 5000},
-            {"op": "formerly", "within": "5m", "operation": "memory.delete"}]}},
-        {"name": "volume", "effect": "forbid", "actions": a, "condition": {"op": "any", "of": [
-            {"op": "count_within", "within": "1h", "operation": "memory.*", "cmp": "gt", "value": 200000},
-            {"op": "count_within", "within": "1d", "operation": "*", "cmp": "gt", "value": 500000}]}},
-        {"name": "not-too-chatty", "effect": "require", "actions": a, "condition": {"op": "not", "of": {"op": "count_within", "within": "1h", "operation": "auth.whoami", "cmp": "gt", "value": 1000000}}},
-        {"name": "odd-search-count", "effect": "forbid", "actions": a, "condition": {"op": "count_within", "within": "30m", "operation": "memory.search", "cmp": "eq", "value": 123456}},
-        {"name": "no-recent-delete-of-k1", "effect": "forbid", "actions": a, "condition": {"op": "formerly", "within": "30s", "operation": "memory.delete", "args_equal": {"memory_key": "notes/k1"}}},
+        {
+            "name": "writes-per-hour",
+            "effect": "forbid",
+            "actions": a,
+            "condition": {"op": "count_within", "within": "1h", "operation": "memory.set", "cmp": "gt", "value": 100000},
+        },
+        {
+            "name": "read-first",
+            "effect": "require",
+            "actions": a,
+            "condition": {"op": "formerly", "within": "1h", "operation": "memory.get"},
+        },
+        {
+            "name": "hot-key",
+            "effect": "forbid",
+            "actions": a,
+            "condition": {
+                "op": "count_within",
+                "within": "1h",
+                "operation": "memory.get",
+                "args_equal": {"memory_key": "notes/k1"},
+                "cmp": "gt",
+                "value": 10000,
+            },
+        },
+        {
+            "name": "heartbeat-after-claim",
+            "effect": "forbid",
+            "actions": a,
+            "condition": {"op": "not_since", "within": "15m", "anchor": "task.claim", "operation": "task.heartbeat"},
+        },
+        {
+            "name": "not-too-broad",
+            "effect": "forbid",
+            "actions": a,
+            "condition": {"op": "breadth_within", "within": "1h", "cmp": "gt", "value": 50000},
+        },
+        {
+            "name": "create-then-delete",
+            "effect": "forbid",
+            "actions": a,
+            "condition": {
+                "op": "all",
+                "of": [
+                    {"op": "count_within", "within": "15m", "operation": "task.create", "cmp": "gt", "value": 5000},
+                    {"op": "formerly", "within": "5m", "operation": "memory.delete"},
+                ],
+            },
+        },
+        {
+            "name": "volume",
+            "effect": "forbid",
+            "actions": a,
+            "condition": {
+                "op": "any",
+                "of": [
+                    {"op": "count_within", "within": "1h", "operation": "memory.*", "cmp": "gt", "value": 200000},
+                    {"op": "count_within", "within": "1d", "operation": "*", "cmp": "gt", "value": 500000},
+                ],
+            },
+        },
+        {
+            "name": "not-too-chatty",
+            "effect": "require",
+            "actions": a,
+            "condition": {
+                "op": "not",
+                "of": {"op": "count_within", "within": "1h", "operation": "auth.whoami", "cmp": "gt", "value": 1000000},
+            },
+        },
+        {
+            "name": "odd-search-count",
+            "effect": "forbid",
+            "actions": a,
+            "condition": {"op": "count_within", "within": "30m", "operation": "memory.search", "cmp": "eq", "value": 123456},
+        },
+        {
+            "name": "no-recent-delete-of-k1",
+            "effect": "forbid",
+            "actions": a,
+            "condition": {"op": "formerly", "within": "30s", "operation": "memory.delete", "args_equal": {"memory_key": "notes/k1"}},
+        },
     ]
 
 
@@ -74,30 +150,59 @@ async def load_history(store: Any, org: str, ns: str, n: int) -> None:
         op = names[i % len(names)]  # a fixed mix, so every run loads the same history
         ts = now - 3000 + 3000 * i / n  # spread over the last 50 minutes, oldest first
         args = {"memory_key": f"notes/k{rng.randrange(1000)}"} if op.startswith("memory.") else {}
-        batch.append({
-            "ts": ch_time(datetime.fromtimestamp(ts, UTC)), "org": org, "namespace": ns, "subject": "user:admin", "agent": AGENT,
-            "user": "", "session": "", "op": op, "transport": "grpc", "run_id": "", "consumer": "", "ok": True, "error_code": "",
-            "latency_ms": 1.0, "args": args, "out_hits": 1, "token_id": "t", "request_id": f"bench-{i}", "write_shaped": op.endswith((".set", ".create")),
-        })
+        batch.append(
+            {
+                "ts": ch_time(datetime.fromtimestamp(ts, UTC)),
+                "org": org,
+                "namespace": ns,
+                "subject": "user:admin",
+                "agent": AGENT,
+                "user": "",
+                "session": "",
+                "op": op,
+                "transport": "grpc",
+                "run_id": "",
+                "consumer": "",
+                "ok": True,
+                "error_code": "",
+                "latency_ms": 1.0,
+                "args": args,
+                "out_hits": 1,
+                "token_id": "t",
+                "request_id": f"bench-{i}",
+                "write_shaped": op.endswith((".set", ".create")),
+            }
+        )
         if len(batch) == 20000:
             await store.insert("{db}.agent_events", batch)
             batch = []
     if batch:
         await store.insert("{db}.agent_events", batch)
     # task.claim is always followed by a task.heartbeat in the mix, so heartbeat-after-claim allows.
-    exposures = [{
-        "ts": ch_time(datetime.fromtimestamp(now - 1000 + i / 10, UTC)), "org": org, "namespace": ns, "subject": "user:admin", "agent": AGENT,
-        "user": "", "session": "", "run_id": "", "op": "memory.search", "kind": "memory", "key": f"notes/k{i % 2000}", "request_id": f"x-{i}",
-    } for i in range(5000)]
+    exposures = [
+        {
+            "ts": ch_time(datetime.fromtimestamp(now - 1000 + i / 10, UTC)),
+            "org": org,
+            "namespace": ns,
+            "subject": "user:admin",
+            "agent": AGENT,
+            "user": "",
+            "session": "",
+            "run_id": "",
+            "op": "memory.search",
+            "kind": "memory",
+            "key": f"notes/k{i % 2000}",
+            "request_id": f"x-{i}",
+        }
+        for i in range(5000)
+    ]
     await store.insert("{db}.memory_exposures", exposures)
-
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
     import grpc
     import httpx
-
     from loom_api.identity.v1 import identity_pb2, identity_pb2_grpc
     from loom_core.bus import NatsServer
     from loom_core.settings import Settings
@@ -112,7 +217,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="loom-bench-policy-", ignore_cleanup_errors=True) as tmp:
         data = Path(tmp)
-        base = {"data_dir": data, "jwt_secret": "bench-secret-0123456789abcdef0123456789", "http_port": 0, "rate_read_per_minute": 10_000_000}
+        base = {
+            "data_dir": data,
+            "jwt_secret": "bench-secret-0123456789abcdef0123456789",
+            "http_port": 0,
+            "rate_read_per_minute": 10_000_000,
+        }
         off_settings = Settings(**base, policy_mode="off")  # type: ignore[arg-type]
         on_settings = Settings(**base, policy_mode="enforce")  # type: ignore[arg-type]
         async with NatsServer(data / "nats") as nats:
@@ -153,7 +263,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 gate.check = timed_check  # type: ignore[method-assign]
 
                 md = [("authorization", f"Bearer {token}"), ("x-loom-agent", AGENT)]
-                async with grpc.aio.insecure_channel(off.grpc_address("identity")) as ch_off, grpc.aio.insecure_channel(on.grpc_address("identity")) as ch_on:
+                async with (
+                    grpc.aio.insecure_channel(off.grpc_address("identity")) as ch_off,
+                    grpc.aio.insecure_channel(on.grpc_address("identity")) as ch_on,
+                ):
                     stub_off = identity_pb2_grpc.IdentityServiceStub(ch_off)
                     stub_on = identity_pb2_grpc.IdentityServiceStub(ch_on)
                     req = identity_pb2.WhoAmIRequest()
@@ -176,12 +289,20 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
                 # The evaluator alone: 10 rules over the same window, no I/O.
                 rules_for = ns_rules.for_op("auth.whoami")
-                v = evaluate(rules_for, EvalContext(window, caller, now_us(), {}), op="auth.whoami", write_shaped=False, deployment_mode="enforce")
+                v = evaluate(
+                    rules_for, EvalContext(window, caller, now_us(), {}), op="auth.whoami", write_shaped=False, deployment_mode="enforce"
+                )
                 assert v.decision == "allow" and not v.errors, (v.determining_rules, v.errors)
                 count, started = 0, time.perf_counter()
                 while time.perf_counter() - started < args.eval_seconds:
                     for _ in range(200):
-                        evaluate(rules_for, EvalContext(window, caller, now_us(), {}), op="auth.whoami", write_shaped=False, deployment_mode="enforce")
+                        evaluate(
+                            rules_for,
+                            EvalContext(window, caller, now_us(), {}),
+                            op="auth.whoami",
+                            write_shaped=False,
+                            deployment_mode="enforce",
+                        )
                     count += 200
                 evals_s = count / (time.perf_counter() - started)
                 decisions = await store.query("SELECT decision, count() AS n FROM {db}.policy_decisions GROUP BY decision")
@@ -216,17 +337,19 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def report(r: dict[str, Any]) -> str:
-    return "\n".join([
-        f"caller's events in the window: {r['caller_events_in_window']} (loaded {r['events_loaded']} in {r['load_seconds']} s; window built in {r['window_build_seconds']} s)",
-        f"auth.whoami over gRPC, {r['calls_per_side']} calls per side, alternating:",
-        f"  mode off      p50 {r['off_p50_ms']:.3f} ms   p99 {r['off_p99_ms']:.3f} ms",
-        f"  mode enforce  p50 {r['enforce_p50_ms']:.3f} ms   p99 {r['enforce_p99_ms']:.3f} ms   (10 rules)",
-        f"  added latency (per-pair enforce - off): p50 {r['added_p50_ms']:.3f} ms   p99 {r['added_p99_ms']:.3f} ms",
-        f"  difference of quantiles:                p50 {r['p50_difference_ms']:.3f} ms   p99 {r['p99_difference_ms']:.3f} ms",
-        f"  inside gate.check:                      p50 {r['gate_check_p50_ms']:.3f} ms   p99 {r['gate_check_p99_ms']:.3f} ms",
-        f"evaluator alone: {r['evaluations_per_second']:.0f} evaluations/s of 10 rules ({r['rule_evaluations_per_second']:.0f} rule evaluations/s)",
-        f"decision rows written: {r['decisions']}",
-    ])
+    return "\n".join(
+        [
+            f"caller's events in the window: {r['caller_events_in_window']} (loaded {r['events_loaded']} in {r['load_seconds']} s; window built in {r['window_build_seconds']} s)",
+            f"auth.whoami over gRPC, {r['calls_per_side']} calls per side, alternating:",
+            f"  mode off      p50 {r['off_p50_ms']:.3f} ms   p99 {r['off_p99_ms']:.3f} ms",
+            f"  mode enforce  p50 {r['enforce_p50_ms']:.3f} ms   p99 {r['enforce_p99_ms']:.3f} ms   (10 rules)",
+            f"  added latency (per-pair enforce - off): p50 {r['added_p50_ms']:.3f} ms   p99 {r['added_p99_ms']:.3f} ms",
+            f"  difference of quantiles:                p50 {r['p50_difference_ms']:.3f} ms   p99 {r['p99_difference_ms']:.3f} ms",
+            f"  inside gate.check:                      p50 {r['gate_check_p50_ms']:.3f} ms   p99 {r['gate_check_p99_ms']:.3f} ms",
+            f"evaluator alone: {r['evaluations_per_second']:.0f} evaluations/s of 10 rules ({r['rule_evaluations_per_second']:.0f} rule evaluations/s)",
+            f"decision rows written: {r['decisions']}",
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -56,7 +56,9 @@ class GrpcDoor:
         self.md = [("authorization", f"Bearer {token}"), ("x-loom-namespace", namespace), ("x-loom-agent", "bench")]
 
     async def create(self, replica: int, inbox: str, title: str) -> str:
-        r = await self.stubs[replica % len(self.stubs)].CreateTask(self.pb.CreateTaskRequest(inbox=inbox, kind="chore", title=title), metadata=self.md)
+        r = await self.stubs[replica % len(self.stubs)].CreateTask(
+            self.pb.CreateTaskRequest(inbox=inbox, kind="chore", title=title), metadata=self.md
+        )
         return str(r.task.task_id)
 
     async def pull(self, replica: int, inbox: str, wait: int, batch: int) -> list[tuple[str, int]]:
@@ -66,7 +68,9 @@ class GrpcDoor:
         return [(t.task_id, t.fence) for t in r.tasks]
 
     async def complete(self, replica: int, task_id: str, fence: int) -> None:
-        await self.stubs[replica % len(self.stubs)].CompleteTask(self.pb.CompleteTaskRequest(task_id=task_id, fence=fence), metadata=self.md)
+        await self.stubs[replica % len(self.stubs)].CompleteTask(
+            self.pb.CompleteTaskRequest(task_id=task_id, fence=fence), metadata=self.md
+        )
 
     async def close(self) -> None:
         for c in self.channels:
@@ -190,7 +194,11 @@ async def jetstream_work_queue(url: str, n: int, workers: int, producers: int) -
 
 
 async def _client(cfg: dict[str, Any]) -> dict[str, Any]:
-    door: Any = GrpcDoor(cfg["grpc"], cfg["token"], cfg["namespace"]) if cfg["door"] == "grpc" else RestDoor(cfg["http"], cfg["token"], cfg["namespace"])
+    door: Any = (
+        GrpcDoor(cfg["grpc"], cfg["token"], cfg["namespace"])
+        if cfg["door"] == "grpc"
+        else RestDoor(cfg["http"], cfg["token"], cfg["namespace"])
+    )
     try:
         await loom_lifecycles(door, cfg["replicas"], cfg["warmup"], cfg["workers"], cfg["producers"], cfg["batch"])
         out: dict[str, Any] = {}
@@ -252,7 +260,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             token, _ = await bootstrap_org(a.runtime.identity, a.runtime.codec, "bench", "main", 3600)
             import httpx
 
-            async with httpx.AsyncClient(base_url=a.base_url, headers={"Authorization": f"Bearer {token}", "X-Loom-Namespace": "main"}) as c:
+            async with httpx.AsyncClient(
+                base_url=a.base_url, headers={"Authorization": f"Bearer {token}", "X-Loom-Namespace": "main"}
+            ) as c:
                 for inbox in (INBOX, WAKE_INBOX):
                     r = await c.post("/v1/inbox.register", json={"inbox": inbox, "default_lease_seconds": 600})
                     r.raise_for_status()
@@ -318,7 +328,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "ratio": loom["loom"]["per_second"] / base["jetstream"]["per_second"],
     }
     if seen_statements is not None:
-        result["store_statements"] = {k: {"count": len(v), "seconds": round(sum(v), 3)} for k, v in sorted(seen_statements.items(), key=lambda kv: -sum(kv[1]))}
+        result["store_statements"] = {
+            k: {"count": len(v), "seconds": round(sum(v), 3)} for k, v in sorted(seen_statements.items(), key=lambda kv: -sum(kv[1]))
+        }
     if profiler:
         s = io.StringIO()
         pstats.Stats(profiler, stream=s).sort_stats(args.profile_sort).print_stats(args.profile_lines)

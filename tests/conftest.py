@@ -11,7 +11,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from loom_core.bus import NatsServer
 from loom_core.settings import Settings
 from loom_core.store.embedded import EmbeddedStore

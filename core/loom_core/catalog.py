@@ -14,13 +14,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import loom_api
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 from jsonschema import Draft202012Validator
-
-import loom_api
 from loom_api.options.v1 import options_pb2
 
 from .errors import ValidationFailed
@@ -106,9 +105,7 @@ class Catalog:
         """Ops a listing shows: unlisted never; a toolset filters by membership; the default
         (all) listing leaves experimental ops out, which stay callable by name."""
         return [
-            op
-            for op in self.ops.values()
-            if not op.unlisted and (toolset in op.toolsets if toolset is not None else not op.experimental)
+            op for op in self.ops.values() if not op.unlisted and (toolset in op.toolsets if toolset is not None else not op.experimental)
         ]
 
     def parse_request(self, op: OpSpec, args: dict[str, Any]) -> Message:
@@ -120,9 +117,7 @@ class Catalog:
             if err.validator == "additionalProperties":
                 extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
                 field_name = ".".join(filter(None, [path, extra[0] if extra else ""]))
-                raise ValidationFailed(
-                    f"unknown field {field_name!r}", {"field": field_name, "reason": "unknown field"}
-                )
+                raise ValidationFailed(f"unknown field {field_name!r}", {"field": field_name, "reason": "unknown field"})
             if err.validator == "required":
                 missing = [m for m in err.validator_value if m not in err.instance]
                 field_name = ".".join(filter(None, [path, missing[0] if missing else ""]))

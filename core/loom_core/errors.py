@@ -131,42 +131,64 @@ class LoomError(Exception):
 
 
 class Unauthenticated(LoomError):
-    def __init__(self, code: ErrorCode | str = ErrorCode.AUTH_REQUIRED, message: str = "a valid token is required", detail: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        code: ErrorCode | str = ErrorCode.AUTH_REQUIRED,
+        message: str = "a valid token is required",
+        detail: dict[str, Any] | None = None,
+    ):
         super().__init__(code, message, detail)
 
 
 class Forbidden(LoomError):
-    def __init__(self, code: ErrorCode | str = ErrorCode.AUTH_INSUFFICIENT, message: str = "not allowed", detail: dict[str, Any] | None = None):
+    def __init__(
+        self, code: ErrorCode | str = ErrorCode.AUTH_INSUFFICIENT, message: str = "not allowed", detail: dict[str, Any] | None = None
+    ):
         super().__init__(code, message, detail)
 
 
 class NotFound(LoomError):
-    def __init__(self, code: ErrorCode | str = ErrorCode.RESOURCE_NOT_FOUND, message: str = "not found", detail: dict[str, Any] | None = None):
+    def __init__(
+        self, code: ErrorCode | str = ErrorCode.RESOURCE_NOT_FOUND, message: str = "not found", detail: dict[str, Any] | None = None
+    ):
         super().__init__(code, message, detail)
 
 
 class Conflict(LoomError):
-    def __init__(self, code: ErrorCode | str = ErrorCode.PRECONDITION_FAILED, message: str = "conflict", detail: dict[str, Any] | None = None):
+    def __init__(
+        self, code: ErrorCode | str = ErrorCode.PRECONDITION_FAILED, message: str = "conflict", detail: dict[str, Any] | None = None
+    ):
         super().__init__(code, message, detail)
 
 
 class ValidationFailed(LoomError):
-    def __init__(self, message: str = "invalid arguments", detail: dict[str, Any] | None = None, code: ErrorCode | str = ErrorCode.VALIDATION_FAILED):
+    def __init__(
+        self, message: str = "invalid arguments", detail: dict[str, Any] | None = None, code: ErrorCode | str = ErrorCode.VALIDATION_FAILED
+    ):
         super().__init__(code, message, detail)
 
 
 class RateLimited(LoomError):
-    def __init__(self, code: ErrorCode | str = ErrorCode.RATE_LIMITED, message: str = "rate limit reached", detail: dict[str, Any] | None = None):
+    def __init__(
+        self, code: ErrorCode | str = ErrorCode.RATE_LIMITED, message: str = "rate limit reached", detail: dict[str, Any] | None = None
+    ):
         super().__init__(code, message, detail)
 
 
 class Unavailable(LoomError):
-    def __init__(self, code: ErrorCode | str = ErrorCode.BACKEND_UNAVAILABLE, message: str = "a backend is unavailable", detail: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        code: ErrorCode | str = ErrorCode.BACKEND_UNAVAILABLE,
+        message: str = "a backend is unavailable",
+        detail: dict[str, Any] | None = None,
+    ):
         super().__init__(code, message, detail)
 
 
 class BadRequest(LoomError):
-    def __init__(self, code: ErrorCode | str = ErrorCode.MISSING_IDENTITY_FIELD, message: str = "bad request", detail: dict[str, Any] | None = None):
+    def __init__(
+        self, code: ErrorCode | str = ErrorCode.MISSING_IDENTITY_FIELD, message: str = "bad request", detail: dict[str, Any] | None = None
+    ):
         super().__init__(code, message, detail)
 
 

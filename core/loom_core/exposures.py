@@ -28,7 +28,10 @@ TABLE = "{db}.memory_exposures"
 LIVE_TABLE = "{db}.live_row_counts"
 
 MIGRATIONS = [
-    Migration("core", "memory_exposures", """
+    Migration(
+        "core",
+        "memory_exposures",
+        """
         CREATE TABLE IF NOT EXISTS {db}.memory_exposures (
             ts DateTime64(6, 'UTC'),
             org LowCardinality(String),
@@ -44,8 +47,12 @@ MIGRATIONS = [
             request_id String
         ) ENGINE = MergeTree
         PARTITION BY toYYYYMM(ts)
-        ORDER BY (org, namespace, subject, ts)"""),
-    Migration("core", "live_row_counts", """
+        ORDER BY (org, namespace, subject, ts)""",
+    ),
+    Migration(
+        "core",
+        "live_row_counts",
+        """
         CREATE TABLE IF NOT EXISTS {db}.live_row_counts (
             org LowCardinality(String),
             namespace String,
@@ -54,7 +61,8 @@ MIGRATIONS = [
             updated_at DateTime64(6, 'UTC'),
             version UInt64
         ) ENGINE = ReplacingMergeTree(version)
-        ORDER BY (org, namespace, kind)"""),
+        ORDER BY (org, namespace, kind)""",
+    ),
 ]
 
 
@@ -122,7 +130,16 @@ async def set_live_rows(store: Store, org: str, namespace: str, kind: str, count
     now = time.time()
     await store.insert(
         LIVE_TABLE,
-        [{"org": org, "namespace": namespace, "kind": kind, "live_rows": int(count), "updated_at": ch_time(), "version": int(now * 1_000_000)}],
+        [
+            {
+                "org": org,
+                "namespace": namespace,
+                "kind": kind,
+                "live_rows": int(count),
+                "updated_at": ch_time(),
+                "version": int(now * 1_000_000),
+            }
+        ],
     )
 
 

@@ -20,30 +20,52 @@ class Settings(BaseSettings):
     http_port: int = Field(8080, description="Port of the gateway's HTTP server (REST, MCP, health, metrics).")
     grpc_host: str = Field("127.0.0.1", description="Address the planes' gRPC servers bind.")
     grpc_port_base: int = Field(0, description="First gRPC port; plane i listens on base+i. 0 picks free ports (embedded).")
-    plane_addresses: str = Field("", description="Cluster mode: plane=host:port pairs, comma-separated, the gateway dials (e.g. tasks=tasks:7000).")
+    plane_addresses: str = Field(
+        "", description="Cluster mode: plane=host:port pairs, comma-separated, the gateway dials (e.g. tasks=tasks:7000)."
+    )
     log_level: str = Field("INFO", description="Python log level.")
 
     # --- store
-    clickhouse_url: str = Field("", description="ClickHouse server (clickhouse://user:pass@host:9000/db). Empty: embedded chDB under LOOM_DATA_DIR.")
+    clickhouse_url: str = Field(
+        "", description="ClickHouse server (clickhouse://user:pass@host:9000/db). Empty: embedded chDB under LOOM_DATA_DIR."
+    )
     clickhouse_database: str = Field("loom", description="Database holding Loom's tables.")
 
     # --- bus
     nats_url: str = Field("", description="NATS server URL. Empty: `loom up` starts a nats-server child process with JetStream.")
     nats_port: int = Field(0, description="Port of the embedded nats-server (0 picks a free one).")
-    nats_internal_user: str = Field("", description="NATS user Loom's own connections authenticate as (an auth callout `auth_users` entry). Empty: connect without credentials. `loom up` sets one.")
-    nats_internal_password: str = Field("", description="Password of LOOM_NATS_INTERNAL_USER. `loom up` generates one per start when empty.")
-    nats_auth_callout_issuer_seed: str = Field("", description="Account nkey seed (SA…) signing NATS auth callout answers. Set: every replica answers `$SYS.REQ.USER.AUTH`, so agents subscribe to task events with their Loom token. `loom up` generates one.")
-    nats_auth_agents_account: str = Field("AGENTS", description="NATS account the auth callout places token-authenticated subscribers in (it imports `loom.tasks.>` from Loom's account).")
-    nats_auth_session_seconds: int = Field(3600, description="Longest a token-authenticated NATS connection lasts before the agent must connect again (a backstop: revocations and grant changes disconnect it at once).")
+    nats_internal_user: str = Field(
+        "",
+        description="NATS user Loom's own connections authenticate as (an auth callout `auth_users` entry). Empty: connect without credentials. `loom up` sets one.",
+    )
+    nats_internal_password: str = Field(
+        "", description="Password of LOOM_NATS_INTERNAL_USER. `loom up` generates one per start when empty."
+    )
+    nats_auth_callout_issuer_seed: str = Field(
+        "",
+        description="Account nkey seed (SA…) signing NATS auth callout answers. Set: every replica answers `$SYS.REQ.USER.AUTH`, so agents subscribe to task events with their Loom token. `loom up` generates one.",
+    )
+    nats_auth_agents_account: str = Field(
+        "AGENTS",
+        description="NATS account the auth callout places token-authenticated subscribers in (it imports `loom.tasks.>` from Loom's account).",
+    )
+    nats_auth_session_seconds: int = Field(
+        3600,
+        description="Longest a token-authenticated NATS connection lasts before the agent must connect again (a backstop: revocations and grant changes disconnect it at once).",
+    )
 
     # --- identity
-    jwt_secret: str = Field("dev-insecure-change-me", description="HS256 key signing every Loom token. Set a long random value in production.")
+    jwt_secret: str = Field(
+        "dev-insecure-change-me", description="HS256 key signing every Loom token. Set a long random value in production."
+    )
     jwt_secret_previous: str = Field("", description="The key before the last rotation; tokens signed with it still verify.")
     token_default_ttl_seconds: int = Field(3600, description="Lifetime of a minted token when the call names none.")
     token_max_ttl_seconds: int = Field(30 * 86400, description="Longest lifetime a minted token may ask for.")
     bootstrap_token_ttl_seconds: int = Field(30 * 86400, description="Lifetime of the admin token `loom admin bootstrap` prints.")
     token_max_chain_depth: int = Field(4, description="Most ancestors a delegated token may have.")
-    grant_cache_ttl_seconds: float = Field(5.0, description="How long a replica caches a subject's live grant (changes are also pushed over NATS).")
+    grant_cache_ttl_seconds: float = Field(
+        5.0, description="How long a replica caches a subject's live grant (changes are also pushed over NATS)."
+    )
 
     # --- rate classes (calls per minute per subject and class)
     rate_read_per_minute: int = Field(6000, description="Calls per minute per subject for read-class ops.")
@@ -56,26 +78,58 @@ class Settings(BaseSettings):
     ledger_batch_max_rows: int = Field(1000, description="Rows at which a ledger batch is written at once.")
 
     # --- policy
-    policy_mode: Literal["off", "shadow", "enforce"] = Field("off", description="History-policy gate: off (reads and writes nothing), shadow (logs decisions), enforce (denies).")
+    policy_mode: Literal["off", "shadow", "enforce"] = Field(
+        "off", description="History-policy gate: off (reads and writes nothing), shadow (logs decisions), enforce (denies)."
+    )
     policy_max_window_seconds: int = Field(86400, description="Cap on a history-policy leaf's `within` window.")
     policy_cache_ttl_seconds: float = Field(30.0, description="Longest a replica serves a stale rule set (changes are also pushed).")
-    policy_window_max_events: int = Field(200_000, description="Most events a replica keeps in memory per principal, op and outcome for history policies; a leaf reaching past the cut is decided only when the kept events decide it.")
+    policy_window_max_events: int = Field(
+        200_000,
+        description="Most events a replica keeps in memory per principal, op and outcome for history policies; a leaf reaching past the cut is decided only when the kept events decide it.",
+    )
 
     # --- tasks
-    task_lease_sweep_enabled: bool = Field(True, description="Runs the sweeper: expired leases, deferred tasks reaching resume_at, stale triage, lease rows out of step with their task.")
+    task_lease_sweep_enabled: bool = Field(
+        True,
+        description="Runs the sweeper: expired leases, deferred tasks reaching resume_at, stale triage, lease rows out of step with their task.",
+    )
     task_webhook_deliver_enabled: bool = Field(True, description="Posts one signed notice per new event batch to an inbox's webhook_url.")
-    task_sweep_interval_seconds: float = Field(1.0, description="Seconds between lease-sweep passes (expired leases, resume_at, triage escalation); one replica sweeps at a time.")
-    task_reconcile_interval_seconds: float = Field(30.0, description="Seconds between the sweep's full reconcile passes (lease rows out of step with their task).")
-    task_reconcile_grace_seconds: float = Field(60.0, description="The reconcile leaves lease rows and tasks written in the last this-many seconds alone (a create or claim may still be in flight).")
-    task_idempotency_wait_seconds: float = Field(10.0, description="Longest a task.create waits for another create with its idempotency_key before answering 409 PRECONDITION_FAILED.")
-    task_pull_poll_seconds: float = Field(2.0, description="While a long poll waits, how often it re-reads the store besides the NATS wake-ups (a safety net for a lost wake-up).")
-    task_config_cache_ttl_seconds: float = Field(5.0, description="Longest a replica serves a stale inbox or trust row (changes are also pushed over NATS).")
-    task_events_max_age_seconds: int = Field(7 * 86400, description="How long task events stay in the LOOM_TASK_EVENTS stream (the task.updates cursor's reach).")
-    task_write_batch_max_rows: int = Field(500, description="Most task rows one batched store write carries (concurrent writes share one insert).")
+    task_sweep_interval_seconds: float = Field(
+        1.0, description="Seconds between lease-sweep passes (expired leases, resume_at, triage escalation); one replica sweeps at a time."
+    )
+    task_reconcile_interval_seconds: float = Field(
+        30.0, description="Seconds between the sweep's full reconcile passes (lease rows out of step with their task)."
+    )
+    task_reconcile_grace_seconds: float = Field(
+        60.0,
+        description="The reconcile leaves lease rows and tasks written in the last this-many seconds alone (a create or claim may still be in flight).",
+    )
+    task_idempotency_wait_seconds: float = Field(
+        10.0,
+        description="Longest a task.create waits for another create with its idempotency_key before answering 409 PRECONDITION_FAILED.",
+    )
+    task_pull_poll_seconds: float = Field(
+        2.0,
+        description="While a long poll waits, how often it re-reads the store besides the NATS wake-ups (a safety net for a lost wake-up).",
+    )
+    task_config_cache_ttl_seconds: float = Field(
+        5.0, description="Longest a replica serves a stale inbox or trust row (changes are also pushed over NATS)."
+    )
+    task_events_max_age_seconds: int = Field(
+        7 * 86400, description="How long task events stay in the LOOM_TASK_EVENTS stream (the task.updates cursor's reach)."
+    )
+    task_write_batch_max_rows: int = Field(
+        500, description="Most task rows one batched store write carries (concurrent writes share one insert)."
+    )
     task_webhook_timeout_seconds: float = Field(5.0, description="Timeout of one webhook POST (connect is capped at 3 s).")
-    task_webhook_max_attempts: int = Field(5, description="Attempts per webhook notice (a refused address, a redirect or a 4xx is not retried).")
+    task_webhook_max_attempts: int = Field(
+        5, description="Attempts per webhook notice (a refused address, a redirect or a 4xx is not retried)."
+    )
     task_webhook_retry_base_seconds: float = Field(1.0, description="First webhook retry delay; doubled per attempt, at most 30 s.")
-    task_webhook_allow_loopback_for_tests: bool = Field(False, description="TESTS ONLY. Lets webhook deliveries reach loopback addresses (127.0.0.0/8, ::1); every other internal address stays refused. Never set in production.")
+    task_webhook_allow_loopback_for_tests: bool = Field(
+        False,
+        description="TESTS ONLY. Lets webhook deliveries reach loopback addresses (127.0.0.0/8, ::1); every other internal address stays refused. Never set in production.",
+    )
 
 
 @lru_cache(maxsize=1)

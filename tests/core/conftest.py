@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-
 from loom_core.bus import Bus, LeaseStore, NatsServer, connect_bus
 
 

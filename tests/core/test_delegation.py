@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-
 from loom_core.errors import Forbidden, ValidationFailed
 from loom_core.identity.delegation import delegate
 from loom_core.identity.tokens import Principal

@@ -8,7 +8,6 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
-
 from loom_core.bus import Bus, Lease, LeaseHeld, LeaseStore, NatsServer, connect_bus
 
 

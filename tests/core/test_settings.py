@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from loom_core.settings import Settings, render_markdown
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"

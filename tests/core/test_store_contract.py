@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
-
 from loom_core.store.base import Store, StoreError, ch_time, parse_ch_time
 from loom_core.store.embedded import EmbeddedStore
 
@@ -28,7 +27,6 @@ ENGINES = [
     "chdb",
     pytest.param("clickhouse", marks=[pytest.mark.clickhouse_server, pytest.mark.skipif(not SERVER_URL, reason=SERVER_SKIP)]),
 ]
-
 
 
 class Engine:
@@ -106,9 +104,7 @@ async def test_db_placeholder_names_the_configured_database(engine: Engine) -> N
 
 
 async def test_braces_and_percent_outside_placeholders_are_left_alone(engine: Engine) -> None:
-    rows = await engine.store.query(
-        "SELECT 7 % 3 AS m, '{x:String}' AS lit, {x:String} AS x -- {x:String}\n", {"x": "%s %(x)s"}
-    )
+    rows = await engine.store.query("SELECT 7 % 3 AS m, '{x:String}' AS lit, {x:String} AS x -- {x:String}\n", {"x": "%s %(x)s"})
     assert rows == [{"m": 1, "lit": "{x:String}", "x": "%s %(x)s"}]
 
 
@@ -280,7 +276,13 @@ async def test_datetime64_round_trip(engine: Engine) -> None:
     assert rows == [
         {"k": 1, "ts": now, "local": fixed, "gone": None, "ts_text": now},
         {"k": 2, "ts": fixed, "local": "2001-01-01 00:00:00.000001", "gone": fixed, "ts_text": fixed},
-        {"k": 3, "ts": "2024-03-01 12:30:00.250000", "local": "1999-12-31 23:59:59.000000", "gone": now, "ts_text": "2024-03-01 12:30:00.250000"},
+        {
+            "k": 3,
+            "ts": "2024-03-01 12:30:00.250000",
+            "local": "1999-12-31 23:59:59.000000",
+            "gone": now,
+            "ts_text": "2024-03-01 12:30:00.250000",
+        },
     ]
     assert parse_ch_time(rows[1]["ts"]) == datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=UTC)
     found = await engine.store.query(f"SELECT k FROM {name} WHERE ts = {{t:DateTime64(6, 'UTC')}}", {"t": fixed})
@@ -367,7 +369,7 @@ async def test_tombstones_filter_deleted_rows(engine: Engine) -> None:
         "org String, name String, version UInt64, tombstoned_at Nullable(DateTime64(6, 'UTC'))",
         "ReplacingMergeTree(version) ORDER BY (org, name)",
     )
-    live = "SELECT name FROM {t} FINAL WHERE org = {{org:String}} AND tombstoned_at IS NULL ORDER BY name".format(t=name)
+    live = f"SELECT name FROM {name} FINAL WHERE org = {{org:String}} AND tombstoned_at IS NULL ORDER BY name"
     await engine.store.insert(
         name,
         [

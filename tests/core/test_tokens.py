@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 from jose import jwt
-
 from loom_core.errors import Unauthenticated
 from loom_core.identity import Authenticator
 from loom_core.identity.store import Revocation

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from loom_core.bus.natsserver import free_port
 from loom_core.identity.tokens import TokenCodec
 
@@ -52,8 +51,16 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> DataDir:
 
 async def bootstrap(d: DataDir, org: str, namespace: str) -> str:
     proc = await asyncio.create_subprocess_exec(
-        LOOM, "admin", "bootstrap", "--org", org, "--namespace", namespace,
-        env=d.env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        LOOM,
+        "admin",
+        "bootstrap",
+        "--org",
+        org,
+        "--namespace",
+        namespace,
+        env=d.env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
     assert proc.returncode == 0, err.decode()
@@ -77,7 +84,11 @@ class Up:
 @contextlib.asynccontextmanager
 async def loom_up(d: DataDir) -> AsyncIterator[Up]:
     proc = await asyncio.create_subprocess_exec(
-        LOOM, "up", env=d.env(), stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        LOOM,
+        "up",
+        env=d.env(),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
     )
     up = Up(proc, d)
     try:

@@ -14,11 +14,11 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
-
 from loom_api.identity.v1 import identity_pb2 as pb
 from loom_api.identity.v1 import identity_pb2_grpc
 from loom_core.grpc_errors import from_rpc_error
 from loom_runner.embedded import Instance
+
 from tests.conftest import Tenant, unique
 
 
@@ -105,7 +105,9 @@ async def test_role_refusal_carries_the_detail(tenant: Tenant, identity_stub: id
     assert all(g.subject != "user:x" for g in listed.grants)
 
 
-async def test_direct_grpc_call_is_ledgered_with_transport_grpc(tenant: Tenant, stack: Instance, identity_stub: identity_pb2_grpc.IdentityServiceStub) -> None:
+async def test_direct_grpc_call_is_ledgered_with_transport_grpc(
+    tenant: Tenant, stack: Instance, identity_stub: identity_pb2_grpc.IdentityServiceStub
+) -> None:
     run = f"run-{uuid.uuid4().hex}"
     md = bearer(tenant.token, **{"x-loom-run-id": run, "x-loom-agent": "indexer", "x-loom-user": "u1", "x-loom-session": "s1"})
     await identity_stub.WhoAmI(pb.WhoAmIRequest(), metadata=md)

@@ -7,9 +7,9 @@ import time
 from typing import Any
 
 import httpx
-
 from loom_core.identity.tokens import Principal, TokenCodec, new_token_id
 from loom_runner.embedded import Instance
+
 from tests.conftest import Tenant, call, unique
 
 
@@ -288,7 +288,9 @@ async def test_mint_for_another_subject_is_capped_by_its_grant(tenant: Tenant) -
     await grant(tenant, "user:henry", "viewer")
     async with tenant.client() as admin:
         err = error_of(
-            await call(admin, "token.mint", subject="user:henry", roles={tenant.namespace: "writer"}, ttl_seconds=60), 403, "AUTH_INSUFFICIENT"
+            await call(admin, "token.mint", subject="user:henry", roles={tenant.namespace: "writer"}, ttl_seconds=60),
+            403,
+            "AUTH_INSUFFICIENT",
         )
         assert err["detail"]["reason"] == "wider_than_parent"
         ok = await mint(admin, subject="user:henry", roles={tenant.namespace: "viewer"}, ttl_seconds=60)

@@ -16,11 +16,11 @@ from typing import Any
 import httpx2
 import mcp_types as types
 import pytest
+from loom_core.catalog import OpSpec
+from loom_runner.embedded import Instance
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from loom_core.catalog import OpSpec
-from loom_runner.embedded import Instance
 from tests.conftest import Tenant, unique
 
 ERAS = ["legacy", "auto"]
@@ -66,8 +66,7 @@ async def ledger_rows(stack: Instance, org: str, want: int) -> list[dict[str, An
     for _ in range(100):
         await stack.runtime.ledger.flush()
         rows = await stack.runtime.store.query(
-            "SELECT op, run_id, transport, agent, ok, error_code FROM {db}.agent_events"
-            " WHERE org = {org:String} ORDER BY ts",
+            "SELECT op, run_id, transport, agent, ok, error_code FROM {db}.agent_events WHERE org = {org:String} ORDER BY ts",
             {"org": org},
         )
         if len(rows) >= want:
@@ -282,6 +281,4 @@ async def test_failed_call_is_ledgered_with_its_code_over_mcp(tenant: Tenant, st
         result = await client.call_tool("grants.set", {"subject": "user:someone", "role": "no-such-role"})
     code = error_of(result)["code"]
     rows = await ledger_rows(stack, tenant.org, want=1)
-    assert [(r["op"], r["run_id"], r["transport"], r["ok"], r["error_code"]) for r in rows] == [
-        ("grants.set", run, "mcp", False, code)
-    ]
+    assert [(r["op"], r["run_id"], r["transport"], r["ok"], r["error_code"]) for r in rows] == [("grants.set", run, "mcp", False, code)]

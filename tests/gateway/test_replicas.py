@@ -11,11 +11,11 @@ from typing import Any
 
 import httpx
 import pytest
-
 from loom_core.bus import NatsServer
 from loom_core.settings import Settings
 from loom_core.store.embedded import EmbeddedStore
 from loom_runner.embedded import Instance, start_instance
+
 from tests.conftest import Tenant, call
 
 PUSH_DEADLINE_S = 1.0

@@ -10,17 +10,17 @@ from typing import Any
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-
 from loom_core.bus import NatsServer, connect_bus
 from loom_core.settings import Settings
 from loom_core.store import Store
 from loom_core.store.embedded import EmbeddedStore
 from loom_gateway.app import create_app
 from loom_runner.embedded import Instance, start_instance
+from prometheus_client.parser import text_string_to_metric_families
+
 from tests.conftest import Tenant, call, unique
 
-LEAKS = ("Traceback", "File \"", "DB::Exception", "chdb", "grpc", "_pb2", "Error(")
+LEAKS = ("Traceback", 'File "', "DB::Exception", "chdb", "grpc", "_pb2", "Error(")
 
 
 def error_of(r: httpx.Response, status: int, code: str) -> dict[str, Any]:
@@ -99,7 +99,9 @@ async def test_handler_validation_names_the_field(tenant: Tenant) -> None:
         assert err["detail"]["field"] == "subject"
 
 
-@pytest.mark.parametrize(("header", "value"), [("X-Loom-Agent", "agent-\u00e9"), ("X-Loom-Run-Id", "a\tb"), ("X-Loom-Namespace", "n\u00e9")])
+@pytest.mark.parametrize(
+    ("header", "value"), [("X-Loom-Agent", "agent-\u00e9"), ("X-Loom-Run-Id", "a\tb"), ("X-Loom-Namespace", "n\u00e9")]
+)
 async def test_label_header_that_grpc_cannot_carry_is_422_naming_it(tenant: Tenant, header: str, value: str) -> None:
     async with tenant.client(**{header: value.encode()}) as c:  # type: ignore[arg-type]
         err = error_of(await call(c, "grants.list"), 422, "VALIDATION_FAILED")
@@ -221,7 +223,9 @@ async def test_ready_is_503_naming_the_dependency_that_fails(stack: Instance, na
 async def test_rate_class_budget_spent_is_429_with_retry_after(
     tenant: Tenant, settings: Settings, store: EmbeddedStore, nats_server: NatsServer, stack: Instance
 ) -> None:
-    tight = await start_instance(settings.model_copy(update={"rate_admin_per_minute": 2}), store=store, nats_url=nats_server.url, name="tight")
+    tight = await start_instance(
+        settings.model_copy(update={"rate_admin_per_minute": 2}), store=store, nats_url=nats_server.url, name="tight"
+    )
     try:
         async with httpx.AsyncClient(base_url=tight.base_url, headers={"Authorization": f"Bearer {tenant.token}"}) as c:
             for _ in range(2):

@@ -12,12 +12,12 @@ from typing import Any
 
 import httpx
 import pytest
-
 from loom_core.bus import NatsServer
 from loom_core.store.embedded import EmbeddedStore
 from loom_gateway.identity import bootstrap_org
 from loom_policy.gate import PolicyGate
 from loom_runner.embedded import Instance, start_instance
+
 from tests.conftest import Tenant, call, make_settings, unique
 
 

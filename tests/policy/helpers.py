@@ -17,20 +17,49 @@ T0 = 1_750_000_000 * US  # an instant well past the epoch, so windows never reac
 CALLER = Caller("user:ann", agent="cleanup-bot", user="ann", session="s-1")
 
 
-def rule(condition: Mapping[str, Any], *, effect: str = "forbid", actions: tuple[str, ...] = ("memory.delete",), mode: str = "inherit", cap: int = 86400) -> CompiledRule:
-    r, _ = parse_rule({"name": "r", "effect": effect, "actions": list(actions), "condition": dict(condition), "mode": mode}, max_window_seconds=cap)
+def rule(
+    condition: Mapping[str, Any],
+    *,
+    effect: str = "forbid",
+    actions: tuple[str, ...] = ("memory.delete",),
+    mode: str = "inherit",
+    cap: int = 86400,
+) -> CompiledRule:
+    r, _ = parse_rule(
+        {"name": "r", "effect": effect, "actions": list(actions), "condition": dict(condition), "mode": mode}, max_window_seconds=cap
+    )
     return compile_rule(r)
 
 
-def ev(at_s: float, op: str, *, subject: str = "user:ann", agent: str = "cleanup-bot", user: str = "ann", session: str = "s-1", ok: bool = True, **args: str) -> Event:
+def ev(
+    at_s: float,
+    op: str,
+    *,
+    subject: str = "user:ann",
+    agent: str = "cleanup-bot",
+    user: str = "ann",
+    session: str = "s-1",
+    ok: bool = True,
+    **args: str,
+) -> Event:
     return Event(T0 + int(at_s * US), subject, agent, user, session, op, ok, dict(args), request_id=f"r{at_s}{op}")
 
 
-def shown(at_s: float, key: str, *, subject: str = "user:ann", agent: str = "cleanup-bot", op: str = "memory.get", kind: str = "memory") -> Exposure:
+def shown(
+    at_s: float, key: str, *, subject: str = "user:ann", agent: str = "cleanup-bot", op: str = "memory.get", kind: str = "memory"
+) -> Exposure:
     return Exposure(T0 + int(at_s * US), subject, agent, "ann", "s-1", op, kind, key)
 
 
-def window(rules: list[CompiledRule], events: list[Event] = (), exposures: list[Exposure] = (), *, cap: int = 200_000, floor_us: int = 1, live: dict[str, int] | None = None) -> Window:  # type: ignore[assignment]
+def window(
+    rules: list[CompiledRule],
+    events: list[Event] = (),
+    exposures: list[Exposure] = (),
+    *,
+    cap: int = 200_000,
+    floor_us: int = 1,
+    live: dict[str, int] | None = None,
+) -> Window:  # type: ignore[assignment]
     shape = Shape()
     for r in rules:
         shape = shape.union(r.shape)
@@ -43,7 +72,17 @@ def window(rules: list[CompiledRule], events: list[Event] = (), exposures: list[
     return w
 
 
-def check(rules: list[CompiledRule], w: Window, at_s: float, *, op: str = "memory.delete", caller: Caller = CALLER, args: Mapping[str, str] | None = None, write: bool = True, mode: str = "enforce") -> Verdict:
+def check(
+    rules: list[CompiledRule],
+    w: Window,
+    at_s: float,
+    *,
+    op: str = "memory.delete",
+    caller: Caller = CALLER,
+    args: Mapping[str, str] | None = None,
+    write: bool = True,
+    mode: str = "enforce",
+) -> Verdict:
     ctx = EvalContext(w, caller, T0 + int(at_s * US), dict(args or {}))
     return evaluate(rules, ctx, op=op, write_shaped=write, deployment_mode=mode)
 

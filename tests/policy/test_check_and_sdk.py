@@ -10,13 +10,13 @@ import uuid
 from typing import Any
 
 import pytest
-
 from loom import Agent, ValidationError
 from loom_core.chain.ledger import ledger_row
 from loom_core.exposures import Exposure, live_rows, set_live_rows, write_exposures
 from loom_core.store import ch_time
 from loom_policy.domain.history import Shape
 from loom_runner.embedded import Instance
+
 from tests.conftest import Tenant
 
 from .conftest import eventually, gate_of, ledger_held, ok, refused
@@ -114,7 +114,12 @@ async def test_the_specs_example_in_an_enforce_deployment_would_enforce(enforce_
 
 
 async def test_check_against_rules_passed_in(tenant: Tenant) -> None:
-    proposed = {"name": "no-second-list", "effect": "forbid", "actions": ["grants.list"], "condition": {"op": "count_within", "within": "1h", "operation": "grants.list", "cmp": "gte", "value": 1}}
+    proposed = {
+        "name": "no-second-list",
+        "effect": "forbid",
+        "actions": ["grants.list"],
+        "condition": {"op": "count_within", "within": "1h", "operation": "grants.list", "cmp": "gte", "value": 1},
+    }
     async with sdk(tenant, agent="bot") as agent:
         first = await agent.policy.check(operation="grants.list", rules=[proposed])
         assert first["decision"] == "allow" and first["rules"][0]["name"] == "no-second-list"
@@ -135,8 +140,18 @@ async def test_check_refuses_a_missing_or_glob_operation(tenant: Tenant) -> None
 
 def exposure(tenant: Tenant, key: str, *, subject: str = "user:admin", agent: str = "bot") -> dict[str, Any]:
     return Exposure(
-        ts=ch_time(), org=tenant.org, namespace=tenant.namespace, subject=subject, agent=agent, user="", session="",
-        run_id="", op="memory.search", kind="memory", key=key, request_id=uuid.uuid4().hex,
+        ts=ch_time(),
+        org=tenant.org,
+        namespace=tenant.namespace,
+        subject=subject,
+        agent=agent,
+        user="",
+        session="",
+        run_id="",
+        op="memory.search",
+        kind="memory",
+        key=key,
+        request_id=uuid.uuid4().hex,
     ).row()
 
 
@@ -177,7 +192,12 @@ async def test_breadth_within_fraction_of_live_rows_from_the_tables(stack: Insta
 
 
 async def test_check_with_rules_passed_in_reads_fresh_history_and_keeps_no_window(enforce_stack: Instance, enforce_tenant: Tenant) -> None:
-    proposed = {"name": "no-second-list", "effect": "forbid", "actions": ["grants.list"], "condition": {"op": "count_within", "within": "1h", "operation": "grants.list", "cmp": "gte", "value": 1}}
+    proposed = {
+        "name": "no-second-list",
+        "effect": "forbid",
+        "actions": ["grants.list"],
+        "condition": {"op": "count_within", "within": "1h", "operation": "grants.list", "cmp": "gte", "value": 1},
+    }
     history = gate_of(enforce_stack).history
     assert history is not None
     async with enforce_tenant.client(**{"X-Loom-Agent": "bot"}) as c, ledger_held(enforce_stack):

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from loom_policy.domain.compiler import compile_rule
 from loom_policy.domain.parser import parse_rule
 
@@ -32,11 +31,26 @@ def compiled(name: str) -> Any:
 
 def test_the_page_has_its_worked_examples() -> None:
     assert set(doc_rules()) == {
-        "no-bulk-delete-without-reads", "one-list-per-hour", "writes-per-hour", "heartbeat-after-claim", "not-too-broad", "broken", "third-list",
+        "no-bulk-delete-without-reads",
+        "one-list-per-hour",
+        "writes-per-hour",
+        "heartbeat-after-claim",
+        "not-too-broad",
+        "broken",
+        "third-list",
     }
 
 
-def decide(name: str, events: list[Any], op: str, *, exposures: list[Any] = (), live: dict[str, int] | None = None, args: dict[str, str] | None = None, write: bool = True) -> Any:  # type: ignore[assignment]
+def decide(
+    name: str,
+    events: list[Any],
+    op: str,
+    *,
+    exposures: list[Any] = (),
+    live: dict[str, int] | None = None,
+    args: dict[str, str] | None = None,
+    write: bool = True,
+) -> Any:  # type: ignore[assignment]
     r = compiled(name)
     return check([r], window([r], events, exposures, live=live), 3000, op=op, args=args, write=write)
 

@@ -15,13 +15,13 @@ import grpc
 import httpx
 import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-
 from loom_core.catalog import message_to_json
 from loom_core.errors import LoomError
 from loom_core.grpc_errors import from_rpc_error
 from loom_runner.embedded import Instance
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
 from tests.conftest import Tenant, call
 
 from .conftest import eventually, one_list_per_hour
@@ -62,7 +62,9 @@ class Door:
 
     async def call(self, op: str, **args: Any) -> Answer:
         if self.kind == "rest":
-            async with httpx.AsyncClient(base_url=self.inst.base_url, headers={"Authorization": f"Bearer {self.token}", **self.labels}, timeout=30) as c:
+            async with httpx.AsyncClient(
+                base_url=self.inst.base_url, headers={"Authorization": f"Bearer {self.token}", **self.labels}, timeout=30
+            ) as c:
                 r = await call(c, op, **args)
             body = r.json()
             return Answer(error=body["error"]) if r.status_code != 200 else Answer(body=body)
@@ -86,8 +88,14 @@ class Door:
         channel = self._channels.get(op.plane)
         if channel is None:
             channel = self._channels[op.plane] = grpc.aio.insecure_channel(self.inst.grpc_address(op.plane))
-        stub = channel.unary_unary(op.grpc_path, request_serializer=op.request_cls.SerializeToString, response_deserializer=op.response_cls.FromString)
-        md = [("authorization", f"Bearer {self.token}"), ("x-loom-namespace", self.tenant.namespace), *((k.lower(), v) for k, v in self.labels.items())]
+        stub = channel.unary_unary(
+            op.grpc_path, request_serializer=op.request_cls.SerializeToString, response_deserializer=op.response_cls.FromString
+        )
+        md = [
+            ("authorization", f"Bearer {self.token}"),
+            ("x-loom-namespace", self.tenant.namespace),
+            *((k.lower(), v) for k, v in self.labels.items()),
+        ]
         try:
             response = await stub(catalog.parse_request(op, args), metadata=md, timeout=30)
         except grpc.aio.AioRpcError as exc:
@@ -136,7 +144,14 @@ async def test_enforce_denies_with_the_deciding_values(enforce_door: Door) -> No
     err = (await enforce_door.call("grants.list")).refused("POLICY_FORBIDDEN")
     assert err["detail"]["determining_rules"] == ["one-list-per-hour"]
     leaf = err["detail"]["rules"][0]["leaves"][0]
-    assert (leaf["op"], leaf["operation"], leaf["observed"], leaf["cmp"], leaf["threshold"], leaf["holds"]) == ("count_within", "grants.list", 1.0, "gte", 1.0, True)
+    assert (leaf["op"], leaf["operation"], leaf["observed"], leaf["cmp"], leaf["threshold"], leaf["holds"]) == (
+        "count_within",
+        "grants.list",
+        1.0,
+        "gte",
+        1.0,
+        True,
+    )
 
 
 async def test_an_evaluation_error_denies_a_write_and_allows_a_read(enforce_door: Door) -> None:
@@ -151,7 +166,12 @@ async def test_policy_ops_are_never_gated(enforce_door: Door) -> None:
     always = {"op": "count_within", "within": "1h", "operation": "*", "cmp": "gte", "value": 0}
     (await enforce_door.call("policy.set", name="all-shut", effect="forbid", actions=["*"], condition=always)).ok()
     (await enforce_door.call("auth.whoami")).refused("POLICY_FORBIDDEN")
-    for op, args in [("policy.list", {}), ("policy.check", {"operation": "auth.whoami"}), ("policy.decisions", {}), ("policy.replay", {"since": "1h"})]:
+    for op, args in [
+        ("policy.list", {}),
+        ("policy.check", {"operation": "auth.whoami"}),
+        ("policy.decisions", {}),
+        ("policy.replay", {"since": "1h"}),
+    ]:
         (await enforce_door.call(op, **args)).ok()
     (await enforce_door.call("policy.delete", name="all-shut")).ok()
     (await enforce_door.call("auth.whoami")).ok()

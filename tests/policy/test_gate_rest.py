@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from loom_runner.embedded import Instance
-from tests.conftest import Tenant, call, unique
+
+from tests.conftest import Tenant, unique
 
 from .conftest import eventually, gate_of, ledger_held, ledger_rows, ok, on, one_list_per_hour, refused
 
@@ -35,9 +35,7 @@ async def test_off_mode_gate_reads_and_writes_nothing(stack: Instance, tenant: T
         listed = await ok(c, "policy.list")
     assert listed["mode"] == "off" and [r["name"] for r in listed["rules"]] == ["one-list-per-hour"]
     await stack.runtime.ledger.flush()
-    rows = await stack.runtime.store.query(
-        "SELECT count() AS n FROM {db}.policy_decisions WHERE org = {org:String}", {"org": tenant.org}
-    )
+    rows = await stack.runtime.store.query("SELECT count() AS n FROM {db}.policy_decisions WHERE org = {org:String}", {"org": tenant.org})
     assert rows[0]["n"] == 0
 
 
@@ -80,7 +78,13 @@ async def test_enforce_denies_with_the_rules_and_per_leaf_values_that_decided(en
     assert detail["reason"] == "policy" and detail["mode"] == "enforce"
     assert detail["determining_rules"] == ["one-list-per-hour"]
     [rule] = detail["rules"]
-    assert (rule["name"], rule["effect"], rule["mode"], rule["condition_holds"], rule["denies"]) == ("one-list-per-hour", "forbid", "enforce", True, True)
+    assert (rule["name"], rule["effect"], rule["mode"], rule["condition_holds"], rule["denies"]) == (
+        "one-list-per-hour",
+        "forbid",
+        "enforce",
+        True,
+        True,
+    )
     [leaf] = rule["leaves"]
     assert leaf["observed"] == 1.0 and leaf["key"] == "agent" and leaf["key_value"] == "bot" and leaf["within_seconds"] == 3600
     assert leaf["last_time"].endswith("Z")
@@ -107,7 +111,9 @@ async def test_an_evaluation_error_denies_a_write_and_allows_a_read(enforce_tena
         body = await ok(c, "grants.list")  # a read: allowed, the error reported in the decision
         assert "grants" in body
         err = await refused(c, "grants.set", 403, "POLICY_FORBIDDEN", subject="user:someone", role="viewer")
-    assert err["detail"]["errors"] == [{"rule": "broken", "path": "condition", "message": "$args.no_such_field: the call has no argument no_such_field"}]
+    assert err["detail"]["errors"] == [
+        {"rule": "broken", "path": "condition", "message": "$args.no_such_field: the call has no argument no_such_field"}
+    ]
     assert err["detail"]["write_shaped"] is True
     read = await eventually(lambda: decisions_of(enforce_tenant, operation="grants.list"))
     assert read[0]["decision"] == "allow" and read[0]["errors"][0]["rule"] == "broken"
@@ -131,7 +137,9 @@ async def test_the_caller_pin_another_principals_events_never_count(enforce_tena
     async with enforce_tenant.client() as admin:
         await ok(admin, "policy.set", **one_list_per_hour())
         await ok(admin, "sa.create", name="other", role="viewer")
-        minted = await ok(admin, "token.mint", subject="sa:other", roles={enforce_tenant.namespace: "viewer"}, default_namespace=enforce_tenant.namespace)
+        minted = await ok(
+            admin, "token.mint", subject="sa:other", roles={enforce_tenant.namespace: "viewer"}, default_namespace=enforce_tenant.namespace
+        )
     async with enforce_tenant.client(**BOT) as c:
         await ok(c, "grants.list")
         await refused(c, "grants.list", 403, "POLICY_FORBIDDEN")
@@ -160,9 +168,22 @@ async def test_key_choice_agent_label_vs_actor(enforce_tenant: Tenant) -> None:
 
 async def test_a_call_refused_by_its_role_never_reaches_the_gate(enforce_tenant: Tenant) -> None:
     async with enforce_tenant.client() as admin:
-        await ok(admin, "policy.set", name="no-grants", effect="forbid", actions=["grants.set"], condition={"op": "count_within", "within": "1h", "operation": "*", "cmp": "gte", "value": 0})
+        await ok(
+            admin,
+            "policy.set",
+            name="no-grants",
+            effect="forbid",
+            actions=["grants.set"],
+            condition={"op": "count_within", "within": "1h", "operation": "*", "cmp": "gte", "value": 0},
+        )
         await ok(admin, "sa.create", name="viewer-bot", role="viewer")
-        minted = await ok(admin, "token.mint", subject="sa:viewer-bot", roles={enforce_tenant.namespace: "viewer"}, default_namespace=enforce_tenant.namespace)
+        minted = await ok(
+            admin,
+            "token.mint",
+            subject="sa:viewer-bot",
+            roles={enforce_tenant.namespace: "viewer"},
+            default_namespace=enforce_tenant.namespace,
+        )
     async with enforce_tenant.client(minted["token"]) as viewer:
         await refused(viewer, "grants.set", 403, "AUTH_INSUFFICIENT", subject="user:x", role="viewer")
     assert await decisions_of(enforce_tenant, operation="grants.set") == []
@@ -172,11 +193,24 @@ async def test_task_ops_pass_the_gate(enforce_stack: Instance, enforce_tenant: T
     if enforce_stack.runtime.catalog.get("task.create") is None or "tasks" not in enforce_stack.addresses:  # pragma: no cover
         pytest.skip("the tasks plane is not served by this build")
     inbox = unique("inbox")
-    one_create = {"op": "count_within", "within": "1h", "operation": "task.create", "args_equal": {"inbox": "$args.inbox"}, "cmp": "gte", "value": 1}
+    one_create = {
+        "op": "count_within",
+        "within": "1h",
+        "operation": "task.create",
+        "args_equal": {"inbox": "$args.inbox"},
+        "cmp": "gte",
+        "value": 1,
+    }
     async with enforce_tenant.client(**BOT) as c:
         await ok(c, "inbox.register", inbox=inbox, owner_agent="worker")
         await ok(c, "policy.set", name="one-task-per-inbox", effect="forbid", actions=["task.*"], condition=one_create)
-        await ok(c, "policy.set", **one_list_per_hour(name="one-task-list", actions=["task.list"], condition={**one_list_per_hour()["condition"], "operation": "task.list"}))
+        await ok(
+            c,
+            "policy.set",
+            **one_list_per_hour(
+                name="one-task-list", actions=["task.list"], condition={**one_list_per_hour()["condition"], "operation": "task.list"}
+            ),
+        )
         await ok(c, "task.create", inbox=inbox, kind="chore", title="first")
         err = await refused(c, "task.create", 403, "POLICY_FORBIDDEN", inbox=inbox, kind="chore", title="second")
         assert err["detail"]["determining_rules"] == ["one-task-per-inbox"]
@@ -187,7 +221,9 @@ async def test_task_ops_pass_the_gate(enforce_stack: Instance, enforce_tenant: T
 # --- replicas -------------------------------------------------------------------------------
 
 
-async def test_history_from_another_replica_counts_at_once_through_the_feed(enforce_stack: Instance, shadow_stack: Instance, enforce_tenant: Tenant) -> None:
+async def test_history_from_another_replica_counts_at_once_through_the_feed(
+    enforce_stack: Instance, shadow_stack: Instance, enforce_tenant: Tenant
+) -> None:
     """A call on one replica counts on another before its ledger row reaches the table."""
     async with enforce_tenant.client(**BOT) as c:
         await ok(c, "policy.set", **one_list_per_hour(mode="enforce"))
@@ -227,7 +263,13 @@ async def test_a_malformed_rule_is_refused_with_422_naming_the_path(enforce_tena
             name="bad",
             effect="forbid",
             actions=["grants.list"],
-            condition={"op": "all", "of": [{"op": "formerly", "within": "1h", "operation": "x.y"}, {"op": "count_within", "within": "an hour", "operation": "x.y", "cmp": "gt", "value": 1}]},
+            condition={
+                "op": "all",
+                "of": [
+                    {"op": "formerly", "within": "1h", "operation": "x.y"},
+                    {"op": "count_within", "within": "an hour", "operation": "x.y", "cmp": "gt", "value": 1},
+                ],
+            },
         )
     assert err["detail"]["field"] == "condition.of[1].within"
     assert err["message"].startswith("condition.of[1].within:")
@@ -236,9 +278,23 @@ async def test_a_malformed_rule_is_refused_with_422_naming_the_path(enforce_tena
 async def test_set_reports_leaf_count_and_whether_it_widened(enforce_tenant: Tenant) -> None:
     strict = {"op": "count_within", "within": "1h", "operation": "grants.list", "cmp": "gt", "value": 5}
     async with enforce_tenant.client(**BOT) as c:
-        first = await ok(c, "policy.set", name="cap", effect="forbid", actions=["grants.list"], condition={"op": "any", "of": [strict, {"op": "formerly", "within": "1m", "operation": "sa.create"}]})
+        first = await ok(
+            c,
+            "policy.set",
+            name="cap",
+            effect="forbid",
+            actions=["grants.list"],
+            condition={"op": "any", "of": [strict, {"op": "formerly", "within": "1m", "operation": "sa.create"}]},
+        )
         assert (first["leaf_count"], first["widened"], first["created"]) == (2, False, True)
-        stricter = await ok(c, "policy.set", name="cap", effect="forbid", actions=["grants.*"], condition={"op": "any", "of": [{**strict, "value": 2}, {"op": "formerly", "within": "1m", "operation": "sa.create"}]})
+        stricter = await ok(
+            c,
+            "policy.set",
+            name="cap",
+            effect="forbid",
+            actions=["grants.*"],
+            condition={"op": "any", "of": [{**strict, "value": 2}, {"op": "formerly", "within": "1m", "operation": "sa.create"}]},
+        )
         assert (stricter["widened"], stricter["created"]) == (False, False)
         # Dropping a branch of a forbid's `any` denies in fewer cases: that widens.
         looser = await ok(c, "policy.set", name="cap", effect="forbid", actions=["grants.*"], condition=strict)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from loom_policy.domain.compiler import Caller
 from loom_policy.domain.timeutil import US
 
@@ -71,7 +70,9 @@ def test_args_binding_to_an_argument_the_call_lacks_is_an_evaluation_error() -> 
 
 
 def test_args_equal_on_several_fields_needs_all_of_them() -> None:
-    r = rule({"op": "formerly", "within": "1h", "operation": "memory.get", "args_equal": {"memory_key": "$args.memory_key", "scope": "team"}})
+    r = rule(
+        {"op": "formerly", "within": "1h", "operation": "memory.get", "args_equal": {"memory_key": "$args.memory_key", "scope": "team"}}
+    )
     w = window([r], [ev(0, "memory.get", memory_key="k", scope="me"), ev(1, "memory.get", memory_key="j", scope="team")])
     assert holds(r, w, 2, args={"memory_key": "k"}) is False
     w.add_event(ev(1.5, "memory.get", memory_key="k", scope="team"))
@@ -127,7 +128,16 @@ def test_count_within_counts_only_the_window() -> None:
 
 
 def test_count_within_with_args_equal_counts_matching_events_only() -> None:
-    r = rule({"op": "count_within", "within": "1h", "operation": "memory.set", "args_equal": {"memory_key": "$args.memory_key"}, "cmp": "gte", "value": 2})
+    r = rule(
+        {
+            "op": "count_within",
+            "within": "1h",
+            "operation": "memory.set",
+            "args_equal": {"memory_key": "$args.memory_key"},
+            "cmp": "gte",
+            "value": 2,
+        }
+    )
     w = window([r], [ev(0, "memory.set", memory_key="a"), ev(1, "memory.set", memory_key="a"), ev(2, "memory.set", memory_key="b")])
     assert holds(r, w, 3, args={"memory_key": "a"}) is True
     assert holds(r, w, 3, args={"memory_key": "b"}) is False
@@ -160,7 +170,14 @@ def test_not_since_does_not_hold_without_an_anchor_in_the_window() -> None:
 
 def test_not_since_anchor_args_filter_the_anchor() -> None:
     r = rule(
-        {"op": "not_since", "within": "1h", "anchor": "task.claim", "anchor_args_equal": {"task_id": "$args.task_id"}, "operation": "task.heartbeat", "args_equal": {"task_id": "$args.task_id"}}
+        {
+            "op": "not_since",
+            "within": "1h",
+            "anchor": "task.claim",
+            "anchor_args_equal": {"task_id": "$args.task_id"},
+            "operation": "task.heartbeat",
+            "args_equal": {"task_id": "$args.task_id"},
+        }
     )
     w = window([r], [ev(0, "task.claim", task_id="t1"), ev(1, "task.heartbeat", task_id="t2")])
     assert holds(r, w, 2, args={"task_id": "t1"}) is True
@@ -217,7 +234,14 @@ def test_breadth_within_operation_filters_the_exposing_op() -> None:
     w = window([r], exposures=[shown(0, "a", op="memory.search"), shown(1, "b", op="memory.get")])
     assert holds(r, w, 10) is True
     glob = rule({"op": "breadth_within", "within": "1h", "operation": "memory.*", "cmp": "eq", "value": 2})
-    assert holds(glob, window([glob], exposures=[shown(0, "a", op="memory.search"), shown(1, "b", op="memory.get"), shown(2, "a", op="memory.get")]), 10) is True
+    assert (
+        holds(
+            glob,
+            window([glob], exposures=[shown(0, "a", op="memory.search"), shown(1, "b", op="memory.get"), shown(2, "a", op="memory.get")]),
+            10,
+        )
+        is True
+    )
 
 
 # --- keys and the caller pin ----------------------------------------------------------------
@@ -279,7 +303,15 @@ def test_all_any_not() -> None:
 
 
 def test_every_leaf_is_reported_with_its_path() -> None:
-    r = rule({"op": "all", "of": [{"op": "formerly", "within": "1h", "operation": "a.b"}, {"op": "any", "of": [{"op": "formerly", "within": "1h", "operation": "c.d"}]}]})
+    r = rule(
+        {
+            "op": "all",
+            "of": [
+                {"op": "formerly", "within": "1h", "operation": "a.b"},
+                {"op": "any", "of": [{"op": "formerly", "within": "1h", "operation": "c.d"}]},
+            ],
+        }
+    )
     v = check([r], window([r], []), 1)
     assert [leaf.path for leaf in v.rules[0].leaves] == ["condition.of[0]", "condition.of[1].of[0]"]
 

@@ -8,24 +8,28 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-
 from loom_core.bus import NatsServer
 from loom_core.store.embedded import EmbeddedStore
 from loom_runner.embedded import Instance
+
 from tests.conftest import Tenant
 
 from .conftest import eventually, gate_of, ok, on, one_list_per_hour, refused, start_policy_instance
 
 
 @pytest.fixture
-async def replica_long_ttl(enforce_stack: Instance, data_dir: Path, store: EmbeddedStore, nats_server: NatsServer) -> AsyncIterator[Instance]:
+async def replica_long_ttl(
+    enforce_stack: Instance, data_dir: Path, store: EmbeddedStore, nats_server: NatsServer
+) -> AsyncIterator[Instance]:
     inst = await start_policy_instance(data_dir, store, nats_server, "policy-b", policy_mode="enforce", policy_cache_ttl_seconds=300.0)
     yield inst
     await inst.stop()
 
 
 @pytest.fixture
-async def replica_short_ttl(enforce_stack: Instance, data_dir: Path, store: EmbeddedStore, nats_server: NatsServer) -> AsyncIterator[Instance]:
+async def replica_short_ttl(
+    enforce_stack: Instance, data_dir: Path, store: EmbeddedStore, nats_server: NatsServer
+) -> AsyncIterator[Instance]:
     inst = await start_policy_instance(data_dir, store, nats_server, "policy-c", policy_mode="enforce", policy_cache_ttl_seconds=1.0)
     yield inst
     await inst.stop()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from loom_runner.embedded import Instance
+
 from tests.conftest import Tenant
 
 from .conftest import eventually, ok, refused
@@ -38,7 +39,14 @@ async def test_replay_reports_per_call_what_a_proposed_rule_would_have_decided(s
     async with tenant.client() as c:
         body = await ok(c, "policy.replay", rules=[rule()], mode="enforce", since="1h")
     totals = body["totals"]
-    assert (totals["calls"], totals["evaluated"], totals["allowed"], totals["denied"], totals["would_enforce"], totals["newly_denied"]) == (4, 4, 3, 1, 1, 1)
+    assert (totals["calls"], totals["evaluated"], totals["allowed"], totals["denied"], totals["would_enforce"], totals["newly_denied"]) == (
+        4,
+        4,
+        3,
+        1,
+        1,
+        1,
+    )
     assert totals["by_rule"] == [{"name": "third-list", "evaluated": 4, "denied": 1, "errors": 0}]
     assert body["mode"] == "enforce" and body["truncated"] is False
     calls = body["calls"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from loom_core.errors import ValidationFailed
 from loom_policy.domain.model import Leaf
 from loom_policy.domain.parser import parse_rule
@@ -92,7 +91,10 @@ def test_leaf_count_counts_every_leaf() -> None:
         ({"condition": {**LEAF, "args_equal": {"k": "$other.k"}}}, "condition.args_equal.k"),
         ({"condition": {**LEAF, "args_equal": {"k": ["a"]}}}, "condition.args_equal.k"),
         ({"condition": {"op": "all", "of": []}}, "condition.of"),
-        ({"condition": {"op": "any", "of": [LEAF, {"op": "count_within", "within": "1h", "operation": "memory.set", "value": 3}]}}, "condition.of[1].cmp"),
+        (
+            {"condition": {"op": "any", "of": [LEAF, {"op": "count_within", "within": "1h", "operation": "memory.set", "value": 3}]}},
+            "condition.of[1].cmp",
+        ),
         ({"condition": {"op": "all", "of": [LEAF, {"op": "any", "of": [{**LEAF, "within": "soon"}]}]}}, "condition.of[1].of[0].within"),
         ({"condition": {"op": "count_within", "within": "1h", "operation": "x.y", "cmp": "gt", "value": -1}}, "condition.value"),
         ({"condition": {"op": "count_within", "within": "1h", "operation": "x.y", "cmp": "gt", "value": 1.5}}, "condition.value"),

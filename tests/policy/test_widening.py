@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from loom_policy.domain.parser import parse_rule
 from loom_policy.domain.widening import widened
 
@@ -14,7 +13,9 @@ READ = {"op": "formerly", "within": "1h", "operation": "memory.get"}
 
 
 def r(condition: dict[str, Any], *, effect: str = "forbid", actions: tuple[str, ...] = ("memory.set",), mode: str = "inherit") -> Any:
-    rule, _ = parse_rule({"name": "x", "effect": effect, "actions": list(actions), "condition": condition, "mode": mode}, max_window_seconds=86400)
+    rule, _ = parse_rule(
+        {"name": "x", "effect": effect, "actions": list(actions), "condition": condition, "mode": mode}, max_window_seconds=86400
+    )
     return rule
 
 

@@ -18,7 +18,9 @@ TASKS = 500
 WORKERS = 20
 
 
-async def test_twenty_workers_on_two_replicas_complete_each_of_500_tasks_exactly_once(org: Org, tasks_a: Instance, tasks_b: Instance) -> None:
+async def test_twenty_workers_on_two_replicas_complete_each_of_500_tasks_exactly_once(
+    org: Org, tasks_a: Instance, tasks_b: Instance
+) -> None:
     admin = await org.admin()
     await register(admin, default_lease_seconds=300)
     posters = [await org.owner(via=tasks_a), await org.owner(via=tasks_b)]

@@ -14,7 +14,13 @@ POSTER = Actor("sa:public-bot", "public-bot", owner=False)
 
 
 def row(status: str = model.TODO, **kw: object) -> TaskRow:
-    base: dict[str, object] = {"org": "acme", "task_id": "0123456789abcdef01234567", "inbox": "private-bot", "namespace": "private", "kind": "k"}
+    base: dict[str, object] = {
+        "org": "acme",
+        "task_id": "0123456789abcdef01234567",
+        "inbox": "private-bot",
+        "namespace": "private",
+        "kind": "k",
+    }
     base.update(kw)
     r = TaskRow(**base)  # type: ignore[arg-type]
     r.status = status
@@ -63,7 +69,12 @@ def test_subject_row_wins_over_label_row_and_star_poster() -> None:
 
 def test_missing_evidence_names_absent_and_empty_paths() -> None:
     brief = {"inputs": {"finding_id": "f-77", "test": ""}, "x": []}
-    assert trust.missing_evidence(brief, ["inputs.finding_id", "inputs.test", "inputs.other", "x", "y.z"]) == ["inputs.test", "inputs.other", "x", "y.z"]
+    assert trust.missing_evidence(brief, ["inputs.finding_id", "inputs.test", "inputs.other", "x", "y.z"]) == [
+        "inputs.test",
+        "inputs.other",
+        "x",
+        "y.z",
+    ]
 
 
 # --- the state machine ------------------------------------------------------------------------

@@ -71,7 +71,10 @@ async def test_claim_path_over_grpc_straight_to_the_plane(org: Org, tasks_a: Ins
 
 @asynccontextmanager
 async def mcp_session(url: str, **headers: str) -> AsyncIterator[Client]:
-    async with httpx2.AsyncClient(headers=headers, timeout=30) as http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+    ):
         yield client
 
 
@@ -101,7 +104,9 @@ async def test_claim_path_over_mcp(org: Org, tasks_a: Instance) -> None:
         stale = await client.call_tool("task.complete", {"task_id": task["task_id"], "fence": task["fence"] + 7})
         assert stale.is_error
         assert body(stale)["error"]["code"] == "TASK_FENCE_STALE"
-        done = body(await client.call_tool("task.complete", {"task_id": task["task_id"], "fence": task["fence"], "outcome": {"via": "mcp"}}))
+        done = body(
+            await client.call_tool("task.complete", {"task_id": task["task_id"], "fence": task["fence"], "outcome": {"via": "mcp"}})
+        )
         assert done["task"]["status"] == "done" and done["task"]["outcome"] == {"via": "mcp"}
         again = await client.call_tool("task.complete", {"task_id": task["task_id"], "fence": task["fence"]})
         assert again.is_error and body(again)["error"]["code"] == "TASK_TERMINAL"

@@ -40,7 +40,9 @@ async def test_register_needs_admin_on_the_namespace(org: Org) -> None:
 
 async def test_register_refuses_bad_posters_disclosures_and_numbers(org: Org) -> None:
     admin = await org.admin()
-    assert (await admin.refused(422, "VALIDATION_FAILED", "inbox.register", inbox="x", posters=["public-bot"]))["detail"]["field"] == "posters[0]"
+    assert (await admin.refused(422, "VALIDATION_FAILED", "inbox.register", inbox="x", posters=["public-bot"]))["detail"][
+        "field"
+    ] == "posters[0]"
     err = await admin.refused(422, "VALIDATION_FAILED", "inbox.register", inbox="x", accept_disclosure=["secret"])
     assert err["detail"]["accepted"] == ["confidential", "internal", "public_ok"]
     await admin.refused(422, "VALIDATION_FAILED", "inbox.register", inbox="x", max_attempts=-1)
@@ -63,12 +65,22 @@ async def test_register_takes_the_orgs_own_webhook_secret_and_refuses_another_or
 async def test_policy_set_and_list(org: Org) -> None:
     admin = await org.admin()
     await register(admin)
-    out = await admin("inbox.policy_set", inbox="private-bot", poster="sa:public-bot", kind="security_finding", mode="review", require_evidence=["inputs.finding_id"])
+    out = await admin(
+        "inbox.policy_set",
+        inbox="private-bot",
+        poster="sa:public-bot",
+        kind="security_finding",
+        mode="review",
+        require_evidence=["inputs.finding_id"],
+    )
     assert out["policy"]["mode"] == "review"
     await admin("inbox.policy_set", inbox="private-bot", poster="sa:public-bot", mode="deny")
     viewer = await org.member("user:viewer", {org.private: "viewer"})
     rows = (await viewer("inbox.policy_list", inbox="private-bot"))["policies"]
-    assert {(r["poster"], r["kind"], r["mode"]) for r in rows} == {("sa:public-bot", "security_finding", "review"), ("sa:public-bot", "*", "deny")}
+    assert {(r["poster"], r["kind"], r["mode"]) for r in rows} == {
+        ("sa:public-bot", "security_finding", "review"),
+        ("sa:public-bot", "*", "deny"),
+    }
     removed = await admin("inbox.policy_set", inbox="private-bot", poster="sa:public-bot", kind="*", remove=True)
     assert removed["removed"] is True
     assert len((await viewer("inbox.policy_list", inbox="private-bot"))["policies"]) == 1

@@ -29,6 +29,7 @@ from loom_core.identity.tokens import Principal, TokenCodec, new_token_id
 from loom_gateway.identity import bootstrap_org
 from loom_runner.embedded import Instance, start_instance
 from loom_tasks.nats_auth import embedded_nats_auth, new_account_seed, public_key, render_nats_config
+
 from tests.conftest import make_settings
 
 INTERNAL_USER = "loom-internal"

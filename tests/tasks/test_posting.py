@@ -19,7 +19,9 @@ async def setup_spec_inbox(org: Org) -> tuple[Api, Api, Api]:
     """The spec's "Register an inbox": public-bot may post security findings (review, with
     evidence) and nothing else."""
     admin = await org.admin()
-    await register(admin, posters=["sa:public-bot"], accept_disclosure=["confidential", "internal"], default_lease_seconds=1800, max_attempts=3)
+    await register(
+        admin, posters=["sa:public-bot"], accept_disclosure=["confidential", "internal"], default_lease_seconds=1800, max_attempts=3
+    )
     await admin(
         "inbox.policy_set", inbox="private-bot", poster="sa:public-bot", kind="security_finding", mode="review",
         require_evidence=["inputs.finding_id", "inputs.test"],
@@ -30,11 +32,18 @@ async def setup_spec_inbox(org: Org) -> tuple[Api, Api, Api]:
 
 async def test_outside_poster_lands_in_triage_without_holding_the_namespace(org: Org) -> None:
     _, _, public = await setup_spec_inbox(org)
-    out = await public("task.create", inbox="private-bot", kind="security_finding", title="OOB read", brief=SECURITY, disclosure="confidential")
+    out = await public(
+        "task.create", inbox="private-bot", kind="security_finding", title="OOB read", brief=SECURITY, disclosure="confidential"
+    )
     t = out["task"]
     assert out["created"] is True
     assert t["status"] == "triage"
-    assert (t["poster"], t["poster_agent"], t["poster_namespace"], t["namespace"]) == ("sa:public-bot", "public-bot", org.public, org.private)
+    assert (t["poster"], t["poster_agent"], t["poster_namespace"], t["namespace"]) == (
+        "sa:public-bot",
+        "public-bot",
+        org.public,
+        org.private,
+    )
 
 
 async def test_writer_on_the_owner_namespace_posts_auto_with_no_row(org: Org) -> None:
@@ -73,7 +82,14 @@ async def test_may_neither_post_nor_read_is_404_like_an_unregistered_inbox(org: 
 async def test_disclosure_not_accepted_is_422_with_the_accepted_values(org: Org) -> None:
     _, _, public = await setup_spec_inbox(org)
     err = await public.refused(
-        422, "VALIDATION_FAILED", "task.create", inbox="private-bot", kind="security_finding", title="t", brief=SECURITY, disclosure="public_ok"
+        422,
+        "VALIDATION_FAILED",
+        "task.create",
+        inbox="private-bot",
+        kind="security_finding",
+        title="t",
+        brief=SECURITY,
+        disclosure="public_ok",
     )
     assert err["detail"]["accepted"] == ["confidential", "internal"]
 
@@ -81,7 +97,13 @@ async def test_disclosure_not_accepted_is_422_with_the_accepted_values(org: Org)
 async def test_brief_missing_required_evidence_is_422_naming_the_fields(org: Org) -> None:
     _, _, public = await setup_spec_inbox(org)
     err = await public.refused(
-        422, "VALIDATION_FAILED", "task.create", inbox="private-bot", kind="security_finding", title="t", brief={"inputs": {"finding_id": "f-1"}}
+        422,
+        "VALIDATION_FAILED",
+        "task.create",
+        inbox="private-bot",
+        kind="security_finding",
+        title="t",
+        brief={"inputs": {"finding_id": "f-1"}},
     )
     assert err["detail"]["missing"] == ["inputs.test"]
 
@@ -107,7 +129,9 @@ async def test_subject_row_auto_makes_an_outsider_auto(org: Org) -> None:
 
 async def test_nothing_auto_accepts_a_triaged_task(org: Org, tasks_a: Instance) -> None:
     admin, owner, public = await setup_spec_inbox(org)
-    await admin("inbox.register", inbox="private-bot", owner_agent="private-bot", posters=["sa:public-bot"], triage_escalate_after_seconds=1)
+    await admin(
+        "inbox.register", inbox="private-bot", owner_agent="private-bot", posters=["sa:public-bot"], triage_escalate_after_seconds=1
+    )
     t = (await public("task.create", inbox="private-bot", kind="security_finding", title="t", brief=SECURITY))["task"]
     await asyncio.sleep(1.8)  # past escalation, several sweeps
     got = (await owner("task.get", task_id=t["task_id"]))["task"]
@@ -159,12 +183,16 @@ async def test_create_waiting_past_the_limit_for_its_key_is_409(org: Org, make_i
     # Another create "holds" the key: its lease is taken and not given back.
     await inst.runtime.leases.acquire(idempotency_lease_key(org.name, "sa:private-bot", "slow"), "someone-else", 30)
     started = time.monotonic()
-    err = await owner.refused(409, "PRECONDITION_FAILED", "task.create", inbox="private-bot", kind="chore", title="t", idempotency_key="slow")
+    err = await owner.refused(
+        409, "PRECONDITION_FAILED", "task.create", inbox="private-bot", kind="chore", title="t", idempotency_key="slow"
+    )
     assert time.monotonic() - started >= 0.5
     assert err["retryable"] is True
 
 
-async def test_create_is_503_when_the_lease_store_does_not_answer(org: Org, make_instance: Callable[..., Awaitable[Instance]], tmp_path: object) -> None:
+async def test_create_is_503_when_the_lease_store_does_not_answer(
+    org: Org, make_instance: Callable[..., Awaitable[Instance]], tmp_path: object
+) -> None:
     from pathlib import Path
 
     async with NatsServer(Path(str(tmp_path)) / "nats-down") as own_nats:

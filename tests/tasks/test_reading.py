@@ -14,7 +14,9 @@ async def test_list_filters_and_pages(org: Org) -> None:
     owner, public = await org.owner(), await org.outsider()
     mine = []
     for i in range(7):
-        mine.append((await owner("task.create", inbox="private-bot", kind="chore" if i % 2 else "review", title=f"t{i}"))["task"]["task_id"])
+        mine.append(
+            (await owner("task.create", inbox="private-bot", kind="chore" if i % 2 else "review", title=f"t{i}"))["task"]["task_id"]
+        )
     theirs = (await public("task.create", inbox="private-bot", kind="chore", title="p"))["task"]["task_id"]
     seen: list[str] = []
     token = ""

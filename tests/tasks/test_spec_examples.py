@@ -20,7 +20,7 @@ from loom_runner.embedded import Instance
 
 # Verbatim from spec 003, "Task inbox".
 SPEC: dict[str, str] = {
-    "register": '''from loom import Agent
+    "register": """from loom import Agent
 
 async with Agent(org="acme", namespace="private", agent="admin", api_key=ADMIN_TOKEN) as a:
     await a.tasks.register_inbox(
@@ -39,8 +39,8 @@ async with Agent(org="acme", namespace="private", agent="admin", api_key=ADMIN_T
         require_evidence=["inputs.finding_id", "inputs.test"],
     )
     await a.tasks.set_policy("private-bot", poster="sa:public-bot", kind="*", mode="deny")
-''',
-    "post": '''async with Agent(org="acme", namespace="public", agent="public-bot", api_key=PUBLIC_TOKEN) as a:
+""",
+    "post": """async with Agent(org="acme", namespace="public", agent="public-bot", api_key=PUBLIC_TOKEN) as a:
     out = await a.tasks.create(
         "private-bot",  # the target inbox
         kind="security_finding",
@@ -53,8 +53,8 @@ async with Agent(org="acme", namespace="private", agent="admin", api_key=ADMIN_T
         idempotency_key="f-77",  # a retried create lands once
     )
     out["task"]["status"]  # "triage", or "todo" when the poster is trusted
-''',
-    "work": '''async with Agent(org="acme", namespace="private", agent="private-bot", api_key=PRIVATE_TOKEN) as a:
+""",
+    "work": """async with Agent(org="acme", namespace="private", agent="private-bot", api_key=PRIVATE_TOKEN) as a:
     async for task in a.tasks.stream("private-bot", kinds=["security_finding"]):
         fence = task["fence"]
         try:
@@ -64,14 +64,15 @@ async with Agent(org="acme", namespace="private", agent="admin", api_key=ADMIN_T
             await a.tasks.complete(task["task_id"], fence=fence, outcome={"issue_url": result.url})
         except Exception as e:
             await a.tasks.fail(task["task_id"], fence=fence, reason=str(e)[:500])
-''',
-    "follow": '''upd = await a.tasks.updates(since_seq=cursor, wait_seconds=30)
+""",
+    "follow": """upd = await a.tasks.updates(since_seq=cursor, wait_seconds=30)
 for ev in upd["events"]:  # accepted, claimed, done, wont_do, blocked, ...
     reconcile(ev)
 if upd["events"]:
     cursor = upd["next_seq"]  # save only after reconcile succeeds
-''',
+""",
 }
+
 
 class StopWorker(BaseException):
     pass
@@ -111,7 +112,9 @@ async def acme(tasks_a: Instance, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
         await rt.identity.set_grant("acme", ns, f"sa:{name}", "writer")
         await rt.auth.publish_grant_change("acme", f"sa:{name}")
         now = int(time.time())
-        p = Principal(jti=new_token_id("test-"), sub=f"sa:{name}", org="acme", roles={ns: "writer"}, iat=now, exp=now + 3600, default_namespace=ns)
+        p = Principal(
+            jti=new_token_id("test-"), sub=f"sa:{name}", org="acme", roles={ns: "writer"}, iat=now, exp=now + 3600, default_namespace=ns
+        )
         tokens[f"{name.split('-')[0].upper()}_TOKEN"] = rt.codec.encode(p)
     monkeypatch.setenv("LOOM_URL", tasks_a.base_url)
     return tokens
@@ -161,7 +164,9 @@ async def test_the_spec_examples_run_as_written(acme: dict[str, str]) -> None:
             assert time.monotonic() < deadline and not worker.done(), "the worker did not finish both tasks"
             await asyncio.sleep(0.05)
         # Stop the worker between pulls (a cancelled long poll would linger on the server).
-        stop = (await admin.tasks.create("private-bot", kind="security_finding", title="stop", brief={"inputs": {"finding_id": "stop", "test": "-"}}))
+        stop = await admin.tasks.create(
+            "private-bot", kind="security_finding", title="stop", brief={"inputs": {"finding_id": "stop", "test": "-"}}
+        )
         assert stop["task"]["status"] == "todo"
         with pytest.raises(StopWorker):
             await asyncio.wait_for(worker, 20)

@@ -42,6 +42,7 @@ from loom_tasks.webhooks import (
     webhook_secret_env_name,
 )
 from loom_tasks.webhooks._guard import AddressRefused
+
 from tests.conftest import make_settings
 
 # --- the secret name and the URL (pure)
@@ -681,7 +682,6 @@ async def hooked(data_dir: Path, store: Any, wh_nats: NatsServer) -> AsyncIterat
 
 async def test_registered_webhook_gets_a_signed_notice_for_a_created_task(hooked: Any, h: Hook) -> None:
     import httpx
-
     from loom_gateway.identity import bootstrap_org
 
     token, _ = await bootstrap_org(hooked.runtime.identity, hooked.runtime.codec, h.org, h.namespace + "-ns", 3600)

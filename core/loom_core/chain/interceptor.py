@@ -123,7 +123,7 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
                 reset_current_call(token_var)
         except LoomError as exc:
             error = exc
-        except Exception:  # noqa: BLE001 - nothing internal reaches a caller
+        except Exception:
             log.exception("op %s failed", op.name)
             error = LoomError("INTERNAL", "internal error")
         latency = time.perf_counter() - started
@@ -149,13 +149,20 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
                 )
             return role
         if not namespace:
-            raise ValidationFailed("namespace: required (argument, X-Loom-Namespace, or the token's default)", {"field": "namespace", "reason": "required"})
+            raise ValidationFailed(
+                "namespace: required (argument, X-Loom-Namespace, or the token's default)", {"field": "namespace", "reason": "required"}
+            )
         role = await self.auth.role_in(principal, namespace)
         if role < op.min_role:
             raise Forbidden(
                 "AUTH_INSUFFICIENT",
                 f"{op.name} needs the {op.min_role.label} role in {namespace!r}",
-                {"reason": "role" if role > Role.NONE else "namespace", "needed": op.min_role.label, "role": role.label, "namespace": namespace},
+                {
+                    "reason": "role" if role > Role.NONE else "namespace",
+                    "needed": op.min_role.label,
+                    "role": role.label,
+                    "namespace": namespace,
+                },
             )
         return role
 

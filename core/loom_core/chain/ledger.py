@@ -18,11 +18,9 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
-from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StreamConfig
-
 from loom_api.options.v1 import options_pb2
+from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StreamConfig
 
 from ..bus import Bus
 from ..store import Migration, Store, ch_time
@@ -35,7 +33,10 @@ SUBJECT = "loom.ledger.batch"
 DURABLE = "ledger-writer"
 
 MIGRATIONS = [
-    Migration("core", "agent_events", """
+    Migration(
+        "core",
+        "agent_events",
+        """
         CREATE TABLE IF NOT EXISTS {db}.agent_events (
             ts DateTime64(6, 'UTC'),
             org LowCardinality(String),
@@ -59,7 +60,8 @@ MIGRATIONS = [
         ) ENGINE = MergeTree
         PARTITION BY toYYYYMM(ts)
         ORDER BY (org, namespace, agent, op, ts)
-        SETTINGS non_replicated_deduplication_window = 10000"""),
+        SETTINGS non_replicated_deduplication_window = 10000""",
+    ),
 ]
 
 
@@ -82,7 +84,11 @@ def _flatten(msg: Message, prefix: str, out: dict[str, str]) -> None:
         fo = opts.Extensions[options_pb2.field] if opts.HasExtension(options_pb2.field) else None
         if fo is not None and fo.secret:
             continue
-        if f.message_type is not None and f.message_type.full_name in ("google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"):
+        if f.message_type is not None and f.message_type.full_name in (
+            "google.protobuf.Struct",
+            "google.protobuf.Value",
+            "google.protobuf.ListValue",
+        ):
             from google.protobuf.json_format import MessageToDict
 
             out[name] = digest(json.dumps(MessageToDict(value), sort_keys=True, separators=(",", ":")))

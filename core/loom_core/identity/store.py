@@ -10,29 +10,49 @@ from ..roles import Role
 from ..store import Migration, Store, ch_time
 
 MIGRATIONS = [
-    Migration("identity", "orgs", """
+    Migration(
+        "identity",
+        "orgs",
+        """
         CREATE TABLE IF NOT EXISTS {db}.orgs (
             org String, created_at DateTime64(6, 'UTC'), version UInt64
-        ) ENGINE = ReplacingMergeTree(version) ORDER BY org"""),
-    Migration("identity", "namespaces", """
+        ) ENGINE = ReplacingMergeTree(version) ORDER BY org""",
+    ),
+    Migration(
+        "identity",
+        "namespaces",
+        """
         CREATE TABLE IF NOT EXISTS {db}.namespaces (
             org String, name String, description String, created_at DateTime64(6, 'UTC'),
             version UInt64, tombstoned_at Nullable(DateTime64(6, 'UTC'))
-        ) ENGINE = ReplacingMergeTree(version) ORDER BY (org, name)"""),
-    Migration("identity", "grants", """
+        ) ENGINE = ReplacingMergeTree(version) ORDER BY (org, name)""",
+    ),
+    Migration(
+        "identity",
+        "grants",
+        """
         CREATE TABLE IF NOT EXISTS {db}.grants (
             org String, namespace String, subject String, role String,
             updated_at DateTime64(6, 'UTC'), version UInt64
-        ) ENGINE = ReplacingMergeTree(version) ORDER BY (org, subject, namespace)"""),
-    Migration("identity", "service_accounts", """
+        ) ENGINE = ReplacingMergeTree(version) ORDER BY (org, subject, namespace)""",
+    ),
+    Migration(
+        "identity",
+        "service_accounts",
+        """
         CREATE TABLE IF NOT EXISTS {db}.service_accounts (
             org String, name String, description String, created_at DateTime64(6, 'UTC'), version UInt64
-        ) ENGINE = ReplacingMergeTree(version) ORDER BY (org, name)"""),
-    Migration("identity", "revocations", """
+        ) ENGINE = ReplacingMergeTree(version) ORDER BY (org, name)""",
+    ),
+    Migration(
+        "identity",
+        "revocations",
+        """
         CREATE TABLE IF NOT EXISTS {db}.revocations (
             org String, kind LowCardinality(String), value String,
             revoked_at DateTime64(6, 'UTC'), revoked_by String
-        ) ENGINE = ReplacingMergeTree ORDER BY (org, kind, value)"""),
+        ) ENGINE = ReplacingMergeTree ORDER BY (org, kind, value)""",
+    ),
 ]
 
 

@@ -116,9 +116,7 @@ class EmbeddedStore:
         text = await self._call(sql, params, "JSONEachRow")
         return [json.loads(line) for line in text.splitlines() if line]
 
-    async def insert(
-        self, table: str, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None
-    ) -> None:
+    async def insert(self, table: str, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None) -> None:
         if not rows:
             return
         settings = f" SETTINGS insert_deduplication_token='{check_token(dedup_token)}'" if dedup_token else ""

@@ -534,13 +534,12 @@ class ServerStore:
         if self._closed:
             raise StoreError("the store is closed")
         try:
-            async with self._pool.connection() as conn:
-                async with conn.cursor() as cursor:
-                    if settings:
-                        cursor.set_settings(dict(settings))
-                    await cursor.execute(sql)
-                    rows = await cursor.fetchall()
-                    columns = [(c.name, _normaliser(c.type_code)) for c in cursor.description or ()]
+            async with self._pool.connection() as conn, conn.cursor() as cursor:
+                if settings:
+                    cursor.set_settings(dict(settings))
+                await cursor.execute(sql)
+                rows = await cursor.fetchall()
+                columns = [(c.name, _normaliser(c.type_code)) for c in cursor.description or ()]
             if not columns:
                 return []
             return [{name: norm(value) for (name, norm), value in zip(columns, row)} for row in rows]
@@ -562,9 +561,7 @@ class ServerStore:
     async def query(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         return await self._run(self._bind(sql, params))
 
-    async def insert(
-        self, table: str, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None
-    ) -> None:
+    async def insert(self, table: str, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None) -> None:
         if not rows:
             return
         settings: dict[str, Any] = {}

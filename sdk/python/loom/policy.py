@@ -58,7 +58,14 @@ class PolicyClient:
         Raises:
             ValidationError: a malformed rule; ``detail.field`` names the bad node's path.
         """
-        args = {"name": name, "effect": effect, "actions": list(actions), "condition": dict(condition), "description": description, "mode": mode}
+        args = {
+            "name": name,
+            "effect": effect,
+            "actions": list(actions),
+            "condition": dict(condition),
+            "description": description,
+            "mode": mode,
+        }
         return await self._agent.call("policy.set", **args)
 
     async def delete(self, name: str) -> dict[str, Any]:

@@ -294,7 +294,9 @@ class TasksClient:
         """Claim one named todo task (``task.claim``); answers ``{"task": …}`` with its fence."""
         return await self._agent.call("task.claim", task_id=task_id, lease_seconds=lease_seconds, namespace=namespace)
 
-    async def heartbeat(self, task_id: str, *, fence: int, lease_seconds: int | None = None, namespace: str | None = None) -> dict[str, Any]:
+    async def heartbeat(
+        self, task_id: str, *, fence: int, lease_seconds: int | None = None, namespace: str | None = None
+    ) -> dict[str, Any]:
         """Extend the lease of a task you hold (``task.heartbeat``)."""
         return await self._agent.call("task.heartbeat", task_id=task_id, fence=fence, lease_seconds=lease_seconds, namespace=namespace)
 
@@ -318,7 +320,9 @@ class TasksClient:
         self, task_id: str, *, fence: int, resume_at: Time, reason: str | None = None, namespace: str | None = None
     ) -> dict[str, Any]:
         """Put a task you hold aside until ``resume_at`` (``task.defer``)."""
-        return await self._agent.call("task.defer", task_id=task_id, fence=fence, resume_at=_time(resume_at), reason=reason, namespace=namespace)
+        return await self._agent.call(
+            "task.defer", task_id=task_id, fence=fence, resume_at=_time(resume_at), reason=reason, namespace=namespace
+        )
 
     async def block(self, task_id: str, *, fence: int, blocked_on: str, reason: str, namespace: str | None = None) -> dict[str, Any]:
         """Mark a task you hold blocked on ``sender``, ``human`` or ``external`` (``task.block``)."""

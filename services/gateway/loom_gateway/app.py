@@ -10,10 +10,9 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
 from loom_core.catalog import Catalog
 from loom_core.errors import LoomError, NotFound, ValidationFailed
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .relay import Relay
 
@@ -143,7 +142,15 @@ def build_openapi(catalog: Catalog, planes: dict[str, str], version: str) -> dic
                     "200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}},
                     **{
                         str(s): {"description": d, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-                        for s, d in ((401, "Unauthenticated"), (403, "Forbidden"), (404, "Not found"), (409, "Conflict"), (422, "Invalid arguments"), (429, "Rate limited"), (503, "Unavailable"))
+                        for s, d in (
+                            (401, "Unauthenticated"),
+                            (403, "Forbidden"),
+                            (404, "Not found"),
+                            (409, "Conflict"),
+                            (422, "Invalid arguments"),
+                            (429, "Rate limited"),
+                            (503, "Unavailable"),
+                        )
                     },
                 },
                 "security": [{"bearer": []}],

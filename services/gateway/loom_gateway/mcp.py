@@ -22,15 +22,14 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import mcp_types as types
+from loom_core.catalog import OpSpec
+from loom_core.errors import LoomError, Unavailable
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
-
-from loom_core.catalog import OpSpec
-from loom_core.errors import LoomError, Unavailable
 
 from .relay import FORWARDED_HEADERS, Relay
 
@@ -105,14 +104,10 @@ class LoomMCP:
             # the catalog knows are keys, so a caller's made-up ?toolset= values cost nothing.
             catalog, served = self.relay.catalog, self.relay.addresses
             names = {t for op in catalog.ops.values() for t in op.toolsets}
-            self._tools = {
-                ts: [tool_of(op) for op in catalog.listed(ts) if op.plane in served] for ts in [None, *sorted(names)]
-            }
+            self._tools = {ts: [tool_of(op) for op in catalog.listed(ts) if op.plane in served] for ts in [None, *sorted(names)]}
         return self._tools.get(toolset, [])
 
-    async def _list_tools(
-        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
+    async def _list_tools(self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=self.tools(toolset_of(ctx.request)))
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
@@ -122,16 +117,12 @@ class LoomMCP:
 
     # -- calls -----------------------------------------------------------------------------
 
-    async def _call_tool(
-        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         try:
-            result = await self.relay.call(
-                params.name, params.arguments or {}, forwarded_headers(ctx.request), TRANSPORT
-            )
+            result = await self.relay.call(params.name, params.arguments or {}, forwarded_headers(ctx.request), TRANSPORT)
         except LoomError as err:
             return error_result(err)
-        except Exception:  # noqa: BLE001 - the caller gets the error model, never a trace
+        except Exception:
             log.exception("mcp: tool %r failed", params.name)
             return error_result(LoomError())
         return ok_result(result)

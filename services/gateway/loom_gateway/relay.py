@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import grpc
-
 from loom_core.catalog import Catalog, OpSpec, message_to_json
 from loom_core.chain.context import (
     MD_AGENT,
@@ -84,7 +83,7 @@ class Relay:
             raise from_rpc_error(exc) from None
         except LoomError:
             raise
-        except Exception as exc:  # noqa: BLE001 - never leak channel internals
+        except Exception as exc:
             raise Unavailable("BACKEND_UNAVAILABLE", "a plane did not answer") from exc
         return message_to_json(response)
 

@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from google.protobuf import json_format
-
 from loom_core.catalog import OpSpec
 from loom_core.chain import GateCall
 from loom_core.chain.ledger import ledger_args
@@ -182,7 +181,9 @@ class PolicyGate:
                     window = await self.history.window(org, namespace, shape)
             except Exception:  # noqa: BLE001 - reported as an evaluation error, never a 500
                 log.warning("policy: history for %s/%s could not be read", org, namespace)
-                return undecidable(rules, op=op, write_shaped=write_shaped, deployment_mode=deployment, message="the history could not be read")
+                return undecidable(
+                    rules, op=op, write_shaped=write_shaped, deployment_mode=deployment, message="the history could not be read"
+                )
         return evaluate(rules, EvalContext(window, caller, now, args), op=op, write_shaped=write_shaped, deployment_mode=deployment)
 
 

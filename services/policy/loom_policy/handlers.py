@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from google.protobuf import json_format, struct_pb2
-
 from loom_api.policy.v1 import policy_pb2 as pb
 from loom_core.chain import CallContext
 from loom_core.errors import NotFound, invalid_field
@@ -119,7 +118,12 @@ class PolicyHandlers:
             await self._audit(ctx, rule.name, "set", reasons, old_row, row)
         await self._changed(ctx.org, ctx.namespace)
         return pb.SetPolicyResponse(
-            rule=_rule_msg(row), leaf_count=rule.leaf_count, widened=wide, widened_reasons=reasons, created=old_row is None, warnings=warnings
+            rule=_rule_msg(row),
+            leaf_count=rule.leaf_count,
+            widened=wide,
+            widened_reasons=reasons,
+            created=old_row is None,
+            warnings=warnings,
         )
 
     async def delete_rule(self, req: pb.DeletePolicyRequest, ctx: CallContext) -> pb.DeletePolicyResponse:
@@ -127,14 +131,18 @@ class PolicyHandlers:
             raise invalid_field("name", "required")
         old_row = await self.rules.get(ctx.org, ctx.namespace, req.name)
         if old_row is None:
-            raise NotFound("RESOURCE_NOT_FOUND", f"no rule {req.name!r} in {ctx.namespace!r}", {"rule": req.name, "namespace": ctx.namespace})
+            raise NotFound(
+                "RESOURCE_NOT_FOUND", f"no rule {req.name!r} in {ctx.namespace!r}", {"rule": req.name, "namespace": ctx.namespace}
+            )
         await self.rules.tombstone(ctx.org, ctx.namespace, old_row, ctx.subject)
         _, reasons = widened(self._compile_stored(old_row).definition, None)
         await self._audit(ctx, req.name, "delete", reasons, old_row, None)
         await self._changed(ctx.org, ctx.namespace)
         return pb.DeletePolicyResponse(deleted=True, widened=True)
 
-    async def _audit(self, ctx: CallContext, name: str, change: str, reasons: list[str], before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
+    async def _audit(
+        self, ctx: CallContext, name: str, change: str, reasons: list[str], before: dict[str, Any] | None, after: dict[str, Any] | None
+    ) -> None:
         def snap(row: dict[str, Any] | None) -> str:
             if row is None:
                 return ""
@@ -201,11 +209,28 @@ class PolicyHandlers:
         gate = self.gate
         if gate is not None:
             verdict = await gate.evaluate(
-                ctx.org, ctx.namespace, shape_of(applying), applying, caller, now, args, op=req.operation, write_shaped=write, ad_hoc=bool(req.rules)
+                ctx.org,
+                ctx.namespace,
+                shape_of(applying),
+                applying,
+                caller,
+                now,
+                args,
+                op=req.operation,
+                write_shaped=write,
+                ad_hoc=bool(req.rules),
             )
         else:
-            window = await caller_window(self.rt.store, ctx.org, ctx.namespace, ctx.subject, shape_of(applying), now, self.settings.policy_window_max_events)
-            verdict = evaluate(applying, EvalContext(window, caller, now, args), op=req.operation, write_shaped=write, deployment_mode=self.settings.policy_mode)
+            window = await caller_window(
+                self.rt.store, ctx.org, ctx.namespace, ctx.subject, shape_of(applying), now, self.settings.policy_window_max_events
+            )
+            verdict = evaluate(
+                applying,
+                EvalContext(window, caller, now, args),
+                op=req.operation,
+                write_shaped=write,
+                deployment_mode=self.settings.policy_mode,
+            )
         msg = pb.CheckPolicyResponse()
         json_format.ParseDict(verdict_json(verdict), msg)
         return msg
@@ -288,7 +313,9 @@ class PolicyHandlers:
             limit=req.limit or 100,
             only_denied=req.only_denied,
             live_rows=live,
-            write_shaped=lambda op, recorded_flag: self._write_shaped(op) if self.rt.catalog.get(op) else recorded_flag or self._write_shaped(op),
+            write_shaped=lambda op, recorded_flag: (
+                self._write_shaped(op) if self.rt.catalog.get(op) else recorded_flag or self._write_shaped(op)
+            ),
             complete_from_us=(calls[0].event.ts + 1) if truncated and calls else None,
         )
         body = {
@@ -317,7 +344,9 @@ class PolicyHandlers:
                 "would_enforce": result.would_enforce,
                 "errors": result.errors,
                 "newly_denied": result.newly_denied,
-                "by_rule": [{"name": n, "evaluated": c.evaluated, "denied": c.denied, "errors": c.errors} for n, c in result.by_rule.items()],
+                "by_rule": [
+                    {"name": n, "evaluated": c.evaluated, "denied": c.denied, "errors": c.errors} for n, c in result.by_rule.items()
+                ],
             },
             "since_time": us_to_iso(since),
             "until_time": us_to_iso(until),

@@ -32,12 +32,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
-
 from loom_core.bus import Bus
 from loom_core.exposures import live_rows as load_live_rows
 from loom_core.store import Store
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 
 from .domain.history import Event, Exposure, Shape, Window
 from .domain.timeutil import US, ch_to_us
@@ -98,7 +97,9 @@ def exposure_from_row(row: Mapping[str, Any]) -> Exposure:
 
 
 def event_from_table(r: Mapping[str, Any]) -> Event:
-    return Event(int(r["t"]), r["subject"], r["agent"], r["user"], r["session"], r["op"], bool(r["ok"]), dict(r["args"] or {}), r["request_id"])
+    return Event(
+        int(r["t"]), r["subject"], r["agent"], r["user"], r["session"], r["op"], bool(r["ok"]), dict(r["args"] or {}), r["request_id"]
+    )
 
 
 def exposure_from_table(r: Mapping[str, Any]) -> Exposure:
@@ -309,9 +310,7 @@ class LiveHistory:
         org, ns = key
         now = now_us()
         since = now - shape.retention_us - US
-        rows = await hist.events(
-            self.store, org, ns, since_us=since, patterns=hist.like_patterns(shape.op_globs), limit=BACKFILL_LIMIT
-        )
+        rows = await hist.events(self.store, org, ns, since_us=since, patterns=hist.like_patterns(shape.op_globs), limit=BACKFILL_LIMIT)
         xrows = await hist.exposures(self.store, org, ns, since_us=since, kinds=shape.exposure_kinds, limit=BACKFILL_LIMIT)
         live = await load_live_rows(self.store, org, ns) if shape.exposure_kinds else {}
         # From here on nothing awaits, so no row can slip between the table read and the ring.

@@ -57,12 +57,19 @@ async def recorded(
         globs = None if shape.op_globs is None else globs | shape.op_globs
     start = since_us - shape.retention_us - US
     rows = await hist.events(
-        store, org, namespace, since_us=start, until_us=until_us, patterns=hist.like_patterns(None if globs is None else frozenset(globs)), limit=REPLAY_LIMIT
+        store,
+        org,
+        namespace,
+        since_us=start,
+        until_us=until_us,
+        patterns=hist.like_patterns(None if globs is None else frozenset(globs)),
+        limit=REPLAY_LIMIT,
     )
     xrows = await hist.exposures(store, org, namespace, since_us=start, until_us=until_us, kinds=shape.exposure_kinds, limit=REPLAY_LIMIT)
     truncated = len(rows) >= REPLAY_LIMIT or len(xrows) >= REPLAY_LIMIT
     calls = [
-        RecordedCall(event_from_table(r), int(float(r["latency_ms"]) * 1000), str(r["error_code"]), bool(r["write_shaped"])) for r in reversed(rows)
+        RecordedCall(event_from_table(r), int(float(r["latency_ms"]) * 1000), str(r["error_code"]), bool(r["write_shaped"]))
+        for r in reversed(rows)
     ]
     exposures = [exposure_from_table(r) for r in reversed(xrows)]
     live = await live_rows(store, org, namespace) if shape.exposure_kinds else {}

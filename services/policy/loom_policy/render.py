@@ -74,7 +74,20 @@ def refusal_detail(v: Verdict) -> dict[str, Any]:
 # arrays (a third of the dict form's rendering time and under half its size: the gate writes
 # one per gated call). `rules_from_stored` turns it back into the answer's shape.
 
-_LEAF_FIELDS = ("path", "op", "holds", "observed", "cmp", "threshold", "within_seconds", "operation", "key", "key_value", "last_us", "error")
+_LEAF_FIELDS = (
+    "path",
+    "op",
+    "holds",
+    "observed",
+    "cmp",
+    "threshold",
+    "within_seconds",
+    "operation",
+    "key",
+    "key_value",
+    "last_us",
+    "error",
+)
 
 
 def rules_stored(rules: list[RuleOutcome]) -> str:
@@ -88,7 +101,20 @@ def rules_stored(rules: list[RuleOutcome]) -> str:
                 r.denies,
                 r.error,
                 [
-                    [leaf.path, leaf.op, leaf.holds, leaf.observed, leaf.cmp, leaf.threshold, leaf.within_seconds, leaf.operation, leaf.key, leaf.key_value, leaf.last_us, leaf.error]
+                    [
+                        leaf.path,
+                        leaf.op,
+                        leaf.holds,
+                        leaf.observed,
+                        leaf.cmp,
+                        leaf.threshold,
+                        leaf.within_seconds,
+                        leaf.operation,
+                        leaf.key,
+                        leaf.key_value,
+                        leaf.last_us,
+                        leaf.error,
+                    ]
                     for leaf in r.leaves
                 ],
             ]
@@ -107,5 +133,15 @@ def rules_from_stored(text: str) -> list[dict[str, Any]]:
             leaf["holds"] = bool(leaf["holds"])
             leaf["last_time"] = us_to_iso(int(leaf.pop("last_us")))
             rendered.append(leaf)
-        out.append({"name": name, "effect": effect, "mode": mode, "condition_holds": bool(condition), "denies": denies, "leaves": rendered, "error": error})
+        out.append(
+            {
+                "name": name,
+                "effect": effect,
+                "mode": mode,
+                "condition_holds": bool(condition),
+                "denies": denies,
+                "leaves": rendered,
+                "error": error,
+            }
+        )
     return out

@@ -22,11 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
-
 from loom_core.bus import Bus
 from loom_core.settings import Settings
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 
 from .domain.compiler import CompiledRule, compile_rule
 from .domain.history import Shape

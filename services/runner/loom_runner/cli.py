@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import uvloop
-
 from loom_core.settings import Settings, render_markdown
 
 
@@ -20,9 +19,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="loom", description="Loom: coordination for AI agents.")
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("up", help="run Loom embedded: chDB, a nats-server child, every plane, the gateway")
-    serve = sub.add_parser("serve", help="cluster mode: serve some planes (and/or the gateway) against LOOM_CLICKHOUSE_URL and LOOM_NATS_URL")
+    serve = sub.add_parser(
+        "serve", help="cluster mode: serve some planes (and/or the gateway) against LOOM_CLICKHOUSE_URL and LOOM_NATS_URL"
+    )
     serve.add_argument("--planes", default="", help="comma-separated planes this process serves (e.g. tasks); empty: none")
-    serve.add_argument("--gateway", action="store_true", help="also serve the HTTP gateway, relaying to LOOM_PLANE_ADDRESSES for planes served elsewhere")
+    serve.add_argument(
+        "--gateway", action="store_true", help="also serve the HTTP gateway, relaying to LOOM_PLANE_ADDRESSES for planes served elsewhere"
+    )
     admin = sub.add_parser("admin", help="operator commands")
     admin_sub = admin.add_subparsers(dest="admin_cmd", required=True)
     boot = admin_sub.add_parser("bootstrap", help="create an org and namespace; print the first admin token")
@@ -77,7 +80,14 @@ async def _serve(settings: Settings, planes: set[str], gateway: bool) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    inst = await start_instance(settings, nats_url=settings.nats_url, http=gateway, only_planes=planes, remote_planes=remote, name=f"loom-{'-'.join(sorted(planes)) or 'gateway'}")
+    inst = await start_instance(
+        settings,
+        nats_url=settings.nats_url,
+        http=gateway,
+        only_planes=planes,
+        remote_planes=remote,
+        name=f"loom-{'-'.join(sorted(planes)) or 'gateway'}",
+    )
     for plane, addr in inst.addresses.items():
         print(f"loom: plane {plane} grpc {addr}", flush=True)
     await stop.wait()
@@ -110,7 +120,12 @@ async def _bootstrap(settings: Settings, org: str, namespace: str, subject: str)
     try:
         await run_migrations(store, CORE_MIGRATIONS)
         token, p = await bootstrap_org(
-            IdentityStore(store), TokenCodec(settings.jwt_secret, settings.jwt_secret_previous), org, namespace, settings.bootstrap_token_ttl_seconds, subject
+            IdentityStore(store),
+            TokenCodec(settings.jwt_secret, settings.jwt_secret_previous),
+            org,
+            namespace,
+            settings.bootstrap_token_ttl_seconds,
+            subject,
         )
     finally:
         await store.close()

@@ -12,7 +12,6 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-
 from loom_core.bus import NatsServer
 from loom_core.errors import LoomError
 from loom_core.runtime import Plane, PlaneServer, Runtime
@@ -117,7 +116,12 @@ def admin_app(runtime: Runtime) -> FastAPI:
         body: dict[str, Any] = await request.json()
         try:
             token, p = await bootstrap_org(
-                runtime.identity, runtime.codec, str(body["org"]), str(body["namespace"]), runtime.settings.bootstrap_token_ttl_seconds, str(body.get("subject") or "user:admin")
+                runtime.identity,
+                runtime.codec,
+                str(body["org"]),
+                str(body["namespace"]),
+                runtime.settings.bootstrap_token_ttl_seconds,
+                str(body.get("subject") or "user:admin"),
             )
         except LoomError as exc:
             return error_response(exc)

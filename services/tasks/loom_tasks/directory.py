@@ -61,7 +61,9 @@ class Directory:
             return hit[1]
         return await self._load(("policies", org, inbox), lambda: self.inboxes.policies(org, inbox), self._policies, key)
 
-    async def _load(self, flight: tuple[str, str, str], fetch: Callable[[], Awaitable[Any]], cache: dict[Any, Any], key: tuple[str, str]) -> Any:
+    async def _load(
+        self, flight: tuple[str, str, str], fetch: Callable[[], Awaitable[Any]], cache: dict[Any, Any], key: tuple[str, str]
+    ) -> Any:
         """One store read per entry at a time: concurrent misses share it."""
         pending = self._flights.get(flight)
         if pending is None:

@@ -312,7 +312,9 @@ class Handlers:
         return pb.GetTaskResponse(task=task_pb(row, lease_expires_at=expires))
 
     async def list_tasks(self, req: pb.ListTasksRequest, ctx: CallContext) -> pb.ListTasksResponse:
-        rows, token = await self.reading.list(ctx, req.inbox, list(req.status), list(req.kind), req.poster, req.mine, req.limit, req.page_token)
+        rows, token = await self.reading.list(
+            ctx, req.inbox, list(req.status), list(req.kind), req.poster, req.mine, req.limit, req.page_token
+        )
         return pb.ListTasksResponse(tasks=[task_pb(r) for r in rows], next_page_token=token)
 
     async def counts(self, req: pb.CountTasksRequest, ctx: CallContext) -> pb.CountTasksResponse:

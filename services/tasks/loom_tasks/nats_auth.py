@@ -53,15 +53,14 @@ import nats
 import nkeys
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from nats.aio.client import Client as NatsClient
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
-
 from loom_core.errors import Forbidden, LoomError, Unauthenticated
 from loom_core.identity.authenticator import GRANTS_SUBJECT, REVOKED_SUBJECT
 from loom_core.identity.tokens import Principal
 from loom_core.roles import Role
 from loom_core.settings import Settings
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,10 @@ from __future__ import annotations
 from loom_core.store import Migration
 
 MIGRATIONS: list[Migration] = [
-    Migration("tasks", "task_inboxes", """
+    Migration(
+        "tasks",
+        "task_inboxes",
+        """
         CREATE TABLE IF NOT EXISTS {db}.task_inboxes (
             org String, name String, namespace String, owner_agent String,
             posters Array(String), accept_disclosure Array(String),
@@ -24,14 +27,22 @@ MIGRATIONS: list[Migration] = [
             webhook_url String, webhook_secret_ref String, description String,
             created_at DateTime64(6, 'UTC'), updated_at DateTime64(6, 'UTC'),
             version UInt64, tombstoned_at Nullable(DateTime64(6, 'UTC'))
-        ) ENGINE = ReplacingMergeTree(version) ORDER BY (org, name)"""),
-    Migration("tasks", "task_policies", """
+        ) ENGINE = ReplacingMergeTree(version) ORDER BY (org, name)""",
+    ),
+    Migration(
+        "tasks",
+        "task_policies",
+        """
         CREATE TABLE IF NOT EXISTS {db}.task_policies (
             org String, inbox String, poster String, kind String, mode LowCardinality(String),
             require_evidence Array(String), updated_at DateTime64(6, 'UTC'), updated_by String,
             removed UInt8, version UInt64
-        ) ENGINE = ReplacingMergeTree(version) ORDER BY (org, inbox, poster, kind)"""),
-    Migration("tasks", "tasks", """
+        ) ENGINE = ReplacingMergeTree(version) ORDER BY (org, inbox, poster, kind)""",
+    ),
+    Migration(
+        "tasks",
+        "tasks",
+        """
         CREATE TABLE IF NOT EXISTS {db}.tasks (
             org String, task_id String, inbox String, namespace String, owner_agent String,
             kind String, title String, brief String, disclosure LowCardinality(String),
@@ -45,12 +56,17 @@ MIGRATIONS: list[Migration] = [
             attempts UInt32, defers UInt32,
             escalate_at Nullable(DateTime64(6, 'UTC')), escalated_at Nullable(DateTime64(6, 'UTC')),
             created_at DateTime64(6, 'UTC'), updated_at DateTime64(6, 'UTC'), version UInt64
-        ) ENGINE = ReplacingMergeTree(version) ORDER BY (org, task_id)"""),
-    Migration("tasks", "task_events", """
+        ) ENGINE = ReplacingMergeTree(version) ORDER BY (org, task_id)""",
+    ),
+    Migration(
+        "tasks",
+        "task_events",
+        """
         CREATE TABLE IF NOT EXISTS {db}.task_events (
             org String, task_id String, event_id String, kind LowCardinality(String),
             namespace String, inbox String, status LowCardinality(String), poster String,
             actor String, actor_agent String, reason String, task_kind String, title String,
             data String, version UInt64, at DateTime64(6, 'UTC')
-        ) ENGINE = MergeTree ORDER BY (org, task_id, at)"""),
+        ) ENGINE = MergeTree ORDER BY (org, task_id, at)""",
+    ),
 ]

@@ -24,7 +24,9 @@ def _iso(ts: int) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
-async def bootstrap_org(identity: IdentityStore, codec: TokenCodec, org: str, namespace: str, ttl_seconds: int, subject: str = "user:admin") -> tuple[str, Principal]:
+async def bootstrap_org(
+    identity: IdentityStore, codec: TokenCodec, org: str, namespace: str, ttl_seconds: int, subject: str = "user:admin"
+) -> tuple[str, Principal]:
     """Create the org and its first namespace, make `subject` org-wide admin, and mint its token."""
     check_name("org", org)
     check_name("namespace", namespace)
@@ -33,7 +35,13 @@ async def bootstrap_org(identity: IdentityStore, codec: TokenCodec, org: str, na
     await identity.set_grant(org, "*", subject, "admin")
     now = int(time.time())
     principal = Principal(
-        jti=new_token_id("bootstrap-"), sub=subject, org=org, roles={"*": "admin"}, iat=now, exp=now + ttl_seconds, default_namespace=namespace
+        jti=new_token_id("bootstrap-"),
+        sub=subject,
+        org=org,
+        roles={"*": "admin"},
+        iat=now,
+        exp=now + ttl_seconds,
+        default_namespace=namespace,
     )
     return codec.encode(principal), principal
 
@@ -111,11 +119,15 @@ class IdentityPlane:
             raise invalid_field("namespace", "no such namespace")
         row = await self.ids.set_grant(ctx.org, ctx.namespace, req.subject, req.role)
         await self.rt.auth.publish_grant_change(ctx.org, req.subject)
-        return pb.SetGrantResponse(grant=pb.Grant(subject=req.subject, namespace=ctx.namespace, role=req.role, updated_time=row["updated_at"]))
+        return pb.SetGrantResponse(
+            grant=pb.Grant(subject=req.subject, namespace=ctx.namespace, role=req.role, updated_time=row["updated_at"])
+        )
 
     async def list_grants(self, req: pb.ListGrantsRequest, ctx: CallContext) -> pb.ListGrantsResponse:
         rows = await self.ids.grants_in(ctx.org, ctx.namespace)
-        return pb.ListGrantsResponse(grants=[pb.Grant(subject=r["subject"], namespace=r["namespace"], role=r["role"], updated_time=r["updated_at"]) for r in rows])
+        return pb.ListGrantsResponse(
+            grants=[pb.Grant(subject=r["subject"], namespace=r["namespace"], role=r["role"], updated_time=r["updated_at"]) for r in rows]
+        )
 
     async def create_sa(self, req: pb.CreateServiceAccountRequest, ctx: CallContext) -> pb.CreateServiceAccountResponse:
         check_name("name", req.name)
@@ -128,7 +140,9 @@ class IdentityPlane:
         row = await self.ids.set_grant(ctx.org, ctx.namespace, subject, role)
         await self.rt.auth.publish_grant_change(ctx.org, subject)
         return pb.CreateServiceAccountResponse(
-            subject=subject, created=created, grant=pb.Grant(subject=subject, namespace=ctx.namespace, role=role, updated_time=row["updated_at"])
+            subject=subject,
+            created=created,
+            grant=pb.Grant(subject=subject, namespace=ctx.namespace, role=role, updated_time=row["updated_at"]),
         )
 
     async def mint(self, req: pb.MintTokenRequest, ctx: CallContext) -> pb.MintTokenResponse:
@@ -143,9 +157,13 @@ class IdentityPlane:
             if not named:
                 raise invalid_field("roles", "required when minting for another subject")
             for ns in named:
-                role = await self.rt.auth.org_role(p) if ns == "*" else max(await self.rt.auth.org_role(p), await self.rt.auth.role_in(p, ns))
+                role = (
+                    await self.rt.auth.org_role(p) if ns == "*" else max(await self.rt.auth.org_role(p), await self.rt.auth.role_in(p, ns))
+                )
                 if role < Role.ADMIN:
-                    raise Forbidden("AUTH_INSUFFICIENT", f"minting for another subject needs admin in {ns!r}", {"reason": "role", "namespace": ns})
+                    raise Forbidden(
+                        "AUTH_INSUFFICIENT", f"minting for another subject needs admin in {ns!r}", {"reason": "role", "namespace": ns}
+                    )
             subject_grants = await self.rt.auth.live_grants(p.org, subject)
         if req.default_namespace:
             check_name("default_namespace", req.default_namespace)
@@ -185,7 +203,9 @@ class IdentityPlane:
         for kind, value in targets:
             own = (kind == "token" and value == p.jti) or (kind == "subject" and value == p.sub) or (kind == "session" and value == p.sid)
             if not own and not is_admin:
-                raise Forbidden("AUTH_INSUFFICIENT", "revoking another's token, subject or session needs org-wide admin", {"reason": "org_admin"})
+                raise Forbidden(
+                    "AUTH_INSUFFICIENT", "revoking another's token, subject or session needs org-wide admin", {"reason": "org_admin"}
+                )
             if kind == "subject":
                 check_subject("subject", value)
         for kind, value in targets:

@@ -242,7 +242,7 @@ class Breadth:
         return len(self.order) - bisect_left(self.order, (lo, ""))
 
     def keys_since(self, lo: int) -> set[str]:
-        return {k for _, k in self.order[bisect_left(self.order, (lo, "")):]}
+        return {k for _, k in self.order[bisect_left(self.order, (lo, "")) :]}
 
     def drop_before(self, cutoff: int) -> None:
         i = bisect_left(self.order, (cutoff, ""))

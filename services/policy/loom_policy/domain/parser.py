@@ -166,7 +166,7 @@ class _Parse:
             if not isinstance(name, str) or not ARG_FIELD.match(name):
                 raise bad(p, "an argument name")
             if isinstance(value, str) and value.startswith("$"):
-                bind = value[len(BIND_PREFIX):] if value.startswith(BIND_PREFIX) else ""
+                bind = value[len(BIND_PREFIX) :] if value.startswith(BIND_PREFIX) else ""
                 if not ARG_FIELD.match(bind):
                     raise bad(p, "a binding is written $args.<field>")
                 out.append(ArgEq(name, bind=bind))

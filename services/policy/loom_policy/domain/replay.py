@@ -111,7 +111,12 @@ def replay(
             continue
         ctx = EvalContext(window, Caller(ev.subject, ev.agent, ev.user, ev.session), now, ev.args)
         verdict = evaluate(
-            rules, ctx, op=ev.op, write_shaped=write_shaped(ev.op, call.write_shaped), deployment_mode=deployment_mode, mode_override=mode_override
+            rules,
+            ctx,
+            op=ev.op,
+            write_shaped=write_shaped(ev.op, call.write_shaped),
+            deployment_mode=deployment_mode,
+            mode_override=mode_override,
         )
         result.add(call, verdict)
     return result.r

@@ -9,8 +9,7 @@ from typing import Any
 from loom_core.store import Store
 
 _EVENT_COLS = (
-    "toUnixTimestamp64Micro(ts) AS t, subject, agent, user, session, op, ok, args, request_id,"
-    " latency_ms, error_code, write_shaped"
+    "toUnixTimestamp64Micro(ts) AS t, subject, agent, user, session, op, ok, args, request_id, latency_ms, error_code, write_shaped"
 )
 _EXPOSURE_COLS = "toUnixTimestamp64Micro(ts) AS t, subject, agent, user, session, op, kind, key, request_id"
 
@@ -65,7 +64,12 @@ async def exposures(
 ) -> list[dict[str, Any]]:
     if not kinds:
         return []
-    where = ["org = {org:String}", "namespace = {ns:String}", "ts >= fromUnixTimestamp64Micro({since:Int64})", "has({kinds:Array(String)}, kind)"]
+    where = [
+        "org = {org:String}",
+        "namespace = {ns:String}",
+        "ts >= fromUnixTimestamp64Micro({since:Int64})",
+        "has({kinds:Array(String)}, kind)",
+    ]
     params: dict[str, Any] = {"org": org, "ns": namespace, "since": since_us, "limit": limit, "kinds": sorted(kinds)}
     if until_us is not None:
         where.append("ts < fromUnixTimestamp64Micro({until:Int64})")

@@ -22,7 +22,9 @@ class RuleStore:
         return self._last_version
 
     async def all_live(self) -> list[dict[str, Any]]:
-        return await self.store.query(f"SELECT {_COLUMNS} FROM {{db}}.policy_rules FINAL WHERE tombstoned_at IS NULL ORDER BY org, namespace, name")
+        return await self.store.query(
+            f"SELECT {_COLUMNS} FROM {{db}}.policy_rules FINAL WHERE tombstoned_at IS NULL ORDER BY org, namespace, name"
+        )
 
     async def live_in(self, org: str, namespace: str) -> list[dict[str, Any]]:
         return await self.store.query(

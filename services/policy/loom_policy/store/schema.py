@@ -5,7 +5,10 @@ from __future__ import annotations
 from loom_core.store import Migration
 
 MIGRATIONS = [
-    Migration("policy", "policy_rules", """
+    Migration(
+        "policy",
+        "policy_rules",
+        """
         CREATE TABLE IF NOT EXISTS {db}.policy_rules (
             org LowCardinality(String),
             namespace String,
@@ -21,8 +24,12 @@ MIGRATIONS = [
             version UInt64,
             tombstoned_at Nullable(DateTime64(6, 'UTC'))
         ) ENGINE = ReplacingMergeTree(version)
-        ORDER BY (org, namespace, name)"""),
-    Migration("policy", "policy_decisions", """
+        ORDER BY (org, namespace, name)""",
+    ),
+    Migration(
+        "policy",
+        "policy_decisions",
+        """
         CREATE TABLE IF NOT EXISTS {db}.policy_decisions (
             ts DateTime64(6, 'UTC'),
             org LowCardinality(String),
@@ -45,8 +52,12 @@ MIGRATIONS = [
             latency_ms Float64
         ) ENGINE = MergeTree
         PARTITION BY toYYYYMM(ts)
-        ORDER BY (org, namespace, ts)"""),
-    Migration("policy", "policy_audit", """
+        ORDER BY (org, namespace, ts)""",
+    ),
+    Migration(
+        "policy",
+        "policy_audit",
+        """
         CREATE TABLE IF NOT EXISTS {db}.policy_audit (
             ts DateTime64(6, 'UTC'),
             org LowCardinality(String),
@@ -62,5 +73,6 @@ MIGRATIONS = [
             after String
         ) ENGINE = MergeTree
         PARTITION BY toYYYYMM(ts)
-        ORDER BY (org, namespace, ts)"""),
+        ORDER BY (org, namespace, ts)""",
+    ),
 ]

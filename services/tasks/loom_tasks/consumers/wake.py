@@ -84,9 +84,7 @@ class InboxQueue:
     def ordered(self, kinds: Sequence[str], now: float) -> list[TaskRow]:
         wanted = set(kinds)
         rows = [
-            r
-            for r in self.rows.values()
-            if r.task_id not in self.reserved and r.visible_to_pull(now) and (not wanted or r.kind in wanted)
+            r for r in self.rows.values() if r.task_id not in self.reserved and r.visible_to_pull(now) and (not wanted or r.kind in wanted)
         ]
         rows.sort(key=TaskRow.pull_order)
         return rows

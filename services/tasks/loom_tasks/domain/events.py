@@ -29,7 +29,9 @@ def progress_event_id(row: TaskRow) -> str:
     return f"{row.task_id}.{row.version}.progress.{uuid.uuid4().hex[:12]}"
 
 
-def build(row: TaskRow, kind: str, *, at: float, data: dict[str, Any] | None = None, actor: str = "", actor_agent: str = "", eid: str = "") -> dict[str, Any]:
+def build(
+    row: TaskRow, kind: str, *, at: float, data: dict[str, Any] | None = None, actor: str = "", actor_agent: str = "", eid: str = ""
+) -> dict[str, Any]:
     return {
         "event_id": eid or event_id(row, kind),
         "org": row.org,

@@ -37,7 +37,9 @@ class Change:
 
 
 def terminal(row: TaskRow) -> Conflict:
-    return Conflict("TASK_TERMINAL", f"the task is {row.status}: finished tasks do not change", {"task_id": row.task_id, "status": row.status})
+    return Conflict(
+        "TASK_TERMINAL", f"the task is {row.status}: finished tasks do not change", {"task_id": row.task_id, "status": row.status}
+    )
 
 
 def _expect(row: TaskRow, allowed: frozenset[str] | set[str], move: str) -> None:
@@ -125,7 +127,9 @@ def claim(row: TaskRow, actor: Actor, fence: int, lease_seconds: int, now: float
 
 def complete(row: TaskRow, actor: Actor, outcome: dict[str, Any], now: float) -> Change:
     _expect(row, {model.IN_PROGRESS}, "task.complete")
-    return Change(_moved(row, now, status=model.DONE, outcome=outcome, reason="", **_released()), "done", {"outcome": outcome}, **_by(actor))
+    return Change(
+        _moved(row, now, status=model.DONE, outcome=outcome, reason="", **_released()), "done", {"outcome": outcome}, **_by(actor)
+    )
 
 
 def fail(row: TaskRow, actor: Actor, reason: str, now: float) -> Change:
@@ -138,7 +142,11 @@ def defer(row: TaskRow, actor: Actor, resume_at: float, reason: str, max_defers:
     _expect(row, {model.IN_PROGRESS}, "task.defer")
     defers = row.defers + 1
     if defers >= max_defers:
-        why = f"deferred {defers} times (max_defers {max_defers}): {reason}" if reason else f"deferred {defers} times (max_defers {max_defers})"
+        why = (
+            f"deferred {defers} times (max_defers {max_defers}): {reason}"
+            if reason
+            else f"deferred {defers} times (max_defers {max_defers})"
+        )
         nxt = _moved(row, now, status=model.BLOCKED, blocked_on="human", reason=why, defers=defers, resume_at=None, **_released())
         return Change(nxt, "blocked", {"blocked_on": "human", "max_defers": max_defers}, **_by(actor))
     nxt = _moved(row, now, status=model.DEFERRED, resume_at=resume_at, reason=reason, defers=defers, **_released())
@@ -160,7 +168,9 @@ def expire(row: TaskRow, max_attempts: int, now: float) -> Change:
         why = f"lease expired {attempts} times (max_attempts {max_attempts})"
         nxt = _moved(row, now, status=model.BLOCKED, blocked_on="human", reason=why, attempts=attempts, **_released())
         return Change(nxt, "blocked", {"blocked_on": "human", "max_attempts": max_attempts})
-    nxt = _moved(row, now, status=model.TODO, reason=f"lease expired (attempt {attempts} of {max_attempts})", attempts=attempts, **_released())
+    nxt = _moved(
+        row, now, status=model.TODO, reason=f"lease expired (attempt {attempts} of {max_attempts})", attempts=attempts, **_released()
+    )
     return Change(nxt, "released", {"attempts": attempts})
 
 

@@ -86,7 +86,9 @@ def disclosure_levels(values: Sequence[str]) -> tuple[str, ...]:
 
 def mode(value: str) -> str:
     if value not in model.MODES:
-        raise ValidationFailed("mode: one of deny, review, auto", {"field": "mode", "reason": "unknown mode", "accepted": list(model.MODES)})
+        raise ValidationFailed(
+            "mode: one of deny, review, auto", {"field": "mode", "reason": "unknown mode", "accepted": list(model.MODES)}
+        )
     return value
 
 

@@ -58,7 +58,9 @@ class InboxOps:
         lease = v.positive(s.default_lease_seconds, "default_lease_seconds", model.DEFAULT_LEASE_SECONDS, v.MAX_LEASE_SECONDS)
         attempts = v.positive(s.max_attempts, "max_attempts", model.DEFAULT_MAX_ATTEMPTS, 1000)
         defers = v.positive(s.max_defers, "max_defers", model.DEFAULT_MAX_DEFERS, 1000)
-        escalate = v.positive(s.triage_escalate_after_seconds, "triage_escalate_after_seconds", model.DEFAULT_TRIAGE_ESCALATE_AFTER_SECONDS, 365 * 86400)
+        escalate = v.positive(
+            s.triage_escalate_after_seconds, "triage_escalate_after_seconds", model.DEFAULT_TRIAGE_ESCALATE_AFTER_SECONDS, 365 * 86400
+        )
         _check_webhook(ctx.org, s.webhook_url, s.webhook_secret_ref)
         description = v.text(s.description, "description", 2000)
         # Inbox names are unique in the org: one registration of a name at a time.

@@ -89,7 +89,11 @@ class PostingOps:
             raise no_inbox(req.inbox)
         writer = role >= Role.WRITER
         decision = trust.decide(
-            await self.d.directory.policies(ctx.org, inbox.name), subject=ctx.subject, agent=ctx.agent, kind=kind, writer_on_owner_namespace=writer
+            await self.d.directory.policies(ctx.org, inbox.name),
+            subject=ctx.subject,
+            agent=ctx.agent,
+            kind=kind,
+            writer_on_owner_namespace=writer,
         )
         if decision.mode == "deny":
             raise Forbidden(

@@ -64,11 +64,21 @@ class ReadingOps:
         return row, expires
 
     async def list(
-        self, ctx: CallContext, inbox: str, statuses: Sequence[str], kinds: Sequence[str], poster: str, mine: bool, limit: int, page_token: str
+        self,
+        ctx: CallContext,
+        inbox: str,
+        statuses: Sequence[str],
+        kinds: Sequence[str],
+        poster: str,
+        mine: bool,
+        limit: int,
+        page_token: str,
     ) -> tuple[list[TaskRow], str]:
         for s in statuses:
             if s not in model.STATUSES:
-                raise ValidationFailed(f"status: {s!r} is not a status", {"field": "status", "reason": "unknown status", "accepted": list(model.STATUSES)})
+                raise ValidationFailed(
+                    f"status: {s!r} is not a status", {"field": "status", "reason": "unknown status", "accepted": list(model.STATUSES)}
+                )
         kinds = [v.kind(k) for k in kinds]
         if limit < 0 or limit > MAX_LIMIT:
             raise v.invalid_field("limit", f"between 1 and {MAX_LIMIT}")
@@ -87,7 +97,14 @@ class ReadingOps:
         else:
             namespace = ctx.namespace
         rows = await self.d.tasks.listing(
-            ctx.org, namespace=namespace, inbox=inbox_name, poster=poster_filter, statuses=statuses, kinds=kinds, after=after, limit=size + 1
+            ctx.org,
+            namespace=namespace,
+            inbox=inbox_name,
+            poster=poster_filter,
+            statuses=statuses,
+            kinds=kinds,
+            after=after,
+            limit=size + 1,
         )
         more = len(rows) > size
         rows = rows[:size]
@@ -114,8 +131,6 @@ class ReadingOps:
         events = await self.d.tasks.history(ctx.org, task_id, limit or 200)
         ctx.out_hits = len(events)
         return events
-
-
 
     async def _history_caught_up(self) -> None:
         js = self.d.runtime.bus.js

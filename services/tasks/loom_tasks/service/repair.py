@@ -83,7 +83,9 @@ class RepairOps:
         if not_before is not None:
             changes["not_before"] = v.parse_time(not_before, "not_before")
         if not changes:
-            raise ValidationFailed("nothing to update: name title, brief, priority, deadline or not_before", {"field": "(body)", "reason": "empty"})
+            raise ValidationFailed(
+                "nothing to update: name title, brief, priority, deadline or not_before", {"field": "(body)", "reason": "empty"}
+            )
         return await self._owner_move(ctx, task_id, lambda row, actor, now: transitions.update(row, actor, if_match_version, changes, now))
 
     async def reassign(self, ctx: CallContext, task_id: str, to_inbox: str, reason: str) -> TaskRow:
@@ -104,9 +106,15 @@ class RepairOps:
         def move(row: TaskRow, actor: Actor, now: float) -> transitions.Change:
             if row.inbox == target.name:
                 raise v.invalid_field("to_inbox", "the task is already in this inbox")
-            decision = trust.decide(policies, subject=ctx.subject, agent=ctx.agent, kind=row.kind, writer_on_owner_namespace=role >= Role.WRITER)
+            decision = trust.decide(
+                policies, subject=ctx.subject, agent=ctx.agent, kind=row.kind, writer_on_owner_namespace=role >= Role.WRITER
+            )
             if decision.mode == "deny":
-                raise Forbidden("TASK_POSTER_DENIED", f"inbox {to_inbox!r} does not take {row.kind!r} tasks from you", {"inbox": to_inbox, "kind": row.kind})
+                raise Forbidden(
+                    "TASK_POSTER_DENIED",
+                    f"inbox {to_inbox!r} does not take {row.kind!r} tasks from you",
+                    {"inbox": to_inbox, "kind": row.kind},
+                )
             if row.disclosure not in target.accept_disclosure:
                 raise ValidationFailed(
                     f"disclosure: inbox {to_inbox!r} accepts {', '.join(target.accept_disclosure)}",

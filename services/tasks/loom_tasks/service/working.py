@@ -78,7 +78,9 @@ class WorkingOps:
             # Woken: the wake-up brought the row, no store read needed. Timed out: re-read.
             force = not woken
 
-    async def _claim_some(self, inbox: InboxRow, q: Any, kinds: Sequence[str], actor: Actor, lease: int, want: int, force: bool) -> list[TaskRow]:
+    async def _claim_some(
+        self, inbox: InboxRow, q: Any, kinds: Sequence[str], actor: Actor, lease: int, want: int, force: bool
+    ) -> list[TaskRow]:
         hub = self.d.hub
         await hub.refresh(inbox.org, inbox.name, q, force=force)
         out: list[TaskRow] = []
@@ -133,7 +135,11 @@ class WorkingOps:
             if row.status != model.TODO:
                 if row.terminal:
                     raise transitions.terminal(row)
-                raise Conflict("PRECONDITION_FAILED", f"only a todo task can be claimed; this one is {row.status}", {"task_id": task_id, "status": row.status, "reason": "status"})
+                raise Conflict(
+                    "PRECONDITION_FAILED",
+                    f"only a todo task can be claimed; this one is {row.status}",
+                    {"task_id": task_id, "status": row.status, "reason": "status"},
+                )
             got = await self.d.engine.claim(row, actor, lease, time.time())
             if got is not None:
                 return got.row
@@ -142,7 +148,11 @@ class WorkingOps:
             if fresh is None:
                 raise no_task(task_id)
             if st is None and fresh.status == model.TODO:
-                raise Conflict("PRECONDITION_FAILED", "the task is not claimable yet (its lease row is being written); retry", {"task_id": task_id, "reason": "no_lease_row"})
+                raise Conflict(
+                    "PRECONDITION_FAILED",
+                    "the task is not claimable yet (its lease row is being written); retry",
+                    {"task_id": task_id, "reason": "no_lease_row"},
+                )
             row = fresh
         raise Conflict("PRECONDITION_FAILED", "another claim won the task", {"task_id": task_id, "reason": "claimed"})
 
@@ -244,4 +254,3 @@ class WorkingOps:
         on = v.blocked_on(blocked_on)
         why = v.reason(reason, required=True)
         return await self._fenced(ctx, task_id, fence, lambda row, actor, now, _inbox: transitions.block(row, actor, on, why, now))
-

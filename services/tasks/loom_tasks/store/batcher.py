@@ -39,7 +39,9 @@ class _Pending:
 
 
 class BatchWriter:
-    def __init__(self, store: Store, table: str, max_rows: int = 500, linger: float = 0.002, behind_delay: float = BEHIND_DELAY_SECONDS) -> None:
+    def __init__(
+        self, store: Store, table: str, max_rows: int = 500, linger: float = 0.002, behind_delay: float = BEHIND_DELAY_SECONDS
+    ) -> None:
         self.store = store
         self.table = table
         self.max_rows = max(1, max_rows)

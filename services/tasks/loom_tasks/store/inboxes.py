@@ -92,7 +92,15 @@ class InboxStore:
             {"org": org, "inbox": inbox},
         )
         return [
-            PolicyRow(r["inbox"], r["poster"], r["kind"], r["mode"], tuple(r["require_evidence"]), int(r["updated_us"]) / 1_000_000, r["updated_by"])
+            PolicyRow(
+                r["inbox"],
+                r["poster"],
+                r["kind"],
+                r["mode"],
+                tuple(r["require_evidence"]),
+                int(r["updated_us"]) / 1_000_000,
+                r["updated_by"],
+            )
             for r in rows
         ]
 

@@ -155,8 +155,7 @@ class TaskStore:
             where.append("(toUnixTimestamp64Micro(created_at), task_id) < ({after_at:Int64}, {after_id:String})")
             params["after_at"], params["after_id"] = after
         rows = await self.store.query(
-            f"SELECT {SELECT} FROM {TASKS} FINAL WHERE {' AND '.join(where)}"
-            " ORDER BY created_at DESC, task_id DESC LIMIT {limit:UInt32}",
+            f"SELECT {SELECT} FROM {TASKS} FINAL WHERE {' AND '.join(where)} ORDER BY created_at DESC, task_id DESC LIMIT {{limit:UInt32}}",
             params,
         )
         return [from_store(r) for r in rows]
