@@ -74,7 +74,7 @@ class Up:
     proc: asyncio.subprocess.Process
     data: DataDir
 
-    async def stop(self, timeout: float = 10.0) -> tuple[int, float]:
+    async def stop(self, timeout: float = 10.0) -> tuple[int, float]:  # noqa: ASYNC109 - a bound on the child's exit
         started = time.monotonic()
         self.proc.send_signal(signal.SIGINT)
         code = await asyncio.wait_for(self.proc.wait(), timeout=timeout)

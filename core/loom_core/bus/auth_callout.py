@@ -230,10 +230,7 @@ def embedded_nats_auth(settings: Settings) -> tuple[str, Settings]:
 
 async def readable_namespaces(identity: IdentityStore, auth: Authenticator, principal: Principal) -> list[str]:
     """Namespaces the token may read now: claim and live grant both viewer or above."""
-    if "*" in principal.roles:
-        names = [str(r["name"]) for r in await identity.list_namespaces(principal.org)]
-    else:
-        names = list(principal.roles)
+    names = [str(r["name"]) for r in await identity.list_namespaces(principal.org)] if "*" in principal.roles else list(principal.roles)
     out: list[str] = []
     for name in sorted(set(names)):
         if _TOKEN.match(name) and await auth.role_in(principal, name) >= Role.VIEWER:
