@@ -103,15 +103,15 @@ class LoomError(Exception):
 
     @property
     def http_status(self) -> int:
-        return CODES[self.code][0]
+        return CODES[ErrorCode(self.code)][0]
 
     @property
     def grpc_status(self) -> grpc.StatusCode:
-        return CODES[self.code][1]
+        return CODES[ErrorCode(self.code)][1]
 
     @property
     def retryable(self) -> bool:
-        return CODES[self.code][2]
+        return CODES[ErrorCode(self.code)][2]
 
     def to_payload(self) -> dict[str, Any]:
         body: dict[str, Any] = {"code": self.code, "message": self.message, "retryable": self.retryable}

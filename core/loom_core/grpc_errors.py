@@ -27,7 +27,7 @@ def to_rpc_status(err: LoomError) -> grpc.Status:
 
 
 def from_rpc_error(exc: grpc.aio.AioRpcError | grpc.RpcError) -> LoomError:
-    status = rpc_status.from_call(exc)  # type: ignore[arg-type]
+    status = rpc_status.from_call(exc)
     if status is not None:
         for d in status.details:
             if d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):

@@ -114,12 +114,12 @@ def _unb64(text: str) -> bytes:
 
 def new_account_seed() -> str:
     """A fresh account nkey seed (SA…)."""
-    return nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_ACCOUNT).decode()
+    return str(nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_ACCOUNT).decode())
 
 
 def public_key(seed: str) -> str:
     """The public key (A… for an account) of an nkey seed."""
-    return nkeys.from_seed(seed.encode()).public_key.decode()
+    return str(nkeys.from_seed(seed.encode()).public_key.decode())
 
 
 def _verify_key(public: str, prefix: int) -> Ed25519PublicKey:

@@ -260,7 +260,7 @@ def render_literal(value: Any, type_text: str, *, top: bool = False, name: str =
         return _quote(value)
     if isinstance(value, (bytes, bytearray)):
         if n in ("String", "FixedString"):
-            return _quote(value)
+            return _quote(bytes(value))
         raise _BindError(f"parameter {name}: bytes for {n}")
 
     if n in ("String", "FixedString"):

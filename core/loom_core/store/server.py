@@ -224,7 +224,7 @@ class ServerStore:
         try:
             async with self._pool.connection() as conn, conn.cursor() as cursor:
                 if settings:
-                    cursor.set_settings(dict(settings))
+                    cursor.set_settings(dict(settings))  # type: ignore[no-untyped-call]
                 await cursor.execute(sql)
                 rows = await cursor.fetchall()
                 columns = [(c.name, _normaliser(c.type_code)) for c in cursor.description or ()]

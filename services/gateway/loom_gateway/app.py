@@ -100,7 +100,7 @@ def create_app(relay: Relay, ready_checks: dict[str, ReadyCheck], version: str =
 
     # /mcp itself as a route (a Mount alone answers it with a 307 to /mcp/), /mcp/ by the mount.
     mcp_app = mcp.asgi_app()
-    app.add_route("/mcp", mcp_app, include_in_schema=False)
+    app.add_route("/mcp", mcp_app, include_in_schema=False)  # type: ignore[arg-type]  # an ASGI app serves as the endpoint
     app.mount("/mcp", mcp_app)
 
     def openapi() -> dict[str, Any]:

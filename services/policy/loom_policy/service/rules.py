@@ -79,7 +79,7 @@ class RuleService:
         await self._audit(ctx, name, "delete", reasons, old_row, None)
         await self._changed(ctx.org, ctx.namespace)
 
-    async def list(self, org: str, namespace: str) -> list[dict[str, Any]]:
+    async def live(self, org: str, namespace: str) -> list[dict[str, Any]]:
         return await self.rules.live_in(org, namespace)
 
     async def _changed(self, org: str, namespace: str) -> None:
