@@ -61,12 +61,14 @@ class _RevocationSet:
             return "parent_token"
         if p.sid and p.sid in self.sessions:
             return "session"
+        # A subject revocation ends the tokens issued up to its instant, compared in
+        # microseconds: a token minted after it, even within the same second, stays valid.
         at = self.subjects.get((p.org, p.sub))
-        if at is not None and at >= p.iat:
+        if at is not None and round(at * 1_000_000) >= p.issued_us:
             return "subject"
-        for sub, iat in p.parent_subjects:
+        for sub, issued_us in p.parent_subjects:
             at = self.subjects.get((p.org, sub))
-            if at is not None and at >= iat:
+            if at is not None and round(at * 1_000_000) >= issued_us:
                 return "parent_subject"
         return None
 

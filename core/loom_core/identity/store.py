@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,10 +142,11 @@ class IdentityStore:
         return True
 
     async def revoke(self, org: str, kind: str, value: str, revoked_by: str) -> Revocation:
-        now = time.time()
+        # One instant for the row and the push, to the microsecond the column keeps.
+        now = round(time.time(), 6)
         await self.store.insert(
             "{db}.revocations",
-            [{"org": org, "kind": kind, "value": value, "revoked_at": ch_time(), "revoked_by": revoked_by}],
+            [{"org": org, "kind": kind, "value": value, "revoked_at": ch_time(datetime.fromtimestamp(now, UTC)), "revoked_by": revoked_by}],
         )
         return Revocation(org, kind, value, now)
 
