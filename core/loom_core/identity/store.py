@@ -150,6 +150,15 @@ class IdentityStore:
         )
         return Revocation(org, kind, value, now)
 
+    async def prune_revocations(self, before: float) -> int:
+        """Delete revocation rows older than `before` (epoch seconds); returns how many went."""
+        params = {"before": ch_time(datetime.fromtimestamp(before, UTC))}
+        rows = await self.store.query("SELECT count() AS n FROM {db}.revocations WHERE revoked_at < {before:DateTime64(6, 'UTC')}", params)
+        n = int(rows[0]["n"]) if rows else 0
+        if n:
+            await self.store.execute("DELETE FROM {db}.revocations WHERE revoked_at < {before:DateTime64(6, 'UTC')}", params)
+        return n
+
     async def revocations(self) -> list[Revocation]:
         rows = await self.store.query(
             "SELECT org, kind, value, toFloat64(max(revoked_at)) AS at FROM {db}.revocations GROUP BY org, kind, value"
