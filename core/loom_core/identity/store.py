@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from ..roles import Role
