@@ -311,3 +311,33 @@ class CompiledRule:
 
 def compile_rule(rule: RuleDef) -> CompiledRule:
     return CompiledRule(rule)
+
+
+class BrokenRule(CompiledRule):
+    """A stored rule that no longer compiles (an op renamed, the grammar changed).
+
+    It is never dropped: on every call its actions name it is undecided, so it denies a
+    write-shaped call and allows a read (the evaluation-error semantics), and `policy.list`
+    names it with `reason`. Actions that no longer parse either apply it to every op.
+    """
+
+    __slots__ = ("reason",)
+
+    def __init__(self, name: str, effect: str, actions: tuple[str, ...], mode: str, reason: str) -> None:
+        self.reason = reason
+        self.definition = RuleDef(
+            name=name,
+            effect=effect,
+            actions=actions or ("*",),
+            condition=BoolNode("condition", "all", ()),
+            description="",
+            mode=mode,
+            raw_condition={},
+        )
+        self.name = name
+        self._actions = GlobSet(self.definition.actions)
+        self._leaves = {}
+        self.shape = Shape()
+
+    def evaluate(self, ctx: EvalContext) -> tuple[bool | None, list[LeafOutcome]]:
+        return None, [LeafOutcome("condition", "broken", None, error=f"the stored rule does not compile: {self.reason}")]
