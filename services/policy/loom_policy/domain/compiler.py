@@ -9,12 +9,13 @@ never reads another principal's events, whatever labels the caller sends.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .history import Breadth, GlobSet, NotIndexed, PKey, Series, Shape, key_value
 from .model import BoolNode, Leaf, LeafOutcome, Node, RuleDef
+from .reservations import PendingCall
 from .timeutil import US
 
 
@@ -46,12 +47,21 @@ class EvalContext:
     """One evaluation: the history, the caller, the instant, and the current call's arguments
     (in the ledger's form, computed only if a rule binds `$args`)."""
 
-    __slots__ = ("_args", "_args_fn", "caller", "history", "now_us")
+    __slots__ = ("_args", "_args_fn", "caller", "history", "now_us", "pending")
 
-    def __init__(self, history: History, caller: Caller, now_us: int, args: Callable[[], Mapping[str, str]] | Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        history: History,
+        caller: Caller,
+        now_us: int,
+        args: Callable[[], Mapping[str, str]] | Mapping[str, str],
+        pending: Sequence[PendingCall] = (),
+    ) -> None:
         self.history = history
         self.caller = caller
         self.now_us = now_us
+        # Calls in flight (domain.reservations): count_within counts them as successful events.
+        self.pending = pending
         self._args: Mapping[str, str] | None = None if callable(args) else args
         self._args_fn = args if callable(args) else None
 
@@ -196,12 +206,22 @@ class CompiledLeaf:
             else:
                 raise _Undecided("history this far back is not kept here (window truncated)")
             return
+        if leaf.outcome != "failed":
+            total += self._pending(ctx, pkey, lo, hi, filt)
         out.observed = float(total)
         assert leaf.value is not None
         decided = compare(leaf.cmp, float(total), leaf.value, exact)
         if decided is None:
             raise _Undecided(f"only {total} events kept in the window (truncated); that does not decide {leaf.cmp} {leaf.value:g}")
         out.holds = decided
+
+    def _pending(self, ctx: EvalContext, pkey: PKey, lo: int, hi: int, filt: tuple[tuple[str, str], ...]) -> int:
+        subject, kind, value = pkey
+        return sum(
+            1
+            for c in ctx.pending
+            if c.subject == subject and lo <= c.at_us <= hi and c.key_value(kind) == value and self._ops(c.op) and c.matches(filt)
+        )
 
     def _breadth(self, ctx: EvalContext, pkey: PKey, out: LeafOutcome) -> None:
         leaf = self.leaf
@@ -282,6 +302,13 @@ class CompiledRule:
 
     def applies(self, op: str) -> bool:
         return self._actions(op)
+
+    def counts(self, op: str) -> bool:
+        """Whether a call of `op` counts toward one of this rule's count_within leaves, so a
+        call of it in flight must be reserved."""
+        return any(
+            cl.leaf.op == "count_within" and cl.leaf.outcome != "failed" and cl._ops(op) for cl in self._leaves.values()
+        )
 
     def evaluate(self, ctx: EvalContext) -> tuple[bool | None, list[LeafOutcome]]:
         """The condition under Kleene logic (None: undecided), and every leaf's values."""

@@ -26,8 +26,9 @@ from loom_core.store import Store, run_migrations
 from ..domain.args import flatten_json
 from ..domain.compiler import Caller, CompiledRule, EvalContext
 from ..domain.evaluator import evaluate, explain, undecidable
-from ..domain.history import Shape
+from ..domain.history import Shape, Window
 from ..domain.model import Verdict
+from ..domain.reservations import PendingCall, Reservations
 from ..domain.timeutil import us_to_ch
 from ..settings import PolicySettings
 from ..store.decisions import DecisionWriter
@@ -81,6 +82,7 @@ class PolicyGate:
         self.mode: str = settings.policy_mode
         self.enabled = self.mode != "off"
         self.rule_store = RuleStore(store)
+        self.reservations = Reservations()
         self.history: LiveHistory | None = None
         self.rules: RuleBook | None = None
         self.decisions: DecisionWriter | None = None
@@ -88,7 +90,14 @@ class PolicyGate:
         self._listen = listen
         self._consuming: list[Consuming] = []
         if self.enabled:
-            self.history = LiveHistory(store, bus, cap=settings.policy_window_max_events, live_rows_ttl=settings.policy_cache_ttl_seconds)
+            self.reservations = Reservations()
+            self.history = LiveHistory(
+                store,
+                bus,
+                cap=settings.policy_window_max_events,
+                live_rows_ttl=settings.policy_cache_ttl_seconds,
+                on_event=self.reservations.settle,
+            )
             self.rules = RuleBook(self.rule_store, bus, settings, self._rules_changed)
             self.decisions = DecisionWriter(store, flush_interval)
 
@@ -144,22 +153,39 @@ class PolicyGate:
             return
         assert self.rules is not None and self.decisions is not None
         ctx = call.ctx
+        op = ctx.op.name
         ns_rules = await self.rules.get(ctx.org, ctx.namespace)
-        rules = ns_rules.for_op(ctx.op.name)
-        if not rules:
+        rules = ns_rules.for_op(op)
+        counted = ns_rules.counts(op)
+        if not rules and not counted:
             return
         now = now_us()
-        verdict = await self.evaluate(
-            ctx.org,
-            ctx.namespace,
-            ns_rules.shape,
-            rules,
-            Caller(ctx.subject, ctx.agent, ctx.user, ctx.session),
-            now,
-            lambda: call_args(ctx.op, call.args),
-            op=ctx.op.name,
-            write_shaped=is_write(ctx.op),
-        )
+        args = _memo(lambda: call_args(ctx.op, call.args))
+        if rules:
+            window = await self._window(ctx.org, ctx.namespace, ns_rules.shape)
+            # Nothing awaits from here to the reservation: on this replica a call is decided and
+            # reserved in one step, so racing calls each see the ones decided before them.
+            verdict = self._decide(
+                window,
+                rules,
+                Caller(ctx.subject, ctx.agent, ctx.user, ctx.session),
+                now,
+                args,
+                op=op,
+                write_shaped=is_write(ctx.op),
+                pending=self.reservations.pending(ctx.org, ctx.namespace, now),
+            )
+            self._record(call, now, verdict)
+            if verdict.would_enforce:
+                raise Forbidden(ErrorCode.POLICY_FORBIDDEN, f"refused by history policy: {explain(verdict)}", refusal_detail(verdict))
+        if counted:
+            self.reservations.add(
+                ctx.org, ctx.namespace, PendingCall(ctx.request_id, op, now, ctx.subject, ctx.agent, ctx.user, ctx.session, args())
+            )
+
+    def _record(self, call: GateCall, now: int, verdict: Verdict) -> None:
+        assert self.decisions is not None
+        ctx = call.ctx
         row = {
             "ts": us_to_ch(now),
             "org": ctx.org,
@@ -181,8 +207,6 @@ class PolicyGate:
         }
         # The per-rule JSON is rendered when the batch is written, off this call's path.
         self.decisions.record(row, lambda: _rendered(verdict))
-        if verdict.would_enforce:
-            raise Forbidden(ErrorCode.POLICY_FORBIDDEN, f"refused by history policy: {explain(verdict)}", refusal_detail(verdict))
 
     async def evaluate(
         self,
@@ -202,20 +226,57 @@ class PolicyGate:
         """Evaluate `rules` for one call at `now` over this replica's live window (`ad_hoc`
         rules, which no live window is shaped for, over a one-off read of the caller's)."""
         assert self.history is not None
-        deployment = mode or self.mode
-        window = self.history.cached_window(org, namespace, shape)
-        if window is None:
+        if ad_hoc and self.history.cached_window(org, namespace, shape) is None:
             try:
-                if ad_hoc:
-                    window = await self.history.one_off(org, namespace, caller.subject, shape)
-                else:
-                    window = await self.history.window(org, namespace, shape)
+                window: Window | None = await self.history.one_off(org, namespace, caller.subject, shape)
             except Exception:  # noqa: BLE001 - reported as an evaluation error, never a 500
                 log.warning("policy: history for %s/%s could not be read", org, namespace)
-                return undecidable(
-                    rules, op=op, write_shaped=write_shaped, deployment_mode=deployment, message="the history could not be read"
-                )
-        return evaluate(rules, EvalContext(window, caller, now, args), op=op, write_shaped=write_shaped, deployment_mode=deployment)
+                window = None
+        else:
+            window = await self._window(org, namespace, shape)
+        return self._decide(window, rules, caller, now, args, op=op, write_shaped=write_shaped, mode=mode)
+
+    async def _window(self, org: str, namespace: str, shape: Shape) -> Window | None:
+        """This replica's live window for the namespace, or None when it cannot be read."""
+        assert self.history is not None
+        window = self.history.cached_window(org, namespace, shape)
+        if window is not None:
+            return window
+        try:
+            return await self.history.window(org, namespace, shape)
+        except Exception:  # noqa: BLE001 - reported as an evaluation error, never a 500
+            log.warning("policy: history for %s/%s could not be read", org, namespace)
+            return None
+
+    def _decide(
+        self,
+        window: Window | None,
+        rules: Sequence[CompiledRule],
+        caller: Caller,
+        now: int,
+        args: Callable[[], Mapping[str, str]] | Mapping[str, str],
+        *,
+        op: str,
+        write_shaped: bool,
+        mode: str | None = None,
+        pending: Sequence[PendingCall] = (),
+    ) -> Verdict:
+        deployment = mode or self.mode
+        if window is None:
+            return undecidable(rules, op=op, write_shaped=write_shaped, deployment_mode=deployment, message="the history could not be read")
+        return evaluate(rules, EvalContext(window, caller, now, args, pending), op=op, write_shaped=write_shaped, deployment_mode=deployment)
+
+
+def _memo(fn: Callable[[], Mapping[str, str]]) -> Callable[[], Mapping[str, str]]:
+    """`fn` computed at most once (the call's arguments, read by rules and the reservation)."""
+    box: list[Mapping[str, str]] = []
+
+    def get() -> Mapping[str, str]:
+        if not box:
+            box.append(fn())
+        return box[0]
+
+    return get
 
 
 def _rendered(verdict: Verdict) -> dict[str, str]:

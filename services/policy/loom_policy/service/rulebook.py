@@ -27,8 +27,8 @@ from loom_core.errors import ValidationFailed
 
 from ..bus import RULES_SUBJECT
 from ..domain.compiler import BrokenRule, CompiledRule, compile_rule
-from ..domain.model import EFFECTS, RULE_MODES
 from ..domain.history import Shape
+from ..domain.model import EFFECTS, RULE_MODES
 from ..domain.parser import parse_rule
 from ..settings import PolicySettings
 from ..store.rules import RuleStore
@@ -44,6 +44,7 @@ class NamespaceRules:
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)
     shape: Shape = field(default_factory=Shape)
     _by_op: dict[str, tuple[CompiledRule, ...]] = field(default_factory=dict)
+    _counted: dict[str, bool] = field(default_factory=dict)
 
     def for_op(self, op: str) -> tuple[CompiledRule, ...]:
         hit = self._by_op.get(op)
@@ -51,6 +52,16 @@ class NamespaceRules:
             hit = tuple(r for r in self.rules if r.applies(op))
             if len(self._by_op) < 4096:
                 self._by_op[op] = hit
+        return hit
+
+    def counts(self, op: str) -> bool:
+        """Whether a call of `op` counts toward some rule's count_within here (so a call of it
+        in flight is reserved), whichever ops the rule itself applies to."""
+        hit = self._counted.get(op)
+        if hit is None:
+            hit = any(r.counts(op) for r in self.rules)
+            if len(self._counted) < 4096:
+                self._counted[op] = hit
         return hit
 
     def get(self, name: str) -> CompiledRule | None:
