@@ -4,12 +4,17 @@ by the call's ledger row, so racing calls cannot all pass a limit meant for fewe
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import pytest
+from loom_core.bus import NatsServer
+from loom_core.store.embedded import EmbeddedStore
 from loom_runner.embedded import Instance
 
 from tests.conftest import Tenant, call
-from tests.policy.conftest import eventually, gate_of, ok
+from tests.policy.conftest import eventually, gate_of, new_tenant, ok, on, start_policy_instance
 
 LIMIT = 10
 
@@ -66,3 +71,41 @@ async def test_the_actor_key_bounds_a_caller_whatever_agent_label_it_sends(enfor
         async with enforce_tenant.client(**{"X-Loom-Agent": f"label-{i}"}) as c:
             statuses.append((await call(c, "grants.set", subject=f"user:x{i}", role="viewer")).status_code)
     assert statuses == [200, 200, 200, 403, 403, 403]
+
+
+@pytest.fixture(scope="session")
+async def shared_pair(stack: Instance, data_dir: Path, store: EmbeddedStore, nats_server: NatsServer) -> AsyncIterator[list[Instance]]:
+    """Two enforcing replicas that share their reservations (LOOM_POLICY_RESERVATIONS=shared)."""
+    pair = [
+        await start_policy_instance(data_dir, store, nats_server, f"policy-shared-{i}", policy_mode="enforce", policy_reservations="shared")
+        for i in range(2)
+    ]
+    yield pair
+    for inst in pair:
+        await inst.stop()
+
+
+async def test_fifty_parallel_calls_across_two_replicas_let_exactly_ten_through(shared_pair: list[Instance]) -> None:
+    tenant = await new_tenant(shared_pair[0])
+    async with tenant.client() as c:
+        await ok(c, "policy.set", **at_most(LIMIT, "grants.set"))
+    for inst in shared_pair:  # both replicas hold the rule before the race
+        await gate_of(inst).rules.changed(tenant.org, tenant.namespace)  # type: ignore[union-attr]
+
+    halves = await asyncio.gather(race(tenant, 25), race(on(tenant, shared_pair[1]), 25))
+
+    statuses = [s for half in halves for s in half]
+    assert statuses.count(200) == LIMIT, statuses
+    assert statuses.count(403) == 50 - LIMIT
+
+
+async def test_limit_is_still_exact_across_replicas_once_the_first_calls_have_finished(shared_pair: list[Instance]) -> None:
+    tenant = await new_tenant(shared_pair[0])
+    async with tenant.client() as c:
+        await ok(c, "policy.set", **at_most(4, "grants.set"))
+    for inst in shared_pair:
+        await gate_of(inst).rules.changed(tenant.org, tenant.namespace)  # type: ignore[union-attr]
+    first = await race(tenant, 2)  # finished on replica 0; replica 1 may not have their rows yet
+    second = await race(on(tenant, shared_pair[1]), 4)
+    assert first == [200, 200]
+    assert sorted(second) == [200, 200, 403, 403]

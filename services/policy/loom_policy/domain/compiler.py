@@ -207,7 +207,7 @@ class CompiledLeaf:
                 raise _Undecided("history this far back is not kept here (window truncated)")
             return
         if leaf.outcome != "failed":
-            total += self._pending(ctx, pkey, lo, hi, filt)
+            total += self._pending(ctx, pkey, lo, filt)
         out.observed = float(total)
         assert leaf.value is not None
         decided = compare(leaf.cmp, float(total), leaf.value, exact)
@@ -215,12 +215,13 @@ class CompiledLeaf:
             raise _Undecided(f"only {total} events kept in the window (truncated); that does not decide {leaf.cmp} {leaf.value:g}")
         out.holds = decided
 
-    def _pending(self, ctx: EvalContext, pkey: PKey, lo: int, hi: int, filt: tuple[tuple[str, str], ...]) -> int:
+    def _pending(self, ctx: EvalContext, pkey: PKey, lo: int, filt: tuple[tuple[str, str], ...]) -> int:
+        # No upper bound: a call reserved after this one began (while it awaited) is in flight now.
         subject, kind, value = pkey
         return sum(
             1
             for c in ctx.pending
-            if c.subject == subject and lo <= c.at_us <= hi and c.key_value(kind) == value and self._ops(c.op) and c.matches(filt)
+            if c.subject == subject and c.at_us >= lo and c.key_value(kind) == value and self._ops(c.op) and c.matches(filt)
         )
 
     def _breadth(self, ctx: EvalContext, pkey: PKey, out: LeafOutcome) -> None:
@@ -306,9 +307,7 @@ class CompiledRule:
     def counts(self, op: str) -> bool:
         """Whether a call of `op` counts toward one of this rule's count_within leaves, so a
         call of it in flight must be reserved."""
-        return any(
-            cl.leaf.op == "count_within" and cl.leaf.outcome != "failed" and cl._ops(op) for cl in self._leaves.values()
-        )
+        return any(cl.leaf.op == "count_within" and cl.leaf.outcome != "failed" and cl._ops(op) for cl in self._leaves.values())
 
     def evaluate(self, ctx: EvalContext) -> tuple[bool | None, list[LeafOutcome]]:
         """The condition under Kleene logic (None: undecided), and every leaf's values."""

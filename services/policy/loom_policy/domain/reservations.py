@@ -44,7 +44,9 @@ class PendingCall:
     def from_json(cls, v: list[object]) -> PendingCall:
         rid, op, at, subject, agent, user, session, args = v
         assert isinstance(args, dict)
-        return cls(str(rid), str(op), int(str(at)), str(subject), str(agent), str(user), str(session), {str(k): str(a) for k, a in args.items()})
+        return cls(
+            str(rid), str(op), int(str(at)), str(subject), str(agent), str(user), str(session), {str(k): str(a) for k, a in args.items()}
+        )
 
 
 @dataclass(slots=True)
