@@ -109,3 +109,24 @@ async def test_limit_is_still_exact_across_replicas_once_the_first_calls_have_fi
     second = await race(on(tenant, shared_pair[1]), 4)
     assert first == [200, 200]
     assert sorted(second) == [200, 200, 403, 403]
+
+
+async def test_sdk_leaf_helper_bounds_the_actor_by_default(enforce_stack: Instance, enforce_tenant: Tenant) -> None:
+    from loom import Agent
+    from loom.policy import count_within
+
+    leaf = count_within("grants.set", within="1h", cmp="gte", value=2)
+    assert leaf["key"] == "actor"
+    async with Agent(
+        org=enforce_tenant.org,
+        namespace=enforce_tenant.namespace,
+        agent="first-label",
+        api_key=enforce_tenant.token,
+        base_url=enforce_stack.base_url,
+    ) as a:
+        await a.policy.set("two-sets", effect="forbid", actions=["grants.set"], condition=leaf)
+    statuses = []
+    for label in ("a", "b", "c"):
+        async with enforce_tenant.client(**{"X-Loom-Agent": label}) as c:
+            statuses.append((await call(c, "grants.set", subject=f"user:{label}", role="viewer")).status_code)
+    assert statuses == [200, 200, 403]
