@@ -20,6 +20,8 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SETTINGS_ENTRY_POINTS = "loom.settings"
+# Refused by every server start (loom_core.local_secrets.check_jwt_secret).
+DEFAULT_JWT_SECRET = "dev-insecure-change-me"
 
 
 class PlaneSettings(BaseSettings):
@@ -85,7 +87,8 @@ class Settings(BaseSettings):
 
     # --- identity
     jwt_secret: str = Field(
-        "dev-insecure-change-me", description="HS256 key signing every Loom token. Set a long random value in production."
+        DEFAULT_JWT_SECRET,
+        description="HS256 key signing every Loom token, at least 32 bytes. `loom up` generates one into LOOM_DATA_DIR/secrets.json (mode 0600) when unset; `loom serve` refuses the default or a shorter one.",
     )
     jwt_secret_previous: str = Field("", description="The key before the last rotation; tokens signed with it still verify.")
     token_default_ttl_seconds: int = Field(3600, description="Lifetime of a minted token when the call names none.")

@@ -9,7 +9,7 @@ from typing import Any
 
 from jose import ExpiredSignatureError, JWTError, jwt
 
-from ..errors import Unauthenticated
+from ..errors import ErrorCode, Unauthenticated
 from ..roles import Role
 
 ALGORITHM = "HS256"
@@ -96,7 +96,7 @@ class Principal:
                 iat_us=int(c.get("iat_us") or 0),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise Unauthenticated("AUTH_INVALID", "the token's claims are malformed") from exc
+            raise Unauthenticated(ErrorCode.AUTH_INVALID, "the token's claims are malformed") from exc
 
 
 def _parent_subject(entry: Any) -> tuple[str, int]:
@@ -131,12 +131,12 @@ class TokenCodec:
             try:
                 claims = jwt.decode(token, secret, algorithms=[ALGORITHM], options={"verify_aud": False})
             except ExpiredSignatureError as exc:
-                raise Unauthenticated("AUTH_EXPIRED", "the token has expired") from exc
+                raise Unauthenticated(ErrorCode.AUTH_EXPIRED, "the token has expired") from exc
             except JWTError as exc:
                 last = exc
                 continue
             principal = Principal.from_claims(claims)
             if principal.exp <= (now if now is not None else time.time()):
-                raise Unauthenticated("AUTH_EXPIRED", "the token has expired")
+                raise Unauthenticated(ErrorCode.AUTH_EXPIRED, "the token has expired")
             return principal
-        raise Unauthenticated("AUTH_INVALID", "the token is not valid") from last
+        raise Unauthenticated(ErrorCode.AUTH_INVALID, "the token is not valid") from last

@@ -80,7 +80,7 @@ class PolicyHandlers:
         return pb.DeletePolicyResponse(deleted=True, widened=True)
 
     async def list_policies(self, req: pb.ListPoliciesRequest, ctx: CallContext) -> pb.ListPoliciesResponse:
-        rows = await self._rules.list(ctx.org, ctx.namespace)
+        rows = await self._rules.live(ctx.org, ctx.namespace)
         s = self._settings
         return pb.ListPoliciesResponse(
             rules=[_rule_msg(r) for r in rows],

@@ -192,7 +192,7 @@ class EvaluationService:
     async def _replay_rules(self, ctx: CallContext, req: ReplayRequest) -> list[CompiledRule]:
         stored: list[CompiledRule] = []
         if not req.rules or req.include_stored:
-            stored = [self.rules.compile_stored(r) for r in await self.rules.list(ctx.org, ctx.namespace)]
+            stored = [self.rules.compile_stored(r) for r in await self.rules.live(ctx.org, ctx.namespace)]
             if req.names:
                 known = {r.name for r in stored}
                 missing = [n for n in req.names if n not in known]

@@ -24,6 +24,7 @@ from loom_core.chain.ledger import ledger_args
 from loom_core.errors import ErrorCode, Forbidden, Unavailable
 from loom_core.roles import Role
 from loom_core.store import Store, run_migrations
+from loom_core.store.caller import caller_values
 
 from ..domain.args import flatten_json
 from ..domain.compiler import Caller, CompiledRule, EvalContext
@@ -266,10 +267,7 @@ class PolicyGate:
             "ts": us_to_ch(now),
             "org": ctx.org,
             "namespace": ctx.namespace,
-            "subject": ctx.subject,
-            "agent": ctx.agent,
-            "user": ctx.user,
-            "session": ctx.session,
+            **caller_values(ctx),
             "op": ctx.op.name,
             "transport": ctx.transport,
             "request_id": ctx.request_id,

@@ -79,7 +79,7 @@ class RuleService:
         await self._audit(ctx, name, "delete", reasons, old_row, None)
         await self._changed(ctx.org, ctx.namespace)
 
-    async def list(self, org: str, namespace: str) -> list[dict[str, Any]]:
+    async def live(self, org: str, namespace: str) -> list[dict[str, Any]]:
         """The namespace's live rules, each with `broken_reason` ("" unless it no longer compiles)."""
         rows = await self.rules.live_in(org, namespace)
         return [{**r, "broken_reason": broken_reason(r, self.settings.policy_max_window_seconds)} for r in rows]
