@@ -21,6 +21,7 @@ from .chain import ledger as ledger_mod
 from .chain.ratelimit import RateLimiter
 from .identity import Authenticator, TokenCodec
 from .identity import store as identity_store
+from .identity.pruning import RevocationPruner, revocation_horizon
 from .identity.store import IdentityStore
 from .settings import Settings
 from .store import Migration, Store, open_store, run_migrations
@@ -57,6 +58,7 @@ class Runtime:
     ledger: Ledger
     limiter: RateLimiter
     gate: PolicyGate = field(default_factory=NoopGate)
+    pruner: RevocationPruner | None = None
     owns_store: bool = False
 
     @property
@@ -81,6 +83,14 @@ class Runtime:
         await auth.start()
         ledger = Ledger(store, bus, settings.ledger_flush_interval_seconds, settings.ledger_batch_max_rows)
         await ledger.start()
+        pruner = RevocationPruner(
+            identity,
+            leases,
+            auth,
+            horizon_seconds=revocation_horizon(settings.token_max_ttl_seconds, settings.bootstrap_token_ttl_seconds),
+            interval_seconds=settings.revocation_prune_interval_seconds,
+        )
+        await pruner.start()
         return cls(
             settings=settings,
             store=store,
@@ -92,6 +102,7 @@ class Runtime:
             auth=auth,
             ledger=ledger,
             limiter=RateLimiter(settings),
+            pruner=pruner,
             owns_store=owns,
         )
 
@@ -101,6 +112,8 @@ class Runtime:
         return OpChainInterceptor(self.catalog, self.auth, self.limiter, _GateProxy(self), self.ledger)
 
     async def stop(self) -> None:
+        if self.pruner is not None:
+            await self.pruner.stop()
         await self.ledger.stop()
         await self.auth.stop()
         await self.bus.close()

@@ -95,6 +95,10 @@ class Settings(BaseSettings):
     token_max_ttl_seconds: int = Field(30 * 86400, description="Longest lifetime a minted token may ask for.")
     bootstrap_token_ttl_seconds: int = Field(30 * 86400, description="Lifetime of the admin token `loom admin bootstrap` prints.")
     token_max_chain_depth: int = Field(4, description="Most ancestors a delegated token may have.")
+    revocation_prune_interval_seconds: float = Field(
+        3600.0,
+        description="Seconds between prunes of revocations older than the longest token lifetime (one replica deletes the rows under a cluster lease; every replica forgets them).",
+    )
     grant_cache_ttl_seconds: float = Field(
         5.0, description="How long a replica caches a subject's live grant (changes are also pushed over NATS)."
     )

@@ -196,9 +196,10 @@ def test_parents_and_parent_subjects_are_carried_down_the_chain() -> None:
     mid = child_of(root, roles={"a": "writer"})
     leaf = child_of(mid, creator_grants=ADMIN_EVERYWHERE, roles={"a": "viewer"})
     assert mid.parents == ("root",)
-    assert mid.parent_subjects == (("user:alice", NOW - 500),)
+    # Ancestors' issue times travel in microseconds (a token without `iat_us` counts whole seconds).
+    assert mid.parent_subjects == (("user:alice", (NOW - 500) * 1_000_000),)
     assert leaf.parents == ("root", mid.jti)
-    assert leaf.parent_subjects == (("user:alice", NOW - 500), ("user:alice", NOW))
+    assert leaf.parent_subjects == (("user:alice", (NOW - 500) * 1_000_000), ("user:alice", NOW * 1_000_000))
     assert len({root.jti, mid.jti, leaf.jti}) == 3
 
 
@@ -233,7 +234,7 @@ def test_child_for_another_subject_is_capped_by_that_subjects_own_grant() -> Non
     bob = {"a": Role.VIEWER}
     child = child_of(parent, subject="user:bob", subject_grants=bob, roles={"a": "viewer"})
     assert child.sub == "user:bob"
-    assert child.parent_subjects == (("user:alice", parent.iat),)
+    assert child.parent_subjects == (("user:alice", parent.issued_us),)
     with pytest.raises(Forbidden) as exc:
         child_of(parent, subject="user:bob", subject_grants=bob, roles={"a": "writer"})
     assert exc.value.detail is not None and exc.value.detail["allowed"] == "viewer"

@@ -155,10 +155,35 @@ async def test_revoked_subject_ends_tokens_issued_before_not_after() -> None:
 async def test_revoked_ancestor_subject_ends_the_delegated_child() -> None:
     now = int(time.time())
     auth, codec = await authenticator(Revocation("acme", "subject", "user:root", now - 50))
-    child = principal(sub="user:alice", iat=now, parent_subjects=(("user:root", now - 100),))
+    child = principal(sub="user:alice", iat=now, parent_subjects=(("user:root", (now - 100) * 1_000_000),))
     assert revoked_reason(auth, codec.encode(child)) == "parent_subject"
-    reissued = principal(sub="user:alice", iat=now, parent_subjects=(("user:root", now),))
+    reissued = principal(sub="user:alice", iat=now, parent_subjects=(("user:root", now * 1_000_000),))
     assert auth.verify(codec.encode(reissued)).sub == "user:alice"
+
+
+async def test_subject_revocation_tells_tokens_apart_within_one_second() -> None:
+    """A token minted after the subject's revocation in the same second is valid; one minted
+    before it, in that same second, is not (issue times compare in microseconds)."""
+    second = int(time.time())
+    revoked_at = second + 0.5
+    auth, codec = await authenticator(Revocation("acme", "subject", "user:alice", revoked_at))
+    before = principal(jti="t-before", iat=second, iat_us=second * 1_000_000 + 400_000)
+    after = principal(jti="t-after", iat=second, iat_us=second * 1_000_000 + 600_000)
+    assert revoked_reason(auth, codec.encode(before)) == "subject"
+    assert auth.verify(codec.encode(after)).jti == "t-after"
+    # A child carries its ancestors' microsecond issue times through the token's claims.
+    child = principal(jti="t-child", sub="user:bob", parent_subjects=(("user:alice", second * 1_000_000 + 600_000),))
+    assert auth.verify(codec.encode(child)).parent_subjects == (("user:alice", second * 1_000_000 + 600_000),)
+    old_child = principal(jti="t-old-child", sub="user:bob", parent_subjects=(("user:alice", second * 1_000_000 + 400_000),))
+    assert revoked_reason(auth, codec.encode(old_child)) == "parent_subject"
+
+
+async def test_token_without_microsecond_claim_counts_its_whole_second() -> None:
+    """Tokens minted before `iat_us` existed compare by whole seconds, as before."""
+    second = int(time.time())
+    auth, codec = await authenticator(Revocation("acme", "subject", "user:alice", second + 0.5))
+    assert revoked_reason(auth, codec.encode(principal(iat=second))) == "subject"
+    assert auth.verify(codec.encode(principal(jti="t-2", iat=second + 1))).jti == "t-2"
 
 
 async def test_pushed_revocation_applies_without_a_reload() -> None:

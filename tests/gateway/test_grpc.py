@@ -128,3 +128,13 @@ async def test_refused_grpc_call_is_ledgered_with_its_code(stack: Instance, iden
     rows = await ledger_rows(stack, run)
     assert len(rows) == 1
     assert (rows[0]["transport"], rows[0]["ok"], rows[0]["error_code"]) == ("grpc", False, "AUTH_REQUIRED")
+
+
+async def test_token_of_another_org_is_refused_auth_wrong_org_over_grpc(
+    tenant: Tenant, identity_stub: identity_pb2_grpc.IdentityServiceStub
+) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await identity_stub.WhoAmI(pb.WhoAmIRequest(), metadata=bearer(tenant.token, **{"x-loom-org": unique("org")}))
+    assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    code, detail = error_info(info.value)
+    assert (code, detail["reason"]) == ("AUTH_WRONG_ORG", "wrong_org")

@@ -92,7 +92,7 @@ async def test_expired_token_is_refused_with_auth_expired(tenant: Tenant, stack:
 
 
 async def test_token_of_another_org_is_refused_when_the_org_header_differs(tenant: Tenant) -> None:
-    err = error_of(await whoami(tenant, tenant.token, **{"X-Loom-Org": unique("org")}), 403, "AUTH_INSUFFICIENT")
+    err = error_of(await whoami(tenant, tenant.token, **{"X-Loom-Org": unique("org")}), 403, "AUTH_WRONG_ORG")
     assert err["detail"]["reason"] == "wrong_org"
     r = await whoami(tenant, tenant.token, **{"X-Loom-Org": tenant.org})
     assert r.status_code == 200, r.text
@@ -127,6 +127,25 @@ async def test_revoked_subject_ends_its_tokens_and_their_children(tenant: Tenant
         assert r.status_code == 200, r.text
     assert error_of(await whoami(tenant, bob["token"]), 401, "AUTH_REVOKED")["detail"]["reason"] == "subject"
     assert error_of(await whoami(tenant, bobs_child["token"]), 401, "AUTH_REVOKED")["detail"]["reason"] == "subject"
+
+
+async def test_token_minted_right_after_a_subject_revocation_is_valid(tenant: Tenant) -> None:
+    """Revoke, then mint at once (the same second, as a re-login does): the new token works,
+    the old one does not. Issue times compare in microseconds, not whole seconds."""
+    from jose import jwt
+
+    await grant(tenant, "user:dave", "writer")
+    async with tenant.client() as admin:
+        for _ in range(5):  # until revocation and re-mint fall in one second (almost always the first try)
+            old = await mint(admin, subject="user:dave", roles={tenant.namespace: "writer"}, ttl_seconds=600)
+            assert (await call(admin, "token.revoke", subject="user:dave")).status_code == 200
+            fresh = await mint(admin, subject="user:dave", roles={tenant.namespace: "writer"}, ttl_seconds=600)
+            old_iat = jwt.get_unverified_claims(old["token"])["iat"]
+            if jwt.get_unverified_claims(fresh["token"])["iat"] == old_iat:
+                break
+        assert jwt.get_unverified_claims(fresh["token"])["iat"] == old_iat, "no attempt fell within one second"
+    assert error_of(await whoami(tenant, old["token"]), 401, "AUTH_REVOKED")["detail"]["reason"] == "subject"
+    assert (await whoami(tenant, fresh["token"])).json()["subject"] == "user:dave"
 
 
 async def test_revoked_subject_ends_a_token_it_delegated_to_another(tenant: Tenant) -> None:

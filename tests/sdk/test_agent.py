@@ -141,6 +141,7 @@ async def test_token_of_another_org_is_refused_as_forbidden(tenant: Tenant) -> N
         with pytest.raises(ForbiddenError) as info:
             await a.ops.auth.whoami()
     assert info.value.status == 403
+    assert info.value.code == "AUTH_WRONG_ORG"
     assert info.value.detail.get("reason") == "wrong_org"
 
 

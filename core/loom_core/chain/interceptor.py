@@ -13,7 +13,7 @@ import grpc
 from google.protobuf.message import Message
 
 from ..catalog import Catalog, OpSpec, message_to_json
-from ..errors import Forbidden, LoomError, ValidationFailed
+from ..errors import ErrorCode, Forbidden, LoomError, ValidationFailed
 from ..grpc_errors import to_rpc_status
 from ..identity import Authenticator, Principal
 from ..metrics import LATENCY, REQUESTS
@@ -96,7 +96,7 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
             token = _bearer(md.get(MD_AUTHORIZATION))
             principal = self.auth.verify(token)
             if md.get(MD_ORG) and md[MD_ORG] != principal.org:
-                raise Forbidden("AUTH_INSUFFICIENT", "the token belongs to another org", {"reason": "wrong_org"})
+                raise Forbidden(ErrorCode.AUTH_WRONG_ORG, "the token belongs to another org", {"reason": "wrong_org"})
             namespace = namespace or principal.default_namespace
             role = await self._role(op, principal, namespace)
             ctx = CallContext(

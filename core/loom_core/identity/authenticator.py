@@ -54,6 +54,14 @@ class _RevocationSet:
             key = (r.org, r.value)
             self.subjects[key] = max(self.subjects.get(key, 0.0), r.revoked_at)
 
+    def forget_before(self, cutoff: float) -> None:
+        self.tokens = {k: v for k, v in self.tokens.items() if v >= cutoff}
+        self.sessions = {k: v for k, v in self.sessions.items() if v >= cutoff}
+        self.subjects = {k: v for k, v in self.subjects.items() if v >= cutoff}
+
+    def __len__(self) -> int:
+        return len(self.tokens) + len(self.sessions) + len(self.subjects)
+
     def reason(self, p: Principal) -> str | None:
         if p.jti in self.tokens:
             return "token"
@@ -61,12 +69,14 @@ class _RevocationSet:
             return "parent_token"
         if p.sid and p.sid in self.sessions:
             return "session"
+        # A subject revocation ends the tokens issued up to its instant, compared in
+        # microseconds: a token minted after it, even within the same second, stays valid.
         at = self.subjects.get((p.org, p.sub))
-        if at is not None and at >= p.iat:
+        if at is not None and round(at * 1_000_000) >= p.issued_us:
             return "subject"
-        for sub, iat in p.parent_subjects:
+        for sub, issued_us in p.parent_subjects:
             at = self.subjects.get((p.org, sub))
-            if at is not None and at >= iat:
+            if at is not None and round(at * 1_000_000) >= issued_us:
                 return "parent_subject"
         return None
 
@@ -85,6 +95,7 @@ class Authenticator:
         self._verified: dict[str, Principal] = {}
         self._subs: list[Consuming] = []
         self._resync: asyncio.Task[None] | None = None
+        self._forget_cutoff = 0.0
 
     async def start(self) -> None:
         if self.bus is not None:
@@ -101,6 +112,17 @@ class Authenticator:
             await sub.stop()
         self._subs.clear()
 
+    def forget_before(self, cutoff: float) -> None:
+        """Drop revocations older than `cutoff` (epoch seconds): every token they could end has
+        expired (identity/pruning.py). Later reloads keep them out too."""
+        self._forget_cutoff = max(self._forget_cutoff, cutoff)
+        self._revoked.forget_before(self._forget_cutoff)
+
+    @property
+    def revocations_held(self) -> int:
+        """How many revocations this replica holds in memory."""
+        return len(self._revoked)
+
     async def reload(self) -> None:
         fresh = _RevocationSet({}, {}, {})
         for r in await self.identity.revocations():
@@ -112,6 +134,7 @@ class Authenticator:
             fresh.sessions.setdefault(k, v)
         for key, v in self._revoked.subjects.items():
             fresh.subjects[key] = max(v, fresh.subjects.get(key, 0.0))
+        fresh.forget_before(self._forget_cutoff)
         self._revoked = fresh
 
     async def _resync_loop(self) -> None:

@@ -15,6 +15,7 @@ def delegate(
     *,
     now: int,
     ttl_seconds: int,
+    now_us: int = 0,
     max_ttl_seconds: int,
     max_chain_depth: int,
     creator_grants: Mapping[str, Role],
@@ -83,12 +84,13 @@ def delegate(
         org=parent.org,
         roles=wanted,
         iat=now,
+        iat_us=now_us,
         exp=exp,
         default_namespace=default_namespace or parent.default_namespace,
         read_scope=scope,
         consumer=consumer if consumer is not None and consumer != "" else parent.consumer,
         parents=parents,
-        parent_subjects=(*parent.parent_subjects, (parent.sub, parent.iat)),
+        parent_subjects=(*parent.parent_subjects, (parent.sub, parent.issued_us)),
         sid=new_session_id or parent.sid,
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from ..roles import Role
@@ -141,12 +142,22 @@ class IdentityStore:
         return True
 
     async def revoke(self, org: str, kind: str, value: str, revoked_by: str) -> Revocation:
-        now = time.time()
+        # One instant for the row and the push, to the microsecond the column keeps.
+        now = round(time.time(), 6)
         await self.store.insert(
             "{db}.revocations",
-            [{"org": org, "kind": kind, "value": value, "revoked_at": ch_time(), "revoked_by": revoked_by}],
+            [{"org": org, "kind": kind, "value": value, "revoked_at": ch_time(datetime.fromtimestamp(now, UTC)), "revoked_by": revoked_by}],
         )
         return Revocation(org, kind, value, now)
+
+    async def prune_revocations(self, before: float) -> int:
+        """Delete revocation rows older than `before` (epoch seconds); returns how many went."""
+        params = {"before": ch_time(datetime.fromtimestamp(before, UTC))}
+        rows = await self.store.query("SELECT count() AS n FROM {db}.revocations WHERE revoked_at < {before:DateTime64(6, 'UTC')}", params)
+        n = int(rows[0]["n"]) if rows else 0
+        if n:
+            await self.store.execute("DELETE FROM {db}.revocations WHERE revoked_at < {before:DateTime64(6, 'UTC')}", params)
+        return n
 
     async def revocations(self) -> list[Revocation]:
         rows = await self.store.query(

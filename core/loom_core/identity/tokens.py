@@ -29,9 +29,18 @@ class Principal:
     read_scope: tuple[str, ...] = ()
     consumer: str = ""
     parents: tuple[str, ...] = ()
+    # Each ancestor subject with its token's issue time in microseconds (see `issued_us`).
     parent_subjects: tuple[tuple[str, int], ...] = ()
     sid: str = ""
+    # The issue time in microseconds (claim `iat_us`): a subject revoked within the same second
+    # as a mint still tells the two apart. 0 in tokens minted before the claim existed.
+    iat_us: int = 0
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def issued_us(self) -> int:
+        """When the token was issued, in microseconds (whole seconds for tokens without `iat_us`)."""
+        return self.iat_us or self.iat * 1_000_000
 
     def token_role(self, namespace: str) -> Role:
         """The role the token's claim gives in a namespace (before the live grant)."""
@@ -60,9 +69,12 @@ class Principal:
         if self.parents:
             c["parents"] = list(self.parents)
         if self.parent_subjects:
-            c["parent_subjects"] = [[s, i] for s, i in self.parent_subjects]
+            # [subject, iat seconds, iat microseconds]: readers that know only the first two keep working.
+            c["parent_subjects"] = [[s, us // 1_000_000, us] for s, us in self.parent_subjects]
         if self.sid:
             c["sid"] = self.sid
+        if self.iat_us:
+            c["iat_us"] = self.iat_us
         return c
 
     @classmethod
@@ -79,11 +91,24 @@ class Principal:
                 read_scope=tuple(c.get("read_scope") or ()),
                 consumer=str(c.get("consumer") or ""),
                 parents=tuple(c.get("parents") or ()),
-                parent_subjects=tuple((str(s), int(i)) for s, i in (c.get("parent_subjects") or ())),
+                parent_subjects=tuple(_parent_subject(entry) for entry in (c.get("parent_subjects") or ())),
                 sid=str(c.get("sid") or ""),
+                iat_us=int(c.get("iat_us") or 0),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise Unauthenticated(ErrorCode.AUTH_INVALID, "the token's claims are malformed") from exc
+
+
+def _parent_subject(entry: Any) -> tuple[str, int]:
+    """[subject, iat] (seconds) or [subject, iat, iat_us] -> (subject, issued microseconds)."""
+    sub, iat, *rest = entry
+    return str(sub), int(rest[0]) if rest else int(iat) * 1_000_000
+
+
+def issued_now() -> tuple[int, int]:
+    """(iat in whole seconds, iat in microseconds) for a token minted now."""
+    us = time.time_ns() // 1000
+    return us // 1_000_000, us
 
 
 def new_token_id(prefix: str = "") -> str:

@@ -6,7 +6,7 @@ book's periodic reload, a lost feed batch by the window rebuild on reconnect.
 
 from __future__ import annotations
 
-from loom_core.bus import BusLayout, Consumer
+from loom_core.bus import BusLayout, Consumer, KVBucket
 
 RULES_SUBJECT = "loom.policy.rules"
 FEED_SUBJECT = "loom.policy.feed"
@@ -18,4 +18,8 @@ HISTORY_FEED = Consumer(
     "policy-history-feed", FEED_SUBJECT, ack=None, description="other replicas' ledger rows and exposures for the live history windows"
 )
 
-LAYOUT = BusLayout(consumers=(RULE_PUSHES, HISTORY_FEED))
+# Calls in flight of every subject, shared by the replicas (LOOM_POLICY_RESERVATIONS=shared): one
+# key per (org, namespace, subject), written with compare-and-set (store/reservations.py).
+RESERVATIONS = KVBucket("policy_reservations", ttl=600.0)
+
+LAYOUT = BusLayout(consumers=(RULE_PUSHES, HISTORY_FEED), buckets=(RESERVATIONS,))

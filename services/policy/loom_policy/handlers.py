@@ -35,6 +35,8 @@ def _rule_msg(row: dict[str, Any]) -> pb.Rule:
         leaf_count=int(row.get("leaf_count", 0)),
         updated_by=row.get("updated_by", ""),
         updated_time=us_to_iso(ch_to_us(updated) if updated else 0),
+        broken=bool(row.get("broken_reason")),
+        broken_reason=row.get("broken_reason", ""),
     )
 
 

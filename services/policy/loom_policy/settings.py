@@ -13,6 +13,10 @@ class PolicySettings(PlaneSettings):
     policy_mode: Literal["off", "shadow", "enforce"] = Field(
         "off", description="History-policy gate: off (reads and writes nothing), shadow (logs decisions), enforce (denies)."
     )
+    policy_reservations: Literal["local", "shared"] = Field(
+        "local",
+        description="Where calls in flight are reserved for count_within: local (each replica's own; exact on one replica) or shared (a NATS KV compare-and-set per counted call; exact across replicas).",
+    )
     policy_max_window_seconds: int = Field(86400, description="Cap on a history-policy leaf's `within` window.")
     policy_cache_ttl_seconds: float = Field(30.0, description="Longest a replica serves a stale rule set (changes are also pushed).")
     policy_window_max_events: int = Field(

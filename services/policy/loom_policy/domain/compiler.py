@@ -9,12 +9,13 @@ never reads another principal's events, whatever labels the caller sends.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .history import Breadth, GlobSet, NotIndexed, PKey, Series, Shape, key_value
 from .model import BoolNode, Leaf, LeafOutcome, Node, RuleDef
+from .reservations import PendingCall
 from .timeutil import US
 
 
@@ -46,12 +47,21 @@ class EvalContext:
     """One evaluation: the history, the caller, the instant, and the current call's arguments
     (in the ledger's form, computed only if a rule binds `$args`)."""
 
-    __slots__ = ("_args", "_args_fn", "caller", "history", "now_us")
+    __slots__ = ("_args", "_args_fn", "caller", "history", "now_us", "pending")
 
-    def __init__(self, history: History, caller: Caller, now_us: int, args: Callable[[], Mapping[str, str]] | Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        history: History,
+        caller: Caller,
+        now_us: int,
+        args: Callable[[], Mapping[str, str]] | Mapping[str, str],
+        pending: Sequence[PendingCall] = (),
+    ) -> None:
         self.history = history
         self.caller = caller
         self.now_us = now_us
+        # Calls in flight (domain.reservations): count_within counts them as successful events.
+        self.pending = pending
         self._args: Mapping[str, str] | None = None if callable(args) else args
         self._args_fn = args if callable(args) else None
 
@@ -196,12 +206,23 @@ class CompiledLeaf:
             else:
                 raise _Undecided("history this far back is not kept here (window truncated)")
             return
+        if leaf.outcome != "failed":
+            total += self._pending(ctx, pkey, lo, filt)
         out.observed = float(total)
         assert leaf.value is not None
         decided = compare(leaf.cmp, float(total), leaf.value, exact)
         if decided is None:
             raise _Undecided(f"only {total} events kept in the window (truncated); that does not decide {leaf.cmp} {leaf.value:g}")
         out.holds = decided
+
+    def _pending(self, ctx: EvalContext, pkey: PKey, lo: int, filt: tuple[tuple[str, str], ...]) -> int:
+        # No upper bound: a call reserved after this one began (while it awaited) is in flight now.
+        subject, kind, value = pkey
+        return sum(
+            1
+            for c in ctx.pending
+            if c.subject == subject and c.at_us >= lo and c.key_value(kind) == value and self._ops(c.op) and c.matches(filt)
+        )
 
     def _breadth(self, ctx: EvalContext, pkey: PKey, out: LeafOutcome) -> None:
         leaf = self.leaf
@@ -283,6 +304,11 @@ class CompiledRule:
     def applies(self, op: str) -> bool:
         return self._actions(op)
 
+    def counts(self, op: str) -> bool:
+        """Whether a call of `op` counts toward one of this rule's count_within leaves, so a
+        call of it in flight must be reserved."""
+        return any(cl.leaf.op == "count_within" and cl.leaf.outcome != "failed" and cl._ops(op) for cl in self._leaves.values())
+
     def evaluate(self, ctx: EvalContext) -> tuple[bool | None, list[LeafOutcome]]:
         """The condition under Kleene logic (None: undecided), and every leaf's values."""
         leaves: list[LeafOutcome] = []
@@ -311,3 +337,33 @@ class CompiledRule:
 
 def compile_rule(rule: RuleDef) -> CompiledRule:
     return CompiledRule(rule)
+
+
+class BrokenRule(CompiledRule):
+    """A stored rule that no longer compiles (an op renamed, the grammar changed).
+
+    It is never dropped: on every call its actions name it is undecided, so it denies a
+    write-shaped call and allows a read (the evaluation-error semantics), and `policy.list`
+    names it with `reason`. Actions that no longer parse either apply it to every op.
+    """
+
+    __slots__ = ("reason",)
+
+    def __init__(self, name: str, effect: str, actions: tuple[str, ...], mode: str, reason: str) -> None:
+        self.reason = reason
+        self.definition = RuleDef(
+            name=name,
+            effect=effect,
+            actions=actions or ("*",),
+            condition=BoolNode("condition", "all", ()),
+            description="",
+            mode=mode,
+            raw_condition={},
+        )
+        self.name = name
+        self._actions = GlobSet(self.definition.actions)
+        self._leaves = {}
+        self.shape = Shape()
+
+    def evaluate(self, ctx: EvalContext) -> tuple[bool | None, list[LeafOutcome]]:
+        return None, [LeafOutcome("condition", "broken", None, error=f"the stored rule does not compile: {self.reason}")]

@@ -9,17 +9,19 @@ is built disabled: it subscribes to nothing, observes nothing, reads and writes 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from google.protobuf import json_format
+from loom_core.aio import cancel_and_wait
 from loom_core.bus import Bus, Consuming
 from loom_core.catalog import OpSpec
 from loom_core.chain import GateCall
 from loom_core.chain.ledger import ledger_args
-from loom_core.errors import ErrorCode, Forbidden
+from loom_core.errors import ErrorCode, Forbidden, Unavailable
 from loom_core.roles import Role
 from loom_core.store import Store, run_migrations
 from loom_core.store.caller import caller_values
@@ -27,11 +29,13 @@ from loom_core.store.caller import caller_values
 from ..domain.args import flatten_json
 from ..domain.compiler import Caller, CompiledRule, EvalContext
 from ..domain.evaluator import evaluate, explain, undecidable
-from ..domain.history import Shape
+from ..domain.history import Shape, Window
 from ..domain.model import Verdict
+from ..domain.reservations import PendingCall, Reservations
 from ..domain.timeutil import us_to_ch
 from ..settings import PolicySettings
 from ..store.decisions import DecisionWriter
+from ..store.reservations import LINGER_US, ReservationStore, SharedEntry
 from ..store.rules import RuleStore
 from ..store.schema import MIGRATIONS
 from .live_history import LiveHistory, now_us
@@ -39,6 +43,9 @@ from .render import error_json, refusal_detail, rules_stored
 from .rulebook import NamespaceRules, NsKey, RuleBook
 
 log = logging.getLogger(__name__)
+
+# Compare-and-set rounds a shared reservation may lose before the call is refused as overloaded.
+SHARED_ATTEMPTS = 100
 
 
 def is_write(op: OpSpec) -> bool:
@@ -82,6 +89,13 @@ class PolicyGate:
         self.mode: str = settings.policy_mode
         self.enabled = self.mode != "off"
         self.rule_store = RuleStore(store)
+        self.reservations = Reservations()
+        self.shared: ReservationStore | None = None
+        # Request ids of ledger rows this replica's history has taken (local or fed), and this
+        # replica's own shared reservations not yet marked settled.
+        self._seen: dict[str, int] = {}
+        self._mine: dict[str, tuple[str, str, str]] = {}
+        self._settling: set[asyncio.Task[None]] = set()
         self.history: LiveHistory | None = None
         self.rules: RuleBook | None = None
         self.decisions: DecisionWriter | None = None
@@ -89,7 +103,14 @@ class PolicyGate:
         self._listen = listen
         self._consuming: list[Consuming] = []
         if self.enabled:
-            self.history = LiveHistory(store, bus, cap=settings.policy_window_max_events, live_rows_ttl=settings.policy_cache_ttl_seconds)
+            self.reservations = Reservations()
+            self.history = LiveHistory(
+                store,
+                bus,
+                cap=settings.policy_window_max_events,
+                live_rows_ttl=settings.policy_cache_ttl_seconds,
+                on_event=self._event_taken,
+            )
             self.rules = RuleBook(self.rule_store, bus, settings, self._rules_changed)
             self.decisions = DecisionWriter(store, flush_interval)
 
@@ -101,6 +122,8 @@ class PolicyGate:
         assert self.history is not None and self.rules is not None and self.decisions is not None
         # The gate may run in a process that does not serve the policy plane: its tables first.
         await run_migrations(self.store, MIGRATIONS)
+        if self.settings.policy_reservations == "shared" and self.bus is not None:
+            self.shared = await ReservationStore.open(self.bus)
         if self._listen is not None and self.bus is not None:
             # Listen before the first loads, so a change in between is seen by one or the other.
             self._consuming = await self._listen(self)
@@ -122,12 +145,35 @@ class PolicyGate:
         await self.rules.stop()
         await self.history.stop()
         await self.decisions.stop()
+        for task in list(self._settling):
+            await cancel_and_wait(task)
 
     async def stop_consumer(self, name: str) -> None:
         """Stop one of this gate's bus consumers (tests: as if every push were lost)."""
         for consuming in [c for c in self._consuming if c.consumer.name == name]:
             await consuming.stop()
             self._consuming.remove(consuming)
+
+    def _event_taken(self, org: str, namespace: str, request_id: str) -> None:
+        """A ledger row reached this replica's history: its call counts as an event now."""
+        self.reservations.settle(org, namespace, request_id)
+        now = now_us()
+        self._seen[request_id] = now
+        if len(self._seen) > 50_000:
+            horizon = now - 2 * LINGER_US
+            self._seen = {k: v for k, v in self._seen.items() if v >= horizon}
+        mine = self._mine.pop(request_id, None)
+        if mine is not None and self.shared is not None:
+            task = asyncio.get_running_loop().create_task(self._settle_shared(*mine, request_id, now))
+            self._settling.add(task)
+            task.add_done_callback(self._settling.discard)
+
+    async def _settle_shared(self, org: str, namespace: str, subject: str, request_id: str, now: int) -> None:
+        assert self.shared is not None
+        try:
+            await self.shared.settle(org, namespace, subject, request_id, now)
+        except Exception:  # noqa: BLE001 - the reservation expires on its own
+            log.warning("policy: a shared reservation could not be marked settled")
 
     def _rules_changed(self, key: NsKey, fresh: NamespaceRules) -> None:
         if self.history is not None:
@@ -145,22 +191,78 @@ class PolicyGate:
             return
         assert self.rules is not None and self.decisions is not None
         ctx = call.ctx
+        op = ctx.op.name
         ns_rules = await self.rules.get(ctx.org, ctx.namespace)
-        rules = ns_rules.for_op(ctx.op.name)
-        if not rules:
+        rules = ns_rules.for_op(op)
+        counted = ns_rules.counts(op)
+        if not rules and not counted:
             return
         now = now_us()
-        verdict = await self.evaluate(
-            ctx.org,
-            ctx.namespace,
-            ns_rules.shape,
-            rules,
-            Caller(ctx.subject, ctx.agent, ctx.user, ctx.session),
-            now,
-            lambda: call_args(ctx.op, call.args),
-            op=ctx.op.name,
-            write_shaped=is_write(ctx.op),
-        )
+        args = _memo(lambda: call_args(ctx.op, call.args))
+        if counted and self.shared is not None:
+            await self._check_shared(call, rules, ns_rules.shape, now, args)
+            return
+        if rules:
+            window = await self._window(ctx.org, ctx.namespace, ns_rules.shape)
+            # Nothing awaits from here to the reservation: on this replica a call is decided and
+            # reserved in one step, so racing calls each see the ones decided before them. The
+            # instant is read after the last await: a call settled meanwhile counts as an event.
+            now = now_us()
+            verdict = self._decide(
+                window,
+                rules,
+                Caller(ctx.subject, ctx.agent, ctx.user, ctx.session),
+                now,
+                args,
+                op=op,
+                write_shaped=is_write(ctx.op),
+                pending=self.reservations.pending(ctx.org, ctx.namespace, now),
+            )
+            self._record(call, now, verdict)
+            if verdict.would_enforce:
+                raise Forbidden(ErrorCode.POLICY_FORBIDDEN, f"refused by history policy: {explain(verdict)}", refusal_detail(verdict))
+        if counted:
+            self.reservations.add(
+                ctx.org, ctx.namespace, PendingCall(ctx.request_id, op, now, ctx.subject, ctx.agent, ctx.user, ctx.session, args())
+            )
+
+    async def _check_shared(
+        self, call: GateCall, rules: Sequence[CompiledRule], shape: Shape, now: int, args: Callable[[], Mapping[str, str]]
+    ) -> None:
+        """Decide and reserve against the reservations every replica shares: read the
+        subject's key, decide, write the reservation at the revision read; a lost race decides
+        again with what won it."""
+        assert self.shared is not None
+        ctx = call.ctx
+        write = is_write(ctx.op)
+        mine = PendingCall(ctx.request_id, ctx.op.name, now, ctx.subject, ctx.agent, ctx.user, ctx.session, args())
+        window = await self._window(ctx.org, ctx.namespace, shape) if rules else None
+        caller = Caller(ctx.subject, ctx.agent, ctx.user, ctx.session)
+        for _ in range(SHARED_ATTEMPTS):
+            try:
+                snap = await self.shared.read(ctx.org, ctx.namespace, ctx.subject, now_us())
+            except Exception as exc:
+                if write:
+                    raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the history-policy reservations did not answer") from exc
+                return
+            if rules:
+                # After the read: a row settled before it counts as an event up to this instant.
+                now = now_us()
+                pending = tuple(e.call for e in snap.entries if e.call.request_id not in self._seen)
+                verdict = self._decide(window, rules, caller, now, args, op=ctx.op.name, write_shaped=write, pending=pending)
+                if verdict.would_enforce:
+                    self._record(call, now, verdict)
+                    raise Forbidden(ErrorCode.POLICY_FORBIDDEN, f"refused by history policy: {explain(verdict)}", refusal_detail(verdict))
+            if await self.shared.write(snap, (*snap.entries, SharedEntry(mine))):
+                self._mine[ctx.request_id] = (ctx.org, ctx.namespace, ctx.subject)
+                if rules:
+                    self._record(call, now, verdict)
+                return
+        raise Unavailable(ErrorCode.OVERLOADED, "too many calls raced for one history-policy limit; retry")
+
+    def _record(self, call: GateCall, now: int, verdict: Verdict) -> None:
+        assert self.decisions is not None
+        ctx = call.ctx
         row = {
             "ts": us_to_ch(now),
             "org": ctx.org,
@@ -179,8 +281,6 @@ class PolicyGate:
         }
         # The per-rule JSON is rendered when the batch is written, off this call's path.
         self.decisions.record(row, lambda: _rendered(verdict))
-        if verdict.would_enforce:
-            raise Forbidden(ErrorCode.POLICY_FORBIDDEN, f"refused by history policy: {explain(verdict)}", refusal_detail(verdict))
 
     async def evaluate(
         self,
@@ -200,20 +300,59 @@ class PolicyGate:
         """Evaluate `rules` for one call at `now` over this replica's live window (`ad_hoc`
         rules, which no live window is shaped for, over a one-off read of the caller's)."""
         assert self.history is not None
-        deployment = mode or self.mode
-        window = self.history.cached_window(org, namespace, shape)
-        if window is None:
+        if ad_hoc and self.history.cached_window(org, namespace, shape) is None:
             try:
-                if ad_hoc:
-                    window = await self.history.one_off(org, namespace, caller.subject, shape)
-                else:
-                    window = await self.history.window(org, namespace, shape)
+                window: Window | None = await self.history.one_off(org, namespace, caller.subject, shape)
             except Exception:  # noqa: BLE001 - reported as an evaluation error, never a 500
                 log.warning("policy: history for %s/%s could not be read", org, namespace)
-                return undecidable(
-                    rules, op=op, write_shaped=write_shaped, deployment_mode=deployment, message="the history could not be read"
-                )
-        return evaluate(rules, EvalContext(window, caller, now, args), op=op, write_shaped=write_shaped, deployment_mode=deployment)
+                window = None
+        else:
+            window = await self._window(org, namespace, shape)
+        return self._decide(window, rules, caller, now, args, op=op, write_shaped=write_shaped, mode=mode)
+
+    async def _window(self, org: str, namespace: str, shape: Shape) -> Window | None:
+        """This replica's live window for the namespace, or None when it cannot be read."""
+        assert self.history is not None
+        window = self.history.cached_window(org, namespace, shape)
+        if window is not None:
+            return window
+        try:
+            return await self.history.window(org, namespace, shape)
+        except Exception:  # noqa: BLE001 - reported as an evaluation error, never a 500
+            log.warning("policy: history for %s/%s could not be read", org, namespace)
+            return None
+
+    def _decide(
+        self,
+        window: Window | None,
+        rules: Sequence[CompiledRule],
+        caller: Caller,
+        now: int,
+        args: Callable[[], Mapping[str, str]] | Mapping[str, str],
+        *,
+        op: str,
+        write_shaped: bool,
+        mode: str | None = None,
+        pending: Sequence[PendingCall] = (),
+    ) -> Verdict:
+        deployment = mode or self.mode
+        if window is None:
+            return undecidable(rules, op=op, write_shaped=write_shaped, deployment_mode=deployment, message="the history could not be read")
+        return evaluate(
+            rules, EvalContext(window, caller, now, args, pending), op=op, write_shaped=write_shaped, deployment_mode=deployment
+        )
+
+
+def _memo(fn: Callable[[], Mapping[str, str]]) -> Callable[[], Mapping[str, str]]:
+    """`fn` computed at most once (the call's arguments, read by rules and the reservation)."""
+    box: list[Mapping[str, str]] = []
+
+    def get() -> Mapping[str, str]:
+        if not box:
+            box.append(fn())
+        return box[0]
+
+    return get
 
 
 def _rendered(verdict: Verdict) -> dict[str, str]:

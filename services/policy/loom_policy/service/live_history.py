@@ -27,7 +27,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,8 +104,13 @@ def exposure_from_table(r: Mapping[str, Any]) -> Exposure:
 
 
 class LiveHistory:
-    def __init__(self, store: Store, bus: Bus | None, *, cap: int, live_rows_ttl: float) -> None:
+    def __init__(
+        self, store: Store, bus: Bus | None, *, cap: int, live_rows_ttl: float, on_event: Callable[[str, str, str], object] | None = None
+    ) -> None:
         self.store = store
+        # Told (org, namespace, request_id) of every event taken, local or fed: it settles the
+        # call's reservation (domain.reservations) in the same step the event starts counting.
+        self.on_event = on_event
         self.bus = bus
         self.cap = cap
         self.live_rows_ttl = live_rows_ttl
@@ -162,6 +167,8 @@ class LiveHistory:
             self._schedule_flush()
 
     def _take_event(self, org: str, ns: str, ev: Event) -> None:
+        if self.on_event is not None and ev.request_id:
+            self.on_event(org, ns, ev.request_id)
         self._ring.append((org, ns, ev))
         if len(self._ring) > RING_MAX:
             self._ring.popleft()

@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loom_core.bus import Bus
+from loom_core.errors import ValidationFailed
 
 from ..bus import RULES_SUBJECT
-from ..domain.compiler import CompiledRule, compile_rule
+from ..domain.compiler import BrokenRule, CompiledRule, compile_rule
 from ..domain.history import Shape
+from ..domain.model import EFFECTS, RULE_MODES
 from ..domain.parser import parse_rule
 from ..settings import PolicySettings
 from ..store.rules import RuleStore
@@ -42,6 +44,7 @@ class NamespaceRules:
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)
     shape: Shape = field(default_factory=Shape)
     _by_op: dict[str, tuple[CompiledRule, ...]] = field(default_factory=dict)
+    _counted: dict[str, bool] = field(default_factory=dict)
 
     def for_op(self, op: str) -> tuple[CompiledRule, ...]:
         hit = self._by_op.get(op)
@@ -51,6 +54,16 @@ class NamespaceRules:
                 self._by_op[op] = hit
         return hit
 
+    def counts(self, op: str) -> bool:
+        """Whether a call of `op` counts toward some rule's count_within here (so a call of it
+        in flight is reserved), whichever ops the rule itself applies to."""
+        hit = self._counted.get(op)
+        if hit is None:
+            hit = any(r.counts(op) for r in self.rules)
+            if len(self._counted) < 4096:
+                self._counted[op] = hit
+        return hit
+
     def get(self, name: str) -> CompiledRule | None:
         return next((r for r in self.rules if r.name == name), None)
 
@@ -58,8 +71,8 @@ class NamespaceRules:
 EMPTY = NamespaceRules()
 
 
-def compile_row(row: dict[str, Any], max_window_seconds: int) -> CompiledRule:
-    raw = {
+def _raw(row: dict[str, Any]) -> dict[str, Any]:
+    return {
         "name": row["name"],
         "effect": row["effect"],
         "actions": list(row["actions"]),
@@ -67,17 +80,31 @@ def compile_row(row: dict[str, Any], max_window_seconds: int) -> CompiledRule:
         "description": row.get("description", ""),
         "mode": row.get("mode", "inherit"),
     }
-    rule, _ = parse_rule(raw, max_window_seconds=max_window_seconds)
-    return compile_rule(rule)
+
+
+def compile_row(row: dict[str, Any], max_window_seconds: int) -> CompiledRule:
+    """A stored rule compiled, or a BrokenRule carrying why it no longer compiles."""
+    try:
+        rule, _ = parse_rule(_raw(row), max_window_seconds=max_window_seconds)
+        return compile_rule(rule)
+    except (ValidationFailed, ValueError, TypeError, KeyError) as exc:
+        reason = exc.message if isinstance(exc, ValidationFailed) else f"malformed stored row ({type(exc).__name__})"
+        log.warning("policy: stored rule %s/%s/%s does not compile: %s", row.get("org"), row.get("namespace"), row.get("name"), reason)
+        actions = tuple(a for a in row.get("actions") or () if isinstance(a, str) and a)
+        mode = row.get("mode") if row.get("mode") in RULE_MODES else "inherit"
+        effect = row.get("effect") if row.get("effect") in EFFECTS else "forbid"
+        return BrokenRule(str(row.get("name", "")), str(effect), actions, str(mode), reason)
+
+
+def broken_reason(row: dict[str, Any], max_window_seconds: int) -> str:
+    """Why a stored rule no longer compiles ("" when it does): what policy.list shows."""
+    rule = compile_row(row, max_window_seconds)
+    return rule.reason if isinstance(rule, BrokenRule) else ""
 
 
 def build_namespace(rows: list[dict[str, Any]], max_window_seconds: int) -> NamespaceRules:
-    compiled = []
-    for row in rows:
-        try:
-            compiled.append(compile_row(row, max_window_seconds))
-        except Exception:  # noqa: BLE001 - one bad stored row must not disable the others
-            log.warning("policy: stored rule %s/%s/%s does not compile; skipped", row.get("org"), row.get("namespace"), row.get("name"))
+    # A rule that no longer compiles stays, as a BrokenRule: it fails closed for writes.
+    compiled = [compile_row(row, max_window_seconds) for row in rows]
     shape = Shape()
     for r in compiled:
         shape = shape.union(r.shape)

@@ -21,7 +21,7 @@ from ..store.decisions import write_audit
 from ..store.rules import RuleStore
 from .gate import PolicyGate
 from .live_history import now_us
-from .rulebook import compile_row
+from .rulebook import broken_reason, compile_row
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +80,9 @@ class RuleService:
         await self._changed(ctx.org, ctx.namespace)
 
     async def live(self, org: str, namespace: str) -> list[dict[str, Any]]:
-        return await self.rules.live_in(org, namespace)
+        """The namespace's live rules, each with `broken_reason` ("" unless it no longer compiles)."""
+        rows = await self.rules.live_in(org, namespace)
+        return [{**r, "broken_reason": broken_reason(r, self.settings.policy_max_window_seconds)} for r in rows]
 
     async def _changed(self, org: str, namespace: str) -> None:
         if self.gate is not None and self.gate.rules is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from loom_core.errors import ErrorCode, Forbidden, invalid_field
 from loom_core.identity import Authenticator, TokenCodec
 from loom_core.identity.delegation import delegate
 from loom_core.identity.store import IdentityStore
-from loom_core.identity.tokens import Principal, new_token_id
+from loom_core.identity.tokens import Principal, issued_now, new_token_id
 from loom_core.names import check_name, check_subject
 from loom_core.roles import Role
 
@@ -48,13 +47,14 @@ async def bootstrap_org(
     await identity.ensure_org(org)
     await identity.create_namespace(org, namespace, "")
     await identity.set_grant(org, "*", subject, "admin")
-    now = int(time.time())
+    now, now_us = issued_now()
     principal = Principal(
         jti=new_token_id("bootstrap-"),
         sub=subject,
         org=org,
         roles={"*": "admin"},
         iat=now,
+        iat_us=now_us,
         exp=now + ttl_seconds,
         default_namespace=namespace,
     )
@@ -91,9 +91,11 @@ class TokenService:
         if req.default_namespace:
             check_name("default_namespace", req.default_namespace)
         creator_grants = await self.auth.live_grants(p.org, p.sub)
+        now, now_us = issued_now()
         child = delegate(
             p,
-            now=int(time.time()),
+            now=now,
+            now_us=now_us,
             ttl_seconds=int(req.ttl_seconds or self.limits.default_ttl_seconds),
             max_ttl_seconds=self.limits.max_ttl_seconds,
             max_chain_depth=self.limits.max_chain_depth,
