@@ -64,6 +64,11 @@ class QueryAnswer:
     ledger: dict[str, str] = field(default_factory=dict)
 
 
+def statement_ledger(sql: str) -> dict[str, str]:
+    """The identifier keys a call's ledger row carries: the statement's digest and length."""
+    return {"sql_digest": statement_digest(sql), "sql_length": str(len(sql))}
+
+
 def _unavailable(message: str, reason: str) -> Unavailable:
     return Unavailable(ErrorCode.ANALYSIS_UNAVAILABLE, message, {"reason": reason})
 
@@ -319,7 +324,7 @@ class Analysis:
             truncated=truncated,
             elapsed_ms=round(elapsed, 3),
             sql_digest=digest,
-            ledger={"sql_digest": digest, "sql_length": str(len(sql)), "row_count": str(len(rows)), "truncated": str(truncated).lower()},
+            ledger={**statement_ledger(sql), "row_count": str(len(rows)), "truncated": str(truncated).lower()},
         )
 
     def _refusal(self, exc: ChError) -> Exception:

@@ -15,7 +15,6 @@ A check that got a ClickHouse answer it should not have is a definite finding
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 from ..domain.allowlist import CANARY, CANARY_MARKER, TASKS, Table
 from ..domain.answers import ACCESS_DENIED, AUTHENTICATION_FAILED, MEMORY_LIMIT_EXCEEDED, REQUIRED_PASSWORD, UNKNOWN_USER
 from ..domain.entities import ANALYST
+from ..domain.grants import grants_within
 from ..domain.scope import Scope, scope_settings
 from ..store.clickhouse import ChClient, ChError, NoAnswer
 
@@ -44,25 +44,6 @@ class ProbeResult:
     @property
     def repairable(self) -> bool:
         return self.definite and bool(self.codes) and all(c in REPAIRABLE for c in self.codes)
-
-
-_GRANT = re.compile(r"^GRANT SELECT\((?P<cols>[^)]*)\) ON (?P<db>[^.\s]+)\.(?P<table>\S+) TO ")
-
-
-def grants_within(lines: list[str], db: str, tables: tuple[Table, ...]) -> list[str]:
-    """SHOW GRANTS lines that name more than the allowlist and the canary."""
-    allowed = {t.name: set(t.column_names) for t in (*tables, CANARY)}
-    extra: list[str] = []
-    for line in lines:
-        m = _GRANT.match(line.strip())
-        if not m or m.group("db").strip("`") != db:
-            extra.append(line)
-            continue
-        table = m.group("table").strip("`")
-        cols = {c.strip().strip("`") for c in m.group("cols").split(",")}
-        if table not in allowed or not cols <= allowed[table]:
-            extra.append(line)
-    return extra
 
 
 class Prober:
