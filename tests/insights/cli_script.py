@@ -1,0 +1,29 @@
+"""Run in its own process (chDB allows one engine per process): the analysis CLI commands in
+order, over one embedded data dir; prints each one's exit code and output as JSON."""
+
+from __future__ import annotations
+
+import contextlib, io, json, os, sys
+from loom_runner.cli import main
+out = {}
+def run(name, *argv):
+    buf, err = io.StringIO(), io.StringIO()
+    code = None
+    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(argv))
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+            err.write(str(e.code))
+    out[name] = {"code": code, "out": buf.getvalue(), "err": err.getvalue()}
+run("analyst1", "ch-setup", "--print-analyst-sql")
+run("analyst2", "ch-setup", "--print-analyst-sql")
+run("shape", "ch-setup", "--print-sql")
+run("setup", "ch-setup")
+os.environ["LOOM_JWT_SECRET_PREVIOUS"] = os.environ["LOOM_JWT_SECRET"]
+os.environ["LOOM_JWT_SECRET"] = "a-new-root-secret-0123456789abcdef0123"
+run("reseal", "secrets", "reseal")
+run("reseal_again", "secrets", "reseal")
+del os.environ["LOOM_JWT_SECRET_PREVIOUS"]
+run("analyst3", "ch-setup", "--print-analyst-sql")
+print(json.dumps(out))
