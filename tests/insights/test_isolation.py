@@ -1,0 +1,301 @@
+"""The isolation proof (spec 000 "Isolation proof", the part-1 cases), against a real ClickHouse
+server: LOOM_TEST_CLICKHOUSE_URL, whose user has access management (e.g. the bundled
+ClickHouse's `loom` user). Without it every case is skipped, visibly (the run's header says so).
+
+Two orgs are seeded, each with a canary task, ledger row and memory row; insights.query runs
+with the first org's viewer token. Each case must be refused or return no canary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from loom_core.bus import NatsServer
+from loom_core.store.server import ServerStore
+from loom_gateway.identity import bootstrap_org
+from loom_runner.embedded import Instance, start_instance
+
+from tests.conftest import make_settings
+
+CH_URL = os.environ.get("LOOM_TEST_CLICKHOUSE_URL", "")
+SKIP_REASON = "LOOM_TEST_CLICKHOUSE_URL is not set: the analysis isolation proof needs a ClickHouse server (a user with access management)"
+pytestmark = pytest.mark.skipif(not CH_URL, reason=SKIP_REASON)
+
+MEMORY_DDL = """
+CREATE TABLE IF NOT EXISTS {db}.memory (
+    org String, namespace String, memory_key String, memory_type String, value String,
+    version UInt64, created_at DateTime64(6, 'UTC'), updated_at DateTime64(6, 'UTC'),
+    tombstoned_at Nullable(DateTime64(6, 'UTC'))
+) ENGINE = ReplacingMergeTree(version) ORDER BY (org, namespace, memory_key)"""
+
+
+@dataclass
+class World:
+    inst: Instance
+    store: ServerStore
+    org_a: str
+    ns_a: str
+    ns_a2: str
+    org_b: str
+    ns_b: str
+    viewer_a: str
+    token_b: str
+    canary_b: str
+
+    def client(self, token: str | None = None) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.inst.base_url, headers={"Authorization": f"Bearer {token or self.viewer_a}"}, timeout=60)
+
+    def plane(self) -> Any:
+        return next(p for p in self.inst.planes if p.name == "insights")
+
+
+async def _wait_ready(world_plane: Any, within: float = 90.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while world_plane.analysis.state != "ready":
+        if loop.time() > deadline:
+            raise AssertionError(f"analysis never became ready: {world_plane.analysis.state} {world_plane.analysis.reason}")
+        await asyncio.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World]:
+    tmp: Path = tmp_path_factory.mktemp("iso")
+    db = f"loom_iso_{uuid.uuid4().hex[:8]}"
+    store = await ServerStore.open(CH_URL, db)
+    await store.execute("CREATE DATABASE IF NOT EXISTS {db}")
+    await store.execute(MEMORY_DDL)  # the conditional memory entry is generated when the table exists
+    settings = make_settings(tmp, clickhouse_url=CH_URL, clickhouse_database=db, ch_analysis_probe_interval_s=3600.0)
+    async with NatsServer(tmp / "nats") as nats:
+        inst = await start_instance(settings, store=store, nats_url=nats.url, name="loom-iso")
+        try:
+            org_a, ns_a, ns_a2, org_b, ns_b = (f"{p}-{uuid.uuid4().hex[:8]}" for p in ("orga", "nsa", "nsa2", "orgb", "nsb"))
+            admin_a, _ = await bootstrap_org(inst.runtime.identity, inst.runtime.codec, org_a, ns_a, 3600)
+            token_b, _ = await bootstrap_org(inst.runtime.identity, inst.runtime.codec, org_b, ns_b, 3600)
+            async with httpx.AsyncClient(base_url=inst.base_url, headers={"Authorization": f"Bearer {admin_a}"}) as c:
+                r = await c.post("/v1/token.mint", json={"roles": {ns_a: "viewer"}, "ttl_seconds": 3600})
+                assert r.status_code == 200, r.text
+                viewer_a = r.json()["token"]
+            canary_b = f"CANARY-B-{uuid.uuid4().hex[:8]}"
+            await _seed(store, org_a, ns_a, ns_a2, org_b, ns_b, canary_b)
+            world = World(inst, store, org_a, ns_a, ns_a2, org_b, ns_b, viewer_a, token_b, canary_b)
+            await world.plane().analysis.check(write=False)
+            await _wait_ready(world.plane())
+            yield world
+        finally:
+            await inst.stop()
+            await store.execute("DROP DATABASE IF EXISTS {db}")
+            await store.close()
+
+
+async def _seed(store: ServerStore, org_a: str, ns_a: str, ns_a2: str, org_b: str, ns_b: str, canary: str) -> None:
+    now = "now64(6)"
+    for org, ns, kind, tid in ((org_a, ns_a, "review", "t-a"), (org_a, ns_a2, "CANARY-A2", "t-a2"), (org_b, ns_b, canary, "t-b")):
+        await store.execute(
+            "INSERT INTO {db}.tasks (org, task_id, inbox, namespace, kind, title, status, version, created_at, updated_at)"
+            " VALUES ({o:String}, {t:String}, 'inbox', {n:String}, {k:String}, {k:String}, 'queued', 1, " + now + ", " + now + ")",
+            {"o": org, "t": tid, "n": ns, "k": kind},
+        )
+        await store.execute(
+            "INSERT INTO {db}.agent_events (ts, org, namespace, subject, op, ok, latency_ms) VALUES (" + now + ", {o:String}, {n:String}, 'user:x', {k:String}, true, 1)",
+            {"o": org, "n": ns, "k": kind},
+        )
+        await store.execute(
+            "INSERT INTO {db}.memory (org, namespace, memory_key, memory_type, value, version, created_at, updated_at, tombstoned_at)"
+            " VALUES ({o:String}, {n:String}, {k:String}, 'fact', {k:String}, 1, " + now + ", " + now + ", NULL)",
+            {"o": org, "n": ns, "k": kind},
+        )
+    rows = [("k-deleted", 1, "NULL"), ("k-deleted", 2, now), ("k-superseded", 1, "NULL"), ("k-superseded", 2, "NULL")]
+    for key, version, tomb in rows:
+        await store.execute(
+            "INSERT INTO {db}.memory (org, namespace, memory_key, memory_type, value, version, created_at, updated_at, tombstoned_at)"
+            f" VALUES ({{o:String}}, {{n:String}}, {{k:String}}, 'v{version}', 'x', {version}, {now}, {now}, {tomb})",
+            {"o": org_a, "n": ns_a, "k": key},
+        )
+
+
+async def query(world: World, sql: str, token: str | None = None, **extra: Any) -> httpx.Response:
+    async with world.client(token) as c:
+        return await c.post("/v1/insights.query", json={"sql": sql, **extra})
+
+
+def assert_no_canary(world: World, r: httpx.Response) -> None:
+    assert world.canary_b not in r.text and "CANARY-A2" not in r.text, r.text
+    assert world.org_b not in r.text, r.text
+    for leak in ("loom_sig", "loom_org", "getSetting", "decrypt", "initialQueryID"):
+        assert leak not in r.text, r.text
+
+
+async def test_a_viewer_reads_its_own_rows(world: World) -> None:
+    r = await query(world, "SELECT task_id, kind FROM tasks")
+    assert r.status_code == 200, r.text
+    assert r.json()["rows"] == [["t-a", "review"]]
+    assert r.json()["sql_digest"].startswith("sha256:")
+
+
+REFUSED_OR_EMPTY = [
+    "SELECT * FROM tasks WHERE org = '{org_b}'",
+    "SELECT kind FROM tasks WHERE namespace = '{ns_a2}'",
+    "SELECT a.kind, b.kind FROM tasks a CROSS JOIN tasks b",
+    "SELECT kind FROM (SELECT * FROM tasks WHERE org != '')",
+    "SELECT kind FROM tasks UNION ALL SELECT kind FROM tasks WHERE org = '{org_b}'",
+    "SELECT * FROM view(SELECT kind FROM tasks)",
+    "SELECT kind FROM merge(currentDatabase(), '^tasks$')",
+    "SELECT throwIf(kind = '{canary}') FROM tasks",
+    "SELECT sleepEachRow(0.01), kind FROM tasks WHERE org = '{org_b}'",
+    "SELECT * FROM system.query_log",
+    "SELECT * FROM system.processes",
+    "SELECT * FROM system.row_policies",
+    "SELECT * FROM system.users",
+    "SELECT * FROM information_schema.tables",
+    "SHOW CREATE TABLE tasks",
+    "DESCRIBE tasks",
+    "KILL QUERY WHERE 1 TEST",
+    "SELECT * FROM revocations",
+    "SELECT * FROM grants",
+    "SELECT title FROM tasks",
+    "SELECT args FROM agent_events",
+    "SELECT value FROM memory",
+    "EXPLAIN SELECT * FROM tasks",
+    "EXPLAIN PLAN SELECT * FROM tasks",
+    "EXPLAIN ESTIMATE SELECT * FROM tasks",
+    "SELECT 1) UNION ALL (EXPLAIN SELECT * FROM tasks",
+    "SELECT 1 /* ) */ ) EXPLAIN SELECT 1 --",
+    "SELECT * FROM mergeTreeIndex(currentDatabase(), tasks)",
+    "SELECT * FROM url('http://127.0.0.1:9/x', 'CSV', 'a String')",
+    "SELECT * FROM file('/etc/passwd', 'LineAsString')",
+    "SELECT * FROM s3('http://127.0.0.1:9/b/k', 'CSV', 'a String')",
+    "SELECT * FROM remote('127.0.0.1', currentDatabase(), tasks)",
+    "SELECT * FROM cluster('default', currentDatabase(), tasks)",
+    "SELECT * FROM executable('id', 'TSV', 'a String')",
+    "SELECT * FROM input('a String')",
+    "SELECT aiGenerate('x')",
+    "SELECT memory_key FROM memory WHERE memory_key IN ('k-deleted') SETTINGS final = 0, apply_row_policy_after_final = 0",
+    "SELECT kind FROM tasks SETTINGS send_logs_level = 'trace'",
+    "SELECT kind FROM tasks SETTINGS use_query_condition_cache = 1",
+    "SELECT kind FROM tasks SETTINGS max_threads = 256",
+    "SELECT kind FROM tasks SETTINGS log_queries_cut_to_length = 100000, log_formatted_queries = 1",
+    "SELECT kind FROM tasks SETTINGS SQL_loom_org = '{org_b}', SQL_loom_ns = '{ns_b}'",
+    "SELECT kind FROM tasks SETTINGS custom_loom_org = '{org_b}', custom_loom_ns = '{ns_b}'",
+    "SELECT kind FROM tasks SETTINGS SQL_loom_org = 5",
+    "SELECT kind FROM tasks SETTINGS SQL_loom_ns = [1, 2]",
+    "SELECT kind FROM tasks SETTINGS SQL_loom_exp = 'not a number'",
+    "SELECT kind FROM tasks SETTINGS readonly = 0",
+    "SELECT kind FROM tasks SETTINGS use_query_cache = 1",
+    "SELECT kind FROM tasks SETTINGS max_execution_time = 100000",
+    "INSERT INTO tasks (org, task_id) VALUES ('x', 'y')",
+    "ALTER TABLE tasks DELETE WHERE 1",
+    "CREATE TEMPORARY TABLE t (a Int8)",
+    "SELECT * FROM analysis_secrets",
+    "SELECT * FROM analysis_canary",
+    "SELECT toUInt64(kind) FROM tasks",
+    "SELECT kind FROM tasks WHERE toUInt64(kind) > 0",
+    "SELECT kind FROM tasks PREWHERE toUInt64(kind) > 0 SETTINGS short_circuit_function_evaluation = 'disable'",
+    "SELECT kind FROM tasks SETTINGS format_display_secrets_in_show_and_select = 1",
+]
+
+
+@pytest.mark.parametrize("template", REFUSED_OR_EMPTY)
+async def test_each_case_is_refused_or_returns_no_canary(world: World, template: str) -> None:
+    sql = template.format(org_b=world.org_b, ns_a2=world.ns_a2, ns_b=world.ns_b, canary=world.canary_b)
+    r = await query(world, sql)
+    assert r.status_code in (200, 403, 422, 429), r.text
+    assert_no_canary(world, r)
+    if r.status_code == 200 and "memory" in sql:
+        assert r.json()["rows"] == []
+
+
+async def test_a_namespace_outside_the_token_is_refused(world: World) -> None:
+    r = await query(world, "SELECT kind FROM tasks", namespaces=[world.ns_a2])
+    assert r.status_code == 403, r.text
+
+
+async def test_deleted_and_superseded_memory_versions_stay_hidden(world: World) -> None:
+    r = await query(world, "SELECT memory_key, memory_type FROM memory WHERE memory_key LIKE 'k-%' ORDER BY memory_key")
+    assert r.status_code == 200, r.text
+    assert r.json()["rows"] == [["k-superseded", "v2"]]
+
+
+async def test_both_orgs_statements_at_once_each_read_their_own(world: World) -> None:
+    a, b = await asyncio.gather(query(world, "SELECT kind FROM tasks"), query(world, "SELECT kind FROM tasks", token=world.token_b))
+    assert a.json()["rows"] == [["review"]]
+    assert b.json()["rows"] == [[world.canary_b]]
+
+
+async def test_the_same_text_with_the_query_cache_keeps_orgs_apart(world: World) -> None:
+    sql = "SELECT kind FROM tasks"
+    a = await query(world, sql)
+    b = await query(world, sql, token=world.token_b)
+    assert a.json()["rows"] == [["review"]] and b.json()["rows"] == [[world.canary_b]]
+
+
+async def test_a_cap_error_names_the_cap(world: World) -> None:
+    r = await query(world, "SELECT count() FROM numbers(1000000000000)")
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["detail"].get("cap") in ("max_rows_to_read", "max_execution_time")
+
+
+async def test_an_extra_grant_turns_the_probe_into_analysis_unavailable(world: World) -> None:
+    db = world.store.database
+    await world.store.execute(f"GRANT SELECT ON {db}.* TO loom_analyst")
+    try:
+        plane = world.plane()
+        await plane.analysis.check(write=False)
+        assert plane.analysis.state == "unavailable"
+        r = await query(world, "SELECT kind FROM tasks")
+        assert r.status_code == 503 and r.json()["error"]["code"] == "ANALYSIS_UNAVAILABLE"
+        assert "loom_" not in r.json()["error"]["message"]
+        # the write repairs it
+        await plane.analysis.check(write=True)
+        assert plane.analysis.state == "ready", plane.analysis.reason
+    finally:
+        await world.store.execute(f"REVOKE SELECT ON {db}.* FROM loom_analyst")
+        await world.plane().analysis.check(write=True)
+
+
+async def test_a_dropped_policy_turns_the_probe_into_analysis_unavailable(world: World) -> None:
+    db = world.store.database
+    await world.store.execute(f"DROP ROW POLICY loom_analyst_scope ON {db}.task_events")
+    plane = world.plane()
+    try:
+        await plane.analysis.check(write=False)
+        assert plane.analysis.state == "unavailable"
+    finally:
+        await plane.analysis.check(write=True)
+        assert plane.analysis.state == "ready", plane.analysis.reason
+
+
+async def test_a_permissive_policy_loom_did_not_write_is_reported_and_never_written_over(world: World) -> None:
+    db = world.store.database
+    await world.store.execute(f"CREATE ROW POLICY stranger ON {db}.tasks AS PERMISSIVE FOR SELECT USING 1 TO loom_analyst")
+    plane = world.plane()
+    try:
+        await plane.analysis.check(write=False)
+        assert plane.analysis.state == "unavailable"
+        from loom_insights.service.provisioning import ProvisionRefused
+
+        with pytest.raises(ProvisionRefused, match="stranger"):
+            await plane.analysis.provisioner().write("setup")
+    finally:
+        await world.store.execute(f"DROP ROW POLICY stranger ON {db}.tasks")
+        await plane.analysis.check(write=True)
+
+
+async def test_the_statement_text_and_the_key_stay_out_of_the_query_log(world: World) -> None:
+    marker = f"marker_{uuid.uuid4().hex[:8]}"
+    r = await query(world, f"SELECT '{marker}' AS m, kind FROM tasks")
+    assert r.status_code == 200, r.text
+    await world.store.execute("SYSTEM FLUSH LOGS")
+    rows = await world.store.query(
+        "SELECT count() AS n FROM system.query_log WHERE user = 'loom_analyst' AND (query LIKE {m:String} OR formatted_query LIKE {m:String})",
+        {"m": f"%{marker}%"},
+    )
+    assert int(rows[0]["n"]) == 0
