@@ -3,9 +3,16 @@ order, over one embedded data dir; prints each one's exit code and output as JSO
 
 from __future__ import annotations
 
-import contextlib, io, json, os, sys
+import contextlib
+import io
+import json
+import os
+
 from loom_runner.cli import main
+
 out = {}
+
+
 def run(name, *argv):
     buf, err = io.StringIO(), io.StringIO()
     code = None
@@ -16,6 +23,8 @@ def run(name, *argv):
             code = e.code if isinstance(e.code, int) else 1
             err.write(str(e.code))
     out[name] = {"code": code, "out": buf.getvalue(), "err": err.getvalue()}
+
+
 run("analyst1", "ch-setup", "--print-analyst-sql")
 run("analyst2", "ch-setup", "--print-analyst-sql")
 run("shape", "ch-setup", "--print-sql")

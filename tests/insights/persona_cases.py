@@ -89,7 +89,9 @@ def build(path: Path) -> None:
         (B, "b1", "k-b-canary", "fact", 1, "NULL"),
     ]
     values = ", ".join(f"('{o}', '{n}', '{k}', '{t}', 'value of {k}', {v}, {now}, {now}, {ts})" for o, n, k, t, v, ts in rows)
-    conn.query(f"INSERT INTO {DB}.memory (org, namespace, memory_key, memory_type, value, version, created_at, updated_at, tombstoned_at) VALUES {values}")
+    conn.query(
+        f"INSERT INTO {DB}.memory (org, namespace, memory_key, memory_type, value, version, created_at, updated_at, tombstoned_at) VALUES {values}"
+    )
     # An erasure tombstones every version in place.
     conn.query(f"ALTER TABLE {DB}.memory UPDATE tombstoned_at = now64(6) WHERE memory_key = 'k-erased' SETTINGS mutations_sync = 1")
     tables = conn.query(f"SELECT table, name FROM system.columns WHERE database = '{DB}' FORMAT JSONEachRow").data()
@@ -148,7 +150,7 @@ def cases(path: Path) -> None:
     run("union_all", f"SELECT task_id FROM loom.tasks UNION ALL SELECT task_id FROM loom.tasks WHERE org = '{B}'", good)
     run("trailing_comment", "SELECT task_id FROM loom.tasks -- trailing comment", good)
     run("leave_wrapper", "SELECT 1) UNION ALL (SELECT title FROM loom.tasks", good)
-    run("throwif_other_org", f"SELECT throwIf(kind = 'B-CANARY') FROM loom.tasks", good)
+    run("throwif_other_org", "SELECT throwIf(kind = 'B-CANARY') FROM loom.tasks", good)
     # --- signatures that must read nothing
     run("forged_signature", "SELECT task_id FROM loom.tasks", comment(a_scope, "req-1:1:n1", loom_sig="0" * 64))
     run("expired_signature", "SELECT task_id FROM loom.tasks", comment(Scope(A, ("a1",), int(time.time()) - 5), "req-1:1:n1"))

@@ -25,8 +25,8 @@ from loom_insights.domain.entities import (
     version_of,
     write_plan,
 )
-from loom_insights.domain.scope import Scope, length_prefixed, pads, query_id, scope_settings, sign, statement_digest, wrap
 from loom_insights.domain.grants import grants_within
+from loom_insights.domain.scope import Scope, length_prefixed, pads, query_id, scope_settings, sign, statement_digest, wrap
 
 KEY = bytes(range(32))
 BASE = present_tables({})
@@ -213,7 +213,7 @@ def test_catalog_names_only_readable_columns_and_leaves_the_canary_out() -> None
     cat = build_catalog((*BASE, CANARY), Caps(), 1000, version_of(BASE), True)
     names = [t["name"] for t in cat["tables"]]
     assert CANARY.name not in names and names == [t.name for t in BASE]
-    for t, spec in zip(cat["tables"], BASE):
+    for t, spec in zip(cat["tables"], BASE, strict=True):
         assert [c["name"] for c in t["columns"]] == list(spec.column_names)
         assert all(c["comment"] for c in t["columns"])
     shapes = {t["name"]: t["shape"] for t in cat["tables"]}

@@ -105,7 +105,9 @@ async def _seed(store: ServerStore, org_a: str, ns_a: str, ns_a2: str, org_b: st
             {"o": org, "t": tid, "n": ns, "k": kind},
         )
         await store.execute(
-            "INSERT INTO {db}.agent_events (ts, org, namespace, subject, op, ok, latency_ms) VALUES (" + now + ", {o:String}, {n:String}, 'user:x', {k:String}, true, 1)",
+            "INSERT INTO {db}.agent_events (ts, org, namespace, subject, op, ok, latency_ms) VALUES ("
+            + now
+            + ", {o:String}, {n:String}, 'user:x', {k:String}, true, 1)",
             {"o": org, "n": ns, "k": kind},
         )
         await store.execute(

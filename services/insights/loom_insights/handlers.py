@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from google.protobuf import struct_pb2
 from loom_api.insights.v1 import insights_pb2 as pb
-from loom_core.chain import CallContext
 from loom_core.catalog import Catalog
+from loom_core.chain import CallContext
 from loom_core.plane import Handler, bind_handlers
 
 from .service.analysis import Analysis, statement_ledger

@@ -31,7 +31,9 @@ def add_commands(sub: Any) -> None:
     mode = ch.add_mutually_exclusive_group()
     mode.add_argument("--print-sql", action="store_true", help="print what ch-setup would run, with the key and password as placeholders")
     mode.add_argument("--print-analyst-sql", action="store_true", help="print the complete analyst SQL for an admin to run in one session")
-    ch.add_argument("--prefix", choices=["SQL_", "custom_"], default=None, help="custom settings prefix for printed SQL (default: probe, else SQL_)")
+    ch.add_argument(
+        "--prefix", choices=["SQL_", "custom_"], default=None, help="custom settings prefix for printed SQL (default: probe, else SQL_)"
+    )
     secrets = sub.add_parser("secrets", help="sealed secrets at rest")
     secrets_sub = secrets.add_subparsers(dest="secrets_cmd", required=True)
     secrets_sub.add_parser("reseal", help="reseal every sealed secrets row under LOOM_JWT_SECRET")
@@ -152,7 +154,9 @@ async def _setup(settings: Settings) -> int:
     try:
         leases = None
         if settings.nats_url:
-            creds = {"user": settings.nats_internal_user, "password": settings.nats_internal_password} if settings.nats_internal_user else {}
+            creds = (
+                {"user": settings.nats_internal_user, "password": settings.nats_internal_password} if settings.nats_internal_user else {}
+            )
             bus = await connect_bus(settings.nats_url, name="loom-ch-setup", **creds)
             leases = await LeaseStore.open(bus)
         prov = Provisioner(store, admin, leases, sec.sealer_for(settings), caps_from(settings), settings.ch_analysis_lease_wait_s)
@@ -162,7 +166,9 @@ async def _setup(settings: Settings) -> int:
             print(f"loom: ch-setup refused: {exc.reason}", file=sys.stderr)
             return 1
         except ChError as exc:
-            print(f"loom: ch-setup failed: ClickHouse error {exc.code} {exc.name} (does this user have access management?)", file=sys.stderr)
+            print(
+                f"loom: ch-setup failed: ClickHouse error {exc.code} {exc.name} (does this user have access management?)", file=sys.stderr
+            )
             return 1
         if report.skipped:
             print(f"loom: ch-setup wrote nothing: {report.skipped}")

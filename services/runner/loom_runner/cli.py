@@ -37,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     config_sub = config.add_subparsers(dest="config_cmd", required=True)
     docs = config_sub.add_parser("docs", help="render docs/configuration.md from the settings definition")
     docs.add_argument("--output", type=Path, default=None)
-    from .analysis_cli import COMMANDS as ANALYSIS_COMMANDS, add_commands as add_analysis_commands, run_command as run_analysis_command
+    from .analysis_cli import COMMANDS as ANALYSIS_COMMANDS
+    from .analysis_cli import add_commands as add_analysis_commands
+    from .analysis_cli import run_command as run_analysis_command
 
     add_analysis_commands(sub)  # ch-setup, secrets reseal
     args = parser.parse_args(argv)

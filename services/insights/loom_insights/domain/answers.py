@@ -48,8 +48,12 @@ _NARROW = {
 }
 
 # Anything naming the scope, the policy's signature arithmetic or the key's wrapping.
-_UNSAFE = re.compile(r"loom_(org|ns|exp|sig|qid|version|caps|probe)|getSetting|initialQueryID|decrypt|encrypt|HIDDEN|SHA256|unhex|hex\(", re.I)
-_CAP_IN_TEXT = re.compile(r"(max_execution_time|max_rows_to_read|max_memory_usage|max_result_rows|max_threads|max_concurrent_queries_for_user)")
+_UNSAFE = re.compile(
+    r"loom_(org|ns|exp|sig|qid|version|caps|probe)|getSetting|initialQueryID|decrypt|encrypt|HIDDEN|SHA256|unhex|hex\(", re.I
+)
+_CAP_IN_TEXT = re.compile(
+    r"(max_execution_time|max_rows_to_read|max_memory_usage|max_result_rows|max_threads|max_concurrent_queries_for_user)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +88,7 @@ def classify(code: int | None, text: str) -> Answer:
         return Answer("unavailable", "the analysis user could not sign in")
     if code == QUERY_WAS_CANCELLED:
         return Answer("unavailable", "the statement was ended by the server")
-    if code == SETTING_CONSTRAINT_VIOLATION or code == READONLY:
+    if code in (SETTING_CONSTRAINT_VIOLATION, READONLY):
         found = _CAP_IN_TEXT.search(text or "")
         if found:
             cap = found.group(1)

@@ -37,7 +37,9 @@ from .provisioning import Provisioner, ProvisionRefused, detect_prefix
 log = logging.getLogger(__name__)
 
 State = Literal["embedded", "starting", "ready", "unavailable", "overloaded"]
-EMBEDDED_REASON = "analysis needs a ClickHouse server: this Loom runs on the embedded store (chDB), which cannot enforce the analyst boundary"
+EMBEDDED_REASON = (
+    "analysis needs a ClickHouse server: this Loom runs on the embedded store (chDB), which cannot enforce the analyst boundary"
+)
 MAX_SQL_CHARS = 100_000
 RETRY_AFTER_S = 5
 
@@ -74,7 +76,9 @@ def _unavailable(message: str, reason: str) -> Unavailable:
 
 
 def _overloaded(reason: str) -> Unavailable:
-    return Unavailable(ErrorCode.OVERLOADED, "analysis is busy or starting; retry after 5 s", {"reason": reason, "retry_after_s": RETRY_AFTER_S})
+    return Unavailable(
+        ErrorCode.OVERLOADED, "analysis is busy or starting; retry after 5 s", {"reason": reason, "retry_after_s": RETRY_AFTER_S}
+    )
 
 
 class Analysis:
@@ -135,7 +139,7 @@ class Analysis:
                 await self.check(write=first and self.settings.ch_analysis_write_entities)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - a probe that fails keeps the loop alive
+            except Exception:
                 log.exception("analysis: the probe failed")
                 self._set("overloaded", "the analysis probe failed unexpectedly")
             first = False
@@ -159,7 +163,9 @@ class Analysis:
                 self._set("unavailable", "the analyst's entities cannot be written: see the server log (loom doctor)")
                 log.error("analysis: %s", exc.reason)
             except ChError as exc:
-                log.warning("analysis: Loom's ClickHouse user could not write the analyst's entities (%s %s); run loom ch-setup", exc.code, exc.name)
+                log.warning(
+                    "analysis: Loom's ClickHouse user could not write the analyst's entities (%s %s); run loom ch-setup", exc.code, exc.name
+                )
             except NoAnswer:
                 self._set("overloaded", "ClickHouse did not answer the boot write")
                 return
@@ -203,7 +209,9 @@ class Analysis:
         if secrets_.password != self._password or self._analyst is None:
             if self._analyst is not None:
                 await self._analyst.close()
-            self._analyst = ChClient(self.settings.clickhouse_url, user=ANALYST, password=secrets_.password, max_size=self.caps.max_concurrent_queries_for_user)
+            self._analyst = ChClient(
+                self.settings.clickhouse_url, user=ANALYST, password=secrets_.password, max_size=self.caps.max_concurrent_queries_for_user
+            )
             self._password = secrets_.password
         self._key = secrets_.key
         stored = await self._stored_version()
@@ -306,7 +314,7 @@ class Analysis:
         started = time.perf_counter()
         for attempt in range(1, self.max_attempts + 1):
             try:
-                result = await self._analyst.run(statement, settings, query_id=qid, timeout=wait)
+                result = await self._analyst.run(statement, settings, query_id=qid, wait_s=wait)
                 break
             except NoAnswer:
                 if attempt == self.max_attempts:

@@ -89,7 +89,7 @@ class Prober:
         # 1. the canary under the key
         settings, qid = self._signed(key, prefix)
         got = await self.analyst.run(
-            f"SELECT count() FROM {db}.{CANARY.name} WHERE marker = '{CANARY_MARKER}'", settings, query_id=qid, timeout=30
+            f"SELECT count() FROM {db}.{CANARY.name} WHERE marker = '{CANARY_MARKER}'", settings, query_id=qid, wait_s=30
         )
         if not got.rows or int(got.rows[0][0]) < 1:
             res.findings.append("the canary reads nothing: its policy is under another key")
@@ -97,9 +97,11 @@ class Prober:
         # 2. the reserved scope counts nothing on every table
         for t in tables:
             settings, qid = self._signed(key, prefix)
-            got = await self.analyst.run(f"SELECT count() FROM {db}.{t.name}", settings, query_id=qid, timeout=30)
+            got = await self.analyst.run(f"SELECT count() FROM {db}.{t.name}", settings, query_id=qid, wait_s=30)
             if got.rows and int(got.rows[0][0]) > 0:
-                res.findings.append(f"{t.name} admits rows in the reserved scope: a policy widens what the analyst reads, or its policy is missing")
+                res.findings.append(
+                    f"{t.name} admits rows in the reserved scope: a policy widens what the analyst reads, or its policy is missing"
+                )
                 res.codes.append("policy_missing")
         # 3. refusals
         for what, sql in (
@@ -108,7 +110,7 @@ class Prober:
         ):
             settings, qid = self._signed(key, prefix)
             try:
-                await self.analyst.run(sql, settings, query_id=qid, timeout=30)
+                await self.analyst.run(sql, settings, query_id=qid, wait_s=30)
             except ChError as exc:
                 if exc.code in (AUTHENTICATION_FAILED, REQUIRED_PASSWORD, UNKNOWN_USER):
                     raise
@@ -120,7 +122,7 @@ class Prober:
         # 4. unsigned reads fail
         for t in (*tables, CANARY):
             try:
-                await self.analyst.run(f"SELECT count() FROM {db}.{t.name}", query_id=f"probe:{uuid.uuid4()}", timeout=30)
+                await self.analyst.run(f"SELECT count() FROM {db}.{t.name}", query_id=f"probe:{uuid.uuid4()}", wait_s=30)
             except ChError as exc:
                 if exc.code in (AUTHENTICATION_FAILED, REQUIRED_PASSWORD, UNKNOWN_USER):
                     raise
@@ -129,11 +131,11 @@ class Prober:
             res.codes.append("unsigned_read")
         # 5. SHOW GRANTS names only the allowlist
         try:
-            got = await self.analyst.run(f"SHOW GRANTS FOR {ANALYST}", timeout=30)
+            got = await self.analyst.run(f"SHOW GRANTS FOR {ANALYST}", wait_s=30)
         except ChError as exc:
             if exc.code != ACCESS_DENIED:
                 raise
-            got = await self.analyst.run("SHOW GRANTS", timeout=30)
+            got = await self.analyst.run("SHOW GRANTS", wait_s=30)
         extra = grants_within([str(r[0]) for r in got.rows], db, tables)
         if extra:
             res.findings.append(f"the analyst holds grants outside the allowlist ({len(extra)})")

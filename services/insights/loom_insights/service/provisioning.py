@@ -71,7 +71,7 @@ async def detect_prefix(admin: ChClient) -> str:
     for prefix in PREFIXES:
         name = f"{prefix}loom_probe"
         try:
-            res = await admin.run(f"SELECT toString(getSetting('{name}')) AS v", {name: "1"}, timeout=15)
+            res = await admin.run(f"SELECT toString(getSetting('{name}')) AS v", {name: "1"}, wait_s=15)
         except ChError:
             continue
         if res.rows and res.rows[0][0] == "1":
@@ -209,7 +209,7 @@ class Provisioner:
             create_user=not exists,
         )
         for st in write_plan(plan):
-            await self.admin.run(st.sql, LOG_TEXT_CUT if st.secret else None, timeout=60)
+            await self.admin.run(st.sql, LOG_TEXT_CUT if st.secret else None, wait_s=60)
             report.statements += 1
         report.wrote = True
         log.info("analysis: wrote the analyst's entities at version %s (%d statements)", ours, report.statements)

@@ -15,7 +15,7 @@ import secrets
 import string
 from dataclasses import dataclass
 
-from loom_core.sealing import SealError, Sealer
+from loom_core.sealing import Sealer, SealError
 from loom_core.settings import Settings
 from loom_core.store import Store, ch_time
 

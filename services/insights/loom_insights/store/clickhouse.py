@@ -10,6 +10,7 @@ ClickHouse's code and name (the text is kept for the server log, never for a cal
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import decimal
 import ipaddress
@@ -102,17 +103,15 @@ class ChClient:
                 pool = Pool(minsize=0, maxsize=self._max, **self._config)
                 try:
                     await pool.startup()
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - translated: the driver's text never leaves
                     raise _translate(exc) from None
                 self._pool = pool
             return self._pool
 
-    async def run(
-        self, sql: str, settings: Mapping[str, Any] | None = None, *, query_id: str = "", timeout: float = 60.0
-    ) -> Result:
+    async def run(self, sql: str, settings: Mapping[str, Any] | None = None, *, query_id: str = "", wait_s: float = 60.0) -> Result:
         pool = await self._get_pool()
         try:
-            return await asyncio.wait_for(self._run(pool, sql, settings, query_id), timeout)
+            return await asyncio.wait_for(self._run(pool, sql, settings, query_id), wait_s)
         except TimeoutError:
             raise NoAnswer("no answer within the wait") from None
 
@@ -128,17 +127,15 @@ class ChClient:
                 columns = [(c.name, str(c.type_code)) for c in cursor.description or ()]
         except (ChError, NoAnswer):
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - translated: the driver's text never leaves
             raise _translate(exc) from None
         return Result(columns, [[_json_value(v) for v in row] for row in rows or ()])
 
     async def close(self) -> None:
         async with self._lock:
             if self._pool is not None:
-                try:
+                with contextlib.suppress(Exception):  # closing is best effort
                     await self._pool.shutdown()
-                except Exception:  # noqa: BLE001 - closing is best effort
-                    pass
                 self._pool = None
 
 
