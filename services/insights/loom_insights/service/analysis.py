@@ -169,6 +169,8 @@ class Analysis:
             except NoAnswer:
                 self._set("overloaded", "ClickHouse did not answer the boot write")
                 return
+            except Exception as exc:  # noqa: BLE001 - e.g. a user that cannot list profiles: the probe still runs
+                log.warning("analysis: the boot write failed (%s); run loom ch-setup as a user with access management", type(exc).__name__)
         result = await self._probe_once()
         if result is None:
             return
@@ -179,11 +181,15 @@ class Analysis:
                     await self.provisioner().write("repair")
                     log.warning("analysis: repaired the analyst's entities after: %s", "; ".join(result.findings))
                     await self._probe_once()
-                except (ProvisionRefused, ChError, NoAnswer) as exc:
+                except Exception as exc:  # noqa: BLE001 - a repair that fails keeps the finding it was for
                     log.warning("analysis: the repair failed (%s); the finding stands", type(exc).__name__)
 
     async def _stored_version(self) -> str:
-        return await self.provisioner().stored_stamp(PROFILE, f"{self.prefix}{VERSION_STAMP}")
+        """The version the main profile carries; empty when Loom's user cannot list profiles."""
+        try:
+            return await self.provisioner().stored_stamp(PROFILE, f"{self.prefix}{VERSION_STAMP}")
+        except Exception:  # noqa: BLE001 - a user without SHOW SETTINGS PROFILES reads no version
+            return ""
 
     async def _probe_once(self) -> ProbeResult | None:
         assert self._admin is not None

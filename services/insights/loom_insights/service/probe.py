@@ -20,8 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from ..domain.allowlist import CANARY, CANARY_MARKER, TASKS, Table
-from ..domain.answers import ACCESS_DENIED, AUTHENTICATION_FAILED, MEMORY_LIMIT_EXCEEDED, REQUIRED_PASSWORD, UNKNOWN_USER
-from ..domain.entities import ANALYST
+from ..domain.answers import AUTHENTICATION_FAILED, MEMORY_LIMIT_EXCEEDED, REQUIRED_PASSWORD, UNKNOWN_USER
 from ..domain.grants import grants_within
 from ..domain.scope import Scope, scope_settings
 from ..store.clickhouse import ChClient, ChError, NoAnswer
@@ -130,12 +129,7 @@ class Prober:
             res.findings.append(f"an unsigned read of {t.name} succeeds: the table has no scope policy")
             res.codes.append("unsigned_read")
         # 5. SHOW GRANTS names only the allowlist
-        try:
-            got = await self.analyst.run(f"SHOW GRANTS FOR {ANALYST}", wait_s=30)
-        except ChError as exc:
-            if exc.code != ACCESS_DENIED:
-                raise
-            got = await self.analyst.run("SHOW GRANTS", wait_s=30)
+        got = await self.analyst.run("SHOW GRANTS", wait_s=30)
         extra = grants_within([str(r[0]) for r in got.rows], db, tables)
         if extra:
             res.findings.append(f"the analyst holds grants outside the allowlist ({len(extra)})")
