@@ -9,7 +9,7 @@ import re
 
 import pytest
 from loom_insights.domain.allowlist import ALLOWLIST, CANARY, DECISION_RECORDS, MEMORY, NEVER, TASKS, present_tables
-from loom_insights.domain.answers import classify, safe_message
+from loom_insights.domain.answers import classify, health_text, safe_message
 from loom_insights.domain.catalog import build_catalog
 from loom_insights.domain.entities import (
     ANALYST,
@@ -226,3 +226,13 @@ def test_probe_flags_a_grant_outside_the_allowlist() -> None:
     assert grants_within(ok, "loom", BASE) == []
     assert grants_within([*ok, "GRANT SELECT ON loom.* TO loom_analyst"], "loom", BASE) == ["GRANT SELECT ON loom.* TO loom_analyst"]
     assert grants_within(["GRANT SELECT(org, title) ON loom.tasks TO loom_analyst"], "loom", BASE)
+
+
+def test_health_shows_a_clickhouse_error_as_its_code_name_and_known_meaning() -> None:
+    assert (
+        health_text(497, "ACCESS_DENIED")
+        == "ClickHouse error 497 ACCESS_DENIED: a missing privilege (run loom ch-setup as a user with access management)"
+    )
+    assert health_text(516, "AUTHENTICATION_FAILED").endswith("(run loom ch-setup)")
+    assert health_text(999, "SOMETHING") == "ClickHouse error 999 SOMETHING"
+    assert health_text(None, "OSError") == "ClickHouse error (OSError)"

@@ -32,7 +32,7 @@ AUTHENTICATION_FAILED = 516
 REQUIRED_PASSWORD = 194
 UNKNOWN_USER = 192
 SYNTAX_ERROR = 62
-NOT_ENOUGH_PRIVILEGES = 497
+BAD_ARGUMENTS = 36
 
 _CAP_BY_CODE = {
     TIMEOUT_EXCEEDED: "max_execution_time",
@@ -70,6 +70,24 @@ def safe_message(text: str) -> str:
         return ""
     first = text.strip().splitlines()[0] if text.strip() else ""
     return first[:500]
+
+
+_MEANINGS = {
+    ACCESS_DENIED: "a missing privilege (run loom ch-setup as a user with access management)",
+    AUTHENTICATION_FAILED: "the analyst user cannot sign in with the stored password (run loom ch-setup)",
+    REQUIRED_PASSWORD: "the analyst user cannot sign in with the stored password (run loom ch-setup)",
+    UNKNOWN_USER: "the analyst user does not exist (run loom ch-setup)",
+    BAD_ARGUMENTS: "the server refused an argument, e.g. a password its rules refuse (run loom ch-setup again)",
+    UNKNOWN_SETTING: "the server refused a setting (check custom_settings_prefixes)",
+}
+
+
+def health_text(code: int | None, name: str) -> str:
+    """A ClickHouse error as /v1/health shows it: its code and name, and what it means for a
+    cause Loom knows. No driver text, no policy or database names."""
+    head = f"ClickHouse error {code} {name}" if code is not None else f"ClickHouse error ({name})"
+    meaning = _MEANINGS.get(code or 0)
+    return f"{head}: {meaning}" if meaning else head
 
 
 def classify(code: int | None, text: str) -> Answer:

@@ -355,7 +355,7 @@ class Analysis:
         if a.cap:
             detail.update(cap=a.cap, narrow=a.narrow)
         text = safe_message(exc.text)
-        if text and a.kind == "invalid":
+        if text and a.kind in ("invalid", "refused"):
             detail["clickhouse_message"] = text
         message = a.message + (f": {a.narrow}" if a.narrow else "")
         return ValidationFailed(message, detail)

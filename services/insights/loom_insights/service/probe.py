@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from ..domain.allowlist import CANARY, CANARY_MARKER, TASKS, Table
-from ..domain.answers import AUTHENTICATION_FAILED, MEMORY_LIMIT_EXCEEDED, REQUIRED_PASSWORD, UNKNOWN_USER
+from ..domain.answers import AUTHENTICATION_FAILED, MEMORY_LIMIT_EXCEEDED, REQUIRED_PASSWORD, UNKNOWN_USER, health_text
 from ..domain.grants import grants_within
 from ..domain.scope import Scope, scope_settings
 from ..store.clickhouse import ChClient, ChError, NoAnswer
@@ -67,15 +67,13 @@ class Prober:
         except ChError as exc:
             res.ok = False
             res.findings.append(f"ClickHouse error {exc.code} {exc.name}")
+            res.reason = health_text(exc.code, exc.name)
             if exc.code in (AUTHENTICATION_FAILED, REQUIRED_PASSWORD, UNKNOWN_USER):
                 res.codes.append("sign_in")
-                res.reason = f"ClickHouse error {exc.code} {exc.name}: the analyst user cannot sign in (run loom ch-setup)"
             elif exc.code == MEMORY_LIMIT_EXCEEDED:
                 res.definite = False
-                res.reason = f"ClickHouse error {exc.code} {exc.name}: the server is short of memory"
             else:
                 res.codes.append("error")
-                res.reason = f"ClickHouse error {exc.code} {exc.name}"
         if res.ok and res.findings:
             res.ok = False
         if not res.ok and not res.reason:
