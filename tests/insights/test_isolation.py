@@ -27,7 +27,7 @@ from tests.conftest import make_settings
 
 CH_URL = os.environ.get("LOOM_TEST_CLICKHOUSE_URL", "")
 SKIP_REASON = "LOOM_TEST_CLICKHOUSE_URL is not set: the analysis isolation proof needs a ClickHouse server (a user with access management)"
-pytestmark = pytest.mark.skipif(not CH_URL, reason=SKIP_REASON)
+pytestmark = [pytest.mark.clickhouse_server, pytest.mark.skipif(not CH_URL, reason=SKIP_REASON)]
 
 MEMORY_DDL = """
 CREATE TABLE IF NOT EXISTS {db}.memory (

@@ -216,7 +216,11 @@ class Analysis:
             if self._analyst is not None:
                 await self._analyst.close()
             self._analyst = ChClient(
-                self.settings.clickhouse_url, user=ANALYST, password=secrets_.password, max_size=self.caps.max_concurrent_queries_for_user
+                self.settings.clickhouse_url,
+                user=ANALYST,
+                password=secrets_.password,
+                database=self.store.database,
+                max_size=self.caps.max_concurrent_queries_for_user,
             )
             self._password = secrets_.password
         self._key = secrets_.key

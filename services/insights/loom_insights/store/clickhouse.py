@@ -50,6 +50,8 @@ class Result:
 
 
 def _json_value(v: Any) -> Any:
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**53:
+        return str(v)  # past a JSON number's exact range
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
     if isinstance(v, dt.datetime):
@@ -82,12 +84,16 @@ def _error_name(exc: BaseException) -> str:
 class ChClient:
     """A small pool of native connections as one ClickHouse user."""
 
-    def __init__(self, url: str, *, user: str | None = None, password: str | None = None, max_size: int = 4) -> None:
+    def __init__(
+        self, url: str, *, user: str | None = None, password: str | None = None, database: str | None = None, max_size: int = 4
+    ) -> None:
         config = parse_dsn(url)
         config.pop("settings", None)
         if user is not None:
             config["user"] = user
             config["password"] = password or ""
+        if database is not None:
+            config["database"] = database
         self._config = config
         self._max = max_size
         self._pool: Pool | None = None
