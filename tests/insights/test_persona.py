@@ -66,8 +66,13 @@ def test_subquery_union_and_throwif_never_see_the_other_org(answers: dict[str, A
 
 def test_the_wrapper_ends_a_trailing_comment_and_cannot_be_left(answers: dict[str, Any]) -> None:
     assert rows(answers, "trailing_comment") == [["t-a1"]]
-    refused(answers, "leave_wrapper", "62")
-    refused(answers, "insert_wrapped", "62")
+    for case in ("leave_wrapper", "insert_wrapped", "explain_leaving_wrapper", "kill_query"):
+        refused(answers, case, "62")
+
+
+def test_view_reads_through_the_policy_and_input_is_refused(answers: dict[str, Any]) -> None:
+    assert rows(answers, "view_function") == [["t-a1", "org-a"]]
+    refused(answers, "input_function", "477")
 
 
 @pytest.mark.parametrize(
@@ -107,6 +112,11 @@ def test_a_scope_value_set_to_a_number_raises_no_error(answers: dict[str, Any]) 
         "url_function",
         "remote_function",
         "executable_function",
+        "s3_function",
+        "merge_function",
+        "merge_tree_index",
+        "explain_wrapped",
+        "describe",
         "insert",
         "alter",
         "create_temporary_table",

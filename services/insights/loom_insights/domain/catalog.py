@@ -18,7 +18,9 @@ NOTES: tuple[str, ...] = (
 )
 
 
-def build_catalog(tables: Sequence[Table], caps: Caps, row_cap: int, version: str, available: bool) -> dict[str, Any]:
+def build_catalog(
+    tables: Sequence[Table], caps: Caps, row_cap: int, version: str, available: bool, org_concurrency: int = 2
+) -> dict[str, Any]:
     out_tables = [
         {
             "name": t.name,
@@ -32,4 +34,7 @@ def build_catalog(tables: Sequence[Table], caps: Caps, row_cap: int, version: st
     ]
     out_caps = [{"setting": name, "value": value, "meaning": CAP_MEANINGS[name]} for name, value in caps.items()]
     out_caps.append({"setting": "row_cap", "value": row_cap, "meaning": "rows insights.query returns; more sets truncated"})
+    out_caps.append(
+        {"setting": "org_concurrency", "value": org_concurrency, "meaning": "statements one org runs at once on a replica; more answer 429"}
+    )
     return {"tables": out_tables, "notes": list(NOTES), "caps": out_caps, "version": version, "available": available}

@@ -203,9 +203,12 @@ class Analysis:
             self._set("unavailable", str(exc))
             return None
         except Unavailable as exc:
+            if exc.code != ErrorCode.ANALYSIS_UNAVAILABLE:  # the store did not answer
+                self._set("overloaded", "ClickHouse did not answer the analysis probe (the store)")
+                return None
             self._set("unavailable", exc.message)
             return None
-        except (ChError, NoAnswer, Exception) as exc:  # noqa: BLE001 - the store's own errors carry no driver text
+        except Exception as exc:  # noqa: BLE001 - ChError, NoAnswer, the store's own errors: no driver text
             self._set("overloaded", f"ClickHouse did not answer the analysis probe ({type(exc).__name__})")
             return None
         if loaded is None:
@@ -253,7 +256,7 @@ class Analysis:
 
     def catalog(self) -> dict[str, Any]:
         tables = self.tables or present_tables({})
-        return build_catalog(tables, self.caps, self.row_cap, self.version or version_of(tables), self.state == "ready")
+        return build_catalog(tables, self.caps, self.row_cap, self.version or version_of(tables), self.state == "ready", self.per_org)
 
     def _require_ready(self) -> None:
         if self.state == "embedded":
