@@ -302,3 +302,46 @@ async def test_the_statement_text_and_the_key_stay_out_of_the_query_log(world: W
         {"m": f"%{marker}%"},
     )
     assert int(rows[0]["n"]) == 0
+
+
+async def test_a_statement_run_while_a_write_replaces_the_policies_reads_the_right_rows(world: World) -> None:
+    plane = world.plane()
+    write = asyncio.create_task(plane.analysis.provisioner().write("setup"))
+    answers = []
+    while not write.done():
+        answers.append(await query(world, "SELECT kind FROM tasks"))
+    await write
+    answers.append(await query(world, "SELECT kind FROM tasks"))
+    for r in answers:
+        assert r.status_code in (200, 503), r.text
+        if r.status_code == 200:
+            assert r.json()["rows"] == [["review"]]
+        assert_no_canary(world, r)
+    assert answers[-1].status_code == 200
+
+
+async def test_a_revoked_token_stops_new_calls(world: World) -> None:
+    async with world.client(world.viewer_a) as c:
+        minted = await c.post("/v1/token.mint", json={"roles": {world.ns_a: "viewer"}, "ttl_seconds": 600})
+    assert minted.status_code == 200, minted.text
+    token = minted.json()["token"]
+    assert (await query(world, "SELECT kind FROM tasks", token=token)).status_code == 200
+    async with world.client(token) as c:
+        r = await c.post("/v1/token.revoke", json={"token_id": minted.json()["token_id"]})
+    assert r.status_code == 200, r.text
+    r = await query(world, "SELECT kind FROM tasks", token=token)
+    assert r.status_code == 401, r.text
+
+
+async def test_an_erased_memory_is_gone_from_the_next_statement(world: World) -> None:
+    await world.store.execute(
+        "INSERT INTO {db}.memory (org, namespace, memory_key, memory_type, value, version, created_at, updated_at, tombstoned_at)"
+        " VALUES ({o:String}, {n:String}, 'k-to-erase', 'fact', 'x', 1, now64(6), now64(6), NULL)",
+        {"o": world.org_a, "n": world.ns_a},
+    )
+    sql = "SELECT memory_key FROM memory WHERE memory_key = 'k-to-erase'"
+    assert (await query(world, sql)).json()["rows"] == [["k-to-erase"]]
+    await world.store.execute(
+        "ALTER TABLE {db}.memory UPDATE tombstoned_at = now64(6) WHERE memory_key = 'k-to-erase' SETTINGS mutations_sync = 2"
+    )
+    assert (await query(world, sql)).json()["rows"] == []
