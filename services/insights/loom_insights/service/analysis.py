@@ -12,27 +12,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets as pysecrets
 import time
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from loom_core.bus import LeaseStore
-from loom_core.errors import ErrorCode, Forbidden, RateLimited, Unavailable, ValidationFailed, invalid_field
+from loom_core.errors import ErrorCode, Forbidden, Unavailable, invalid_field
 from loom_core.identity import Authenticator, Principal
 from loom_core.roles import Role
 from loom_core.settings import Settings
 from loom_core.store import Store
 
 from ..domain.allowlist import ALLOWLIST, Table, present_tables
-from ..domain.answers import AUTHENTICATION_FAILED, REQUIRED_PASSWORD, UNKNOWN_USER, classify, safe_message
 from ..domain.catalog import build_catalog
 from ..domain.entities import ANALYST, PROFILE, VERSION_STAMP, Caps, may_write, revision_of, version_of
-from ..domain.scope import Scope, query_id, scope_settings, statement_digest, valid_namespace, wrap
+from ..domain.scope import valid_namespace
 from ..store.clickhouse import ChClient, ChError, NoAnswer
 from . import secrets as sec
 from .probe import Prober, ProbeResult
 from .provisioning import Provisioner, ProvisionRefused, detect_prefix
+from .statements import QueryAnswer, SignInFailed, StatementRunner, overloaded, statement_ledger, unavailable
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +38,6 @@ State = Literal["embedded", "starting", "ready", "unavailable", "overloaded"]
 EMBEDDED_REASON = (
     "analysis needs a ClickHouse server: this Loom runs on the embedded store (chDB), which cannot enforce the analyst boundary"
 )
-MAX_SQL_CHARS = 100_000
-RETRY_AFTER_S = 5
 
 
 def caps_from(settings: Settings) -> Caps:
@@ -55,32 +51,6 @@ def caps_from(settings: Settings) -> Caps:
     )
 
 
-@dataclass(slots=True)
-class QueryAnswer:
-    columns: list[dict[str, str]]
-    rows: list[list[Any]]
-    row_count: int
-    truncated: bool
-    elapsed_ms: float
-    sql_digest: str
-    ledger: dict[str, str] = field(default_factory=dict)
-
-
-def statement_ledger(sql: str) -> dict[str, str]:
-    """The identifier keys a call's ledger row carries: the statement's digest and length."""
-    return {"sql_digest": statement_digest(sql), "sql_length": str(len(sql))}
-
-
-def _unavailable(message: str, reason: str) -> Unavailable:
-    return Unavailable(ErrorCode.ANALYSIS_UNAVAILABLE, message, {"reason": reason})
-
-
-def _overloaded(reason: str) -> Unavailable:
-    return Unavailable(
-        ErrorCode.OVERLOADED, "analysis is busy or starting; retry after 5 s", {"reason": reason, "retry_after_s": RETRY_AFTER_S}
-    )
-
-
 class Analysis:
     def __init__(self, store: Store, leases: LeaseStore, auth: Authenticator, settings: Settings) -> None:
         self.store = store
@@ -91,7 +61,6 @@ class Analysis:
         self.row_cap = settings.ch_analysis_row_cap
         self.per_org = settings.ch_analysis_org_concurrency
         self.interval = settings.ch_analysis_probe_interval_s
-        self.max_attempts = 3
         self.embedded = store.engine != "clickhouse"
         self.state: State = "embedded" if self.embedded else "starting"
         self.reason = EMBEDDED_REASON if self.embedded else "the first analysis probe has not finished"
@@ -102,12 +71,12 @@ class Analysis:
         self._password = ""
         self._admin: ChClient | None = None
         self._analyst: ChClient | None = None
-        self._in_flight: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self.last_answer_at = time.time()
         self.last_probe: ProbeResult | None = None
         self.sealer = sec.sealer_for(settings)
+        self.runner = StatementRunner(self.caps, self.row_cap, self.per_org)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -260,11 +229,11 @@ class Analysis:
 
     def _require_ready(self) -> None:
         if self.state == "embedded":
-            raise _unavailable("analysis needs a ClickHouse server", EMBEDDED_REASON)
+            raise unavailable("analysis needs a ClickHouse server", EMBEDDED_REASON)
         if self.state == "unavailable":
-            raise _unavailable("analysis is unavailable", "the analysis boundary check failed (loom doctor)")
+            raise unavailable("analysis is unavailable", "the analysis boundary check failed (loom doctor)")
         if self.state != "ready":
-            raise _overloaded("the analysis boundary has not passed a probe yet")
+            raise overloaded("the analysis boundary has not passed a probe yet")
 
     async def check_namespaces(self, principal: Principal, default_ns: str, names: list[str]) -> tuple[str, ...]:
         namespaces = tuple(dict.fromkeys(names)) if names else ((default_ns,) if default_ns else ())
@@ -293,79 +262,12 @@ class Analysis:
 
     async def query(self, principal: Principal, request_id: str, sql: str, namespaces: tuple[str, ...]) -> QueryAnswer:
         self._require_ready()
-        if not sql.strip():
-            raise invalid_field("sql", "required")
-        if len(sql) > MAX_SQL_CHARS:
-            raise invalid_field("sql", f"longer than {MAX_SQL_CHARS} characters")
-        org = principal.org
-        scope = Scope(org, namespaces, 0)
-        if scope.reserved:
-            raise invalid_field("namespaces", "the reserved scope cannot be queried")
-        if self._in_flight.get(org, 0) >= self.per_org:
-            raise RateLimited(
-                ErrorCode.RATE_LIMITED,
-                f"at most {self.per_org} insights.query statements per org run at once on a replica (ch_analysis_org_concurrency)",
-                {"cap": "ch_analysis_org_concurrency", "limit": self.per_org, "retry_after_s": 1},
-            )
-        self._in_flight[org] = self._in_flight.get(org, 0) + 1
-        try:
-            return await self._run(org, namespaces, request_id, sql)
-        finally:
-            self._in_flight[org] -= 1
-            if not self._in_flight[org]:
-                del self._in_flight[org]
-
-    async def _run(self, org: str, namespaces: tuple[str, ...], request_id: str, sql: str) -> QueryAnswer:
         assert self._analyst is not None
-        digest = statement_digest(sql)
-        wait = float(self.caps.max_execution_time) + 5.0
-        # The expiry covers every attempt of the retry ladder at the time cap.
-        scope = Scope(org, namespaces, int(time.time() + wait * self.max_attempts + 5))
-        qid = query_id(request_id, 1, pysecrets.token_hex(8))
-        settings: dict[str, Any] = {**scope_settings(self.prefix, self._key, scope, qid), "replace_running_query": 1}
-        statement = wrap(sql, self.row_cap)
-        started = time.perf_counter()
-        for attempt in range(1, self.max_attempts + 1):
-            try:
-                result = await self._analyst.run(statement, settings, query_id=qid, wait_s=wait)
-                break
-            except NoAnswer:
-                if attempt == self.max_attempts:
-                    raise _overloaded("ClickHouse did not answer the statement") from None
-                continue
-            except ChError as exc:
-                raise self._refusal(exc) from None
-        elapsed = (time.perf_counter() - started) * 1000.0
-        truncated = len(result.rows) > self.row_cap
-        rows = result.rows[: self.row_cap]
-        return QueryAnswer(
-            columns=[{"name": n, "type": t} for n, t in result.columns],
-            rows=rows,
-            row_count=len(rows),
-            truncated=truncated,
-            elapsed_ms=round(elapsed, 3),
-            sql_digest=digest,
-            ledger={**statement_ledger(sql), "row_count": str(len(rows)), "truncated": str(truncated).lower()},
-        )
-
-    def _refusal(self, exc: ChError) -> Exception:
-        log.info("analysis: statement refused: ClickHouse error %s %s", exc.code, exc.name)
-        if exc.code in (AUTHENTICATION_FAILED, REQUIRED_PASSWORD, UNKNOWN_USER):
+        try:
+            return await self.runner.run(self._analyst, self.prefix, self._key, principal.org, namespaces, request_id, sql)
+        except SignInFailed:
             self._wake.set()  # probe again now
-            return _unavailable("analysis is unavailable", "the analysis user could not sign in")
-        a = classify(exc.code, exc.text)
-        if a.kind == "overloaded" or exc.name == "TOO_MANY_SIMULTANEOUS_QUERIES":
-            return _overloaded(a.message)
-        if a.kind == "unavailable":
-            return _unavailable("analysis is unavailable", a.message)
-        detail: dict[str, Any] = {"reason": a.kind, "clickhouse_code": exc.code, "clickhouse_error": exc.name}
-        if a.cap:
-            detail.update(cap=a.cap, narrow=a.narrow)
-        text = safe_message(exc.text)
-        if text and a.kind in ("invalid", "refused"):
-            detail["clickhouse_message"] = text
-        message = a.message + (f": {a.narrow}" if a.narrow else "")
-        return ValidationFailed(message, detail)
+            raise
 
 
-__all__ = ["ALLOWLIST", "Analysis", "QueryAnswer", "caps_from"]
+__all__ = ["ALLOWLIST", "Analysis", "QueryAnswer", "caps_from", "statement_ledger"]
