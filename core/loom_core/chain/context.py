@@ -35,11 +35,11 @@ class CallContext:
     run_id: str = ""
     transport: str = "grpc"
     token: str = ""
+    # Set by a handler: identifier keys its ledger row carries beside the request's arguments.
+    ledger_extra: dict[str, str] | None = None
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     # Set by a handler: how many items its answer returned (ledger out_hits).
     out_hits: int | None = None
-    # Set by a handler: identifier keys its ledger row carries beside the request's arguments.
-    ledger_extra: dict[str, str] | None = None
 
     @property
     def org(self) -> str:
