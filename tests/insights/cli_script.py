@@ -3,6 +3,7 @@ order, over one embedded data dir; prints each one's exit code and output as JSO
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
@@ -11,6 +12,22 @@ import os
 from loom_runner.cli import main
 
 out = {}
+
+
+async def _loom_tables() -> None:
+    """The tables a first `loom up` creates: the printed SQL covers what Loom's database holds."""
+    from loom_core.runtime import CORE_MIGRATIONS
+    from loom_core.settings import Settings
+    from loom_core.store import open_store, run_migrations
+    from loom_policy.store.schema import MIGRATIONS as POLICY
+    from loom_tasks.schema import MIGRATIONS as TASKS
+
+    store = await open_store(Settings())
+    await run_migrations(store, [*CORE_MIGRATIONS, *TASKS, *POLICY])
+    await store.close()
+
+
+asyncio.run(_loom_tables())
 
 
 def run(name, *argv):

@@ -66,13 +66,31 @@ def build(path: Path) -> None:
         conn.query(m.sql.replace("{db}", DB))
     conn.query(MEMORY_DDL)
     now = "now64(6)"
-    conn.query(
-        f"""INSERT INTO {DB}.tasks (org, task_id, inbox, namespace, kind, title, brief, status, priority, version, created_at, updated_at) VALUES
-        ('{A}', 't-a1', 'inbox', 'a1', 'review', 'A secret title', 'A brief', 'queued', 1, 1, {now}, {now}),
-        ('{A}', 't-a1', 'inbox', 'a1', 'review', 'A secret title', 'A brief', 'done', 1, 2, {now}, {now}),
-        ('{A}', 't-a2', 'inbox', 'a2', 'review', 'other ns', 'x', 'queued', 1, 1, {now}, {now}),
-        ('{B}', 't-b1', 'inbox', 'b1', 'B-CANARY', 'B canary title', 'x', 'queued', 1, 1, {now}, {now})"""
-    )
+    tables = {
+        r.split("\t")[0] for r in conn.query(f"SELECT name FROM system.tables WHERE database = '{DB}'", "TSV").data().split("\n") if r
+    }
+    task_rows = [
+        (A, "t-a1", "a1", "review", "A secret title", "queued", 1),
+        (A, "t-a1", "a1", "review", "A secret title", "done", 2),
+        (A, "t-a2", "a2", "review", "other ns", "queued", 1),
+        (B, "t-b1", "b1", "B-CANARY", "B canary title", "queued", 1),
+    ]
+    if "task_state" in tables:  # the tasks plane's projection (the whole task in `doc`)
+        values = ", ".join(
+            f"('{o}', '{t}', 'inbox', '{n}', '{k}', '{st}', 1, '{o}-poster', {now}, {now}, {v}, {v}, '{{\"title\": \"{title}\"}}')"
+            for o, t, n, k, title, st, v in task_rows
+        )
+        conn.query(
+            f"INSERT INTO {DB}.task_state (org, task_id, inbox, namespace, kind, status, priority, poster, created_at, updated_at, version, rev, doc) VALUES {values}"
+        )
+    else:
+        values = ", ".join(
+            f"('{o}', '{t}', 'inbox', '{n}', '{k}', '{title}', 'brief', '{st}', 1, {v}, {now}, {now})"
+            for o, t, n, k, title, st, v in task_rows
+        )
+        conn.query(
+            f"INSERT INTO {DB}.tasks (org, task_id, inbox, namespace, kind, title, brief, status, priority, version, created_at, updated_at) VALUES {values}"
+        )
     conn.query(
         f"""INSERT INTO {DB}.agent_events (ts, org, namespace, subject, op, ok, latency_ms, args) VALUES
         ({now}, '{A}', 'a1', 'user:a', 'task.create', true, 1.5, map('title', 'A secret')),
@@ -94,8 +112,8 @@ def build(path: Path) -> None:
     )
     # An erasure tombstones every version in place.
     conn.query(f"ALTER TABLE {DB}.memory UPDATE tombstoned_at = now64(6) WHERE memory_key = 'k-erased' SETTINGS mutations_sync = 1")
-    tables = conn.query(f"SELECT table, name FROM system.columns WHERE database = '{DB}' FORMAT JSONEachRow").data()
-    (path / "columns.json").write_text(tables)
+    (path / "columns.json").write_text(conn.query(f"SELECT table, name FROM system.columns WHERE database = '{DB}'", "JSONEachRow").data())
+    (path / "engines.json").write_text(conn.query(f"SELECT name, engine FROM system.tables WHERE database = '{DB}'", "JSONEachRow").data())
     conn.close()
 
 
@@ -105,7 +123,12 @@ def _tables(path: Path):  # type: ignore[no-untyped-def]
         if line.strip():
             r = json.loads(line)
             existing.setdefault(r["table"], []).append(r["name"])
-    return present_tables(existing, ALLOWLIST)
+    engines = {}
+    for line in (path / "engines.json").read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            engines[r["name"]] = r["engine"]
+    return present_tables(existing, engines, ALLOWLIST)
 
 
 def cases(path: Path) -> None:
@@ -123,7 +146,13 @@ def cases(path: Path) -> None:
         data.update(override)
         return json.dumps(data)
 
+    # The tasks plane's table: `tasks` (one row per version) or `task_state` (its projection),
+    # whichever this build's migrations made; its content column: title or doc.
+    task_table = "task_state" if any(t.name == "task_state" for t in tables) else "tasks"
+    content = "doc" if task_table == "task_state" else "title"
+
     def run(name: str, sql: str, log_comment: str | None, wrapped: bool = True) -> None:
+        sql = sql.replace("loom.tasks", f"loom.{task_table}").replace("SELECT title FROM", f"SELECT {content} FROM")
         text = wrap(sql, ROW_CAP) if wrapped else sql
         try:
             # The carrier is a session setting, as Loom sends the scope as query settings; a

@@ -33,7 +33,8 @@ def test_print_analyst_sql_on_the_embedded_store_prints_the_complete_analyst_sql
     statements = [s for s in sql.splitlines() if s and not s.startswith("--")]
     assert statements[0] == "SET log_queries_cut_to_length = 1, log_formatted_queries = 0;"
     assert any(s.startswith("CREATE USER IF NOT EXISTS loom_analyst IDENTIFIED WITH sha256_password BY '") for s in statements)
-    for table in ("agent_events", "tasks", "task_events", "policy_decisions", "analysis_canary"):
+    task_table = "task_state" if " ON loom.task_state " in sql else "tasks"
+    for table in ("agent_events", task_table, "task_events", "policy_decisions", "analysis_canary"):
         assert f"ALTER ROW POLICY loom_everyone_else ON loom.{table} AS PERMISSIVE FOR SELECT USING 1 TO ALL EXCEPT loom_analyst;" in sql
         assert f"ALTER ROW POLICY loom_analyst_scope ON loom.{table} AS RESTRICTIVE FOR SELECT USING org = " in sql
         assert re.search(rf"GRANT SELECT\([a-z_, ]+\) ON loom\.{table} TO loom_analyst;", sql)

@@ -8,7 +8,17 @@ import hmac
 import re
 
 import pytest
-from loom_insights.domain.allowlist import ALLOWLIST, CANARY, DECISION_RECORDS, MEMORY, NEVER, TASKS, present_tables
+from loom_insights.domain.allowlist import (
+    ALLOWLIST,
+    CANARY,
+    DECISION_RECORDS,
+    MEMORY,
+    MEMORY_VECTORS,
+    NEVER,
+    TASK_STATE,
+    TASKS,
+    present_tables,
+)
 from loom_insights.domain.answers import classify, health_text, safe_message
 from loom_insights.domain.catalog import build_catalog
 from loom_insights.domain.entities import (
@@ -38,26 +48,51 @@ BASE = present_tables({})
 def test_generated_entity_set_is_pinned_to_its_version_digest() -> None:
     # A change to any grant, policy or pin changes these digests: bump REVISION with it.
     assert REVISION == 1
-    assert version_of(BASE) == "1.57ca022a96a4ddf2"
-    assert full_version() == "1.e0c6a76a538758db"
+    assert version_of(BASE) == "1.3dd9e9f91431e4b2"
+    assert full_version() == "1.2a9547e285ab56ba"
 
 
 def test_allowlist_holds_metadata_never_content() -> None:
-    content = {"title", "brief", "outcome", "reason", "args", "data", "value", "statement", "errors", "rules", "description"}
+    content = {
+        "title",
+        "brief",
+        "outcome",
+        "reason",
+        "args",
+        "data",
+        "value",
+        "statement",
+        "errors",
+        "rules",
+        "description",
+        "doc",
+        "embedding",
+    }
     for t in ALLOWLIST:
         assert not content & set(t.column_names), t.name
         assert t.name not in NEVER
         assert {"org", "namespace"} <= set(t.column_names)
 
 
-def test_conditional_tables_are_generated_only_when_they_exist_with_their_columns() -> None:
-    assert [t.name for t in BASE] == ["agent_events", "tasks", "task_events", "policy_decisions"]
-    full = {t.name: [*t.column_names, "tombstoned_at"] for t in ALLOWLIST}
-    assert DECISION_RECORDS in present_tables(full) and MEMORY in present_tables(full)
+def test_conditional_tables_are_generated_only_when_they_exist_with_their_columns_and_engine() -> None:
+    assert [t.name for t in BASE] == ["agent_events", "task_events", "policy_decisions"]
+    full = {t.name: [*t.column_names, "tombstoned_at", "live"] for t in ALLOWLIST}
+    replacing = {t.name: "ReplacingMergeTree" for t in ALLOWLIST}
+    assert present_tables(full, replacing) == ALLOWLIST
+    # a table the plane has not created, or created without a declared column: left out
+    assert TASKS not in present_tables({k: v for k, v in full.items() if k != "tasks"}, replacing)
     missing_col = {**full, "memory": [c for c in full["memory"] if c != "memory_type"]}
-    assert MEMORY not in present_tables(missing_col)
+    assert MEMORY not in present_tables(missing_col, replacing)
     no_tombstone = {**full, "memory": list(MEMORY.column_names)}
-    assert MEMORY not in present_tables(no_tombstone)
+    assert MEMORY not in present_tables(no_tombstone, replacing)
+    # a live table of plain MergeTree keeps every version: no policy could hide a deleted key's
+    # earlier versions, so it is left out
+    assert MEMORY_VECTORS not in present_tables(full, {**replacing, "memory_vectors": "MergeTree"})
+    assert DECISION_RECORDS not in present_tables(full, {**replacing, "decision_records": "MergeTree"})
+    # the tasks plane's projection is generated in place of `tasks` where it exists
+    only_state = {k: v for k, v in full.items() if k != "tasks"}
+    assert [t.name for t in present_tables(only_state, replacing) if t.plane == "tasks"] == ["task_state", "task_events"]
+    assert "doc" not in TASK_STATE.column_names
 
 
 # ------------------------------------------------------------------ the entities
@@ -217,7 +252,9 @@ def test_catalog_names_only_readable_columns_and_leaves_the_canary_out() -> None
         assert [c["name"] for c in t["columns"]] == list(spec.column_names)
         assert all(c["comment"] for c in t["columns"])
     shapes = {t["name"]: t["shape"] for t in cat["tables"]}
-    assert shapes["tasks"] == "live" and shapes["agent_events"] == "events"
+    assert shapes["task_events"] == "events" and shapes["agent_events"] == "events"
+    full = build_catalog(ALLOWLIST, Caps(), 1000, version_of(ALLOWLIST), True)
+    assert {t["name"]: t["shape"] for t in full["tables"]}["tasks"] == "live"
     assert {c["setting"] for c in cat["caps"]} >= {"max_execution_time", "max_rows_to_read", "row_cap"}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ class World:
     viewer_a: str
     token_b: str
     canary_b: str
+    task_table: str = "tasks"
 
     def client(self, token: str | None = None) -> httpx.AsyncClient:
         return httpx.AsyncClient(base_url=self.inst.base_url, headers={"Authorization": f"Bearer {token or self.viewer_a}"}, timeout=60)
@@ -85,8 +87,8 @@ async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World
                 assert r.status_code == 200, r.text
                 viewer_a = r.json()["token"]
             canary_b = f"CANARY-B-{uuid.uuid4().hex[:8]}"
-            await _seed(store, org_a, ns_a, ns_a2, org_b, ns_b, canary_b)
-            world = World(inst, store, org_a, ns_a, ns_a2, org_b, ns_b, viewer_a, token_b, canary_b)
+            task_table = await _seed(store, org_a, ns_a, ns_a2, org_b, ns_b, canary_b)
+            world = World(inst, store, org_a, ns_a, ns_a2, org_b, ns_b, viewer_a, token_b, canary_b, task_table)
             await _wait_ready(world.plane())
             yield world
         finally:
@@ -95,14 +97,29 @@ async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World
             await store.close()
 
 
-async def _seed(store: ServerStore, org_a: str, ns_a: str, ns_a2: str, org_b: str, ns_b: str, canary: str) -> None:
+async def _seed(store: ServerStore, org_a: str, ns_a: str, ns_a2: str, org_b: str, ns_b: str, canary: str) -> str:
+    """Two orgs' rows; answers the tasks plane's table (`tasks`, or `task_state` where the plane
+    projects its state there)."""
     now = "now64(6)"
+    names = {r["name"] for r in await store.query("SELECT name FROM system.tables WHERE database = {d:String}", {"d": store.database})}
+    task_table = "task_state" if "task_state" in names else "tasks"
     for org, ns, kind, tid in ((org_a, ns_a, "review", "t-a"), (org_a, ns_a2, "CANARY-A2", "t-a2"), (org_b, ns_b, canary, "t-b")):
-        await store.execute(
-            "INSERT INTO {db}.tasks (org, task_id, inbox, namespace, kind, title, status, version, created_at, updated_at)"
-            " VALUES ({o:String}, {t:String}, 'inbox', {n:String}, {k:String}, {k:String}, 'queued', 1, " + now + ", " + now + ")",
-            {"o": org, "t": tid, "n": ns, "k": kind},
-        )
+        if task_table == "task_state":
+            await store.execute(
+                "INSERT INTO {db}.task_state (org, task_id, inbox, namespace, kind, status, priority, poster, created_at, updated_at, version, rev, doc)"
+                " VALUES ({o:String}, {t:String}, 'inbox', {n:String}, {k:String}, 'queued', 1, 'p', "
+                + now
+                + ", "
+                + now
+                + ", 1, 1, {k:String})",
+                {"o": org, "t": tid, "n": ns, "k": kind},
+            )
+        else:
+            await store.execute(
+                "INSERT INTO {db}.tasks (org, task_id, inbox, namespace, kind, title, status, version, created_at, updated_at)"
+                " VALUES ({o:String}, {t:String}, 'inbox', {n:String}, {k:String}, {k:String}, 'queued', 1, " + now + ", " + now + ")",
+                {"o": org, "t": tid, "n": ns, "k": kind},
+            )
         await store.execute(
             "INSERT INTO {db}.agent_events (ts, org, namespace, subject, op, ok, latency_ms) VALUES ("
             + now
@@ -122,8 +139,13 @@ async def _seed(store: ServerStore, org_a: str, ns_a: str, ns_a2: str, org_b: st
             {"o": org_a, "n": ns_a, "k": key},
         )
 
+    return task_table
+
 
 async def query(world: World, sql: str, token: str | None = None, **extra: Any) -> httpx.Response:
+    sql = re.sub(r"\btasks\b", world.task_table, sql)
+    if world.task_table == "task_state":
+        sql = sql.replace("SELECT title FROM", "SELECT doc FROM")
     async with world.client(token) as c:
         return await c.post("/v1/insights.query", json={"sql": sql, **extra})
 

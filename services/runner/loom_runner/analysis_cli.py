@@ -75,19 +75,15 @@ async def _open(settings: Settings) -> Any:
 
 
 async def _print(settings: Settings, *, analyst: bool, prefix: str | None) -> str:
-    from loom_insights.domain.allowlist import present_tables
     from loom_insights.domain.entities import Caps, WritePlan
     from loom_insights.domain.printed import render_script
     from loom_insights.service import secrets as sec
     from loom_insights.service.analysis import caps_from
+    from loom_insights.store.tables import present as present_in
 
     store = await _open(settings)
     try:
-        rows = await store.query("SELECT table, name FROM system.columns WHERE database = {db:String}", {"db": store.database})
-        existing: dict[str, list[str]] = {}
-        for r in rows:
-            existing.setdefault(str(r["table"]), []).append(str(r["name"]))
-        tables = present_tables(existing)
+        tables = await present_in(store)
         caps: Caps = caps_from(settings)
         if prefix is None:
             prefix = await _probe_prefix(settings) or "SQL_"

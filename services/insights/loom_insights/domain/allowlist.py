@@ -7,10 +7,15 @@ users.xml and the catalog `insights.catalog` answers are all generated from `ALL
 statuses, versions, timestamps, counts, op names and latencies. Titles, briefs, outcomes,
 reasons, ledger arguments, rule texts and statement texts stay out.
 
-Tables of planes that land later (decision records, memory rows) are declared `conditional`:
-they are generated only when the table exists with every column the entry declares
-(`present_tables`), so a deployment without the plane grants nothing on a table it lacks, and
-the first boot that sees the table writes a new entity set.
+Tables whose plane may be absent or whose schema is changing are declared `conditional`: the
+tasks plane's `tasks` (one row per version) and `task_state` (the projection that replaces it),
+the decisions plane's `memory_vectors`, and the spec's `memory` and `decision_records` shapes.
+They are generated only when the table exists with every column the entry declares and, for a
+`live` table, a Replacing engine (`present_tables`), so a deployment grants nothing on a table
+it lacks, and the first write that sees the table writes a new entity set. The decisions
+plane's `decision_records` today is a plain MergeTree of every version (status per version): no
+row policy can hide a retired record's earlier versions there, so it stays out until it has a
+live shape.
 """
 
 from __future__ import annotations
@@ -116,6 +121,33 @@ TASKS = Table(
         _c("updated_at", "DateTime64(6, 'UTC')", "When this version was written."),
         _c("version", "UInt64", "The row version (the latest wins)."),
     ),
+    conditional=True,
+)
+
+# The tasks plane's projection of task state on NATS (where it replaces `tasks`): the same
+# metadata, without the `doc` column that holds the whole task.
+TASK_STATE = Table(
+    name="task_state",
+    plane="tasks",
+    shape="live",
+    comment="Tasks (the projection of their state): one row per task revision; read FINAL (forced) so each task_id shows its latest.",
+    columns=(
+        _ORG,
+        _c("task_id", "String", "The task's id."),
+        _c("inbox", "String", "The inbox the task is in."),
+        _NS,
+        _c("kind", "String", "The task kind the poster gave."),
+        _c("status", "String", "The task's status (queued, claimed, blocked, done, failed, cancelled, …)."),
+        _c("priority", "Int32", "Priority (higher first)."),
+        _c("deadline", "Nullable(DateTime64(6, 'UTC'))", "The poster's deadline, if any."),
+        _c("not_before", "Nullable(DateTime64(6, 'UTC'))", "Hidden from pulls before this instant, if set."),
+        _c("poster", "String", "The poster's subject."),
+        _c("created_at", "DateTime64(6, 'UTC')", "When the task was posted."),
+        _c("updated_at", "DateTime64(6, 'UTC')", "When this revision was written."),
+        _c("version", "UInt64", "The task's version."),
+        _c("rev", "UInt64", "The state revision this row was made from (the latest wins)."),
+    ),
+    conditional=True,
 )
 
 TASK_EVENTS = Table(
@@ -202,7 +234,28 @@ MEMORY = Table(
     conditional=True,
 )
 
-ALLOWLIST: tuple[Table, ...] = (LEDGER, TASKS, TASK_EVENTS, POLICY_DECISIONS, DECISION_RECORDS, MEMORY)
+# The decisions plane's memory rows as search reads them: ReplacingMergeTree(version) per writer
+# identity with a `live` flag, so FINAL shows each row's newest version and `live = 1` hides a
+# deleted one. No value, excerpt or embedding.
+MEMORY_VECTORS = Table(
+    name="memory_vectors",
+    plane="decisions",
+    shape="live",
+    comment="Memory rows (decision rows among them): one row per key and writer at its newest version (FINAL, forced); deleted rows hidden. No values.",
+    columns=(
+        _ORG,
+        _NS,
+        _c("key", "String", "The row's key."),
+        _c("agent", "String", "The writer's agent label."),
+        _c("memory_type", "String", "The row's type (fact, decision, …)."),
+        _c("tags", "Array(String)", "The row's tags (decision:category:<category>, decision:proposed, …)."),
+        _c("version", "UInt64", "The row's version (the newest wins)."),
+    ),
+    live="live = 1",
+    conditional=True,
+)
+
+ALLOWLIST: tuple[Table, ...] = (LEDGER, TASKS, TASK_STATE, TASK_EVENTS, POLICY_DECISIONS, DECISION_RECORDS, MEMORY, MEMORY_VECTORS)
 
 # The probe's canary: one row in the reserved scope (empty org and namespace), under a policy
 # with the same key. Never in the catalog.
@@ -219,10 +272,14 @@ CANARY_MARKER = "loom-analysis-canary"
 NEVER = ("analysis_secrets", "signing_keys", "revoked_tokens", "tokens", "grants")
 
 
-def present_tables(existing: Mapping[str, Iterable[str]], allowlist: Iterable[Table] = ALLOWLIST) -> tuple[Table, ...]:
-    """The entries generated for a database whose tables (name -> column names) are `existing`:
-    every unconditional entry, and a conditional one only when its table exists with every
-    column it declares and every column its live predicate reads."""
+def present_tables(
+    existing: Mapping[str, Iterable[str]], engines: Mapping[str, str] | None = None, allowlist: Iterable[Table] = ALLOWLIST
+) -> tuple[Table, ...]:
+    """The entries generated for a database whose tables (name -> column names, name -> engine)
+    are `existing` and `engines`: every unconditional entry, and a conditional one only when its
+    table exists with every column it declares and every column its live predicate reads, and,
+    for a `live` entry, a Replacing engine (FINAL then keeps one version per key, so the live
+    predicate hides a deleted key with its earlier versions)."""
     out: list[Table] = []
     for t in allowlist:
         if not t.conditional:
@@ -230,10 +287,13 @@ def present_tables(existing: Mapping[str, Iterable[str]], allowlist: Iterable[Ta
             continue
         cols = set(existing.get(t.name, ()))
         needed = set(t.column_names) | _predicate_columns(t)
-        if cols and needed <= cols:
-            out.append(t)
+        if not cols or not needed <= cols:
+            continue
+        if t.shape == "live" and "Replacing" not in (engines or {}).get(t.name, ""):
+            continue
+        out.append(t)
     return tuple(out)
 
 
 def _predicate_columns(t: Table) -> set[str]:
-    return {"tombstoned_at"} if "tombstoned_at" in t.live else set()
+    return {c for c in ("tombstoned_at", "live") if c in t.live}

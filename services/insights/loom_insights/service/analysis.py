@@ -27,6 +27,7 @@ from ..domain.catalog import build_catalog
 from ..domain.entities import ANALYST, PROFILE, VERSION_STAMP, Caps, may_write, revision_of, version_of
 from ..domain.scope import valid_namespace
 from ..store.clickhouse import ChClient, ChError, NoAnswer
+from ..store.tables import present as present_in
 from . import secrets as sec
 from .probe import Prober, ProbeResult
 from .provisioning import Provisioner, ProvisionRefused, detect_prefix
@@ -83,6 +84,9 @@ class Analysis:
     async def start(self) -> None:
         if self.embedded:
             log.info("analysis: %s", EMBEDDED_REASON)
+            with contextlib.suppress(Exception):  # the catalog falls back to the unconditional entries
+                self.tables = await present_in(self.store)
+                self.version = version_of(self.tables)
             return
         self._admin = ChClient(self.settings.clickhouse_url, max_size=2)
         self._task = asyncio.create_task(self._loop())

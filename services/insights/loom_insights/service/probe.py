@@ -19,7 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from ..domain.allowlist import CANARY, CANARY_MARKER, TASKS, Table
+from ..domain.allowlist import CANARY, CANARY_MARKER, LEDGER, Table
 from ..domain.answers import AUTHENTICATION_FAILED, MEMORY_LIMIT_EXCEEDED, REQUIRED_PASSWORD, UNKNOWN_USER, health_text
 from ..domain.grants import grants_within
 from ..domain.scope import Scope, scope_settings
@@ -103,7 +103,7 @@ class Prober:
         # 3. refusals
         for what, sql in (
             ("a system table", "SELECT count() FROM system.query_log"),
-            ("a column outside the allowlist", f"SELECT title FROM {db}.{TASKS.name} LIMIT 0"),
+            ("a column outside the allowlist", f"SELECT args FROM {db}.{LEDGER.name} LIMIT 0"),
         ):
             settings, qid = self._signed(key, prefix)
             try:

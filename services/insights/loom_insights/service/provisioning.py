@@ -21,7 +21,7 @@ from loom_core.errors import ErrorCode, Unavailable
 from loom_core.sealing import Sealer
 from loom_core.store import Store
 
-from ..domain.allowlist import CANARY, Table, present_tables
+from ..domain.allowlist import CANARY, Table
 from ..domain.entities import (
     ANALYST,
     CAPS_PROFILE,
@@ -40,6 +40,7 @@ from ..domain.entities import (
 )
 from ..domain.scope import PREFIXES
 from ..store.clickhouse import ChClient, ChError, NoAnswer
+from ..store.tables import present as present_in
 from . import secrets as sec
 
 log = logging.getLogger(__name__)
@@ -98,11 +99,7 @@ class Provisioner:
     # ---------------------------------------------------------------- reads
 
     async def present(self) -> tuple[Table, ...]:
-        rows = await self.store.query("SELECT table, name FROM system.columns WHERE database = {db:String}", {"db": self.db})
-        existing: dict[str, list[str]] = {}
-        for r in rows:
-            existing.setdefault(str(r["table"]), []).append(str(r["name"]))
-        return present_tables(existing)
+        return await present_in(self.store)
 
     async def stored_stamp(self, profile: str, setting: str) -> str:
         rows = await self.store.query(
