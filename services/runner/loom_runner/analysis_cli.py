@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import sys
 from importlib.metadata import entry_points
 from typing import Any
@@ -39,7 +40,25 @@ def add_commands(sub: Any) -> None:
     secrets_sub.add_parser("reseal", help="reseal every sealed secrets row under LOOM_JWT_SECRET")
 
 
+def _owned_secrets(settings: Settings) -> Settings:
+    """On the embedded store this process owns LOOM_DATA_DIR, as `loom up` does: unset secrets
+    come from the data dir's secrets file where this build keeps one (loom_core.local_secrets),
+    so the row is sealed under the same LOOM_JWT_SECRET the server uses."""
+    if settings.clickhouse_url:
+        return settings
+    try:
+        local = importlib.import_module("loom_core.local_secrets")
+    except ImportError:
+        return settings
+    try:
+        owned: Settings = local.with_local_secrets(settings)
+    except local.WeakSecret as exc:  # say how to set one
+        raise SystemExit(f"loom: {exc}") from None
+    return owned
+
+
 def run_command(args: argparse.Namespace, settings: Settings) -> int:
+    settings = _owned_secrets(settings)
     if args.cmd == "secrets":
         return asyncio.run(_reseal(settings))
     if args.print_sql or args.print_analyst_sql:
