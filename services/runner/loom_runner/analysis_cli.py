@@ -161,7 +161,8 @@ async def _setup(settings: Settings) -> int:
     from loom_insights.service import secrets as sec
     from loom_insights.service.analysis import caps_from
     from loom_insights.service.provisioning import Provisioner, ProvisionRefused
-    from loom_insights.store.clickhouse import ChClient, ChError
+    from loom_core.errors import LoomError
+    from loom_insights.store.clickhouse import ChClient, ChError, NoAnswer
 
     store = await _open(settings)
     admin = ChClient(settings.clickhouse_url, max_size=1)
@@ -184,6 +185,9 @@ async def _setup(settings: Settings) -> int:
             print(
                 f"loom: ch-setup failed: ClickHouse error {exc.code} {exc.name} (does this user have access management?)", file=sys.stderr
             )
+            return 1
+        except (NoAnswer, LoomError) as exc:
+            print(f"loom: ch-setup failed: {exc} (is ClickHouse reachable, and may this user read system.row_policies?)", file=sys.stderr)
             return 1
         if report.skipped:
             print(f"loom: ch-setup wrote nothing: {report.skipped}")
