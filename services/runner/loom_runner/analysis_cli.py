@@ -158,10 +158,10 @@ async def _setup(settings: Settings) -> int:
             "loom: analysis needs a ClickHouse server (LOOM_CLICKHOUSE_URL); on the embedded store use --print-analyst-sql to review the SQL"
         )
     from loom_core.bus import LeaseStore, connect_bus
+    from loom_core.errors import LoomError
     from loom_insights.service import secrets as sec
     from loom_insights.service.analysis import caps_from
     from loom_insights.service.provisioning import Provisioner, ProvisionRefused
-    from loom_core.errors import LoomError
     from loom_insights.store.clickhouse import ChClient, ChError, NoAnswer
 
     store = await _open(settings)
