@@ -1,0 +1,194 @@
+"""The help index: BM25 over every section's terms, postings only.
+
+Each term's postings hold, per section, its precomputed BM25 weight, so a search sums the
+postings of its own terms and reads nothing else. A section's own heading counts its terms
+three times and the headings above it once more, since a heading names what its text is about.
+An operator section's score counts three quarters.
+
+An identifier in a query that no section names exactly still finds its sections through the
+names it is a prefix of (`task.cl` -> `task.claim`), else the names one edit away
+(`task.clam` -> `task.claim`), found through a table of one-letter deletions.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+from array import array
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .sections import OPERATOR, Page, Section
+from .text import IDENT_MARK, IDENTIFIER, identifiers, terms, words
+
+K1 = 1.2
+B = 0.75
+OPERATOR_WEIGHT = 0.75
+HEADING_BOOST = 3
+ANCESTOR_BOOST = 1
+# A whole identifier in the query weighs more than a word: it names one thing.
+IDENT_QUERY_WEIGHT = 2.0
+MAX_EXPANSIONS = 8
+SNIPPET_CHARS = 240
+SNIPPET_LINES = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    section: Section
+    title: str
+    audience: str
+    score: float
+    snippet: str
+
+    @property
+    def citation(self) -> str:
+        return citation(self.section)
+
+
+def citation(section: Section) -> str:
+    return f"[help:{section.page} § {' > '.join(section.breadcrumb)}]"
+
+
+class HelpIndex:
+    """Sections of the indexed pages and their postings. Built once; read-only afterwards."""
+
+    def __init__(self, pages: Sequence[Page]) -> None:
+        self.pages: dict[str, Page] = {p.path: p for p in pages}
+        self.sections: list[Section] = [s for p in pages for s in p.sections]
+        self.weights: list[float] = [OPERATOR_WEIGHT if self.pages[s.page].audience == OPERATOR else 1.0 for s in self.sections]
+        counts: list[Counter[str]] = [self._section_terms(s) for s in self.sections]
+        n = len(counts)
+        lengths = [sum(c.values()) for c in counts]
+        avg = (sum(lengths) / n) if n else 1.0
+        df: Counter[str] = Counter()
+        for c in counts:
+            df.update(c.keys())
+        idf = {t: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
+        lists: dict[str, tuple[list[int], list[float]]] = {}
+        k1p1 = K1 + 1.0
+        for doc, c in enumerate(counts):
+            norm = K1 * (1.0 - B + B * lengths[doc] / avg)
+            for term, tf in c.items():
+                p = lists.get(term)
+                if p is None:
+                    p = lists[term] = ([], [])
+                p[0].append(doc)
+                p[1].append(idf[term] * tf * k1p1 / (tf + norm))
+        self.postings: dict[str, tuple[array[int], array[float]]] = {t: (array("I", d), array("f", w)) for t, (d, w) in lists.items()}
+        self.identifiers: list[str] = sorted(t for t in self.postings if t.startswith(IDENT_MARK))
+        self._deletes: dict[str, list[str]] = {}
+        for ident in self.identifiers:
+            for d in _deletions(ident):
+                self._deletes.setdefault(d, []).append(ident)
+
+    @property
+    def available(self) -> bool:
+        return bool(self.sections)
+
+    def _section_terms(self, s: Section) -> Counter[str]:
+        page = self.pages[s.page]
+        # The heading line is in the section's text once already.
+        boosted = terms(s.breadcrumb[-1]) * (HEADING_BOOST - 1) + terms(" ".join(s.breadcrumb[:-1])) * ANCESTOR_BOOST
+        return Counter(terms(page.section_text(s)) + boosted)
+
+    def query_terms(self, query: str) -> list[tuple[str, float]]:
+        """The query's terms with their weights: its words, its identifiers (expanded when no
+        section names one exactly)."""
+        weighted: dict[str, float] = {}
+        for w in words(query):
+            if w in self.postings:
+                weighted[w] = weighted.get(w, 0.0) + 1.0
+        for ident in identifiers(query):
+            found = self.expand(ident)
+            for term in found:
+                weighted[term] = weighted.get(term, 0.0) + IDENT_QUERY_WEIGHT / len(found)
+        return list(weighted.items())
+
+    def expand(self, ident: str) -> list[str]:
+        """An identifier term as the index knows it: itself, the names it begins, or the names one edit away."""
+        if ident in self.postings:
+            return [ident]
+        lo = bisect_left(self.identifiers, ident)
+        prefixed: list[str] = []
+        for t in self.identifiers[lo:]:
+            if not t.startswith(ident) or len(prefixed) == MAX_EXPANSIONS:
+                break
+            prefixed.append(t)
+        if prefixed:
+            return prefixed
+        near: set[str] = set(self._deletes.get(ident, ()))
+        for d in _deletions(ident):
+            if d in self.postings and d.startswith(IDENT_MARK) and len(d) > 1:
+                near.add(d)
+            near.update(self._deletes.get(d, ()))
+        return sorted(t for t in near if _one_edit(ident, t))[:MAX_EXPANSIONS]
+
+    def search(self, query: str, limit: int, audience: str = "") -> list[Hit]:
+        scores: dict[int, float] = {}
+        q = self.query_terms(query)
+        for term, weight in q:
+            docs, imps = self.postings[term]
+            for doc, imp in zip(docs, imps, strict=True):
+                scores[doc] = scores.get(doc, 0.0) + weight * imp
+        pages = self.pages
+        ranked = heapq.nlargest(
+            limit,
+            (
+                (score * self.weights[doc], -doc)
+                for doc, score in scores.items()
+                if not audience or pages[self.sections[doc].page].audience == audience
+            ),
+        )
+        hits: list[Hit] = []
+        for score, neg in ranked:
+            s = self.sections[-neg]
+            page = pages[s.page]
+            hits.append(Hit(s, page.title, page.audience, round(score, 4), snippet(page.section_text(s), query)))
+        return hits
+
+
+def _deletions(term: str) -> Iterable[str]:
+    for i in range(1, len(term)):  # never the mark
+        yield term[:i] + term[i + 1 :]
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """True when b is a from one substitution, insertion, deletion or swap of neighbours."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    i = 0
+    while i < len(short) and short[i] == long_[i]:
+        i += 1
+    return short[i:] == long_[i + 1 :]
+
+
+_MARKUP = re.compile(r"[`*|]|^#+\s*|^\s*[-+>]\s+")
+
+
+def snippet(text: str, query: str) -> str:
+    """The line of the section that names most of the query's words and names, cut to about 240 characters."""
+    # Substring tests of the folded words (a stem is a prefix of its forms) keep this cheap.
+    wanted_words = set(words(query))
+    wanted_idents = {m.lower() for m in IDENTIFIER.findall(query)}
+    lines = [ln.strip() for ln in text.splitlines()[1:SNIPPET_LINES] if ln.strip() and not ln.lstrip().startswith(("```", "~~~"))]
+    if not lines:
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    best, best_score = (lines[0] if lines else ""), 0
+    for ln in lines:
+        low = ln.lower()
+        score = 2 * sum(1 for i in wanted_idents if i in low) + sum(1 for w in wanted_words if w in low)
+        if score > best_score:
+            best, best_score = ln, score
+    clean = " ".join(_MARKUP.sub("", best).split())
+    if len(clean) <= SNIPPET_CHARS:
+        return clean
+    cut = clean[:SNIPPET_CHARS].rsplit(" ", 1)[0]
+    return cut + " …"
