@@ -233,7 +233,11 @@ def render_ops() -> str:
         plane_codes = [c for c in by_plane.get(plane, []) if c not in CHAIN_ALL]
         for op in catalog.for_plane(plane):
             scope = "deployment (no namespace)" if op.org_level else "namespace"
-            listing = "unlisted (callable by name)" if op.unlisted else ("experimental (listed only in its toolsets)" if op.experimental else "listed")
+            listing = (
+                "unlisted (callable by name)"
+                if op.unlisted
+                else ("experimental (listed only in its toolsets)" if op.experimental else "listed")
+            )
             toolsets = ", ".join(f"`{t}`" for t in op.toolsets) or "none"
             lines += [
                 f"### {op.name}",
@@ -247,7 +251,11 @@ def render_ops() -> str:
                 "**Arguments**",
                 "",
             ]
-            extra = [] if op.org_level else [("namespace", "string", "The namespace; defaults to the X-Loom-Namespace header, then the token's.")]
+            extra = (
+                []
+                if op.org_level
+                else [("namespace", "string", "The namespace; defaults to the X-Loom-Namespace header, then the token's.")]
+            )
             lines += _fields_table(op.request_cls.DESCRIPTOR, comments, extra)
             lines += ["**Result**", ""]
             lines += _fields_table(op.response_cls.DESCRIPTOR, comments)

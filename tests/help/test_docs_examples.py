@@ -65,6 +65,6 @@ async def test_runnable_examples_run(page: Path, env: dict[str, str]) -> None:
     scope: dict[str, Any] = {"__name__": f"docs_{page.stem}"}
     for body in blocks["python"]:
         code = compile(tenant_names(body, env), f"{page.name}:example", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-        result = eval(code, scope)  # noqa: S307 - the docs' own examples
+        result = eval(code, scope)
         if asyncio.iscoroutine(result):
             await result

@@ -128,4 +128,3 @@ def split_page(path: str, text: str) -> Page:
         used.add(anchor)
         sections.append(Section(path, breadcrumb, anchor, level, offset, end))
     return Page(path, title, text, audience_of(path), tuple(sections))
-
