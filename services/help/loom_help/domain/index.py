@@ -7,14 +7,13 @@ An operator section's score counts three quarters.
 
 An identifier in a query that no section names exactly still finds its sections through the
 names it is a prefix of (`task.cl` -> `task.claim`), else the names one edit away
-(`task.clam` -> `task.claim`), found through a table of one-letter deletions.
+(`task.clam` -> `task.claim`), found by probing the postings with every one-edit variant.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-import re
 from array import array
 from bisect import bisect_left
 from collections import Counter
@@ -80,10 +79,6 @@ class HelpIndex:
                 p[1].append(idf[term] * tf * k1p1 / (tf + norm))
         self.postings: dict[str, tuple[array[int], array[float]]] = {t: (array("I", d), array("f", w)) for t, (d, w) in lists.items()}
         self.identifiers: list[str] = sorted(t for t in self.postings if t.startswith(IDENT_MARK))
-        self._deletes: dict[str, list[str]] = {}
-        for ident in self.identifiers:
-            for d in _deletions(ident):
-                self._deletes.setdefault(d, []).append(ident)
 
     @property
     def available(self) -> bool:
@@ -120,12 +115,8 @@ class HelpIndex:
             prefixed.append(t)
         if prefixed:
             return prefixed
-        near: set[str] = set(self._deletes.get(ident, ()))
-        for d in _deletions(ident):
-            if d in self.postings and d.startswith(IDENT_MARK) and len(d) > 1:
-                near.add(d)
-            near.update(self._deletes.get(d, ()))
-        return sorted(t for t in near if _one_edit(ident, t))[:MAX_EXPANSIONS]
+        postings = self.postings
+        return sorted({t for t in _one_edit_variants(ident) if t in postings})[:MAX_EXPANSIONS]
 
     def search(self, query: str, limit: int, audience: str = "") -> list[Hit]:
         scores: dict[int, float] = {}
@@ -151,43 +142,53 @@ class HelpIndex:
         return hits
 
 
-def _deletions(term: str) -> Iterable[str]:
-    for i in range(1, len(term)):  # never the mark
-        yield term[:i] + term[i + 1 :]
+_IDENT_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789._-"
 
 
-def _one_edit(a: str, b: str) -> bool:
-    """True when b is a from one substitution, insertion, deletion or swap of neighbours."""
-    if a == b or abs(len(a) - len(b)) > 1:
-        return False
-    if len(a) == len(b):
-        diff = [i for i in range(len(a)) if a[i] != b[i]]
-        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
-    short, long_ = (a, b) if len(a) < len(b) else (b, a)
-    i = 0
-    while i < len(short) and short[i] == long_[i]:
-        i += 1
-    return short[i:] == long_[i + 1 :]
+def _one_edit_variants(term: str) -> Iterable[str]:
+    """Every string one deletion, swap of neighbours, substitution or insertion away from a
+    marked identifier (the mark stays): a few thousand dictionary probes at most, and only for
+    a name no section spells, so the index keeps no table for typos."""
+    mark, body = term[:1], term[1:]
+    n = len(body)
+    for i in range(n):
+        yield mark + body[:i] + body[i + 1 :]
+        if i + 1 < n:
+            yield mark + body[:i] + body[i + 1] + body[i] + body[i + 2 :]
+        for c in _IDENT_CHARS:
+            yield mark + body[:i] + c + body[i + 1 :]
+    for i in range(n + 1):
+        for c in _IDENT_CHARS:
+            yield mark + body[:i] + c + body[i:]
 
 
-_MARKUP = re.compile(r"[`*|]|^#+\s*|^\s*[-+>]\s+")
+_DROP = str.maketrans("", "", "`*|")
+
+
+def _plain(line: str) -> str:
+    """A Markdown line as plain text: code, emphasis and table marks dropped, a list or quote marker too."""
+    text = line.translate(_DROP).strip()
+    if text[:2] in ("- ", "+ ", "> "):
+        text = text[2:]
+    return " ".join(text.split())
 
 
 def snippet(text: str, query: str) -> str:
     """The line of the section that names most of the query's words and names, cut to about 240 characters."""
     # Substring tests of the folded words (a stem is a prefix of its forms) keep this cheap.
-    wanted_words = set(words(query))
-    wanted_idents = {m.lower() for m in IDENTIFIER.findall(query)}
-    lines = [ln.strip() for ln in text.splitlines()[1:SNIPPET_LINES] if ln.strip() and not ln.lstrip().startswith(("```", "~~~"))]
-    if not lines:
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    best, best_score = (lines[0] if lines else ""), 0
-    for ln in lines:
-        low = ln.lower()
-        score = 2 * sum(1 for i in wanted_idents if i in low) + sum(1 for w in wanted_words if w in low)
+    wanted = [*(m.lower() for m in IDENTIFIER.findall(query)), *set(words(query))]
+    best, best_score = "", -1
+    for i, raw in enumerate(text.splitlines()[:SNIPPET_LINES]):
+        line = raw.strip()
+        if not line or line.startswith(("```", "~~~")):
+            continue
+        if not line or (i == 0 and line.startswith("#")):
+            continue
+        low = line.lower()
+        score = sum(1 for w in wanted if w in low)
         if score > best_score:
-            best, best_score = ln, score
-    clean = " ".join(_MARKUP.sub("", best).split())
+            best, best_score = line, score
+    clean = _plain(best)
     if len(clean) <= SNIPPET_CHARS:
         return clean
     cut = clean[:SNIPPET_CHARS].rsplit(" ", 1)[0]
