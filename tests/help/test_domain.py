@@ -198,3 +198,9 @@ def test_a_citation_fails_for_a_shared_tail_a_missing_section_or_page() -> None:
         v = verify(pages, ref)
         assert (v.verified, v.reason) == (False, reason), ref
     assert verify(None, "[help:tasks.md]").reason == "help_unavailable"
+
+
+def test_camel_case_names_are_searchable_by_their_parts() -> None:
+    index = HelpIndex([split_page("c.md", "# Consumers\n\n## AckPolicy\n\nHow acks work.\n\n## Other\n\nNothing here.\n")])
+    assert index.search("ack policy", 1)[0].section.anchor == "ackpolicy"
+    assert index.search("AckPolicy", 1)[0].section.anchor == "ackpolicy"

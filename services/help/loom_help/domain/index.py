@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .sections import OPERATOR, Page, Section
-from .text import IDENT_MARK, IDENTIFIER, identifiers, terms, words
+from .text import IDENT_MARK, IDENTIFIER, identifiers, terms, word_terms, words
 
 K1 = 1.2
 B = 0.75
@@ -94,7 +94,7 @@ class HelpIndex:
         """The query's terms with their weights: its words, its identifiers (expanded when no
         section names one exactly)."""
         weighted: dict[str, float] = {}
-        for w in words(query):
+        for w in word_terms(query):
             if w in self.postings:
                 weighted[w] = weighted.get(w, 0.0) + 1.0
         for ident in identifiers(query):

@@ -14,6 +14,9 @@ import re
 IDENT_MARK = "#"
 WORD = re.compile(r"[a-z0-9]+")
 IDENTIFIER = re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:[._-][A-Za-z0-9]+)+")
+# A camelCase or PascalCase name (`AckPolicy`, `maxAckPending`): its parts are words too.
+CAMEL = re.compile(r"\b[A-Za-z][a-z0-9]*(?:[A-Z][a-z0-9]+)+\b")
+_CAMEL_PART = re.compile(r"[A-Z]?[a-z0-9]+")
 
 STOPWORDS = frozenset(
     [
@@ -168,21 +171,38 @@ def fold(word: str) -> str:
     return w
 
 
-# Folding is pure and the vocabulary small: each distinct word is folded once per process.
-_folded: dict[str, str] = {}
+# Folding is pure and a vocabulary small: each distinct token's terms are worked out once per
+# process. Queries bring tokens of their own, so the memo stops growing at a bound.
+_MEMO_MAX = 200_000
+_memo: dict[str, tuple[str, ...]] = {}
+_TOKEN = re.compile(r"[A-Za-z0-9]+")
+
+
+def _token_terms(token: str) -> tuple[str, ...]:
+    low = token.lower()
+    out = [] if low in STOPWORDS else [fold(low)]
+    if CAMEL.fullmatch(token):
+        out += [fold(p) for p in (part.lower() for part in _CAMEL_PART.findall(token)) if p not in STOPWORDS]
+    return tuple(out)
 
 
 def words(text: str) -> list[str]:
     """The folded words of a text, stopwords left out."""
-    cache = _folded
+    return [fold(w) for w in WORD.findall(text.lower()) if w not in STOPWORDS]
+
+
+def word_terms(text: str) -> list[str]:
+    """The folded words of a text and the folded parts of its camelCase names (`AckPolicy` ->
+    `ackpolicy`, `ack`, `policy`), stopwords left out."""
+    memo = _memo
     out: list[str] = []
-    for w in WORD.findall(text.lower()):
-        if w in STOPWORDS:
-            continue
-        f = cache.get(w)
-        if f is None:
-            f = cache[w] = fold(w)
-        out.append(f)
+    for token in _TOKEN.findall(text):
+        got = memo.get(token)
+        if got is None:
+            got = _token_terms(token)
+            if len(memo) < _MEMO_MAX:
+                memo[token] = got
+        out.extend(got)
     return out
 
 
@@ -192,5 +212,5 @@ def identifiers(text: str) -> list[str]:
 
 
 def terms(text: str) -> list[str]:
-    """Every term a text contributes to the index: its words, then its identifiers."""
-    return words(text) + identifiers(text)
+    """Every term a text contributes to the index: its words and camelCase parts, then its identifiers."""
+    return word_terms(text) + identifiers(text)
