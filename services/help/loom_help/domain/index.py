@@ -32,7 +32,6 @@ ANCESTOR_BOOST = 1
 IDENT_QUERY_WEIGHT = 2.0
 MAX_EXPANSIONS = 8
 SNIPPET_CHARS = 240
-SNIPPET_LINES = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +118,17 @@ class HelpIndex:
         return sorted({t for t in _one_edit_variants(ident) if t in postings})[:MAX_EXPANSIONS]
 
     def search(self, query: str, limit: int, audience: str = "") -> list[Hit]:
+        """The best `limit` sections for the query, each with its snippet."""
+        hits: list[Hit] = []
+        wanted = snippet_terms(query)
+        for score, doc in self.rank(query, limit, audience):
+            s = self.sections[doc]
+            page = self.pages[s.page]
+            hits.append(Hit(s, page.title, page.audience, round(score, 4), snippet(page.section_text(s), wanted)))
+        return hits
+
+    def rank(self, query: str, limit: int, audience: str = "") -> list[tuple[float, int]]:
+        """(score, section number) of the best `limit` sections, best first: the ranking alone."""
         scores: dict[int, float] = {}
         q = self.query_terms(query)
         for term, weight in q:
@@ -134,12 +144,7 @@ class HelpIndex:
                 if not audience or pages[self.sections[doc].page].audience == audience
             ),
         )
-        hits: list[Hit] = []
-        for score, neg in ranked:
-            s = self.sections[-neg]
-            page = pages[s.page]
-            hits.append(Hit(s, page.title, page.audience, round(score, 4), snippet(page.section_text(s), query)))
-        return hits
+        return [(score, -neg) for score, neg in ranked]
 
 
 _IDENT_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789._-"
@@ -173,21 +178,34 @@ def _plain(line: str) -> str:
     return " ".join(text.split())
 
 
-def snippet(text: str, query: str) -> str:
-    """The line of the section that names most of the query's words and names, cut to about 240 characters."""
-    # Substring tests of the folded words (a stem is a prefix of its forms) keep this cheap.
-    wanted = [*(m.lower() for m in IDENTIFIER.findall(query)), *set(words(query))]
-    best, best_score = "", -1
-    for i, raw in enumerate(text.splitlines()[:SNIPPET_LINES]):
-        line = raw.strip()
-        if not line or line.startswith(("```", "~~~")):
-            continue
-        if not line or (i == 0 and line.startswith("#")):
-            continue
-        low = line.lower()
-        score = sum(1 for w in wanted if w in low)
-        if score > best_score:
-            best, best_score = line, score
+def snippet_terms(query: str) -> list[str]:
+    """What a snippet looks for: the query's names, lower-cased, and its folded words."""
+    return [*(m.lower() for m in IDENTIFIER.findall(query)), *set(words(query))]
+
+
+def snippet(text: str, wanted: list[str]) -> str:
+    """The line of the section that names most of the query's words and names (`snippet_terms`),
+    cut to about 240 characters."""
+    # Substring tests of the folded words (a stem is a prefix of its forms) keep this cheap: only
+    # the lines where some query term first appears are scored.
+    low = text.lower()
+    body = text.find("\n") + 1 if text.startswith("#") else 0
+    best, best_score = "", 0
+    for w in wanted:
+        at = low.find(w, body)
+        while at != -1:
+            start = low.rfind("\n", 0, at) + 1
+            end = low.find("\n", at)
+            end = len(low) if end == -1 else end
+            line = low[start:end]
+            if not line.lstrip().startswith(("```", "~~~")):
+                score = sum(1 for v in wanted if v in line)
+                if score > best_score:
+                    best, best_score = text[start:end], score
+                break
+            at = low.find(w, end)
+    if not best:
+        best = next((ln for ln in text[body:].splitlines() if ln.strip() and not ln.lstrip().startswith(("```", "~~~"))), "")
     clean = _plain(best)
     if len(clean) <= SNIPPET_CHARS:
         return clean
