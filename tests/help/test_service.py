@@ -101,3 +101,36 @@ def test_the_shipped_docs_are_found_beside_the_package() -> None:
     texts = read_pages(root)
     assert root.is_dir() and not texts.skipped
     assert {"tasks.md", "policies.md", "reference/ops.md", "reference/errors.md"} <= {p for p, _ in texts.pages}
+
+
+async def test_a_cut_section_read_carries_the_outline_and_an_uncut_one_does_not(tmp_path: Path) -> None:
+    from loom_api.help.v1 import help_pb2 as pb
+    from loom_help.handlers import HelpHandlers
+
+    body = "".join(f"line {i} " + "y" * 90 + "\n" for i in range(400))
+    write(tmp_path, "long.md", f"# Long\n\n## Short\n\nbrief\n\n## Big\n\n{body}")
+    handlers = HelpHandlers(HelpService(tmp_path))
+    short = await handlers.get(pb.GetRequest(page="long.md", anchor="short"), None)  # type: ignore[arg-type]
+    assert not short.outline and not short.HasField("next_offset")
+    first = await handlers.get(pb.GetRequest(page="long.md", anchor="big"), None)  # type: ignore[arg-type]
+    assert first.HasField("next_offset") and [o.anchor for o in first.outline] == ["long", "short", "big"]
+    parts, offset = [first.text], first.next_offset
+    while True:
+        more = await handlers.get(pb.GetRequest(page="long.md", anchor="big", offset=offset), None)  # type: ignore[arg-type]
+        parts.append(more.text)
+        if not more.HasField("next_offset"):
+            break
+        offset = more.next_offset
+    assert "".join(parts) == "## Big\n\n" + body
+
+
+async def test_get_without_docs_is_refused_as_unavailable(tmp_path: Path) -> None:
+    from loom_api.help.v1 import help_pb2 as pb
+    from loom_core.errors import NotFound
+    from loom_help.handlers import HelpHandlers
+
+    handlers = HelpHandlers(HelpService(tmp_path / "none"))
+    with pytest.raises(NotFound) as err:
+        await handlers.get(pb.GetRequest(page="tasks.md"), None)  # type: ignore[arg-type]
+    assert err.value.detail == {"reason": "help_unavailable"}
+    assert (await handlers.search(pb.SearchRequest(query="claim"), None)).available is False  # type: ignore[arg-type]
