@@ -189,8 +189,8 @@ def _plane_codes(codes: list[str]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     pattern = re.compile(r"\b(" + "|".join(sorted(codes, key=len, reverse=True)) + r")\b")
     for svc in sorted((ROOT / "services").iterdir()):
-        pkg = next(svc.glob("loom_*"), None)
-        if pkg is None or not pkg.is_dir():
+        pkg = next((d for d in sorted(svc.glob("loom_*")) if d.is_dir() and not d.name.endswith(".egg-info")), None)
+        if pkg is None:
             continue
         roots = [pkg / "identity"] if svc.name == "gateway" else [pkg]
         plane = "identity" if svc.name == "gateway" else svc.name
@@ -231,6 +231,9 @@ def render_ops() -> str:
     for plane in planes:
         lines += [f"## {plane}", ""]
         plane_codes = [c for c in by_plane.get(plane, []) if c not in CHAIN_ALL]
+        # Messages an op's arguments or result contain, described once per plane after its ops.
+        nested_all: list[object] = []
+        seen: set[str] = set()
         for op in catalog.for_plane(plane):
             scope = "deployment (no namespace)" if op.org_level else "namespace"
             listing = (
@@ -259,13 +262,14 @@ def render_ops() -> str:
             lines += _fields_table(op.request_cls.DESCRIPTOR, comments, extra)
             lines += ["**Result**", ""]
             lines += _fields_table(op.response_cls.DESCRIPTOR, comments)
-            seen = {op.request_cls.DESCRIPTOR.full_name, op.response_cls.DESCRIPTOR.full_name}
-            nested = _nested(op.request_cls.DESCRIPTOR, seen) + _nested(op.response_cls.DESCRIPTOR, seen)
-            for mt in nested:
-                lines += [f"*{mt.name}*", ""]  # type: ignore[attr-defined]
-                lines += _fields_table(mt, comments)
+            nested_all += _nested(op.request_cls.DESCRIPTOR, seen) + _nested(op.response_cls.DESCRIPTOR, seen)
             errs = ", ".join(f"[`{c}`](errors.md#{c.lower()})" for c in plane_codes) or "none beyond the chain's"
             lines += [f"**Errors**: the chain's, and those the {plane} plane answers: {errs}.", ""]
+        if nested_all:
+            lines += [f"### Messages of the {plane} plane", "", "The message types the ops above take or answer.", ""]
+            for mt in nested_all:
+                lines += [f"#### {mt.name}", ""]  # type: ignore[attr-defined]
+                lines += _fields_table(mt, comments)
     return "\n".join(lines).rstrip() + "\n"
 
 
