@@ -204,3 +204,10 @@ def test_camel_case_names_are_searchable_by_their_parts() -> None:
     index = HelpIndex([split_page("c.md", "# Consumers\n\n## AckPolicy\n\nHow acks work.\n\n## Other\n\nNothing here.\n")])
     assert index.search("ack policy", 1)[0].section.anchor == "ackpolicy"
     assert index.search("AckPolicy", 1)[0].section.anchor == "ackpolicy"
+
+
+def test_a_citation_may_quote_a_heading_with_its_code_marks_and_any_case() -> None:
+    pages = HelpIndex([split_page("ops.md", "# Ops\n\n## `task.claim`\n\nClaim.\n")]).pages
+    for ref in ("[help:ops.md § `task.claim`]", "[help:./ops.md § ops > TASK.CLAIM]", "help:ops.md § Ops > task.claim"):
+        v = verify(pages, ref)
+        assert (v.verified, v.anchor) == (True, "taskclaim"), ref

@@ -39,7 +39,8 @@ def parse(ref: str) -> tuple[str, str] | None:
 
 
 def _norm(text: str) -> str:
-    return " > ".join(" ".join(part.split()).casefold() for part in _SEP.split(text.strip()))
+    # Case, spacing and code marks are how a writer quotes a heading, not which heading it is.
+    return " > ".join(" ".join(part.replace("`", "").split()).casefold() for part in _SEP.split(text.strip()))
 
 
 def _joined(parts: tuple[str, ...]) -> str:
@@ -69,7 +70,7 @@ def verify(pages: dict[str, Page] | None, ref: str) -> Verification:
     if pages is None:
         return Verification(ref, False, reason=HELP_UNAVAILABLE)
     path, cited = parsed
-    page = pages.get(path)
+    page = pages.get(path.removeprefix("./"))
     if page is None:
         return Verification(ref, False, reason=PAGE_NOT_INDEXED)
     if not cited:
