@@ -140,6 +140,12 @@ class Settings(BaseSettings):
     ledger_flush_interval_seconds: float = Field(0.2, description="Longest a ledger row waits in memory before its batch is written.")
     ledger_batch_max_rows: int = Field(1000, description="Rows at which a ledger batch is written at once.")
 
+    # --- help
+    help_docs_dir: str = Field(
+        "",
+        description="Folder of Markdown pages help.search and help.get index. Empty: the docs this build ships (installed with the loom-help package).",
+    )
+
     # --- tasks
     task_lease_sweep_enabled: bool = Field(
         True,

@@ -75,6 +75,63 @@ class GrantsOps:
         )
 
 
+class HelpOps:
+    """The ``help.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def get(
+        self,
+        *,
+        page: str | None = None,
+        anchor: str | None = None,
+        offset: int | None = None,
+    ) -> dict[str, Any]:
+        """Read a documentation page with its outline, or one section of it by anchor.
+
+        Calls ``help.get`` (experimental).
+        """
+        return await self._caller.call(
+            "help.get",
+            page=page,
+            anchor=anchor,
+            offset=offset,
+        )
+
+    async def search(
+        self,
+        *,
+        query: str | None = None,
+        limit: int | None = None,
+        audience: str | None = None,
+    ) -> dict[str, Any]:
+        """Search Loom's documentation: the best sections for a question or a name (op, setting, error code, header).
+
+        Calls ``help.search`` (experimental).
+        """
+        return await self._caller.call(
+            "help.search",
+            query=query,
+            limit=limit,
+            audience=audience,
+        )
+
+    async def verify(
+        self,
+        *,
+        citations: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Check [help:<page> § <section>] citations against the documentation index.
+
+        Calls ``help.verify`` (unlisted).
+        """
+        return await self._caller.call(
+            "help.verify",
+            citations=citations,
+        )
+
+
 class InboxOps:
     """The ``inbox.*`` ops."""
 
@@ -1089,6 +1146,7 @@ class Ops:
 
     auth: AuthOps
     grants: GrantsOps
+    help: HelpOps
     inbox: InboxOps
     insights: InsightsOps
     namespace: NamespaceOps
@@ -1100,6 +1158,7 @@ class Ops:
     def __init__(self, caller: OpCaller) -> None:
         self.auth = AuthOps(caller)
         self.grants = GrantsOps(caller)
+        self.help = HelpOps(caller)
         self.inbox = InboxOps(caller)
         self.insights = InsightsOps(caller)
         self.namespace = NamespaceOps(caller)
