@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from loom_core.bus import Consuming
 
+from ..bus import LAYOUT
 from ..service.gate import PolicyGate
+from .decision_batches import listen_decision_batches
 from .history_feed import listen_history_feed
 from .rule_pushes import listen_rule_pushes
 
 
 async def listen(gate: PolicyGate) -> list[Consuming]:
-    """The gate's consumers: rule pushes into its rule book, the feed into its live history."""
+    """The gate's consumers: rule pushes into its rule book, the feed into its live history,
+    and decision batches into the decisions table."""
     if gate.bus is None or gate.rules is None or gate.history is None:
         return []
-    return [await listen_rule_pushes(gate.bus, gate.rules), await listen_history_feed(gate.bus, gate.history)]
+    await LAYOUT.declare(gate.bus)
+    return [
+        await listen_rule_pushes(gate.bus, gate.rules),
+        await listen_history_feed(gate.bus, gate.history),
+        await listen_decision_batches(gate.bus, gate.store),
+    ]

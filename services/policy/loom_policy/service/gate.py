@@ -112,7 +112,7 @@ class PolicyGate:
                 on_event=self._event_taken,
             )
             self.rules = RuleBook(self.rule_store, bus, settings, self._rules_changed)
-            self.decisions = DecisionWriter(store, flush_interval)
+            self.decisions = DecisionWriter(store, flush_interval, bus=bus)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

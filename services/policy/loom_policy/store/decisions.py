@@ -1,15 +1,27 @@
 """policy_decisions: one row per gated call a rule applied to (shadow and enforce), written in
-batches in the background so the gate never waits on the store."""
+batches in the background so the gate never waits on the store.
+
+Durable the way the ledger is in a cluster: each batch is published to the
+LOOM_POLICY_DECISIONS work-queue stream (Nats-Msg-Id = batch id), and the plane's consumer
+(consumers/decision_batches.py) inserts it with the batch id as the deduplication token. A
+process that dies after a publish loses none of that batch's rows; only rows still in the
+buffer (at most one flush interval) are lost with it. With no bus, batches go straight in.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
+from loom_core.bus import Bus
 from loom_core.store import Store
+
+from ..bus import DECISIONS_SUBJECT
 
 log = logging.getLogger(__name__)
 
@@ -19,8 +31,9 @@ RENDER_CHUNK = 16
 
 
 class DecisionWriter:
-    def __init__(self, store: Store, flush_interval: float, batch_max: int = 1000) -> None:
+    def __init__(self, store: Store, flush_interval: float, batch_max: int = 1000, bus: Bus | None = None) -> None:
         self.store = store
+        self.bus = bus
         self.flush_interval = flush_interval
         self.batch_max = batch_max
         self._buf: list[tuple[dict[str, Any], Callable[[], dict[str, Any]] | None]] = []
@@ -51,10 +64,18 @@ class DecisionWriter:
             if i % RENDER_CHUNK == RENDER_CHUNK - 1:
                 await asyncio.sleep(0)  # render in slices: calls in flight are not held up
         try:
-            await self.store.insert(TABLE, rows)
+            await self._ship(rows)
         except Exception:
             self._buf[:0] = [(row, None) for row in rows]  # retried on the next pass
             raise
+
+    async def _ship(self, rows: list[dict[str, Any]]) -> None:
+        batch_id = uuid.uuid4().hex
+        if self.bus is not None:
+            payload = json.dumps({"id": batch_id, "rows": rows}, default=str, separators=(",", ":")).encode()
+            await self.bus.js.publish(DECISIONS_SUBJECT, payload, headers={"Nats-Msg-Id": batch_id})
+            return
+        await insert_batch(self.store, rows, batch_id)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -78,6 +99,11 @@ class DecisionWriter:
                 raise
             except Exception:  # noqa: BLE001 - keep the loop alive
                 log.warning("policy decisions: flush failed")
+
+
+async def insert_batch(store: Store, rows: list[dict[str, Any]], batch_id: str) -> None:
+    """One batch into the table; a batch inserted twice (a redelivery) lands once."""
+    await store.insert(TABLE, rows, dedup_token=batch_id)
 
 
 async def query_decisions(

@@ -50,7 +50,14 @@ MIGRATIONS = [
             latency_ms Float64
         ) ENGINE = MergeTree
         PARTITION BY toYYYYMM(ts)
-        ORDER BY (org, namespace, ts)""",
+        ORDER BY (org, namespace, ts)
+        SETTINGS non_replicated_deduplication_window = 10000""",
+    ),
+    # Batches arrive through JetStream and may be redelivered: the batch id dedups the insert.
+    Migration(
+        "policy",
+        "policy_decisions_dedup_window",
+        "ALTER TABLE {db}.policy_decisions MODIFY SETTING non_replicated_deduplication_window = 10000",
     ),
     Migration(
         "policy",

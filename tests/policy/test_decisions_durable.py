@@ -1,0 +1,89 @@
+"""Policy decisions survive a crash: a replica's decision batches go to JetStream first, and
+whichever replica's consumer fetches a batch inserts it, so a process killed right after its
+publish loses none of them."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import textwrap
+
+from loom_core.bus import NatsServer
+from loom_runner.embedded import Instance
+
+from tests.conftest import unique
+from tests.policy.conftest import eventually
+
+# A replica's decision writer that publishes one batch, then dies by SIGKILL: no shutdown, no
+# final flush, nothing after the publish runs.
+CRASHING_REPLICA = textwrap.dedent(
+    """
+    import asyncio, os, signal, sys
+    from loom_core.bus import connect_bus
+    from loom_policy.store.decisions import DecisionWriter
+
+    async def main() -> None:
+        bus = await connect_bus(sys.argv[1], name="crashing-replica")
+        writer = DecisionWriter(store=None, flush_interval=3600, bus=bus)
+        for i in range(5):
+            writer.record({
+                "ts": "2026-11-30 12:00:00.000000", "org": sys.argv[2], "namespace": "ns", "subject": "user:a",
+                "agent": "", "user": "", "session": "", "op": "grants.set", "transport": "rest",
+                "request_id": f"req-{i}", "decision": "deny", "enforced": True, "mode": "enforce",
+                "write_shaped": True, "determining_rules": ["r"], "rule_names": ["r"], "latency_ms": 0.1,
+                "errors": "[]", "rules": "[]",
+            })
+        await writer.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_decisions_published_before_a_crash_reach_the_table(enforce_stack: Instance, nats_server: NatsServer) -> None:
+    org = unique("org")
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", CRASHING_REPLICA, nats_server.url, org, env={**os.environ})
+    assert await proc.wait() == -9  # killed, not exited
+
+    async def landed() -> bool:
+        rows = await enforce_stack.runtime.store.query(
+            "SELECT request_id FROM {db}.policy_decisions WHERE org = {org:String}", {"org": org}
+        )
+        return sorted(r["request_id"] for r in rows) == [f"req-{i}" for i in range(5)]
+
+    # The surviving replica's consumer inserts the batch (once: the batch id dedups a redelivery).
+    await eventually(landed, within=30)
+
+
+async def test_a_redelivered_decision_batch_lands_once(enforce_stack: Instance) -> None:
+    from loom_policy.store.decisions import insert_batch
+
+    org = unique("org")
+    row = {
+        "ts": "2026-11-30 12:00:00.000000",
+        "org": org,
+        "namespace": "ns",
+        "subject": "user:a",
+        "agent": "",
+        "user": "",
+        "session": "",
+        "op": "grants.set",
+        "transport": "rest",
+        "request_id": "req-1",
+        "decision": "deny",
+        "enforced": True,
+        "mode": "enforce",
+        "write_shaped": True,
+        "determining_rules": ["r"],
+        "rule_names": ["r"],
+        "latency_ms": 0.1,
+        "errors": "[]",
+        "rules": "[]",
+    }
+    store = enforce_stack.runtime.store
+    await insert_batch(store, [row], "batch-" + org)
+    await insert_batch(store, [row], "batch-" + org)  # the consumer's redelivery of the same batch
+    rows = await store.query("SELECT count() AS n FROM {db}.policy_decisions WHERE org = {org:String}", {"org": org})
+    assert int(rows[0]["n"]) == 1
