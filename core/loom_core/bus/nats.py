@@ -36,9 +36,14 @@ class Bus:
             await self.nc.drain()
 
 
-async def connect_bus(url: str, name: str = "loom", **options: object) -> Bus:
+async def connect_bus(url: str, name: str = "loom", replicas: int = 1, **options: object) -> Bus:
+    """`url` may list several servers, comma-separated (a NATS cluster); `replicas` is
+    LOOM_NATS_REPLICAS, the copies each stream and KV bucket Loom declares keeps (bus/replicas.py)."""
+    from .replicas import jetstream
+
     try:
-        nc = await nats.connect(url, name=name, max_reconnect_attempts=-1, reconnect_time_wait=0.5, **options)  # type: ignore[arg-type]
+        servers = [u.strip() for u in url.split(",") if u.strip()]
+        nc = await nats.connect(servers if len(servers) > 1 else url, name=name, max_reconnect_attempts=-1, reconnect_time_wait=0.5, **options)  # type: ignore[arg-type]
     except Exception as exc:
         raise Unavailable("BACKEND_UNAVAILABLE", "cannot reach the bus") from exc
-    return Bus(nc=nc, js=nc.jetstream())
+    return Bus(nc=nc, js=jetstream(nc, replicas))
