@@ -15,10 +15,10 @@ from google.protobuf.message import Message
 from . import exposures as exposures_mod
 from .bus import Bus, LeaseStore, connect_bus
 from .catalog import Catalog, load_catalog
-from .grpc_health import serve_health
 from .chain import CallContext, Ledger, NoopGate, OpChainInterceptor, PolicyGate, current_call
 from .chain import ledger as ledger_mod
 from .chain.ratelimit import RateLimiter
+from .grpc_health import serve_health
 from .identity import Authenticator, TokenCodec
 from .identity import store as identity_store
 from .identity.store import IdentityStore

@@ -136,9 +136,7 @@ class Settings(BaseSettings):
         "",
         description="ClickHouse cluster name (a `remote_servers` entry). Set: migrations create the database and tables `ON CLUSTER` with `Replicated*MergeTree` engines. Needs LOOM_CLICKHOUSE_URL.",
     )
-    nats_replicas: int = Field(
-        1, description="JetStream replicas of the streams and KV buckets Loom creates (3 on a 3-node NATS cluster)."
-    )
+    nats_replicas: int = Field(1, description="JetStream replicas of the streams and KV buckets Loom creates (3 on a 3-node NATS cluster).")
 
 
 @lru_cache(maxsize=1)

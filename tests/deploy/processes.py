@@ -65,9 +65,7 @@ class NatsCluster:
         return ",".join(n.url for n in self.nodes)
 
     def start(self) -> None:
-        self.nodes = [
-            NatsNode(f"n{i + 1}", free_port(), free_port(), free_port(), self.base / f"n{i + 1}") for i in range(self.size)
-        ]
+        self.nodes = [NatsNode(f"n{i + 1}", free_port(), free_port(), free_port(), self.base / f"n{i + 1}") for i in range(self.size)]
         routes = ", ".join(f"nats-route://127.0.0.1:{n.cluster_port}" for n in self.nodes)
         for n in self.nodes:
             n.dir.mkdir(parents=True, exist_ok=True)
@@ -85,9 +83,9 @@ class NatsCluster:
                 [nats_server_binary(), "-c", str(n.dir / "node.conf")], stdout=log, stderr=log, env={**os.environ, **self.env}
             )
 
-    async def wait_ready(self, user: str, password: str, timeout: float = 30) -> None:
+    async def wait_ready(self, user: str, password: str, within: float = 30) -> None:
         """Until every node answers its JetStream health and the cluster has a meta leader."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + within
         async with httpx.AsyncClient(timeout=2) as client:
             for n in self.nodes:
                 while True:
@@ -148,8 +146,8 @@ class LoomProcess:
         out = open(self.log, "ab")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen([str(LOOM), *self.args], stdout=out, stderr=subprocess.STDOUT, env=self.env)
 
-    async def wait_line(self, pattern: str, timeout: float = 60) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
+    async def wait_line(self, pattern: str, within: float = 60) -> re.Match[str]:
+        deadline = time.monotonic() + within
         rx = re.compile(pattern, re.M)
         while True:
             text = self.log.read_text(errors="replace") if self.log.exists() else ""

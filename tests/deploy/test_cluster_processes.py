@@ -223,7 +223,9 @@ async def test_a_nats_node_killed_during_creates_and_completes_loses_no_task_and
                 r = await call_retrying(c, "task.pull", retries, inbox="storm", max_tasks=10, wait_seconds=1, lease_seconds=3)
                 assert r.status_code == 200, r.text
                 for task in r.json()["tasks"]:
-                    done = await call_retrying(c, "task.complete", retries, task_id=task["task_id"], fence=task["fence"], outcome={"by": "worker"})
+                    done = await call_retrying(
+                        c, "task.complete", retries, task_id=task["task_id"], fence=task["fence"], outcome={"by": "worker"}
+                    )
                     if done.status_code == 200:
                         completed[task["task_id"]] += 1
                     else:  # an answer lost in the failover: the retry finds the task already done by that call

@@ -43,7 +43,9 @@ async def connect_bus(url: str, name: str = "loom", replicas: int = 1, **options
 
     try:
         servers = [u.strip() for u in url.split(",") if u.strip()]
-        nc = await nats.connect(servers if len(servers) > 1 else url, name=name, max_reconnect_attempts=-1, reconnect_time_wait=0.5, **options)  # type: ignore[arg-type]
+        nc = await nats.connect(
+            servers if len(servers) > 1 else url, name=name, max_reconnect_attempts=-1, reconnect_time_wait=0.5, **options
+        )  # type: ignore[arg-type]
     except Exception as exc:
         raise Unavailable("BACKEND_UNAVAILABLE", "cannot reach the bus") from exc
     return Bus(nc=nc, js=jetstream(nc, replicas))

@@ -59,7 +59,7 @@ def on_cluster(sql: str, cluster: str) -> str:
         return sql
     out = sql
     if not _ON_CLUSTER.search(sql):
-        out = f"{head.group(1)} ON CLUSTER '{cluster}'{sql[head.end():]}"
+        out = f"{head.group(1)} ON CLUSTER '{cluster}'{sql[head.end() :]}"
     return _ENGINE.sub(_replicated, out)
 
 

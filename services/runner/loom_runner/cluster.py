@@ -50,11 +50,11 @@ def serve_problem(settings: Settings, planes: set[str], gateway: bool) -> str | 
     return None
 
 
-async def plane_health(address: str, timeout: float = HEALTH_TIMEOUT_SECONDS) -> None:
+async def plane_health(address: str, within: float = HEALTH_TIMEOUT_SECONDS) -> None:
     """grpc.health.v1 Check of one plane's server; raises Unavailable unless it is SERVING."""
     async with grpc.aio.insecure_channel(address) as channel:
         try:
-            reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout)
+            reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=within)
         except grpc.aio.AioRpcError as exc:
             raise Unavailable("BACKEND_UNAVAILABLE", f"plane at {address} did not answer") from exc
     if reply.status != health_pb2.HealthCheckResponse.SERVING:
