@@ -14,6 +14,7 @@ from loom_core.chain import CallContext
 from loom_core.errors import NotFound, invalid_field
 from loom_core.runtime import Runtime
 
+from .bus import RULES_SUBJECT
 from .domain.compiler import Caller, CompiledRule, EvalContext, compile_rule
 from .domain.evaluator import evaluate
 from .domain.parser import OP_PATTERN, parse_rule
@@ -98,7 +99,7 @@ class PolicyHandlers:
             await gate.rules.changed(org, namespace)
         else:
             # This replica's gate is off; other replicas (if any run one) still hear of it.
-            await self.rt.bus.nc.publish("loom.policy.rules", json.dumps({"org": org, "namespace": namespace}).encode())
+            await self.rt.bus.nc.publish(RULES_SUBJECT, json.dumps({"org": org, "namespace": namespace}).encode())
 
     # -- policy.set / policy.delete / policy.list ----------------------------------------------
 

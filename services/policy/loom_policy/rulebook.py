@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from loom_core.bus import Bus
+from faststream.nats.message import NatsMessage
+from loom_core.bus import Bus, Consuming
 from loom_core.settings import Settings
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 
+from .bus import RULE_PUSHES, RULES_SUBJECT
 from .domain.compiler import CompiledRule, compile_rule
 from .domain.history import Shape
 from .domain.parser import parse_rule
@@ -34,7 +34,6 @@ from .store.rules import RuleStore
 
 log = logging.getLogger(__name__)
 
-PUSH_SUBJECT = "loom.policy.rules"
 NsKey = tuple[str, str]
 
 
@@ -97,7 +96,7 @@ class RuleBook:
         self._confirmed: dict[NsKey, float] = {}
         self._gen: dict[NsKey, int] = {}
         self._full_at = 0.0
-        self._sub: Subscription | None = None
+        self._sub: Consuming | None = None
         self._task: asyncio.Task[None] | None = None
         self._reloads: dict[NsKey, asyncio.Task[NamespaceRules]] = {}
         self.push_received = 0
@@ -108,7 +107,7 @@ class RuleBook:
     async def start(self) -> None:
         if self.bus is not None:
             # Subscribe before the first load so a change in between is seen by one or the other.
-            self._sub = await self.bus.nc.subscribe(PUSH_SUBJECT, cb=self._on_push)
+            self._sub = await self.bus.consume(RULE_PUSHES, self._on_push)
         try:
             await self.reload_all()
         except Exception:  # noqa: BLE001 - the refresher retries; calls reload on demand
@@ -127,8 +126,7 @@ class RuleBook:
     async def stop_push(self) -> None:
         """Stop listening for pushed changes (shutdown; tests of the TTL bound)."""
         if self._sub is not None:
-            with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
+            await self._sub.stop()
             self._sub = None
 
     # -- reads -------------------------------------------------------------------------------
@@ -208,12 +206,12 @@ class RuleBook:
         await self.reload(org, namespace, fresh=True)
         if self.bus is not None:
             payload = {"org": org, "namespace": namespace, "origin": self.origin}
-            await self.bus.nc.publish(PUSH_SUBJECT, json.dumps(payload).encode())
+            await self.bus.nc.publish(RULES_SUBJECT, json.dumps(payload).encode())
             await self.bus.nc.flush()
 
-    async def _on_push(self, msg: Msg) -> None:
+    async def _on_push(self, msg: NatsMessage) -> None:
         try:
-            d = json.loads(msg.data)
+            d = json.loads(msg.body)
             org, ns = str(d["org"]), str(d["namespace"])
         except (ValueError, KeyError):
             return
