@@ -249,7 +249,14 @@ async def test_a_nats_node_killed_during_creates_and_completes_loses_no_task_and
     # The flow went on after the node died: the two left keep JetStream's quorum.
     alive = [n for n in cluster.nats.nodes if n.proc is not None and n.proc.poll() is None]
     assert len(alive) == 2
-    print(f"retries during the failover: {dict(retries)}")
+    rss = {p.args[-1]: _rss_mb(p) for p in (cluster.planes, cluster.gateway)}
+    print(f"retries during the failover: {dict(retries)}; resident memory MB: {rss}")
+
+
+def _rss_mb(p: LoomProcess) -> int:
+    assert p.proc is not None
+    status = Path(f"/proc/{p.proc.pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))) // 1024
 
 
 def test_the_processes_log_their_plane_addresses(cluster: Cluster) -> None:

@@ -14,10 +14,10 @@ the table on every replica and replicate its rows, so `on_cluster` rewrites a mi
   and created again gets a fresh Keeper path.
 
 The shape is one shard with N replicas: every server holds every row, so a read on any replica
-sees the table whole (reads that must see a write just made on another replica ask for
-`select_sequential_consistency` or read-your-writes at the call, as a plane already does for
-its own projections). Statements that are not DDL pass through unchanged, as does a statement on
-a single server (cluster empty).
+sees the table whole once replication has caught up (Loom sets no quorum itself: a deployment
+that needs a read to see a write made a moment ago on another replica sets `insert_quorum` and
+`select_sequential_consistency` in Loom's user's settings profile). Statements that are not DDL
+pass through unchanged, as does a statement on a single server (cluster empty).
 """
 
 from __future__ import annotations
