@@ -75,8 +75,8 @@ class NatsCluster:
                 f"listen: 127.0.0.1:{n.port}\n"
                 f"http: 127.0.0.1:{n.monitor_port}\n"
                 f'jetstream {{ store_dir: "{n.dir / "js"}" }}\n'
-                f"cluster {{ name: loom, listen: 127.0.0.1:{n.cluster_port}, routes: [ {routes} ] }}\n"
-                "include ./loom-accounts.conf\n"
+                + (f"cluster {{ name: loom, listen: 127.0.0.1:{n.cluster_port}, routes: [ {routes} ] }}\n" if self.size > 1 else "")
+                + "include ./loom-accounts.conf\n"
             )
             log = open(n.dir / "nats.log", "ab")  # noqa: SIM115 - handed to the child
             n.proc = subprocess.Popen(
