@@ -103,15 +103,15 @@ class LoomError(Exception):
 
     @property
     def http_status(self) -> int:
-        return CODES[self.code][0]
+        return CODES[ErrorCode(self.code)][0]
 
     @property
     def grpc_status(self) -> grpc.StatusCode:
-        return CODES[self.code][1]
+        return CODES[ErrorCode(self.code)][1]
 
     @property
     def retryable(self) -> bool:
-        return CODES[self.code][2]
+        return CODES[ErrorCode(self.code)][2]
 
     def to_payload(self) -> dict[str, Any]:
         body: dict[str, Any] = {"code": self.code, "message": self.message, "retryable": self.retryable}
@@ -122,7 +122,7 @@ class LoomError(Exception):
     @classmethod
     def from_payload(cls, payload: dict[str, Any]) -> LoomError:
         try:
-            code = ErrorCode(str(payload.get("code", "INTERNAL")))
+            code = ErrorCode(str(payload.get("code", ErrorCode.INTERNAL.value)))
         except ValueError:
             code = ErrorCode.INTERNAL
         return _CLASS_BY_STATUS.get(CODES[code][0], LoomError)(

@@ -10,6 +10,7 @@ database and drops them afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -82,10 +83,8 @@ async def engine(request: pytest.FixtureRequest) -> AsyncIterator[Engine]:
         yield e
     finally:
         for name in e.tables:
-            try:
+            with contextlib.suppress(StoreError):
                 await store.execute(on_cluster(f"DROP TABLE IF EXISTS {name}", str(getattr(store, "cluster", ""))))
-            except StoreError:
-                pass
         if owned:
             await store.close()
 

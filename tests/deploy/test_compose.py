@@ -209,3 +209,22 @@ def test_the_nats_service_configuration_is_valid_for_the_real_nats_server(compos
     assert out.returncode == 0, out.stderr + out.stdout
     text = (ROOT / "deploy/nats/nats.conf").read_text()
     assert "store_dir: /data" in text and "include ./loom-accounts.conf" in text
+
+
+def test_the_shipped_nats_accounts_are_those_loom_up_renders() -> None:
+    """deploy/nats/loom-accounts.conf (Compose, the cluster docs) and the configuration `loom up`
+    gives its own nats-server name the same accounts, export, import and auth callout."""
+    from loom_core.bus.auth_callout import render_nats_config
+
+    values = {"LOOM_NATS_INTERNAL_USER": "loom-internal", "LOOM_NATS_INTERNAL_PASSWORD": "pw", "NATS_SYS_USER": "loom-internal-sys"}
+    values["NATS_AUTH_CALLOUT_ISSUER"] = "ABQALO726KPHYPHEJFQ4B4HYJBZSZCILX3ZH4DOUO2EJU5SUC4HJPSWV"
+    shipped = (ROOT / "deploy/nats/loom-accounts.conf").read_text()
+    for name, value in values.items():
+        shipped = shipped.replace(f"${name}", value)
+    rendered = render_nats_config(issuer_public_key=values["NATS_AUTH_CALLOUT_ISSUER"], internal_user="loom-internal", internal_password="pw")
+
+    def tokens(text: str) -> list[str]:
+        body = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+        return re.findall(r"[A-Za-z0-9_.>:-]+", body)
+
+    assert tokens(shipped) == tokens(rendered)

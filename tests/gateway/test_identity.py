@@ -3,7 +3,9 @@ identity ops (mint, revoke, grants) on a running instance."""
 
 from __future__ import annotations
 
+import re
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -330,3 +332,25 @@ async def test_namespace_list_shows_only_namespaces_the_caller_holds(tenant: Ten
     async with tenant.client(narrow["token"]) as c:
         seen = [n["name"] for n in (await call(c, "namespace.list")).json()["namespaces"]]
     assert seen == [tenant.namespace]
+
+
+RFC3339_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$")
+
+
+async def test_every_identity_timestamp_is_rfc3339_utc_with_z(tenant: Tenant) -> None:
+    before = datetime.now(UTC) - timedelta(seconds=5)
+    seen: list[str] = []
+    async with tenant.client() as c:
+        created = (await call(c, "namespace.create", name=unique("ns"))).json()["namespace"]["created_time"]
+        seen.append(created)
+        seen += [n["created_time"] for n in (await call(c, "namespace.list")).json()["namespaces"]]
+        seen.append((await call(c, "grants.set", subject="user:stamp", role="viewer")).json()["grant"]["updated_time"])
+        seen += [g["updated_time"] for g in (await call(c, "grants.list")).json()["grants"]]
+        seen.append((await call(c, "sa.create", name=unique("sa"), role="viewer")).json()["grant"]["updated_time"])
+        seen.append((await call(c, "auth.whoami")).json()["expires_time"])
+        seen.append((await mint(c, ttl_seconds=60))["expires_time"])
+    assert len(seen) >= 7
+    for stamp in seen:
+        assert RFC3339_UTC.match(stamp), stamp
+    # The namespace just created is stamped now, in UTC.
+    assert before <= datetime.fromisoformat(created.replace("Z", "+00:00")) <= datetime.now(UTC) + timedelta(seconds=5)

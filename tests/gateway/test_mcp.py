@@ -35,9 +35,11 @@ def era(request: pytest.FixtureRequest) -> str:
 async def mcp_client(url: str, era: str, **headers: str) -> AsyncIterator[tuple[Client, httpx2.AsyncClient]]:
     """An SDK client on `url`; its httpx2 client is returned too, so a test can change the
     headers between calls of one session."""
-    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
-        async with Client(streamable_http_client(url, http_client=http), mode=era) as client:
-            yield client, http
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), mode=era) as client,
+    ):
+        yield client, http
 
 
 def bearer(token: str) -> str:

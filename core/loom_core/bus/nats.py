@@ -84,7 +84,15 @@ class Bus:
                 log.warning("bus: consumer %s failed on a message", name, exc_info=True)
                 raise
 
-        kwargs: dict[str, Any] = {"persistent": False, "decoder": _whole_message, "title": name, "description": consumer.description}
+        # no_reply: a handler answers a request itself (msg.raw_message.respond); FastStream must
+        # not reply with the handler's return value.
+        kwargs: dict[str, Any] = {
+            "persistent": False,
+            "decoder": _whole_message,
+            "no_reply": True,
+            "title": name,
+            "description": consumer.description,
+        }
         if consumer.queue:
             kwargs["queue"] = consumer.queue
         if consumer.stream is not None:

@@ -17,7 +17,8 @@ class GateCall:
 
 
 class PolicyGate(Protocol):
-    enabled: bool
+    @property
+    def enabled(self) -> bool: ...
 
     async def check(self, call: GateCall) -> None:
         """Return to allow; raise Forbidden(POLICY_FORBIDDEN) to deny."""

@@ -4,6 +4,7 @@ process per data dir (chDB's rule), so this is opened once and shared by every p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -59,7 +60,7 @@ class EmbeddedStore:
         self.database = database
         path.mkdir(parents=True, exist_ok=True)
         self._url = f"file:{path}?{_SETTINGS}"
-        self._conn = chdb.connect(self._url)
+        self._conn = chdb.connect(self._url)  # type: ignore[no-untyped-call]
         # chDB releases the GIL while a statement runs; a few threads keep the loop free.
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="chdb")
         self._closed = False
@@ -88,7 +89,7 @@ class EmbeddedStore:
     def _thread_conn(self) -> Any:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._local.conn = chdb.connect(self._url)
+            conn = self._local.conn = chdb.connect(self._url)  # type: ignore[no-untyped-call]
             with self._conns_lock:
                 self._thread_conns.append(conn)
         return conn
@@ -136,8 +137,6 @@ class EmbeddedStore:
         self._pool.shutdown(wait=True)
         self._closed = True
         for conn in [*self._thread_conns, self._conn]:
-            try:
+            with contextlib.suppress(Exception):  # closing is best effort
                 conn.close()
-            except Exception:  # noqa: BLE001 - closing is best effort
-                pass
         self._open.pop(str(self.path.resolve()), None)

@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from loom_core.catalog import Catalog
-from loom_core.errors import LoomError, NotFound, ValidationFailed
+from loom_core.errors import ErrorCode, LoomError, NotFound, ValidationFailed
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .relay import Relay
@@ -23,7 +23,7 @@ ReadyCheck = Callable[[], Awaitable[None]]
 
 def error_response(err: LoomError) -> JSONResponse:
     headers = {}
-    if err.code == "RATE_LIMITED" and err.detail and "retry_after_s" in err.detail:
+    if err.code == ErrorCode.RATE_LIMITED and err.detail and "retry_after_s" in err.detail:
         headers["Retry-After"] = str(max(1, int(float(err.detail["retry_after_s"]) + 0.999)))
     return JSONResponse({"error": err.to_payload()}, status_code=err.http_status, headers=headers)
 
@@ -94,13 +94,13 @@ def create_app(relay: Relay, ready_checks: dict[str, ReadyCheck], version: str =
     async def wrong_method(op: str) -> Response:
         relay.op(op)
         return JSONResponse(
-            {"error": {"code": "VALIDATION_FAILED", "message": "ops are called with POST", "retryable": False}},
+            {"error": {"code": ErrorCode.VALIDATION_FAILED.value, "message": "ops are called with POST", "retryable": False}},
             status_code=405,
         )
 
     # /mcp itself as a route (a Mount alone answers it with a 307 to /mcp/), /mcp/ by the mount.
     mcp_app = mcp.asgi_app()
-    app.add_route("/mcp", mcp_app, include_in_schema=False)
+    app.add_route("/mcp", mcp_app, include_in_schema=False)  # type: ignore[arg-type]  # an ASGI app serves as the endpoint
     app.mount("/mcp", mcp_app)
 
     def openapi() -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any
 
 import mcp_types as types
 from loom_core.catalog import OpSpec
-from loom_core.errors import LoomError, Unavailable
+from loom_core.errors import ErrorCode, LoomError, Unavailable
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -154,7 +154,7 @@ class LoomMCP:
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         manager = self._manager
         if manager is None:
-            err = Unavailable("BACKEND_UNAVAILABLE", "the MCP endpoint is not running")
+            err = Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the MCP endpoint is not running")
             await JSONResponse({"error": err.to_payload()}, status_code=err.http_status)(scope, receive, send)
             return
         await manager.handle_request(scope, receive, send)

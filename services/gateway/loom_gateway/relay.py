@@ -19,7 +19,7 @@ from loom_core.chain.context import (
     MD_TRANSPORT,
     MD_USER,
 )
-from loom_core.errors import LoomError, NotFound, Unauthenticated, Unavailable, invalid_field
+from loom_core.errors import ErrorCode, LoomError, NotFound, Unauthenticated, Unavailable, invalid_field
 from loom_core.grpc_errors import from_rpc_error
 
 # HTTP header (lower-case) -> gRPC metadata key
@@ -46,7 +46,7 @@ class Relay:
     def op(self, name: str) -> OpSpec:
         op = self.catalog.get(name)
         if op is None or op.plane not in self.addresses:
-            raise NotFound("UNKNOWN_OP", f"unknown op {name!r}", {"op": name})
+            raise NotFound(ErrorCode.UNKNOWN_OP, f"unknown op {name!r}", {"op": name})
         return op
 
     def _stub(self, op: OpSpec) -> grpc.aio.UnaryUnaryMultiCallable:
@@ -84,7 +84,7 @@ class Relay:
         except LoomError:
             raise
         except Exception as exc:
-            raise Unavailable("BACKEND_UNAVAILABLE", "a plane did not answer") from exc
+            raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "a plane did not answer") from exc
         return message_to_json(response)
 
     async def close(self) -> None:
@@ -99,6 +99,6 @@ def _metadata_value(field: str, value: str) -> str:
     not a plane that did not answer."""
     if not (value.isascii() and value.isprintable()):
         if field == "authorization":
-            raise Unauthenticated("AUTH_INVALID", "the token is not valid")
+            raise Unauthenticated(ErrorCode.AUTH_INVALID, "the token is not valid")
         raise invalid_field(field, "must be printable ASCII")
     return value

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import uvloop
+from loom_core.local_secrets import WeakSecret, check_jwt_secret, with_local_secrets
 from loom_core.settings import Settings, render_markdown
 
 
@@ -59,8 +60,18 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
+def _owned_secrets(settings: Settings) -> Settings:
+    """A process that owns LOOM_DATA_DIR: unset secrets from (or generated into) its secrets file."""
+    try:
+        return with_local_secrets(settings)
+    except WeakSecret as exc:
+        raise SystemExit(f"loom: {exc}") from None
+
+
 async def _up(settings: Settings) -> int:
     from .embedded import run_embedded
+
+    settings = _owned_secrets(settings)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -79,6 +90,11 @@ async def _serve(settings: Settings, planes: set[str], gateway: bool) -> int:
     problem = serve_problem(settings, planes, gateway)
     if problem:
         raise SystemExit(problem)
+    if planes:  # a relay-only gateway verifies no token: the planes it relays to do
+        try:
+            check_jwt_secret(settings.jwt_secret)
+        except WeakSecret as exc:
+            raise SystemExit(f"loom serve: {exc}") from None
     remote = plane_addresses(settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -109,6 +125,8 @@ async def _bootstrap(settings: Settings, org: str, namespace: str, subject: str)
     """Through the running server's admin socket when one holds the data dir; else directly."""
     from .embedded import socket_path
 
+    if not settings.clickhouse_url:
+        settings = _owned_secrets(settings)  # sign with the key `loom up` on this data dir uses
     sock = socket_path(settings.data_dir)
     if not settings.clickhouse_url and sock.exists():
         try:

@@ -34,7 +34,7 @@ class HttpServer:
             lifespan="on",
             access_log=False,
             loop="none",
-            timeout_graceful_shutdown=shutdown_grace,
+            timeout_graceful_shutdown=shutdown_grace,  # type: ignore[arg-type]  # uvicorn takes fractions of a second too
         )
         self.server = _Server(config)
         self.task: asyncio.Task[None] | None = None

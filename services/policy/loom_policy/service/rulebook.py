@@ -22,15 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from faststream.nats.message import NatsMessage
-from loom_core.bus import Bus, Consuming
-from loom_core.settings import Settings
+from loom_core.bus import Bus
 
-from .bus import RULE_PUSHES, RULES_SUBJECT
-from .domain.compiler import CompiledRule, compile_rule
-from .domain.history import Shape
-from .domain.parser import parse_rule
-from .store.rules import RuleStore
+from ..bus import RULES_SUBJECT
+from ..domain.compiler import CompiledRule, compile_rule
+from ..domain.history import Shape
+from ..domain.parser import parse_rule
+from ..settings import PolicySettings
+from ..store.rules import RuleStore
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +85,9 @@ def build_namespace(rows: list[dict[str, Any]], max_window_seconds: int) -> Name
 
 
 class RuleBook:
-    def __init__(self, store: RuleStore, bus: Bus | None, settings: Settings, on_change: Callable[[NsKey, NamespaceRules], None]) -> None:
+    def __init__(
+        self, store: RuleStore, bus: Bus | None, settings: PolicySettings, on_change: Callable[[NsKey, NamespaceRules], None]
+    ) -> None:
         self.store = store
         self.bus = bus
         self.ttl = float(settings.policy_cache_ttl_seconds)
@@ -96,7 +97,6 @@ class RuleBook:
         self._confirmed: dict[NsKey, float] = {}
         self._gen: dict[NsKey, int] = {}
         self._full_at = 0.0
-        self._sub: Consuming | None = None
         self._task: asyncio.Task[None] | None = None
         self._reloads: dict[NsKey, asyncio.Task[NamespaceRules]] = {}
         self.push_received = 0
@@ -105,9 +105,8 @@ class RuleBook:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        if self.bus is not None:
-            # Subscribe before the first load so a change in between is seen by one or the other.
-            self._sub = await self.bus.consume(RULE_PUSHES, self._on_push)
+        # The push consumer (consumers/rule_pushes.py) starts before this first load, so a
+        # change in between is seen by one or the other.
         try:
             await self.reload_all()
         except Exception:  # noqa: BLE001 - the refresher retries; calls reload on demand
@@ -115,19 +114,12 @@ class RuleBook:
         self._task = asyncio.create_task(self._refresh_loop())
 
     async def stop(self) -> None:
-        await self.stop_push()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         for t in self._reloads.values():
             t.cancel()
-
-    async def stop_push(self) -> None:
-        """Stop listening for pushed changes (shutdown; tests of the TTL bound)."""
-        if self._sub is not None:
-            await self._sub.stop()
-            self._sub = None
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -209,9 +201,10 @@ class RuleBook:
             await self.bus.nc.publish(RULES_SUBJECT, json.dumps(payload).encode())
             await self.bus.nc.flush()
 
-    async def _on_push(self, msg: NatsMessage) -> None:
+    async def pushed(self, body: bytes) -> None:
+        """Another replica changed a namespace's rules (consumers/rule_pushes.py): reload it."""
         try:
-            d = json.loads(msg.body)
+            d = json.loads(body)
             org, ns = str(d["org"]), str(d["namespace"])
         except (ValueError, KeyError):
             return
