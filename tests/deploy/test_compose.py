@@ -221,7 +221,9 @@ def test_the_shipped_nats_accounts_are_those_loom_up_renders() -> None:
     shipped = (ROOT / "deploy/nats/loom-accounts.conf").read_text()
     for name, value in values.items():
         shipped = shipped.replace(f"${name}", value)
-    rendered = render_nats_config(issuer_public_key=values["NATS_AUTH_CALLOUT_ISSUER"], internal_user="loom-internal", internal_password="pw")
+    rendered = render_nats_config(
+        issuer_public_key=values["NATS_AUTH_CALLOUT_ISSUER"], internal_user="loom-internal", internal_password="pw"
+    )
 
     def tokens(text: str) -> list[str]:
         body = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
