@@ -237,20 +237,31 @@ async def test_a_nats_node_killed_during_creates_and_completes_loses_no_task_and
         await asyncio.wait_for(asyncio.gather(creator(), worker()), 120)
         assert killed.is_set()
         listed = await ok(c, "task.list", inbox="storm", limit=500)
-        histories = [await call_retrying(c, "task.history", retries, task_id=t) for t in created.values()]
+        # task.history is filled from the event stream by a batching consumer: wait until each
+        # task's history has caught up with its done state (or the deadline), then count.
+        histories = [await history_through_done(c, t, retries) for t in created.values()]
     # No task lost: one task per key, every one listed and done; none done twice.
     assert len(created) == total and len(set(created.values())) == total
     assert sorted(t["task_id"] for t in listed["tasks"]) == sorted(created.values())
     assert all(t["status"] == "done" for t in listed["tasks"])
     assert set(completed) == set(created.values()) and set(completed.values()) == {1}
-    for h in histories:
-        kinds = Counter(e["kind"] for e in h.json()["events"])
-        assert kinds["created"] == 1 and kinds["done"] == 1, h.json()["events"]
+    for events in histories:
+        kinds = Counter(e["kind"] for e in events)
+        assert kinds["created"] == 1 and kinds["done"] == 1, [e["kind"] for e in events]
     # The flow went on after the node died: the two left keep JetStream's quorum.
     alive = [n for n in cluster.nats.nodes if n.proc is not None and n.proc.poll() is None]
     assert len(alive) == 2
     rss = {p.args[-1]: _rss_mb(p) for p in (cluster.planes, cluster.gateway)}
     print(f"retries during the failover: {dict(retries)}; resident memory MB: {rss}")
+
+
+async def history_through_done(c: httpx.AsyncClient, task_id: str, retries: Counter[str], within: float = 30.0) -> list[dict[str, Any]]:
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        events = list((await call_retrying(c, "task.history", retries, task_id=task_id)).json()["events"])
+        if any(e["kind"] == "done" for e in events) or asyncio.get_running_loop().time() > deadline:
+            return events
+        await asyncio.sleep(0.2)
 
 
 def _rss_mb(p: LoomProcess) -> int:
