@@ -19,6 +19,7 @@ from .catalog import Catalog, load_catalog
 from .chain import CallContext, Ledger, NoopGate, OpChainInterceptor, PolicyGate, current_call
 from .chain import ledger as ledger_mod
 from .chain.ratelimit import RateLimiter
+from .grpc_health import serve_health
 from .identity import Authenticator, TokenCodec
 from .identity import store as identity_store
 from .identity.pruning import RevocationPruner, revocation_horizon
@@ -74,7 +75,11 @@ class Runtime:
         # Under the NATS auth callout Loom's own connections are an `auth_users` entry.
         # The runtime's FastStream broker owns its one NATS connection (see bus.nats).
         bus = await connect_bus(
-            nats_url or settings.nats_url, name=name, user=settings.nats_internal_user, password=settings.nats_internal_password
+            nats_url or settings.nats_url,
+            name=name,
+            user=settings.nats_internal_user,
+            password=settings.nats_internal_password,
+            replicas=settings.nats_replicas,
         )
         leases = await LeaseStore.open(bus)
         identity = IdentityStore(store)
@@ -142,6 +147,7 @@ class PlaneServer:
         self.handlers = handlers
         self.port = 0
         self.server: grpc.aio.Server | None = None
+        self.health: Any = None
 
     def _generic_handlers(self) -> list[grpc.GenericRpcHandler]:
         ops = self.runtime.catalog.for_plane(self.plane)
@@ -164,11 +170,15 @@ class PlaneServer:
             options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 16 * 1024 * 1024)],
         )
         self.server.add_generic_rpc_handlers(self._generic_handlers())
+        # grpc.health.v1 (no token, outside the op chain): Compose and Kubernetes probe it.
+        self.health = await serve_health(self.server, self.plane)
         self.port = self.server.add_insecure_port(f"{host}:{port}")
         await self.server.start()
         return self.port
 
     async def stop(self, grace: float = 1.0) -> None:
+        if self.health is not None:
+            await self.health.enter_graceful_shutdown()
         if self.server is not None:
             await self.server.stop(grace)
             self.server = None

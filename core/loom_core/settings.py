@@ -189,6 +189,13 @@ class Settings(BaseSettings):
         description="TESTS ONLY. Lets webhook deliveries reach loopback addresses (127.0.0.0/8, ::1); every other internal address stays refused. Never set in production.",
     )
 
+    # --- cluster
+    clickhouse_cluster: str = Field(
+        "",
+        description="ClickHouse cluster name (a `remote_servers` entry). Set: migrations create the database and tables `ON CLUSTER` with `Replicated*MergeTree` engines. Needs LOOM_CLICKHOUSE_URL.",
+    )
+    nats_replicas: int = Field(1, description="JetStream replicas of the streams and KV buckets Loom creates (3 on a 3-node NATS cluster).")
+
 
 def plane_settings_classes() -> dict[str, type[PlaneSettings]]:
     """Every installed plane's settings class, by plane name (entry-point group `loom.settings`)."""

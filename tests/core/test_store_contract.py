@@ -18,10 +18,12 @@ from datetime import UTC, datetime
 
 import pytest
 from loom_core.store.base import Store, StoreError, ch_time, parse_ch_time
+from loom_core.store.cluster import on_cluster
 from loom_core.store.embedded import EmbeddedStore
 
 TEST_DATABASE = "loom_test_store"
 SERVER_URL = os.environ.get("LOOM_TEST_CLICKHOUSE_URL", "")
+SERVER_CLUSTER = os.environ.get("LOOM_CLICKHOUSE_CLUSTER", "")  # tables ON CLUSTER, Replicated engines (store/cluster.py)
 SERVER_SKIP = "LOOM_TEST_CLICKHOUSE_URL not set: ClickHouse server engine not tested"
 
 ENGINES = [
@@ -40,8 +42,9 @@ class Engine:
 
     async def table(self, columns: str, engine: str = "MergeTree ORDER BY tuple()") -> str:
         name = f"{{db}}.t_{uuid.uuid4().hex}"
-        await self.store.execute("CREATE DATABASE IF NOT EXISTS {db}")
-        await self.store.execute(f"CREATE TABLE {name} ({columns}) ENGINE = {engine}")
+        cluster = str(getattr(self.store, "cluster", ""))
+        await self.store.execute(on_cluster("CREATE DATABASE IF NOT EXISTS {db}", cluster))
+        await self.store.execute(on_cluster(f"CREATE TABLE {name} ({columns}) ENGINE = {engine}", cluster))
         self.tables.append(name)
         return name
 
@@ -73,7 +76,7 @@ async def engine(request: pytest.FixtureRequest) -> AsyncIterator[Engine]:
     else:
         from loom_core.store.server import ServerStore
 
-        store = await ServerStore.open(SERVER_URL, TEST_DATABASE)
+        store = await ServerStore.open(SERVER_URL, TEST_DATABASE, cluster=SERVER_CLUSTER)
         owned = True
     e = Engine(store, request)
     try:
@@ -81,7 +84,7 @@ async def engine(request: pytest.FixtureRequest) -> AsyncIterator[Engine]:
     finally:
         for name in e.tables:
             with contextlib.suppress(StoreError):
-                await store.execute(f"DROP TABLE IF EXISTS {name}")
+                await store.execute(on_cluster(f"DROP TABLE IF EXISTS {name}", str(getattr(store, "cluster", ""))))
         if owned:
             await store.close()
 

@@ -123,7 +123,7 @@ class Bus:
             await self.broker.stop()
 
 
-def make_broker(url: str, *, name: str = "loom", user: str = "", password: str = "") -> NatsBroker:
+def make_broker(url: str | list[str], *, name: str = "loom", user: str = "", password: str = "") -> NatsBroker:
     """The runtime's FastStream NATS broker (not connected yet). Handlers run without
     FastStream's dependency injection (a consumer's handler takes the message: see
     `Bus.consume`), and FastStream's per-message logging is off (Loom logs failures itself)."""
@@ -139,12 +139,17 @@ def make_broker(url: str, *, name: str = "loom", user: str = "", password: str =
     )
 
 
-async def connect_bus(url: str, name: str = "loom", *, user: str = "", password: str = "") -> Bus:
-    """Connect the runtime's broker and start it (consumers are added to it as planes start)."""
-    broker = make_broker(url, name=name, user=user, password=password)
+async def connect_bus(url: str, name: str = "loom", *, user: str = "", password: str = "", replicas: int = 1) -> Bus:
+    """Connect the runtime's broker and start it (consumers are added to it as planes start).
+    `url` may list several servers, comma-separated (a NATS cluster); `replicas` is
+    LOOM_NATS_REPLICAS, the copies each stream and KV bucket Loom declares keeps (bus/replicas.py)."""
+    from .replicas import jetstream
+
+    servers = [u.strip() for u in url.split(",") if u.strip()]
+    broker = make_broker(servers if len(servers) > 1 else url, name=name, user=user, password=password)
     try:
         nc = await broker.connect()
         await broker.start()
     except Exception as exc:
         raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "cannot reach the bus") from exc
-    return Bus(nc=nc, js=nc.jetstream(), broker=broker)
+    return Bus(nc=nc, js=jetstream(nc, replicas), broker=broker)

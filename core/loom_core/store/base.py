@@ -49,9 +49,13 @@ class Migration:
 
 
 async def run_migrations(store: Store, migrations: Sequence[Migration]) -> None:
-    await store.execute("CREATE DATABASE IF NOT EXISTS {db}")
+    # On a replicated cluster (LOOM_CLICKHOUSE_CLUSTER) the DDL runs ON CLUSTER with Replicated engines.
+    from .cluster import on_cluster
+
+    cluster = str(getattr(store, "cluster", ""))
+    await store.execute(on_cluster("CREATE DATABASE IF NOT EXISTS {db}", cluster))
     for m in migrations:
-        await store.execute(m.sql)
+        await store.execute(on_cluster(m.sql, cluster))
 
 
 def ch_time(dt: datetime | None = None) -> str:
@@ -80,7 +84,9 @@ async def open_store(settings: Settings) -> Store:
     if settings.clickhouse_url:
         from .server import ServerStore
 
-        store: Store = await ServerStore.open(settings.clickhouse_url, settings.clickhouse_database)
+        store: Store = await ServerStore.open(settings.clickhouse_url, settings.clickhouse_database, cluster=settings.clickhouse_cluster)
+    elif settings.clickhouse_cluster:
+        raise ValueError("LOOM_CLICKHOUSE_CLUSTER needs LOOM_CLICKHOUSE_URL (the embedded store is one process)")
     else:
         from .embedded import EmbeddedStore
 

@@ -191,15 +191,20 @@ def _normaliser(type_text: str) -> Callable[[Any], Any]:
 class ServerStore:
     engine = "clickhouse"
 
-    def __init__(self, pool: Pool, database: str) -> None:
+    def __init__(self, pool: Pool, database: str, cluster: str = "") -> None:
         self._pool = pool
         self.database = database
+        self.cluster = cluster  # LOOM_CLICKHOUSE_CLUSTER: migrations run ON CLUSTER (store/cluster.py)
         self._closed = False
 
     @classmethod
-    async def open(cls, url: str, database: str) -> ServerStore:
+    async def open(cls, url: str, database: str, *, cluster: str = "") -> ServerStore:
         if not _DB_NAME.match(database):
             raise ValueError(f"bad database name {database!r}")
+        if cluster:
+            from .cluster import check_cluster
+
+            check_cluster(cluster)
         try:
             config = parse_dsn(url)
         except Exception:  # noqa: BLE001 - the parser's message quotes the URL, password included
@@ -213,7 +218,7 @@ class ServerStore:
             with contextlib.suppress(Exception):  # cleanup is best effort
                 await pool.shutdown()
             raise StoreError() from exc
-        return cls(pool, database)
+        return cls(pool, database, cluster)
 
     def _sql(self, sql: str) -> str:
         return sql.replace("{db}", self.database)

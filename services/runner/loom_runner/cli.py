@@ -87,19 +87,30 @@ async def _up(settings: Settings) -> int:
 
 
 async def _serve(settings: Settings, planes: set[str], gateway: bool) -> int:
+    from .cluster import plane_addresses, serve_problem, start_relay_gateway
     from .embedded import start_instance
 
-    if not settings.clickhouse_url or not settings.nats_url:
-        raise SystemExit("loom serve needs LOOM_CLICKHOUSE_URL and LOOM_NATS_URL (use `loom up` for one process)")
-    try:
-        check_jwt_secret(settings.jwt_secret)
-    except WeakSecret as exc:
-        raise SystemExit(f"loom serve: {exc}") from None
-    remote = dict(pair.split("=", 1) for pair in settings.plane_addresses.split(",") if "=" in pair)
+    # Without LOOM_CLICKHOUSE_URL the planes process owns the embedded store; a gateway with no
+    # planes holds no store or bus and relays to LOOM_PLANE_ADDRESSES (cluster.py).
+    problem = serve_problem(settings, planes, gateway)
+    if problem:
+        raise SystemExit(problem)
+    if planes:  # a relay-only gateway verifies no token: the planes it relays to do
+        try:
+            check_jwt_secret(settings.jwt_secret)
+        except WeakSecret as exc:
+            raise SystemExit(f"loom serve: {exc}") from None
+    remote = plane_addresses(settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    if not planes:
+        relay = await start_relay_gateway(settings, remote)
+        print(f"loom: gateway http {relay.base_url} relaying {','.join(sorted(remote))}", flush=True)
+        await stop.wait()
+        await relay.stop()
+        return 0
     inst = await start_instance(
         settings,
         nats_url=settings.nats_url,
