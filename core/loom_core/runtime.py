@@ -5,7 +5,7 @@ what they are handed (the store engine, in embedded mode and tests)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -14,7 +14,7 @@ from google.protobuf.message import Message
 
 from . import exposures as exposures_mod
 from .bus import Bus, LeaseStore, connect_bus
-from .catalog import Catalog, load_catalog
+from .catalog import Catalog, OpSpec, load_catalog
 from .chain import CallContext, Ledger, NoopGate, OpChainInterceptor, PolicyGate, current_call
 from .chain import ledger as ledger_mod
 from .chain.ratelimit import RateLimiter
@@ -112,8 +112,14 @@ class _GateProxy:
         await self.runtime.gate.check(call)
 
 
+# The largest request or response message on either transport (gRPC's server and the relay's
+# channels are configured with it; the in-process transport checks it the same way).
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
 class PlaneServer:
-    """One plane's gRPC server: its handlers behind the shared interceptor chain."""
+    """One plane's gRPC server: its handlers behind the shared interceptor chain. `invoke` runs
+    the same chain in process, for a gateway in the same process (embedded mode)."""
 
     def __init__(self, runtime: Runtime, plane: str, handlers: dict[str, Handler]) -> None:
         self.runtime = runtime
@@ -121,6 +127,13 @@ class PlaneServer:
         self.handlers = handlers
         self.port = 0
         self.server: grpc.aio.Server | None = None
+        self.chain = runtime.interceptor()
+        self._direct: dict[str, Callable[[Message], Awaitable[Message]]] = {name: _direct(fn) for name, fn in handlers.items()}
+
+    async def invoke(self, op: OpSpec, request: Message, metadata: Mapping[str, str]) -> Message:
+        """The in-process transport: the op through this plane's chain, no gRPC. Raises the
+        call's LoomError (the ledger row is written either way)."""
+        return await self.chain.call(op, self._direct[op.name], request, metadata)
 
     def _generic_handlers(self) -> list[grpc.GenericRpcHandler]:
         ops = self.runtime.catalog.for_plane(self.plane)
@@ -139,8 +152,8 @@ class PlaneServer:
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         self.server = grpc.aio.server(
-            interceptors=[self.runtime.interceptor()],
-            options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 16 * 1024 * 1024)],
+            interceptors=[self.chain],
+            options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)],
         )
         self.server.add_generic_rpc_handlers(self._generic_handlers())
         self.port = self.server.add_insecure_port(f"{host}:{port}")
@@ -151,6 +164,13 @@ class PlaneServer:
         if self.server is not None:
             await self.server.stop(grace)
             self.server = None
+
+
+def _direct(fn: Handler) -> Callable[[Message], Awaitable[Message]]:
+    async def behavior(request: Message) -> Message:
+        return await fn(request, current_call())
+
+    return behavior
 
 
 def _bind(fn: Handler) -> Callable[[Message, grpc.aio.ServicerContext], Awaitable[Message]]:

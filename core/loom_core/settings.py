@@ -131,6 +131,12 @@ class Settings(BaseSettings):
         description="TESTS ONLY. Lets webhook deliveries reach loopback addresses (127.0.0.0/8, ::1); every other internal address stays refused. Never set in production.",
     )
 
+    # --- gateway
+    gateway_transport: Literal["inproc", "grpc"] = Field(
+        "inproc",
+        description="How the gateway reaches planes running in its own process: inproc (the interceptor chain called in process) or grpc (loopback gRPC, as a cluster's gateway does).",
+    )
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:

@@ -158,7 +158,7 @@ async def test_ops_catalog_lists_ops_with_json_schemas(tenant: Tenant) -> None:
     assert mint["min_role"] == "viewer" and mint["write_shaped"] is True and mint["rate_class"] == "admin"
     schema = mint["input_schema"]
     assert schema["type"] == "object" and schema["additionalProperties"] is False
-    assert schema["properties"]["ttl_seconds"] == {"type": "integer"}
+    assert schema["properties"]["ttl_seconds"]["type"] == "integer"
     assert schema["properties"]["roles"] == {"type": "object", "additionalProperties": {"type": "string"}}
     assert schema["properties"]["read_scope"] == {"type": "array", "items": {"type": "string"}}
     # A namespaced op takes the namespace as an argument.
@@ -202,8 +202,8 @@ async def test_ready_reports_store_and_bus_checks(tenant: Tenant) -> None:
     assert r.status_code == 200
     body = r.json()
     assert body["status"] == "ready"
-    assert body["checks"]["store"] == {"ok": True}
-    assert body["checks"]["bus"] == {"ok": True}
+    assert body["checks"]["store"] == {"ok": True, "required": True}
+    assert body["checks"]["bus"] == {"ok": True, "required": True}
 
 
 async def test_ready_is_503_naming_the_dependency_that_fails(stack: Instance, nats_server: NatsServer) -> None:
@@ -216,8 +216,8 @@ async def test_ready_is_503_naming_the_dependency_that_fails(stack: Instance, na
     assert r.status_code == 503
     body = r.json()
     assert body["status"] == "not_ready"
-    assert body["checks"]["store"] == {"ok": True}
-    assert body["checks"]["bus"] == {"ok": False, "reason": "BACKEND_UNAVAILABLE"}
+    assert body["checks"]["store"] == {"ok": True, "required": True}
+    assert body["checks"]["bus"] == {"ok": False, "reason": "BACKEND_UNAVAILABLE", "required": True}
 
 
 async def test_rate_class_budget_spent_is_429_with_retry_after(

@@ -75,9 +75,13 @@ async def start_instance(
     name: str = "loom",
     only_planes: set[str] | None = None,
     remote_planes: dict[str, str] | None = None,
+    transport: str | None = None,
 ) -> Instance:
     """Start one replica. `only_planes` serves a subset (cluster mode: one plane per process);
-    `remote_planes` are plane=host:port addresses the gateway relays to instead."""
+    `remote_planes` are plane=host:port addresses the gateway relays to instead. `transport`
+    is how the gateway reaches the planes of this process: `inproc` (the chain called in
+    process) or `grpc` (over loopback, as a cluster's gateway does); LOOM_GATEWAY_TRANSPORT
+    when not given."""
     runtime = await Runtime.start(settings, store=store, nats_url=nats_url, name=name)
     # Every runtime (each plane's process, in a cluster) builds its own history-policy gate.
     await start_gate(runtime)
@@ -99,9 +103,11 @@ async def start_instance(
     for plane in planes:
         await plane.start()
     if http:
-        inst.relay = Relay(runtime.catalog, {**inst.addresses, **(remote_planes or {})})
+        local = dict(inst.servers) if (transport or settings.gateway_transport) == "inproc" else {}
+        inst.relay = Relay(runtime.catalog, {**inst.addresses, **(remote_planes or {})}, local=local)
         checks = {"store": runtime.store.ping, "bus": runtime.bus.ping}
-        app = create_app(inst.relay, checks)
+        plane_health = {p.name: p.health for p in planes if callable(getattr(p, "health", None))}
+        app = create_app(inst.relay, checks, plane_health=plane_health)
         inst.http = HttpServer(app, host=settings.http_host, port=settings.http_port if http_port is None else http_port)
         await inst.http.start()
     return inst

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from loom_api.identity.v1 import identity_pb2 as pb
 from loom_core.chain import CallContext
-from loom_core.errors import Forbidden, invalid_field
+from loom_core.errors import Forbidden, NotFound, invalid_field
 from loom_core.identity.delegation import delegate
 from loom_core.identity.store import IdentityStore
 from loom_core.identity.tokens import Principal, TokenCodec, new_token_id
@@ -116,7 +116,7 @@ class IdentityPlane:
         check_subject("subject", req.subject)
         check_role("role", req.role, allow_none=True)
         if not await self.ids.get_namespace(ctx.org, ctx.namespace):
-            raise invalid_field("namespace", "no such namespace")
+            raise NotFound("RESOURCE_NOT_FOUND", f"no namespace {ctx.namespace!r} in this org", {"namespace": ctx.namespace})
         row = await self.ids.set_grant(ctx.org, ctx.namespace, req.subject, req.role)
         await self.rt.auth.publish_grant_change(ctx.org, req.subject)
         return pb.SetGrantResponse(
