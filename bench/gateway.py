@@ -202,6 +202,19 @@ def plain_app(payload: dict[str, Any]) -> Any:
     return app
 
 
+def chain_calls(op: str = "auth.whoami") -> int:
+    """Calls this process's interceptor chain counted for `op` (its Prometheus counter): the
+    number of ledger rows there must be, whatever the load generator thinks it sent."""
+    from loom_core.metrics import REQUESTS
+
+    total = 0.0
+    for metric in REQUESTS.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_total") and sample.labels.get("op") == op:
+                total += sample.value
+    return int(total)
+
+
 async def ledger_count(store: Any, org: str, want: int, within: float) -> int:
     deadline = time.monotonic() + within
     while True:
@@ -274,8 +287,9 @@ async def bench_embedded(args: argparse.Namespace) -> dict[str, Any]:
                         profiler.disable()
                     base_runs.append(await measured(args, base_url, token, me))
                     grpc_runs.append(await measured(args, grpc_url, token, me))
-                calls = 1 + 2 * args.warmup + sum(r["requests"] for r in loom_runs + grpc_runs)
+                calls = chain_calls()
                 ledgered = await ledger_count(inst.runtime.store, "bench", calls, within=15)
+                ledger_per_call = await ledger_cost(inst.runtime.ledger, inst.runtime.store)
             finally:
                 await via_grpc.stop()
                 await grpc_relay.close()
@@ -288,12 +302,54 @@ async def bench_embedded(args: argparse.Namespace) -> dict[str, Any]:
         "loom_grpc_transport": _median_run(grpc_runs),
         "ledger_rows": ledgered,
         "ledger_expected": calls,
+        "ledger_cost": ledger_per_call,
     }
     if profiler:
         s = io.StringIO()
         pstats.Stats(profiler, stream=s).sort_stats(args.profile_sort).print_stats(args.profile_lines)
         out["profile"] = s.getvalue()
     return out
+
+
+async def ledger_cost(ledger: Any, store: Any, rows: int = 20000) -> dict[str, float]:
+    """The ledger's cost per call, with the real store: building and recording the row on the
+    call's path, then encoding and inserting it in batches of the size a busy second makes."""
+    from loom_api.tasks.v1 import tasks_pb2
+    from loom_core.chain.ledger import TABLE, ledger_args, ledger_row, out_hits_of
+
+    request = tasks_pb2.CreateTaskRequest(inbox="bench", kind="chore", title="a title of some length", priority=2)
+    started = time.process_time()
+    for i in range(rows):
+        ledger.record(
+            ledger_row(
+                org="bench-ledger",
+                namespace="main",
+                subject="user:admin",
+                agent="bench",
+                user="",
+                session="",
+                op="task.create",
+                transport="rest",
+                run_id="",
+                consumer="",
+                ok=True,
+                error_code="",
+                latency_ms=1.0,
+                args=ledger_args(request),
+                out_hits=out_hits_of(request),
+                token_id="t",
+                request_id=f"r{i}",
+                write_shaped=True,
+            )
+        )
+    record_us = (time.process_time() - started) / rows * 1e6
+    batch, ledger._buf = ledger._buf, []
+    started = time.process_time()
+    per_insert = 1000  # ~0.2 s (the flush interval) of rows at 5,000 calls/s
+    for i in range(0, len(batch), per_insert):
+        await store.insert(TABLE, batch[i : i + per_insert], dedup_token=f"bench-{i}")
+    insert_us = (time.process_time() - started) / rows * 1e6
+    return {"record_us": record_us, "insert_us": insert_us, "total_us": record_us + insert_us}
 
 
 async def _spawn(*argv: str) -> tuple[asyncio.subprocess.Process, dict[str, Any]]:
@@ -332,8 +388,11 @@ async def bench_cluster(args: argparse.Namespace) -> dict[str, Any]:
             finally:
                 await _stop(gateway)
                 final = await _stop(plane)
-    calls = 1 + args.warmup + sum(r["requests"] for r in runs)
-    return {"loom_cluster": _median_run(runs), "cluster_ledger_rows": final.get("ledger_rows"), "cluster_ledger_expected": calls}
+    return {
+        "loom_cluster": _median_run(runs),
+        "cluster_ledger_rows": final.get("ledger_rows"),
+        "cluster_ledger_expected": final.get("calls"),
+    }
 
 
 async def serve_plane(data: Path, nats_url: str) -> None:
@@ -348,10 +407,10 @@ async def serve_plane(data: Path, nats_url: str) -> None:
     token, _ = await bootstrap_org(inst.runtime.identity, inst.runtime.codec, "bench", "main", 3600)
     print(json.dumps({"address": inst.grpc_address("identity"), "token": token}), flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-    await inst.runtime.ledger.flush()
-    rows = await store.query("SELECT count() AS n FROM {db}.agent_events WHERE org = 'bench'")
+    calls = chain_calls()
+    rows = await ledger_count(store, "bench", calls, within=15)
     await inst.stop()
-    print(json.dumps({"ledger_rows": int(rows[0]["n"])}), flush=True)
+    print(json.dumps({"ledger_rows": rows, "calls": calls}), flush=True)
 
 
 async def serve_gateway(data: Path, nats_url: str, plane_address: str) -> None:
@@ -416,7 +475,12 @@ def report(r: dict[str, Any]) -> str:
         lines.append(f"{label:<44}{x['rps']:>9.0f}{x['p50_ms']:>9.2f}{x['p99_ms']:>9.2f}{x['errors']:>7}   {cpu}")
     lines.append("rounds req/s: " + "; ".join(f"{key} {r[key]['rounds_rps']}" for _, key in rows if key in r))
     lines.append(f"ratio loom embedded / baseline: throughput {r['throughput_ratio']:.2f}x, p50 latency {r['p50_ratio']:.2f}x")
-    lines.append(f"ledger rows (embedded): {r['ledger_rows']} of {r['ledger_expected']} calls")
+    lines.append(f"ledger rows (embedded): {r['ledger_rows']} of {r['ledger_expected']} calls the chain counted")
+    lc = r["ledger_cost"]
+    lines.append(
+        f"ledger per call: {lc['total_us']:.1f} µs CPU (row built and recorded {lc['record_us']:.1f} µs on the call's path,"
+        f" encoded and inserted into chDB in batches of 1000 {lc['insert_us']:.1f} µs)"
+    )
     if "cluster_ledger_rows" in r:
         lines.append(f"ledger rows (cluster): {r['cluster_ledger_rows']} of {r['cluster_ledger_expected']} calls")
     if "profile" in r:

@@ -159,13 +159,20 @@ async def test_ops_catalog_lists_ops_with_json_schemas(tenant: Tenant) -> None:
     schema = mint["input_schema"]
     assert schema["type"] == "object" and schema["additionalProperties"] is False
     assert schema["properties"]["ttl_seconds"]["type"] == "integer"
-    assert schema["properties"]["roles"] == {"type": "object", "additionalProperties": {"type": "string"}}
+    assert schema["properties"]["roles"] == {
+        "type": "object",
+        "additionalProperties": {"type": "string", "enum": ["viewer", "writer", "admin"]},
+        "minProperties": 1,
+    }
+    assert schema["properties"]["ttl_seconds"]["minimum"] == 1  # an explicit 0 is refused, never defaulted
+    assert schema["dependentRequired"] == {"subject": ["roles"]}
     assert schema["properties"]["read_scope"] == {"type": "array", "items": {"type": "string"}}
     # A namespaced op takes the namespace as an argument.
     assert ops["grants.set"]["input_schema"]["properties"]["namespace"]["type"] == "string"
     assert ops["grants.set"]["min_role"] == "admin"
     for op in ops.values():
         assert op["input_schema"]["type"] == "object", op["name"]
+        assert op["output_schema"]["type"] == "object" and op["output_schema"]["properties"], op["name"]
 
 
 async def test_ops_catalog_filters_by_toolset(tenant: Tenant) -> None:

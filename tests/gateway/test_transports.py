@@ -30,10 +30,16 @@ def relays(stack: Instance, timeout: float = 60.0) -> dict[str, Relay]:
 
 
 async def ledger_row(stack: Instance, request_id: str) -> dict[str, Any]:
-    await stack.runtime.ledger.flush()
-    rows = await stack.runtime.store.query(
-        "SELECT * EXCEPT (ts, latency_ms) FROM {db}.agent_events WHERE request_id = {r:String}", {"r": request_id}
-    )
+    """The call's ledger row, once it has landed (a background flush may be writing it)."""
+    rows: list[dict[str, Any]] = []
+    for _ in range(100):
+        await stack.runtime.ledger.flush()
+        rows = await stack.runtime.store.query(
+            "SELECT * EXCEPT (ts, latency_ms) FROM {db}.agent_events WHERE request_id = {r:String}", {"r": request_id}
+        )
+        if rows:
+            break
+        await asyncio.sleep(0.05)
     assert len(rows) == 1, rows
     return rows[0]
 

@@ -59,6 +59,8 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         self.ledger = ledger
         self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
         self._metric_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        # The plane whose server this chain guards (None: any); another plane's op is not wrapped.
+        self.plane: str | None = None
 
     async def intercept_service(
         self,
@@ -71,7 +73,7 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
             return wrapped
         handler = await continuation(handler_call_details)
         op = self.catalog.by_path.get(handler_call_details.method)
-        if handler is None or op is None or handler.unary_unary is None:
+        if handler is None or op is None or handler.unary_unary is None or (self.plane is not None and op.plane != self.plane):
             return handler
         inner: Behavior = handler.unary_unary
 

@@ -57,8 +57,8 @@ class GrantsOps:
         self,
         *,
         namespace: str | None = None,
-        subject: str | None = None,
-        role: str | None = None,
+        subject: str,
+        role: str,
     ) -> dict[str, Any]:
         """Give a subject a role in the namespace, or remove it (role none).
 
@@ -66,6 +66,7 @@ class GrantsOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            role: One of: viewer, writer, admin, none.
         """
         return await self._caller.call(
             "grants.set",
@@ -85,7 +86,7 @@ class InboxOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str | None = None,
+        inbox: str,
         limit: int | None = None,
     ) -> dict[str, Any]:
         """An inbox's webhook delivery log, newest attempt first.
@@ -142,8 +143,8 @@ class InboxOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str | None = None,
-        poster: str | None = None,
+        inbox: str,
+        poster: str,
         kind: str | None = None,
         mode: str | None = None,
         require_evidence: builtins.list[str] | None = None,
@@ -155,6 +156,7 @@ class InboxOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            mode: One of: deny, review, auto.
         """
         return await self._caller.call(
             "inbox.policy_set",
@@ -188,7 +190,7 @@ class InboxOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str | None = None,
+        inbox: str,
         owner_agent: str | None = None,
         posters: builtins.list[str] | None = None,
         accept_disclosure: builtins.list[str] | None = None,
@@ -233,7 +235,7 @@ class NamespaceOps:
     async def create(
         self,
         *,
-        name: str | None = None,
+        name: str,
         description: str | None = None,
     ) -> dict[str, Any]:
         """Create a namespace in the caller's org (org-wide admin).
@@ -264,7 +266,7 @@ class PolicyOps:
         self,
         *,
         namespace: str | None = None,
-        operation: str | None = None,
+        operation: str,
         agent: str | None = None,
         user: str | None = None,
         session: str | None = None,
@@ -306,6 +308,7 @@ class PolicyOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            decision: One of: allow, deny.
         """
         return await self._caller.call(
             "policy.decisions",
@@ -322,7 +325,7 @@ class PolicyOps:
         self,
         *,
         namespace: str | None = None,
-        name: str | None = None,
+        name: str,
     ) -> dict[str, Any]:
         """Remove a history-policy rule.
 
@@ -374,6 +377,7 @@ class PolicyOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            mode: One of: shadow, enforce.
         """
         return await self._caller.call(
             "policy.replay",
@@ -393,10 +397,10 @@ class PolicyOps:
         self,
         *,
         namespace: str | None = None,
-        name: str | None = None,
-        effect: str | None = None,
-        actions: builtins.list[str] | None = None,
-        condition: dict[str, Any] | None = None,
+        name: str,
+        effect: str,
+        actions: builtins.list[str],
+        condition: dict[str, Any],
         description: str | None = None,
         mode: str | None = None,
     ) -> dict[str, Any]:
@@ -406,6 +410,8 @@ class PolicyOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            effect: One of: forbid, require.
+            mode: One of: inherit, shadow, enforce.
         """
         return await self._caller.call(
             "policy.set",
@@ -429,7 +435,7 @@ class SaOps:
         self,
         *,
         namespace: str | None = None,
-        name: str | None = None,
+        name: str,
         role: str | None = None,
         description: str | None = None,
     ) -> dict[str, Any]:
@@ -439,6 +445,7 @@ class SaOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            role: One of: viewer, writer, admin.
         """
         return await self._caller.call(
             "sa.create",
@@ -459,7 +466,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Accept a triaged task: triage -> todo (never the poster's own).
@@ -480,10 +487,10 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        fence: int | None = None,
-        blocked_on: str | None = None,
-        reason: str | None = None,
+        task_id: str,
+        fence: int,
+        blocked_on: str,
+        reason: str,
     ) -> dict[str, Any]:
         """Mark a task you hold blocked on the sender, a human or something external (fenced).
 
@@ -491,6 +498,7 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            blocked_on: One of: sender, human, external.
         """
         return await self._caller.call(
             "task.block",
@@ -505,8 +513,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        reason: str | None = None,
+        task_id: str,
+        reason: str,
     ) -> dict[str, Any]:
         """Cancel an unfinished task (the owner, or its poster while nobody holds it).
 
@@ -526,7 +534,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
         lease_seconds: int | None = None,
     ) -> dict[str, Any]:
         """Claim one named todo task: a lease and a fence every owner write presents.
@@ -547,8 +555,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        fence: int | None = None,
+        task_id: str,
+        fence: int,
         outcome: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Finish a task you hold with its outcome (fenced): in_progress -> done.
@@ -589,8 +597,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str | None = None,
-        kind: str | None = None,
+        inbox: str,
+        kind: str,
         title: str | None = None,
         brief: dict[str, Any] | None = None,
         disclosure: str | None = None,
@@ -607,6 +615,9 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            disclosure: One of: confidential, internal, public_ok.
+            deadline: An RFC 3339 timestamp.
+            not_before: An RFC 3339 timestamp.
         """
         return await self._caller.call(
             "task.create",
@@ -628,9 +639,9 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        fence: int | None = None,
-        resume_at: str | None = None,
+        task_id: str,
+        fence: int,
+        resume_at: str,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Put a task you hold aside until resume_at (fenced): in_progress -> deferred.
@@ -639,6 +650,7 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            resume_at: An RFC 3339 timestamp.
         """
         return await self._caller.call(
             "task.defer",
@@ -653,9 +665,9 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        fence: int | None = None,
-        reason: str | None = None,
+        task_id: str,
+        fence: int,
+        reason: str,
     ) -> dict[str, Any]:
         """Give up on a task you hold, with a reason (fenced): in_progress -> failed.
 
@@ -676,7 +688,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
     ) -> dict[str, Any]:
         """One task (readers of its inbox, or its poster).
 
@@ -695,8 +707,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        fence: int | None = None,
+        task_id: str,
+        fence: int,
         lease_seconds: int | None = None,
     ) -> dict[str, Any]:
         """Extend the lease of a task you hold (fenced).
@@ -718,7 +730,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
         limit: int | None = None,
     ) -> dict[str, Any]:
         """A task's events, oldest first.
@@ -770,8 +782,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        fence: int | None = None,
+        task_id: str,
+        fence: int,
         note: str | None = None,
         percent: int | None = None,
     ) -> dict[str, Any]:
@@ -795,7 +807,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str | None = None,
+        inbox: str,
         kinds: builtins.list[str] | None = None,
         status: str | None = None,
         wait_seconds: int | None = None,
@@ -808,6 +820,7 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            status: One of: todo, triage.
         """
         return await self._caller.call(
             "task.pull",
@@ -824,9 +837,9 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        to_inbox: str | None = None,
-        reason: str | None = None,
+        task_id: str,
+        to_inbox: str,
+        reason: str,
     ) -> dict[str, Any]:
         """Hand an unfinished task to another inbox of the org (its claim ends).
 
@@ -847,7 +860,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Move a failed, wont_do or cancelled task back to todo.
@@ -868,7 +881,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Return a deferred task to todo before its resume_at.
@@ -889,7 +902,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Return a blocked task to todo.
@@ -910,7 +923,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
         if_match_version: int | None = None,
         title: str | None = None,
         brief: dict[str, Any] | None = None,
@@ -924,6 +937,8 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            deadline: An RFC 3339 timestamp.
+            not_before: An RFC 3339 timestamp.
         """
         return await self._caller.call(
             "task.update",
@@ -964,8 +979,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        reason: str | None = None,
+        task_id: str,
+        reason: str,
     ) -> dict[str, Any]:
         """Decline an unfinished task, with a reason.
 

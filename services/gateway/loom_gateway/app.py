@@ -16,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .fastpath import OpFastPath, parse_body
+from .mcp import PROTECTED_RESOURCE_PATH, LoomMCP, protected_resource_metadata, tool_name
 from .relay import Relay
 
 log = logging.getLogger(__name__)
@@ -41,10 +42,11 @@ def create_app(
     ready_checks: dict[str, ReadyCheck],
     version: str = "0.1.0",
     plane_health: dict[str, PlaneHealth] | None = None,
+    verify: Callable[[str | None], Any] | None = None,
 ) -> FastAPI:
-    from .mcp import LoomMCP
-
-    mcp = LoomMCP(relay, version=version)
+    """`verify` checks a bearer token (the runtime's Authenticator.verify); with it, an MCP
+    request without a valid token is answered 401 at the HTTP layer, as MCP clients expect."""
+    mcp = LoomMCP(relay, version=version, verify=verify)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -69,7 +71,9 @@ def create_app(
 
     @app.get("/v1/ops", include_in_schema=False)
     async def list_ops(toolset: str | None = None) -> JSONResponse:
-        ops = [op.describe() for op in relay.catalog.listed(toolset) if op.plane in relay.addresses]
+        # The same listing MCP shows for ?toolset= (no toolset: all; unknown: 400).
+        relay.catalog.check_toolset(toolset)
+        ops = [{**op.describe(), "tool": tool_name(op.name)} for op in relay.catalog.listed(toolset) if op.plane in relay.addresses]
         return JSONResponse({"ops": ops})
 
     async def run_checks() -> tuple[bool, dict[str, dict[str, Any]]]:
@@ -142,6 +146,11 @@ def create_app(
         field_name = ".".join(str(p) for p in first.get("loc", ())[1:]) or "(request)"
         return error_response(ValidationFailed(f"{field_name}: {first.get('msg', 'invalid')}", {"field": field_name, "reason": "invalid"}))
 
+    @app.get(PROTECTED_RESOURCE_PATH, include_in_schema=False)
+    @app.get("/.well-known/oauth-protected-resource", include_in_schema=False)
+    async def resource_metadata(request: Request) -> JSONResponse:
+        return JSONResponse(protected_resource_metadata(str(request.base_url)))
+
     # /mcp itself as a route (a Mount alone answers it with a 307 to /mcp/), /mcp/ by the mount.
     mcp_app = mcp.asgi_app()
     app.add_route("/mcp", mcp_app, include_in_schema=False)
@@ -151,8 +160,14 @@ def create_app(
         return build_openapi(relay.catalog, relay.addresses, version)
 
     app.openapi = openapi  # type: ignore[method-assign]
-    # Outermost of the user middleware: POST /v1/{op} never reaches FastAPI's routing.
-    app.add_middleware(OpFastPath, relay=relay)
+    # Outermost, ahead of Starlette's and FastAPI's own middleware (error handling, telemetry):
+    # POST /v1/{op} never reaches them. The fast path answers every LoomError itself.
+    build_stack = app.build_middleware_stack
+
+    def build_middleware_stack() -> Any:
+        return OpFastPath(build_stack(), relay)
+
+    app.build_middleware_stack = build_middleware_stack  # type: ignore[method-assign]
     return app
 
 

@@ -73,6 +73,16 @@ class Relay:
         self.timeout = timeout
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[str, grpc.aio.UnaryUnaryMultiCallable] = {}
+        self._inflight: set[asyncio.Task[Any]] = set()
+        self._draining = False
+
+    def drain(self) -> int:
+        """Shutdown: end every call in flight at once (a long poll included) with a retryable
+        503, and answer new ones so. Returns how many calls it ended."""
+        self._draining = True
+        for task in self._inflight:
+            task.cancel()
+        return len(self._inflight)
 
     def transport_of(self, plane: str) -> str:
         return "inproc" if plane in self.local else "grpc"
@@ -121,7 +131,20 @@ class Relay:
             raise invalid_field("(body)", "must be a JSON object of the op's arguments")
         request = self.catalog.parse_request(op, args)  # every argument checked, namespace included
         metadata = self.metadata(op, dict(args), headers, transport)
-        return message_to_json(await self.send(op, request, metadata))
+        task = asyncio.current_task()
+        if self._draining or task is None:
+            raise _shutting_down()
+        self._inflight.add(task)
+        try:
+            return message_to_json(await self.send(op, request, metadata))
+        except asyncio.CancelledError:
+            if self._draining:
+                # Our own drain cancelled it: the caller gets an answer it can retry elsewhere.
+                task.uncancel()
+                raise _shutting_down() from None
+            raise
+        finally:
+            self._inflight.discard(task)
 
     async def send(self, op: OpSpec, request: Message, metadata: dict[str, str]) -> Message:
         """One op call on whichever transport reaches its plane; a refusal as its LoomError."""
@@ -153,6 +176,10 @@ class Relay:
             await ch.close()
         self._channels.clear()
         self._stubs.clear()
+
+
+def _shutting_down() -> Unavailable:
+    return Unavailable("BACKEND_UNAVAILABLE", "the server is shutting down; retry the call", {"reason": "shutting_down"})
 
 
 def _metadata_value(field: str, value: str) -> str:
