@@ -210,8 +210,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     from loom_gateway.identity import bootstrap_org
     from loom_policy.domain.compiler import Caller, EvalContext
     from loom_policy.domain.evaluator import evaluate
-    from loom_policy.gate import PolicyGate
-    from loom_policy.live_history import now_us
+    from loom_policy.service.gate import PolicyGate
+    from loom_policy.service.live_history import now_us
     from loom_runner.embedded import start_instance
 
     logging.basicConfig(level=logging.WARNING)
@@ -223,8 +223,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             "http_port": 0,
             "rate_read_per_minute": 10_000_000,
         }
-        off_settings = Settings(**base, policy_mode="off")  # type: ignore[arg-type]
-        on_settings = Settings(**base, policy_mode="enforce")  # type: ignore[arg-type]
+        off_settings = Settings(**base, plane_overrides={"policy_mode": "off"})  # type: ignore[arg-type]
+        on_settings = Settings(**base, plane_overrides={"policy_mode": "enforce"})  # type: ignore[arg-type]
         async with NatsServer(data / "nats") as nats:
             store = EmbeddedStore.open(data / "chdb", off_settings.clickhouse_database)
             off = await start_instance(off_settings, store=store, nats_url=nats.url, name="off")

@@ -40,7 +40,9 @@ def make_settings(data_dir: Path, **overrides: object) -> Settings:
         "grant_cache_ttl_seconds": 5.0,
     }
     base.update(overrides)
-    return Settings(**base)  # type: ignore[arg-type]
+    # A name that is not a core setting is a plane's (loom_core.settings: plane settings).
+    planes = {k: base.pop(k) for k in list(base) if k not in Settings.model_fields}
+    return Settings(**base, plane_overrides=planes)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="session")

@@ -124,7 +124,7 @@ class LoomError(Exception):
     @classmethod
     def from_payload(cls, payload: dict[str, Any]) -> LoomError:
         try:
-            code = ErrorCode(str(payload.get("code", "INTERNAL")))
+            code = ErrorCode(str(payload.get("code", ErrorCode.INTERNAL.value)))
         except ValueError:
             code = ErrorCode.INTERNAL
         return _CLASS_BY_STATUS.get(CODES[code][0], LoomError)(

@@ -10,7 +10,7 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from .errors import CODES, LoomError, Unavailable
+from .errors import CODES, ErrorCode, LoomError, Unavailable
 
 DOMAIN = "loom"
 
@@ -38,7 +38,7 @@ def from_rpc_error(exc: grpc.aio.AioRpcError | grpc.RpcError) -> LoomError:
                     return LoomError.from_payload({"code": info.reason, "message": status.message, "detail": detail})
     code = exc.code() if hasattr(exc, "code") else None
     if code == grpc.StatusCode.UNIMPLEMENTED:
-        return LoomError("UNKNOWN_OP", "this server does not serve that op")
+        return LoomError(ErrorCode.UNKNOWN_OP, "this server does not serve that op")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return Unavailable("OVERLOADED", "the call took too long")
-    return Unavailable("BACKEND_UNAVAILABLE", "a plane did not answer")
+        return Unavailable(ErrorCode.OVERLOADED, "the call took too long")
+    return Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "a plane did not answer")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import grpc
+from faststream.nats import NatsBroker
 from google.protobuf.message import Message
 
 from . import exposures as exposures_mod
@@ -60,14 +61,21 @@ class Runtime:
     gate: PolicyGate = field(default_factory=NoopGate)
     owns_store: bool = False
 
+    @property
+    def broker(self) -> NatsBroker:
+        """The runtime's FastStream NATS broker (started and stopped with the runtime)."""
+        return self.bus.broker
+
     @classmethod
     async def start(cls, settings: Settings, *, store: Store | None = None, nats_url: str | None = None, name: str = "loom") -> Runtime:
         owns = store is None
         store = store or await open_store(settings)
         await run_migrations(store, CORE_MIGRATIONS)
         # Under the NATS auth callout Loom's own connections are an `auth_users` entry.
-        creds = {"user": settings.nats_internal_user, "password": settings.nats_internal_password} if settings.nats_internal_user else {}
-        bus = await connect_bus(nats_url or settings.nats_url, name=name, **creds)
+        # The runtime's FastStream broker owns its one NATS connection (see bus.nats).
+        bus = await connect_bus(
+            nats_url or settings.nats_url, name=name, user=settings.nats_internal_user, password=settings.nats_internal_password
+        )
         leases = await LeaseStore.open(bus)
         identity = IdentityStore(store)
         codec = TokenCodec(settings.jwt_secret, settings.jwt_secret_previous)

@@ -1,14 +1,36 @@
 """Every LOOM_* setting, with its default and meaning. `loom config docs` renders this to
-docs/configuration.md; a test keeps the two in agreement."""
+docs/configuration.md; a test keeps the two in agreement.
+
+Core settings are `Settings` below. A plane's own settings live with the plane: a
+`PlaneSettings` subclass in its package (`loom_<plane>/settings.py`), registered under the
+entry-point group `loom.settings` (`<plane> = "loom_<plane>.settings:<Class>"`). The plane
+reads them with `settings.plane(<Class>)` (environment variables, `LOOM_` prefix, like core's);
+`render_markdown` adds one section per registered class; tests override them like core
+settings (`make_settings(data_dir, policy_mode="enforce")`: a name that is not a core field
+goes to `plane_overrides`).
+"""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+SETTINGS_ENTRY_POINTS = "loom.settings"
+# Refused by every server start (loom_core.local_secrets.check_jwt_secret).
+DEFAULT_JWT_SECRET = "dev-insecure-change-me"
+
+
+class PlaneSettings(BaseSettings):
+    """Base of a plane's own settings (read from LOOM_* environment variables)."""
+
+    model_config = SettingsConfigDict(env_prefix="LOOM_", extra="ignore", frozen=True)
+
+
+P = TypeVar("P", bound=PlaneSettings)
 
 
 class Settings(BaseSettings):
@@ -24,6 +46,15 @@ class Settings(BaseSettings):
         "", description="Cluster mode: plane=host:port pairs, comma-separated, the gateway dials (e.g. tasks=tasks:7000)."
     )
     log_level: str = Field("INFO", description="Python log level.")
+    # --- planes (not an environment variable: see the module docstring)
+    plane_overrides: dict[str, Any] = Field(
+        default_factory=dict, exclude=True, description="Values for plane settings by field name, over the environment (tests)."
+    )
+
+    def plane(self, cls: type[P]) -> P:
+        """A plane's own settings: the environment, overridden by `plane_overrides`."""
+        known = cls.model_fields
+        return cls(**{k: v for k, v in self.plane_overrides.items() if k in known})
 
     # --- store
     clickhouse_url: str = Field(
@@ -56,7 +87,8 @@ class Settings(BaseSettings):
 
     # --- identity
     jwt_secret: str = Field(
-        "dev-insecure-change-me", description="HS256 key signing every Loom token. Set a long random value in production."
+        DEFAULT_JWT_SECRET,
+        description="HS256 key signing every Loom token, at least 32 bytes. `loom up` generates one into LOOM_DATA_DIR/secrets.json (mode 0600) when unset; `loom serve` refuses the default or a shorter one.",
     )
     jwt_secret_previous: str = Field("", description="The key before the last rotation; tokens signed with it still verify.")
     token_default_ttl_seconds: int = Field(3600, description="Lifetime of a minted token when the call names none.")
@@ -76,17 +108,6 @@ class Settings(BaseSettings):
     # --- ledger
     ledger_flush_interval_seconds: float = Field(0.2, description="Longest a ledger row waits in memory before its batch is written.")
     ledger_batch_max_rows: int = Field(1000, description="Rows at which a ledger batch is written at once.")
-
-    # --- policy
-    policy_mode: Literal["off", "shadow", "enforce"] = Field(
-        "off", description="History-policy gate: off (reads and writes nothing), shadow (logs decisions), enforce (denies)."
-    )
-    policy_max_window_seconds: int = Field(86400, description="Cap on a history-policy leaf's `within` window.")
-    policy_cache_ttl_seconds: float = Field(30.0, description="Longest a replica serves a stale rule set (changes are also pushed).")
-    policy_window_max_events: int = Field(
-        200_000,
-        description="Most events a replica keeps in memory per principal, op and outcome for history policies; a leaf reaching past the cut is decided only when the kept events decide it.",
-    )
 
     # --- tasks
     task_lease_sweep_enabled: bool = Field(
@@ -138,24 +159,37 @@ class Settings(BaseSettings):
     )
 
 
-@lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    return Settings()
+def plane_settings_classes() -> dict[str, type[PlaneSettings]]:
+    """Every installed plane's settings class, by plane name (entry-point group `loom.settings`)."""
+    out: dict[str, type[PlaneSettings]] = {}
+    for ep in sorted(entry_points(group=SETTINGS_ENTRY_POINTS), key=lambda e: e.name):
+        cls = ep.load()
+        if not (isinstance(cls, type) and issubclass(cls, PlaneSettings)):
+            raise TypeError(f"entry point {SETTINGS_ENTRY_POINTS}:{ep.name} is not a PlaneSettings subclass")
+        out[ep.name] = cls
+    return out
+
+
+def _rows(fields: dict[str, Any]) -> list[str]:
+    lines = ["| Setting | Default | Meaning |", "|---|---|---|"]
+    for name, field in fields.items():
+        default = field.default
+        shown = "(empty)" if default == "" else str(default)
+        lines.append(f"| `LOOM_{name.upper()}` | `{shown}` | {field.description} |")
+    return lines
 
 
 def render_markdown() -> str:
-    """docs/configuration.md, generated from Settings."""
+    """docs/configuration.md, generated from Settings and every plane's PlaneSettings."""
     lines = [
         "# Configuration",
         "",
         "Generated by `loom config docs` from `core/loom_core/settings.py`; do not edit by hand.",
         "Every setting is an environment variable.",
         "",
-        "| Setting | Default | Meaning |",
-        "|---|---|---|",
+        *_rows({n: f for n, f in Settings.model_fields.items() if n != "plane_overrides"}),
     ]
-    for name, field in Settings.model_fields.items():
-        default = field.default
-        shown = "(empty)" if default == "" else str(default)
-        lines.append(f"| `LOOM_{name.upper()}` | `{shown}` | {field.description} |")
+    for plane, cls in plane_settings_classes().items():
+        module = cls.__module__.replace(".", "/")
+        lines += ["", f"## {plane}", "", f"From `{module}.py` (`{cls.__name__}`).", "", *_rows(dict(cls.model_fields))]
     return "\n".join(lines) + "\n"

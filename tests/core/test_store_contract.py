@@ -10,6 +10,7 @@ database and drops them afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -79,10 +80,8 @@ async def engine(request: pytest.FixtureRequest) -> AsyncIterator[Engine]:
         yield e
     finally:
         for name in e.tables:
-            try:
+            with contextlib.suppress(StoreError):
                 await store.execute(f"DROP TABLE IF EXISTS {name}")
-            except StoreError:
-                pass
         if owned:
             await store.close()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -28,15 +29,13 @@ SECRET = "cli-test-secret-0123456789abcdef0123456789"
 class DataDir:
     path: Path
     port: int
+    secret: str | None = SECRET  # None: LOOM_JWT_SECRET unset
 
-    def env(self) -> dict[str, str]:
+    def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}
-        env.update(
-            LOOM_DATA_DIR=str(self.path),
-            LOOM_JWT_SECRET=SECRET,
-            LOOM_HTTP_PORT=str(self.port),
-            LOOM_LOG_LEVEL="WARNING",
-        )
+        env.update(LOOM_DATA_DIR=str(self.path), LOOM_HTTP_PORT=str(self.port), LOOM_LOG_LEVEL="WARNING", **extra)
+        if self.secret is not None:
+            env["LOOM_JWT_SECRET"] = self.secret
         return env
 
     @property
@@ -74,7 +73,7 @@ class Up:
     proc: asyncio.subprocess.Process
     data: DataDir
 
-    async def stop(self, timeout: float = 10.0) -> tuple[int, float]:
+    async def stop(self, timeout: float = 10.0) -> tuple[int, float]:  # noqa: ASYNC109 - a bound on the child's exit
         started = time.monotonic()
         self.proc.send_signal(signal.SIGINT)
         code = await asyncio.wait_for(self.proc.wait(), timeout=timeout)
@@ -184,3 +183,49 @@ async def test_up_serves_bootstrap_tokens_stops_cleanly_and_restarts_with_its_da
         code, _ = await up.stop()
         assert code == 0
         assert processes_mentioning(str(fresh.path)) == []
+
+
+async def run_cli(d: DataDir, *args: str, **env: str) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        LOOM, *args, env=d.env(**env), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    assert proc.returncode is not None
+    return proc.returncode, (out + err).decode()
+
+
+async def test_up_on_a_fresh_data_dir_generates_its_secrets_once_mode_0600_and_reuses_them(tmp_path: Path) -> None:
+    d = DataDir(tmp_path / "data", free_port(), secret=None)
+    offline = await bootstrap(d, "acme", "private")  # creates the data dir's secrets
+    path = d.path / "secrets.json"
+    assert path.stat().st_mode & 0o777 == 0o600
+    stored = json.loads(path.read_text())
+    assert len(stored["jwt_secret"].encode()) >= 32
+    assert stored["nats_internal_password"] and stored["nats_auth_callout_issuer_seed"].startswith("SA")
+    assert TokenCodec(stored["jwt_secret"]).decode(offline).org == "acme"
+    async with loom_up(d) as up:
+        r = await whoami(d, offline)  # `loom up` signs and verifies with the same key
+        assert r.status_code == 200, r.text
+        code, _ = await up.stop()
+        assert code == 0
+    assert json.loads(path.read_text()) == stored
+
+
+@pytest.mark.parametrize(
+    ("secret", "says"), [("dev-insecure-change-me", "not set"), ("", "not set"), ("short-0123456789", "16 bytes, shorter than 32")]
+)
+async def test_serve_refuses_the_default_or_a_short_secret_and_says_how_to_set_one(tmp_path: Path, secret: str, says: str) -> None:
+    d = DataDir(tmp_path, free_port(), secret=secret)
+    code, out = await run_cli(
+        d, "serve", "--planes", "tasks", LOOM_CLICKHOUSE_URL="clickhouse://127.0.0.1:1/loom", LOOM_NATS_URL="nats://127.0.0.1:1"
+    )
+    assert code != 0
+    assert says in out
+    assert "set LOOM_JWT_SECRET to at least 32 random bytes" in out
+
+
+async def test_up_refuses_a_short_secret_set_in_the_environment(tmp_path: Path) -> None:
+    d = DataDir(tmp_path, free_port(), secret="too-short")
+    code, out = await run_cli(d, "up")
+    assert code != 0
+    assert "LOOM_JWT_SECRET is 9 bytes" in out

@@ -15,7 +15,7 @@ import pytest
 from loom_core.bus import NatsServer
 from loom_core.store.embedded import EmbeddedStore
 from loom_gateway.identity import bootstrap_org
-from loom_policy.gate import PolicyGate
+from loom_policy.service.gate import PolicyGate
 from loom_runner.embedded import Instance, start_instance
 
 from tests.conftest import Tenant, call, make_settings, unique

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from loom_core.bus import NatsServer
 from loom_core.store.embedded import EmbeddedStore
+from loom_policy.bus import RULE_PUSHES
+from loom_policy.settings import PolicySettings
 from loom_runner.embedded import Instance
 
 from tests.conftest import Tenant
@@ -55,8 +57,8 @@ async def test_a_rule_change_reaches_another_replica_at_once_by_push(enforce_ten
 async def test_without_the_push_a_change_is_seen_within_the_cache_ttl(enforce_tenant: Tenant, replica_short_ttl: Instance) -> None:
     c = gate_of(replica_short_ttl)
     assert c.rules is not None
-    await c.rules.stop_push()  # as if every push to this replica were lost
-    ttl = replica_short_ttl.runtime.settings.policy_cache_ttl_seconds
+    await c.stop_consumer(RULE_PUSHES.name)  # as if every push to this replica were lost
+    ttl = replica_short_ttl.runtime.settings.plane(PolicySettings).policy_cache_ttl_seconds
     async with enforce_tenant.client() as a:
         await ok(a, "policy.set", **one_list_per_hour())
     written = time.monotonic()

@@ -1,7 +1,24 @@
-"""NATS: the embedded server child process, the connection, and KV leases."""
+"""NATS: the embedded server child process, the runtime's broker and connection, declared
+streams/buckets/consumers, and KV leases."""
 
+from .layout import AckPolicy, BusLayout, Consumer, KVBucket, ensure_bucket
 from .leases import Lease, LeaseHeld, LeaseStore
-from .nats import Bus, connect_bus
+from .nats import Bus, Consuming, MessageHandler, connect_bus, make_broker
 from .natsserver import NatsServer
 
-__all__ = ["Bus", "Lease", "LeaseHeld", "LeaseStore", "NatsServer", "connect_bus"]
+__all__ = [
+    "AckPolicy",
+    "Bus",
+    "BusLayout",
+    "Consumer",
+    "Consuming",
+    "KVBucket",
+    "Lease",
+    "LeaseHeld",
+    "LeaseStore",
+    "MessageHandler",
+    "NatsServer",
+    "connect_bus",
+    "ensure_bucket",
+    "make_broker",
+]

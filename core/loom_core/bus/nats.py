@@ -1,24 +1,68 @@
-"""The bus: one nats-py connection, its JetStream context, and the streams Loom declares."""
+"""The bus: one NATS connection per runtime, owned by the runtime's FastStream NATS broker.
+
+`connect_bus` builds a `faststream.nats.NatsBroker` on the runtime's connection settings,
+connects and starts it, and hands back a `Bus` holding the broker, its nats-py connection and
+the JetStream context. Publishing goes through the connection (`bus.nc`, `bus.js`); every
+consumer (anything that reads the bus) is declared as a `Consumer` (see `bus.layout`) and runs
+on the broker through `bus.consume(consumer, handler)`, with the one ack policy its declaration
+names. `bus.close()` stops the broker's consumers and drains the connection.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import nats
+from faststream.nats import NatsBroker, PullSub
+from faststream.nats.message import NatsMessage
+from faststream.security import SASLPlaintext
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 
-from ..errors import Unavailable
+from ..errors import ErrorCode, Unavailable
+
+if TYPE_CHECKING:
+    from .layout import Consumer
 
 log = logging.getLogger(__name__)
+
+MessageHandler = Callable[[NatsMessage], Awaitable[None]]
+GRACEFUL_STOP_SECONDS = 5.0
+
+
+async def _whole_message(msg: NatsMessage) -> NatsMessage:
+    """FastStream decoder: hand the handler the message itself (body, headers, metadata,
+    ack/nack for a MANUAL consumer), not a decoded body."""
+    return msg
+
+
+class Consuming:
+    """One running consumer; `stop()` unsubscribes it (its durable, if any, stays)."""
+
+    def __init__(self, consumer: Consumer, subscriber: Any) -> None:
+        self.consumer = consumer
+        self._subscriber = subscriber
+        self._stopped = False
+
+    async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            await self._subscriber.stop()
+        except Exception:  # noqa: BLE001 - the connection may already be closed
+            log.debug("bus: stopping consumer %s failed", self.consumer.name)
 
 
 @dataclass(slots=True)
 class Bus:
     nc: Client
     js: JetStreamContext
+    broker: NatsBroker
 
     async def ensure_stream(self, config: StreamConfig) -> None:
         try:
@@ -26,19 +70,81 @@ class Bus:
         except nats.js.errors.BadRequestError:
             await self.js.update_stream(config)
 
+    async def consume(self, consumer: Consumer, handler: MessageHandler) -> Consuming:
+        """Run `handler` for every message `consumer` receives, on the runtime's broker, with
+        the consumer's declared ack policy. A handler that raises is logged; on a JetStream
+        consumer the ack policy decides what happens to the message (e.g. NACK_ON_ERROR
+        redelivers it)."""
+        name = consumer.name
+
+        async def call(msg: NatsMessage) -> None:
+            try:
+                await handler(msg)
+            except Exception:
+                log.warning("bus: consumer %s failed on a message", name, exc_info=True)
+                raise
+
+        # no_reply: a handler answers a request itself (msg.raw_message.respond); FastStream must
+        # not reply with the handler's return value.
+        kwargs: dict[str, Any] = {
+            "persistent": False,
+            "decoder": _whole_message,
+            "no_reply": True,
+            "title": name,
+            "description": consumer.description,
+        }
+        if consumer.queue:
+            kwargs["queue"] = consumer.queue
+        if consumer.stream is not None:
+            kwargs["stream"] = consumer.stream
+            kwargs["ack_policy"] = consumer.ack
+            if consumer.durable:
+                kwargs["durable"] = consumer.durable
+            if consumer.config is not None:
+                kwargs["config"] = consumer.config
+            if consumer.deliver_policy is not None:
+                kwargs["deliver_policy"] = consumer.deliver_policy
+            if consumer.pull_batch:
+                kwargs["pull_sub"] = PullSub(batch_size=consumer.pull_batch, timeout=consumer.pull_timeout_seconds)
+        if consumer.max_workers > 1:
+            kwargs["max_workers"] = consumer.max_workers
+        subscriber = self.broker.subscriber(consumer.subject, **kwargs)
+        subscriber(call)
+        await subscriber.start()
+        return Consuming(consumer, subscriber)
+
     async def ping(self) -> None:
         if not self.nc.is_connected:
-            raise Unavailable("BACKEND_UNAVAILABLE", "the bus is not connected")
+            raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the bus is not connected")
         await self.nc.flush(timeout=2)
 
     async def close(self) -> None:
         if not self.nc.is_closed:
-            await self.nc.drain()
+            await self.broker.stop()
 
 
-async def connect_bus(url: str, name: str = "loom", **options: object) -> Bus:
+def make_broker(url: str, *, name: str = "loom", user: str = "", password: str = "") -> NatsBroker:
+    """The runtime's FastStream NATS broker (not connected yet). Handlers run without
+    FastStream's dependency injection (a consumer's handler takes the message: see
+    `Bus.consume`), and FastStream's per-message logging is off (Loom logs failures itself)."""
+    return NatsBroker(
+        url,
+        name=name,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.5,  # type: ignore[arg-type]  # nats-py takes seconds as a float
+        security=SASLPlaintext(username=user, password=password) if user else None,
+        apply_types=False,
+        logger=None,
+        graceful_timeout=GRACEFUL_STOP_SECONDS,
+    )
+
+
+async def connect_bus(url: str, name: str = "loom", *, user: str = "", password: str = "") -> Bus:
+    """Connect the runtime's broker and start it (consumers are added to it as planes start)."""
+    broker = make_broker(url, name=name, user=user, password=password)
     try:
-        nc = await nats.connect(url, name=name, max_reconnect_attempts=-1, reconnect_time_wait=0.5, **options)  # type: ignore[arg-type]
+        nc = await broker.connect()
+        await broker.start()
     except Exception as exc:
-        raise Unavailable("BACKEND_UNAVAILABLE", "cannot reach the bus") from exc
-    return Bus(nc=nc, js=nc.jetstream())
+        raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "cannot reach the bus") from exc
+    return Bus(nc=nc, js=nc.jetstream(), broker=broker)

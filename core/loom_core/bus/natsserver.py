@@ -4,6 +4,7 @@ mode and tests. Stopped with the process that started it; never left behind."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -96,8 +97,6 @@ def _die_with_parent() -> None:
     import ctypes
 
     PR_SET_PDEATHSIG = 1
-    try:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6").prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
     os.setpgrp()  # Ctrl-C in a terminal reaches the parent only; the parent stops the child.

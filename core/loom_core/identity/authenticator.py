@@ -14,11 +14,10 @@ import logging
 import time
 from dataclasses import dataclass
 
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
+from faststream.nats.message import NatsMessage
 
-from ..bus import Bus
-from ..errors import Unauthenticated
+from ..bus import Bus, BusLayout, Consumer, Consuming
+from ..errors import ErrorCode, Unauthenticated
 from ..roles import Role
 from .store import IdentityStore, Revocation
 from .tokens import Principal, TokenCodec
@@ -27,6 +26,14 @@ log = logging.getLogger(__name__)
 
 REVOKED_SUBJECT = "loom.identity.revoked"
 GRANTS_SUBJECT = "loom.identity.grants"
+# Every replica hears every push (no queue group); core NATS, so at most once: the periodic
+# resync and the short grant cache bound what a lost push costs.
+LAYOUT = BusLayout(
+    consumers=(
+        Consumer("identity-revocations", REVOKED_SUBJECT, ack=None, description="token, session and subject revocations"),
+        Consumer("identity-grants", GRANTS_SUBJECT, ack=None, description="grant changes: drop the cached live grants"),
+    )
+)
 RESYNC_SECONDS = 60.0
 # Signature-verified tokens kept per replica (cleared whole when full).
 VERIFIED_CACHE_MAX = 10_000
@@ -76,14 +83,14 @@ class Authenticator:
         # Bumped on every invalidation: a read that started before a change never caches its result.
         self._grant_epoch = 0
         self._verified: dict[str, Principal] = {}
-        self._subs: list[Subscription] = []
+        self._subs: list[Consuming] = []
         self._resync: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         if self.bus is not None:
             # Subscribe before loading so a revocation in between is seen by one or the other.
-            self._subs.append(await self.bus.nc.subscribe(REVOKED_SUBJECT, cb=self._on_revoked))
-            self._subs.append(await self.bus.nc.subscribe(GRANTS_SUBJECT, cb=self._on_grant))
+            self._subs.append(await self.bus.consume(LAYOUT.consumer("identity-revocations"), self._on_revoked))
+            self._subs.append(await self.bus.consume(LAYOUT.consumer("identity-grants"), self._on_grant))
         await self.reload()
         self._resync = asyncio.create_task(self._resync_loop())
 
@@ -91,10 +98,7 @@ class Authenticator:
         if self._resync:
             self._resync.cancel()
         for sub in self._subs:
-            try:
-                await sub.unsubscribe()
-            except Exception:  # noqa: BLE001 - connection may already be closed
-                pass
+            await sub.stop()
         self._subs.clear()
 
     async def reload(self) -> None:
@@ -118,16 +122,16 @@ class Authenticator:
             except Exception:  # noqa: BLE001 - the next pass retries
                 log.warning("revocation resync failed")
 
-    async def _on_revoked(self, msg: Msg) -> None:
+    async def _on_revoked(self, msg: NatsMessage) -> None:
         try:
-            d = json.loads(msg.data)
+            d = json.loads(msg.body)
             self._revoked.add(Revocation(d["org"], d["kind"], d["value"], float(d["revoked_at"])))
         except (ValueError, KeyError):
             log.warning("bad revocation message")
 
-    async def _on_grant(self, msg: Msg) -> None:
+    async def _on_grant(self, msg: NatsMessage) -> None:
         try:
-            d = json.loads(msg.data)
+            d = json.loads(msg.body)
             self._forget_grants((d["org"], d["subject"]))
         except (ValueError, KeyError):
             self._forget_grants(None)
@@ -146,7 +150,7 @@ class Authenticator:
 
     def verify(self, token: str | None) -> Principal:
         if not token:
-            raise Unauthenticated("AUTH_REQUIRED", "a bearer token is required")
+            raise Unauthenticated(ErrorCode.AUTH_REQUIRED, "a bearer token is required")
         # An agent sends the same token on every call: verify its signature once, then only
         # its expiry (revocation is checked below on every call, cached or not).
         principal = self._verified.get(token)
@@ -157,10 +161,10 @@ class Authenticator:
             self._verified[token] = principal
         elif principal.exp <= time.time():
             del self._verified[token]
-            raise Unauthenticated("AUTH_EXPIRED", "the token has expired")
+            raise Unauthenticated(ErrorCode.AUTH_EXPIRED, "the token has expired")
         reason = self._revoked.reason(principal)
         if reason is not None:
-            raise Unauthenticated("AUTH_REVOKED", "the token has been revoked", {"reason": reason})
+            raise Unauthenticated(ErrorCode.AUTH_REVOKED, "the token has been revoked", {"reason": reason})
         return principal
 
     async def live_grants(self, org: str, subject: str) -> dict[str, Role]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..errors import Forbidden, ValidationFailed
+from ..errors import ErrorCode, Forbidden, ValidationFailed
 from ..roles import Role
 from .tokens import Principal, new_token_id
 
@@ -58,19 +58,19 @@ def delegate(
             allowed = min(allowed, _grant(subject_grants or {}, ns))
         if role > allowed:
             raise Forbidden(
-                "AUTH_INSUFFICIENT",
+                ErrorCode.AUTH_INSUFFICIENT,
                 f"the token may not be wider than its parent in {ns!r}",
                 {"reason": "wider_than_parent", "namespace": ns, "asked": role.label, "allowed": allowed.label},
             )
     scope = tuple(read_scope) if read_scope is not None else parent.read_scope
     if parent.read_scope and not set(scope) <= set(parent.read_scope):
-        raise Forbidden("AUTH_INSUFFICIENT", "read_scope may not be wider than the parent's", {"reason": "wider_than_parent"})
+        raise Forbidden(ErrorCode.AUTH_INSUFFICIENT, "read_scope may not be wider than the parent's", {"reason": "wider_than_parent"})
     if scope == () and parent.read_scope:
         scope = parent.read_scope
     parents = (*parent.parents, parent.jti)
     if len(parents) > max_chain_depth:
         raise Forbidden(
-            "AUTH_INSUFFICIENT",
+            ErrorCode.AUTH_INSUFFICIENT,
             "the delegation chain is too deep",
             {"reason": "chain_too_deep", "max_depth": max_chain_depth},
         )
@@ -100,8 +100,5 @@ def _grant(grants: Mapping[str, Role], ns: str) -> Role:
 
 
 def _effective(parent: Principal, ns: str, creator_grants: Mapping[str, Role]) -> Role:
-    if ns == "*":
-        claim = Role.parse(parent.roles["*"]) if "*" in parent.roles else Role.NONE
-    else:
-        claim = parent.token_role(ns)
+    claim = (Role.parse(parent.roles["*"]) if "*" in parent.roles else Role.NONE) if ns == "*" else parent.token_role(ns)
     return min(claim, _grant(creator_grants, ns))

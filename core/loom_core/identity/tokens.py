@@ -9,7 +9,7 @@ from typing import Any
 
 from jose import ExpiredSignatureError, JWTError, jwt
 
-from ..errors import Unauthenticated
+from ..errors import ErrorCode, Unauthenticated
 from ..roles import Role
 
 ALGORITHM = "HS256"
@@ -32,10 +32,6 @@ class Principal:
     parent_subjects: tuple[tuple[str, int], ...] = ()
     sid: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
-
-    @property
-    def is_service_account(self) -> bool:
-        return self.sub.startswith("sa:")
 
     def token_role(self, namespace: str) -> Role:
         """The role the token's claim gives in a namespace (before the live grant)."""
@@ -87,7 +83,7 @@ class Principal:
                 sid=str(c.get("sid") or ""),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise Unauthenticated("AUTH_INVALID", "the token's claims are malformed") from exc
+            raise Unauthenticated(ErrorCode.AUTH_INVALID, "the token's claims are malformed") from exc
 
 
 def new_token_id(prefix: str = "") -> str:
@@ -110,12 +106,12 @@ class TokenCodec:
             try:
                 claims = jwt.decode(token, secret, algorithms=[ALGORITHM], options={"verify_aud": False})
             except ExpiredSignatureError as exc:
-                raise Unauthenticated("AUTH_EXPIRED", "the token has expired") from exc
+                raise Unauthenticated(ErrorCode.AUTH_EXPIRED, "the token has expired") from exc
             except JWTError as exc:
                 last = exc
                 continue
             principal = Principal.from_claims(claims)
             if principal.exp <= (now if now is not None else time.time()):
-                raise Unauthenticated("AUTH_EXPIRED", "the token has expired")
+                raise Unauthenticated(ErrorCode.AUTH_EXPIRED, "the token has expired")
             return principal
-        raise Unauthenticated("AUTH_INVALID", "the token is not valid") from last
+        raise Unauthenticated(ErrorCode.AUTH_INVALID, "the token is not valid") from last

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from ..errors import Unavailable
+from ..errors import ErrorCode, Unavailable
 from ..settings import Settings
 
 _TOKEN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
@@ -21,7 +21,7 @@ class StoreError(Unavailable):
     """The store refused or failed; callers see BACKEND_UNAVAILABLE, never driver text."""
 
     def __init__(self, message: str = "the store is unavailable") -> None:
-        super().__init__("BACKEND_UNAVAILABLE", message)
+        super().__init__(ErrorCode.BACKEND_UNAVAILABLE, message)
 
 
 class Store(Protocol):

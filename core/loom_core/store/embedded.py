@@ -4,6 +4,7 @@ process per data dir (chDB's rule), so this is opened once and shared by every p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -136,8 +137,6 @@ class EmbeddedStore:
         self._pool.shutdown(wait=True)
         self._closed = True
         for conn in [*self._thread_conns, self._conn]:
-            try:
+            with contextlib.suppress(Exception):  # closing is best effort
                 conn.close()
-            except Exception:  # noqa: BLE001 - closing is best effort
-                pass
         self._open.pop(str(self.path.resolve()), None)

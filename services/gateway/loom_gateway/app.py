@@ -11,7 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from loom_core.catalog import Catalog
-from loom_core.errors import LoomError, NotFound, ValidationFailed
+from loom_core.errors import ErrorCode, LoomError, NotFound, ValidationFailed
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -28,7 +28,7 @@ PlaneHealth = Callable[[], Awaitable[dict[str, dict[str, Any]]]]
 
 def error_response(err: LoomError) -> JSONResponse:
     headers = {}
-    if err.code == "RATE_LIMITED" and err.detail and "retry_after_s" in err.detail:
+    if err.code == ErrorCode.RATE_LIMITED and err.detail and "retry_after_s" in err.detail:
         headers["Retry-After"] = str(max(1, int(float(err.detail["retry_after_s"]) + 0.999)))
     return JSONResponse({"error": err.to_payload()}, status_code=err.http_status, headers=headers)
 
@@ -124,7 +124,7 @@ def create_app(
     async def wrong_method(op: str) -> Response:
         relay.op(op)
         return JSONResponse(
-            {"error": {"code": "VALIDATION_FAILED", "message": "ops are called with POST", "retryable": False}},
+            {"error": {"code": ErrorCode.VALIDATION_FAILED.value, "message": "ops are called with POST", "retryable": False}},
             status_code=405,
             headers={"Allow": "POST"},
         )

@@ -27,7 +27,7 @@ from loom_core.chain.context import (
     MD_TRANSPORT,
     MD_USER,
 )
-from loom_core.errors import LoomError, NotFound, Unauthenticated, Unavailable, ValidationFailed, invalid_field
+from loom_core.errors import ErrorCode, LoomError, NotFound, Unauthenticated, Unavailable, ValidationFailed, invalid_field
 from loom_core.grpc_errors import from_rpc_error
 from loom_core.runtime import MAX_MESSAGE_BYTES
 
@@ -90,7 +90,7 @@ class Relay:
     def op(self, name: str) -> OpSpec:
         op = self.catalog.get(name)
         if op is None or op.plane not in self.addresses:
-            raise NotFound("UNKNOWN_OP", f"unknown op {name!r}", {"op": name})
+            raise NotFound(ErrorCode.UNKNOWN_OP, f"unknown op {name!r}", {"op": name})
         return op
 
     def _stub(self, op: OpSpec) -> grpc.aio.UnaryUnaryMultiCallable:
@@ -169,7 +169,7 @@ class Relay:
         except LoomError:
             raise
         except Exception as exc:
-            raise Unavailable("BACKEND_UNAVAILABLE", "a plane did not answer") from exc
+            raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "a plane did not answer") from exc
 
     async def close(self) -> None:
         for ch in self._channels.values():
@@ -191,6 +191,6 @@ def _metadata_value(field: str, value: str) -> str:
         raise invalid_field(field, f"longer than {MAX_HEADER_BYTES} bytes")
     if not (value.isascii() and value.isprintable()):
         if field == "authorization":
-            raise Unauthenticated("AUTH_INVALID", "the token is not valid")
+            raise Unauthenticated(ErrorCode.AUTH_INVALID, "the token is not valid")
         raise invalid_field(field, "must be printable ASCII")
     return value

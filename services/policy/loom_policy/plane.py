@@ -1,14 +1,24 @@
-"""The policy plane: its ops' handlers and tables. The gate itself is built per runtime from
-the `loom.gate` entry point (gate.py), since every plane's process needs one."""
+"""The policy plane, composed: `build(runtime)` (entry point `loom.planes`) hands the runner
+the plane object; `build_gate(runtime)` (entry point `loom.gate`) the history-policy gate every
+runtime (each plane's process) runs. Both take only the narrow parts they need."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loom_core.runtime import Handler, Runtime
+from loom_core.catalog import Catalog
+from loom_core.plane import Handler, bind_handlers
+from loom_core.runtime import Runtime
 from loom_core.store import Migration
 
+from . import consumers
 from .handlers import PolicyHandlers
+from .service.decisions import DecisionService
+from .service.evaluation import EvaluationService
+from .service.gate import PolicyGate
+from .service.rules import RuleService
+from .settings import PolicySettings
+from .store.rules import RuleStore
 from .store.schema import MIGRATIONS
 
 
@@ -16,19 +26,12 @@ class PolicyPlane:
     name = "policy"
     migrations: Sequence[Migration] = MIGRATIONS
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.ops = PolicyHandlers(runtime)
+    def __init__(self, catalog: Catalog, handlers: PolicyHandlers) -> None:
+        self._catalog = catalog
+        self._handlers = handlers
 
     def handlers(self) -> dict[str, Handler]:
-        h = self.ops
-        return {
-            "policy.set": h.set_rule,
-            "policy.delete": h.delete_rule,
-            "policy.list": h.list_rules,
-            "policy.check": h.check,
-            "policy.decisions": h.decisions,
-            "policy.replay": h.replay,
-        }
+        return bind_handlers(self._catalog, self.name, self._handlers)
 
     async def start(self) -> None:
         return None
@@ -38,4 +41,25 @@ class PolicyPlane:
 
 
 def build(runtime: Runtime) -> PolicyPlane:
-    return PolicyPlane(runtime)
+    settings = runtime.settings.plane(PolicySettings)
+    # The gate is built first (runner: start_gate); the ops read and refresh its rule book.
+    gate = runtime.gate if isinstance(runtime.gate, PolicyGate) else None
+    rules = RuleService(RuleStore(runtime.store), runtime.bus, settings, gate)
+    handlers = PolicyHandlers(
+        rules,
+        EvaluationService(runtime.store, runtime.catalog, rules, settings, gate),
+        DecisionService(runtime.store),
+        settings,
+    )
+    return PolicyPlane(runtime.catalog, handlers)
+
+
+def build_gate(runtime: Runtime) -> PolicyGate:
+    return PolicyGate(
+        runtime.store,
+        runtime.bus,
+        runtime.settings.plane(PolicySettings),
+        ledger_observers=runtime.ledger.observers,
+        flush_interval=runtime.settings.ledger_flush_interval_seconds,
+        listen=consumers.listen,
+    )

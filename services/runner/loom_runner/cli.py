@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import uvloop
+from loom_core.local_secrets import WeakSecret, check_jwt_secret, with_local_secrets
 from loom_core.settings import Settings, render_markdown
 
 
@@ -60,8 +61,18 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
+def _owned_secrets(settings: Settings) -> Settings:
+    """A process that owns LOOM_DATA_DIR: unset secrets from (or generated into) its secrets file."""
+    try:
+        return with_local_secrets(settings)
+    except WeakSecret as exc:
+        raise SystemExit(f"loom: {exc}") from None
+
+
 async def _up(settings: Settings) -> int:
     from .embedded import run_embedded
+
+    settings = _owned_secrets(settings)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -75,6 +86,10 @@ async def _serve(settings: Settings, planes: set[str], gateway: bool) -> int:
 
     if not settings.clickhouse_url or not settings.nats_url:
         raise SystemExit("loom serve needs LOOM_CLICKHOUSE_URL and LOOM_NATS_URL (use `loom up` for one process)")
+    try:
+        check_jwt_secret(settings.jwt_secret)
+    except WeakSecret as exc:
+        raise SystemExit(f"loom serve: {exc}") from None
     remote = dict(pair.split("=", 1) for pair in settings.plane_addresses.split(",") if "=" in pair)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -103,6 +118,8 @@ async def _bootstrap(settings: Settings, org: str, namespace: str, subject: str)
     """Through the running server's admin socket when one holds the data dir; else directly."""
     from .embedded import server_lock, socket_path
 
+    if not settings.clickhouse_url:
+        settings = _owned_secrets(settings)  # sign with the key `loom up` on this data dir uses
     sock = socket_path(settings.data_dir)
     lock = None
     if not settings.clickhouse_url and not sock.exists():

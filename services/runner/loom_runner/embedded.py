@@ -16,6 +16,7 @@ from typing import IO, Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from loom_core.bus import NatsServer
+from loom_core.bus.auth_callout import NatsAuthCallout, embedded_nats_auth
 from loom_core.errors import ErrorCode, LoomError, Unavailable
 from loom_core.runtime import Plane, PlaneServer, Runtime
 from loom_core.settings import Settings
@@ -39,7 +40,7 @@ class Instance:
     servers: dict[str, PlaneServer] = field(default_factory=dict)
     relay: Relay | None = None
     http: HttpServer | None = None
-    nats_auth: Any = None  # the NATS auth callout service, when this replica answers it
+    nats_auth: NatsAuthCallout | None = None  # the NATS auth callout service, when this replica answers it
 
     @property
     def addresses(self) -> dict[str, str]:
@@ -96,10 +97,8 @@ async def start_instance(
         await run_migrations(runtime.store, plane.migrations)
     inst = Instance(runtime, planes)
     if settings.nats_auth_callout_issuer_seed:
-        # Agents subscribe to task events with their Loom token (nats-server auth callout).
-        from loom_tasks.nats_auth import NatsAuthCallout
-
-        inst.nats_auth = NatsAuthCallout(runtime)
+        # Agents subscribe to task events with their Loom token (nats-server auth callout, core's).
+        inst.nats_auth = NatsAuthCallout(runtime.bus, runtime.auth, runtime.identity, runtime.settings)
         await inst.nats_auth.start()
     for i, plane in enumerate(planes):
         server = PlaneServer(runtime, plane.name, plane.handlers())
@@ -230,13 +229,7 @@ async def run_embedded(settings: Settings, stop: asyncio.Event) -> int:
     nats: NatsServer | None = None
     nats_url = settings.nats_url
     if not nats_url:
-        config = None
-        try:
-            from loom_tasks.nats_auth import embedded_nats_auth
-        except ImportError:  # no tasks plane installed: no token-authenticated subscribers either
-            embedded_nats_auth = None  # type: ignore[assignment]
-        if embedded_nats_auth is not None:
-            config, settings = embedded_nats_auth(settings)
+        config, settings = embedded_nats_auth(settings)
         nats = NatsServer(data / "nats", port=settings.nats_port, config=config)
         await nats.__aenter__()
         nats_url = nats.url
@@ -263,8 +256,6 @@ async def run_embedded(settings: Settings, stop: asyncio.Event) -> int:
         print("loom: stopping", flush=True)
     finally:
         pid_file.unlink(missing_ok=True)
-        if lock is not None:
-            lock.close()
         if supervisor is not None:
             supervisor.cancel()
             await asyncio.gather(supervisor, return_exceptions=True)
@@ -276,6 +267,8 @@ async def run_embedded(settings: Settings, stop: asyncio.Event) -> int:
             await inst.stop()
         if nats is not None:
             await nats.__aexit__(None, None, None)
+        if lock is not None:
+            lock.close()  # last: the store is closed, another process may open it now
     return 1 if child is not None and child.failed else 0
 
 

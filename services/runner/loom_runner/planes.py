@@ -8,12 +8,13 @@ from importlib.metadata import entry_points
 
 from loom_core.runtime import Plane, Runtime
 from loom_gateway.identity import IdentityPlane
+from loom_gateway.identity import build as build_identity
 
 
 def build_planes(runtime: Runtime, only: set[str] | None = None) -> list[Plane]:
     """Every installed plane, or those named in `only` (a process serving a few planes does not
     import or build the others)."""
-    planes: list[Plane] = [IdentityPlane(runtime)] if only is None or IdentityPlane.name in only else []
+    planes: list[Plane] = [build_identity(runtime)] if only is None or IdentityPlane.name in only else []
     for ep in sorted(entry_points(group="loom.planes"), key=lambda e: e.name):
         if only is not None and ep.name not in only:
             continue

@@ -11,14 +11,24 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from loom_core.errors import ErrorCode
+
 from .compiler import Caller, CompiledRule, EvalContext
 from .evaluator import evaluate
 from .history import Event, Exposure, Shape, Window
 from .model import Verdict
 
 # Calls refused before the gate (token, role, rate) never met a rule; a replay skips them too.
-PRE_GATE_CODES = frozenset(
-    {"AUTH_REQUIRED", "AUTH_INVALID", "AUTH_EXPIRED", "AUTH_REVOKED", "AUTH_INSUFFICIENT", "AUTH_WRONG_ORG", "RATE_LIMITED"}
+PRE_GATE_CODES: frozenset[str] = frozenset(
+    {
+        ErrorCode.AUTH_REQUIRED,
+        ErrorCode.AUTH_INVALID,
+        ErrorCode.AUTH_EXPIRED,
+        ErrorCode.AUTH_REVOKED,
+        ErrorCode.AUTH_INSUFFICIENT,
+        ErrorCode.AUTH_WRONG_ORG,
+        ErrorCode.RATE_LIMITED,
+    }
 )
 
 

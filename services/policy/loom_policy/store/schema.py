@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from loom_core.store import Migration
+from loom_core.store.caller import CALLER_COLUMNS_DDL
 
 MIGRATIONS = [
     Migration(
@@ -29,15 +30,12 @@ MIGRATIONS = [
     Migration(
         "policy",
         "policy_decisions",
-        """
-        CREATE TABLE IF NOT EXISTS {db}.policy_decisions (
+        f"""
+        CREATE TABLE IF NOT EXISTS {{db}}.policy_decisions (
             ts DateTime64(6, 'UTC'),
             org LowCardinality(String),
             namespace LowCardinality(String),
-            subject String,
-            agent String,
-            user String,
-            session String,
+            {CALLER_COLUMNS_DDL},
             op LowCardinality(String),
             transport LowCardinality(String),
             request_id String,

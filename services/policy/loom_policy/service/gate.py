@@ -11,30 +11,32 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from google.protobuf import json_format
+from loom_core.bus import Bus, Consuming
 from loom_core.catalog import OpSpec
 from loom_core.chain import GateCall
 from loom_core.chain.ledger import ledger_args
-from loom_core.errors import Forbidden
+from loom_core.errors import ErrorCode, Forbidden
 from loom_core.roles import Role
-from loom_core.runtime import Runtime
-from loom_core.store import run_migrations
+from loom_core.store import Store, run_migrations
+from loom_core.store.caller import caller_values
 
-from .domain.args import flatten_json
-from .domain.compiler import Caller, CompiledRule, EvalContext
-from .domain.evaluator import evaluate, explain, undecidable
-from .domain.history import Shape
-from .domain.model import Verdict
-from .domain.timeutil import us_to_ch
+from ..domain.args import flatten_json
+from ..domain.compiler import Caller, CompiledRule, EvalContext
+from ..domain.evaluator import evaluate, explain, undecidable
+from ..domain.history import Shape
+from ..domain.model import Verdict
+from ..domain.timeutil import us_to_ch
+from ..settings import PolicySettings
+from ..store.decisions import DecisionWriter
+from ..store.rules import RuleStore
+from ..store.schema import MIGRATIONS
 from .live_history import LiveHistory, now_us
 from .render import error_json, refusal_detail, rules_stored
 from .rulebook import NamespaceRules, NsKey, RuleBook
-from .store.decisions import DecisionWriter
-from .store.rules import RuleStore
-from .store.schema import MIGRATIONS
 
 log = logging.getLogger(__name__)
 
@@ -58,20 +60,38 @@ def call_args(op: OpSpec | None, args: Mapping[str, Any]) -> dict[str, str]:
     return flatten_json(args)
 
 
+LedgerObserver = Callable[[dict[str, Any]], None]
+# Starts the plane's bus consumers for this gate's rule book and history (consumers/, wired by plane.py).
+Listen = Callable[["PolicyGate"], Awaitable[list[Consuming]]]
+
+
 class PolicyGate:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        s = runtime.settings
-        self.mode: str = s.policy_mode
+    def __init__(
+        self,
+        store: Store,
+        bus: Bus | None,
+        settings: PolicySettings,
+        *,
+        ledger_observers: list[LedgerObserver],
+        flush_interval: float,
+        listen: Listen | None = None,
+    ) -> None:
+        self.store = store
+        self.bus = bus
+        self.settings = settings
+        self.mode: str = settings.policy_mode
         self.enabled = self.mode != "off"
-        self.rule_store = RuleStore(runtime.store)
+        self.rule_store = RuleStore(store)
         self.history: LiveHistory | None = None
         self.rules: RuleBook | None = None
         self.decisions: DecisionWriter | None = None
+        self._ledger_observers = ledger_observers
+        self._listen = listen
+        self._consuming: list[Consuming] = []
         if self.enabled:
-            self.history = LiveHistory(runtime.store, runtime.bus, cap=s.policy_window_max_events, live_rows_ttl=s.policy_cache_ttl_seconds)
-            self.rules = RuleBook(self.rule_store, runtime.bus, s, self._rules_changed)
-            self.decisions = DecisionWriter(runtime.store, s.ledger_flush_interval_seconds)
+            self.history = LiveHistory(store, bus, cap=settings.policy_window_max_events, live_rows_ttl=settings.policy_cache_ttl_seconds)
+            self.rules = RuleBook(self.rule_store, bus, settings, self._rules_changed)
+            self.decisions = DecisionWriter(store, flush_interval)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -80,9 +100,12 @@ class PolicyGate:
             return
         assert self.history is not None and self.rules is not None and self.decisions is not None
         # The gate may run in a process that does not serve the policy plane: its tables first.
-        await run_migrations(self.runtime.store, MIGRATIONS)
+        await run_migrations(self.store, MIGRATIONS)
+        if self._listen is not None and self.bus is not None:
+            # Listen before the first loads, so a change in between is seen by one or the other.
+            self._consuming = await self._listen(self)
         await self.history.start()
-        self.runtime.ledger.observers.append(self.history.observe_ledger_row)
+        self._ledger_observers.append(self.history.observe_ledger_row)
         await self.rules.start()
         await self.decisions.start()
 
@@ -91,11 +114,20 @@ class PolicyGate:
             return
         assert self.history is not None and self.rules is not None and self.decisions is not None
         observer = self.history.observe_ledger_row
-        if observer in self.runtime.ledger.observers:
-            self.runtime.ledger.observers.remove(observer)
+        if observer in self._ledger_observers:
+            self._ledger_observers.remove(observer)
+        for consuming in self._consuming:
+            await consuming.stop()
+        self._consuming.clear()
         await self.rules.stop()
         await self.history.stop()
         await self.decisions.stop()
+
+    async def stop_consumer(self, name: str) -> None:
+        """Stop one of this gate's bus consumers (tests: as if every push were lost)."""
+        for consuming in [c for c in self._consuming if c.consumer.name == name]:
+            await consuming.stop()
+            self._consuming.remove(consuming)
 
     def _rules_changed(self, key: NsKey, fresh: NamespaceRules) -> None:
         if self.history is not None:
@@ -133,10 +165,7 @@ class PolicyGate:
             "ts": us_to_ch(now),
             "org": ctx.org,
             "namespace": ctx.namespace,
-            "subject": ctx.subject,
-            "agent": ctx.agent,
-            "user": ctx.user,
-            "session": ctx.session,
+            **caller_values(ctx),
             "op": ctx.op.name,
             "transport": ctx.transport,
             "request_id": ctx.request_id,
@@ -151,7 +180,7 @@ class PolicyGate:
         # The per-rule JSON is rendered when the batch is written, off this call's path.
         self.decisions.record(row, lambda: _rendered(verdict))
         if verdict.would_enforce:
-            raise Forbidden("POLICY_FORBIDDEN", f"refused by history policy: {explain(verdict)}", refusal_detail(verdict))
+            raise Forbidden(ErrorCode.POLICY_FORBIDDEN, f"refused by history policy: {explain(verdict)}", refusal_detail(verdict))
 
     async def evaluate(
         self,
@@ -192,8 +221,3 @@ def _rendered(verdict: Verdict) -> dict[str, str]:
         "errors": json.dumps([error_json(e) for e in verdict.errors], separators=(",", ":")),
         "rules": rules_stored(verdict.rules),
     }
-
-
-def build_gate(runtime: Runtime) -> PolicyGate:
-    """Entry point `loom.gate`: every runtime (each plane's process) builds its own gate."""
-    return PolicyGate(runtime)

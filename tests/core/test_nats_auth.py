@@ -17,18 +17,12 @@ from typing import Any
 import httpx
 import nats
 import pytest
-from nats.aio.client import Client
-
-try:
-    import loom_tasks.nats_auth  # noqa: F401
-except ImportError:  # the tasks package not installed yet: import it from the tree
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "services" / "tasks"))
-
 from loom_core.bus import NatsServer
+from loom_core.bus.auth_callout import embedded_nats_auth, new_account_seed, public_key, render_nats_config
 from loom_core.identity.tokens import Principal, TokenCodec, new_token_id
 from loom_gateway.identity import bootstrap_org
 from loom_runner.embedded import Instance, start_instance
-from loom_tasks.nats_auth import embedded_nats_auth, new_account_seed, public_key, render_nats_config
+from nats.aio.client import Client
 
 from tests.conftest import make_settings
 

@@ -53,14 +53,17 @@ import nats
 import nkeys
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from loom_core.errors import Forbidden, LoomError, Unauthenticated
-from loom_core.identity.authenticator import GRANTS_SUBJECT, REVOKED_SUBJECT
-from loom_core.identity.tokens import Principal
-from loom_core.roles import Role
-from loom_core.settings import Settings
+from faststream.nats.message import NatsMessage
 from nats.aio.client import Client as NatsClient
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
+
+from ..errors import ErrorCode, Forbidden, LoomError, Unauthenticated
+from ..identity.authenticator import GRANTS_SUBJECT, REVOKED_SUBJECT, Authenticator
+from ..identity.store import IdentityStore
+from ..identity.tokens import Principal
+from ..roles import Role
+from ..settings import Settings
+from .layout import BusLayout, Consumer
+from .nats import Bus, Consuming
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +79,16 @@ KICK_SUBJECT = "$SYS.REQ.SERVER.{server_id}.KICK"
 KICK_DELAY_SECONDS = 0.2
 EVENTS_EXPORT = "loom.tasks.>"
 DEFAULT_INTERNAL_USER = "loom-internal"
+
+# One replica answers each connection (a queue group); every replica hears every revocation and
+# grant change and disconnects what it let in. Core NATS: nothing to ack.
+LAYOUT = BusLayout(
+    consumers=(
+        Consumer("nats-auth-requests", AUTH_SUBJECT, ack=None, queue=QUEUE_GROUP, description="nats-server's auth callout requests"),
+        Consumer("nats-auth-revocations", REVOKED_SUBJECT, ack=None, description="disconnect subscribers whose token was revoked"),
+        Consumer("nats-auth-grants", GRANTS_SUBJECT, ack=None, description="disconnect subscribers whose grant changed"),
+    )
+)
 
 _TOKEN = re.compile(r"^[a-z0-9_-]+$")  # a NATS subject token Loom names can always be
 _CONF_VALUE = re.compile(r"^[A-Za-z0-9._~+/=@:-]+$")  # what a rendered config value may hold
@@ -169,7 +182,7 @@ def render_nats_config(
     if agents_account in (LOOM_ACCOUNT, SYSTEM_ACCOUNT):
         raise ValueError("the agents account must be an account of its own")
     sys_user = system_user(internal_user)
-    return f"""# Rendered by loom_tasks.nats_auth.render_nats_config.
+    return f"""# Rendered by loom_core.bus.auth_callout.render_nats_config.
 # {LOOM_ACCOUNT}: Loom's own connections and JetStream. {agents_account}: agents authenticated by the
 # auth callout with their Loom token, which may only subscribe to task events they may read.
 # {SYSTEM_ACCOUNT}: the system account; Loom uses it only to disconnect a revoked subscriber.
@@ -215,15 +228,12 @@ def embedded_nats_auth(settings: Settings) -> tuple[str, Settings]:
 # --- what a token may subscribe to
 
 
-async def readable_namespaces(runtime: Any, principal: Principal) -> list[str]:
+async def readable_namespaces(identity: IdentityStore, auth: Authenticator, principal: Principal) -> list[str]:
     """Namespaces the token may read now: claim and live grant both viewer or above."""
-    if "*" in principal.roles:
-        names = [str(r["name"]) for r in await runtime.identity.list_namespaces(principal.org)]
-    else:
-        names = list(principal.roles)
+    names = [str(r["name"]) for r in await identity.list_namespaces(principal.org)] if "*" in principal.roles else list(principal.roles)
     out: list[str] = []
     for name in sorted(set(names)):
-        if _TOKEN.match(name) and await runtime.auth.role_in(principal, name) >= Role.VIEWER:
+        if _TOKEN.match(name) and await auth.role_in(principal, name) >= Role.VIEWER:
             out.append(name)
     return out
 
@@ -274,35 +284,37 @@ class NatsAuthCallout:
     """Answers the server's `$SYS.REQ.USER.AUTH` requests with Loom's verdict on a token, and
     disconnects the connections it let in when their token is revoked or their grant changes."""
 
-    def __init__(self, runtime: Any, *, issuer_seed: str | None = None) -> None:
-        s = runtime.settings
-        self.runtime = runtime
+    def __init__(
+        self, bus: Bus, auth: Authenticator, identity: IdentityStore, settings: Settings, *, issuer_seed: str | None = None
+    ) -> None:
+        s = settings
+        self.bus = bus
+        self.auth = auth
+        self.identity = identity
+        self.settings = settings
         self.seed = issuer_seed or s.nats_auth_callout_issuer_seed
         if not self.seed:
             raise ValueError("LOOM_NATS_AUTH_CALLOUT_ISSUER_SEED is empty")
         self.issuer = public_key(self.seed)
         self.account = s.nats_auth_agents_account
         self.session_seconds = max(1, int(s.nats_auth_session_seconds))
-        self._subs: list[Subscription] = []
+        self._subs: list[Consuming] = []
         self._inflight: set[asyncio.Task[None]] = set()
         self._conns: dict[tuple[str, int], _Authorised] = {}
         self._system: NatsClient | None = None
 
     async def start(self) -> None:
-        nc = self.runtime.bus.nc
-        # A queue group: with several replicas, one answers each connection.
-        self._subs.append(await nc.subscribe(AUTH_SUBJECT, queue=QUEUE_GROUP, cb=self._on_request))
-        # Every replica hears every revocation and grant change, and kicks what it let in.
-        self._subs.append(await nc.subscribe(REVOKED_SUBJECT, cb=self._on_revoked))
-        self._subs.append(await nc.subscribe(GRANTS_SUBJECT, cb=self._on_grant))
-        await nc.flush()
+        self._subs.append(await self.bus.consume(LAYOUT.consumer("nats-auth-requests"), self._on_request))
+        self._subs.append(await self.bus.consume(LAYOUT.consumer("nats-auth-revocations"), self._on_revoked))
+        self._subs.append(await self.bus.consume(LAYOUT.consumer("nats-auth-grants"), self._on_grant))
+        await self.bus.nc.flush()
         await self._connect_system()
 
     async def _connect_system(self) -> None:
-        s = self.runtime.settings
+        s = self.settings
         if not s.nats_internal_user:
             return
-        at = self.runtime.bus.nc.connected_url  # the server this replica reached (credentials dropped)
+        at = self.bus.nc.connected_url  # the server this replica reached (credentials dropped)
         if at is None or not at.hostname:
             return
         url = f"{at.scheme}://{at.hostname}:{at.port or 4222}"
@@ -317,8 +329,7 @@ class NatsAuthCallout:
 
     async def stop(self) -> None:
         for sub in self._subs:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
+            await sub.stop()
         self._subs.clear()
         for t in list(self._inflight):
             t.cancel()
@@ -332,13 +343,13 @@ class NatsAuthCallout:
         self._inflight.add(t)
         t.add_done_callback(self._inflight.discard)
 
-    async def _on_request(self, msg: Msg) -> None:
+    async def _on_request(self, msg: NatsMessage) -> None:
         # Answer concurrently: one slow grant lookup must not hold every other connection.
         self._spawn(self._answer(msg))
 
-    async def _answer(self, msg: Msg) -> None:
+    async def _answer(self, msg: NatsMessage) -> None:
         try:
-            request = decode_jwt(msg.data.decode(), nkeys.PREFIX_BYTE_SERVER)
+            request = decode_jwt(msg.body.decode(), nkeys.PREFIX_BYTE_SERVER)
             nats_claims = request["nats"]
             user_nkey = str(nats_claims["user_nkey"])
             server_id = str(nats_claims["server_id"]["id"])
@@ -359,20 +370,21 @@ class NatsAuthCallout:
             response["nats"]["error"] = exc.code
         except Exception as exc:  # noqa: BLE001 - never answer yes by accident
             log.warning("auth callout failed: %s", type(exc).__name__)
-            response["nats"]["error"] = "INTERNAL"
+            response["nats"]["error"] = ErrorCode.INTERNAL.value
         else:
             self._remember(_Authorised(server_id, cid, principal, expires))
-        if msg.reply:
-            await msg.respond(encode_jwt(response, self.seed).encode())
+        raw = msg.raw_message
+        if raw.reply:
+            await raw.respond(encode_jwt(response, self.seed).encode())
 
     async def _authorize(self, token: str, user_nkey: str) -> tuple[Principal, str, int]:
         """The token's principal, its signed user JWT and when that expires; or a LoomError."""
-        principal = self.runtime.auth.verify(token)  # signature, expiry, pushed revocations
+        principal = self.auth.verify(token)  # signature, expiry, pushed revocations
         if not _TOKEN.match(principal.org):
-            raise Unauthenticated("AUTH_INVALID", "this org's events have no NATS subject")
-        namespaces = await readable_namespaces(self.runtime, principal)
+            raise Unauthenticated(ErrorCode.AUTH_INVALID, "this org's events have no NATS subject")
+        namespaces = await readable_namespaces(self.identity, self.auth, principal)
         if not namespaces:
-            raise Forbidden("AUTH_INSUFFICIENT", "the token may read no namespace")
+            raise Forbidden(ErrorCode.AUTH_INSUFFICIENT, "the token may read no namespace")
         expires = min(int(principal.exp), int(time.time()) + self.session_seconds)
         return (
             principal,
@@ -390,9 +402,9 @@ class NatsAuthCallout:
                 del self._conns[key]
         self._conns[(conn.server_id, conn.cid)] = conn
 
-    async def _on_revoked(self, msg: Msg) -> None:
+    async def _on_revoked(self, msg: NatsMessage) -> None:
         try:
-            d = json.loads(msg.data)
+            d = json.loads(msg.body)
             org, kind, value = str(d["org"]), str(d["kind"]), str(d["value"])
         except (ValueError, KeyError, TypeError):
             return
@@ -400,9 +412,9 @@ class NatsAuthCallout:
         if hit:
             self._spawn(self._kick(hit))
 
-    async def _on_grant(self, msg: Msg) -> None:
+    async def _on_grant(self, msg: NatsMessage) -> None:
         try:
-            d = json.loads(msg.data)
+            d = json.loads(msg.body)
             org, subject = str(d["org"]), str(d["subject"])
         except (ValueError, KeyError, TypeError):
             return

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .domain.model import EvalError, LeafOutcome, RuleOutcome, Verdict
-from .domain.timeutil import us_to_iso
+from ..domain.model import EvalError, LeafOutcome, RuleOutcome, Verdict
+from ..domain.timeutil import us_to_iso
 
 
 def leaf_json(leaf: LeafOutcome) -> dict[str, Any]:

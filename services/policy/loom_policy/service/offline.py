@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from loom_core.exposures import live_rows
 from loom_core.store import Store
 
-from .domain.compiler import CompiledRule
-from .domain.history import Shape, Window
-from .domain.replay import RecordedCall
-from .domain.timeutil import US
+from ..domain.compiler import CompiledRule
+from ..domain.history import Shape, Window
+from ..domain.replay import RecordedCall
+from ..domain.timeutil import US
+from ..store import history as hist
 from .live_history import event_from_table, exposure_from_table
-from .store import history as hist
 
 REPLAY_LIMIT = 500_000
 

@@ -23,18 +23,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loom_core.bus import Bus
-from loom_core.settings import Settings
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 
-from .domain.compiler import CompiledRule, compile_rule
-from .domain.history import Shape
-from .domain.parser import parse_rule
-from .store.rules import RuleStore
+from ..bus import RULES_SUBJECT
+from ..domain.compiler import CompiledRule, compile_rule
+from ..domain.history import Shape
+from ..domain.parser import parse_rule
+from ..settings import PolicySettings
+from ..store.rules import RuleStore
 
 log = logging.getLogger(__name__)
 
-PUSH_SUBJECT = "loom.policy.rules"
 NsKey = tuple[str, str]
 
 
@@ -87,7 +85,9 @@ def build_namespace(rows: list[dict[str, Any]], max_window_seconds: int) -> Name
 
 
 class RuleBook:
-    def __init__(self, store: RuleStore, bus: Bus | None, settings: Settings, on_change: Callable[[NsKey, NamespaceRules], None]) -> None:
+    def __init__(
+        self, store: RuleStore, bus: Bus | None, settings: PolicySettings, on_change: Callable[[NsKey, NamespaceRules], None]
+    ) -> None:
         self.store = store
         self.bus = bus
         self.ttl = float(settings.policy_cache_ttl_seconds)
@@ -97,7 +97,6 @@ class RuleBook:
         self._confirmed: dict[NsKey, float] = {}
         self._gen: dict[NsKey, int] = {}
         self._full_at = 0.0
-        self._sub: Subscription | None = None
         self._task: asyncio.Task[None] | None = None
         self._reloads: dict[NsKey, asyncio.Task[NamespaceRules]] = {}
         self.push_received = 0
@@ -106,9 +105,8 @@ class RuleBook:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        if self.bus is not None:
-            # Subscribe before the first load so a change in between is seen by one or the other.
-            self._sub = await self.bus.nc.subscribe(PUSH_SUBJECT, cb=self._on_push)
+        # The push consumer (consumers/rule_pushes.py) starts before this first load, so a
+        # change in between is seen by one or the other.
         try:
             await self.reload_all()
         except Exception:  # noqa: BLE001 - the refresher retries; calls reload on demand
@@ -116,20 +114,12 @@ class RuleBook:
         self._task = asyncio.create_task(self._refresh_loop())
 
     async def stop(self) -> None:
-        await self.stop_push()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         for t in self._reloads.values():
             t.cancel()
-
-    async def stop_push(self) -> None:
-        """Stop listening for pushed changes (shutdown; tests of the TTL bound)."""
-        if self._sub is not None:
-            with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
-            self._sub = None
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -208,12 +198,13 @@ class RuleBook:
         await self.reload(org, namespace, fresh=True)
         if self.bus is not None:
             payload = {"org": org, "namespace": namespace, "origin": self.origin}
-            await self.bus.nc.publish(PUSH_SUBJECT, json.dumps(payload).encode())
+            await self.bus.nc.publish(RULES_SUBJECT, json.dumps(payload).encode())
             await self.bus.nc.flush()
 
-    async def _on_push(self, msg: Msg) -> None:
+    async def pushed(self, body: bytes) -> None:
+        """Another replica changed a namespace's rules (consumers/rule_pushes.py): reload it."""
         try:
-            d = json.loads(msg.data)
+            d = json.loads(body)
             org, ns = str(d["org"]), str(d["namespace"])
         except (ValueError, KeyError):
             return

@@ -22,7 +22,6 @@ RING_SECONDS behind.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -35,16 +34,14 @@ from typing import Any
 from loom_core.bus import Bus
 from loom_core.exposures import live_rows as load_live_rows
 from loom_core.store import Store
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 
-from .domain.history import Event, Exposure, Shape, Window
-from .domain.timeutil import US, ch_to_us
-from .store import history as hist
+from ..bus import FEED_SUBJECT
+from ..domain.history import Event, Exposure, Shape, Window
+from ..domain.timeutil import US, ch_to_us
+from ..store import history as hist
 
 log = logging.getLogger(__name__)
 
-FEED_SUBJECT = "loom.policy.feed"
 RING_SECONDS = 120
 RING_MAX = 200_000
 FEED_DELAY = 0.002
@@ -119,7 +116,6 @@ class LiveHistory:
         self._out_e: list[list[Any]] = []
         self._out_x: list[list[Any]] = []
         self._flush_handle: asyncio.TimerHandle | None = None
-        self._sub: Subscription | None = None
         self._task: asyncio.Task[None] | None = None
         self._reconnects = 0
         self._live_at: dict[NsKey, float] = {}
@@ -129,8 +125,8 @@ class LiveHistory:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
+        # The feed consumer (consumers/history_feed.py) calls `fed` with other replicas' rows.
         if self.bus is not None:
-            self._sub = await self.bus.nc.subscribe(FEED_SUBJECT, cb=self._on_feed)
             self._reconnects = int(self.bus.nc.stats.get("reconnects", 0))
         self._task = asyncio.create_task(self._housekeeping())
 
@@ -138,10 +134,6 @@ class LiveHistory:
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_handle = None
-        if self._sub is not None:
-            with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
-            self._sub = None
         tasks = [t for t in (self._task, *self._pending) if t is not None]
         tasks += [s.building for s in self._slots.values() if s.building is not None]
         for t in tasks:
@@ -211,9 +203,10 @@ class LiveHistory:
         except Exception:  # noqa: BLE001 - a lost batch is caught up on the next rebuild
             log.warning("policy feed: publish failed")
 
-    async def _on_feed(self, msg: Msg) -> None:
+    def fed(self, body: bytes) -> None:
+        """A batch of another replica's ledger rows and exposures (the feed)."""
         try:
-            d = json.loads(msg.data)
+            d = json.loads(body)
             if d.get("o") == self.origin:
                 return
             for e in d.get("e", ()):

@@ -1,0 +1,101 @@
+"""Secrets a single-host Loom keeps in its data dir, and the check every server start makes.
+
+`loom up` on a fresh data dir generates the token-signing key (LOOM_JWT_SECRET) and, for its
+embedded nats-server, Loom's internal NATS user, password and auth-callout issuer seed, into
+`LOOM_DATA_DIR/secrets.json` (mode 0600), and reuses them on every later start (and `loom
+admin bootstrap` on the same data dir signs with the same key). A value set in the environment
+wins over the file. `loom serve` (cluster mode) has no data dir of its own: it refuses the
+built-in default or a secret shorter than 32 bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+from pathlib import Path
+
+from .bus.auth_callout import DEFAULT_INTERNAL_USER, new_account_seed
+from .settings import DEFAULT_JWT_SECRET, Settings
+
+MIN_SECRET_BYTES = 32
+FILE_NAME = "secrets.json"
+HOW_TO_SET = (
+    "set LOOM_JWT_SECRET to at least 32 random bytes, e.g. "
+    "export LOOM_JWT_SECRET=\"$(python3 -c 'import secrets; print(secrets.token_urlsafe(48))')\" "
+    "(the same value on every replica; `loom up` generates one into LOOM_DATA_DIR/secrets.json)"
+)
+
+
+class WeakSecret(ValueError):
+    """The token-signing key is the default or too short; the message says how to set one."""
+
+
+def check_jwt_secret(secret: str) -> None:
+    if not secret or secret == DEFAULT_JWT_SECRET:
+        raise WeakSecret(f"LOOM_JWT_SECRET is not set (the built-in development default is refused): {HOW_TO_SET}")
+    n = len(secret.encode())
+    if n < MIN_SECRET_BYTES:
+        raise WeakSecret(f"LOOM_JWT_SECRET is {n} bytes, shorter than {MIN_SECRET_BYTES}: {HOW_TO_SET}")
+
+
+def _generated() -> dict[str, str]:
+    return {
+        "jwt_secret": secrets.token_urlsafe(48),
+        "nats_internal_user": DEFAULT_INTERNAL_USER,
+        "nats_internal_password": secrets.token_urlsafe(32),
+        "nats_auth_callout_issuer_seed": new_account_seed(),
+    }
+
+
+def load_or_create(data_dir: Path) -> dict[str, str]:
+    """The data dir's secrets, generated (mode 0600) on first use; keys missing from an older
+    file are added. Never logged."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / FILE_NAME
+    fresh = _generated()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "w") as f:
+            json.dump(fresh, f)
+        return fresh
+    os.chmod(path, 0o600)
+    stored = json.loads(path.read_text())
+    if not isinstance(stored, dict):
+        raise ValueError(f"{path} is not a JSON object")
+    values = {k: str(v) for k, v in stored.items()}
+    missing = {k: v for k, v in fresh.items() if not values.get(k)}
+    if missing:
+        values.update(missing)
+        tmp = path.with_suffix(".tmp")
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(values, f)
+        os.replace(tmp, path)
+    return values
+
+
+def with_local_secrets(settings: Settings) -> Settings:
+    """Settings for a process that owns LOOM_DATA_DIR (`loom up`, `loom admin bootstrap` on it):
+    unset secrets come from the data dir's file; the signing key must then pass the check."""
+    values = load_or_create(settings.data_dir.resolve())
+    update: dict[str, str] = {}
+    if not settings.jwt_secret or settings.jwt_secret == DEFAULT_JWT_SECRET:
+        update["jwt_secret"] = values["jwt_secret"]
+    if not settings.nats_url:
+        # The embedded nats-server is configured with these; an external one knows its own.
+        if not settings.nats_internal_user:
+            update["nats_internal_user"] = values["nats_internal_user"]
+            if not settings.nats_internal_password:
+                update["nats_internal_password"] = values["nats_internal_password"]
+        if not settings.nats_auth_callout_issuer_seed:
+            update["nats_auth_callout_issuer_seed"] = values["nats_auth_callout_issuer_seed"]
+    out = settings.model_copy(update=update)
+    check_jwt_secret(out.jwt_secret)
+    return out

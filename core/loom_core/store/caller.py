@@ -1,0 +1,32 @@
+"""The caller-label columns, once: every table that records who made a call (the ledger's
+agent_events, memory_exposures, policy_decisions, decision rows, ...) carries the same four,
+in this order, right after `org, namespace`:
+
+    subject   the token's subject (user:<id> / sa:<name>): the one that is authenticated
+    agent     the caller-chosen agent label (grants nothing)
+    user      the caller-chosen end-user label
+    session   the caller-chosen session label
+
+Tables write `{CALLER_COLUMNS_DDL}` into their CREATE TABLE and `caller_values(...)` into a row.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+CALLER_COLUMNS: tuple[str, ...] = ("subject", "agent", "user", "session")
+CALLER_COLUMNS_DDL = ",\n            ".join(f"{c} String" for c in CALLER_COLUMNS)
+
+
+class _Caller(Protocol):
+    @property
+    def subject(self) -> str: ...
+
+    agent: str
+    user: str
+    session: str
+
+
+def caller_values(call: _Caller) -> dict[str, str]:
+    """The four caller-label columns of a row, from a call context (or anything shaped like one)."""
+    return {"subject": call.subject, "agent": call.agent, "user": call.user, "session": call.session}

@@ -1,0 +1,117 @@
+"""policy.set / policy.delete / policy.list: store a rule (auditing a widening), tombstone one,
+list a namespace's rules; after a change, reload it here and tell the other replicas."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from loom_core.bus import Bus
+from loom_core.chain import CallContext
+from loom_core.errors import ErrorCode, NotFound, invalid_field
+
+from ..bus import RULES_SUBJECT
+from ..domain.compiler import CompiledRule
+from ..domain.parser import parse_rule
+from ..domain.timeutil import us_to_ch
+from ..domain.widening import widened
+from ..settings import PolicySettings
+from ..store.decisions import write_audit
+from ..store.rules import RuleStore
+from .gate import PolicyGate
+from .live_history import now_us
+from .rulebook import compile_row
+
+
+@dataclass(frozen=True, slots=True)
+class SetOutcome:
+    row: dict[str, Any]
+    leaf_count: int
+    widened: bool
+    widened_reasons: list[str]
+    created: bool
+    warnings: list[str]
+
+
+class RuleService:
+    def __init__(self, rules: RuleStore, bus: Bus | None, settings: PolicySettings, gate: PolicyGate | None) -> None:
+        self.rules = rules
+        self.bus = bus
+        self.settings = settings
+        self.gate = gate if gate is not None and gate.enabled else None
+
+    def compile_stored(self, row: dict[str, Any]) -> CompiledRule:
+        return compile_row(row, self.settings.policy_max_window_seconds)
+
+    async def stored(self, org: str, namespace: str) -> list[CompiledRule]:
+        """The namespace's live rules, compiled (the gate's cached set when it runs)."""
+        if self.gate is not None and self.gate.rules is not None:
+            return list((await self.gate.rules.get(org, namespace)).rules)
+        return [self.compile_stored(r) for r in await self.rules.live_in(org, namespace)]
+
+    async def set(self, ctx: CallContext, raw: dict[str, Any]) -> SetOutcome:
+        rule, warnings = parse_rule(raw, max_window_seconds=self.settings.policy_max_window_seconds)
+        old_row = await self.rules.get(ctx.org, ctx.namespace, rule.name)
+        old = self.compile_stored(old_row).definition if old_row else None
+        wide, reasons = widened(old, rule)
+        row = await self.rules.put(
+            ctx.org,
+            ctx.namespace,
+            {**raw, "condition": rule.raw_condition, "mode": rule.mode, "description": rule.description, "leaf_count": rule.leaf_count},
+            ctx.subject,
+        )
+        if wide:
+            await self._audit(ctx, rule.name, "set", reasons, old_row, row)
+        await self._changed(ctx.org, ctx.namespace)
+        return SetOutcome(row, rule.leaf_count, wide, reasons, old_row is None, warnings)
+
+    async def delete(self, ctx: CallContext, name: str) -> None:
+        if not name:
+            raise invalid_field("name", "required")
+        old_row = await self.rules.get(ctx.org, ctx.namespace, name)
+        if old_row is None:
+            raise NotFound(
+                ErrorCode.RESOURCE_NOT_FOUND, f"no rule {name!r} in {ctx.namespace!r}", {"rule": name, "namespace": ctx.namespace}
+            )
+        await self.rules.tombstone(ctx.org, ctx.namespace, old_row, ctx.subject)
+        _, reasons = widened(self.compile_stored(old_row).definition, None)
+        await self._audit(ctx, name, "delete", reasons, old_row, None)
+        await self._changed(ctx.org, ctx.namespace)
+
+    async def list(self, org: str, namespace: str) -> list[dict[str, Any]]:
+        return await self.rules.live_in(org, namespace)
+
+    async def _changed(self, org: str, namespace: str) -> None:
+        if self.gate is not None and self.gate.rules is not None:
+            await self.gate.rules.changed(org, namespace)
+        elif self.bus is not None:
+            # This replica's gate is off; other replicas (if any run one) still hear of it.
+            await self.bus.nc.publish(RULES_SUBJECT, json.dumps({"org": org, "namespace": namespace}).encode())
+
+    async def _audit(
+        self, ctx: CallContext, name: str, change: str, reasons: list[str], before: dict[str, Any] | None, after: dict[str, Any] | None
+    ) -> None:
+        def snap(row: dict[str, Any] | None) -> str:
+            if row is None:
+                return ""
+            keep = ("name", "effect", "actions", "condition", "mode", "leaf_count")
+            return json.dumps({k: row[k] for k in keep}, sort_keys=True, default=str)
+
+        await write_audit(
+            self.rules.store,
+            {
+                "ts": us_to_ch(now_us()),
+                "org": ctx.org,
+                "namespace": ctx.namespace,
+                "kind": "policy.widened",
+                "subject": ctx.subject,
+                "agent": ctx.agent,
+                "request_id": ctx.request_id,
+                "rule": name,
+                "change": change,
+                "reasons": reasons,
+                "before": snap(before),
+                "after": snap(after),
+            },
+        )

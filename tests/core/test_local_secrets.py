@@ -1,0 +1,48 @@
+"""The data dir's generated secrets and the check every server start makes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from loom_core.local_secrets import FILE_NAME, WeakSecret, check_jwt_secret, load_or_create, with_local_secrets
+from loom_core.settings import DEFAULT_JWT_SECRET, Settings
+
+
+def test_the_default_an_empty_or_a_short_secret_is_refused_with_how_to_set_one() -> None:
+    for bad in (DEFAULT_JWT_SECRET, "", "x" * 31):
+        with pytest.raises(WeakSecret, match="set LOOM_JWT_SECRET to at least 32 random bytes"):
+            check_jwt_secret(bad)
+    check_jwt_secret("x" * 32)
+
+
+def test_a_fresh_data_dir_gets_secrets_once_with_mode_0600(tmp_path: Path) -> None:
+    first = load_or_create(tmp_path)
+    path = tmp_path / FILE_NAME
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert load_or_create(tmp_path) == first
+    assert load_or_create(tmp_path / "other") != first
+
+
+def test_an_older_file_gains_the_missing_keys_and_keeps_its_own(tmp_path: Path) -> None:
+    path = tmp_path / FILE_NAME
+    path.write_text(json.dumps({"jwt_secret": "k" * 40}))
+    values = load_or_create(tmp_path)
+    assert values["jwt_secret"] == "k" * 40
+    assert values["nats_internal_password"]
+    assert json.loads(path.read_text()) == values
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_environment_values_win_over_the_file_and_an_external_nats_gets_no_generated_credentials(tmp_path: Path) -> None:
+    own = with_local_secrets(Settings(data_dir=tmp_path))
+    stored = load_or_create(tmp_path)
+    assert own.jwt_secret == stored["jwt_secret"]
+    assert own.nats_internal_password == stored["nats_internal_password"]
+    assert own.nats_auth_callout_issuer_seed == stored["nats_auth_callout_issuer_seed"]
+    env = with_local_secrets(Settings(data_dir=tmp_path, jwt_secret="e" * 40, nats_url="nats://elsewhere:4222"))
+    assert env.jwt_secret == "e" * 40
+    assert env.nats_internal_user == "" and env.nats_auth_callout_issuer_seed == ""
+    with pytest.raises(WeakSecret):
+        with_local_secrets(Settings(data_dir=tmp_path, jwt_secret="short"))
