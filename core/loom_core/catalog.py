@@ -14,6 +14,7 @@ import pkgutil
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
@@ -22,13 +23,29 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, FormatChecker
 from loom_api.options.v1 import options_pb2
 
 from .errors import BadRequest, ErrorCode, ValidationFailed
 from .roles import Role
 
 _WELL_KNOWN_OBJECT = {"google.protobuf.Struct"}
+
+# The formats the published schemas name, checked as the planes parse them.
+FORMATS = FormatChecker(formats=())
+
+
+@FORMATS.checks("date-time", raises=ValueError)
+def _is_date_time(value: object) -> bool:
+    """RFC 3339 with a date, a time and an offset, as the planes parse it (datetime.fromisoformat)."""
+    if not isinstance(value, str):
+        return True
+    if "T" not in value:
+        return False
+    parsed = datetime.fromisoformat(value)
+    return parsed.tzinfo is not None
+
+
 _PARSE_FIELD = re.compile(r"Failed to parse (\w+) field")
 _INT64_TYPES = {
     FieldDescriptor.TYPE_INT64,
@@ -95,7 +112,7 @@ class Catalog:
     def __init__(self, ops: list[OpSpec]):
         self.ops: dict[str, OpSpec] = {op.name: op for op in sorted(ops, key=lambda o: o.name)}
         self.by_path: dict[str, OpSpec] = {op.grpc_path: op for op in ops}
-        self._validators = {op.name: Draft202012Validator(op.input_schema) for op in ops}
+        self._validators = {op.name: Draft202012Validator(op.input_schema, format_checker=FORMATS) for op in ops}
         # Ops whose schema takes `{}` (no required argument): a call without arguments skips
         # the validator (its ~25 µs are a fifth of a whole embedded request).
         self._empty_ok = {op.name for op in ops if self._validators[op.name].is_valid({})}
@@ -162,6 +179,11 @@ class Catalog:
                 reason = "blank" if err.validator_value == NOT_BLANK else "malformed"
                 what = "must not be blank" if reason == "blank" else f"malformed (must match {err.validator_value})"
                 raise ValidationFailed(f"{field_name}: {what}", {"field": field_name, "reason": reason, "pattern": err.validator_value})
+            if err.validator == "format":
+                raise ValidationFailed(
+                    f"{field_name}: malformed (an RFC 3339 time, e.g. 2026-01-02T03:04:05Z)",
+                    {"field": field_name, "reason": "malformed", "format": err.validator_value},
+                )
             if err.validator == "enum":
                 raise ValidationFailed(
                     f"{field_name}: one of {', '.join(map(str, err.validator_value))}",
@@ -283,12 +305,75 @@ def _value_converter(f: FieldDescriptor) -> _Convert | None:
     return None
 
 
+# Per message type: its timestamp fields and the message fields that (transitively) hold some.
+_TS_PLANS: dict[str, tuple[tuple[str, int], ...]] = {}
+_TS, _TS_LIST, _NESTED, _NESTED_LIST, _NESTED_MAP = range(5)
+
+
+def _ts_plan(desc: Descriptor, seen: frozenset[str] = frozenset()) -> tuple[tuple[str, int], ...]:
+    plan = _TS_PLANS.get(desc.full_name)
+    if plan is not None:
+        return plan
+    steps: list[tuple[str, int]] = []
+    for f in desc.fields:
+        fo = field_options(f)
+        if f.type == FieldDescriptor.TYPE_STRING and fo is not None and fo.timestamp:
+            steps.append((f.name, _TS_LIST if f.is_repeated else _TS))
+        elif f.message_type is not None and not f.message_type.full_name.startswith("google.protobuf."):
+            if f.message_type.GetOptions().map_entry:
+                value = f.message_type.fields_by_name["value"]
+                if (
+                    value.message_type is not None
+                    and value.message_type.full_name not in seen
+                    and _ts_plan(value.message_type, seen | {desc.full_name})
+                ):
+                    steps.append((f.name, _NESTED_MAP))
+            elif f.message_type.full_name not in seen and f.message_type.full_name != desc.full_name:
+                if _ts_plan(f.message_type, seen | {desc.full_name}):
+                    steps.append((f.name, _NESTED_LIST if f.is_repeated else _NESTED))
+    plan = tuple(steps)
+    _TS_PLANS[desc.full_name] = plan
+    return plan
+
+
+_TS_BY_DESC: dict[Any, tuple[tuple[str, int], ...]] = {}
+
+
+def normalize_timestamps(msg: Message) -> None:
+    """Every timestamp field of a message (nested ones too) as RFC 3339 UTC with a Z, in place:
+    what the gRPC door answers, so every door prints the same instants the same way."""
+    desc = msg.DESCRIPTOR
+    plan = _TS_BY_DESC.get(desc)
+    if plan is None:
+        plan = _TS_BY_DESC[desc] = _ts_plan(desc)
+    for name, kind in plan:
+        if kind == _TS:
+            value = getattr(msg, name)
+            if value and value[-1] != "Z":
+                setattr(msg, name, rfc3339(value))
+        elif kind == _TS_LIST:
+            items = getattr(msg, name)
+            for i, value in enumerate(items):
+                items[i] = rfc3339(value)
+        elif kind == _NESTED:
+            if msg.HasField(name):
+                normalize_timestamps(getattr(msg, name))
+        elif kind == _NESTED_LIST:
+            for item in getattr(msg, name):
+                normalize_timestamps(item)
+        else:
+            for item in getattr(msg, name).values():
+                normalize_timestamps(item)
+
+
 _CH_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)$")
 
 
 def rfc3339(value: str) -> str:
     """A timestamp field as RFC 3339 UTC with a Z, whatever text the plane stored: ClickHouse's
     `2026-11-30 18:08:44.948241` (UTC) becomes `2026-11-30T18:08:44.948241Z`."""
+    if value.endswith("Z"):
+        return value
     found = _CH_TIME.match(value)
     if found:
         return f"{found.group(1)}T{found.group(2)}Z"

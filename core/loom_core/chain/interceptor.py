@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from ..catalog import Catalog, OpSpec, message_to_json
+from ..catalog import Catalog, OpSpec, message_to_json, normalize_timestamps
 from ..errors import Forbidden, LoomError, ValidationFailed
 from ..grpc_errors import to_rpc_status
 from ..identity import Authenticator, Principal
@@ -136,6 +136,8 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
                 response = await inner(request)
             finally:
                 reset_current_call(token_var)
+            # Every door (gRPC included) prints an instant as RFC 3339 UTC with a Z.
+            normalize_timestamps(response)
         except LoomError as exc:
             error = exc
         except Exception:

@@ -22,9 +22,10 @@ from typing import Any
 
 from google.protobuf.message import Message
 from loom_api.options.v1 import options_pb2
-from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StreamConfig
+from nats.js.api import ConsumerConfig, RetentionPolicy, StreamConfig
 
 from ..bus import Bus
+from ..bus.layout import AckPolicy, BusLayout, Consumer
 from ..store import Migration, Store
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,23 @@ TABLE = "{db}.agent_events"
 STREAM = "LOOM_LEDGER"
 SUBJECT = "loom.ledger.batch"
 DURABLE = "ledger-writer"
+
+LAYOUT = BusLayout(
+    streams=(StreamConfig(name=STREAM, subjects=[SUBJECT], retention=RetentionPolicy.WORK_QUEUE, max_age=7 * 86400),),
+    consumers=(
+        Consumer(
+            DURABLE,
+            SUBJECT,
+            stream=STREAM,
+            durable=DURABLE,
+            ack=AckPolicy.NACK_ON_ERROR,
+            pull_batch=50,
+            pull_timeout_seconds=1.0,
+            config=ConsumerConfig(ack_wait=30, max_ack_pending=1000),
+            description="ledger batches from every replica -> loom.agent_events (batch id = insert dedup token)",
+        ),
+    ),
+)
 
 MIGRATIONS = [
     Migration(
@@ -182,14 +200,15 @@ class Ledger:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self.observers: list[Callable[[dict[str, Any]], None]] = []
+        self._consuming: Any = None
 
     async def start(self) -> None:
         if self.bus is not None and not self.direct:
-            await self.bus.ensure_stream(
-                StreamConfig(name=STREAM, subjects=[SUBJECT], retention=RetentionPolicy.WORK_QUEUE, max_age=7 * 86400)
-            )
+            await LAYOUT.declare(self.bus)
             if self.consume:
-                self._tasks.append(asyncio.create_task(self._consume_loop()))
+                # A durable pull consumer on the runtime's FastStream broker, shared by every
+                # replica: each batch is inserted once by whichever replica fetches it.
+                self._consuming = await self.bus.consume(LAYOUT.consumer(DURABLE), self._write_batch)
         self._tasks.append(asyncio.create_task(self._flush_loop()))
 
     def record(self, row: Mapping[str, Any]) -> None:
@@ -222,6 +241,9 @@ class Ledger:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        if self._consuming is not None:
+            await self._consuming.stop()
+            self._consuming = None
 
     async def _flush_loop(self) -> None:
         while not self._stopping:
@@ -248,36 +270,12 @@ class Ledger:
                 log.warning("ledger: publish failed; writing directly")
         await self.store.insert(TABLE, rows, dedup_token=batch_id)
 
-    async def _consume_loop(self) -> None:
-        assert self.bus is not None
-        sub = await self.bus.js.pull_subscribe(
-            SUBJECT, durable=DURABLE, stream=STREAM, config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=30, max_ack_pending=1000)
-        )
-        try:
-            while True:
-                try:
-                    msgs = await sub.fetch(batch=50, timeout=1)
-                except asyncio.CancelledError:
-                    raise
-                except Exception:  # noqa: BLE001 - timeout or reconnect; poll again
-                    continue
-                for msg in msgs:
-                    try:
-                        batch = json.loads(msg.data)
-                        await self.store.insert(TABLE, batch["rows"], dedup_token=batch["id"])
-                        await msg.ack()
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception:  # noqa: BLE001 - redelivered later; the dedup token makes it safe
-                        log.warning("ledger: batch insert failed; will retry")
-                        await msg.nak(delay=1)
-        finally:
-            # A fetch cut off by stop() leaves its pull's status reply in this subscription's
-            # queue, which nobody reads: the connection's drain would then wait its 30 s timeout.
-            try:
-                await sub.unsubscribe()
-            except Exception:  # noqa: BLE001 - the connection may already be closing
-                pass
+    async def _write_batch(self, msg: Any) -> None:
+        """The ledger-writer consumer: one published batch into the table, its batch id as the
+        insert's deduplication token, so a redelivered batch changes nothing. Raising makes the
+        consumer's ack policy (NACK_ON_ERROR) redeliver it."""
+        batch = json.loads(msg.body)
+        await self.store.insert(TABLE, batch["rows"], dedup_token=batch["id"])
 
 
 def _is_embedded(store: Store) -> bool:

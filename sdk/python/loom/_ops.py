@@ -124,7 +124,7 @@ class InboxOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str | None = None,
+        inbox: str,
     ) -> dict[str, Any]:
         """An inbox's trust rows: mode and required evidence per (poster, kind).
 
@@ -924,7 +924,7 @@ class TaskOps:
         *,
         namespace: str | None = None,
         task_id: str,
-        if_match_version: int | None = None,
+        if_match_version: int,
         title: str | None = None,
         brief: dict[str, Any] | None = None,
         priority: int | None = None,
