@@ -328,9 +328,12 @@ def _ts_plan(desc: Descriptor, seen: frozenset[str] = frozenset()) -> tuple[tupl
                     and _ts_plan(value.message_type, seen | {desc.full_name})
                 ):
                     steps.append((f.name, _NESTED_MAP))
-            elif f.message_type.full_name not in seen and f.message_type.full_name != desc.full_name:
-                if _ts_plan(f.message_type, seen | {desc.full_name}):
-                    steps.append((f.name, _NESTED_LIST if f.is_repeated else _NESTED))
+            elif (
+                f.message_type.full_name not in seen
+                and f.message_type.full_name != desc.full_name
+                and _ts_plan(f.message_type, seen | {desc.full_name})
+            ):
+                steps.append((f.name, _NESTED_LIST if f.is_repeated else _NESTED))
     plan = tuple(steps)
     _TS_PLANS[desc.full_name] = plan
     return plan

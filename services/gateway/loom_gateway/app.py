@@ -96,7 +96,7 @@ def create_app(
                 log.warning("health: plane %s's health() failed", plane_name)
                 reported = {plane_name: {"ok": False, "reason": "the plane's health check failed", "required": True}}
             for name, result in reported.items():
-                entry = {"ok": bool(result.get("ok")), "required": bool(result.get("required", True))}
+                entry: dict[str, Any] = {"ok": bool(result.get("ok")), "required": bool(result.get("required", True))}
                 if result.get("reason"):
                     entry["reason"] = str(result["reason"])
                 checks[name] = entry
@@ -153,7 +153,7 @@ def create_app(
 
     # /mcp itself as a route (a Mount alone answers it with a 307 to /mcp/), /mcp/ by the mount.
     mcp_app = mcp.asgi_app()
-    app.add_route("/mcp", mcp_app, include_in_schema=False)
+    app.add_route("/mcp", mcp_app, include_in_schema=False)  # type: ignore[arg-type]
     app.mount("/mcp", mcp_app)
 
     def openapi() -> dict[str, Any]:

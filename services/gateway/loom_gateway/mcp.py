@@ -197,8 +197,8 @@ class LoomMCP:
             return
         manager = self._manager
         if manager is None:
-            err = Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the MCP endpoint is not running")
-            await JSONResponse({"error": err.to_payload()}, status_code=err.http_status)(scope, receive, send)
+            down = Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the MCP endpoint is not running")
+            await JSONResponse({"error": down.to_payload()}, status_code=down.http_status)(scope, receive, send)
             return
         await manager.handle_request(scope, receive, send)
 

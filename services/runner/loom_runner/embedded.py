@@ -111,7 +111,8 @@ async def start_instance(
         local = dict(inst.servers) if (transport or settings.gateway_transport) == "inproc" else {}
         inst.relay = Relay(runtime.catalog, {**inst.addresses, **(remote_planes or {})}, local=local)
         checks = {"store": runtime.store.ping, "bus": runtime.bus.ping, **(extra_checks or {})}
-        plane_health = {p.name: p.health for p in planes if callable(getattr(p, "health", None))}
+        # The optional plane health hook (common agreement): `async def health() -> {name: check}`.
+        plane_health = {p.name: hook for p in planes if callable(hook := getattr(p, "health", None))}
         app = create_app(inst.relay, checks, plane_health=plane_health, verify=runtime.auth.verify)
         inst.http = HttpServer(app, host=settings.http_host, port=settings.http_port if http_port is None else http_port)
         await inst.http.start()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from loom_core.chain import CallContext
-from loom_core.errors import ErrorCode, Forbidden, NotFound, invalid_field
+from loom_core.errors import ErrorCode, Forbidden, NotFound
 from loom_core.identity import Authenticator
 from loom_core.identity.store import IdentityStore
 from loom_core.names import check_name, check_role, check_subject
