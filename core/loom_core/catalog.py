@@ -158,7 +158,7 @@ class Catalog:
             raise ValidationFailed("the body nests too deeply", {"field": "(body)", "reason": "too deep"}) from None
         if errors:
             err = errors[0]
-            path = ".".join(str(p) for p in err.absolute_path)
+            path = _field_path(err.absolute_path)
             if err.validator == "additionalProperties":
                 extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
                 field_name = ".".join(filter(None, [path, extra[0] if extra else ""]))
@@ -207,6 +207,14 @@ class Catalog:
             reason = "out of range" if "out of range" in text else "invalid value"
             raise ValidationFailed(f"{field_name}: {reason}", {"field": field_name, "reason": reason}) from exc
         return msg
+
+
+def _field_path(parts: Any) -> str:
+    """A JSON path as the planes name fields: `posters[0]`, `brief.inputs`."""
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
 
 
 def message_to_json(msg: Message) -> dict[str, Any]:
