@@ -8,7 +8,9 @@ is left out and every other check still runs on them:
 - a history policy's `condition` (policy.set, policy.check, policy.replay's rules) is a rule
   language its JSON schema does not describe yet (it is published as an object);
 - task.reassign to the inbox the task is already in answers 422 where a state conflict (409)
-  belongs: the tasks plane's to change."""
+  belongs: the tasks plane's to change;
+- task.list's `page_token` is opaque (a token the op returned): a made-up one is refused, and
+  no schema can describe which strings an op will have returned."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from tests.conftest import Tenant
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-KNOWN_GAPS = ("policy.set", "policy.check", "policy.replay", "task.reassign")
+KNOWN_GAPS = ("policy.set", "policy.check", "policy.replay", "task.reassign", "task.list")
 
 
 async def schemathesis(base_url: str, token: str, namespace: str, *extra: str, cwd: Path) -> tuple[int, str]:
