@@ -73,6 +73,20 @@ async def test_unknown_path_is_404_in_looms_error_body(tenant: Tenant, path: str
     error_of(r, 404, "RESOURCE_NOT_FOUND")
 
 
+@pytest.mark.parametrize("body", [b" ", b"\n\t ", b"0", b"null", b"[]", b'"x"'])
+async def test_a_whitespace_or_non_object_body_is_refused_not_taken_for_no_arguments(tenant: Tenant, body: bytes) -> None:
+    async with tenant.client() as c:
+        r = await c.post("/v1/auth.whoami", content=body, headers={"Content-Type": "application/json"})
+    err = error_of(r, 422, "VALIDATION_FAILED")
+    assert err["detail"]["field"] == "(body)"  # type: ignore[index]
+
+
+async def test_no_body_at_all_means_no_arguments(tenant: Tenant) -> None:
+    async with tenant.client() as c:
+        r = await c.post("/v1/auth.whoami")
+    assert r.status_code == 200 and r.json()["org"] == tenant.org
+
+
 async def test_unknown_op_is_404_unknown_op(tenant: Tenant) -> None:
     async with tenant.client() as c:
         error_of(await call(c, "nope.nothing"), 404, "UNKNOWN_OP")

@@ -20,9 +20,10 @@ PREFIX = "/v1/"
 
 
 def parse_body(raw: bytes) -> Any:
-    """The request body as JSON: empty means no arguments; anything unparsable (including
-    nesting past what the parser takes) is the caller's 422, never a 5xx."""
-    if not raw.strip():
+    """The request body as JSON: no body at all means no arguments; anything else must parse
+    (a whitespace-only body does not: refused, not taken for `{}`), and what does not, nesting
+    past what the parser takes included, is the caller's 422, never a 5xx."""
+    if not raw:
         return {}
     try:
         return json.loads(raw)
