@@ -49,5 +49,7 @@ async def test_schemathesis_checks_all_pass_on_every_op(stack: Instance, tenant:
     code, out = await schemathesis(stack.base_url, tenant.token, tenant.namespace, *exclude, cwd=tmp_path)
     assert code == 0, out[-6000:]
     include = [arg for op in KNOWN_GAPS for arg in ("--include-path", f"/v1/{op}")]
-    code, out = await schemathesis(stack.base_url, tenant.token, tenant.namespace, *include, "--exclude-checks", "positive_data_acceptance")
+    code, out = await schemathesis(
+        stack.base_url, tenant.token, tenant.namespace, *include, "--exclude-checks", "positive_data_acceptance", cwd=tmp_path
+    )
     assert code == 0, out[-6000:]
