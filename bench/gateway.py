@@ -1,15 +1,23 @@
 """Gateway round trip versus a plain FastAPI handler, measured in the same run.
 
-    .venv/bin/python bench/gateway.py [-n 2000] [-c 16] [--rounds 3] [--warmup 200] [--profile]
+    .venv/bin/python bench/gateway.py [-n 4000] [-c 16] [--rounds 3] [--warmup 300] [--no-cluster] [--profile]
 
-Starts an embedded Loom in a temp dir (a nats-server child, chDB, every plane's gRPC server and
-the gateway, as `loom up` does), bootstraps a tenant, and drives `POST /v1/auth.whoami` through
-REST -> gRPC -> interceptor chain (token, live grant, rate class, gate) -> handler -> ledger
-row. In the same process a plain FastAPI app served by uvicorn answers the same route with the
-same JSON (no auth, no gRPC, no ledger): the baseline. The load comes from a separate client
-process (keep-alive HTTP/1.1 over raw asyncio streams, so the client is cheap and does not share
-the servers' event loop). Prints throughput, p50/p99 latency for both and their ratio, and checks
-that the ledger holds one row per Loom call.
+Embedded (as `loom up` runs): one process holds a nats-server child, chDB, the identity plane and
+the gateway; `POST /v1/auth.whoami` goes REST (raw ASGI fast path) -> JSON checked against the
+op's schema -> the in-process transport -> the interceptor chain (token, live grant, rate class,
+gate) -> handler -> one ledger row (batched straight into chDB) -> JSON. In the same process a
+plain FastAPI app served by uvicorn answers the same route with the same JSON (no auth, no
+ledger): the baseline. For reference, the same gateway app relaying over loopback gRPC instead
+(LOOM_GATEWAY_TRANSPORT=grpc) is measured too.
+
+Cluster (unless --no-cluster): the identity plane in one process (its gRPC server, chDB, the
+ledger) and the gateway in another (REST -> gRPC client), as `loom serve` splits them; each
+side's CPU time per request is read from /proc.
+
+The load comes from a separate client process: wrk when it is installed (`apt-get install -y
+wrk`), else a keep-alive HTTP/1.1 client over raw asyncio streams (`--client python` forces
+it). Servers are measured in alternating rounds and the median round of each is reported.
+Checks that the ledger holds one row per Loom call.
 """
 
 from __future__ import annotations
@@ -21,7 +29,10 @@ import io
 import itertools
 import json
 import logging
+import os
 import pstats
+import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -34,9 +45,11 @@ from _machine import machine  # bench/ is on sys.path when a script runs
 
 ROOT = Path(__file__).resolve().parents[1]
 OP_PATH = "/v1/auth.whoami"
+SECRET = "bench-secret-0123456789abcdef0123456789abcdef"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-# --- the load client (runs in its own process) ------------------------------------------------------
+# --- the load clients (each runs in its own process) --------------------------------------------------
 
 
 async def _worker(
@@ -82,59 +95,95 @@ async def _client(url: str, token: str, n: int, concurrency: int) -> dict[str, A
         "p50_ms": statistics.median(latencies) * 1000,
         "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
         "errors": len(errors),
-        "error_statuses": sorted(set(errors))[:5],
     }
 
 
-async def _grpc_client(address: str, token: str, n: int, concurrency: int) -> dict[str, Any]:
-    """The same op called straight on the plane's gRPC port with the generated stub (no REST)."""
-    import grpc
-    from loom_api.identity.v1 import identity_pb2, identity_pb2_grpc
+WRK_SCRIPT = """
+wrk.method = "POST"
+wrk.body = "{}"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer %s"
+wrk.headers["X-Loom-Agent"] = "bench"
+done = function(summary, latency, requests)
+  io.write(string.format("JSON {\\"requests\\":%%d,\\"seconds\\":%%f,\\"p50_us\\":%%d,\\"p99_us\\":%%d,\\"status_errors\\":%%d,\\"socket_errors\\":%%d}\\n",
+    summary.requests, summary.duration / 1e6, latency:percentile(50), latency:percentile(99), summary.errors.status,
+    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
+end
+"""
 
-    latencies: list[float] = []
-    counter = itertools.count()
-    metadata = [("authorization", f"Bearer {token}"), ("x-loom-agent", "bench")]
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub = identity_pb2_grpc.IdentityServiceStub(channel)
 
-        async def worker() -> None:
-            while next(counter) < n:
-                started = time.perf_counter()
-                await stub.WhoAmI(identity_pb2.WhoAmIRequest(), metadata=metadata)
-                latencies.append(time.perf_counter() - started)
-
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        elapsed = time.perf_counter() - started
-    latencies.sort()
+async def _wrk(url: str, token: str, seconds: float, concurrency: int) -> dict[str, Any]:
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(WRK_SCRIPT % token)
+        script = f.name
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "wrk",
+            "-t1",
+            f"-c{concurrency}",
+            f"-d{max(1, round(seconds))}s",
+            "-s",
+            script,
+            url + OP_PATH,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await proc.communicate()
+    finally:
+        os.unlink(script)
+    found = re.search(rb"^JSON (.*)$", out, re.M)
+    if proc.returncode != 0 or not found:
+        raise RuntimeError("wrk failed: " + out.decode(errors="replace")[-500:])
+    r = json.loads(found.group(1))
     return {
-        "requests": len(latencies),
-        "seconds": elapsed,
-        "rps": len(latencies) / elapsed,
-        "p50_ms": statistics.median(latencies) * 1000,
-        "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
-        "errors": 0,
+        "requests": r["requests"],
+        "seconds": r["seconds"],
+        "rps": r["requests"] / r["seconds"],
+        "p50_ms": r["p50_us"] / 1000,
+        "p99_ms": r["p99_us"] / 1000,
+        "errors": r["status_errors"] + r["socket_errors"],
     }
 
 
-async def run_client(url: str, token: str, n: int, concurrency: int, mode: str = "--client") -> dict[str, Any]:
+async def run_client(args: argparse.Namespace, url: str, token: str, n: int) -> dict[str, Any]:
+    if args.client == "wrk":
+        return await _wrk(url, token, args.seconds, args.concurrency)
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         __file__,
-        mode,
+        "--client-url",
         url,
         "--token",
         token,
         "-n",
         str(n),
         "-c",
-        str(concurrency),
+        str(args.concurrency),
         stdout=asyncio.subprocess.PIPE,
     )
     out, _ = await proc.communicate()
     if proc.returncode != 0:
         raise RuntimeError("the load client failed")
     return dict(json.loads(out))
+
+
+# --- CPU accounting -------------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int | None = None) -> float:
+    """User + system CPU of a process (all its threads), from /proc."""
+    if pid is None:
+        t = os.times()
+        return t.user + t.system
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+async def measured(args: argparse.Namespace, url: str, token: str, pids: dict[str, int | None]) -> dict[str, Any]:
+    before = {side: cpu_seconds(pid) for side, pid in pids.items()}
+    r = await run_client(args, url, token, args.requests)
+    for side, pid in pids.items():
+        r[f"cpu_us_per_req_{side}"] = (cpu_seconds(pid) - before[side]) / max(1, r["requests"]) * 1e6
+    return r
 
 
 # --- the servers ----------------------------------------------------------------------------------
@@ -153,6 +202,19 @@ def plain_app(payload: dict[str, Any]) -> Any:
     return app
 
 
+def chain_calls(op: str = "auth.whoami") -> int:
+    """Calls this process's interceptor chain counted for `op` (its Prometheus counter): the
+    number of ledger rows there must be, whatever the load generator thinks it sent."""
+    from loom_core.metrics import REQUESTS
+
+    total = 0.0
+    for metric in REQUESTS.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_total") and sample.labels.get("op") == op:
+                total += sample.value
+    return int(total)
+
+
 async def ledger_count(store: Any, org: str, want: int, within: float) -> int:
     deadline = time.monotonic() + within
     while True:
@@ -163,30 +225,38 @@ async def ledger_count(store: Any, org: str, want: int, within: float) -> int:
         await asyncio.sleep(0.1)
 
 
-async def bench(args: argparse.Namespace) -> dict[str, Any]:
-    sys.path[:0] = [str(ROOT)]
-    from loom_core.bus import NatsServer
+def bench_settings(data: Path, database: str) -> Any:
     from loom_core.settings import Settings
+
+    return Settings(
+        data_dir=data,
+        jwt_secret=SECRET,
+        http_port=0,
+        clickhouse_database=database,
+        log_level="WARNING",
+        # The bench drives one subject far past a production per-subject budget.
+        rate_read_per_minute=10**9,
+    )
+
+
+async def bench_embedded(args: argparse.Namespace) -> dict[str, Any]:
+    from loom_core.bus import NatsServer
     from loom_core.store.embedded import EmbeddedStore
+    from loom_gateway.app import create_app
     from loom_gateway.identity import bootstrap_org
+    from loom_gateway.relay import Relay
     from loom_runner.embedded import start_instance
     from loom_runner.http import HttpServer
 
     with tempfile.TemporaryDirectory(prefix="loom-bench-") as tmp:
         data = Path(tmp)
-        settings = Settings(
-            data_dir=data,
-            jwt_secret="bench-secret-0123456789abcdef0123456789abcdef",
-            http_port=0,
-            clickhouse_database="loom_bench",
-            log_level="WARNING",
-            # The bench drives one subject far past a production per-subject budget.
-            rate_read_per_minute=10**9,
-        )
+        settings = bench_settings(data, "loom_bench")
         async with NatsServer(data / "nats") as nats:
             store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
             # The op under test is the identity plane's; other planes would only idle beside it.
-            inst = await start_instance(settings, store=store, nats_url=nats.url, name="bench", only_planes={"identity"})
+            inst = await start_instance(
+                settings, store=store, nats_url=nats.url, name="bench", only_planes={"identity"}, transport="inproc"
+            )
             token, _ = await bootstrap_org(inst.runtime.identity, inst.runtime.codec, "bench", "main", 3600)
             import httpx
 
@@ -197,46 +267,166 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             base = HttpServer(plain_app(payload), port=0)
             await base.start()
             base_url = f"http://127.0.0.1:{base.port}"
+            # The same gateway app over the other transport: loopback gRPC to the same plane.
+            grpc_relay = Relay(inst.runtime.catalog, inst.addresses)
+            via_grpc = HttpServer(create_app(grpc_relay, {}), port=0)
+            await via_grpc.start()
+            grpc_url = f"http://127.0.0.1:{via_grpc.port}"
+            me = {"process": None}
             try:
-                for url in (inst.base_url, base_url):
-                    await run_client(url, token, args.warmup, args.concurrency)
+                for url in (inst.base_url, base_url, grpc_url):
+                    await run_client(args, url, token, args.warmup)
                 profiler = cProfile.Profile() if args.profile else None
-                loom_runs, base_runs = [], []
-                # Alternate the two servers so a neighbour's load on the machine hits both alike.
+                loom_runs, base_runs, grpc_runs = [], [], []
+                # Alternate the servers so a neighbour's load on the machine hits each alike.
                 for _ in range(args.rounds):
                     if profiler:
                         profiler.enable()
-                    loom_runs.append(await run_client(inst.base_url, token, args.requests, args.concurrency))
+                    loom_runs.append(await measured(args, inst.base_url, token, me))
                     if profiler:
                         profiler.disable()
-                    base_runs.append(await run_client(base_url, token, args.requests, args.concurrency))
-                loom, baseline = _median_run(loom_runs), _median_run(base_runs)
-                # Where the gap sits: the gRPC leg alone (a caller on the plane's port, no REST).
-                grpc_only = await run_client(inst.grpc_address("identity"), token, args.requests, args.concurrency, "--client-grpc")
-                calls = 1 + args.warmup + args.requests * (args.rounds + 1)
-                ledgered = await ledger_count(inst.runtime.store, "bench", calls, within=10)
+                    base_runs.append(await measured(args, base_url, token, me))
+                    grpc_runs.append(await measured(args, grpc_url, token, me))
+                calls = chain_calls()
+                ledgered = await ledger_count(inst.runtime.store, "bench", calls, within=15)
+                ledger_per_call = await ledger_cost(inst.runtime.ledger, inst.runtime.store)
             finally:
+                await via_grpc.stop()
+                await grpc_relay.close()
                 await base.stop()
                 await inst.stop()
                 await store.close()
-    result = {
-        "machine": machine(),
-        "requests": args.requests,
-        "concurrency": args.concurrency,
-        "rounds": args.rounds,
-        "loom": loom,
-        "baseline": baseline,
-        "grpc_direct": grpc_only,
-        "throughput_ratio": loom["rps"] / baseline["rps"],
-        "p50_ratio": loom["p50_ms"] / baseline["p50_ms"],
+    out = {
+        "loom": _median_run(loom_runs),
+        "baseline": _median_run(base_runs),
+        "loom_grpc_transport": _median_run(grpc_runs),
         "ledger_rows": ledgered,
         "ledger_expected": calls,
+        "ledger_cost": ledger_per_call,
     }
     if profiler:
         s = io.StringIO()
         pstats.Stats(profiler, stream=s).sort_stats(args.profile_sort).print_stats(args.profile_lines)
-        result["profile"] = s.getvalue()
-    return result
+        out["profile"] = s.getvalue()
+    return out
+
+
+async def ledger_cost(ledger: Any, store: Any, rows: int = 20000) -> dict[str, float]:
+    """The ledger's cost per call, with the real store: building and recording the row on the
+    call's path, then encoding and inserting it in batches of the size a busy second makes."""
+    from loom_api.tasks.v1 import tasks_pb2
+    from loom_core.chain.ledger import TABLE, ledger_args, ledger_row, out_hits_of
+
+    request = tasks_pb2.CreateTaskRequest(inbox="bench", kind="chore", title="a title of some length", priority=2)
+    started = time.process_time()
+    for i in range(rows):
+        ledger.record(
+            ledger_row(
+                org="bench-ledger",
+                namespace="main",
+                subject="user:admin",
+                agent="bench",
+                user="",
+                session="",
+                op="task.create",
+                transport="rest",
+                run_id="",
+                consumer="",
+                ok=True,
+                error_code="",
+                latency_ms=1.0,
+                args=ledger_args(request),
+                out_hits=out_hits_of(request),
+                token_id="t",
+                request_id=f"r{i}",
+                write_shaped=True,
+            )
+        )
+    record_us = (time.process_time() - started) / rows * 1e6
+    batch, ledger._buf = ledger._buf, []
+    started = time.process_time()
+    per_insert = 1000  # ~0.2 s (the flush interval) of rows at 5,000 calls/s
+    for i in range(0, len(batch), per_insert):
+        await store.insert(TABLE, batch[i : i + per_insert], dedup_token=f"bench-{i}")
+    insert_us = (time.process_time() - started) / rows * 1e6
+    return {"record_us": record_us, "insert_us": insert_us, "total_us": record_us + insert_us}
+
+
+async def _spawn(*argv: str) -> tuple[asyncio.subprocess.Process, dict[str, Any]]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, *argv, stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), 120)
+    if not line:
+        raise RuntimeError(f"{argv[0]} did not start")
+    return proc, json.loads(line)
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> dict[str, Any]:
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b"stop\n")
+    await proc.stdin.drain()
+    line = await asyncio.wait_for(proc.stdout.readline(), 60)
+    await proc.wait()
+    return json.loads(line) if line else {}
+
+
+async def bench_cluster(args: argparse.Namespace) -> dict[str, Any]:
+    """The identity plane and the gateway in two processes (plus the shared nats-server)."""
+    from loom_core.bus import NatsServer
+
+    with tempfile.TemporaryDirectory(prefix="loom-bench-cluster-") as tmp:
+        data = Path(tmp)
+        async with NatsServer(data / "nats") as nats:
+            plane, info = await _spawn("--serve-plane", str(data / "plane"), "--nats", nats.url)
+            gateway, ginfo = await _spawn("--serve-gateway", str(data / "gateway"), "--nats", nats.url, "--plane-address", info["address"])
+            pids = {"gateway": gateway.pid, "plane": plane.pid}
+            try:
+                await run_client(args, ginfo["url"], info["token"], args.warmup)
+                runs = [await measured(args, ginfo["url"], info["token"], pids) for _ in range(args.rounds)]
+            finally:
+                await _stop(gateway)
+                final = await _stop(plane)
+    return {
+        "loom_cluster": _median_run(runs),
+        "cluster_ledger_rows": final.get("ledger_rows"),
+        "cluster_ledger_expected": final.get("calls"),
+    }
+
+
+async def serve_plane(data: Path, nats_url: str) -> None:
+    """Cluster side 1: the identity plane's gRPC server, its store and ledger; no gateway."""
+    from loom_core.store.embedded import EmbeddedStore
+    from loom_gateway.identity import bootstrap_org
+    from loom_runner.embedded import start_instance
+
+    settings = bench_settings(data, "loom_bench")
+    store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
+    inst = await start_instance(settings, store=store, nats_url=nats_url, http=False, only_planes={"identity"}, name="bench-plane")
+    token, _ = await bootstrap_org(inst.runtime.identity, inst.runtime.codec, "bench", "main", 3600)
+    print(json.dumps({"address": inst.grpc_address("identity"), "token": token}), flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    calls = chain_calls()
+    rows = await ledger_count(store, "bench", calls, within=15)
+    await inst.stop()
+    print(json.dumps({"ledger_rows": rows, "calls": calls}), flush=True)
+
+
+async def serve_gateway(data: Path, nats_url: str, plane_address: str) -> None:
+    """Cluster side 2: the gateway alone, relaying to the plane over gRPC."""
+    from loom_core.store.embedded import EmbeddedStore
+    from loom_runner.embedded import start_instance
+
+    settings = bench_settings(data, "loom_bench_gw")
+    store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
+    inst = await start_instance(
+        settings, store=store, nats_url=nats_url, only_planes=set(), remote_planes={"identity": plane_address}, name="bench-gateway"
+    )
+    print(json.dumps({"url": inst.base_url}), flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    await inst.stop()
+    print("{}", flush=True)
 
 
 def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -248,19 +438,51 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return mid
 
 
+async def bench(args: argparse.Namespace) -> dict[str, Any]:
+    sys.path[:0] = [str(ROOT)]
+    result: dict[str, Any] = {
+        "machine": machine(),
+        "client": args.client,
+        "concurrency": args.concurrency,
+        "rounds": args.rounds,
+        "load": f"{args.seconds:g} s per round (wrk)" if args.client == "wrk" else f"{args.requests} requests per round",
+    }
+    result.update(await bench_embedded(args))
+    if not args.no_cluster:
+        result.update(await bench_cluster(args))
+    result["throughput_ratio"] = result["loom"]["rps"] / result["baseline"]["rps"]
+    result["p50_ratio"] = result["loom"]["p50_ms"] / result["baseline"]["p50_ms"]
+    return result
+
+
 def report(r: dict[str, Any]) -> str:
-    lo, ba, gr = r["loom"], r["baseline"], r["grpc_direct"]
     lines = [
         f"machine: {r['machine']}",
-        f"{r['requests']} requests x {r['rounds']} rounds per server, {r['concurrency']} concurrent clients, POST {OP_PATH} (median round shown)",
-        f"{'':<34}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'errors':>8}",
-        f"{'loom (REST>gRPC>chain>ledger)':<34}{lo['rps']:>10.0f}{lo['p50_ms']:>10.2f}{lo['p99_ms']:>10.2f}{lo['errors']:>8}",
-        f"{'plain FastAPI (same JSON)':<34}{ba['rps']:>10.0f}{ba['p50_ms']:>10.2f}{ba['p99_ms']:>10.2f}{ba['errors']:>8}",
-        f"{'  for reference: gRPC stub, no REST':<34}{gr['rps']:>10.0f}{gr['p50_ms']:>10.2f}{gr['p99_ms']:>10.2f}{gr['errors']:>8}",
-        f"rounds req/s: loom {lo['rounds_rps']}, baseline {ba['rounds_rps']}",
-        f"ratio loom/baseline: throughput {r['throughput_ratio']:.2f}x, p50 latency {r['p50_ratio']:.2f}x",
-        f"ledger rows: {r['ledger_rows']} of {r['ledger_expected']} calls",
+        f"client {r['client']}, {r['load']} x {r['rounds']} rounds per server, {r['concurrency']} connections, POST {OP_PATH} (median round)",
+        f"{'':<44}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>7}   CPU µs/request",
     ]
+    rows = [
+        ("loom embedded (in-process transport)", "loom"),
+        ("plain FastAPI, same JSON (baseline)", "baseline"),
+        ("loom embedded, gateway->plane over gRPC", "loom_grpc_transport"),
+        ("loom cluster (gateway | plane processes)", "loom_cluster"),
+    ]
+    for label, key in rows:
+        if key not in r:
+            continue
+        x = r[key]
+        cpu = ", ".join(f"{k.removeprefix('cpu_us_per_req_')} {v:.0f}" for k, v in x.items() if k.startswith("cpu_us_per_req_"))
+        lines.append(f"{label:<44}{x['rps']:>9.0f}{x['p50_ms']:>9.2f}{x['p99_ms']:>9.2f}{x['errors']:>7}   {cpu}")
+    lines.append("rounds req/s: " + "; ".join(f"{key} {r[key]['rounds_rps']}" for _, key in rows if key in r))
+    lines.append(f"ratio loom embedded / baseline: throughput {r['throughput_ratio']:.2f}x, p50 latency {r['p50_ratio']:.2f}x")
+    lines.append(f"ledger rows (embedded): {r['ledger_rows']} of {r['ledger_expected']} calls the chain counted")
+    lc = r["ledger_cost"]
+    lines.append(
+        f"ledger per call: {lc['total_us']:.1f} µs CPU (row built and recorded {lc['record_us']:.1f} µs on the call's path,"
+        f" encoded and inserted into chDB in batches of 1000 {lc['insert_us']:.1f} µs)"
+    )
+    if "cluster_ledger_rows" in r:
+        lines.append(f"ledger rows (cluster): {r['cluster_ledger_rows']} of {r['cluster_ledger_expected']} calls")
     if "profile" in r:
         lines += ["", r["profile"]]
     return "\n".join(lines)
@@ -268,29 +490,41 @@ def report(r: dict[str, Any]) -> str:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-n", "--requests", type=int, default=2000, help="measured requests per server (default 2000)")
-    p.add_argument("-c", "--concurrency", type=int, default=16, help="concurrent keep-alive clients (default 16)")
-    p.add_argument("--warmup", type=int, default=200, help="unmeasured requests per server first (default 200)")
+    p.add_argument("-n", "--requests", type=int, default=4000, help="requests per round with the python client (default 4000)")
+    p.add_argument("-d", "--seconds", type=float, default=4.0, help="seconds per round with wrk (default 4)")
+    p.add_argument("-c", "--concurrency", type=int, default=16, help="concurrent keep-alive connections (default 16)")
+    p.add_argument("--warmup", type=int, default=300, help="unmeasured requests per server first (default 300)")
     p.add_argument("--rounds", type=int, default=3, help="measured rounds per server, alternating; the median is reported (default 3)")
+    p.add_argument("--client", choices=["auto", "wrk", "python"], default="auto", help="load generator (auto: wrk when installed)")
+    p.add_argument("--no-cluster", action="store_true", help="skip the two-process cluster measurement")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--profile", action="store_true", help="cProfile the server process during the Loom run")
+    p.add_argument("--profile", action="store_true", help="cProfile the server process during the embedded Loom rounds")
     p.add_argument("--profile-sort", default="tottime")
     p.add_argument("--profile-lines", type=int, default=35)
-    p.add_argument("--client", metavar="URL", help=argparse.SUPPRESS)
-    p.add_argument("--client-grpc", metavar="ADDRESS", help=argparse.SUPPRESS)
+    p.add_argument("--client-url", help=argparse.SUPPRESS)
     p.add_argument("--token", default="", help=argparse.SUPPRESS)
+    p.add_argument("--serve-plane", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--serve-gateway", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--nats", help=argparse.SUPPRESS)
+    p.add_argument("--plane-address", help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.client:
-        print(json.dumps(asyncio.run(_client(args.client, args.token, args.requests, args.concurrency))))
-        return 0
-    if args.client_grpc:
-        print(json.dumps(asyncio.run(_grpc_client(args.client_grpc, args.token, args.requests, args.concurrency))))
+    if args.client_url:
+        print(json.dumps(asyncio.run(_client(args.client_url, args.token, args.requests, args.concurrency))))
         return 0
     logging.basicConfig(level=logging.WARNING)
+    if args.serve_plane:
+        uvloop.run(serve_plane(args.serve_plane, args.nats))
+        return 0
+    if args.serve_gateway:
+        uvloop.run(serve_gateway(args.serve_gateway, args.nats, args.plane_address))
+        return 0
+    if args.client == "auto":
+        args.client = "wrk" if shutil.which("wrk") else "python"
     # The servers run on uvloop, as `loom up` runs them; the baseline shares the same loop.
     result = uvloop.run(bench(args))
     print(json.dumps(result, indent=2) if args.json else report(result))
-    return 0 if result["loom"]["errors"] == 0 and result["baseline"]["errors"] == 0 else 1
+    keys = ("loom", "baseline", "loom_grpc_transport", "loom_cluster")
+    return 0 if all(result[k]["errors"] == 0 for k in keys if k in result) else 1
 
 
 if __name__ == "__main__":

@@ -20,8 +20,18 @@ from loom_runner.embedded import Instance, start_instance
 TEST_SECRET = "test-secret-0123456789abcdef0123456789abcdef"
 
 
+# The gateway reaches its planes two ways (loom_gateway.relay): in process (embedded mode's
+# default) and over gRPC (a cluster's gateway). Every test that uses `stack` runs on both: the
+# session fixture `transport` is a parameter, pytest groups the tests by it, and each
+# transport's instances start once. `make_settings` follows the parameter in force, so the
+# instances other fixtures start from it (policy's, tasks') use the same transport.
+TRANSPORTS = ("inproc", "grpc")
+_current_transport = [TRANSPORTS[0]]
+
+
 def make_settings(data_dir: Path, **overrides: object) -> Settings:
     base: dict[str, object] = {
+        "gateway_transport": _current_transport[0],
         "data_dir": data_dir,
         "jwt_secret": TEST_SECRET,
         "clickhouse_database": "loom_test",
@@ -57,9 +67,15 @@ def store(data_dir: Path) -> EmbeddedStore:
     return existing or EmbeddedStore.open(data_dir / "chdb", "loom_test")
 
 
+@pytest.fixture(scope="session", params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest) -> str:
+    _current_transport[0] = str(request.param)
+    return str(request.param)
+
+
 @pytest.fixture(scope="session")
-async def stack(settings: Settings, store: EmbeddedStore, nats_server: NatsServer) -> AsyncIterator[Instance]:
-    inst = await start_instance(settings, store=store, nats_url=nats_server.url, name="loom-test-a")
+async def stack(settings: Settings, store: EmbeddedStore, nats_server: NatsServer, transport: str) -> AsyncIterator[Instance]:
+    inst = await start_instance(settings, store=store, nats_url=nats_server.url, name=f"loom-test-{transport}", transport=transport)
     yield inst
     await inst.stop()
 

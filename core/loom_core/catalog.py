@@ -7,10 +7,14 @@ generator reads.
 
 from __future__ import annotations
 
+import base64
 import importlib
+import math
 import pkgutil
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
@@ -19,13 +23,29 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, FormatChecker
 from loom_api.options.v1 import options_pb2
 
-from .errors import ValidationFailed
+from .errors import BadRequest, ErrorCode, ValidationFailed
 from .roles import Role
 
 _WELL_KNOWN_OBJECT = {"google.protobuf.Struct"}
+
+# The formats the published schemas name, checked as the planes parse them.
+FORMATS = FormatChecker(formats=())
+
+
+@FORMATS.checks("date-time", raises=ValueError)
+def _is_date_time(value: object) -> bool:
+    """RFC 3339 with a date, a time and an offset, as the planes parse it (datetime.fromisoformat)."""
+    if not isinstance(value, str):
+        return True
+    if "T" not in value:
+        return False
+    parsed = datetime.fromisoformat(value)
+    return parsed.tzinfo is not None
+
+
 _PARSE_FIELD = re.compile(r"Failed to parse (\w+) field")
 _INT64_TYPES = {
     FieldDescriptor.TYPE_INT64,
@@ -55,6 +75,7 @@ class OpSpec:
     summary: str
     org_level: bool
     input_schema: dict[str, Any] = field(hash=False, compare=False)
+    output_schema: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def grpc_path(self) -> str:
@@ -81,6 +102,7 @@ class OpSpec:
             "unlisted": self.unlisted,
             "grpc": self.grpc_path,
             "input_schema": self.input_schema,
+            "output_schema": self.output_schema,
         }
 
 
@@ -90,7 +112,10 @@ class Catalog:
     def __init__(self, ops: list[OpSpec]):
         self.ops: dict[str, OpSpec] = {op.name: op for op in sorted(ops, key=lambda o: o.name)}
         self.by_path: dict[str, OpSpec] = {op.grpc_path: op for op in ops}
-        self._validators = {op.name: Draft202012Validator(op.input_schema) for op in ops}
+        self._validators = {op.name: Draft202012Validator(op.input_schema, format_checker=FORMATS) for op in ops}
+        # Ops whose schema takes `{}` (no required argument): a call without arguments skips
+        # the validator (its ~25 µs are a fifth of a whole embedded request).
+        self._empty_ok = {op.name for op in ops if self._validators[op.name].is_valid({})}
 
     def get(self, name: str) -> OpSpec | None:
         return self.ops.get(name)
@@ -101,19 +126,39 @@ class Catalog:
     def planes(self) -> list[str]:
         return sorted({op.plane for op in self.ops.values()})
 
+    def toolsets(self) -> list[str]:
+        """Every toolset an op names; `all` always among them."""
+        return sorted({"all", *(t for op in self.ops.values() for t in op.toolsets)})
+
+    def check_toolset(self, toolset: str | None) -> None:
+        """An unknown toolset is the caller's 400, naming the known ones."""
+        if toolset is not None and toolset not in self.toolsets():
+            known = self.toolsets()
+            raise BadRequest(
+                ErrorCode.UNKNOWN_TOOLSET,
+                f"unknown toolset {toolset!r}; known: {', '.join(known)}",
+                {"toolset": toolset, "known": known},
+            )
+
     def listed(self, toolset: str | None) -> list[OpSpec]:
         """Ops a listing shows: unlisted never; a toolset filters by membership; the default
-        (all) listing leaves experimental ops out, which stay callable by name."""
-        return [
-            op for op in self.ops.values() if not op.unlisted and (toolset in op.toolsets if toolset is not None else not op.experimental)
-        ]
+        listing, `all` (None means it too), is every op but the experimental ones, which stay
+        callable by name."""
+        if toolset is None or toolset == "all":
+            return [op for op in self.ops.values() if not op.unlisted and not op.experimental]
+        return [op for op in self.ops.values() if not op.unlisted and toolset in op.toolsets]
 
     def parse_request(self, op: OpSpec, args: dict[str, Any]) -> Message:
         """JSON arguments -> request message, or 422 naming the first bad field."""
-        errors = sorted(self._validators[op.name].iter_errors(args), key=lambda e: list(e.absolute_path))
+        if not args and op.name in self._empty_ok:
+            return op.request_cls()
+        try:
+            errors = sorted(self._validators[op.name].iter_errors(args), key=lambda e: list(e.absolute_path))
+        except RecursionError:
+            raise ValidationFailed("the body nests too deeply", {"field": "(body)", "reason": "too deep"}) from None
         if errors:
             err = errors[0]
-            path = ".".join(str(p) for p in err.absolute_path)
+            path = _field_path(err.absolute_path)
             if err.validator == "additionalProperties":
                 extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
                 field_name = ".".join(filter(None, [path, extra[0] if extra else ""]))
@@ -123,10 +168,36 @@ class Catalog:
                 field_name = ".".join(filter(None, [path, missing[0] if missing else ""]))
                 raise ValidationFailed(f"{field_name}: required", {"field": field_name, "reason": "required"})
             field_name = path or "(body)"
+            if err.validator == "anyOf" and all(set(sub) == {"required"} for sub in err.validator_value):
+                names = [sub["required"][0] for sub in err.validator_value]
+                field_name = ".".join(filter(None, [path, names[0]]))
+                raise ValidationFailed(
+                    f"{field_name}: required (name at least one of {', '.join(names)})",
+                    {"field": field_name, "reason": "required", "one_of": names},
+                )
+            if err.validator == "pattern":
+                reason = "blank" if err.validator_value == NOT_BLANK else "malformed"
+                what = "must not be blank" if reason == "blank" else f"malformed (must match {err.validator_value})"
+                raise ValidationFailed(f"{field_name}: {what}", {"field": field_name, "reason": reason, "pattern": err.validator_value})
+            if err.validator == "format":
+                raise ValidationFailed(
+                    f"{field_name}: malformed (an RFC 3339 time, e.g. 2026-01-02T03:04:05Z)",
+                    {"field": field_name, "reason": "malformed", "format": err.validator_value},
+                )
+            if err.validator == "enum":
+                raise ValidationFailed(
+                    f"{field_name}: one of {', '.join(map(str, err.validator_value))}",
+                    {"field": field_name, "reason": "not one of the accepted values", "accepted": list(err.validator_value)},
+                )
             raise ValidationFailed(f"{field_name}: {err.message}", {"field": field_name, "reason": err.message})
+        if not op.org_level and "namespace" in args and "namespace" not in op.request_cls.DESCRIPTOR.fields_by_name:
+            # Checked with the rest, carried as metadata (Relay.metadata), not a message field.
+            args = {k: v for k, v in args.items() if k != "namespace"}
         msg = op.request_cls()
         try:
             json_format.ParseDict(args, msg)
+        except RecursionError:
+            raise ValidationFailed("the body nests too deeply", {"field": "(body)", "reason": "too deep"}) from None
         except json_format.ParseError as exc:
             # What the schema cannot say (an integer past its 32/64-bit range): name the field
             # protobuf names, in Loom's words rather than the library's.
@@ -138,8 +209,23 @@ class Catalog:
         return msg
 
 
+def _field_path(parts: Any) -> str:
+    """A JSON path as the planes name fields: `posters[0]`, `brief.inputs`."""
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
 def message_to_json(msg: Message) -> dict[str, Any]:
-    """A message as the JSON the spec shows: field names as declared, 64-bit ints as numbers."""
+    """A message as the JSON the spec shows: field names as declared, 64-bit ints as numbers,
+    every field without presence printed. Through a converter built once per message type from
+    its descriptor (protobuf's MessageToDict re-reads the descriptor on every call)."""
+    return _converter(msg.DESCRIPTOR)(msg)
+
+
+def message_to_json_reference(msg: Message) -> dict[str, Any]:
+    """The same JSON through protobuf's own printer: what the compiled converter must match."""
     out = json_format.MessageToDict(msg, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
     _ints_back(msg.DESCRIPTOR, out)
     return out
@@ -161,17 +247,235 @@ def _ints_back(desc: Descriptor, data: dict[str, Any]) -> None:
                     _ints_back(f.message_type, item)
 
 
-def field_schema(f: FieldDescriptor) -> dict[str, Any]:
+_Convert = Callable[[Any], Any]
+_CONVERTERS: dict[str, Callable[[Message], dict[str, Any]]] = {}
+
+
+def _converter(desc: Descriptor) -> Callable[[Message], dict[str, Any]]:
+    conv = _CONVERTERS.get(desc.full_name)
+    if conv is None:
+        # Registered before its fields are compiled, so a recursive message finds itself.
+        plan: list[tuple[str, bool, _Convert | None, bool]] = []
+
+        def convert(msg: Message) -> dict[str, Any]:
+            out: dict[str, Any] = {}
+            for name, presence, value_conv, repeated in plan:
+                if presence and not msg.HasField(name):
+                    continue
+                value = getattr(msg, name)
+                if value_conv is None:
+                    out[name] = list(value) if repeated else value
+                elif repeated:
+                    out[name] = [value_conv(v) for v in value]
+                else:
+                    out[name] = value_conv(value)
+            return out
+
+        _CONVERTERS[desc.full_name] = convert
+        for f in desc.fields:
+            if f.message_type is not None and f.message_type.GetOptions().map_entry:
+                key_f, val_f = f.message_type.fields_by_name["key"], f.message_type.fields_by_name["value"]
+                vconv = _value_converter(val_f)
+                kstr = key_f.type != FieldDescriptor.TYPE_STRING
+                plan.append((f.name, False, _map_converter(vconv, kstr), False))
+                continue
+            plan.append((f.name, (not f.is_repeated) and f.has_presence, _value_converter(f), f.is_repeated))
+        conv = convert
+    return conv
+
+
+def _map_converter(vconv: _Convert | None, key_to_str: bool) -> _Convert:
+    def convert(value: Any) -> dict[str, Any]:
+        return {(str(k) if key_to_str else k): (vconv(v) if vconv is not None else v) for k, v in value.items()}
+
+    return convert
+
+
+def _value_converter(f: FieldDescriptor) -> _Convert | None:
+    """How one value of the field becomes JSON; None: the Python value already is its JSON."""
+    t = f.type
+    if t == FieldDescriptor.TYPE_MESSAGE:
+        if f.message_type.full_name.startswith("google.protobuf."):
+            return lambda m: json_format.MessageToDict(m, preserving_proto_field_name=True)
+        return _converter(f.message_type)
+    if t == FieldDescriptor.TYPE_ENUM:
+        names = {v.number: v.name for v in f.enum_type.values}
+        return lambda n: names.get(n, n)
+    if t == FieldDescriptor.TYPE_BYTES:
+        return lambda b: base64.b64encode(b).decode()
+    if t == FieldDescriptor.TYPE_FLOAT:
+        return lambda v: json_format._Printer()._FieldToJsonObject(f, v)  # float32: protobuf prints its shortest form
+    if t == FieldDescriptor.TYPE_DOUBLE:
+        return _double
+    fo = field_options(f)
+    if t == FieldDescriptor.TYPE_STRING and fo is not None and fo.timestamp:
+        return rfc3339
+    return None
+
+
+# Per message type: its timestamp fields and the message fields that (transitively) hold some.
+_TS_PLANS: dict[str, tuple[tuple[str, int], ...]] = {}
+_TS, _TS_LIST, _NESTED, _NESTED_LIST, _NESTED_MAP = range(5)
+
+
+def _ts_plan(desc: Descriptor, seen: frozenset[str] = frozenset()) -> tuple[tuple[str, int], ...]:
+    plan = _TS_PLANS.get(desc.full_name)
+    if plan is not None:
+        return plan
+    steps: list[tuple[str, int]] = []
+    for f in desc.fields:
+        fo = field_options(f)
+        if f.type == FieldDescriptor.TYPE_STRING and fo is not None and fo.timestamp:
+            steps.append((f.name, _TS_LIST if f.is_repeated else _TS))
+        elif f.message_type is not None and not f.message_type.full_name.startswith("google.protobuf."):
+            if f.message_type.GetOptions().map_entry:
+                value = f.message_type.fields_by_name["value"]
+                if (
+                    value.message_type is not None
+                    and value.message_type.full_name not in seen
+                    and _ts_plan(value.message_type, seen | {desc.full_name})
+                ):
+                    steps.append((f.name, _NESTED_MAP))
+            elif (
+                f.message_type.full_name not in seen
+                and f.message_type.full_name != desc.full_name
+                and _ts_plan(f.message_type, seen | {desc.full_name})
+            ):
+                steps.append((f.name, _NESTED_LIST if f.is_repeated else _NESTED))
+    plan = tuple(steps)
+    _TS_PLANS[desc.full_name] = plan
+    return plan
+
+
+_TS_BY_DESC: dict[Any, tuple[tuple[str, int], ...]] = {}
+
+
+def normalize_timestamps(msg: Message) -> None:
+    """Every timestamp field of a message (nested ones too) as RFC 3339 UTC with a Z, in place:
+    what the gRPC door answers, so every door prints the same instants the same way."""
+    desc = msg.DESCRIPTOR
+    plan = _TS_BY_DESC.get(desc)
+    if plan is None:
+        plan = _TS_BY_DESC[desc] = _ts_plan(desc)
+    for name, kind in plan:
+        if kind == _TS:
+            value = getattr(msg, name)
+            if value and value[-1] != "Z":
+                setattr(msg, name, rfc3339(value))
+        elif kind == _TS_LIST:
+            items = getattr(msg, name)
+            for i, value in enumerate(items):
+                items[i] = rfc3339(value)
+        elif kind == _NESTED:
+            if msg.HasField(name):
+                normalize_timestamps(getattr(msg, name))
+        elif kind == _NESTED_LIST:
+            for item in getattr(msg, name):
+                normalize_timestamps(item)
+        else:
+            for item in getattr(msg, name).values():
+                normalize_timestamps(item)
+
+
+_CH_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)$")
+
+
+def rfc3339(value: str) -> str:
+    """A timestamp field as RFC 3339 UTC with a Z, whatever text the plane stored: ClickHouse's
+    `2026-11-30 18:08:44.948241` (UTC) becomes `2026-11-30T18:08:44.948241Z`."""
+    if value.endswith("Z"):
+        return value
+    found = _CH_TIME.match(value)
+    if found:
+        return f"{found.group(1)}T{found.group(2)}Z"
+    if value.endswith("+00:00"):
+        return value[:-6] + "Z"
+    return value
+
+
+def _double(v: float) -> Any:
+    if math.isfinite(v):
+        return v
+    return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+
+
+_INT_RANGES = {
+    FieldDescriptor.TYPE_INT32: (-(2**31), 2**31 - 1),
+    FieldDescriptor.TYPE_SINT32: (-(2**31), 2**31 - 1),
+    FieldDescriptor.TYPE_SFIXED32: (-(2**31), 2**31 - 1),
+    FieldDescriptor.TYPE_UINT32: (0, 2**32 - 1),
+    FieldDescriptor.TYPE_FIXED32: (0, 2**32 - 1),
+    FieldDescriptor.TYPE_INT64: (-(2**63), 2**63 - 1),
+    FieldDescriptor.TYPE_SINT64: (-(2**63), 2**63 - 1),
+    FieldDescriptor.TYPE_SFIXED64: (-(2**63), 2**63 - 1),
+    FieldDescriptor.TYPE_UINT64: (0, 2**64 - 1),
+    FieldDescriptor.TYPE_FIXED64: (0, 2**64 - 1),
+}
+# A required string holds a character that is not whitespace (when no pattern says more).
+NOT_BLANK = r"\S"
+
+
+def field_options(f: FieldDescriptor) -> options_pb2.FieldOptions | None:
+    opts = f.GetOptions()
+    return opts.Extensions[options_pb2.field] if opts.HasExtension(options_pb2.field) else None
+
+
+def field_schema(f: FieldDescriptor, response: bool = False) -> dict[str, Any]:
+    """A field's JSON schema: its type, and the rules its `(loom.options.v1.field)` options state."""
+    fo = field_options(f)
     if f.message_type is not None and f.message_type.GetOptions().map_entry:
+        # A map field's rules apply to its values.
         value_field = f.message_type.fields_by_name["value"]
-        return {"type": "object", "additionalProperties": _scalar_schema(value_field)}
-    item = _scalar_schema(f)
+        value = _scalar_schema(value_field, response)
+        schema_map: dict[str, Any] = {"type": "object", "additionalProperties": value}
+        if fo is not None:
+            value.update(_item_rules(fo, value_field.type, required=False))
+            value.pop("minLength", None)
+            if fo.HasField("min_length"):
+                schema_map["minProperties"] = fo.min_length  # on a map: its fewest entries
+        return schema_map
+    item = _scalar_schema(f, response)
+    if fo is not None:
+        item = {**item, **_item_rules(fo, f.type, required=fo.required and not f.is_repeated)}
+        if response and fo.timestamp and not f.is_repeated:
+            # An instant not set yet prints as "" (a field without presence is always printed).
+            item.pop("format", None)
+            item["anyOf"] = [{"format": "date-time"}, {"const": ""}]
     if f.is_repeated:
-        return {"type": "array", "items": item}
+        schema: dict[str, Any] = {"type": "array", "items": item}
+        if fo is not None and fo.HasField("max_items"):
+            schema["maxItems"] = fo.max_items
+        if fo is not None and fo.required:
+            schema["minItems"] = 1
+        return schema
+    if fo is not None and fo.secret and not response:
+        item["writeOnly"] = True
     return item
 
 
-def _scalar_schema(f: FieldDescriptor) -> dict[str, Any]:
+def _item_rules(fo: options_pb2.FieldOptions, type_: int, required: bool) -> dict[str, Any]:
+    rules: dict[str, Any] = {}
+    if type_ == FieldDescriptor.TYPE_STRING:
+        if fo.enum:
+            rules["enum"] = list(fo.enum)
+        if fo.HasField("min_length"):
+            rules["minLength"] = fo.min_length
+        if fo.HasField("max_length"):
+            rules["maxLength"] = fo.max_length
+        if fo.pattern:
+            rules["pattern"] = fo.pattern
+        elif required and not fo.enum:
+            rules["pattern"] = NOT_BLANK
+        if fo.timestamp:
+            rules["format"] = "date-time"
+    if fo.HasField("minimum"):
+        rules["minimum"] = int(fo.minimum) if type_ in _INT_RANGES else fo.minimum
+    if fo.HasField("maximum"):
+        rules["maximum"] = int(fo.maximum) if type_ in _INT_RANGES else fo.maximum
+    return rules
+
+
+def _scalar_schema(f: FieldDescriptor, response: bool = False) -> dict[str, Any]:
     t = f.type
     if t == FieldDescriptor.TYPE_MESSAGE:
         full = f.message_type.full_name
@@ -181,7 +485,7 @@ def _scalar_schema(f: FieldDescriptor) -> dict[str, Any]:
             return {}
         if full == "google.protobuf.Timestamp":
             return {"type": "string", "format": "date-time"}
-        return message_schema(f.message_type)
+        return message_schema(f.message_type, response)
     if t == FieldDescriptor.TYPE_ENUM:
         return {"type": "string", "enum": [v.name for v in f.enum_type.values]}
     if t == FieldDescriptor.TYPE_BOOL:
@@ -192,18 +496,44 @@ def _scalar_schema(f: FieldDescriptor) -> dict[str, Any]:
         return {"type": "string", "contentEncoding": "base64"}
     if t in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
         return {"type": "number"}
-    return {"type": "integer"}
+    lo, hi = _INT_RANGES.get(t, (-(2**63), 2**63 - 1))
+    return {"type": "integer", "minimum": lo, "maximum": hi}
 
 
-def message_schema(desc: Descriptor) -> dict[str, Any]:
+def message_schema(desc: Descriptor, response: bool = False) -> dict[str, Any]:
+    """A message's JSON schema. As a request: its required fields are those marked required.
+    As a response: every field without presence is always printed, so it is required."""
     props: dict[str, Any] = {}
+    required: list[str] = []
+    dependent: dict[str, list[str]] = {}
+    groups: dict[str, list[str]] = {}
     for f in desc.fields:
-        schema = field_schema(f)
-        comment = f.GetOptions()
-        if comment.HasExtension(options_pb2.field) and comment.Extensions[options_pb2.field].secret:
-            schema = {**schema, "writeOnly": True}
-        props[f.name] = schema
-    return {"type": "object", "properties": props, "additionalProperties": False}
+        props[f.name] = field_schema(f, response)
+        if response:
+            if f.is_repeated or not f.has_presence:
+                required.append(f.name)
+            continue
+        fo = field_options(f)
+        if fo is None:
+            continue
+        if fo.required:
+            required.append(f.name)
+        if fo.requires:
+            dependent[f.name] = list(fo.requires)
+        if fo.one_required_of:
+            groups.setdefault(fo.one_required_of, []).append(f.name)
+    schema: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
+    if required:
+        schema["required"] = required
+    if dependent:
+        schema["dependentRequired"] = dependent
+    if groups:
+        schema["allOf"] = [{"anyOf": [{"required": [name]} for name in names]} for names in groups.values()]
+    return schema
+
+
+# The grammar of a namespace name (identity's rule), published on every namespaced op.
+NAMESPACE_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 
 
 def request_schema(desc: Descriptor, org_level: bool) -> dict[str, Any]:
@@ -211,10 +541,14 @@ def request_schema(desc: Descriptor, org_level: bool) -> dict[str, Any]:
     if not org_level:
         # Every namespaced op takes the namespace as an argument too (else header or token default).
         schema["properties"] = {
-            "namespace": {"type": "string", "description": "Namespace; defaults to the token's."},
+            "namespace": {"type": "string", "pattern": NAMESPACE_PATTERN, "description": "Namespace; defaults to the token's."},
             **schema["properties"],
         }
     return schema
+
+
+def response_schema(desc: Descriptor) -> dict[str, Any]:
+    return message_schema(desc, response=True)
 
 
 def _op_from_method(method: MethodDescriptor, plane: str) -> OpSpec | None:
@@ -239,6 +573,7 @@ def _op_from_method(method: MethodDescriptor, plane: str) -> OpSpec | None:
         summary=o.summary,
         org_level=o.org_level,
         input_schema=request_schema(method.input_type, o.org_level),
+        output_schema=response_schema(method.output_type),
     )
 
 

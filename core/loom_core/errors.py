@@ -53,6 +53,7 @@ class ErrorCode(StrEnum):
     INTERNAL = "INTERNAL"
     MISSING_IDENTITY_FIELD = "MISSING_IDENTITY_FIELD"
     PINNED_CONFLICT = "PINNED_CONFLICT"
+    UNKNOWN_TOOLSET = "UNKNOWN_TOOLSET"
 
 
 # code -> (http status, grpc status code, retryable)
@@ -77,6 +78,7 @@ CODES: dict[ErrorCode, tuple[int, grpc.StatusCode, bool]] = {
     ErrorCode.LOCKED: (423, grpc.StatusCode.FAILED_PRECONDITION, True),
     ErrorCode.MISSING_IDENTITY_FIELD: (400, grpc.StatusCode.INVALID_ARGUMENT, False),
     ErrorCode.PINNED_CONFLICT: (409, grpc.StatusCode.FAILED_PRECONDITION, False),
+    ErrorCode.UNKNOWN_TOOLSET: (400, grpc.StatusCode.INVALID_ARGUMENT, False),
     ErrorCode.RATE_LIMITED: (429, grpc.StatusCode.RESOURCE_EXHAUSTED, True),
     ErrorCode.OVERLOADED: (503, grpc.StatusCode.UNAVAILABLE, True),
     ErrorCode.BACKEND_UNAVAILABLE: (503, grpc.StatusCode.UNAVAILABLE, True),

@@ -5,7 +5,7 @@ what they are handed (the store engine, in embedded mode and tests)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -15,11 +15,12 @@ from google.protobuf.message import Message
 
 from . import exposures as exposures_mod
 from .bus import Bus, LeaseStore, connect_bus
-from .catalog import Catalog, load_catalog
+from .catalog import Catalog, OpSpec, load_catalog
 from .chain import CallContext, Ledger, NoopGate, OpChainInterceptor, PolicyGate, current_call
 from .chain import ledger as ledger_mod
 from .chain.ratelimit import RateLimiter
-from .grpc_health import serve_health
+from .errors import ErrorCode, NotFound
+from .grpc_errors import to_rpc_status
 from .identity import Authenticator, TokenCodec
 from .identity import store as identity_store
 from .identity.pruning import RevocationPruner, revocation_horizon
@@ -138,8 +139,14 @@ class _GateProxy:
         await self.runtime.gate.check(call)
 
 
+# The largest request or response message on either transport (gRPC's server and the relay's
+# channels are configured with it; the in-process transport checks it the same way).
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
 class PlaneServer:
-    """One plane's gRPC server: its handlers behind the shared interceptor chain."""
+    """One plane's gRPC server: its handlers behind the shared interceptor chain. `invoke` runs
+    the same chain in process, for a gateway in the same process (embedded mode)."""
 
     def __init__(self, runtime: Runtime, plane: str, handlers: dict[str, Handler]) -> None:
         self.runtime = runtime
@@ -147,7 +154,15 @@ class PlaneServer:
         self.handlers = handlers
         self.port = 0
         self.server: grpc.aio.Server | None = None
+        self.chain = runtime.interceptor()
+        self.chain.plane = plane  # another plane's method here is answered by _WrongPlane, unwrapped
         self.health: Any = None
+        self._direct: dict[str, Callable[[Message], Awaitable[Message]]] = {name: _direct(fn) for name, fn in handlers.items()}
+
+    async def invoke(self, op: OpSpec, request: Message, metadata: Mapping[str, str]) -> Message:
+        """The in-process transport: the op through this plane's chain, no gRPC. Raises the
+        call's LoomError (the ledger row is written either way)."""
+        return await self.chain.call(op, self._direct[op.name], request, metadata)
 
     def _generic_handlers(self) -> list[grpc.GenericRpcHandler]:
         ops = self.runtime.catalog.for_plane(self.plane)
@@ -164,24 +179,74 @@ class PlaneServer:
             )
         return [grpc.method_handlers_generic_handler(svc, methods) for svc, methods in by_service.items()]
 
+    def service_names(self) -> list[str]:
+        return sorted({op.service for op in self.runtime.catalog.for_plane(self.plane)})
+
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
+        from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+        from grpc_reflection.v1alpha import reflection
+
         self.server = grpc.aio.server(
-            interceptors=[self.runtime.interceptor()],
-            options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", 16 * 1024 * 1024)],
+            interceptors=[self.chain],
+            options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)],
         )
         self.server.add_generic_rpc_handlers(self._generic_handlers())
-        # grpc.health.v1 (no token, outside the op chain): Compose and Kubernetes probe it.
-        self.health = await serve_health(self.server, self.plane)
+        # The standard health service (grpc.health.v1), per plane: "" (the server), the plane's
+        # name and its service names, so Kubernetes gRPC probes and grpc_health_probe work.
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        # Server reflection: `grpcurl list` / `grpcurl describe` without the .proto files.
+        services = self.service_names()
+        reflection.enable_server_reflection([*services, health.SERVICE_NAME, reflection.SERVICE_NAME], self.server)
+        # Last: a method no handler above serves gets Loom's error, naming the plane serving it.
+        self.server.add_generic_rpc_handlers([_WrongPlane(self.runtime.catalog, self.plane)])
         self.port = self.server.add_insecure_port(f"{host}:{port}")
         await self.server.start()
+        for name in ("", self.plane, *services):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         return self.port
 
     async def stop(self, grace: float = 1.0) -> None:
-        if self.health is not None:
-            await self.health.enter_graceful_shutdown()
         if self.server is not None:
+            if self.health is not None:
+                await self.health.enter_graceful_shutdown()
             await self.server.stop(grace)
             self.server = None
+
+
+class _WrongPlane(grpc.GenericRpcHandler):
+    """Any method this plane's server does not serve: UNKNOWN_OP in Loom's rich status, naming
+    the plane that serves the op when another one does."""
+
+    def __init__(self, catalog: Catalog, plane: str) -> None:
+        self.catalog = catalog
+        self.plane = plane
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        method = handler_call_details.method
+        op = self.catalog.by_path.get(method)
+        if op is not None:
+            error = NotFound(
+                ErrorCode.UNKNOWN_OP,
+                f"{op.name} is served by the {op.plane} plane, not by {self.plane}: call the {op.plane} plane's address",
+                {"op": op.name, "plane": op.plane, "method": method, "this_plane": self.plane},
+            )
+        else:
+            error = NotFound(ErrorCode.UNKNOWN_OP, f"no op is served at {method}", {"method": method, "this_plane": self.plane})
+        status = to_rpc_status(error)
+
+        async def refuse(_request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            await context.abort_with_status(status)
+            return b""  # never reached: abort raises
+
+        return grpc.unary_unary_rpc_method_handler(refuse)
+
+
+def _direct(fn: Handler) -> Callable[[Message], Awaitable[Message]]:
+    async def behavior(request: Message) -> Message:
+        return await fn(request, current_call())
+
+    return behavior
 
 
 def _bind(fn: Handler) -> Callable[[Message, grpc.aio.ServicerContext], Awaitable[Message]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -195,6 +195,11 @@ class Settings(BaseSettings):
         description="ClickHouse cluster name (a `remote_servers` entry). Set: migrations create the database and tables `ON CLUSTER` with `Replicated*MergeTree` engines. Needs LOOM_CLICKHOUSE_URL.",
     )
     nats_replicas: int = Field(1, description="JetStream replicas of the streams and KV buckets Loom creates (3 on a 3-node NATS cluster).")
+    # --- gateway
+    gateway_transport: Literal["inproc", "grpc"] = Field(
+        "inproc",
+        description="How the gateway reaches planes running in its own process: inproc (the interceptor chain called in process) or grpc (loopback gRPC, as a cluster's gateway does).",
+    )
 
 
 def plane_settings_classes() -> dict[str, type[PlaneSettings]]:

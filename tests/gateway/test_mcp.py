@@ -13,12 +13,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
 import httpx2
 import mcp_types as types
 import pytest
 from loom_core.catalog import OpSpec
+from loom_gateway.mcp import TOOL_NAME, tool_name
 from loom_runner.embedded import Instance
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import Tenant, unique
@@ -47,8 +49,9 @@ def bearer(token: str) -> str:
 
 
 def served(stack: Instance, ops: list[OpSpec]) -> set[str]:
+    """The tool names of the ops this stack serves."""
     assert stack.relay is not None
-    return {op.name for op in ops if op.plane in stack.relay.addresses}
+    return {tool_name(op.name) for op in ops if op.plane in stack.relay.addresses}
 
 
 def error_of(result: types.CallToolResult) -> dict[str, Any]:
@@ -80,56 +83,75 @@ async def ledger_rows(stack: Instance, org: str, want: int) -> list[dict[str, An
 # -- handshake and listings --------------------------------------------------------------------
 
 
-async def test_initialize_names_loom_and_offers_tools(stack: Instance) -> None:
-    async with mcp_client(stack.base_url + "/mcp", "legacy") as (client, _):
+async def test_initialize_names_loom_and_offers_tools(stack: Instance, tenant: Tenant) -> None:
+    async with mcp_client(stack.base_url + "/mcp", "legacy", Authorization=bearer(tenant.token)) as (client, _):
         assert client.protocol_version == "2025-11-25"
         assert client.server_info is not None and client.server_info.name == "loom"
         assert client.server_capabilities.tools is not None
 
 
-async def test_auto_mode_adopts_the_per_request_era(stack: Instance) -> None:
-    async with mcp_client(stack.base_url + "/mcp", "auto") as (client, _):
+async def test_auto_mode_adopts_the_per_request_era(stack: Instance, tenant: Tenant) -> None:
+    async with mcp_client(stack.base_url + "/mcp", "auto", Authorization=bearer(tenant.token)) as (client, _):
         assert client.protocol_version == "2026-07-28"
         assert client.server_capabilities.tools is not None
 
 
-async def test_listing_without_toolset_shows_every_listed_op_with_its_schema(stack: Instance, era: str) -> None:
+async def test_listing_without_toolset_is_the_all_listing_with_model_safe_names_and_schemas(
+    stack: Instance, tenant: Tenant, era: str
+) -> None:
     assert stack.relay is not None
     catalog = stack.relay.catalog
-    async with mcp_client(stack.base_url + "/mcp", era) as (client, _):
+    async with mcp_client(stack.base_url + "/mcp", era, Authorization=bearer(tenant.token)) as (client, _):
         listed = await client.list_tools()
+        all_listed = await mcp_list(stack.base_url + "/mcp?toolset=all", era, tenant.token)
     tools = {t.name: t for t in listed.tools}
-    assert set(tools) == served(stack, catalog.listed(None))
-    assert "auth.whoami" in tools and "token.mint" in tools
+    assert set(tools) == served(stack, catalog.listed("all")) == {t.name for t in all_listed}
+    assert "loom_auth_whoami" in tools and "loom_token_mint" in tools
+    by_tool = {tool_name(name): op for name, op in catalog.ops.items()}
     for name, tool in tools.items():
-        op = catalog.ops[name]
-        assert not op.unlisted
+        assert TOOL_NAME.match(name), name
+        op = by_tool[name]
+        assert not op.unlisted and not op.experimental
         assert tool.input_schema == op.input_schema
-        assert tool.description == op.summary
+        assert tool.output_schema == op.output_schema
+        assert op.name in (tool.description or "")
 
 
-async def test_admin_toolset_lists_exactly_the_admin_ops(stack: Instance, era: str) -> None:
+async def mcp_list(url: str, era: str, token: str) -> list[types.Tool]:
+    async with mcp_client(url, era, Authorization=bearer(token)) as (client, _):
+        return list((await client.list_tools()).tools)
+
+
+async def test_v1_ops_and_mcp_list_the_same_ops_for_every_toolset(stack: Instance, tenant: Tenant) -> None:
+    assert stack.relay is not None
+    async with httpx.AsyncClient(base_url=stack.base_url, timeout=30) as http:
+        for toolset in stack.relay.catalog.toolsets():
+            ops = (await http.get("/v1/ops", params={"toolset": toolset})).json()["ops"]
+            tools = await mcp_list(stack.base_url + f"/mcp?toolset={toolset}", "legacy", tenant.token)
+            assert {o["tool"] for o in ops} == {t.name for t in tools}, toolset
+        default = (await http.get("/v1/ops")).json()["ops"]
+        assert {o["name"] for o in default} == {o["name"] for o in (await http.get("/v1/ops?toolset=all")).json()["ops"]}
+
+
+async def test_admin_toolset_lists_exactly_the_admin_ops(stack: Instance, tenant: Tenant, era: str) -> None:
     assert stack.relay is not None
     # Ops of a plane this stack does not run are unknown here, so they are not listed either.
     admin_ops = served(stack, [op for op in stack.relay.catalog.ops.values() if "admin" in op.toolsets and not op.unlisted])
-    async with mcp_client(stack.base_url + "/mcp?toolset=admin", era) as (client, _):
-        listed = await client.list_tools()
-    names = {t.name for t in listed.tools}
+    names = {t.name for t in await mcp_list(stack.base_url + "/mcp?toolset=admin", era, tenant.token)}
     assert names == served(stack, stack.relay.catalog.listed("admin")) == admin_ops
-    assert "token.mint" in names
-    assert "auth.whoami" not in names
+    assert "loom_token_mint" in names
+    assert "loom_auth_whoami" not in names
 
 
-async def test_trailing_slash_path_serves_the_same_toolset_listing(stack: Instance, era: str) -> None:
+async def test_trailing_slash_path_serves_the_same_toolset_listing(stack: Instance, tenant: Tenant, era: str) -> None:
     assert stack.relay is not None
-    async with mcp_client(stack.base_url + "/mcp/?toolset=admin", era) as (client, _):
-        listed = await client.list_tools()
-    assert {t.name for t in listed.tools} == served(stack, stack.relay.catalog.listed("admin"))
-    assert "token.mint" in {t.name for t in listed.tools}
+    names = {t.name for t in await mcp_list(stack.base_url + "/mcp/?toolset=admin", era, tenant.token)}
+    assert names == served(stack, stack.relay.catalog.listed("admin"))
+    assert "loom_token_mint" in names
 
 
 @pytest.mark.parametrize("path", ["/mcp", "/mcp/"])
-async def test_mcp_paths_answer_without_a_redirect(stack: Instance, path: str) -> None:
+async def test_mcp_paths_answer_without_a_redirect(stack: Instance, tenant: Tenant, path: str) -> None:
     # The SDK client follows same-origin redirects, so the tests above would not notice one.
     init = {
         "jsonrpc": "2.0",
@@ -137,17 +159,74 @@ async def test_mcp_paths_answer_without_a_redirect(stack: Instance, path: str) -
         "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
     }
-    headers = {"Accept": "application/json, text/event-stream"}
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": bearer(tenant.token)}
     async with httpx2.AsyncClient(base_url=stack.base_url, timeout=30) as http:
         response = await http.post(path, json=init, headers=headers)
     assert response.status_code == 200, response.text
     assert response.json()["result"]["serverInfo"]["name"] == "loom"
 
 
-async def test_unknown_toolset_lists_nothing(stack: Instance, era: str) -> None:
-    async with mcp_client(stack.base_url + "/mcp?toolset=no-such-toolset", era) as (client, _):
-        listed = await client.list_tools()
-    assert listed.tools == []
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+}
+
+
+async def test_unknown_toolset_is_a_400_naming_the_known_ones(stack: Instance, tenant: Tenant) -> None:
+    assert stack.relay is not None
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": bearer(tenant.token)}
+    async with httpx.AsyncClient(base_url=stack.base_url, timeout=30) as http:
+        mcp = await http.post("/mcp?toolset=no-such-toolset", json=INIT, headers=headers)
+        ops = await http.get("/v1/ops?toolset=no-such-toolset")
+    for response in (mcp, ops):
+        assert response.status_code == 400
+        err = response.json()["error"]
+        assert err["code"] == "UNKNOWN_TOOLSET" and err["retryable"] is False
+        assert err["detail"]["known"] == stack.relay.catalog.toolsets()
+        assert "admin" in err["message"] and "all" in err["message"]
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer not-a-jwt", "Basic dXNlcjpwYXNz"])
+async def test_mcp_request_without_a_valid_token_is_http_401_with_the_bearer_challenge(stack: Instance, authorization: str | None) -> None:
+    headers = {"Accept": "application/json, text/event-stream"}
+    if authorization:
+        headers["Authorization"] = authorization
+    async with httpx.AsyncClient(base_url=stack.base_url, timeout=30) as http:
+        response = await http.post("/mcp", json=INIT, headers=headers)
+        assert response.status_code == 401
+        challenge = response.headers["www-authenticate"]
+        assert challenge.startswith("Bearer ")
+        metadata_url = challenge.split('resource_metadata="', 1)[1].split('"', 1)[0]
+        metadata = (await http.get(metadata_url)).json()
+    assert response.json()["error"]["code"] in ("AUTH_REQUIRED", "AUTH_INVALID")
+    assert metadata["resource"] == stack.base_url + "/mcp"
+    assert metadata["bearer_methods_supported"] == ["header"]
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in leaves(sub)]
+    return [exc]
+
+
+async def test_official_client_without_a_token_gets_no_session_and_no_tools(stack: Instance) -> None:
+    listed = None
+    with pytest.raises(BaseExceptionGroup) as caught:
+        async with mcp_client(stack.base_url + "/mcp", "legacy") as (client, _):
+            listed = await client.list_tools()
+    assert listed is None
+    assert any(isinstance(leaf, MCPError) for leaf in leaves(caught.value)), caught.value
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT"])
+async def test_non_post_on_mcp_is_405_and_holds_no_stream(stack: Instance, tenant: Tenant, method: str) -> None:
+    async with httpx.AsyncClient(base_url=stack.base_url, timeout=30) as http:
+        response = await http.request(method, "/mcp", headers={"Accept": "text/event-stream", "Authorization": bearer(tenant.token)})
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    assert response.json()["error"]["code"] == "VALIDATION_FAILED"
 
 
 # -- calls -------------------------------------------------------------------------------------
@@ -166,19 +245,12 @@ async def test_whoami_answers_the_token_subject_as_structured_and_text(tenant: T
     assert [json.loads(c.text) for c in result.content if isinstance(c, types.TextContent)] == [body]
 
 
-async def test_call_without_token_is_a_tool_error_auth_required(stack: Instance, era: str) -> None:
-    async with mcp_client(stack.base_url + "/mcp", era) as (client, _):
-        result = await client.call_tool("auth.whoami", {})
-    err = error_of(result)
-    assert err["code"] == "AUTH_REQUIRED"
-    assert err["message"]
-    assert "Traceback" not in json.dumps(err)
-
-
-async def test_bad_token_is_a_tool_error_auth_invalid(stack: Instance, era: str) -> None:
-    async with mcp_client(stack.base_url + "/mcp", era, Authorization="Bearer not-a-jwt") as (client, _):
-        result = await client.call_tool("auth.whoami", {})
-    assert error_of(result)["code"] == "AUTH_INVALID"
+async def test_tool_name_and_dotted_op_name_call_the_same_op(tenant: Tenant, stack: Instance, era: str) -> None:
+    async with mcp_client(stack.base_url + "/mcp", era, Authorization=bearer(tenant.token)) as (client, _):
+        by_tool = await client.call_tool("loom_auth_whoami", {})
+        by_op = await client.call_tool("auth.whoami", {})
+    assert not by_tool.is_error and not by_op.is_error
+    assert by_tool.structured_content == by_op.structured_content
 
 
 async def test_unknown_field_is_validation_failed_naming_the_field(tenant: Tenant, stack: Instance, era: str) -> None:
@@ -210,8 +282,8 @@ async def test_op_outside_the_toolset_is_still_callable_by_name(tenant: Tenant, 
     url = stack.base_url + "/mcp?toolset=admin"
     async with mcp_client(url, era, Authorization=bearer(tenant.token)) as (client, _):
         names = {t.name for t in (await client.list_tools()).tools}
-        result = await client.call_tool("auth.whoami", {})
-    assert "auth.whoami" not in names
+        result = await client.call_tool("loom_auth_whoami", {})
+    assert "loom_auth_whoami" not in names
     assert not result.is_error, result
     assert isinstance(result.structured_content, dict)
     assert result.structured_content["org"] == tenant.org
@@ -230,9 +302,8 @@ async def test_unlisted_op_is_callable_by_name_but_never_listed(tenant: Tenant, 
     async with mcp_client(stack.base_url + "/mcp", era, Authorization=bearer(tenant.token)) as (client, _):
         for toolset in toolsets:
             url = stack.base_url + "/mcp" + (f"?toolset={toolset}" if toolset else "")
-            async with mcp_client(url, era) as (lister, _):
-                assert op.name not in {t.name for t in (await lister.list_tools()).tools}
-        result = await client.call_tool(op.name, {})
+            assert tool_name(op.name) not in {t.name for t in await mcp_list(url, era, tenant.token)}
+        result = await client.call_tool(tool_name(op.name), {})
     if result.is_error:
         # Reached the op: whatever it refuses (arguments, role), it is not an unknown tool.
         assert error_of(result)["code"] != "UNKNOWN_OP"
@@ -243,16 +314,15 @@ async def test_unlisted_op_is_callable_by_name_but_never_listed(tenant: Tenant, 
 
 async def test_headers_are_read_per_call_and_run_id_lands_in_the_ledger(tenant: Tenant, stack: Instance, era: str) -> None:
     run_a, run_b = unique("run"), unique("run")
-    async with mcp_client(stack.base_url + "/mcp", era) as (client, http):
+    async with mcp_client(stack.base_url + "/mcp", era, Authorization=bearer(tenant.token)) as (client, http):
         # One session, headers changed between calls: each call carries its own request's.
-        refused = await client.call_tool("auth.whoami", {})
-        http.headers["Authorization"] = bearer(tenant.token)
+        refused = await client.call_tool("auth.whoami", {"bogus": 1})  # refused before the chain: no ledger row
         http.headers["X-Loom-Run-Id"] = run_a
         http.headers["X-Loom-Agent"] = "mcp-tester"
         first = await client.call_tool("auth.whoami", {})
         http.headers["X-Loom-Run-Id"] = run_b
         second = await client.call_tool("auth.whoami", {})
-    assert error_of(refused)["code"] == "AUTH_REQUIRED"
+    assert error_of(refused)["code"] == "VALIDATION_FAILED"
     assert not first.is_error and not second.is_error
     assert isinstance(first.structured_content, dict)
     assert first.structured_content["agent"] == "mcp-tester"
@@ -280,7 +350,8 @@ async def test_failed_call_is_ledgered_with_its_code_over_mcp(tenant: Tenant, st
     run = unique("run")
     headers = {"Authorization": bearer(tenant.token), "X-Loom-Run-Id": run}
     async with mcp_client(stack.base_url + "/mcp", era, **headers) as (client, _):
-        result = await client.call_tool("grants.set", {"subject": "user:someone", "role": "no-such-role"})
+        # Valid arguments the plane refuses (no such namespace): refused in the chain, so ledgered.
+        result = await client.call_tool("grants.set", {"subject": "user:someone", "role": "viewer", "namespace": "no-such-namespace"})
     code = error_of(result)["code"]
     rows = await ledger_rows(stack, tenant.org, want=1)
     assert [(r["op"], r["run_id"], r["transport"], r["ok"], r["error_code"]) for r in rows] == [("grants.set", run, "mcp", False, code)]

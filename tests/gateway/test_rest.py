@@ -158,14 +158,21 @@ async def test_ops_catalog_lists_ops_with_json_schemas(tenant: Tenant) -> None:
     assert mint["min_role"] == "viewer" and mint["write_shaped"] is True and mint["rate_class"] == "admin"
     schema = mint["input_schema"]
     assert schema["type"] == "object" and schema["additionalProperties"] is False
-    assert schema["properties"]["ttl_seconds"] == {"type": "integer"}
-    assert schema["properties"]["roles"] == {"type": "object", "additionalProperties": {"type": "string"}}
+    assert schema["properties"]["ttl_seconds"]["type"] == "integer"
+    assert schema["properties"]["roles"] == {
+        "type": "object",
+        "additionalProperties": {"type": "string", "enum": ["viewer", "writer", "admin"]},
+        "minProperties": 1,
+    }
+    assert schema["properties"]["ttl_seconds"]["minimum"] == 1  # an explicit 0 is refused, never defaulted
+    assert schema["dependentRequired"] == {"subject": ["roles"]}
     assert schema["properties"]["read_scope"] == {"type": "array", "items": {"type": "string"}}
     # A namespaced op takes the namespace as an argument.
     assert ops["grants.set"]["input_schema"]["properties"]["namespace"]["type"] == "string"
     assert ops["grants.set"]["min_role"] == "admin"
     for op in ops.values():
         assert op["input_schema"]["type"] == "object", op["name"]
+        assert op["output_schema"]["type"] == "object" and op["output_schema"]["properties"], op["name"]
 
 
 async def test_ops_catalog_filters_by_toolset(tenant: Tenant) -> None:
@@ -202,8 +209,8 @@ async def test_ready_reports_store_and_bus_checks(tenant: Tenant) -> None:
     assert r.status_code == 200
     body = r.json()
     assert body["status"] == "ready"
-    assert body["checks"]["store"] == {"ok": True}
-    assert body["checks"]["bus"] == {"ok": True}
+    assert body["checks"]["store"] == {"ok": True, "required": True}
+    assert body["checks"]["bus"] == {"ok": True, "required": True}
 
 
 async def test_ready_is_503_naming_the_dependency_that_fails(stack: Instance, nats_server: NatsServer) -> None:
@@ -216,8 +223,8 @@ async def test_ready_is_503_naming_the_dependency_that_fails(stack: Instance, na
     assert r.status_code == 503
     body = r.json()
     assert body["status"] == "not_ready"
-    assert body["checks"]["store"] == {"ok": True}
-    assert body["checks"]["bus"] == {"ok": False, "reason": "BACKEND_UNAVAILABLE"}
+    assert body["checks"]["store"] == {"ok": True, "required": True}
+    assert body["checks"]["bus"] == {"ok": False, "reason": "BACKEND_UNAVAILABLE", "required": True}
 
 
 async def test_rate_class_budget_spent_is_429_with_retry_after(

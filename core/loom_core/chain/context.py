@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import itertools
 import uuid
 from dataclasses import dataclass, field
 
@@ -37,7 +38,7 @@ class CallContext:
     ledger_extra: dict[str, str] | None = None
     transport: str = "grpc"
     token: str = ""
-    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    request_id: str = field(default_factory=lambda: new_request_id())
     # Set by a handler: how many items its answer returned (ledger out_hits).
     out_hits: int | None = None
 
@@ -57,6 +58,16 @@ class CallContext:
     def agent_label(self) -> str:
         """The caller-chosen agent label, else the subject (labels grant nothing)."""
         return self.agent or self.principal.sub
+
+
+# Request ids need to be unique, not secret: a random per-process prefix and a counter, instead
+# of a uuid4 (an os.urandom system call on every op call).
+_ID_PREFIX = uuid.uuid4().hex[:16]
+_ID_COUNTER = itertools.count(1)
+
+
+def new_request_id() -> str:
+    return f"{_ID_PREFIX}{next(_ID_COUNTER):016x}"
 
 
 _current: contextvars.ContextVar[CallContext] = contextvars.ContextVar("loom_call")

@@ -1,18 +1,20 @@
 """The shared server interceptor chain: verify token -> role and scope -> rate class ->
 history-policy gate -> handler -> one ledger row. Every op on every plane passes it; a door
-(REST, MCP, SDK) reaches a handler only through gRPC, so only through this."""
+(REST, MCP, SDK) reaches a handler only through it: over gRPC (`intercept_service` -> `run`),
+or in process when the plane runs in the gateway's process (`call`, embedded mode). One chain,
+two transports: same metadata, same errors, same ledger row."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import grpc
 from google.protobuf.message import Message
 
-from ..catalog import Catalog, OpSpec, message_to_json
+from ..catalog import Catalog, OpSpec, message_to_json, normalize_timestamps
 from ..errors import ErrorCode, Forbidden, LoomError, ValidationFailed
 from ..grpc_errors import to_rpc_status
 from ..identity import Authenticator, Principal
@@ -56,6 +58,9 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         self.gate = gate
         self.ledger = ledger
         self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
+        self._metric_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        # The plane whose server this chain guards (None: any); another plane's op is not wrapped.
+        self.plane: str | None = None
 
     async def intercept_service(
         self,
@@ -68,7 +73,7 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
             return wrapped
         handler = await continuation(handler_call_details)
         op = self.catalog.by_path.get(handler_call_details.method)
-        if handler is None or op is None or handler.unary_unary is None:
+        if handler is None or op is None or handler.unary_unary is None or (self.plane is not None and op.plane != self.plane):
             return handler
         inner: Behavior = handler.unary_unary
 
@@ -84,8 +89,18 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         return wrapped
 
     async def run(self, op: OpSpec, inner: Behavior, request: Message, context: grpc.aio.ServicerContext) -> Message:
+        """The gRPC transport: metadata from the call, a refusal as a rich status."""
+        md = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+        try:
+            return await self.call(op, lambda req: inner(req, context), request, md)
+        except LoomError as error:
+            await context.abort_with_status(to_rpc_status(error))
+            raise  # abort_with_status raises; never reached
+
+    async def call(self, op: OpSpec, inner: Callable[[Message], Awaitable[Message]], request: Message, md: Mapping[str, str]) -> Message:
+        """The chain itself, for either transport: gRPC (`run`) or in process (the gateway's
+        relay in embedded mode). Raises the call's LoomError after recording its ledger row."""
         started = time.perf_counter()
-        md = {k: v for k, v in (context.invocation_metadata() or ())}
         transport = md.get(MD_TRANSPORT) or "grpc"
         principal: Principal | None = None
         ctx: CallContext | None = None
@@ -118,9 +133,11 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
                 await self.gate.check(GateCall(ctx, message_to_json(request)))
             token_var = set_current_call(ctx)
             try:
-                response = await inner(request, context)
+                response = await inner(request)
             finally:
                 reset_current_call(token_var)
+            # Every door (gRPC included) prints an instant as RFC 3339 UTC with a Z.
+            normalize_timestamps(response)
         except LoomError as exc:
             error = exc
         except Exception:
@@ -128,13 +145,22 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
             error = LoomError("INTERNAL", "internal error")
         latency = time.perf_counter() - started
         code = error.code if error else "OK"
-        REQUESTS.labels(op.name, transport, code).inc()
-        LATENCY.labels(op.name, code).observe(latency)
+        self._observe(op.name, transport, code, latency)
         self._record(op, request, response, error, ctx, principal, namespace, md, transport, latency)
         if error is not None:
-            await context.abort_with_status(to_rpc_status(error))
+            raise error
         assert response is not None
         return response
+
+    def _observe(self, op: str, transport: str, code: str, latency: float) -> None:
+        # prometheus_client's labels() costs a lock and a tuple hash per call: keep each child.
+        key = (op, transport, code)
+        children = self._metric_children.get(key)
+        if children is None:
+            children = (REQUESTS.labels(op, transport, code), LATENCY.labels(op, code))
+            self._metric_children[key] = children
+        children[0].inc()
+        children[1].observe(latency)
 
     async def _role(self, op: OpSpec, principal: Principal, namespace: str) -> Role:
         if op.org_level:
@@ -175,7 +201,7 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         ctx: CallContext | None,
         principal: Principal | None,
         namespace: str,
-        md: dict[str, Any],
+        md: Mapping[str, str],
         transport: str,
         latency: float,
     ) -> None:

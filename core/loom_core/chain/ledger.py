@@ -1,9 +1,11 @@
 """The ledger: one row per op call in loom.agent_events, written in batches in the background.
 
-Calls append to an in-memory buffer; a flusher publishes each batch to JetStream (stream
-LOOM_LEDGER, work queue), and a durable consumer shared by every replica inserts it with the
-batch id as ClickHouse's deduplication token, so a redelivered batch changes nothing. With no
-bus the flusher inserts directly.
+Calls append to an in-memory buffer. In embedded mode (one process holds the chDB engine) the
+flusher inserts each batch straight into the store, each row encoded once, by the store's
+insert. Otherwise it publishes each batch to JetStream (stream LOOM_LEDGER, work queue), and a
+durable consumer shared by every replica inserts it with the batch id as ClickHouse's
+deduplication token, so a redelivered batch changes nothing. With no bus the flusher inserts
+directly.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from typing import Any
 
 from google.protobuf.message import Message
 from loom_api.options.v1 import options_pb2
-from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StreamConfig
+from nats.js.api import ConsumerConfig, RetentionPolicy, StreamConfig
 
 from ..bus import Bus
-from ..store import Migration, Store, ch_time
+from ..bus.layout import AckPolicy, BusLayout, Consumer
+from ..store import Migration, Store
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +34,23 @@ TABLE = "{db}.agent_events"
 STREAM = "LOOM_LEDGER"
 SUBJECT = "loom.ledger.batch"
 DURABLE = "ledger-writer"
+
+LAYOUT = BusLayout(
+    streams=(StreamConfig(name=STREAM, subjects=[SUBJECT], retention=RetentionPolicy.WORK_QUEUE, max_age=7 * 86400),),
+    consumers=(
+        Consumer(
+            DURABLE,
+            SUBJECT,
+            stream=STREAM,
+            durable=DURABLE,
+            ack=AckPolicy.NACK_ON_ERROR,
+            pull_batch=50,
+            pull_timeout_seconds=1.0,
+            config=ConsumerConfig(ack_wait=30, max_ack_pending=1000),
+            description="ledger batches from every replica -> loom.agent_events (batch id = insert dedup token)",
+        ),
+    ),
+)
 
 MIGRATIONS = [
     Migration(
@@ -65,6 +85,18 @@ MIGRATIONS = [
 ]
 
 
+_second_cache: list[Any] = [-1, ""]
+
+
+def _ch_time(ts: float) -> str:
+    """ClickHouse DateTime64(6) text for a UNIX time; the formatted second is reused."""
+    second = int(ts)
+    if _second_cache[0] != second:
+        _second_cache[0] = second
+        _second_cache[1] = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return f"{_second_cache[1]}.{int((ts - second) * 1_000_000):06d}"
+
+
 def digest(value: str | bytes) -> str:
     data = value.encode() if isinstance(value, str) else value
     return "sha256:" + hashlib.sha256(data).hexdigest()[:32]
@@ -77,39 +109,69 @@ def ledger_args(msg: Message) -> dict[str, str]:
     return out
 
 
-def _flatten(msg: Message, prefix: str, out: dict[str, str]) -> None:
-    for f, value in msg.ListFields():
-        name = prefix + f.name
+# Per message type, what to do with each field: its options are read once, not per call.
+_SKIP, _STRUCT, _TEXT, _MAP, _NESTED, _COUNT, _LIST, _BOOL, _PLAIN = range(9)
+_PLANS: dict[str, dict[str, int]] = {}
+
+
+def _plan(desc: Any) -> dict[str, int]:
+    plan = _PLANS.get(desc.full_name)
+    if plan is not None:
+        return plan
+    plan = {}
+    for f in desc.fields:
         opts = f.GetOptions()
         fo = opts.Extensions[options_pb2.field] if opts.HasExtension(options_pb2.field) else None
         if fo is not None and fo.secret:
-            continue
-        if f.message_type is not None and f.message_type.full_name in (
+            kind = _SKIP
+        elif f.message_type is not None and f.message_type.full_name in (
             "google.protobuf.Struct",
             "google.protobuf.Value",
             "google.protobuf.ListValue",
         ):
+            kind = _STRUCT
+        elif fo is not None and fo.text:
+            kind = _TEXT
+        elif f.message_type is not None and f.message_type.GetOptions().map_entry:
+            kind = _MAP
+        elif f.message_type is not None:
+            kind = _COUNT if f.is_repeated else _NESTED
+        elif f.is_repeated:
+            kind = _LIST
+        elif f.type == f.TYPE_BOOL:
+            kind = _BOOL
+        else:
+            kind = _PLAIN
+        plan[f.name] = kind
+    _PLANS[desc.full_name] = plan
+    return plan
+
+
+def _flatten(msg: Message, prefix: str, out: dict[str, str]) -> None:
+    plan = _plan(msg.DESCRIPTOR)
+    for f, value in msg.ListFields():
+        kind = plan[f.name]
+        if kind == _SKIP:
+            continue
+        name = prefix + f.name
+        if kind == _PLAIN:
+            out[name] = str(value)
+        elif kind == _BOOL:
+            out[name] = "true" if value else "false"
+        elif kind == _STRUCT:
             from google.protobuf.json_format import MessageToDict
 
             out[name] = digest(json.dumps(MessageToDict(value), sort_keys=True, separators=(",", ":")))
-            continue
-        if fo is not None and fo.text:
-            text = json.dumps(list(value)) if f.is_repeated else str(value)
-            out[name] = digest(text)
-            continue
-        if f.message_type is not None and f.message_type.GetOptions().map_entry:
+        elif kind == _TEXT:
+            out[name] = digest(json.dumps(list(value)) if f.is_repeated else str(value))
+        elif kind == _MAP:
             out[name] = json.dumps(dict(value), sort_keys=True)
-        elif f.message_type is not None:
-            if f.is_repeated:
-                out[name] = f"[{len(value)} items]"
-            else:
-                _flatten(value, name + ".", out)
-        elif f.is_repeated:
-            out[name] = json.dumps([v if isinstance(v, (str, int, float, bool)) else str(v) for v in value])
-        elif isinstance(value, bool):
-            out[name] = "true" if value else "false"
+        elif kind == _NESTED:
+            _flatten(value, name + ".", out)
+        elif kind == _COUNT:
+            out[name] = f"[{len(value)} items]"
         else:
-            out[name] = str(value)
+            out[name] = json.dumps([v if isinstance(v, (str, int, float, bool)) else str(v) for v in value])
 
 
 def out_hits_of(msg: Message | None) -> int:
@@ -123,9 +185,13 @@ def out_hits_of(msg: Message | None) -> int:
 
 
 class Ledger:
-    def __init__(self, store: Store, bus: Bus | None, flush_interval: float, batch_max: int, consume: bool = True) -> None:
+    def __init__(
+        self, store: Store, bus: Bus | None, flush_interval: float, batch_max: int, consume: bool = True, direct: bool | None = None
+    ) -> None:
         self.store = store
         self.bus = bus
+        # Straight into the store: embedded mode (its engine is this process's), or no bus.
+        self.direct = _is_embedded(store) if direct is None else direct
         self.flush_interval = flush_interval
         self.batch_max = batch_max
         self.consume = consume
@@ -134,18 +200,19 @@ class Ledger:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self.observers: list[Callable[[dict[str, Any]], None]] = []
+        self._consuming: Any = None
 
     async def start(self) -> None:
-        if self.bus is not None:
-            await self.bus.ensure_stream(
-                StreamConfig(name=STREAM, subjects=[SUBJECT], retention=RetentionPolicy.WORK_QUEUE, max_age=7 * 86400)
-            )
+        if self.bus is not None and not self.direct:
+            await LAYOUT.declare(self.bus)
             if self.consume:
-                self._tasks.append(asyncio.create_task(self._consume_loop()))
+                # A durable pull consumer on the runtime's FastStream broker, shared by every
+                # replica: each batch is inserted once by whichever replica fetches it.
+                self._consuming = await self.bus.consume(LAYOUT.consumer(DURABLE), self._write_batch)
         self._tasks.append(asyncio.create_task(self._flush_loop()))
 
     def record(self, row: Mapping[str, Any]) -> None:
-        kept = dict(row)
+        kept = row if type(row) is dict else dict(row)
         self._buf.append(kept)
         # Observers (the policy gate's recent-history window) see each row as it is recorded,
         # not when its batch lands in the table; one that fails never fails the call.
@@ -174,6 +241,9 @@ class Ledger:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        if self._consuming is not None:
+            await self._consuming.stop()
+            self._consuming = None
 
     async def _flush_loop(self) -> None:
         while not self._stopping:
@@ -191,7 +261,7 @@ class Ledger:
 
     async def _ship(self, rows: list[dict[str, Any]]) -> None:
         batch_id = uuid.uuid4().hex
-        if self.bus is not None and self.bus.nc.is_connected:
+        if not self.direct and self.bus is not None and self.bus.nc.is_connected:
             try:
                 payload = json.dumps({"id": batch_id, "rows": rows}, default=str).encode()
                 await self.bus.js.publish(SUBJECT, payload, headers={"Nats-Msg-Id": batch_id})
@@ -200,36 +270,20 @@ class Ledger:
                 log.warning("ledger: publish failed; writing directly")
         await self.store.insert(TABLE, rows, dedup_token=batch_id)
 
-    async def _consume_loop(self) -> None:
-        assert self.bus is not None
-        sub = await self.bus.js.pull_subscribe(
-            SUBJECT, durable=DURABLE, stream=STREAM, config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=30, max_ack_pending=1000)
-        )
-        try:
-            while True:
-                try:
-                    msgs = await sub.fetch(batch=50, timeout=1)
-                except asyncio.CancelledError:
-                    raise
-                except Exception:  # noqa: BLE001 - timeout or reconnect; poll again
-                    continue
-                for msg in msgs:
-                    try:
-                        batch = json.loads(msg.data)
-                        await self.store.insert(TABLE, batch["rows"], dedup_token=batch["id"])
-                        await msg.ack()
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception:  # noqa: BLE001 - redelivered later; the dedup token makes it safe
-                        log.warning("ledger: batch insert failed; will retry")
-                        await msg.nak(delay=1)
-        finally:
-            # A fetch cut off by stop() leaves its pull's status reply in this subscription's
-            # queue, which nobody reads: the connection's drain would then wait its 30 s timeout.
-            try:
-                await sub.unsubscribe()
-            except Exception:  # noqa: BLE001 - the connection may already be closing
-                pass
+    async def _write_batch(self, msg: Any) -> None:
+        """The ledger-writer consumer: one published batch into the table, its batch id as the
+        insert's deduplication token, so a redelivered batch changes nothing. Raising makes the
+        consumer's ack policy (NACK_ON_ERROR) redeliver it."""
+        batch = json.loads(msg.body)
+        await self.store.insert(TABLE, batch["rows"], dedup_token=batch["id"])
+
+
+def _is_embedded(store: Store) -> bool:
+    try:
+        from ..store.embedded import EmbeddedStore
+    except ImportError:  # pragma: no cover - chDB not installed: a server store
+        return False
+    return isinstance(store, EmbeddedStore)
 
 
 def ledger_row(
@@ -254,9 +308,8 @@ def ledger_row(
     write_shaped: bool,
     ts: float | None = None,
 ) -> dict[str, Any]:
-    when = datetime.fromtimestamp(ts if ts is not None else time.time(), UTC)
     return {
-        "ts": ch_time(when),
+        "ts": _ch_time(ts if ts is not None else time.time()),
         "org": org,
         "namespace": namespace,
         "subject": subject,

@@ -57,8 +57,8 @@ class GrantsOps:
         self,
         *,
         namespace: str | None = None,
-        subject: str | None = None,
-        role: str | None = None,
+        subject: str,
+        role: str,
     ) -> dict[str, Any]:
         """Give a subject a role in the namespace, or remove it (role none).
 
@@ -66,6 +66,7 @@ class GrantsOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            role: One of: viewer, writer, admin, none.
         """
         return await self._caller.call(
             "grants.set",
@@ -142,7 +143,7 @@ class InboxOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str | None = None,
+        inbox: str,
         limit: int | None = None,
     ) -> dict[str, Any]:
         """An inbox's webhook delivery log, newest attempt first.
@@ -180,7 +181,7 @@ class InboxOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str | None = None,
+        inbox: str,
     ) -> dict[str, Any]:
         """An inbox's trust rows: mode and required evidence per (poster, kind).
 
@@ -199,8 +200,8 @@ class InboxOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str | None = None,
-        poster: str | None = None,
+        inbox: str,
+        poster: str,
         kind: str | None = None,
         mode: str | None = None,
         require_evidence: builtins.list[str] | None = None,
@@ -212,6 +213,7 @@ class InboxOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            mode: One of: deny, review, auto.
         """
         return await self._caller.call(
             "inbox.policy_set",
@@ -245,7 +247,7 @@ class InboxOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str | None = None,
+        inbox: str,
         owner_agent: str | None = None,
         posters: builtins.list[str] | None = None,
         accept_disclosure: builtins.list[str] | None = None,
@@ -335,7 +337,7 @@ class NamespaceOps:
     async def create(
         self,
         *,
-        name: str | None = None,
+        name: str,
         description: str | None = None,
     ) -> dict[str, Any]:
         """Create a namespace in the caller's org (org-wide admin).
@@ -366,7 +368,7 @@ class PolicyOps:
         self,
         *,
         namespace: str | None = None,
-        operation: str | None = None,
+        operation: str,
         agent: str | None = None,
         user: str | None = None,
         session: str | None = None,
@@ -408,6 +410,7 @@ class PolicyOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            decision: One of: allow, deny.
         """
         return await self._caller.call(
             "policy.decisions",
@@ -424,7 +427,7 @@ class PolicyOps:
         self,
         *,
         namespace: str | None = None,
-        name: str | None = None,
+        name: str,
     ) -> dict[str, Any]:
         """Remove a history-policy rule.
 
@@ -476,6 +479,7 @@ class PolicyOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            mode: One of: shadow, enforce.
         """
         return await self._caller.call(
             "policy.replay",
@@ -495,10 +499,10 @@ class PolicyOps:
         self,
         *,
         namespace: str | None = None,
-        name: str | None = None,
-        effect: str | None = None,
-        actions: builtins.list[str] | None = None,
-        condition: dict[str, Any] | None = None,
+        name: str,
+        effect: str,
+        actions: builtins.list[str],
+        condition: dict[str, Any],
         description: str | None = None,
         mode: str | None = None,
     ) -> dict[str, Any]:
@@ -508,6 +512,8 @@ class PolicyOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            effect: One of: forbid, require.
+            mode: One of: inherit, shadow, enforce.
         """
         return await self._caller.call(
             "policy.set",
@@ -531,7 +537,7 @@ class SaOps:
         self,
         *,
         namespace: str | None = None,
-        name: str | None = None,
+        name: str,
         role: str | None = None,
         description: str | None = None,
     ) -> dict[str, Any]:
@@ -541,6 +547,7 @@ class SaOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            role: One of: viewer, writer, admin.
         """
         return await self._caller.call(
             "sa.create",
@@ -561,7 +568,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Accept a triaged task: triage -> todo (never the poster's own).
@@ -582,10 +589,10 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        fence: int | None = None,
-        blocked_on: str | None = None,
-        reason: str | None = None,
+        task_id: str,
+        fence: int,
+        blocked_on: str,
+        reason: str,
     ) -> dict[str, Any]:
         """Mark a task you hold blocked on the sender, a human or something external (fenced).
 
@@ -593,6 +600,7 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            blocked_on: One of: sender, human, external.
         """
         return await self._caller.call(
             "task.block",
@@ -607,8 +615,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        reason: str | None = None,
+        task_id: str,
+        reason: str,
     ) -> dict[str, Any]:
         """Cancel an unfinished task (the owner, or its poster while nobody holds it).
 
@@ -628,7 +636,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
         lease_seconds: int | None = None,
     ) -> dict[str, Any]:
         """Claim one named todo task: a lease and a fence every owner write presents.
@@ -649,8 +657,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        fence: int | None = None,
+        task_id: str,
+        fence: int,
         outcome: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Finish a task you hold with its outcome (fenced): in_progress -> done.
@@ -691,8 +699,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str | None = None,
-        kind: str | None = None,
+        inbox: str,
+        kind: str,
         title: str | None = None,
         brief: dict[str, Any] | None = None,
         disclosure: str | None = None,
@@ -709,6 +717,9 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            disclosure: One of: confidential, internal, public_ok.
+            deadline: An RFC 3339 timestamp.
+            not_before: An RFC 3339 timestamp.
         """
         return await self._caller.call(
             "task.create",
@@ -730,9 +741,9 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        fence: int | None = None,
-        resume_at: str | None = None,
+        task_id: str,
+        fence: int,
+        resume_at: str,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Put a task you hold aside until resume_at (fenced): in_progress -> deferred.
@@ -741,6 +752,7 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            resume_at: An RFC 3339 timestamp.
         """
         return await self._caller.call(
             "task.defer",
@@ -755,9 +767,9 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        fence: int | None = None,
-        reason: str | None = None,
+        task_id: str,
+        fence: int,
+        reason: str,
     ) -> dict[str, Any]:
         """Give up on a task you hold, with a reason (fenced): in_progress -> failed.
 
@@ -778,7 +790,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
     ) -> dict[str, Any]:
         """One task (readers of its inbox, or its poster).
 
@@ -797,8 +809,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        fence: int | None = None,
+        task_id: str,
+        fence: int,
         lease_seconds: int | None = None,
     ) -> dict[str, Any]:
         """Extend the lease of a task you hold (fenced).
@@ -820,7 +832,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
         limit: int | None = None,
     ) -> dict[str, Any]:
         """A task's events, oldest first.
@@ -872,8 +884,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        fence: int | None = None,
+        task_id: str,
+        fence: int,
         note: str | None = None,
         percent: int | None = None,
     ) -> dict[str, Any]:
@@ -897,7 +909,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str | None = None,
+        inbox: str,
         kinds: builtins.list[str] | None = None,
         status: str | None = None,
         wait_seconds: int | None = None,
@@ -910,6 +922,7 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            status: One of: todo, triage.
         """
         return await self._caller.call(
             "task.pull",
@@ -926,9 +939,9 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        to_inbox: str | None = None,
-        reason: str | None = None,
+        task_id: str,
+        to_inbox: str,
+        reason: str,
     ) -> dict[str, Any]:
         """Hand an unfinished task to another inbox of the org (its claim ends).
 
@@ -949,7 +962,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Move a failed, wont_do or cancelled task back to todo.
@@ -970,7 +983,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Return a deferred task to todo before its resume_at.
@@ -991,7 +1004,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Return a blocked task to todo.
@@ -1012,8 +1025,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        if_match_version: int | None = None,
+        task_id: str,
+        if_match_version: int,
         title: str | None = None,
         brief: dict[str, Any] | None = None,
         priority: int | None = None,
@@ -1026,6 +1039,8 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            deadline: An RFC 3339 timestamp.
+            not_before: An RFC 3339 timestamp.
         """
         return await self._caller.call(
             "task.update",
@@ -1066,8 +1081,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        reason: str | None = None,
+        task_id: str,
+        reason: str,
     ) -> dict[str, Any]:
         """Decline an unfinished task, with a reason.
 

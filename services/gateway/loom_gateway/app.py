@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from loom_core.catalog import Catalog
 from loom_core.errors import ErrorCode, LoomError, NotFound, ValidationFailed
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .fastpath import OpFastPath, parse_body
+from .mcp import PROTECTED_RESOURCE_PATH, LoomMCP, protected_resource_metadata, tool_name
 from .relay import Relay
 
 log = logging.getLogger(__name__)
 
 ReadyCheck = Callable[[], Awaitable[None]]
+# A plane's `health()`: named checks {name: {"ok": bool, "reason": str, "required": bool}}.
+PlaneHealth = Callable[[], Awaitable[dict[str, dict[str, Any]]]]
 
 
 def error_response(err: LoomError) -> JSONResponse:
@@ -32,10 +37,16 @@ def transport_of(request: Request) -> str:
     return "sdk" if request.headers.get("x-loom-client", "").startswith("sdk") else "rest"
 
 
-def create_app(relay: Relay, ready_checks: dict[str, ReadyCheck], version: str = "0.1.0") -> FastAPI:
-    from .mcp import LoomMCP
-
-    mcp = LoomMCP(relay, version=version)
+def create_app(
+    relay: Relay,
+    ready_checks: dict[str, ReadyCheck],
+    version: str = "0.1.0",
+    plane_health: dict[str, PlaneHealth] | None = None,
+    verify: Callable[[str | None], Any] | None = None,
+) -> FastAPI:
+    """`verify` checks a bearer token (the runtime's Authenticator.verify); with it, an MCP
+    request without a valid token is answered 401 at the HTTP layer, as MCP clients expect."""
+    mcp = LoomMCP(relay, version=version, verify=verify)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -50,53 +61,95 @@ def create_app(relay: Relay, ready_checks: dict[str, ReadyCheck], version: str =
         return error_response(exc)
 
     async def call_op(request: Request) -> Response:
+        # Served ops are answered by OpFastPath before FastAPI; what reaches here is unknown.
         op = str(request.path_params["op"])
         relay.op(op)  # UNKNOWN_OP before reading the body
-        raw = await request.body()
-        try:
-            args: Any = json.loads(raw) if raw.strip() else {}
-        except ValueError:
-            raise ValidationFailed("the body is not valid JSON", {"field": "(body)", "reason": "invalid JSON"}) from None
-        result = await relay.call(op, args, request.headers, transport_of(request))
+        result = await relay.call(op, parse_body(await request.body()), request.headers, transport_of(request))
         return JSONResponse(result)
 
-    # A plain Starlette route: every op call skips FastAPI's per-request dependency solving.
     app.add_route("/v1/{op}", call_op, methods=["POST"], include_in_schema=False)
 
     @app.get("/v1/ops", include_in_schema=False)
     async def list_ops(toolset: str | None = None) -> JSONResponse:
-        ops = [op.describe() for op in relay.catalog.listed(toolset) if op.plane in relay.addresses]
+        # The same listing MCP shows for ?toolset= (no toolset: all; unknown: 400).
+        relay.catalog.check_toolset(toolset)
+        ops = [{**op.describe(), "tool": tool_name(op.name)} for op in relay.catalog.listed(toolset) if op.plane in relay.addresses]
         return JSONResponse({"ops": ops})
 
-    @app.get("/v1/health", include_in_schema=False)
-    async def health() -> JSONResponse:
-        return JSONResponse({"status": "ok", "version": version})
-
-    @app.get("/v1/health/ready", include_in_schema=False)
-    async def ready() -> JSONResponse:
+    async def run_checks() -> tuple[bool, dict[str, dict[str, Any]]]:
+        """Every check: the gateway's own (store, bus: required) and each plane's `health()`
+        (its checks say whether they are required). Ready means every required check is ok."""
         checks: dict[str, dict[str, Any]] = {}
         ok = True
         for name, check in ready_checks.items():
             try:
                 await check()
-                checks[name] = {"ok": True}
+                checks[name] = {"ok": True, "required": True}
             except Exception as exc:  # noqa: BLE001 - reported, not raised
                 ok = False
                 reason = exc.code if isinstance(exc, LoomError) else "unavailable"
-                checks[name] = {"ok": False, "reason": reason}
+                checks[name] = {"ok": False, "reason": reason, "required": True}
+        for plane_name, hook in (plane_health or {}).items():
+            try:
+                reported = await hook()
+            except Exception:  # noqa: BLE001 - a plane whose hook fails is itself the finding
+                log.warning("health: plane %s's health() failed", plane_name)
+                reported = {plane_name: {"ok": False, "reason": "the plane's health check failed", "required": True}}
+            for name, result in reported.items():
+                entry: dict[str, Any] = {"ok": bool(result.get("ok")), "required": bool(result.get("required", True))}
+                if result.get("reason"):
+                    entry["reason"] = str(result["reason"])
+                checks[name] = entry
+                if entry["required"] and not entry["ok"]:
+                    ok = False
+        return ok, checks
+
+    @app.get("/v1/health", include_in_schema=False)
+    async def health() -> JSONResponse:
+        # Liveness: always 200 while the process answers; `degraded` names what is not ok.
+        ok, checks = await run_checks()
+        degraded = not ok or any(not c["ok"] for c in checks.values())
+        return JSONResponse({"status": "degraded" if degraded else "ok", "version": version, "checks": checks})
+
+    @app.get("/v1/health/ready", include_in_schema=False)
+    async def ready() -> JSONResponse:
+        ok, checks = await run_checks()
         return JSONResponse({"status": "ready" if ok else "not_ready", "checks": checks}, status_code=200 if ok else 503)
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
-    @app.api_route("/v1/{op}", methods=["GET", "PUT", "DELETE", "PATCH"], include_in_schema=False)
+    @app.api_route("/v1/{op}", methods=["GET", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"], include_in_schema=False)
     async def wrong_method(op: str) -> Response:
         relay.op(op)
         return JSONResponse(
             {"error": {"code": ErrorCode.VALIDATION_FAILED.value, "message": "ops are called with POST", "retryable": False}},
             status_code=405,
+            headers={"Allow": "POST"},
         )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> Response:
+        # Starlette's own refusals (no route, a method a route does not take) in Loom's body.
+        if exc.status_code == 404:
+            return error_response(NotFound("RESOURCE_NOT_FOUND", "no such path", {"reason": "path"}))
+        return JSONResponse(
+            {"error": {"code": "VALIDATION_FAILED", "message": str(exc.detail), "retryable": False}},
+            status_code=exc.status_code,
+            headers=dict(exc.headers or {}),
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _request_invalid(_: Request, exc: RequestValidationError) -> Response:
+        first = exc.errors()[0] if exc.errors() else {}
+        field_name = ".".join(str(p) for p in first.get("loc", ())[1:]) or "(request)"
+        return error_response(ValidationFailed(f"{field_name}: {first.get('msg', 'invalid')}", {"field": field_name, "reason": "invalid"}))
+
+    @app.get(PROTECTED_RESOURCE_PATH, include_in_schema=False)
+    @app.get("/.well-known/oauth-protected-resource", include_in_schema=False)
+    async def resource_metadata(request: Request) -> JSONResponse:
+        return JSONResponse(protected_resource_metadata(str(request.base_url)))
 
     # /mcp itself as a route (a Mount alone answers it with a 307 to /mcp/), /mcp/ by the mount.
     mcp_app = mcp.asgi_app()
@@ -107,6 +160,14 @@ def create_app(relay: Relay, ready_checks: dict[str, ReadyCheck], version: str =
         return build_openapi(relay.catalog, relay.addresses, version)
 
     app.openapi = openapi  # type: ignore[method-assign]
+    # Outermost, ahead of Starlette's and FastAPI's own middleware (error handling, telemetry):
+    # POST /v1/{op} never reaches them. The fast path answers every LoomError itself.
+    build_stack = app.build_middleware_stack
+
+    def build_middleware_stack() -> Any:
+        return OpFastPath(build_stack(), relay)
+
+    app.build_middleware_stack = build_middleware_stack  # type: ignore[method-assign]
     return app
 
 
@@ -137,17 +198,23 @@ def build_openapi(catalog: Catalog, planes: dict[str, str], version: str) -> dic
                 "tags": [op.group],
                 "x-loom-min-role": op.min_role.label,
                 "x-loom-write-shaped": op.write_shaped,
-                "requestBody": {"required": False, "content": {"application/json": {"schema": op.input_schema}}},
+                # An op with required arguments needs a body; the others take none or `{}`.
+                "requestBody": {
+                    "required": bool(op.input_schema.get("required") or op.input_schema.get("allOf")),
+                    "content": {"application/json": {"schema": op.input_schema}},
+                },
                 "responses": {
-                    "200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}},
+                    "200": {"description": "OK", "content": {"application/json": {"schema": op.output_schema}}},
                     **{
                         str(s): {"description": d, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
                         for s, d in (
+                            (400, "Bad request"),
                             (401, "Unauthenticated"),
                             (403, "Forbidden"),
                             (404, "Not found"),
                             (409, "Conflict"),
                             (422, "Invalid arguments"),
+                            (423, "Locked"),
                             (429, "Rate limited"),
                             (503, "Unavailable"),
                         )

@@ -1,9 +1,16 @@
 """The MCP door: `/mcp`, streamable HTTP through the official `mcp` SDK's low-level server.
 
-Tools are the op catalog: a tool's name is the op's name (`task.create`; SEP-986 allows dots),
-its input schema the op's JSON schema. `?toolset=<name>` on the URL picks the listing the same
-way `GET /v1/ops?toolset=` does; every op stays callable by name whatever the listing, unlisted
-ones included. A call goes through `Relay.call`, so it meets the planes' interceptor chain
+Tools are the op catalog: a tool is named `loom_<group>_<op>` (`task.create` ->
+`loom_task_create`), since model tool APIs accept only `^[a-zA-Z0-9_-]{1,64}$`; a call by the
+dotted op name keeps working. Its input and output schemas are the op's. `?toolset=<name>` on
+the URL picks the listing the same way `GET /v1/ops?toolset=` does (no toolset: `all`; an
+unknown one: 400 naming the known ones); every op stays callable by name whatever the listing,
+unlisted ones included.
+
+Without a valid bearer token an MCP request answers HTTP 401 with `WWW-Authenticate: Bearer`
+pointing at the protected-resource metadata (RFC 9728, as the MCP authorization spec asks), so
+a client knows to ask for a token. `GET /mcp` answers 405: the server is stateless and has
+nothing to stream. A call goes through `Relay.call`, so it meets the planes' interceptor chain
 exactly as a REST call does, with `transport="mcp"` on its ledger row.
 
 The session manager runs stateless: every POST gets its own transport and nothing ties a client
@@ -18,12 +25,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+import re
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import mcp_types as types
 from loom_core.catalog import OpSpec
-from loom_core.errors import ErrorCode, LoomError, Unavailable
+from loom_core.errors import ErrorCode, LoomError, Unauthenticated, Unavailable
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -31,19 +39,33 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from .relay import FORWARDED_HEADERS, Relay
+from .relay import FORWARDED_HEADERS, MAX_HEADER_BYTES, Relay
 
 log = logging.getLogger(__name__)
 
 TRANSPORT = "mcp"
+DEFAULT_TOOLSET = "all"
+
+
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def tool_name(op_name: str) -> str:
+    """`task.create` -> `loom_task_create`: the name model tool APIs accept."""
+    name = "loom_" + op_name.replace(".", "_")
+    if not TOOL_NAME.match(name):
+        raise ValueError(f"op {op_name!r} makes no valid MCP tool name")
+    return name
 
 
 def tool_of(op: OpSpec) -> types.Tool:
-    """An op as an MCP tool: same name, its summary, its input schema."""
+    """An op as an MCP tool: its tool name, its summary (naming the op), its schemas."""
+    summary = f"{op.summary} (op {op.name})" if op.summary else f"op {op.name}"
     return types.Tool(
-        name=op.name,
-        description=op.summary or None,
+        name=tool_name(op.name),
+        description=summary,
         input_schema=op.input_schema,
+        output_schema=op.output_schema or None,
         annotations=types.ToolAnnotations(read_only_hint=not op.write_shaped),
     )
 
@@ -73,17 +95,20 @@ def forwarded_headers(request: Request | None) -> dict[str, str]:
     return {name: value for name in FORWARDED_HEADERS if (value := request.headers.get(name))}
 
 
-def toolset_of(request: Request | None) -> str | None:
+def toolset_of(request: Request | None) -> str:
     if request is None:
-        return None
-    return request.query_params.get("toolset") or None
+        return DEFAULT_TOOLSET
+    return request.query_params.get("toolset") or DEFAULT_TOOLSET
 
 
 class LoomMCP:
     """The MCP server for one gateway; `run()` in the app's lifespan, `asgi_app()` at /mcp."""
 
-    def __init__(self, relay: Relay, *, version: str = "0.1.0") -> None:
+    def __init__(self, relay: Relay, *, version: str = "0.1.0", verify: Callable[[str | None], Any] | None = None) -> None:
         self.relay = relay
+        # The token check that answers 401 at the HTTP layer (the chain checks it again per call).
+        self.verify = verify
+        self.by_tool_name = {tool_name(name): name for name in relay.catalog.ops}
         self.server: Server[Any] = Server(
             "loom",
             version=version,
@@ -97,29 +122,32 @@ class LoomMCP:
 
     # -- listing ---------------------------------------------------------------------------
 
-    def tools(self, toolset: str | None) -> list[types.Tool]:
-        """The listing for `toolset` (None: every listed op); a toolset no op names lists nothing."""
+    def tools(self, toolset: str = DEFAULT_TOOLSET) -> list[types.Tool]:
+        """The listing for `toolset`; an unknown toolset is the caller's 400 (UNKNOWN_TOOLSET)."""
         if not self._tools:
-            # The catalog is fixed for the process, so every listing is built once. Only names
-            # the catalog knows are keys, so a caller's made-up ?toolset= values cost nothing.
+            # The catalog is fixed for the process, so every listing is built once.
             catalog, served = self.relay.catalog, self.relay.addresses
-            names = {t for op in catalog.ops.values() for t in op.toolsets}
-            self._tools = {ts: [tool_of(op) for op in catalog.listed(ts) if op.plane in served] for ts in [None, *sorted(names)]}
+            self._tools = {ts: [tool_of(op) for op in catalog.listed(ts) if op.plane in served] for ts in catalog.toolsets()}
+        self.relay.catalog.check_toolset(toolset)
         return self._tools.get(toolset, [])
 
     async def _list_tools(self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=self.tools(toolset_of(ctx.request)))
 
+    def op_name(self, name: str) -> str:
+        """A tool name (`loom_task_create`) or the dotted op name (`task.create`) -> the op name."""
+        return self.by_tool_name.get(name, name)
+
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
         # Any op, listed or not, so a by-name call to an unlisted op is checked like a listed one.
-        op = self.relay.catalog.get(name)
+        op = self.relay.catalog.get(self.op_name(name))
         return op.input_schema if op is not None and op.plane in self.relay.addresses else None
 
     # -- calls -----------------------------------------------------------------------------
 
     async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         try:
-            result = await self.relay.call(params.name, params.arguments or {}, forwarded_headers(ctx.request), TRANSPORT)
+            result = await self.relay.call(self.op_name(params.name), params.arguments or {}, forwarded_headers(ctx.request), TRANSPORT)
         except LoomError as err:
             return error_result(err)
         except Exception:
@@ -152,12 +180,62 @@ class LoomMCP:
         return _Endpoint(self)
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        manager = self._manager
-        if manager is None:
-            err = Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the MCP endpoint is not running")
+        request = Request(scope)
+        if request.method != "POST":
+            # Stateless: no stream to hold open (GET) and no session to end (DELETE).
+            body = {"error": {"code": "VALIDATION_FAILED", "message": "MCP is served with POST (stateless, no stream)", "retryable": False}}
+            await JSONResponse(body, status_code=405, headers={"Allow": "POST"})(scope, receive, send)
+            return
+        refusal = self._refuse_unauthenticated(request)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        try:
+            self.relay.catalog.check_toolset(toolset_of(request))
+        except LoomError as err:
             await JSONResponse({"error": err.to_payload()}, status_code=err.http_status)(scope, receive, send)
             return
+        manager = self._manager
+        if manager is None:
+            down = Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the MCP endpoint is not running")
+            await JSONResponse({"error": down.to_payload()}, status_code=down.http_status)(scope, receive, send)
+            return
         await manager.handle_request(scope, receive, send)
+
+    def _refuse_unauthenticated(self, request: Request) -> JSONResponse | None:
+        if self.verify is None:
+            return None
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        try:
+            if scheme.lower() != "bearer" or not token.strip() or len(header) > MAX_HEADER_BYTES:
+                raise Unauthenticated(ErrorCode.AUTH_REQUIRED, "a bearer token is required")
+            self.verify(token.strip())
+        except LoomError as err:
+            if err.http_status != 401:
+                return None  # not a token problem: the chain answers it per call
+            metadata = str(request.base_url).rstrip("/") + PROTECTED_RESOURCE_PATH
+            challenge = f'Bearer resource_metadata="{metadata}"'
+            if err.code != ErrorCode.AUTH_REQUIRED:
+                challenge += ', error="invalid_token"'
+            return JSONResponse({"error": err.to_payload()}, status_code=401, headers={"WWW-Authenticate": challenge})
+        return None
+
+
+# RFC 9728 protected-resource metadata for /mcp (the MCP authorization spec's discovery).
+PROTECTED_RESOURCE_PATH = "/.well-known/oauth-protected-resource/mcp"
+
+
+def protected_resource_metadata(base_url: str) -> dict[str, Any]:
+    base = base_url.rstrip("/")
+    return {
+        "resource": base + "/mcp",
+        "resource_name": "Loom",
+        "bearer_methods_supported": ["header"],
+        # Loom's tokens are minted by Loom (`loom admin bootstrap`, token.mint), not by an OAuth server.
+        "authorization_servers": [],
+        "resource_documentation": base + "/openapi.json",
+    }
 
 
 class _Endpoint:
@@ -171,4 +249,4 @@ class _Endpoint:
         await self._mcp.handle(scope, receive, send)
 
 
-__all__ = ["LoomMCP", "error_result", "forwarded_headers", "ok_result", "tool_of"]
+__all__ = ["LoomMCP", "error_result", "forwarded_headers", "ok_result", "protected_resource_metadata", "tool_name", "tool_of"]

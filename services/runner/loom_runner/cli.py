@@ -8,6 +8,7 @@ import json
 import logging
 import signal
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -82,8 +83,7 @@ async def _up(settings: Settings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await run_embedded(settings, stop)
-    return 0
+    return await run_embedded(settings, stop)
 
 
 async def _serve(settings: Settings, planes: set[str], gateway: bool) -> int:
@@ -126,13 +126,31 @@ async def _serve(settings: Settings, planes: set[str], gateway: bool) -> int:
     return 0
 
 
+# Longest `loom admin bootstrap` waits for a starting server's admin socket.
+BOOTSTRAP_WAIT_SECONDS = 120.0
+
+
 async def _bootstrap(settings: Settings, org: str, namespace: str, subject: str) -> dict[str, str]:
     """Through the running server's admin socket when one holds the data dir; else directly."""
-    from .embedded import socket_path
+    from .embedded import server_lock, socket_path
 
     if not settings.clickhouse_url:
         settings = _owned_secrets(settings)  # sign with the key `loom up` on this data dir uses
     sock = socket_path(settings.data_dir)
+    lock = None
+    if not settings.clickhouse_url and not sock.exists():
+        # `./loom up &` then `loom admin bootstrap` at once: a starting server holds the data
+        # dir's lock (and chDB's) before its admin socket exists. Take the lock to open the store
+        # directly (a server starting meanwhile waits for it), or wait for the server's socket.
+        lock = server_lock(settings.data_dir, wait=False)
+        if lock is None:
+            deadline = time.monotonic() + BOOTSTRAP_WAIT_SECONDS
+            while not sock.exists() and time.monotonic() < deadline:  # noqa: ASYNC110 - another process creates the socket
+                await asyncio.sleep(0.1)
+            if not sock.exists():
+                raise SystemExit(
+                    f"loom: the server on {settings.data_dir} did not open its admin socket within {BOOTSTRAP_WAIT_SECONDS:.0f} s"
+                )
     if not settings.clickhouse_url and sock.exists():
         try:
             async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=str(sock)), base_url="http://loom") as client:
@@ -149,6 +167,8 @@ async def _bootstrap(settings: Settings, org: str, namespace: str, subject: str)
     from loom_core.store import open_store, run_migrations
     from loom_gateway.identity import bootstrap_org
 
+    if lock is None and not settings.clickhouse_url:
+        lock = server_lock(settings.data_dir, wait=True)  # a dead server's socket was left behind
     store = await open_store(settings)
     try:
         await run_migrations(store, CORE_MIGRATIONS)

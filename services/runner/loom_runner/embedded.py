@@ -4,17 +4,20 @@ process. Also the admin socket `loom admin` uses while this process holds the ch
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import os
+import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from loom_core.bus import NatsServer
 from loom_core.bus.auth_callout import NatsAuthCallout, embedded_nats_auth
-from loom_core.errors import LoomError
+from loom_core.errors import ErrorCode, LoomError, Unavailable
 from loom_core.runtime import Plane, PlaneServer, Runtime
 from loom_core.settings import Settings
 from loom_core.store import Store, run_migrations
@@ -52,6 +55,8 @@ class Instance:
         return f"127.0.0.1:{self.servers[plane].port}"
 
     async def stop(self) -> None:
+        if self.relay is not None:
+            self.relay.drain()  # open long polls end now with a retryable 503, not at the grace's end
         if self.http is not None:
             await self.http.stop()
         if self.relay is not None:
@@ -76,9 +81,14 @@ async def start_instance(
     name: str = "loom",
     only_planes: set[str] | None = None,
     remote_planes: dict[str, str] | None = None,
+    transport: str | None = None,
+    extra_checks: dict[str, Callable[[], Awaitable[None]]] | None = None,
 ) -> Instance:
     """Start one replica. `only_planes` serves a subset (cluster mode: one plane per process);
-    `remote_planes` are plane=host:port addresses the gateway relays to instead."""
+    `remote_planes` are plane=host:port addresses the gateway relays to instead. `transport`
+    is how the gateway reaches the planes of this process: `inproc` (the chain called in
+    process) or `grpc` (over loopback, as a cluster's gateway does); LOOM_GATEWAY_TRANSPORT
+    when not given."""
     runtime = await Runtime.start(settings, store=store, nats_url=nats_url, name=name)
     # Every runtime (each plane's process, in a cluster) builds its own history-policy gate.
     await start_gate(runtime)
@@ -98,9 +108,12 @@ async def start_instance(
     for plane in planes:
         await plane.start()
     if http:
-        inst.relay = Relay(runtime.catalog, {**inst.addresses, **(remote_planes or {})})
-        checks = {"store": runtime.store.ping, "bus": runtime.bus.ping}
-        app = create_app(inst.relay, checks)
+        local = dict(inst.servers) if (transport or settings.gateway_transport) == "inproc" else {}
+        inst.relay = Relay(runtime.catalog, {**inst.addresses, **(remote_planes or {})}, local=local)
+        checks = {"store": runtime.store.ping, "bus": runtime.bus.ping, **(extra_checks or {})}
+        # The optional plane health hook (common agreement): `async def health() -> {name: check}`.
+        plane_health = {p.name: hook for p in planes if callable(hook := getattr(p, "health", None))}
+        app = create_app(inst.relay, checks, plane_health=plane_health, verify=runtime.auth.verify)
         inst.http = HttpServer(app, host=settings.http_host, port=settings.http_port if http_port is None else http_port)
         await inst.http.start()
     return inst
@@ -130,9 +143,90 @@ def admin_app(runtime: Runtime) -> FastAPI:
     return app
 
 
-async def run_embedded(settings: Settings, stop: asyncio.Event) -> None:
+class _OneLine(logging.Filter):
+    """nats-py logs every failed reconnect with a traceback: while the nats-server child is down
+    that is a flood. Keep one line per distinct message, no traceback."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info = None
+        record.exc_text = None
+        text = record.getMessage()
+        if text in self._seen:
+            return False
+        self._seen.add(text)
+        if len(self._seen) > 100:
+            self._seen.clear()
+        return True
+
+
+NATS_RESTARTS = 5
+
+
+class NatsChild:
+    """Embedded mode's nats-server child under supervision: if it dies, it is started again on
+    the same port and store (JetStream recovers its streams from the store; Loom's connections
+    reconnect by themselves). Until it is back, `check` fails, so /v1/health says degraded. If
+    it cannot be restarted, Loom says so in one line and stops, exiting non-zero."""
+
+    def __init__(self, nats: NatsServer, poll: float = 0.2) -> None:
+        self.nats = nats
+        self.poll = poll
+        self.failed = ""
+        self.restarts = 0
+
+    async def check(self) -> None:
+        proc = self.nats.proc
+        if proc is None or proc.poll() is not None:  # poll() also reaps a dead child: no zombie
+            raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the nats-server child is not running")
+
+    async def restart(self) -> bool:
+        proc = self.nats.proc
+        print(f"loom: the nats-server child exited with {proc.returncode if proc else '?'}; restarting it", file=sys.stderr, flush=True)
+        for attempt in range(1, NATS_RESTARTS + 1):
+            try:
+                await asyncio.to_thread(self.nats.start)
+            except Exception:  # noqa: BLE001 - reported in one line below
+                await asyncio.sleep(min(2.0, 0.2 * attempt))
+                continue
+            self.restarts += 1
+            print("loom: nats-server is back", file=sys.stderr, flush=True)
+            return True
+        self.failed = f"loom: the nats-server child could not be restarted (see {self.nats.store_dir}/nats-server.log); stopping"
+        print(self.failed, file=sys.stderr, flush=True)
+        return False
+
+    async def supervise(self, stop: asyncio.Event) -> None:
+        one_line = _OneLine()
+        for name in ("nats.aio.client", "nats"):
+            logging.getLogger(name).addFilter(one_line)
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), self.poll)
+                return
+            except TimeoutError:
+                pass
+            try:
+                await self.check()
+            except Unavailable:
+                if not await self.restart():
+                    stop.set()
+                    return
+
+
+async def run_embedded(settings: Settings, stop: asyncio.Event) -> int:
+    """Run until `stop` is set; the process's exit code (non-zero when Loom had to stop itself)."""
     data = settings.data_dir.resolve()
     data.mkdir(parents=True, exist_ok=True)
+    # The data dir's lock, held for the server's life: `loom admin bootstrap` run meanwhile
+    # waits for the admin socket instead of opening chDB itself (and one that holds the lock
+    # first, bootstrapping directly, makes this start wait for it).
+    lock = await asyncio.to_thread(server_lock, data, True)
+    pid_file = data / STARTING_PID
+    pid_file.write_text(str(os.getpid()))
     nats: NatsServer | None = None
     nats_url = settings.nats_url
     if not nats_url:
@@ -143,8 +237,10 @@ async def run_embedded(settings: Settings, stop: asyncio.Event) -> None:
     inst: Instance | None = None
     admin: HttpServer | None = None
     sock = data / "admin.sock"
+    child = NatsChild(nats) if nats is not None else None
+    supervisor: asyncio.Task[None] | None = None
     try:
-        inst = await start_instance(settings, nats_url=nats_url)
+        inst = await start_instance(settings, nats_url=nats_url, extra_checks={"nats_server": child.check} if child else None)
         if sock.exists():
             sock.unlink()
         admin = HttpServer(admin_app(inst.runtime), uds=str(sock))
@@ -155,9 +251,15 @@ async def run_embedded(settings: Settings, stop: asyncio.Event) -> None:
             print(f"loom:   plane {name:<10} grpc {addr}", flush=True)
         if inst.nats_auth is not None:
             print(f"loom:   task events      {nats_url} (subscribe with your Loom token)", flush=True)
+        if child is not None:
+            supervisor = asyncio.create_task(child.supervise(stop))
         await stop.wait()
         print("loom: stopping", flush=True)
     finally:
+        pid_file.unlink(missing_ok=True)
+        if supervisor is not None:
+            supervisor.cancel()
+            await asyncio.gather(supervisor, return_exceptions=True)
         if admin is not None:
             await admin.stop()
         if sock.exists():
@@ -166,6 +268,28 @@ async def run_embedded(settings: Settings, stop: asyncio.Event) -> None:
             await inst.stop()
         if nats is not None:
             await nats.__aexit__(None, None, None)
+        if lock is not None:
+            lock.close()  # last: the store is closed, another process may open it now
+    return 1 if child is not None and child.failed else 0
+
+
+STARTING_PID = "loom-up.pid"
+
+
+LOCK_FILE = "loom.lock"
+
+
+def server_lock(data_dir: Path, wait: bool) -> IO[bytes] | None:
+    """The data dir's exclusive lock (released when the returned file closes, or the process
+    ends); None when `wait` is false and another process holds it."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    f = (data_dir.resolve() / LOCK_FILE).open("ab")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        f.close()
+        return None
+    return f
 
 
 def socket_path(data_dir: Path) -> Path:

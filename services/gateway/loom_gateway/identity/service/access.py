@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from loom_core.chain import CallContext
-from loom_core.errors import ErrorCode, Forbidden, invalid_field
+from loom_core.errors import ErrorCode, Forbidden, NotFound
 from loom_core.identity import Authenticator
 from loom_core.identity.store import IdentityStore
 from loom_core.names import check_name, check_role, check_subject
@@ -39,7 +39,7 @@ class AccessService:
         check_subject("subject", subject)
         check_role("role", role, allow_none=True)
         if not await self.identity.get_namespace(ctx.org, ctx.namespace):
-            raise invalid_field("namespace", "no such namespace")
+            raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, f"no namespace {ctx.namespace!r} in this org", {"namespace": ctx.namespace})
         row = await self.identity.set_grant(ctx.org, ctx.namespace, subject, role)
         await self.auth.publish_grant_change(ctx.org, subject)
         return row
