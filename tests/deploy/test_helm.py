@@ -243,6 +243,47 @@ def test_the_nats_chart_gets_jetstream_three_clustered_replicas_and_storage() ->
     assert bus["replicas"] <= config["cluster"]["replicas"], "no stream asks for more copies than there are servers"
 
 
+AUTH_CALLOUT_VALUES = CHART / "values-nats-auth-callout.yaml"
+
+
+def test_the_auth_callout_values_pass_loom_s_accounts_to_the_nats_chart() -> None:
+    """values-nats-auth-callout.yaml (opt-in: its issuer is an nkey Helm cannot draw) passes the
+    NATS chart the accounts of deploy/nats/loom-accounts.conf, with the user names Loom's settings
+    carry and the passwords and issuer from the Secret Loom's pods read."""
+    values = yaml.safe_load(AUTH_CALLOUT_VALUES.read_text())
+    chart = helm_python.Chart.load(str(CHART))
+    chart.validate_schema(values)
+    user, secret = values["natsAuthCallout"]["internalUser"], values["existingSecret"]
+    merge = values["nats"]["config"]["merge"]
+    accounts = merge["accounts"]
+    assert accounts["LOOM"]["jetstream"] == "enabled" and accounts["LOOM"]["exports"] == [{"stream": "loom.tasks.>"}]
+    assert accounts["AGENTS"]["imports"] == [{"stream": {"account": "LOOM", "subject": "loom.tasks.>"}}]
+    password = "<< $LOOM_NATS_INTERNAL_PASSWORD >>"  # the NATS chart writes << x >> unquoted: an environment variable
+    assert accounts["LOOM"]["users"] == [{"user": user, "password": password}]
+    assert accounts["SYS"]["users"] == [{"user": f"{user}-sys", "password": password}]
+    assert merge["system_account"] == "SYS"
+    callout = merge["authorization"]["auth_callout"]
+    assert callout == {"issuer": "<< $NATS_AUTH_CALLOUT_ISSUER >>", "account": "LOOM", "auth_users": [user, f"{user}-sys"]}
+    compose_accounts = (ROOT / "deploy" / "nats" / "loom-accounts.conf").read_text()
+    for fact in ("LOOM {", "AGENTS {", "SYS {", 'stream: "loom.tasks.>"', "system_account: SYS", "account: LOOM", "jetstream: enabled"):
+        assert fact in compose_accounts, f"the Compose accounts and these differ on {fact!r}"
+    env = values["nats"]["container"]["env"]
+    assert {k: v["valueFrom"]["secretKeyRef"] for k, v in env.items()} == {
+        "LOOM_NATS_INTERNAL_PASSWORD": {"name": secret, "key": "LOOM_NATS_INTERNAL_PASSWORD"},
+        "NATS_AUTH_CALLOUT_ISSUER": {"name": secret, "key": "NATS_AUTH_CALLOUT_ISSUER"},
+    }
+    docs = render(values)
+    for doc in docs:
+        kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
+    settings = find(docs, "ConfigMap", f"{RELEASE}-loom-settings")["data"]
+    assert settings["LOOM_NATS_INTERNAL_USER"] == user and settings["LOOM_NATS_URL"] == f"nats://{RELEASE}-nats:4222"
+    [c] = find(docs, "Deployment", f"{RELEASE}-loom-tasks")["spec"]["template"]["spec"]["containers"]
+    assert {"secretRef": {"name": secret}} in c["envFrom"]
+    allowed = set() if nats_dependency_built() else {MISSING_NATS}
+    report = helm_python.lint(str(CHART), values=values, strict=True)
+    assert set(report["errors"]) <= allowed, report
+
+
 def test_loom_dials_the_in_release_nats_service_or_an_external_url() -> None:
     """With nats.enabled Loom's settings name the NATS chart's client Service, `<release>-nats`
     (that chart's fullname: the release name when it already contains "nats"); the Service itself
