@@ -36,6 +36,12 @@ app.kubernetes.io/component: {{ .component }}
 {{- if .Values.nats.enabled -}}nats://{{ include "loom.natsName" . }}:4222{{- else -}}{{ required "bus.url is required when nats.enabled is false" .Values.bus.url }}{{- end -}}
 {{- end -}}
 
+{{/* matchLabels of the NATS chart's server pods: networkPolicy.natsPodLabels and the release. */}}
+{{- define "loom.natsPodLabels" -}}
+matchLabels:
+  {{- toYaml (merge (dict "app.kubernetes.io/instance" .Release.Name) .Values.networkPolicy.natsPodLabels) | nindent 2 }}
+{{- end -}}
+
 {{- define "loom.gatewayUrl" -}}http://{{ include "loom.fullname" . }}-gateway:{{ .Values.gateway.service.port }}{{- end -}}
 
 {{- define "loom.clickhouseHost" -}}{{ include "loom.fullname" . }}-clickhouse{{- end -}}
@@ -107,7 +113,7 @@ checksum/settings: {{ include (print .Template.BasePath "/configmap.yaml") . | s
 {{- if .Values.nats.enabled }}
 - to:
     - podSelector:
-        matchLabels: {app.kubernetes.io/name: nats, app.kubernetes.io/instance: {{ $rel }}}
+        {{- include "loom.natsPodLabels" . | nindent 8 }}
   ports:
     - {protocol: TCP, port: 4222}
 {{- else }}
