@@ -150,6 +150,10 @@ class Settings(BaseSettings):
         0.9, description="Cosine similarity at or above which a decision under another key is flagged as a conflict (never merged)."
     )
     decision_lock_max_seconds: int = Field(86400, description="Longest memory.lock may hold a key.")
+    memory_vector_index_min_rows: int = Field(
+        20000,
+        description="A namespace with at least this many live rows is searched through the HNSW vector index (approximate); a smaller one by exact cosine over its rows.",
+    )
 
 
 @lru_cache(maxsize=1)

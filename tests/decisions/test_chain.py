@@ -69,3 +69,12 @@ async def test_chain_refusals(desk: Desk) -> None:
     await a.refused(422, "VALIDATION_FAILED", "decision.chain", memory_key=k("d1"), max_hops=5)
     await a.refused(422, "VALIDATION_FAILED", "decision.chain", memory_key=k("d1"), direction="sideways")
     await a.refused(404, "RESOURCE_NOT_FOUND", "decision.chain", memory_key="decision/arch/none")
+
+
+async def test_an_outcome_keeps_the_decisions_edges(desk: Desk) -> None:
+    a = desk.as_agent("architect")
+    await line(a)
+    await a.ok("decision.outcome", memory_key=k("d2"), realized_outcome="shipped", success=True)
+    out = await a.ok("decision.chain", memory_key=k("d2"), direction="upstream", max_hops=1)
+    assert [n["memory_key"] for n in out["nodes"]] == [k("d2"), k("d1"), "notes/style"]
+    assert out["nodes"][0]["stage"] == "decided"  # a decision whose outcome is recorded reads as decided

@@ -135,7 +135,9 @@ async def test_key_returning_reads_record_exposures_under_the_calls_run(desk: De
 
 @pytest.fixture(scope="module")
 async def quiet_stack(stack: Instance, data_dir: Path, store: EmbeddedStore, nats_server: NatsServer) -> AsyncIterator[Instance]:
-    inst = await start_policy_instance(data_dir, store, nats_server, "decisions-no-exposures", memory_exposure_ledger_enabled=False)
+    inst = await start_policy_instance(
+        data_dir, store, nats_server, "decisions-no-exposures", memory_exposure_ledger_enabled=False, memory_vector_index_min_rows=1
+    )
     yield inst
     await inst.stop()
 
@@ -149,6 +151,18 @@ async def test_with_the_exposure_ledger_off_reads_record_none(quiet_stack: Insta
         await api.ok("memory.get", key=KEY)
         await api.ok("memory.search", query="transcript retention")
     assert await exposures_of(quiet_stack, t.org, run) == []
+
+
+async def test_search_through_the_vector_index_keeps_only_each_rows_newest_version(quiet_stack: Instance) -> None:
+    t = await new_tenant(quiet_stack)  # memory_vector_index_min_rows=1: every search asks the HNSW index first
+    async with t.client(**{"X-Loom-Agent": "planner"}) as c:
+        api = Api(c, "planner")
+        await api.ok("decision.record", **STORAGE)
+        await api.ok("decision.record", **{**STORAGE, "outcome": "keep transcripts 45 days"})
+        await api.ok("decision.record", category="build", scenario="which CI runner builds wheels", outcome="hosted runners")
+        hits = (await api.ok("memory.search", query="how long are support transcripts kept?", limit=5))["hits"]
+    assert [(h["key"], h["version"]) for h in hits][:1] == [(KEY, 2)]
+    assert len(hits) == 2 and "45 days" in hits[0]["value"]
 
 
 async def test_breadth_within_denies_once_memory_reads_showed_too_many_keys(enforce_stack: Instance, enforce_tenant: Tenant) -> None:  # noqa: F811

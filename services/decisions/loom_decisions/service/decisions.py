@@ -117,6 +117,7 @@ class DecisionOps:
                     "outcome_at": None,
                     "ts": now,
                 }
+                new_rec["record_version"] = new_rec["version"]
                 await self.dec.append(org, ns, new_rec)
                 edges = [(src, "caused_by") for src in new_rec["caused_by"]] + [(src, "influenced_by") for src in new_rec["influenced_by"]]
                 await self.dec.add_edges(org, ns, key, new_rec["version"], edges, now)
@@ -134,7 +135,7 @@ class DecisionOps:
 
     async def _close_decisions(self, org: str, ns: str, key: str, vec: list[float]) -> list[str]:
         """Decisions under other keys that read the same at or above the conflict threshold."""
-        hits = await self.mem.search(org, ns, vec, memory_type="decision", limit=10)
+        hits = await self.mem.search(org, ns, vec, memory_type="decision", limit=10, index_min_rows=self.r.d.settings.memory_vector_index_min_rows)
         threshold = self.r.d.settings.decision_conflict_threshold
         return sorted({row["key"] for row, score in hits if row["key"] != key and score >= threshold})
 
@@ -153,7 +154,9 @@ class DecisionOps:
         fetch = limit * (8 if with_outcome_only else 3)
         out: list[dict[str, Any]] = []
         while True:
-            hits = await self.mem.search(org, ns, vec, memory_type="decision", tags=tags, limit=fetch)
+            hits = await self.mem.search(
+                org, ns, vec, memory_type="decision", tags=tags, limit=fetch, index_min_rows=self.r.d.settings.memory_vector_index_min_rows
+            )
             recs = await self.dec.current_many(org, ns, [row["key"] for row, _ in hits])
             out = []
             seen: set[str] = set()
@@ -203,7 +206,7 @@ class DecisionOps:
                 for e in found:
                     d = dsts.get(e["dst"])
                     # An edge counts while the record that states it is the key's active one.
-                    if d is None or d["status"] != "active" or int(d["version"]) != int(e["dst_version"]):
+                    if d is None or d["status"] != "active" or int(d["record_version"]) != int(e["dst_version"]):
                         continue
                     edges[(e["src"], e["dst"], e["kind"])] = {"from_key": e["src"], "to_key": e["dst"], "kind": e["kind"]}
                     other = e["src"] if upstream else e["dst"]

@@ -63,7 +63,15 @@ class MemoryOps:
             raise invalid_field("query", "required")
         limit = _bounded("limit", limit, 10, 50)
         vec = await self.r.d.embedder.embed_one(excerpt(query))
-        hits = await self.mem.search(ctx.org, ctx.namespace, vec, memory_type=memory_type, tags=[tag] if tag else [], limit=limit)
+        hits = await self.mem.search(
+            ctx.org,
+            ctx.namespace,
+            vec,
+            memory_type=memory_type,
+            tags=[tag] if tag else [],
+            limit=limit,
+            index_min_rows=self.r.d.settings.memory_vector_index_min_rows,
+        )
         await self.r.exposed(ctx, [row["key"] for row, _ in hits])
         return hits
 

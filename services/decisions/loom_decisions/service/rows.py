@@ -200,6 +200,7 @@ class Rows:
 RECORD_FIELDS = (
     "key",
     "version",
+    "record_version",
     "status",
     "category",
     "scenario",

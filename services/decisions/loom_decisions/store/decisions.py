@@ -11,7 +11,7 @@ RECORDS = "{db}.decision_records"
 EDGES = "{db}.decision_edges"
 
 _COLS = (
-    "key, version, status, category, scenario, reasoning, outcome, alternatives, confidence, caused_by, influenced_by, run_id, "
+    "key, version, record_version, status, category, scenario, reasoning, outcome, alternatives, confidence, caused_by, influenced_by, run_id, "
     "agent, user, session, realized_outcome, success, files, source_resource_id, source_class, tags, "
     "toString(recorded_at) AS recorded_at, outcome_at, toString(ts) AS ts"
 )

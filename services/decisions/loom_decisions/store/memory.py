@@ -3,6 +3,7 @@ identity that memory.delete_version has not removed is the row."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,7 @@ def _not_deleted() -> str:
 class MemoryStore:
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._counts: dict[tuple[str, str], tuple[float, int]] = {}
 
     async def heads(self, org: str, ns: str, key: str, ident: Ident | None = None) -> list[dict[str, Any]]:
         """The newest surviving version of each identity under `key` (or of one identity)."""
@@ -169,14 +171,23 @@ class MemoryStore:
         return out
 
     async def search(
-        self, org: str, ns: str, vector: Sequence[float], *, memory_type: str = "", tags: Sequence[str] = (), limit: int = 10
+        self,
+        org: str,
+        ns: str,
+        vector: Sequence[float],
+        *,
+        memory_type: str = "",
+        tags: Sequence[str] = (),
+        limit: int = 10,
+        index_min_rows: int = 20000,
     ) -> list[tuple[dict[str, Any], float]]:
         """Live rows nearest `vector` by cosine, with their similarity (1 - cosineDistance).
 
-        The HNSW index answers `ORDER BY cosineDistance(...) LIMIT n` with candidates, which may
-        include older versions of a row not merged away yet; those that are not their row's
-        newest version are dropped, and the index is asked for more until `limit` rows remain
-        or the candidates run out."""
+        A namespace of fewer than `index_min_rows` live rows is searched exactly (the primary
+        key narrows the scan to the namespace; skip indexes off). A larger one asks the HNSW
+        index for candidates (post-filtered to the namespace): candidates that are not their
+        row's newest version are dropped and the index is asked for more; when the index
+        cannot fill `limit` (other namespaces crowd its candidates) the exact scan answers."""
         where = ["org = {org:String}", "namespace = {ns:String}", "live = 1"]
         params: dict[str, Any] = {"org": org, "ns": ns, "q": [float(x) for x in vector]}
         if memory_type:
@@ -185,22 +196,43 @@ class MemoryStore:
         for i, t in enumerate(tags):
             where.append(f"has(tags, {{t{i}:String}})")
             params[f"t{i}"] = t
-        fetch = max(limit * 2, 20)
-        while True:
-            params["limit"] = fetch
-            cands = await self.store.query(
-                f"SELECT key, agent, user, session, version, cosineDistance(embedding, {{q:Array(Float32)}}) AS d "
-                f"FROM {VECTORS} WHERE {' AND '.join(where)} ORDER BY d ASC LIMIT {{limit:UInt64}}",
-                params,
-            )
-            heads = await self._current_of(org, ns, cands)
-            if len(heads) >= limit or len(cands) < fetch:
-                break
-            fetch *= 4
+        sql = (
+            f"SELECT key, agent, user, session, version, cosineDistance(embedding, {{q:Array(Float32)}}) AS d "
+            f"FROM {VECTORS} WHERE {' AND '.join(where)} ORDER BY d ASC LIMIT {{limit:UInt64}}"
+        )
+        heads: list[dict[str, Any]] = []
+        use_index = index_min_rows > 0 and await self.live_count_cached(org, ns) >= index_min_rows
+        if use_index:
+            fetch = max(limit * 4, 100)
+            for _ in range(3):
+                params["limit"] = fetch
+                cands = await self.store.query(sql + " SETTINGS vector_search_filter_strategy = 'postfilter'", params)
+                heads = await self._current_of(org, ns, cands)
+                if len(heads) >= limit or len(cands) < fetch:
+                    break
+                fetch *= 4
+        if len(heads) < limit:
+            fetch = limit
+            while True:
+                params["limit"] = fetch
+                cands = await self.store.query(sql + " SETTINGS use_skip_indexes = 0", params)
+                heads = await self._current_of(org, ns, cands)
+                if len(heads) >= limit or len(cands) < fetch:
+                    break
+                fetch *= 4
         heads = heads[:limit]
         rows = await self.rows_at(org, ns, heads)
         dist = {(h["key"], h["agent"], h["user"], h["session"]): float(h["d"]) for h in heads}
         return [(r, 1.0 - dist[(r["key"], r["agent"], r["user"], r["session"])]) for r in rows]
+
+    async def live_count_cached(self, org: str, ns: str, ttl: float = 30.0) -> int:
+        now = time.monotonic()
+        hit = self._counts.get((org, ns))
+        if hit is not None and now - hit[0] < ttl:
+            return hit[1]
+        n = await self.live_count(org, ns)
+        self._counts[(org, ns)] = (now, n)
+        return n
 
     async def _current_of(self, org: str, ns: str, cands: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """The candidates that are their row's newest version (each row once, in order)."""

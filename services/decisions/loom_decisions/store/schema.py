@@ -7,7 +7,8 @@
   candidates and keeps those that are still their row's newest version.
 - memory_version_deletes: versions removed by memory.delete_version.
 - decision_records: every version of each key's decision record (active | tombstoned).
-- decision_edges: caused_by / influenced_by edges, filed under the record version that states them.
+- decision_edges: caused_by / influenced_by edges, filed under the record that states them (its
+  record_version: the version decision.record wrote, which outcome and retirement versions carry).
 - memory_feedback: credits (+1) and charges (-1) a decision's outcome gave the memories its run was shown.
 """
 
@@ -98,6 +99,7 @@ def migrations(dimensions: int = 384) -> list[Migration]:
                 namespace String,
                 key String,
                 version UInt64,
+                record_version UInt64,
                 status LowCardinality(String),
                 category String,
                 scenario String,
