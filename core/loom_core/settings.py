@@ -140,10 +140,14 @@ class Settings(BaseSettings):
         "local",
         description="Embeddings for memory and decision search: local (all-MiniLM-L6-v2 int8 ONNX, offline) or openai (an OpenAI-compatible /embeddings endpoint).",
     )
-    embedding_url: str = Field("", description="Base URL of the OpenAI-compatible embeddings endpoint (…/v1); used when embedding_provider=openai.")
+    embedding_url: str = Field(
+        "", description="Base URL of the OpenAI-compatible embeddings endpoint (…/v1); used when embedding_provider=openai."
+    )
     embedding_model: str = Field("text-embedding-3-small", description="Model name sent to the OpenAI-compatible embeddings endpoint.")
     embedding_api_key: str = Field("", description="Bearer key for the embeddings endpoint (never logged).")
-    embedding_dimensions: int = Field(384, description="Vector width; the local model's is 384, an endpoint's must match what the store was built with.")
+    embedding_dimensions: int = Field(
+        384, description="Vector width; the local model's is 384, an endpoint's must match what the store was built with."
+    )
     embedding_timeout_seconds: float = Field(30.0, description="Timeout of one call to the embeddings endpoint.")
     embedding_batch_max: int = Field(64, description="Most texts one embedding call carries.")
     decision_conflict_threshold: float = Field(

@@ -12,7 +12,15 @@ def k(name: str) -> str:
 async def line(a: Api) -> None:
     """incident -> d1 -> d2 -> d3 -> d4 -> d5 (each caused by the one before); d2 also influenced by a note."""
     await a.ok("decision.record", category="arch", scenario="d1", outcome="one", caused_by=["incident/42"])
-    await a.ok("decision.record", category="arch", scenario="d2", outcome="two", caused_by=[k("d1")], influenced_by=["notes/style"], stage="proposed")
+    await a.ok(
+        "decision.record",
+        category="arch",
+        scenario="d2",
+        outcome="two",
+        caused_by=[k("d1")],
+        influenced_by=["notes/style"],
+        stage="proposed",
+    )
     for i in range(3, 6):
         await a.ok("decision.record", category="arch", scenario=f"d{i}", outcome=f"n{i}", caused_by=[k(f"d{i - 1}")])
 

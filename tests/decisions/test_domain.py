@@ -16,14 +16,21 @@ from loom_decisions.domain.statement import (
 
 
 def text(**kw: object) -> DecisionText:
-    base: dict[str, object] = {"scenario": "retention for raw transcripts", "outcome": "keep transcripts 30 days", "reasoning": "Replay needs 30 days."}
+    base: dict[str, object] = {
+        "scenario": "retention for raw transcripts",
+        "outcome": "keep transcripts 30 days",
+        "reasoning": "Replay needs 30 days.",
+    }
     base.update(kw)
     return DecisionText.checked(**base)  # type: ignore[arg-type]
 
 
 def test_statement_reads_scenario_decided_because_rejected() -> None:
     t = text(alternatives=["keep forever", "7 days"])
-    assert t.statement() == "retention for raw transcripts. Decided keep transcripts 30 days because Replay needs 30 days. Rejected: keep forever; 7 days."
+    assert (
+        t.statement()
+        == "retention for raw transcripts. Decided keep transcripts 30 days because Replay needs 30 days. Rejected: keep forever; 7 days."
+    )
 
 
 def test_statement_without_alternatives_has_no_rejected_part() -> None:
@@ -42,7 +49,10 @@ def test_reasoning_that_restates_the_outcome_reads_decided_outcome_only(reasonin
 
 def test_a_proposal_reads_proposed() -> None:
     assert text(stage="proposed").statement().startswith("retention for raw transcripts. Proposed keep transcripts 30 days because")
-    assert text(stage="proposed", reasoning="keep transcripts 30 days").statement() == "retention for raw transcripts. Proposed keep transcripts 30 days."
+    assert (
+        text(stage="proposed", reasoning="keep transcripts 30 days").statement()
+        == "retention for raw transcripts. Proposed keep transcripts 30 days."
+    )
 
 
 @pytest.mark.parametrize(
@@ -96,7 +106,10 @@ def test_the_key_is_derived_from_category_and_scenario_in_any_script() -> None:
     assert decision_key("भंडारण", "लॉग कितने दिन रखें").startswith("decision/भंडारण/")
 
 
-@pytest.mark.parametrize(("category", "scenario", "field"), [("!!!", "a scenario", "category"), ("storage", "— … ?!", "scenario"), ("storage", "\u0301\u0301", "scenario")])
+@pytest.mark.parametrize(
+    ("category", "scenario", "field"),
+    [("!!!", "a scenario", "category"), ("storage", "— … ?!", "scenario"), ("storage", "\u0301\u0301", "scenario")],
+)
 def test_a_part_with_no_letter_or_digit_has_no_identity(category: str, scenario: str, field: str) -> None:
     with pytest.raises(MissingIdentity) as exc:
         decision_key(category, scenario)

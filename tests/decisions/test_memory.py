@@ -33,7 +33,10 @@ async def test_get_answers_the_row_with_its_identity_and_state(desk: Desk) -> No
     a = desk.as_agent("planner", user="u-1", session="s-1")
     rec = await a.ok("decision.record", **STORAGE)
     row = await a.ok("memory.get", key=KEY)
-    assert {k: row[k] for k in ("key", "value", "version", "memory_type", "pinned", "agent_id", "user_id", "session_id", "attestation", "status")} == {
+    assert {
+        k: row[k]
+        for k in ("key", "value", "version", "memory_type", "pinned", "agent_id", "user_id", "session_id", "attestation", "status")
+    } == {
         "key": KEY,
         "value": rec["statement"],
         "version": 1,
@@ -64,7 +67,9 @@ async def test_list_filters_by_type_tag_and_prefix(desk: Desk) -> None:
     await a.ok("decision.record", **STORAGE)
     await a.ok("decision.record", category="build", scenario="which CI runner builds wheels", outcome="hosted runners", stage="proposed")
     assert len((await a.ok("memory.list", memory_type="decision"))["rows"]) == 2
-    assert [r["key"] for r in (await a.ok("memory.list", tag="decision:proposed"))["rows"]] == ["decision/build/which-ci-runner-builds-wheels"]
+    assert [r["key"] for r in (await a.ok("memory.list", tag="decision:proposed"))["rows"]] == [
+        "decision/build/which-ci-runner-builds-wheels"
+    ]
     assert [r["key"] for r in (await a.ok("memory.list", prefix="decision/storage/"))["rows"]] == [KEY]
     await a.refused(422, "VALIDATION_FAILED", "memory.list", limit=501)
 
@@ -94,8 +99,12 @@ async def test_update_by_id_is_conditional_on_the_value_and_keeps_pin_and_attest
     await a.ok("memory.pin", key=KEY)
     await a.ok("memory.verify", key=KEY)
     row = await a.ok("memory.get", key=KEY)
-    await a.refused(409, "PRECONDITION_FAILED", "memory.update_by_id", memory_id=row["memory_id"], tags=["x"], set_tags=True, if_value_hash="0" * 64)
-    out = await a.ok("memory.update_by_id", memory_id=row["memory_id"], tags=["source-changed"], set_tags=True, if_value_hash=row["value_hash"])
+    await a.refused(
+        409, "PRECONDITION_FAILED", "memory.update_by_id", memory_id=row["memory_id"], tags=["x"], set_tags=True, if_value_hash="0" * 64
+    )
+    out = await a.ok(
+        "memory.update_by_id", memory_id=row["memory_id"], tags=["source-changed"], set_tags=True, if_value_hash=row["value_hash"]
+    )
     assert (out["pinned"], out["attestation"]) == (True, "current")
     out = await a.ok("memory.update_by_id", memory_id=row["memory_id"], value="Transcripts of the support namespace are kept for a month.")
     assert (out["pinned"], out["attestation"]) == (True, "stale")

@@ -18,7 +18,10 @@ KEY = "decision/storage/retention-for-raw-transcripts-in-the-support-namespace"
 
 async def seed_notes(desk: Desk) -> None:
     w = desk.as_agent("librarian")
-    for key, value in (("policy/legal/hold", "Legal hold is served by export jobs."), ("ops/replay", "Replays read up to 30 days of transcripts.")):
+    for key, value in (
+        ("policy/legal/hold", "Legal hold is served by export jobs."),
+        ("ops/replay", "Replays read up to 30 days of transcripts."),
+    ):
         await w.ok("decision.record", category="notes", scenario=key, outcome=value)
 
 
@@ -130,7 +133,9 @@ class _DeadKV:
         return fail
 
 
-async def test_outcome_answers_503_when_the_lease_store_is_unreachable(desk: Desk, stack: Instance, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_outcome_answers_503_when_the_lease_store_is_unreachable(
+    desk: Desk, stack: Instance, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a = desk.as_agent("planner")
     await a.ok("decision.record", **STORAGE)
     plane = next(p for p in stack.planes if getattr(p, "name", "") == "decisions")
@@ -138,4 +143,3 @@ async def test_outcome_answers_503_when_the_lease_store_is_unreachable(desk: Des
     await a.refused(503, "BACKEND_UNAVAILABLE", "decision.outcome", memory_key=KEY, realized_outcome="no gaps", success=True)
     monkeypatch.undo()
     assert "Realized" not in (await a.ok("memory.get", key=KEY))["value"]
-

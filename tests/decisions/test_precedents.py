@@ -30,13 +30,17 @@ CASES = [
     ("retention for raw transcripts in the support namespace", "keep transcripts 30 days", "how long do we hold on to customer chat logs?"),
     ("message broker between replicas", "NATS JetStream", "which queueing system passes events from one server instance to another?"),
     ("database engine for analytical queries over the agent ledger", "ClickHouse", "where do reporting workloads on bot activity run?"),
-    ("authentication of service accounts at the gateway", "signed JWT bearer tokens", "how do automated clients prove who they are to our API front door?"),
+    (
+        "authentication of service accounts at the gateway",
+        "signed JWT bearer tokens",
+        "how do automated clients prove who they are to our API front door?",
+    ),
     ("vendor for transactional email", "Postmark", "which company delivers password reset mails for us?"),
     ("frontend framework for the dashboard", "React with Vite", "what UI library powers the admin web pages?"),
 ]
 STOP = {
     "the", "for", "in", "of", "to", "do", "we", "how", "which", "what", "who", "where", "our", "us", "on", "from", "one", "are", "they",
-    "is", "a", "an", "and", "with", "at", "over", "between", "run", "long", "hold", "another", "pages", "passes", "for",
+    "is", "a", "an", "and", "with", "at", "over", "between", "run", "long", "hold", "another", "pages", "passes",
 }  # fmt: skip
 
 
@@ -92,7 +96,9 @@ async def test_with_outcome_only_serves_decisions_whose_outcome_is_recorded(desk
     keys = await record_cases(a)
     acted = keys[CASES[4][2]]
     await a.ok("decision.outcome", memory_key=acted, realized_outcome="deliverability 99.9%", success=True)
-    got = (await a.ok("decision.precedents", query="which company delivers password reset mails for us?", with_outcome_only=True))["precedents"]
+    got = (await a.ok("decision.precedents", query="which company delivers password reset mails for us?", with_outcome_only=True))[
+        "precedents"
+    ]
     assert [(p["memory_key"], p["realized_outcome"], p["success"]) for p in got] == [(acted, "deliverability 99.9%", True)]
 
 
@@ -125,7 +131,7 @@ class _Endpoint(BaseHTTPRequestHandler):
     requests: list[dict[str, Any]] = []
     fail = False
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
         if type(self).fail:
@@ -133,7 +139,11 @@ class _Endpoint(BaseHTTPRequestHandler):
             self.end_headers()
             return
         vecs = shared_local_model().encode(body["input"])
-        payload = {"object": "list", "model": body["model"], "data": [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vecs)]}
+        payload = {
+            "object": "list",
+            "model": body["model"],
+            "data": [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vecs)],
+        }
         data = json.dumps(payload).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -162,7 +172,9 @@ async def test_the_openai_endpoint_is_called_with_the_model_key_and_a_batch(endp
     finally:
         await model.close()
     assert vecs.shape == (2, 384)
-    assert _Endpoint.requests == [{"path": "/v1/embeddings", "auth": "Bearer sk-test", "model": "text-embedding-test", "input": ["first text", "second text"]}]
+    assert _Endpoint.requests == [
+        {"path": "/v1/embeddings", "auth": "Bearer sk-test", "model": "text-embedding-test", "input": ["first text", "second text"]}
+    ]
 
 
 async def test_an_endpoint_failure_is_503(endpoint: str) -> None:
@@ -177,8 +189,12 @@ async def test_an_endpoint_failure_is_503(endpoint: str) -> None:
 
 
 @pytest.fixture(scope="module")
-async def remote_stack(stack: Instance, endpoint: str, data_dir: Path, store: EmbeddedStore, nats_server: NatsServer) -> AsyncIterator[Instance]:
-    inst = await start_policy_instance(data_dir, store, nats_server, "decisions-remote-embeddings", embedding_provider="openai", embedding_url=endpoint)
+async def remote_stack(
+    stack: Instance, endpoint: str, data_dir: Path, store: EmbeddedStore, nats_server: NatsServer
+) -> AsyncIterator[Instance]:
+    inst = await start_policy_instance(
+        data_dir, store, nats_server, "decisions-remote-embeddings", embedding_provider="openai", embedding_url=endpoint
+    )
     yield inst
     await inst.stop()
 

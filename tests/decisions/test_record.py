@@ -11,7 +11,13 @@ KEY = "decision/storage/retention-for-raw-transcripts-in-the-support-namespace"
 async def test_record_writes_a_decision_row_under_the_derived_key(desk: Desk) -> None:
     a = desk.as_agent("planner")
     rec = await a.ok("decision.record", **STORAGE)
-    assert (rec["memory_key"], rec["created"], rec["superseded_prior"], rec["restated"], rec["stage"]) == (KEY, True, False, False, "decided")
+    assert (rec["memory_key"], rec["created"], rec["superseded_prior"], rec["restated"], rec["stage"]) == (
+        KEY,
+        True,
+        False,
+        False,
+        "decided",
+    )
     row = await a.ok("memory.get", key=KEY)
     assert row["memory_type"] == "decision"
     assert row["tags"] == ["decision:category:storage"]
@@ -41,9 +47,17 @@ async def test_a_category_or_scenario_without_a_letter_or_digit_is_refused(desk:
 
 async def test_a_scenario_in_any_script_records(desk: Desk) -> None:
     a = desk.as_agent("planner")
-    rec = await a.ok("decision.record", category="保存", scenario="サポートの生ログを何日保存するか", outcome="三十日保存する", reasoning="再生に三十日必要")
+    rec = await a.ok(
+        "decision.record",
+        category="保存",
+        scenario="サポートの生ログを何日保存するか",
+        outcome="三十日保存する",
+        reasoning="再生に三十日必要",
+    )
     assert rec["memory_key"] == "decision/保存/サポートの生ログを何日保存するか"
-    assert (await a.ok("memory.get", key=rec["memory_key"]))["value"].startswith("サポートの生ログを何日保存するか. Decided 三十日保存する because")
+    assert (await a.ok("memory.get", key=rec["memory_key"]))["value"].startswith(
+        "サポートの生ログを何日保存するか. Decided 三十日保存する because"
+    )
 
 
 async def test_parts_past_their_limits_are_refused_and_long_alternatives_are_cut(desk: Desk) -> None:
@@ -61,14 +75,23 @@ async def test_parts_past_their_limits_are_refused_and_long_alternatives_are_cut
 
 async def test_the_reasoning_restating_the_outcome_reads_as_a_bare_decision(desk: Desk) -> None:
     a = desk.as_agent("planner")
-    rec = await a.ok("decision.record", category="security", scenario="tokens in logs", outcome="Never log bearer tokens", reasoning="never log bearer tokens.")
+    rec = await a.ok(
+        "decision.record",
+        category="security",
+        scenario="tokens in logs",
+        outcome="Never log bearer tokens",
+        reasoning="never log bearer tokens.",
+    )
     assert rec["statement"] == "tokens in logs. Decided Never log bearer tokens."
 
 
 async def test_deciding_the_same_scenario_again_supersedes_and_history_keeps_the_prior(desk: Desk) -> None:
     a = desk.as_agent("planner")
     await a.ok("decision.record", **STORAGE)
-    again = await a.ok("decision.record", **{**STORAGE, "scenario": "Retention for RAW transcripts in the support namespace.", "outcome": "keep transcripts 45 days"})
+    again = await a.ok(
+        "decision.record",
+        **{**STORAGE, "scenario": "Retention for RAW transcripts in the support namespace.", "outcome": "keep transcripts 45 days"},
+    )
     assert again["memory_key"] == KEY
     assert (again["created"], again["superseded_prior"], again["restated"]) == (False, True, False)
     hist = await a.ok("memory.history", key=KEY)

@@ -86,7 +86,9 @@ class DecisionsClient:
     ) -> list[dict[str, Any]]:
         """Past decisions closest in meaning to ``query`` (at most 25), best first, each with its
         ``score`` and ``stage``."""
-        out = await self._agent.call("decision.precedents", query=query, category=category, with_outcome_only=with_outcome_only, limit=limit)
+        out = await self._agent.call(
+            "decision.precedents", query=query, category=category, with_outcome_only=with_outcome_only, limit=limit
+        )
         return list(out.get("precedents", []))
 
     async def chain(self, memory_key: str, *, direction: str | None = None, max_hops: int | None = None) -> dict[str, Any]:

@@ -110,7 +110,12 @@ class DecisionHandlers:
                 success_rate=c.success_rate,
                 brier=c.brier,
                 overconfidence=c.overconfidence,
-                bins=[dpb.CalibrationBin(lower=b.lower, upper=b.upper, count=b.count, mean_confidence=b.mean_confidence, success_rate=b.success_rate) for b in c.bins],
+                bins=[
+                    dpb.CalibrationBin(
+                        lower=b.lower, upper=b.upper, count=b.count, mean_confidence=b.mean_confidence, success_rate=b.success_rate
+                    )
+                    for b in c.bins
+                ],
             )
             for c in out["rows"]
         ]

@@ -25,7 +25,8 @@ PROPOSED_TAG = "decision:proposed"
 CATEGORY_TAG_PREFIX = "decision:category:"
 STAGES = ("decided", "proposed")
 
-_CLOSING = ".!?;:。！？；：…"
+# Closing punctuation: ASCII, the ideographic full stop, the full-width forms of ! ? ; : and the ellipsis.
+_CLOSING = ".!?;:\u3002\uff01\uff1f\uff1b\uff1a\u2026"
 _WS = re.compile(r"\s+")
 
 

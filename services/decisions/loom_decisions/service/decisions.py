@@ -135,7 +135,9 @@ class DecisionOps:
 
     async def _close_decisions(self, org: str, ns: str, key: str, vec: list[float]) -> list[str]:
         """Decisions under other keys that read the same at or above the conflict threshold."""
-        hits = await self.mem.search(org, ns, vec, memory_type="decision", limit=10, index_min_rows=self.r.d.settings.memory_vector_index_min_rows)
+        hits = await self.mem.search(
+            org, ns, vec, memory_type="decision", limit=10, index_min_rows=self.r.d.settings.memory_vector_index_min_rows
+        )
         threshold = self.r.d.settings.decision_conflict_threshold
         return sorted({row["key"] for row, score in hits if row["key"] != key and score >= threshold})
 
@@ -296,7 +298,15 @@ class DecisionOps:
             keys = [k for k in await self.dec.exposed_keys(org, ns, rec["run_id"]) if k != key]
             await self.mem.add_feedback(
                 [
-                    {"org": org, "namespace": ns, "key": k, "decision_key": key, "run_id": rec["run_id"], "delta": 1 if success else -1, "ts": now}
+                    {
+                        "org": org,
+                        "namespace": ns,
+                        "key": k,
+                        "decision_key": key,
+                        "run_id": rec["run_id"],
+                        "delta": 1 if success else -1,
+                        "ts": now,
+                    }
                     for k in keys
                 ]
             )

@@ -172,16 +172,16 @@ class Embedder:
             texts = [t for item in batch for t in item[0]]
             try:
                 vecs = await self.model.embed(texts)
-            except Exception as exc:  # every waiter of the batch gets the error
+            except Exception as exc:  # noqa: BLE001 - every waiter of the batch gets the error, whatever it is
                 for _, fut in batch:
                     if not fut.done():
                         fut.set_exception(exc)
                 continue
             i = 0
-            for item, fut in batch:
+            for texts_of, fut in batch:
                 if not fut.done():
-                    fut.set_result(vecs[i : i + len(item)])
-                i += len(item)
+                    fut.set_result(vecs[i : i + len(texts_of)])
+                i += len(texts_of)
 
     async def close(self) -> None:
         await self.model.close()

@@ -3,6 +3,7 @@ locks, deletes that retire a decision record, restores that do not revive it."""
 
 from __future__ import annotations
 
+import builtins
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -52,13 +53,15 @@ class MemoryOps:
             "charges": charges,
         }
 
-    async def list(self, ctx: CallContext, memory_type: str, tag: str, prefix: str, limit: int) -> list[dict[str, Any]]:
+    async def list(self, ctx: CallContext, memory_type: str, tag: str, prefix: str, limit: int) -> builtins.list[dict[str, Any]]:
         limit = _bounded("limit", limit, 100, 500)
         rows = await self.mem.live_heads(ctx.org, ctx.namespace, memory_type=memory_type, tag=tag, prefix=prefix, limit=limit)
         await self.r.exposed(ctx, [r["key"] for r in rows])
         return [{**r, "attestation": attestation(r)} for r in rows]
 
-    async def search(self, ctx: CallContext, query: str, memory_type: str, tag: str, limit: int) -> list[tuple[dict[str, Any], float]]:
+    async def search(
+        self, ctx: CallContext, query: str, memory_type: str, tag: str, limit: int
+    ) -> builtins.list[tuple[dict[str, Any], float]]:
         if not query.strip():
             raise invalid_field("query", "required")
         limit = _bounded("limit", limit, 10, 50)
@@ -77,12 +80,14 @@ class MemoryOps:
 
     async def history(
         self, ctx: CallContext, key: str, agent_id: str, user_id: str, session_id: str
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    ) -> tuple[builtins.list[dict[str, Any]], builtins.list[dict[str, Any]]]:
         versions = await self.mem.versions(ctx.org, ctx.namespace, key)
         versions = [
             v
             for v in versions
-            if (not agent_id or v["agent"] == agent_id) and (not user_id or v["user"] == user_id) and (not session_id or v["session"] == session_id)
+            if (not agent_id or v["agent"] == agent_id)
+            and (not user_id or v["user"] == user_id)
+            and (not session_id or v["session"] == session_id)
         ]
         records = await self.r.dec.history(ctx.org, ctx.namespace, key)
         if not versions and not records:
@@ -146,7 +151,9 @@ class MemoryOps:
         org, ns = ctx.org, ctx.namespace
         async with self.r.key_lock(org, ns, key):
             row = await self.r.live_head(org, ns, key, ident)
-            return await self.r.append(org, ns, ctx, row, key=key, ident=ident, op="memory.pin" if pinned else "memory.unpin", pinned=int(pinned))
+            return await self.r.append(
+                org, ns, ctx, row, key=key, ident=ident, op="memory.pin" if pinned else "memory.unpin", pinned=int(pinned)
+            )
 
     async def verify(self, ctx: CallContext, key: str, ident: Ident) -> dict[str, Any]:
         org, ns = ctx.org, ctx.namespace
@@ -155,7 +162,7 @@ class MemoryOps:
             return await self.r.append(org, ns, ctx, row, key=key, ident=ident, op="memory.verify", attested_hash=row["value_hash"])
 
     async def update_by_id(
-        self, ctx: CallContext, memory_id: str, value: str | None, tags: list[str] | None, if_value_hash: str
+        self, ctx: CallContext, memory_id: str, value: str | None, tags: builtins.list[str] | None, if_value_hash: str
     ) -> dict[str, Any]:
         """A full revision by memory_id: the value is embedded again when it changes; pin and
         attestation stay (a changed value reads its attestation stale)."""
@@ -191,7 +198,9 @@ class MemoryOps:
         try:
             lease = await self.r.d.leases.acquire(lease_key(ctx.org, ctx.namespace, key), holder, float(ttl))
         except LeaseHeld as held:
-            raise Conflict(ErrorCode.PRECONDITION_FAILED, "the key is held by another lock or write", {"key": key, "holder": held.holder}) from None
+            raise Conflict(
+                ErrorCode.PRECONDITION_FAILED, "the key is held by another lock or write", {"key": key, "holder": held.holder}
+            ) from None
         return {"key": key, "locked": True, "expires_time": _iso(lease.expires_at), "holder": holder}
 
     async def unlock(self, ctx: CallContext, key: str) -> dict[str, Any]:

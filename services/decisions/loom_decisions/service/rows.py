@@ -9,6 +9,7 @@ of decision.outcome (holder `write:<request id>`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -20,7 +21,7 @@ from typing import Any
 from loom_core.bus import LeaseStore
 from loom_core.bus.leases import LeaseHeld
 from loom_core.chain import CallContext
-from loom_core.errors import Conflict, ErrorCode, Locked, NotFound
+from loom_core.errors import Conflict, ErrorCode, Locked, NotFound, Unavailable
 from loom_core.exposures import ExposureSink, exposure_rows, set_live_rows, write_exposures
 from loom_core.settings import Settings
 from loom_core.store import Store, ch_time
@@ -105,10 +106,8 @@ class Rows:
         try:
             yield
         finally:
-            try:
+            with contextlib.suppress(Unavailable):  # the lease expires on its own
                 await self.d.leases.release(lease)
-            except Exception:  # the lease expires on its own
-                pass
 
     # --- rows
 
@@ -142,7 +141,8 @@ class Rows:
             "agent": ident.agent,
             "user": ident.user,
             "session": ident.session,
-            "memory_id": (base or {}).get("memory_id") or hashlib.sha256(f"{org}\0{ns}\0{key}\0{ident}\0{time.time_ns()}".encode()).hexdigest()[:32],
+            "memory_id": (base or {}).get("memory_id")
+            or hashlib.sha256(f"{org}\0{ns}\0{key}\0{ident}\0{time.time_ns()}".encode()).hexdigest()[:32],
             "version": version,
             "value": "",
             "memory_type": "",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from loom_core.store import Migration
 
+
 def migrations(dimensions: int = 384) -> list[Migration]:
     """The tables; `dimensions` is the vector width the HNSW index is built for (LOOM_EMBEDDING_DIMENSIONS)."""
     return [
@@ -69,8 +70,8 @@ def migrations(dimensions: int = 384) -> list[Migration]:
                 live UInt8,
                 embedding Array(Float32),
                 INDEX embedding_hnsw embedding TYPE vector_similarity('hnsw', 'cosineDistance', """
-                + str(int(dimensions))
-                + """) GRANULARITY 100000000
+            + str(int(dimensions))
+            + """) GRANULARITY 100000000
             ) ENGINE = ReplacingMergeTree(version)
             ORDER BY (org, namespace, key, agent, user, session)""",
         ),
