@@ -143,3 +143,27 @@ async def test_outcome_answers_503_when_the_lease_store_is_unreachable(
     await a.refused(503, "BACKEND_UNAVAILABLE", "decision.outcome", memory_key=KEY, realized_outcome="no gaps", success=True)
     monkeypatch.undo()
     assert "Realized" not in (await a.ok("memory.get", key=KEY))["value"]
+
+
+async def test_outcome_answers_409_when_the_decision_changes_during_the_call(
+    desk: Desk, stack: Instance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = desk.as_agent("planner")
+    await a.ok("decision.record", **STORAGE)
+    plane = next(p for p in stack.planes if getattr(p, "name", "") == "decisions")
+    embedder = plane.rows.d.embedder
+    real = embedder.embed_one
+    fired: list[dict[str, Any]] = []
+
+    async def embed_then_rerecord(text: str) -> list[float]:
+        # The outcome has read the row and is embedding its new statement: the writer decides again now.
+        if text.endswith("Realized: no gaps.") and not fired:
+            fired.append(await a.ok("decision.record", **{**STORAGE, "outcome": "keep transcripts 60 days"}))
+        return await real(text)
+
+    monkeypatch.setattr(embedder, "embed_one", embed_then_rerecord)
+    await a.refused(409, "PRECONDITION_FAILED", "decision.outcome", memory_key=KEY, realized_outcome="no gaps", success=True)
+    monkeypatch.undo()
+    assert fired and fired[0]["superseded_prior"] is True
+    row = await a.ok("memory.get", key=KEY)
+    assert "60 days" in row["value"] and "Realized" not in row["value"]
