@@ -192,3 +192,17 @@ async def test_breadth_within_denies_once_memory_reads_showed_too_many_keys(enfo
         err = await api.refused(403, "POLICY_FORBIDDEN", "memory.get", key="decision/notes/note-number-0")
     leaf = err["detail"]["rules"][0]["leaves"][0]
     assert (leaf["op"], leaf["observed"]) == ("breadth_within", 3.0)
+
+
+async def test_update_by_id_meets_the_conflict_check_again(desk: Desk) -> None:
+    a = desk.as_agent("planner")
+    first = await a.ok("decision.record", **STORAGE)
+    other = await a.ok("decision.record", category="build", scenario="which CI runner builds wheels", outcome="hosted runners")
+    assert other.get("conflicts", []) == []
+    row = await a.ok("memory.get", key=other["memory_key"])
+    # Revised to say what the first decision says: now marked as its conflict.
+    await a.ok("memory.update_by_id", memory_id=row["memory_id"], value=first["statement"])
+    assert (await a.ok("memory.get", key=other["memory_key"]))["conflicts"] == [first["memory_key"]]
+    # Revised away again: the stale mark is cleared.
+    await a.ok("memory.update_by_id", memory_id=row["memory_id"], value="which CI runner builds wheels. Decided hosted runners.")
+    assert (await a.ok("memory.get", key=other["memory_key"])).get("conflicts", []) == []

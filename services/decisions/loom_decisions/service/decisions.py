@@ -72,7 +72,7 @@ class DecisionOps:
                     "the writer's decision row is pinned; an admin unpins it with memory.unpin first",
                     {"key": key},
                 )
-            conflicts = await self._close_decisions(org, ns, key, vec)
+            conflicts = await self.r.close_decisions(org, ns, key, vec)
             row_fields: dict[str, Any] = {
                 "value": statement,
                 "memory_type": "decision",
@@ -132,14 +132,6 @@ class DecisionOps:
             "statement": statement,
             "version": row["version"],
         }
-
-    async def _close_decisions(self, org: str, ns: str, key: str, vec: list[float]) -> list[str]:
-        """Decisions under other keys that read the same at or above the conflict threshold."""
-        hits = await self.mem.search(
-            org, ns, vec, memory_type="decision", limit=10, index_min_rows=self.r.d.settings.memory_vector_index_min_rows
-        )
-        threshold = self.r.d.settings.decision_conflict_threshold
-        return sorted({row["key"] for row, score in hits if row["key"] != key and score >= threshold})
 
     # --- precedents
 

@@ -186,6 +186,10 @@ class MemoryOps:
                 emb = await self.r.d.embedder.embed_one(excerpt(value))
             if tags is not None:
                 changes["tags"] = list(dict.fromkeys(tags))
+            if row["memory_type"] == "decision":
+                # A full revision meets the conflict check again: a close peer is marked, a stale mark cleared.
+                vec = emb if emb is not None else await self.mem.embedding_of(org, ns, key, ident, int(row["version"]))
+                changes["conflicts"] = await self.r.close_decisions(org, ns, key, vec)
             return await self.r.append(org, ns, ctx, row, key=key, ident=ident, op="memory.update_by_id", embedding=emb, **changes)
 
     # --- locks

@@ -184,6 +184,13 @@ class Rows:
         if self.d.settings.memory_exposure_ledger_enabled:
             await write_exposures(self.d.exposures, exposure_rows(ctx, keys, kind="memory"))
 
+    async def close_decisions(self, org: str, ns: str, key: str, vec: Sequence[float]) -> list[str]:
+        """The conflict check: decisions under other keys that read the same at or above
+        LOOM_DECISION_CONFLICT_THRESHOLD (flagged on the row, never merged)."""
+        s = self.d.settings
+        hits = await self.mem.search(org, ns, vec, memory_type="decision", limit=10, index_min_rows=s.memory_vector_index_min_rows)
+        return sorted({row["key"] for row, score in hits if row["key"] != key and score >= s.decision_conflict_threshold})
+
     # --- the decision record a row may hold
 
     async def retire_if_writer(self, org: str, ns: str, key: str, ident: Ident, row: dict[str, Any]) -> bool:
