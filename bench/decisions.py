@@ -1,7 +1,7 @@
 """decision.precedents latency with 10^5 decisions in one namespace, beside an exact NumPy cosine
 top-25 over the same vectors in the same run, and the recall of our results against it.
 
-    .venv/bin/python bench/decisions.py [-n 100000] [--queries 200] [--json]
+    .venv/bin/python bench/decisions.py [-n 100000] [--queries 200] [--no-index] [--json]
 
 The vectors are SYNTHETIC: embedding 10^5 statements with the local model on this shared
 2-core machine would take longer than the bench should, so the decisions get 384-dimension
@@ -18,6 +18,9 @@ and printed, so the op's total is the sum). Two modes of the same search:
   a larger namespace.
 
 Baseline: NumPy `M @ q` + argpartition over the same float32 matrix, in this process.
+
+`--no-index` drops the HNSW index before loading and measures the exact mode only: building
+the index over 10^5 vectors is what takes long on a loaded machine.
 """
 
 from __future__ import annotations
@@ -147,7 +150,7 @@ class QueryVector:
         return None
 
 
-async def run(n: int, queries: int, seed: int) -> dict[str, Any]:
+async def run(n: int, queries: int, seed: int, index: bool = True) -> dict[str, Any]:
     from loom_core.settings import Settings
     from loom_core.store import run_migrations
     from loom_core.store.embedded import EmbeddedStore
@@ -159,6 +162,8 @@ async def run(n: int, queries: int, seed: int) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="loom-bench-decisions-"))
     store = EmbeddedStore.open(tmp / "chdb", "loom_bench")
     await run_migrations(store, migrations(DIMS))
+    if not index:
+        await store.execute("ALTER TABLE {db}.memory_vectors DROP INDEX embedding_hnsw")
     docs, qs = synthetic(n, queries, seed)
     load_s = await load(store, docs, tmp)
 
@@ -180,7 +185,7 @@ async def run(n: int, queries: int, seed: int) -> dict[str, Any]:
         "numpy": {"p50_ms": pct(np_ms, 50), "p99_ms": pct(np_ms, 99)},
     }
     ctx = SimpleNamespace(org=ORG, namespace=NS)
-    for mode, min_rows in (("exact", 10**12), ("hnsw", 1)):
+    for mode, min_rows in (("exact", 10**12), ("hnsw", 1))[: 2 if index else 1]:
         settings = Settings(memory_exposure_ledger_enabled=False, memory_vector_index_min_rows=min_rows)  # type: ignore[call-arg]
         model = QueryVector()
         rows = Rows(Deps(settings=settings, store=store, leases=None, exposures=None, embedder=Embedder(model)))  # type: ignore[arg-type]
@@ -215,9 +220,10 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--no-index", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    r = asyncio.run(run(a.n, a.queries, a.seed))
+    r = asyncio.run(run(a.n, a.queries, a.seed, index=not a.no_index))
     if a.json:
         print(json.dumps(r, indent=2))
         return 0
@@ -226,6 +232,8 @@ def main() -> int:
     print(f"decisions in the namespace: {r['n']:,} (synthetic 384-d vectors), queries: {r['queries']}, load {r['load_seconds']} s")
     print(f"numpy exact top-25      p50 {r['numpy']['p50_ms']:7.2f} ms  p99 {r['numpy']['p99_ms']:7.2f} ms  (baseline)")
     for mode in ("exact", "hnsw"):
+        if mode not in r:
+            continue
         m = r[mode]
         print(
             f"precedents, {mode:5}       p50 {m['p50_ms']:7.2f} ms  p99 {m['p99_ms']:7.2f} ms  "
