@@ -119,7 +119,7 @@ async def test_writes_publish_the_namespaces_live_row_count(desk: Desk) -> None:
     await a.ok("decision.record", category="build", scenario="which CI runner builds wheels", outcome="hosted runners")
     store = desk.inst.runtime.store
     assert await live_rows(store, desk.tenant.org, desk.tenant.namespace) == {"memory": 2}
-    await a.ok("memory.delete", key=KEY)
+    await a.ok("memory.delete", memory_key=KEY)
     assert await live_rows(store, desk.tenant.org, desk.tenant.namespace) == {"memory": 1}
 
 

@@ -20,7 +20,7 @@ async def served(a: Api) -> bool:
 async def test_deleting_the_writers_row_retires_the_record(desk: Desk) -> None:
     a = desk.as_agent("planner")
     await a.ok("decision.record", **STORAGE)
-    out = await a.ok("memory.delete", key=KEY)
+    out = await a.ok("memory.delete", memory_key=KEY)
     assert out["deleted"] is True and out["retired_record"] is True
     assert not await served(a)
     await a.refused(404, "RESOURCE_NOT_FOUND", "decision.outcome", memory_key=KEY, realized_outcome="n/a", success=True)
@@ -32,7 +32,7 @@ async def test_deleting_the_writers_row_retires_the_record(desk: Desk) -> None:
 async def test_deleting_the_live_version_of_the_writers_row_retires_the_record(desk: Desk) -> None:
     a = desk.as_agent("planner")
     rec = await a.ok("decision.record", **STORAGE)
-    out = await a.ok("memory.delete_version", key=KEY, version=rec["version"])
+    out = await a.ok("memory.delete_version", memory_key=KEY, version=rec["version"])
     assert out["retired_record"] is True
     assert not await served(a)
 
@@ -41,17 +41,17 @@ async def test_deleting_an_older_version_leaves_the_record_active(desk: Desk) ->
     a = desk.as_agent("planner")
     first = await a.ok("decision.record", **STORAGE)
     await a.ok("decision.record", **{**STORAGE, "outcome": "keep transcripts 45 days"})
-    out = await a.ok("memory.delete_version", key=KEY, version=first["version"])
+    out = await a.ok("memory.delete_version", memory_key=KEY, version=first["version"])
     assert (out["deleted"], out["retired_record"]) == (True, False)
     assert await served(a)
     assert [v["version"] for v in (await a.ok("memory.history", key=KEY))["versions"]] == [2]
-    await a.refused(404, "RESOURCE_NOT_FOUND", "memory.delete_version", key=KEY, version=first["version"])
+    await a.refused(404, "RESOURCE_NOT_FOUND", "memory.delete_version", memory_key=KEY, version=first["version"])
 
 
 async def test_restore_revives_the_row_but_not_the_record(desk: Desk) -> None:
     a = desk.as_agent("planner")
     rec = await a.ok("decision.record", **STORAGE)
-    await a.ok("memory.delete", key=KEY)
+    await a.ok("memory.delete", memory_key=KEY)
     restored = await a.ok("memory.restore", key=KEY)
     assert restored["version"] == 3
     row = await a.ok("memory.get", key=KEY)
@@ -75,7 +75,7 @@ async def test_deleting_another_identitys_row_leaves_the_record_active(desk: Des
     b = desk.as_agent("auditor")
     await b.ok("decision.record", **{**STORAGE, "outcome": "keep transcripts 14 days"})
     await a.ok("decision.record", **STORAGE)  # planner's record now holds the key
-    out = await b.ok("memory.delete", key=KEY)
+    out = await b.ok("memory.delete", memory_key=KEY)
     assert (out["deleted"], out["retired_record"]) == (True, False)
     assert await served(a)
 

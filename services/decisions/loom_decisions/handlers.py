@@ -178,11 +178,11 @@ class DecisionHandlers:
 
     async def delete_memory(self, req: mpb.DeleteMemoryRequest, ctx: CallContext) -> mpb.DeleteMemoryResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
-        return mpb.DeleteMemoryResponse(**await self._memory.delete(ctx, req.key, ident))
+        return mpb.DeleteMemoryResponse(**await self._memory.delete(ctx, req.memory_key, ident))
 
     async def delete_memory_version(self, req: mpb.DeleteMemoryVersionRequest, ctx: CallContext) -> mpb.DeleteMemoryResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
-        return mpb.DeleteMemoryResponse(**await self._memory.delete_version(ctx, req.key, req.version, ident))
+        return mpb.DeleteMemoryResponse(**await self._memory.delete_version(ctx, req.memory_key, req.version, ident))
 
     async def restore_memory(self, req: mpb.RestoreMemoryRequest, ctx: CallContext) -> mpb.MemoryWriteResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
