@@ -30,6 +30,152 @@ class AuthOps:
         return await self._caller.call("auth.whoami")
 
 
+class DecisionOps:
+    """The ``decision.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def calibration(
+        self,
+        *,
+        namespace: str | None = None,
+        window_days: int | None = None,
+        agent: str | None = None,
+        category: str | None = None,
+    ) -> dict[str, Any]:
+        """Per agent and category: stated confidence against realized success over a window (counts, Brier score).
+
+        Calls ``decision.calibration``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "decision.calibration",
+            namespace=namespace,
+            window_days=window_days,
+            agent=agent,
+            category=category,
+        )
+
+    async def chain(
+        self,
+        *,
+        namespace: str | None = None,
+        memory_key: str | None = None,
+        direction: str | None = None,
+        max_hops: int | None = None,
+    ) -> dict[str, Any]:
+        """Walk causal edges upstream, downstream or both, up to 4 hops; nodes carry each decision's stage.
+
+        Calls ``decision.chain``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "decision.chain",
+            namespace=namespace,
+            memory_key=memory_key,
+            direction=direction,
+            max_hops=max_hops,
+        )
+
+    async def outcome(
+        self,
+        *,
+        namespace: str | None = None,
+        memory_key: str | None = None,
+        realized_outcome: str | None = None,
+        success: bool | None = None,
+    ) -> dict[str, Any]:
+        """Record realized_outcome and success; credit or charge the memories the deciding run relied on.
+
+        Calls ``decision.outcome``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "decision.outcome",
+            namespace=namespace,
+            memory_key=memory_key,
+            realized_outcome=realized_outcome,
+            success=success,
+        )
+
+    async def precedents(
+        self,
+        *,
+        namespace: str | None = None,
+        query: str | None = None,
+        category: str | None = None,
+        with_outcome_only: bool | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """Semantic search over past decisions (at most 25), optionally by category or with_outcome_only.
+
+        Calls ``decision.precedents``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "decision.precedents",
+            namespace=namespace,
+            query=query,
+            category=category,
+            with_outcome_only=with_outcome_only,
+            limit=limit,
+        )
+
+    async def record(
+        self,
+        *,
+        namespace: str | None = None,
+        category: str | None = None,
+        scenario: str | None = None,
+        reasoning: str | None = None,
+        outcome: str | None = None,
+        alternatives: list[str] | None = None,
+        confidence: float | None = None,
+        caused_by: list[str] | None = None,
+        influenced_by: list[str] | None = None,
+        stage: str | None = None,
+        files: list[str] | None = None,
+        source_resource_id: str | None = None,
+        source_class: str | None = None,
+        tags: list[str] | None = None,
+        run_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Record a decision (category + scenario identify it) and its causal edges; answers memory_key, created, superseded_prior, restated.
+
+        Calls ``decision.record``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "decision.record",
+            namespace=namespace,
+            category=category,
+            scenario=scenario,
+            reasoning=reasoning,
+            outcome=outcome,
+            alternatives=alternatives,
+            confidence=confidence,
+            caused_by=caused_by,
+            influenced_by=influenced_by,
+            stage=stage,
+            files=files,
+            source_resource_id=source_resource_id,
+            source_class=source_class,
+            tags=tags,
+            run_id=run_id,
+        )
+
+
 class GrantsOps:
     """The ``grants.*`` ops."""
 
@@ -57,8 +203,8 @@ class GrantsOps:
         self,
         *,
         namespace: str | None = None,
-        subject: str,
-        role: str,
+        subject: str | None = None,
+        role: str | None = None,
     ) -> dict[str, Any]:
         """Give a subject a role in the namespace, or remove it (role none).
 
@@ -66,70 +212,12 @@ class GrantsOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
-            role: One of: viewer, writer, admin, none.
         """
         return await self._caller.call(
             "grants.set",
             namespace=namespace,
             subject=subject,
             role=role,
-        )
-
-
-class HelpOps:
-    """The ``help.*`` ops."""
-
-    def __init__(self, caller: OpCaller) -> None:
-        self._caller = caller
-
-    async def get(
-        self,
-        *,
-        page: str | None = None,
-        anchor: str | None = None,
-        offset: int | None = None,
-    ) -> dict[str, Any]:
-        """Read a documentation page with its outline, or one section of it by anchor.
-
-        Calls ``help.get`` (experimental).
-        """
-        return await self._caller.call(
-            "help.get",
-            page=page,
-            anchor=anchor,
-            offset=offset,
-        )
-
-    async def search(
-        self,
-        *,
-        query: str | None = None,
-        limit: int | None = None,
-        audience: str | None = None,
-    ) -> dict[str, Any]:
-        """Search Loom's documentation: the best sections for a question or a name (op, setting, error code, header).
-
-        Calls ``help.search`` (experimental).
-        """
-        return await self._caller.call(
-            "help.search",
-            query=query,
-            limit=limit,
-            audience=audience,
-        )
-
-    async def verify(
-        self,
-        *,
-        citations: list[str] | None = None,
-    ) -> dict[str, Any]:
-        """Check [help:<page> § <section>] citations against the documentation index.
-
-        Calls ``help.verify`` (unlisted).
-        """
-        return await self._caller.call(
-            "help.verify",
-            citations=citations,
         )
 
 
@@ -143,7 +231,7 @@ class InboxOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str,
+        inbox: str | None = None,
         limit: int | None = None,
     ) -> dict[str, Any]:
         """An inbox's webhook delivery log, newest attempt first.
@@ -181,7 +269,7 @@ class InboxOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str,
+        inbox: str | None = None,
     ) -> dict[str, Any]:
         """An inbox's trust rows: mode and required evidence per (poster, kind).
 
@@ -200,8 +288,8 @@ class InboxOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str,
-        poster: str,
+        inbox: str | None = None,
+        poster: str | None = None,
         kind: str | None = None,
         mode: str | None = None,
         require_evidence: builtins.list[str] | None = None,
@@ -213,7 +301,6 @@ class InboxOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
-            mode: One of: deny, review, auto.
         """
         return await self._caller.call(
             "inbox.policy_set",
@@ -247,7 +334,7 @@ class InboxOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str,
+        inbox: str | None = None,
         owner_agent: str | None = None,
         posters: builtins.list[str] | None = None,
         accept_disclosure: builtins.list[str] | None = None,
@@ -283,48 +370,329 @@ class InboxOps:
         )
 
 
-class InsightsOps:
-    """The ``insights.*`` ops."""
+class MemoryOps:
+    """The ``memory.*`` ops."""
 
     def __init__(self, caller: OpCaller) -> None:
         self._caller = caller
 
-    async def catalog(
+    async def delete(
         self,
         *,
         namespace: str | None = None,
+        memory_key: str | None = None,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
     ) -> dict[str, Any]:
-        """The tables, columns, types and comments insights.query can read, with the notes a correct query needs.
+        """Tombstone a row; deleting the writer's decision row retires its record.
 
-        Calls ``insights.catalog``.
+        Calls ``memory.delete``.
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
         return await self._caller.call(
-            "insights.catalog",
+            "memory.delete",
             namespace=namespace,
+            memory_key=memory_key,
+            agent_id=agent_id,
+            user_id=user_id,
+            session_id=session_id,
         )
 
-    async def query(
+    async def delete_version(
         self,
         *,
         namespace: str | None = None,
-        sql: str | None = None,
-        namespaces: list[str] | None = None,
+        memory_key: str | None = None,
+        version: int | None = None,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
     ) -> dict[str, Any]:
-        """Run one read-only SQL statement over Loom's allowlisted metadata tables (see insights.catalog); rows are capped.
+        """Delete one version of a row; deleting the live version of the writer's decision row retires its record.
 
-        Calls ``insights.query``.
+        Calls ``memory.delete_version``.
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
         return await self._caller.call(
-            "insights.query",
+            "memory.delete_version",
             namespace=namespace,
-            sql=sql,
-            namespaces=namespaces,
+            memory_key=memory_key,
+            version=version,
+            agent_id=agent_id,
+            user_id=user_id,
+            session_id=session_id,
+        )
+
+    async def get(
+        self,
+        *,
+        namespace: str | None = None,
+        key: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> dict[str, Any]:
+        """One live row by key (the newest identity's unless user_id / session_id / agent_id pick one).
+
+        Calls ``memory.get``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.get",
+            namespace=namespace,
+            key=key,
+            user_id=user_id,
+            session_id=session_id,
+            agent_id=agent_id,
+        )
+
+    async def history(
+        self,
+        *,
+        namespace: str | None = None,
+        key: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Every version of a key's rows, and the versions of the decision record under it.
+
+        Calls ``memory.history``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.history",
+            namespace=namespace,
+            key=key,
+            user_id=user_id,
+            session_id=session_id,
+            agent_id=agent_id,
+        )
+
+    async def list(
+        self,
+        *,
+        namespace: str | None = None,
+        memory_type: str | None = None,
+        tag: str | None = None,
+        prefix: str | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """Live rows of the namespace, by memory_type, tag or key prefix.
+
+        Calls ``memory.list``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.list",
+            namespace=namespace,
+            memory_type=memory_type,
+            tag=tag,
+            prefix=prefix,
+            limit=limit,
+        )
+
+    async def lock(
+        self,
+        *,
+        namespace: str | None = None,
+        key: str | None = None,
+        ttl_seconds: int | None = None,
+    ) -> dict[str, Any]:
+        """Lock a key's value for ttl_seconds: writes to it answer 423 LOCKED until the lock ends or is released.
+
+        Calls ``memory.lock``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.lock",
+            namespace=namespace,
+            key=key,
+            ttl_seconds=ttl_seconds,
+        )
+
+    async def pin(
+        self,
+        *,
+        namespace: str | None = None,
+        key: str | None = None,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Pin a row: its writer's different decision is refused (409 PINNED_CONFLICT) until it is unpinned.
+
+        Calls ``memory.pin``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.pin",
+            namespace=namespace,
+            key=key,
+            agent_id=agent_id,
+            user_id=user_id,
+            session_id=session_id,
+        )
+
+    async def restore(
+        self,
+        *,
+        namespace: str | None = None,
+        key: str | None = None,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Revive a deleted row with its last value (a retired decision record stays retired).
+
+        Calls ``memory.restore``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.restore",
+            namespace=namespace,
+            key=key,
+            agent_id=agent_id,
+            user_id=user_id,
+            session_id=session_id,
+        )
+
+    async def search(
+        self,
+        *,
+        namespace: str | None = None,
+        query: str | None = None,
+        memory_type: str | None = None,
+        tag: str | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """Semantic search over live rows (cosine over embeddings), optionally by memory_type or tag.
+
+        Calls ``memory.search``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.search",
+            namespace=namespace,
+            query=query,
+            memory_type=memory_type,
+            tag=tag,
+            limit=limit,
+        )
+
+    async def unlock(
+        self,
+        *,
+        namespace: str | None = None,
+        key: str | None = None,
+    ) -> dict[str, Any]:
+        """Release a key's lock (its holder, or an admin).
+
+        Calls ``memory.unlock``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.unlock",
+            namespace=namespace,
+            key=key,
+        )
+
+    async def unpin(
+        self,
+        *,
+        namespace: str | None = None,
+        key: str | None = None,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Unpin a row (admin).
+
+        Calls ``memory.unpin``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.unpin",
+            namespace=namespace,
+            key=key,
+            agent_id=agent_id,
+            user_id=user_id,
+            session_id=session_id,
+        )
+
+    async def update_by_id(
+        self,
+        *,
+        namespace: str | None = None,
+        memory_id: str | None = None,
+        value: str | None = None,
+        tags: builtins.list[str] | None = None,
+        set_tags: bool | None = None,
+        if_value_hash: str | None = None,
+    ) -> dict[str, Any]:
+        """Revise a row by memory_id (value and/or tags), optionally conditional on the value's hash.
+
+        Calls ``memory.update_by_id``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.update_by_id",
+            namespace=namespace,
+            memory_id=memory_id,
+            value=value,
+            tags=tags,
+            set_tags=set_tags,
+            if_value_hash=if_value_hash,
+        )
+
+    async def verify(
+        self,
+        *,
+        namespace: str | None = None,
+        key: str | None = None,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Attest a row's current value; a later write takes effect and the attestation reads stale until verified again.
+
+        Calls ``memory.verify``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.verify",
+            namespace=namespace,
+            key=key,
+            agent_id=agent_id,
+            user_id=user_id,
+            session_id=session_id,
         )
 
 
@@ -337,7 +705,7 @@ class NamespaceOps:
     async def create(
         self,
         *,
-        name: str,
+        name: str | None = None,
         description: str | None = None,
     ) -> dict[str, Any]:
         """Create a namespace in the caller's org (org-wide admin).
@@ -368,7 +736,7 @@ class PolicyOps:
         self,
         *,
         namespace: str | None = None,
-        operation: str,
+        operation: str | None = None,
         agent: str | None = None,
         user: str | None = None,
         session: str | None = None,
@@ -410,7 +778,6 @@ class PolicyOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
-            decision: One of: allow, deny.
         """
         return await self._caller.call(
             "policy.decisions",
@@ -427,7 +794,7 @@ class PolicyOps:
         self,
         *,
         namespace: str | None = None,
-        name: str,
+        name: str | None = None,
     ) -> dict[str, Any]:
         """Remove a history-policy rule.
 
@@ -479,7 +846,6 @@ class PolicyOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
-            mode: One of: shadow, enforce.
         """
         return await self._caller.call(
             "policy.replay",
@@ -499,10 +865,10 @@ class PolicyOps:
         self,
         *,
         namespace: str | None = None,
-        name: str,
-        effect: str,
-        actions: builtins.list[str],
-        condition: dict[str, Any],
+        name: str | None = None,
+        effect: str | None = None,
+        actions: builtins.list[str] | None = None,
+        condition: dict[str, Any] | None = None,
         description: str | None = None,
         mode: str | None = None,
     ) -> dict[str, Any]:
@@ -512,8 +878,6 @@ class PolicyOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
-            effect: One of: forbid, require.
-            mode: One of: inherit, shadow, enforce.
         """
         return await self._caller.call(
             "policy.set",
@@ -537,7 +901,7 @@ class SaOps:
         self,
         *,
         namespace: str | None = None,
-        name: str,
+        name: str | None = None,
         role: str | None = None,
         description: str | None = None,
     ) -> dict[str, Any]:
@@ -547,7 +911,6 @@ class SaOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
-            role: One of: viewer, writer, admin.
         """
         return await self._caller.call(
             "sa.create",
@@ -568,7 +931,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str,
+        task_id: str | None = None,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Accept a triaged task: triage -> todo (never the poster's own).
@@ -589,10 +952,10 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str,
-        fence: int,
-        blocked_on: str,
-        reason: str,
+        task_id: str | None = None,
+        fence: int | None = None,
+        blocked_on: str | None = None,
+        reason: str | None = None,
     ) -> dict[str, Any]:
         """Mark a task you hold blocked on the sender, a human or something external (fenced).
 
@@ -600,7 +963,6 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
-            blocked_on: One of: sender, human, external.
         """
         return await self._caller.call(
             "task.block",
@@ -615,8 +977,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str,
-        reason: str,
+        task_id: str | None = None,
+        reason: str | None = None,
     ) -> dict[str, Any]:
         """Cancel an unfinished task (the owner, or its poster while nobody holds it).
 
@@ -636,7 +998,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str,
+        task_id: str | None = None,
         lease_seconds: int | None = None,
     ) -> dict[str, Any]:
         """Claim one named todo task: a lease and a fence every owner write presents.
@@ -657,8 +1019,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str,
-        fence: int,
+        task_id: str | None = None,
+        fence: int | None = None,
         outcome: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Finish a task you hold with its outcome (fenced): in_progress -> done.
@@ -699,8 +1061,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str,
-        kind: str,
+        inbox: str | None = None,
+        kind: str | None = None,
         title: str | None = None,
         brief: dict[str, Any] | None = None,
         disclosure: str | None = None,
@@ -717,9 +1079,6 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
-            disclosure: One of: confidential, internal, public_ok.
-            deadline: An RFC 3339 timestamp.
-            not_before: An RFC 3339 timestamp.
         """
         return await self._caller.call(
             "task.create",
@@ -741,9 +1100,9 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str,
-        fence: int,
-        resume_at: str,
+        task_id: str | None = None,
+        fence: int | None = None,
+        resume_at: str | None = None,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Put a task you hold aside until resume_at (fenced): in_progress -> deferred.
@@ -752,7 +1111,6 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
-            resume_at: An RFC 3339 timestamp.
         """
         return await self._caller.call(
             "task.defer",
@@ -767,9 +1125,9 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str,
-        fence: int,
-        reason: str,
+        task_id: str | None = None,
+        fence: int | None = None,
+        reason: str | None = None,
     ) -> dict[str, Any]:
         """Give up on a task you hold, with a reason (fenced): in_progress -> failed.
 
@@ -790,7 +1148,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str,
+        task_id: str | None = None,
     ) -> dict[str, Any]:
         """One task (readers of its inbox, or its poster).
 
@@ -809,8 +1167,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str,
-        fence: int,
+        task_id: str | None = None,
+        fence: int | None = None,
         lease_seconds: int | None = None,
     ) -> dict[str, Any]:
         """Extend the lease of a task you hold (fenced).
@@ -832,7 +1190,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str,
+        task_id: str | None = None,
         limit: int | None = None,
     ) -> dict[str, Any]:
         """A task's events, oldest first.
@@ -884,8 +1242,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str,
-        fence: int,
+        task_id: str | None = None,
+        fence: int | None = None,
         note: str | None = None,
         percent: int | None = None,
     ) -> dict[str, Any]:
@@ -909,7 +1267,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str,
+        inbox: str | None = None,
         kinds: builtins.list[str] | None = None,
         status: str | None = None,
         wait_seconds: int | None = None,
@@ -922,7 +1280,6 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
-            status: One of: todo, triage.
         """
         return await self._caller.call(
             "task.pull",
@@ -939,9 +1296,9 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str,
-        to_inbox: str,
-        reason: str,
+        task_id: str | None = None,
+        to_inbox: str | None = None,
+        reason: str | None = None,
     ) -> dict[str, Any]:
         """Hand an unfinished task to another inbox of the org (its claim ends).
 
@@ -962,7 +1319,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str,
+        task_id: str | None = None,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Move a failed, wont_do or cancelled task back to todo.
@@ -983,7 +1340,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str,
+        task_id: str | None = None,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Return a deferred task to todo before its resume_at.
@@ -1004,7 +1361,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str,
+        task_id: str | None = None,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Return a blocked task to todo.
@@ -1025,8 +1382,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str,
-        if_match_version: int,
+        task_id: str | None = None,
+        if_match_version: int | None = None,
         title: str | None = None,
         brief: dict[str, Any] | None = None,
         priority: int | None = None,
@@ -1039,8 +1396,6 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
-            deadline: An RFC 3339 timestamp.
-            not_before: An RFC 3339 timestamp.
         """
         return await self._caller.call(
             "task.update",
@@ -1081,8 +1436,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str,
-        reason: str,
+        task_id: str | None = None,
+        reason: str | None = None,
     ) -> dict[str, Any]:
         """Decline an unfinished task, with a reason.
 
@@ -1160,10 +1515,10 @@ class Ops:
     """Every op of the catalog, grouped by the part of its name before the dot."""
 
     auth: AuthOps
+    decision: DecisionOps
     grants: GrantsOps
-    help: HelpOps
     inbox: InboxOps
-    insights: InsightsOps
+    memory: MemoryOps
     namespace: NamespaceOps
     policy: PolicyOps
     sa: SaOps
@@ -1172,10 +1527,10 @@ class Ops:
 
     def __init__(self, caller: OpCaller) -> None:
         self.auth = AuthOps(caller)
+        self.decision = DecisionOps(caller)
         self.grants = GrantsOps(caller)
-        self.help = HelpOps(caller)
         self.inbox = InboxOps(caller)
-        self.insights = InsightsOps(caller)
+        self.memory = MemoryOps(caller)
         self.namespace = NamespaceOps(caller)
         self.policy = PolicyOps(caller)
         self.sa = SaOps(caller)
