@@ -16,6 +16,34 @@ if TYPE_CHECKING:
 __all__ = ["Ops"]
 
 
+class AssistantOps:
+    """The ``assistant.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def ask(
+        self,
+        *,
+        namespace: str | None = None,
+        question: str | None = None,
+        history: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Ask Loom's assistant one question about the namespace; the whole answer with its checked citations and support (spends model budget).
+
+        Calls ``assistant.ask`` (experimental).
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "assistant.ask",
+            namespace=namespace,
+            question=question,
+            history=history,
+        )
+
+
 class AuthOps:
     """The ``auth.*`` ops."""
 
@@ -1042,6 +1070,7 @@ class TokenOps:
 class Ops:
     """Every op of the catalog, grouped by the part of its name before the dot."""
 
+    assistant: AssistantOps
     auth: AuthOps
     grants: GrantsOps
     inbox: InboxOps
@@ -1052,6 +1081,7 @@ class Ops:
     token: TokenOps
 
     def __init__(self, caller: OpCaller) -> None:
+        self.assistant = AssistantOps(caller)
         self.auth = AuthOps(caller)
         self.grants = GrantsOps(caller)
         self.inbox = InboxOps(caller)
