@@ -10,6 +10,7 @@ import httpx
 
 from ._client import CLIENT_LABEL, Transport
 from ._ops import Ops
+from .assistant import AssistantClient
 from .policy import PolicyClient
 from .tasks import TasksClient
 
@@ -46,11 +47,13 @@ class Agent:
         ops: Every op of the catalog as ``ops.<group>.<op>(**args)``, generated.
         tasks: Helpers for the task inbox (``loom.tasks.TasksClient``).
         policy: Helpers for history policies (``loom.policy.PolicyClient``).
+        assistant: Loom's assistant, streaming or whole (``loom.assistant.AssistantClient``).
     """
 
     ops: Ops
     tasks: TasksClient
     policy: PolicyClient
+    assistant: AssistantClient
 
     def __init__(
         self,
@@ -87,6 +90,7 @@ class Agent:
         self.ops = Ops(self)
         self.tasks = TasksClient(self)
         self.policy = PolicyClient(self)
+        self.assistant = AssistantClient(self)
 
     @property
     def org(self) -> str:
