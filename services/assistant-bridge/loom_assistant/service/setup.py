@@ -96,7 +96,9 @@ class ServiceSetup:
         email: str,
         retry_s: float,
         holder: str,
+        lease_key: str = LEASE,
     ) -> None:
+        self.lease_key = lease_key
         self.rows = rows
         self.client = client
         self.leases = leases
@@ -151,7 +153,7 @@ class ServiceSetup:
 
     async def run_once(self) -> ServiceRow:
         """One try: under the lease, do only what is missing; mark ready on success."""
-        lease = await self.leases.acquire(LEASE, self.holder, LEASE_TTL_S)
+        lease = await self.leases.acquire(self.lease_key, self.holder, LEASE_TTL_S)
         try:
             row = await self._steps()
         finally:

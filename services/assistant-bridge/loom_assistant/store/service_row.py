@@ -31,13 +31,16 @@ def sealer(secret: str, previous: str) -> Sealer:
 
 
 class ServiceRowStore:
-    def __init__(self, store: Store, sealer: Sealer) -> None:
+    def __init__(self, store: Store, sealer: Sealer, table: str = "assistant_service") -> None:
         self.store = store
         self.sealer = sealer
+        if not table.replace("_", "").isalnum():
+            raise ValueError("table: letters, digits and _")
+        self.table = "{db}." + table
 
     async def read_raw(self) -> dict[str, object] | None:
         rows = await self.store.query(
-            "SELECT email, sealed, agent_id, definition_version, definition_model FROM {db}.assistant_service FINAL WHERE id = 1"
+            f"SELECT email, sealed, agent_id, definition_version, definition_model FROM {self.table} FINAL WHERE id = 1"
             " SETTINGS select_sequential_consistency = 1",
             {},
         )
@@ -65,7 +68,7 @@ class ServiceRowStore:
     async def _insert(self, email: str, sealed: str, has_key: bool, row: ServiceRow | None, raw: dict[str, object] | None = None) -> None:
         src = raw or {}
         await self.store.insert(
-            "{db}.assistant_service",
+            self.table,
             [
                 {
                     "id": 1,
@@ -92,4 +95,4 @@ class ServiceRowStore:
         return 1
 
     async def clear(self) -> None:
-        await self.store.execute("TRUNCATE TABLE IF EXISTS {db}.assistant_service")
+        await self.store.execute(f"TRUNCATE TABLE IF EXISTS {self.table}")
