@@ -1,0 +1,56 @@
+"""Citations checked when the answer ends, through the emulator: each kind against this
+answer's own rows, names the build does not know, and a check that cannot run."""
+
+from __future__ import annotations
+
+from tests.conftest import call
+
+from .conftest import Asker, Bench, chat_body
+from .emulator import Turn
+
+CHAT = "/v1/assistant/chat/completions"
+
+
+async def test_citations_not_backed_by_this_answers_calls_come_back_unverified_with_their_reasons(bench: Bench, asker: Asker) -> None:
+    async def script(turn: Turn) -> None:
+        await turn.call("grants.list", {})
+        await turn.say("The key [memory:notes/plan@v2] says so, see [task:t-unknown] and\n```sql\nSELECT 1\n```\n")
+
+    bench.emu.script = script
+    async with asker.client() as c:
+        r = await c.post(CHAT, json=chat_body())
+    body = r.json()
+    by_kind = {c["kind"]: c for c in body["citations"]}
+    assert set(by_kind) == {"memory", "task", "sql"}
+    assert not any(c["verified"] for c in body["citations"])
+    assert "memory.search" in by_kind["memory"]["reason"] and by_kind["memory"]["ref"] == "notes/plan"
+    assert by_kind["task"]["reason"] == "no call of this answer returned this task"
+    assert by_kind["sql"]["reason"].startswith("this statement did not run in this answer")
+    assert body["support"] == "unsupported"
+
+
+async def test_a_help_citation_whose_check_cannot_run_is_unverified_and_the_answer_unchecked(bench: Bench, asker: Asker) -> None:
+    async def script(turn: Turn) -> None:
+        await turn.say("Loom answers from its docs [help:assistant § Assistant > Citations].")
+
+    bench.emu.script = script
+    async with asker.client() as c:
+        has_help = (await call(c, "help.verify", citations=[])).status_code != 404
+        r = await c.post(CHAT, json=chat_body())
+    (cite,) = r.json()["citations"]
+    assert cite["kind"] == "help" and cite["ref"] == "assistant"
+    if not has_help:  # the help plane is not on this build: the check could not run
+        assert cite == {**cite, "verified": False, "reason": "the check could not run"}
+        assert r.json()["support"] == "unchecked"
+
+
+async def test_names_the_build_neither_serves_nor_documents_are_reported_and_make_it_unsupported(bench: Bench, asker: Asker) -> None:
+    async def script(turn: Turn) -> None:
+        await turn.say("Run `task.teleport` with LOOM_WARP_FACTOR, or `task.get` with LOOM_ASSISTANT_MODEL.")
+
+    bench.emu.script = script
+    async with asker.client() as c:
+        r = await c.post(CHAT, json=chat_body(stream=True))
+    final = [line for line in r.text.split("\n\n") if '"loom.citations"' in line][0]
+    assert '"unknown_names":["task.teleport","LOOM_WARP_FACTOR"]' in final
+    assert '"support":"unsupported"' in final
