@@ -232,3 +232,24 @@ def test_agent_tools_are_reads_of_the_assistant_toolset_and_never_the_assistant(
     assert all(t in opsets.kinds() for t in d.tools)
     assert d.librechat_tools()[0].endswith("_mcp_loom")
     assert "Nothing stored in Loom answers this." in d.instructions
+
+
+# -- LibreChat's deployed configuration ---------------------------------------------------------
+
+
+def test_librechat_configuration_sends_the_answer_token_and_run_id_and_turns_everything_else_off() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    cfg = yaml.safe_load((Path(__file__).resolve().parents[2] / "deploy/librechat/assistant.librechat.yaml").read_text())
+    loom = cfg["mcpServers"]["loom"]
+    assert loom["type"] == "streamable-http" and loom["url"].endswith("/mcp?toolset=assistant")
+    assert loom["headers"] == {"Authorization": "Bearer {{LIBRECHAT_BODY_PARENTMESSAGEID}}", "X-Loom-Run-Id": "{{LIBRECHAT_BODY_MESSAGEID}}"}
+    assert "requestHeaders" not in loom and loom["serverInstructions"] is False
+    assert cfg["endpoints"]["agents"]["capabilities"] == ["tools"]
+    assert cfg["memory"] == {"disabled": True}
+    assert {k: cfg["interface"][k] for k in ("memories", "webSearch", "fileSearch", "runCode")} == dict.fromkeys(
+        ("memories", "webSearch", "fileSearch", "runCode"), False
+    )
+    assert cfg["interface"]["remoteAgents"] == {"use": True, "create": True}
