@@ -42,7 +42,8 @@ async def bench(data_dir: Path, store: EmbeddedStore, nats_server: NatsServer) -
     inst = await start_instance(settings, store=store, nats_url=nats_server.url, name="loom-test-assistant")
     emu.loom_url = inst.base_url
     b = Bench(inst, emu, url)
-    assert await b.plane.setup.wait_ready(30), b.plane.setup.state
+    async with asyncio.timeout(30):
+        await b.plane.setup.wait_ready()
     yield b
     await inst.stop()
     await server.stop()
@@ -60,6 +61,7 @@ def _fresh_emulator(request: pytest.FixtureRequest) -> None:
         emu.tool_results.clear()
         emu.aborted = asyncio.Event()
         emu.calls_done = asyncio.Event()
+        emu.chat_seen = asyncio.Semaphore(0)
 
 
 @dataclass

@@ -20,11 +20,11 @@ from typing import Any
 
 import httpx2
 import mcp_types as types
+from loom_assistant.http import EventStream
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from starlette.applications import Starlette
 from starlette.requests import Request
-from loom_assistant.http import EventStream
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
@@ -88,6 +88,7 @@ class Emulator:
     calls_done: asyncio.Event = field(default_factory=asyncio.Event)
     gate: asyncio.Event | None = None  # when set, a script's `say` waits for it
     fail_next_login: int = 0
+    chat_seen: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(0))
 
     # -- helpers for tests -------------------------------------------------------------------
 
@@ -173,6 +174,7 @@ class Emulator:
             return bad
         body = await request.json()
         self.chat_bodies.append(body)
+        self.chat_seen.release()
         self.chat_headers.append({k.lower(): v for k, v in request.headers.items() if k.lower() != "authorization"})
         if not body.get("model"):
             return _err(400, "model (agent_id) is required")
@@ -196,14 +198,20 @@ class Emulator:
         headers = {"Authorization": f"Bearer {parent}".strip(), "X-Loom-Run-Id": message_id}
         if body.get("stream"):
             return EventStream(self._stream(agent or {}, msgs, headers, message_id), media_type="text/event-stream")
-        text, results, calls = await self._run(msgs, headers, None)
+        text, _, calls = await self._run(msgs, headers, None)
         return JSONResponse(
             {
                 "id": message_id,
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": body["model"],
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text, **({"tool_calls": calls} if calls else {})}, "finish_reason": "stop"}],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text, **({"tool_calls": calls} if calls else {})},
+                        "finish_reason": "stop",
+                    }
+                ],
                 "usage": self._usage(),
             }
         )
@@ -257,41 +265,45 @@ class Emulator:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    async def _run(self, msgs: list[dict[str, Any]], headers: dict[str, str], emit: Callable[[dict[str, Any]], Awaitable[None]] | None) -> tuple[str, list[ToolResult], list[dict[str, Any]]]:
+    async def _run(
+        self, msgs: list[dict[str, Any]], headers: dict[str, str], emit: Callable[[dict[str, Any]], Awaitable[None]] | None
+    ) -> tuple[str, list[ToolResult], list[dict[str, Any]]]:
         text: list[str] = []
         results: list[ToolResult] = []
         tool_calls: list[dict[str, Any]] = []
-        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
-            async with Client(streamable_http_client(f"{self.loom_url}/mcp?toolset=assistant", http_client=http), mode="legacy") as client:
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30) as http,
+            Client(streamable_http_client(f"{self.loom_url}/mcp?toolset=assistant", http_client=http), mode="legacy") as client,
+        ):
+            self.mcp_headers.append(dict(headers))
+            listed = await client.list_tools()
+            n = 0
+
+            async def call(tool: str, args: dict[str, Any]) -> ToolResult:
+                nonlocal n
+                fn = {"name": f"{tool}_mcp_loom", "arguments": json.dumps(args)}
+                tc = {"index": n, "id": f"call_{_nanoid(8)}", "type": "function", "function": fn}
+                tool_calls.append(tc)
+                if emit is not None:
+                    await emit({"tool_calls": [tc]})
+                n += 1
                 self.mcp_headers.append(dict(headers))
-                listed = await client.list_tools()
-                n = 0
+                res: types.CallToolResult = await client.call_tool(tool, args)
+                body = res.structured_content if isinstance(res.structured_content, dict) else {}
+                r = ToolResult(not res.is_error, body)
+                results.append(r)
+                self.tool_results.append(r)
+                return r
 
-                async def call(tool: str, args: dict[str, Any]) -> ToolResult:
-                    nonlocal n
-                    fn = {"name": f"{tool}_mcp_loom", "arguments": json.dumps(args)}
-                    tc = {"index": n, "id": f"call_{_nanoid(8)}", "type": "function", "function": fn}
-                    tool_calls.append(tc)
-                    if emit is not None:
-                        await emit({"tool_calls": [tc]})
-                    n += 1
-                    self.mcp_headers.append(dict(headers))
-                    res: types.CallToolResult = await client.call_tool(tool, args)
-                    body = res.structured_content if isinstance(res.structured_content, dict) else {}
-                    r = ToolResult(not res.is_error, body)
-                    results.append(r)
-                    self.tool_results.append(r)
-                    return r
+            async def say(chunk: str) -> None:
+                self.calls_done.set()
+                if self.gate is not None:
+                    await self.gate.wait()
+                text.append(chunk)
+                if emit is not None:
+                    await emit({"content": chunk})
 
-                async def say(chunk: str) -> None:
-                    self.calls_done.set()
-                    if self.gate is not None:
-                        await self.gate.wait()
-                    text.append(chunk)
-                    if emit is not None:
-                        await emit({"content": chunk})
-
-                await self.script(Turn(msgs, call, say, [t.name for t in listed.tools]))
+            await self.script(Turn(msgs, call, say, [t.name for t in listed.tools]))
         return "".join(text), results, tool_calls
 
     # -- signed-in routes -------------------------------------------------------------------------

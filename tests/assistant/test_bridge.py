@@ -170,11 +170,22 @@ async def test_an_answer_token_or_its_child_is_refused_as_a_self_call_and_ledger
     caller = rt.codec.decode(asker.token)
     now = int(time.time())
     answer = Principal(
-        jti="assistant-answer-x1", sub=caller.sub, org=caller.org, roles={asker.namespace: "viewer"}, iat=now, exp=now + 3600,
-        consumer="loom-assistant", parents=(caller.jti,),
+        jti="assistant-answer-x1",
+        sub=caller.sub,
+        org=caller.org,
+        roles={asker.namespace: "viewer"},
+        iat=now,
+        exp=now + 3600,
+        consumer="loom-assistant",
+        parents=(caller.jti,),
     )
     child = Principal(
-        jti="child-1", sub=caller.sub, org=caller.org, roles={asker.namespace: "viewer"}, iat=now, exp=now + 3600,
+        jti="child-1",
+        sub=caller.sub,
+        org=caller.org,
+        roles={asker.namespace: "viewer"},
+        iat=now,
+        exp=now + 3600,
         parents=(caller.jti, "assistant-answer-x1"),
     )
     for tok in (answer, child):
@@ -228,9 +239,24 @@ async def test_over_the_namespace_budget_share_is_refused_rate_limited(bench: Be
     from loom_core.chain.ledger import ledger_row
 
     row = ledger_row(
-        org=asker.org, namespace=asker.namespace, subject="user:admin", agent="", user="", session="", op="assistant.ask",
-        transport="rest", run_id="r", consumer="", ok=True, error_code="", latency_ms=1.0, args={}, out_hits=1, token_id="t",
-        request_id="q", write_shaped=False,
+        org=asker.org,
+        namespace=asker.namespace,
+        subject="user:admin",
+        agent="",
+        user="",
+        session="",
+        op="assistant.ask",
+        transport="rest",
+        run_id="r",
+        consumer="",
+        ok=True,
+        error_code="",
+        latency_ms=1.0,
+        args={},
+        out_hits=1,
+        token_id="t",
+        request_id="q",
+        write_shaped=False,
     )
     await bench.inst.runtime.store.insert("{db}.agent_events", [{**row, "upstream_cost_usd": 0.5}])
     err = await _refused(bench, asker, asker.token, 429, "RATE_LIMITED")
@@ -254,8 +280,9 @@ async def test_more_concurrent_answers_than_allowed_is_refused(bench: Bench, ask
     bench.emu.gate = gate
     async with asker.client() as c:
         first = [asyncio.create_task(c.post(CHAT, json=chat_body())) for _ in range(2)]
-        while len(bench.emu.chat_bodies) < 2:
-            await asyncio.sleep(0.01)
+        async with asyncio.timeout(10):
+            for _ in range(2):
+                await bench.emu.chat_seen.acquire()
         third = await c.post(CHAT, json=chat_body())
         gate.set()
         done = await asyncio.gather(*first)
@@ -305,7 +332,7 @@ async def test_v087_empty_token_makes_every_tool_call_401_and_no_citation_verifi
     assert bench.emu.mcp_headers[-1]["Authorization"] == "Bearer"
     assert [t.ok for t in bench.emu.tool_results] == [False, False]
     assert {t.body["error"]["code"] for t in bench.emu.tool_results} == {"AUTH_REQUIRED"}
-    final = [e for e in sse_events(r.text) if isinstance(e, dict) and e["object"] == "loom.citations"][0]
+    final = next(e for e in sse_events(r.text) if isinstance(e, dict) and e["object"] == "loom.citations")
     assert final["citations"] and not any(c["verified"] for c in final["citations"])
     assert final["support"] == "unsupported"
 
@@ -336,13 +363,11 @@ async def test_a_disconnect_closes_the_upstream_request(bench: Bench, asker: Ask
     bench.emu.script = script
     gate.set()
     bench.emu.chunk_delay_s = 0.2
-    async with asker.client() as c:
-        async with c.stream("POST", CHAT, json=chat_body(stream=True)) as r:
-            async for line in r.aiter_lines():
-                if line.startswith("data: ") and json.loads(line[6:]).get("choices"):
-                    break
+    async with asker.client() as c, c.stream("POST", CHAT, json=chat_body(stream=True)) as r:
+        async for line in r.aiter_lines():
+            if line.startswith("data: ") and json.loads(line[6:]).get("choices"):
+                break
     await asyncio.wait_for(bench.emu.aborted.wait(), 10)
     rows = await _rows(bench, asker.org, has("assistant.ask"))
     cut = [r for r in rows if r["op"] == "assistant.ask"]
     assert cut and cut[-1]["upstream_cost_usd"] == pytest.approx(0.10)
-

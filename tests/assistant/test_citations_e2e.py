@@ -51,6 +51,6 @@ async def test_names_the_build_neither_serves_nor_documents_are_reported_and_mak
     bench.emu.script = script
     async with asker.client() as c:
         r = await c.post(CHAT, json=chat_body(stream=True))
-    final = [line for line in r.text.split("\n\n") if '"loom.citations"' in line][0]
+    final = next(line for line in r.text.split("\n\n") if '"loom.citations"' in line)
     assert '"unknown_names":["task.teleport","LOOM_WARP_FACTOR"]' in final
     assert '"support":"unsupported"' in final

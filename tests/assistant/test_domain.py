@@ -32,7 +32,9 @@ def test_support_none_when_the_answer_has_no_text() -> None:
     assert decide("  ", [verified()], [], None) == Support.NONE
 
 
-@pytest.mark.parametrize("text", [ABSTENTION, "**nothing stored in loom answers this.**", "I looked. _Nothing stored in Loom answers this._"])
+@pytest.mark.parametrize(
+    "text", [ABSTENTION, "**nothing stored in loom answers this.**", "I looked. _Nothing stored in Loom answers this._"]
+)
 def test_support_none_for_the_abstention_sentence_in_any_case_or_emphasis(text: str) -> None:
     assert decide(text, [], [], calls(("memory.search", True, True))) == Support.NONE
 
@@ -124,7 +126,10 @@ def test_sql_citation_verifies_by_digest_against_the_answers_insights_query_rows
     c = citations.parse("```sql\nSELECT 1;\n```")[0]
     ran = [{"op": "insights.query", "ok": True, "args": {"sql": digest("SELECT 1")}}]
     assert checks.sql(c, ran).verified
-    assert checks.sql(c, [{"op": "insights.query", "ok": True, "args": '{"sql_digest": "sha256:nope"}'}]).reason == citations.REASON_SQL_NOT_RUN
+    assert (
+        checks.sql(c, [{"op": "insights.query", "ok": True, "args": '{"sql_digest": "sha256:nope"}'}]).reason
+        == citations.REASON_SQL_NOT_RUN
+    )
     assert not checks.sql(c, [{"op": "insights.query", "ok": False, "args": {"sql": digest("SELECT 1")}}]).verified
 
 
@@ -156,7 +161,9 @@ def test_steps_use_fixed_words_per_op_and_skip_other_ops() -> None:
 
 
 def test_unknown_names_are_backticked_op_group_names_and_loom_settings_nothing_knows() -> None:
-    text = "Call `task.list`, `task.teleport`, `foo.bar`, set LOOM_ASSISTANT_MODEL and LOOM_MADE_UP, see LOOM_DOCUMENTED and LOOM_ASSISTANT_"
+    text = (
+        "Call `task.list`, `task.teleport`, `foo.bar`, set LOOM_ASSISTANT_MODEL and LOOM_MADE_UP, see LOOM_DOCUMENTED and LOOM_ASSISTANT_"
+    )
     out = names.unknown(text, ops=["task.list", "task.get"], settings=["LOOM_ASSISTANT_MODEL"], docs_text="LOOM_DOCUMENTED is a thing")
     assert out == ["task.teleport", "LOOM_MADE_UP"]
     assert names.unknown(text, ops=["task.list"], settings=[], docs_text=None) == []
@@ -166,7 +173,15 @@ def test_unknown_names_are_backticked_op_group_names_and_loom_settings_nothing_k
 
 
 def tok(**kw: object) -> caller.CallerToken:
-    base: dict[str, object] = {"jti": "t1", "consumer": "", "parents": (), "roles": {"ns": "viewer"}, "read_scope": (), "exp": 10_000, "sid": ""}
+    base: dict[str, object] = {
+        "jti": "t1",
+        "consumer": "",
+        "parents": (),
+        "roles": {"ns": "viewer"},
+        "read_scope": (),
+        "exp": 10_000,
+        "sid": "",
+    }
     base.update(kw)
     return caller.CallerToken(**base)  # type: ignore[arg-type]
 
@@ -198,7 +213,11 @@ def test_pricing_charges_usage_at_the_models_rate_else_the_ceiling() -> None:
 
 def test_history_keeps_user_and_assistant_text_and_ends_with_the_question() -> None:
     out = history.clean_messages(
-        [{"role": "system", "content": "x"}, {"role": "user", "content": [{"type": "text", "text": "q"}]}, {"role": "tool", "content": "t"}],
+        [
+            {"role": "system", "content": "x"},
+            {"role": "user", "content": [{"type": "text", "text": "q"}]},
+            {"role": "tool", "content": "t"},
+        ],
         "CTX",
     )
     assert out == [{"role": "user", "content": "q\n\nCTX"}]
@@ -245,7 +264,10 @@ def test_librechat_configuration_sends_the_answer_token_and_run_id_and_turns_eve
     cfg = yaml.safe_load((Path(__file__).resolve().parents[2] / "deploy/librechat/assistant.librechat.yaml").read_text())
     loom = cfg["mcpServers"]["loom"]
     assert loom["type"] == "streamable-http" and loom["url"].endswith("/mcp?toolset=assistant")
-    assert loom["headers"] == {"Authorization": "Bearer {{LIBRECHAT_BODY_PARENTMESSAGEID}}", "X-Loom-Run-Id": "{{LIBRECHAT_BODY_MESSAGEID}}"}
+    assert loom["headers"] == {
+        "Authorization": "Bearer {{LIBRECHAT_BODY_PARENTMESSAGEID}}",
+        "X-Loom-Run-Id": "{{LIBRECHAT_BODY_MESSAGEID}}",
+    }
     assert "requestHeaders" not in loom and loom["serverInstructions"] is False
     assert cfg["endpoints"]["agents"]["capabilities"] == ["tools"]
     assert cfg["memory"] == {"disabled": True}

@@ -60,15 +60,14 @@ async def test_streamed_answer_sends_live_steps_before_its_text(bench: Bench, as
 
     bench.emu.script = script
     seen: list[dict[str, object]] = []
-    async with asker.client() as c:
-        async with c.stream("POST", CHAT, json=chat_body(stream=True)) as r:
-            async for line in r.aiter_lines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                event = json.loads(line[6:])
-                seen.append(event)
-                if event["object"] == "loom.step":
-                    hold.set()  # the text comes only after a step was shown
+    async with asker.client() as c, c.stream("POST", CHAT, json=chat_body(stream=True)) as r:
+        async for line in r.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            event = json.loads(line[6:])
+            seen.append(event)
+            if event["object"] == "loom.step":
+                hold.set()  # the text comes only after a step was shown
     kinds = [e["object"] for e in seen]
     first_step = kinds.index("loom.step")
     first_text = next(i for i, e in enumerate(seen) if e["object"] == "chat.completion.chunk" and e["choices"][0]["delta"].get("content"))

@@ -20,7 +20,9 @@ async def whoami(turn: Turn) -> None:
     await turn.say("ok")
 
 
-@pytest.mark.skipif(not os.environ.get("LOOM_QUALIFY_LIBRECHAT_URL"), reason="LOOM_QUALIFY_LIBRECHAT_URL is not set: no real LibreChat to qualify")
+@pytest.mark.skipif(
+    not os.environ.get("LOOM_QUALIFY_LIBRECHAT_URL"), reason="LOOM_QUALIFY_LIBRECHAT_URL is not set: no real LibreChat to qualify"
+)
 async def test_a_real_librechat_qualifies() -> None:
     env = os.environ.get
     report = await qualify(

@@ -160,7 +160,8 @@ async def test_a_5xx_sign_in_fails_then_the_loop_retries_and_succeeds(rig: Rig) 
     rig.emu.fail_next_login = 2
     s = rig.setup()
     s.start()
-    assert await s.wait_ready(10)
+    async with asyncio.timeout(10):
+        await s.wait_ready()
     assert s.state.status == Status.READY and s.state.failures == 0
     await s.stop()
 
@@ -171,8 +172,8 @@ async def test_a_refused_sign_in_needs_an_operator(rig: Rig) -> None:
     rig.emu.wipe_keys()
     s = rig.setup()
     s.start()
-    while s.state.failures < 1:
-        await asyncio.sleep(0.01)
+    async with asyncio.timeout(10):
+        await s.wait_failure()
     assert s.state.status == Status.FAILING and s.state.failure_kind == "needs_operator"
     await s.stop()
 
@@ -181,8 +182,8 @@ async def test_the_sign_in_rate_limit_is_named(rig: Rig) -> None:
     rig.emu.sign_ins = [1e18] * 7  # seven sign-ins in the window already
     s = rig.setup()
     s.start()
-    while s.state.failures < 1:
-        await asyncio.sleep(0.01)
+    async with asyncio.timeout(10):
+        await s.wait_failure()
     assert s.state.failure_kind == "sign_in_rate_limited"
     await s.stop()
 
@@ -210,8 +211,8 @@ async def test_reseal_rewrites_the_row_under_the_new_secret_and_an_unopenable_ro
     lost = rig.setup()
     lost.rows = ServiceRowStore(rig.inst.runtime.store, sealer("neither-secret-0123456789abcdef", ""), rig.table)
     lost.start()
-    while lost.state.failures < 1:
-        await asyncio.sleep(0.01)
+    async with asyncio.timeout(10):
+        await lost.wait_failure()
     assert lost.state.failure_kind == "needs_operator"
     await lost.stop()
 
@@ -225,7 +226,9 @@ async def test_agents_api_errors_have_librechats_shapes(rig: Rig) -> None:
         no_model = await c.post("/api/agents/v1/chat/completions", json={"messages": []}, headers=auth)
         empty = await c.post("/api/agents/v1/chat/completions", json={"model": row.agent_id, "messages": []}, headers=auth)
         role = await c.post("/api/agents/v1/chat/completions", json={"model": row.agent_id, "messages": [{"role": "x"}]}, headers=auth)
-        unknown = await c.post("/api/agents/v1/chat/completions", json={"model": "agent_x", "messages": [{"role": "user", "content": "q"}]}, headers=auth)
+        unknown = await c.post(
+            "/api/agents/v1/chat/completions", json={"model": "agent_x", "messages": [{"role": "user", "content": "q"}]}, headers=auth
+        )
         conv = await c.post(
             "/api/agents/v1/chat/completions",
             json={"model": row.agent_id, "messages": [{"role": "user", "content": "q"}], "conversation_id": "c"},
@@ -233,7 +236,12 @@ async def test_agents_api_errors_have_librechats_shapes(rig: Rig) -> None:
         )
         model = await c.get("/api/agents/v1/models/agent_x", headers=auth)
     assert missing.status_code == 401 and missing.json()["error"]["code"] == "missing_api_key"
-    assert bad.status_code == 401 and bad.json()["error"] == {"message": "Invalid API key", "type": "invalid_request_error", "param": None, "code": "invalid_api_key"}
+    assert bad.status_code == 401 and bad.json()["error"] == {
+        "message": "Invalid API key",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "invalid_api_key",
+    }
     assert no_model.json()["error"]["message"] == "model (agent_id) is required"
     assert empty.json()["error"]["message"] == "messages array cannot be empty"
     assert role.status_code == 400 and role.json()["error"]["message"].startswith("messages[0].role must be one of:")

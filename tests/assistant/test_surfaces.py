@@ -61,7 +61,12 @@ async def test_openai_client_sees_a_refusal_as_an_api_error(bench: Bench, asker:
 async def test_assistant_ask_over_rest_carries_citations_and_support_beside_the_text(bench: Bench, asker: Asker) -> None:
     bench.emu.script = cited_script
     async with asker.client() as c:
-        r = await call(c, "assistant.ask", question="what is my role?", history=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+        r = await call(
+            c,
+            "assistant.ask",
+            question="what is my role?",
+            history=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+        )
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["text"] == "You read as viewer. Nothing else is claimed."
@@ -116,14 +121,16 @@ async def test_mcp_calls_assistant_ask_by_name_but_no_listing_shows_it(bench: Be
     base = bench.inst.base_url
     for ts in (None, "all", "assistant", "admin"):
         url = f"{base}/mcp" + (f"?toolset={ts}" if ts else "")
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {asker.token}"}, timeout=30) as http:
-            async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
-                names = {t.name for t in (await client.list_tools()).tools}
-                assert "assistant.ask" not in names
-                if ts is None:
-                    res: types.CallToolResult = await client.call_tool("assistant.ask", {"question": "hi"})
-                    assert not res.is_error, res
-                    assert res.structured_content["text"] == "Hello! Ask me about this namespace."  # type: ignore[index]
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {asker.token}"}, timeout=30) as http,
+            Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+        ):
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert "assistant.ask" not in names
+            if ts is None:
+                res: types.CallToolResult = await client.call_tool("assistant.ask", {"question": "hi"})
+                assert not res.is_error, res
+                assert res.structured_content["text"] == "Hello! Ask me about this namespace."  # type: ignore[index]
 
 
 async def test_the_agent_calling_the_assistant_is_refused_as_a_self_call(bench: Bench, asker: Asker) -> None:
@@ -152,7 +159,9 @@ async def test_assistant_toolset_ops_are_reads_each_in_exactly_one_support_set(b
     assert ask is not None and ask.experimental and not ask.toolsets
     assert ask.name not in {op.name for op in catalog.listed("all")}
     # The sets never overlap, whatever the catalog holds today.
-    assert not (opsets.CITABLE & opsets.UNCITABLE or opsets.CITABLE & opsets.NO_NAMESPACE_DATA or opsets.UNCITABLE & opsets.NO_NAMESPACE_DATA)
+    assert not (
+        opsets.CITABLE & opsets.UNCITABLE or opsets.CITABLE & opsets.NO_NAMESPACE_DATA or opsets.UNCITABLE & opsets.NO_NAMESPACE_DATA
+    )
 
 
 async def test_assistant_toolset_drops_run_id_and_defaults_the_namespace_to_the_tokens_first(bench: Bench, asker: Asker) -> None:
@@ -177,4 +186,3 @@ async def test_assistant_toolset_drops_run_id_and_defaults_the_namespace_to_the_
             break
         await asyncio.sleep(0.05)
     assert rows == [{"namespace": asker.namespace, "run_id": run_id}]
-

@@ -88,7 +88,14 @@ class Done:
 
 def _citations(raw: Any) -> list[Citation]:
     return [
-        Citation(str(c.get("kind", "")), str(c.get("ref", "")), bool(c.get("verified")), str(c.get("reason", "")), str(c.get("anchor", "")), str(c.get("text", "")))
+        Citation(
+            str(c.get("kind", "")),
+            str(c.get("ref", "")),
+            bool(c.get("verified")),
+            str(c.get("reason", "")),
+            str(c.get("anchor", "")),
+            str(c.get("text", "")),
+        )
         for c in raw or []
         if isinstance(c, dict)
     ]
@@ -141,7 +148,11 @@ class AssistantClient:
         parts: list[str] = []
         try:
             async with http.stream(
-                "POST", CHAT_PATH, json=self._body(question, history, True), headers=self._headers(namespace), timeout=httpx.Timeout(60.0, read=None)
+                "POST",
+                CHAT_PATH,
+                json=self._body(question, history, True),
+                headers=self._headers(namespace),
+                timeout=httpx.Timeout(60.0, read=None),
             ) as resp:
                 if not resp.is_success:
                     await resp.aread()

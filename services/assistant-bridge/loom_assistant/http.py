@@ -8,7 +8,6 @@ from functools import partial
 from typing import Any
 
 import anyio
-
 from loom_core.errors import LoomError, ValidationFailed
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -76,9 +75,7 @@ def chat_app(bridge: Bridge) -> Starlette:
             messages = body.get("messages")
             if body.get("stream"):
                 events = await bridge.stream(adm, messages)
-                return EventStream(
-                    events, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-                )
+                return EventStream(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
             out = await bridge.whole(adm, messages)
             bridge.record_answer(adm, run_id=str(adm.extra.get("run_id", "")), cost=float(adm.extra.get("cost", 0.0)), ok=True)
             return JSONResponse(out)

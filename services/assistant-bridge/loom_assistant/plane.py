@@ -52,6 +52,7 @@ class AssistantPlane:
         s: Settings = runtime.settings
         self.settings = s
         self.catalog = runtime.catalog
+        self.replica = runtime.bus
         self.definition = load_definition().with_model(s.assistant_model)
         self.rows = ServiceRowStore(runtime.store, sealer(s.jwt_secret, s.jwt_secret_previous))
         self.client: LibreChatClient | None = None
@@ -102,12 +103,12 @@ class AssistantPlane:
         return self._app
 
     async def start(self) -> None:
-        local.register(self.catalog, self)
+        local.register(self.replica, self)
         if self.setup is not None:
             self.setup.start()
 
     async def stop(self) -> None:
-        local.unregister(self.catalog)
+        local.unregister(self.replica)
         if self.setup is not None:
             await self.setup.stop()
         if self.client is not None:

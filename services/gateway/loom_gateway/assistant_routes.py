@@ -25,12 +25,12 @@ CHAT_PATH = "/v1/assistant/chat/completions"
 _HOP_HEADERS = {"host", "content-length", "connection", "transfer-encoding", "accept-encoding"}
 
 
-def _local_plane(relay: Relay) -> Any | None:
+def _local_plane(replica: object | None) -> Any | None:
     try:
         from loom_assistant import local
     except ImportError:
         return None
-    return local.plane_for(relay.catalog)
+    return local.plane_for(replica)
 
 
 def relay_ops(relay: Relay) -> Any:
@@ -43,12 +43,13 @@ def relay_ops(relay: Relay) -> Any:
 
 
 class _ChatEndpoint:
-    def __init__(self, relay: Relay) -> None:
+    def __init__(self, relay: Relay, replica: object | None) -> None:
         self.relay = relay
+        self.replica = replica
         self._http: httpx.AsyncClient | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        plane = _local_plane(self.relay)
+        plane = _local_plane(self.replica)
         if plane is not None:
             if plane.checker.ops is None:
                 plane.attach_ops(relay_ops(self.relay))
@@ -78,5 +79,7 @@ class _ChatEndpoint:
         await response(scope, receive, send)
 
 
-def register(app: FastAPI, relay: Relay) -> None:
-    app.add_route(CHAT_PATH, _ChatEndpoint(relay), methods=["POST"], include_in_schema=False)
+def register(app: FastAPI, relay: Relay, ready_checks: Mapping[str, Any]) -> None:
+    # This replica is named by its bus connection, which its readiness check is bound to.
+    replica = getattr(ready_checks.get("bus"), "__self__", None)
+    app.add_route(CHAT_PATH, _ChatEndpoint(relay, replica), methods=["POST"], include_in_schema=False)

@@ -33,7 +33,9 @@ class Refusal:
 
 def is_answer_token(t: CallerToken) -> bool:
     """An answer's own token, or one delegated from it (told by its parents' ids)."""
-    return t.consumer == ANSWER_CONSUMER or t.jti.startswith(ANSWER_TOKEN_PREFIX) or any(p.startswith(ANSWER_TOKEN_PREFIX) for p in t.parents)
+    return (
+        t.consumer == ANSWER_CONSUMER or t.jti.startswith(ANSWER_TOKEN_PREFIX) or any(p.startswith(ANSWER_TOKEN_PREFIX) for p in t.parents)
+    )
 
 
 def first_refusal(t: CallerToken, *, namespace: str, now: int, answer_ttl_s: int) -> Refusal | None:
@@ -41,7 +43,9 @@ def first_refusal(t: CallerToken, *, namespace: str, now: int, answer_ttl_s: int
     if is_answer_token(t):
         return Refusal("ASSISTANT_SELF_CALL", "an assistant answer's token cannot ask the assistant")
     if "*" in t.roles:
-        return Refusal("AUTH_INSUFFICIENT", "an org-wide token cannot ask the assistant: an answer reads one namespace", {"reason": "org_wide"})
+        return Refusal(
+            "AUTH_INSUFFICIENT", "an org-wide token cannot ask the assistant: an answer reads one namespace", {"reason": "org_wide"}
+        )
     if t.read_scope:
         return Refusal(
             "AUTH_INSUFFICIENT", "this token's reads are narrower than its namespace", {"reason": "narrowed", "namespace": namespace}

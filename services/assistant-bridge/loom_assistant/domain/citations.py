@@ -53,7 +53,12 @@ class Checked:
     extra: dict[str, str] = field(default_factory=dict)
 
     def wire(self) -> dict[str, object]:
-        out: dict[str, object] = {"kind": self.citation.kind, "ref": self.citation.ref, "verified": self.verified, "text": self.citation.text}
+        out: dict[str, object] = {
+            "kind": self.citation.kind,
+            "ref": self.citation.ref,
+            "verified": self.verified,
+            "text": self.citation.text,
+        }
         if self.reason and not self.verified:
             out["reason"] = self.reason
         if self.anchor:
@@ -85,7 +90,9 @@ def parse(text: str) -> list[Citation]:
     for m in _SQL_FENCE.finditer(text):
         stmt = m.group(1).strip()
         if stmt:
-            found.append((m.start(), Citation("sql", "sha256:" + hashlib.sha256(stmt.rstrip(";").rstrip().encode()).hexdigest()[:32], stmt)))
+            found.append(
+                (m.start(), Citation("sql", "sha256:" + hashlib.sha256(stmt.rstrip(";").rstrip().encode()).hexdigest()[:32], stmt))
+            )
     found.sort(key=lambda p: p[0])
     seen: set[tuple[str, str, str]] = set()
     out: list[Citation] = []

@@ -24,7 +24,7 @@ def usage_of(chunk: Mapping[str, object]) -> Usage | None:
     if not isinstance(raw, Mapping):
         return None
     try:
-        return Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0))  # type: ignore[call-overload]
+        return Usage(int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0))
     except (TypeError, ValueError):
         return None
 

@@ -77,9 +77,8 @@ def decide(text: str, checked: Sequence[Checked], unknown_names: Sequence[str], 
     it was not read because the answer cites something)."""
     if not text.strip():
         return Support.NONE
-    if not checked:
-        if says_abstention(text):
-            return Support.NONE
+    if not checked and says_abstention(text):
+        return Support.NONE
     if unknown_names:
         return Support.UNSUPPORTED
     if checked:

@@ -113,7 +113,9 @@ class Bridge:
         status, _ = self.status()
         if status != Status.READY or self.setup is None or self.setup.row is None:
             raise Unavailable(
-                ErrorCode.ASSISTANT_UNAVAILABLE, "the assistant cannot answer now", {"reason": status.value if status != Status.READY else "starting"}
+                ErrorCode.ASSISTANT_UNAVAILABLE,
+                "the assistant cannot answer now",
+                {"reason": status.value if status != Status.READY else "starting"},
             )
         return self.setup.row.api_key, self.setup.row.agent_id
 
@@ -133,7 +135,9 @@ class Bridge:
 
     async def _admit(self, caller: Principal, token: str, namespace: str, transport: str, labels: Mapping[str, str]) -> Admission:
         now = int(time.time())
-        refusal = caller_rules.first_refusal(_token_of(caller), namespace=namespace, now=now, answer_ttl_s=self.settings.assistant_answer_ttl_s)
+        refusal = caller_rules.first_refusal(
+            _token_of(caller), namespace=namespace, now=now, answer_ttl_s=self.settings.assistant_answer_ttl_s
+        )
         if refusal is not None:
             raise Forbidden(refusal.code, refusal.message, refusal.detail)
         if not namespace:
@@ -237,7 +241,9 @@ class Bridge:
         body = self.body(adm, messages)
         stack = contextlib.AsyncExitStack()
         try:
-            resp = await asyncio.wait_for(stack.enter_async_context(self.client.stream_chat(adm.extra["api_key"], body)), self.settings.assistant_upstream_timeout_s)
+            resp = await asyncio.wait_for(
+                stack.enter_async_context(self.client.stream_chat(adm.extra["api_key"], body)), self.settings.assistant_upstream_timeout_s
+            )
         except LibreChatError as exc:
             await stack.aclose()
             self.release(adm)
@@ -310,7 +316,11 @@ class Bridge:
             text = "".join(state["text"])
             yield self._event(run_id, "loom.text_done")
             verdict = await self.checker.verdict(self._scope(adm), run_id, text, streamed=True, tool_calls=len(state["tool_calls"]))
-            fields: dict[str, Any] = {"citations": verdict.wire_citations(), "support": verdict.support.value, "unknown_names": verdict.unknown_names}
+            fields: dict[str, Any] = {
+                "citations": verdict.wire_citations(),
+                "support": verdict.support.value,
+                "unknown_names": verdict.unknown_names,
+            }
             if verdict.steps is not None:
                 fields["steps"] = [s.wire() for s in verdict.steps]
             if verdict.steps_cut:

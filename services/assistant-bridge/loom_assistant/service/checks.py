@@ -11,10 +11,9 @@ from typing import Any, Protocol
 
 from loom_core.store import Store
 
-from ..domain import checks
+from ..domain import checks, opsets
 from ..domain import citations as cit
 from ..domain import names as names_mod
-from ..domain import opsets
 from ..domain.steps import Step, steps_of
 from ..domain.support import RUN_ROWS_CUT, Call, Calls, Support, decide
 from ..store import ledger
@@ -193,4 +192,3 @@ class Checker:
         except Exception:  # noqa: BLE001 - a refused or failed check leaves the citation unverified
             return [cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True) for c in helps]
         return [checks.help_(c, results[i] if i < len(results) else None) for i, c in enumerate(helps)]
-

@@ -109,6 +109,7 @@ class ServiceSetup:
         self.state = SetupState()
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
+        self._failed = asyncio.Event()
 
     @property
     def row(self) -> ServiceRow | None:
@@ -122,12 +123,13 @@ class ServiceSetup:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    async def wait_ready(self, timeout: float) -> bool:
-        try:
-            await asyncio.wait_for(self._ready.wait(), timeout)
-        except TimeoutError:
-            return False
-        return True
+    async def wait_ready(self) -> None:
+        """Until the row has its key and agent (wrap in `asyncio.timeout` to bound it)."""
+        await self._ready.wait()
+
+    async def wait_failure(self) -> None:
+        """Until a try fails (tests and operators' tools watch the setup with it)."""
+        await self._failed.wait()
 
     def backoff(self, failures: int) -> float:
         """The wait after the n-th failure in a row: doubling, at most 16 times the first."""
@@ -148,6 +150,7 @@ class ServiceSetup:
                 self.state.failures += 1
                 self.state.status = Status.FAILING
                 self.state.failure_kind = _kind(exc)
+                self._failed.set()
                 log.warning("assistant: service setup failed (%s): %s", self.state.failure_kind, exc)
             await asyncio.sleep(self.backoff(self.state.failures))
 
