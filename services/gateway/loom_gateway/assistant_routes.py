@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 from loom_core.errors import ErrorCode, LoomError, Unavailable
-from loom_core.settings import get_settings
+from loom_core.settings import Settings
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
@@ -43,9 +43,10 @@ def relay_ops(relay: Relay) -> Any:
 
 
 class _ChatEndpoint:
-    def __init__(self, relay: Relay, replica: object | None) -> None:
+    def __init__(self, relay: Relay, replica: object | None, bridge_url: str) -> None:
         self.relay = relay
         self.replica = replica
+        self.bridge_url = bridge_url
         self._http: httpx.AsyncClient | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -55,7 +56,7 @@ class _ChatEndpoint:
                 plane.attach_ops(relay_ops(self.relay))
             await plane.chat_app()(scope, receive, send)
             return
-        url = get_settings().assistant_bridge_url
+        url = self.bridge_url
         if not url:
             err: LoomError = Unavailable(ErrorCode.ASSISTANT_UNAVAILABLE, "no assistant is configured", {"reason": "not_configured"})
             await JSONResponse({"error": err.to_payload()}, status_code=err.http_status)(scope, receive, send)
@@ -82,4 +83,6 @@ class _ChatEndpoint:
 def register(app: FastAPI, relay: Relay, ready_checks: Mapping[str, Any]) -> None:
     # This replica is named by its bus connection, which its readiness check is bound to.
     replica = getattr(ready_checks.get("bus"), "__self__", None)
-    app.add_route(CHAT_PATH, _ChatEndpoint(relay, replica), methods=["POST"], include_in_schema=False)
+    endpoint = _ChatEndpoint(relay, replica, Settings().assistant_bridge_url)
+    # An ASGI app as the route's endpoint (a class instance is handed the raw ASGI call).
+    app.add_route(CHAT_PATH, endpoint, methods=["POST"], include_in_schema=False)  # type: ignore[arg-type]
