@@ -147,8 +147,10 @@ class Bridge:
             raise Forbidden(ErrorCode.AUTH_INSUFFICIENT, f"asking the assistant needs the viewer role in {namespace!r}")
         api_key, agent_id = self._available()
         try:
-            enabled = await ledger_store.model_calls_enabled(self.store, org=caller.org)
-            spent = await ledger_store.spent_today(self.store, org=caller.org, namespace=namespace)
+            enabled, spent = await asyncio.gather(
+                ledger_store.model_calls_enabled(self.store, org=caller.org),
+                ledger_store.spent_today(self.store, org=caller.org, namespace=namespace),
+            )
         except LoomError as exc:
             raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the namespace's spend could not be read", {"retry_after_s": 1}) from exc
         if not enabled:

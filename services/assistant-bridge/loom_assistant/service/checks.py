@@ -140,7 +140,8 @@ class Checker:
             return []
         helps = [c for c in cites if c.kind == "help"]
         help_task = asyncio.create_task(self._help(scope, helps)) if helps else None
-        tasks = [asyncio.create_task(self._one(scope, run_id, c)) for c in cites if c.kind != "help"]
+        reads = _SharedReads(self, scope, run_id)
+        tasks = [asyncio.create_task(self._one(scope, run_id, c, reads)) for c in cites if c.kind != "help"]
         others = await asyncio.gather(*tasks, return_exceptions=True)
         by_cite: dict[int, cit.Checked] = {}
         plain = [c for c in cites if c.kind != "help"]
@@ -151,7 +152,7 @@ class Checker:
                 by_cite[id(c)] = result
         return [by_cite[id(c)] for c in cites]
 
-    async def _one(self, scope: AnswerScope, run_id: str, c: cit.Citation) -> cit.Checked:
+    async def _one(self, scope: AnswerScope, run_id: str, c: cit.Citation, reads: _SharedReads) -> cit.Checked:
         if c.kind == "code":
             return cit.Checked(c, False, cit.REASON_CODE_NOT_CHECKED, undecided=True)
         if c.kind == "doc":
@@ -159,28 +160,23 @@ class Checker:
         if not run_id:
             return cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True)
         if c.kind == "memory":
-            return await self._until(lambda: self._exposed(scope, run_id), lambda keys: checks.memory(c, keys))
+            return await self._until(reads.exposed, lambda keys: checks.memory(c, keys))
         if c.kind == "sql":
-            return await self._until(lambda: self._rows(scope, run_id), lambda rows: checks.sql(c, rows))
+            return await self._until(reads.rows, lambda rows: checks.sql(c, rows))
         if c.kind == "task":
-            return await self._until(lambda: self._rows(scope, run_id), lambda rows: checks.task(c, rows))
+            return await self._until(reads.rows, lambda rows: checks.task(c, rows))
         return checks.could_not_run(c)
 
-    async def _until(self, read: Callable[[], Awaitable[Any]], judge: Callable[[Any], cit.Checked]) -> cit.Checked:
+    async def _until(self, read: Callable[[int], Awaitable[Any]], judge: Callable[[Any], cit.Checked]) -> cit.Checked:
         """The rows land in the background: judge again until verified, for up to five seconds."""
         deadline = time.monotonic() + ROWS_WAIT_S
-        await self.flush()
+        attempt = 0
         while True:
-            verdict = judge(await read())
+            verdict = judge(await read(attempt))
             if verdict.verified or time.monotonic() >= deadline:
                 return verdict
+            attempt += 1
             await asyncio.sleep(min(0.1, max(self.ledger_wait_s / 2, 0.02)))
-
-    async def _exposed(self, scope: AnswerScope, run_id: str) -> set[str]:
-        return await ledger.exposed_keys(self.store, org=scope.org, run_id=run_id)
-
-    async def _rows(self, scope: AnswerScope, run_id: str) -> list[dict[str, Any]]:
-        return await ledger.run_rows(self.store, org=scope.org, run_id=run_id, subject=scope.subject, limit=RUN_ROWS_CUT)
 
     async def _help(self, scope: AnswerScope, helps: list[cit.Citation]) -> list[cit.Checked]:
         """help.verify with the answer's token: the docs are the same for every caller."""
@@ -192,3 +188,40 @@ class Checker:
         except Exception:  # noqa: BLE001 - a refused or failed check leaves the citation unverified
             return [cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True) for c in helps]
         return [checks.help_(c, results[i] if i < len(results) else None) for i, c in enumerate(helps)]
+
+
+class _SharedReads:
+    """One answer's reads, shared by its checks: every check waiting at the same attempt reads
+    the rows once (fifty citations cost two reads, not fifty)."""
+
+    def __init__(self, checker: Checker, scope: AnswerScope, run_id: str) -> None:
+        self._checker = checker
+        self._scope = scope
+        self._run_id = run_id
+        self._reads: dict[tuple[str, int], asyncio.Future[Any]] = {}
+
+    def _once(self, kind: str, attempt: int, make: Callable[[], Awaitable[Any]]) -> asyncio.Future[Any]:
+        fut = self._reads.get((kind, attempt))
+        if fut is None:
+            fut = self._reads[(kind, attempt)] = asyncio.ensure_future(make())
+        return fut
+
+    async def _flushed(self, read: Callable[[], Awaitable[Any]]) -> Any:
+        await self._checker.flush()
+        return await read()
+
+    def exposed(self, attempt: int) -> Awaitable[Any]:
+        s, run = self._scope, self._run_id
+        return self._once(
+            "exposed", attempt, lambda: self._flushed(lambda: ledger.exposed_keys(self._checker.store, org=s.org, run_id=run))
+        )
+
+    def rows(self, attempt: int) -> Awaitable[Any]:
+        s, run = self._scope, self._run_id
+        return self._once(
+            "rows",
+            attempt,
+            lambda: self._flushed(
+                lambda: ledger.run_rows(self._checker.store, org=s.org, run_id=run, subject=s.subject, limit=RUN_ROWS_CUT)
+            ),
+        )
