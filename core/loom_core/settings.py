@@ -88,6 +88,12 @@ class Settings(BaseSettings):
         description="Most events a replica keeps in memory per principal, op and outcome for history policies; a leaf reaching past the cut is decided only when the kept events decide it.",
     )
 
+    # --- help
+    help_docs_dir: str = Field(
+        "",
+        description="Folder of Markdown pages help.search and help.get index. Empty: the docs this build ships (installed with the loom-help package).",
+    )
+
     # --- tasks
     task_lease_sweep_enabled: bool = Field(
         True,

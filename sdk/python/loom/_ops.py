@@ -103,6 +103,63 @@ class GrantsOps:
         )
 
 
+class HelpOps:
+    """The ``help.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def get(
+        self,
+        *,
+        page: str | None = None,
+        anchor: str | None = None,
+        offset: int | None = None,
+    ) -> dict[str, Any]:
+        """Read a documentation page with its outline, or one section of it by anchor.
+
+        Calls ``help.get`` (experimental).
+        """
+        return await self._caller.call(
+            "help.get",
+            page=page,
+            anchor=anchor,
+            offset=offset,
+        )
+
+    async def search(
+        self,
+        *,
+        query: str | None = None,
+        limit: int | None = None,
+        audience: str | None = None,
+    ) -> dict[str, Any]:
+        """Search Loom's documentation: the best sections for a question or a name (op, setting, error code, header).
+
+        Calls ``help.search`` (experimental).
+        """
+        return await self._caller.call(
+            "help.search",
+            query=query,
+            limit=limit,
+            audience=audience,
+        )
+
+    async def verify(
+        self,
+        *,
+        citations: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Check [help:<page> § <section>] citations against the documentation index.
+
+        Calls ``help.verify`` (unlisted).
+        """
+        return await self._caller.call(
+            "help.verify",
+            citations=citations,
+        )
+
+
 class InboxOps:
     """The ``inbox.*`` ops."""
 
@@ -1073,6 +1130,7 @@ class Ops:
     assistant: AssistantOps
     auth: AuthOps
     grants: GrantsOps
+    help: HelpOps
     inbox: InboxOps
     namespace: NamespaceOps
     policy: PolicyOps
@@ -1084,6 +1142,7 @@ class Ops:
         self.assistant = AssistantOps(caller)
         self.auth = AuthOps(caller)
         self.grants = GrantsOps(caller)
+        self.help = HelpOps(caller)
         self.inbox = InboxOps(caller)
         self.namespace = NamespaceOps(caller)
         self.policy = PolicyOps(caller)

@@ -1,0 +1,57 @@
+"""The help plane: `build(runtime)` for the runner (entry point `loom.planes: help`).
+
+It holds no table and reads no bus: its index is built from the docs folder
+(LOOM_HELP_DOCS_DIR, else the docs this build ships) on the first help call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from loom_core.catalog import Catalog
+from loom_core.plane import bind_handlers
+from loom_core.runtime import Handler, Runtime
+from loom_core.settings import Settings
+from loom_core.store import Migration
+
+from .handlers import HelpHandlers
+from .service.help import HelpService
+from .store.pages import shipped_docs_dir
+
+
+def docs_dir(settings: Settings) -> Path:
+    return Path(settings.help_docs_dir) if settings.help_docs_dir else shipped_docs_dir()
+
+
+class HelpPlane:
+    name = "help"
+    migrations: Sequence[Migration] = ()
+
+    def __init__(self, catalog: Catalog, settings: Settings) -> None:
+        self._catalog = catalog
+        self.service = HelpService(docs_dir(settings))
+        self._handlers = HelpHandlers(self.service)
+
+    def handlers(self) -> dict[str, Handler]:
+        return bind_handlers(self._catalog, self.name, self._handlers)
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+    async def health(self) -> dict[str, dict[str, Any]]:
+        # Not required: a process without docs serves everything else.
+        if not self.service.built:
+            return {"help": {"ok": True, "reason": "index not built yet (built on the first help call)", "required": False}}
+        index = await self.service.index()
+        if index is None:
+            return {"help": {"ok": False, "reason": "no docs: help answers available: false", "required": False}}
+        return {"help": {"ok": True, "required": False}}
+
+
+def build(runtime: Runtime) -> HelpPlane:
+    return HelpPlane(runtime.catalog, runtime.settings)

@@ -1,0 +1,1 @@
+"""Help's use cases: the index built once per process, searches, reads and citation checks."""

@@ -1,0 +1,1 @@
+"""Help's storage: the docs folder on disk. Help keeps nothing in ClickHouse."""
