@@ -139,7 +139,7 @@ class Settings(BaseSettings):
 
     # --- assistant
     assistant_librechat_url: str = Field(
-        "", description="LibreChat's internal address (http://librechat:3080). Empty: no assistant; assistant.ask answers ASSISTANT_UNAVAILABLE."
+        "", description="LibreChat's internal address (its URL on the network only Loom reaches). Empty: no assistant; assistant.ask answers ASSISTANT_UNAVAILABLE."
     )
     assistant_model: str = Field("", description="Replaces the agent definition's model when Loom seeds it (empty: the definition's).")
     assistant_answer_ttl_s: int = Field(600, description="Longest one answer runs; its delegated token expires then.")

@@ -3,6 +3,8 @@ answer's own rows, names the build does not know, and a check that cannot run.""
 
 from __future__ import annotations
 
+import json
+
 from tests.conftest import call
 
 from .conftest import Asker, Bench, chat_body
@@ -54,3 +56,20 @@ async def test_names_the_build_neither_serves_nor_documents_are_reported_and_mak
     final = next(line for line in r.text.split("\n\n") if '"loom.citations"' in line)
     assert '"unknown_names":["task.teleport","LOOM_WARP_FACTOR"]' in final
     assert '"support":"unsupported"' in final
+
+
+async def test_a_help_citation_copied_from_a_search_hit_verifies_with_its_anchor(bench: Bench, asker: Asker) -> None:
+    async def script(turn: Turn) -> None:
+        found = await turn.call("help.search", {"query": "support unsupported unchecked"})
+        hit = found.body["hits"][0]
+        await turn.say(f"Support is decided by a table {hit['citation']}. Made up: [help:{hit['page']} § No Such Section Anywhere].")
+
+    bench.emu.script = script
+    async with asker.client() as c:
+        r = await c.post(CHAT, json=chat_body(stream=True))
+    final = next(e for e in (json.loads(x[6:]) for x in r.text.splitlines() if x.startswith("data: {")) if e["object"] == "loom.citations")
+    good, bad = final["citations"]
+    assert good["kind"] == "help" and good["verified"] is True and good["anchor"]
+    assert bad["verified"] is False and bad["reason"] and bad["reason"] != "the check could not run"
+    assert final["support"] == "supported"
+    assert final["steps"] == [{"op": "help.search", "text": "Searched Loom's documentation", "ok": True}]
