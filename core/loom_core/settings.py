@@ -31,6 +31,33 @@ class Settings(BaseSettings):
     )
     clickhouse_database: str = Field("loom", description="Database holding Loom's tables.")
 
+    # --- insights
+    rate_insights_per_minute: int = Field(
+        60, description="Calls per minute per subject for insights.query (its own rate class, `insights`)."
+    )
+    ch_analysis_write_entities: bool = Field(
+        True,
+        description="Write the analyst user, its profiles, grants and policies at boot when Loom's ClickHouse user has access management (else run `loom ch-setup`).",
+    )
+    ch_analysis_probe_interval_s: float = Field(
+        60.0, description="Seconds between probes of the analysis boundary (one also runs at boot)."
+    )
+    ch_analysis_org_concurrency: int = Field(2, description="Most insights.query statements one org runs at once on a replica.")
+    ch_analysis_row_cap: int = Field(1000, description="Rows insights.query returns; a longer result is cut and marked truncated.")
+    ch_analysis_max_execution_time_s: int = Field(
+        30, description="The analyst profile's max_execution_time (MAX): seconds a statement may run."
+    )
+    ch_analysis_max_rows_to_read: int = Field(50_000_000, description="The analyst profile's max_rows_to_read (MAX).")
+    ch_analysis_max_memory_usage: int = Field(2_000_000_000, description="The analyst profile's max_memory_usage in bytes (MAX).")
+    ch_analysis_max_result_rows: int = Field(100_000, description="The analyst profile's max_result_rows (MAX), checked inside ClickHouse.")
+    ch_analysis_max_threads: int = Field(4, description="The analyst profile's max_threads (MAX).")
+    ch_analysis_max_concurrent_queries: int = Field(
+        8, description="The analyst profile's max_concurrent_queries_for_user: statements the analyst runs at once across every org."
+    )
+    ch_analysis_lease_wait_s: float = Field(
+        60.0, description="Longest a write of the analyst's entities waits for the analysis.entities lease."
+    )
+
     # --- bus
     nats_url: str = Field("", description="NATS server URL. Empty: `loom up` starts a nats-server child process with JetStream.")
     nats_port: int = Field(0, description="Port of the embedded nats-server (0 picks a free one).")

@@ -33,6 +33,8 @@ class CallContext:
     user: str = ""
     session: str = ""
     run_id: str = ""
+    # Set by a handler: identifier keys its ledger row carries beside the request's arguments.
+    ledger_extra: dict[str, str] | None = None
     transport: str = "grpc"
     token: str = ""
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)

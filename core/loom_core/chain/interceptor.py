@@ -196,7 +196,7 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
                     ok=error is None,
                     error_code=error.code if error else "",
                     latency_ms=latency * 1000.0,
-                    args=ledger_args(request),
+                    args={**ledger_args(request), **(ctx.ledger_extra or {})} if ctx is not None else ledger_args(request),
                     out_hits=hits if error is None else 0,
                     token_id=principal.jti if principal else "",
                     request_id=ctx.request_id if ctx else md.get(MD_REQUEST_ID, ""),

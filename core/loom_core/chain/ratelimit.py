@@ -22,6 +22,7 @@ class RateLimiter:
             "write": settings.rate_write_per_minute,
             "admin": settings.rate_admin_per_minute,
             "heavy": settings.rate_heavy_per_minute,
+            "insights": settings.rate_insights_per_minute,
         }
         self._buckets: dict[tuple[str, str, str], _Bucket] = {}
 

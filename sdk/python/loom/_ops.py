@@ -309,6 +309,51 @@ class InboxOps:
         )
 
 
+class InsightsOps:
+    """The ``insights.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def catalog(
+        self,
+        *,
+        namespace: str | None = None,
+    ) -> dict[str, Any]:
+        """The tables, columns, types and comments insights.query can read, with the notes a correct query needs.
+
+        Calls ``insights.catalog``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "insights.catalog",
+            namespace=namespace,
+        )
+
+    async def query(
+        self,
+        *,
+        namespace: str | None = None,
+        sql: str | None = None,
+        namespaces: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Run one read-only SQL statement over Loom's allowlisted metadata tables (see insights.catalog); rows are capped.
+
+        Calls ``insights.query``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "insights.query",
+            namespace=namespace,
+            sql=sql,
+            namespaces=namespaces,
+        )
+
+
 class NamespaceOps:
     """The ``namespace.*`` ops."""
 
@@ -1132,6 +1177,7 @@ class Ops:
     grants: GrantsOps
     help: HelpOps
     inbox: InboxOps
+    insights: InsightsOps
     namespace: NamespaceOps
     policy: PolicyOps
     sa: SaOps
@@ -1144,6 +1190,7 @@ class Ops:
         self.grants = GrantsOps(caller)
         self.help = HelpOps(caller)
         self.inbox = InboxOps(caller)
+        self.insights = InsightsOps(caller)
         self.namespace = NamespaceOps(caller)
         self.policy = PolicyOps(caller)
         self.sa = SaOps(caller)

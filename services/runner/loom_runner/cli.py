@@ -37,10 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     config_sub = config.add_subparsers(dest="config_cmd", required=True)
     docs = config_sub.add_parser("docs", help="render docs/configuration.md from the settings definition")
     docs.add_argument("--output", type=Path, default=None)
+    from . import analysis_cli  # loom ch-setup, loom secrets reseal
+
+    analysis_cli.add_commands(sub)
     args = parser.parse_args(argv)
     settings = Settings()
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    if args.cmd in analysis_cli.COMMANDS:
+        return analysis_cli.run_command(args, settings)
     if args.cmd == "up":
         return uvloop.run(_up(settings))  # uvloop: about twice the HTTP and gRPC throughput of asyncio's loop (docs/benchmarks.md)
     if args.cmd == "serve":

@@ -1,0 +1,1 @@
+"""The insights plane reads nothing from the bus."""

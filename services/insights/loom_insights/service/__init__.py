@@ -1,0 +1,1 @@
+"""Use cases: the analysis service, provisioning, the probe and the secrets row."""

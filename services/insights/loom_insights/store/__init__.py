@@ -1,0 +1,1 @@
+"""SQL and schema: the secrets and canary tables, the analyst and admin connections."""

@@ -1,0 +1,38 @@
+"""The analysis plane's tables (idempotent migrations).
+
+- analysis_secrets: one sealed row (id 1) holding the analysis key and the analyst's password,
+  ReplacingMergeTree(version); sealed under LOOM_JWT_SECRET (`loom secrets reseal` rewrites it).
+- analysis_canary: the probe's one row in the reserved scope (empty org and namespace).
+"""
+
+from __future__ import annotations
+
+from loom_core.store import Migration
+
+from ..domain.allowlist import CANARY_MARKER
+
+MIGRATIONS: list[Migration] = [
+    Migration(
+        "insights",
+        "analysis_secrets",
+        """
+        CREATE TABLE IF NOT EXISTS {db}.analysis_secrets (
+            id UInt8, sealed String, version UInt64, stored_at DateTime64(6, 'UTC')
+        ) ENGINE = ReplacingMergeTree(version) ORDER BY id""",
+    ),
+    Migration(
+        "insights",
+        "analysis_canary",
+        """
+        CREATE TABLE IF NOT EXISTS {db}.analysis_canary (
+            org String, namespace String, marker String
+        ) ENGINE = MergeTree ORDER BY (org, namespace)""",
+    ),
+    Migration(
+        "insights",
+        "analysis_canary_row",
+        f"""
+        INSERT INTO {{db}}.analysis_canary (org, namespace, marker)
+        SELECT '', '', '{CANARY_MARKER}' WHERE (SELECT count() FROM {{db}}.analysis_canary) = 0""",
+    ),
+]

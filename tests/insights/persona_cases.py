@@ -1,0 +1,247 @@
+"""Run in a subprocess of its own (chDB allows one engine per process):
+
+    python persona_cases.py build <dir>     # Loom's real tables + fixture rows of two orgs
+    python persona_cases.py cases <dir>     # the analyst persona (generated users.xml) runs every case
+
+`cases` opens chDB on the fixture with a users.xml generated from the allowlist
+(loom_insights.domain.persona), so every statement runs under the analyst's grants, signed row
+filters and pinned profile, each wrapped as insights.query wraps it, and prints one JSON object:
+case name -> {"rows": [...]} or {"error": "<code> <NAME>", "text": "..."}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import chdb
+from loom_core.chain.ledger import MIGRATIONS as LEDGER_MIGRATIONS
+from loom_insights.domain.allowlist import ALLOWLIST, present_tables
+from loom_insights.domain.entities import Caps
+from loom_insights.domain.persona import persona_comment, users_xml
+from loom_insights.domain.scope import Scope, pads, wrap
+from loom_insights.store.schema import MIGRATIONS as INSIGHTS_MIGRATIONS
+from loom_policy.store.schema import MIGRATIONS as POLICY_MIGRATIONS
+from loom_tasks.schema import MIGRATIONS as TASK_MIGRATIONS
+
+DB = "loom"
+KEY = bytes(range(1, 33))
+CAPS = Caps(max_execution_time=20, max_rows_to_read=1_000_000, max_memory_usage=1_000_000_000, max_result_rows=10_000, max_threads=2)
+ROW_CAP = 100
+A, B = "org-a", "org-b"
+
+MEMORY_DDL = f"""
+CREATE TABLE IF NOT EXISTS {DB}.memory (
+    org String, namespace String, memory_key String, memory_type String, value String,
+    version UInt64, created_at DateTime64(6, 'UTC'), updated_at DateTime64(6, 'UTC'),
+    tombstoned_at Nullable(DateTime64(6, 'UTC'))
+) ENGINE = ReplacingMergeTree(version) ORDER BY (org, namespace, memory_key)"""
+
+
+WIDENING = (
+    "max_threads = 64",
+    "max_execution_time = 1000",
+    "max_rows_to_read = 1000000000",
+    "max_result_rows = 100000000",
+    "max_memory_usage = 100000000000",
+    "use_query_cache = 1",
+    "use_query_condition_cache = 1",
+    "send_logs_level = 'trace'",
+    "final = 0",
+    "apply_row_policy_after_final = 0",
+    "readonly = 0",
+    "log_queries_cut_to_length = 100000",
+    "log_formatted_queries = 1",
+    "format_display_secrets_in_show_and_select = 1",
+    "result_overflow_mode = 'break'",
+)
+
+
+def build(path: Path) -> None:
+    conn = chdb.connect(f"file:{path}")
+    conn.query(f"CREATE DATABASE IF NOT EXISTS {DB}")
+    for m in (*LEDGER_MIGRATIONS, *TASK_MIGRATIONS, *POLICY_MIGRATIONS, *INSIGHTS_MIGRATIONS):
+        conn.query(m.sql.replace("{db}", DB))
+    conn.query(MEMORY_DDL)
+    now = "now64(6)"
+    tables = {
+        r.split("\t")[0] for r in conn.query(f"SELECT name FROM system.tables WHERE database = '{DB}'", "TSV").data().split("\n") if r
+    }
+    task_rows = [
+        (A, "t-a1", "a1", "review", "A secret title", "queued", 1),
+        (A, "t-a1", "a1", "review", "A secret title", "done", 2),
+        (A, "t-a2", "a2", "review", "other ns", "queued", 1),
+        (B, "t-b1", "b1", "B-CANARY", "B canary title", "queued", 1),
+    ]
+    if "task_state" in tables:  # the tasks plane's projection (the whole task in `doc`)
+        values = ", ".join(
+            f"('{o}', '{t}', 'inbox', '{n}', '{k}', '{st}', 1, '{o}-poster', {now}, {now}, {v}, {v}, '{{\"title\": \"{title}\"}}')"
+            for o, t, n, k, title, st, v in task_rows
+        )
+        conn.query(
+            f"INSERT INTO {DB}.task_state (org, task_id, inbox, namespace, kind, status, priority, poster, created_at, updated_at, version, rev, doc) VALUES {values}"
+        )
+    else:
+        values = ", ".join(
+            f"('{o}', '{t}', 'inbox', '{n}', '{k}', '{title}', 'brief', '{st}', 1, {v}, {now}, {now})"
+            for o, t, n, k, title, st, v in task_rows
+        )
+        conn.query(
+            f"INSERT INTO {DB}.tasks (org, task_id, inbox, namespace, kind, title, brief, status, priority, version, created_at, updated_at) VALUES {values}"
+        )
+    conn.query(
+        f"""INSERT INTO {DB}.agent_events (ts, org, namespace, subject, op, ok, latency_ms, args) VALUES
+        ({now}, '{A}', 'a1', 'user:a', 'task.create', true, 1.5, map('title', 'A secret')),
+        ({now}, '{B}', 'b1', 'user:b', 'B-CANARY-OP', true, 2.5, map('title', 'B secret'))"""
+    )
+    rows = [
+        (A, "a1", "k-live", "fact", 1, "NULL"),
+        (A, "a1", "k-deleted", "fact", 1, "NULL"),
+        (A, "a1", "k-deleted", "fact", 2, now),
+        (A, "a1", "k-superseded", "old", 1, "NULL"),
+        (A, "a1", "k-superseded", "new", 2, "NULL"),
+        (A, "a1", "k-erased", "fact", 1, "NULL"),
+        (A, "a1", "k-erased", "fact", 2, "NULL"),
+        (B, "b1", "k-b-canary", "fact", 1, "NULL"),
+    ]
+    values = ", ".join(f"('{o}', '{n}', '{k}', '{t}', 'value of {k}', {v}, {now}, {now}, {ts})" for o, n, k, t, v, ts in rows)
+    conn.query(
+        f"INSERT INTO {DB}.memory (org, namespace, memory_key, memory_type, value, version, created_at, updated_at, tombstoned_at) VALUES {values}"
+    )
+    # An erasure tombstones every version in place.
+    conn.query(f"ALTER TABLE {DB}.memory UPDATE tombstoned_at = now64(6) WHERE memory_key = 'k-erased' SETTINGS mutations_sync = 1")
+    (path / "columns.json").write_text(conn.query(f"SELECT table, name FROM system.columns WHERE database = '{DB}'", "JSONEachRow").data())
+    (path / "engines.json").write_text(conn.query(f"SELECT name, engine FROM system.tables WHERE database = '{DB}'", "JSONEachRow").data())
+    conn.close()
+
+
+def _tables(path: Path):  # type: ignore[no-untyped-def]
+    existing: dict[str, list[str]] = {}
+    for line in (path / "columns.json").read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            existing.setdefault(r["table"], []).append(r["name"])
+    engines = {}
+    for line in (path / "engines.json").read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            engines[r["name"]] = r["engine"]
+    return present_tables(existing, engines, ALLOWLIST)
+
+
+def cases(path: Path) -> None:
+    tables = _tables(path)
+    conf = path / "persona"
+    conf.mkdir(exist_ok=True)
+    (conf / "users.xml").write_text(users_xml(DB, tables, KEY, CAPS))
+    (conf / "config.xml").write_text(f"<clickhouse><users_config>{conf / 'users.xml'}</users_config></clickhouse>")
+    conn = chdb.connect(f"file:{path}?config-file={conf / 'config.xml'}")
+    out: dict[str, dict[str, object]] = {"_tables": {"rows": [t.name for t in tables]}}
+    exp = int(time.time()) + 120
+
+    def comment(scope: Scope, qid: str, **override: str) -> str:
+        data = json.loads(persona_comment(KEY, scope, qid))
+        data.update(override)
+        return json.dumps(data)
+
+    # The tasks plane's table: `tasks` (one row per version) or `task_state` (its projection),
+    # whichever this build's migrations made; its content column: title or doc.
+    task_table = "task_state" if any(t.name == "task_state" for t in tables) else "tasks"
+    content = "doc" if task_table == "task_state" else "title"
+
+    def run(name: str, sql: str, log_comment: str | None, wrapped: bool = True) -> None:
+        sql = sql.replace("loom.tasks", f"loom.{task_table}").replace("SELECT title FROM", f"SELECT {content} FROM")
+        text = wrap(sql, ROW_CAP) if wrapped else sql
+        try:
+            # The carrier is a session setting, as Loom sends the scope as query settings; a
+            # statement's own SETTINGS may override it, as a real statement may.
+            conn.query("SET log_comment = " + _lit(log_comment if log_comment is not None else ""))
+            res = conn.query(text, "JSONCompact")
+            data = json.loads(res.data()) if res.data() else {"data": []}
+            out[name] = {"rows": data.get("data", [])}
+        except Exception as exc:  # noqa: BLE001 - each case reports what ClickHouse said
+            msg = str(exc)
+            code = msg.split("Code: ", 1)[1].split(".", 1)[0] if "Code: " in msg else "?"
+            tail = msg.rsplit("(", 1)[-1].rstrip(") \n") if msg.rstrip().endswith(")") else "?"
+            out[name] = {"error": f"{code} {tail}", "text": msg}
+
+    a_scope = Scope(A, ("a1",), exp)
+    good = comment(a_scope, "req-1:1:n1")
+    # --- the scope reads its own rows, FINAL forced
+    run("own_tasks", "SELECT task_id, status, version FROM loom.tasks ORDER BY task_id", good)
+    run("own_ledger", "SELECT org, op FROM loom.agent_events", good)
+    run("other_org_filter", f"SELECT task_id FROM loom.tasks WHERE org = '{B}'", good)
+    run("namespace_outside_token", "SELECT task_id FROM loom.tasks WHERE namespace = 'a2'", good)
+    run("join_same_table", f"SELECT x.task_id, y.task_id FROM loom.tasks x CROSS JOIN loom.tasks y WHERE y.org = '{B}'", good)
+    run("subquery_same_table", f"SELECT count() FROM (SELECT * FROM loom.tasks WHERE org = '{B}')", good)
+    run("union_all", f"SELECT task_id FROM loom.tasks UNION ALL SELECT task_id FROM loom.tasks WHERE org = '{B}'", good)
+    run("trailing_comment", "SELECT task_id FROM loom.tasks -- trailing comment", good)
+    run("leave_wrapper", "SELECT 1) UNION ALL (SELECT title FROM loom.tasks", good)
+    run("throwif_other_org", "SELECT throwIf(kind = 'B-CANARY') FROM loom.tasks", good)
+    # --- signatures that must read nothing
+    run("forged_signature", "SELECT task_id FROM loom.tasks", comment(a_scope, "req-1:1:n1", loom_sig="0" * 64))
+    run("expired_signature", "SELECT task_id FROM loom.tasks", comment(Scope(A, ("a1",), int(time.time()) - 5), "req-1:1:n1"))
+    run("lifted_signature", "SELECT task_id FROM loom.tasks", comment(a_scope, "req-1:1:n1", loom_qid="req-2:1:n2"))
+    run("renamed_scope_org", "SELECT task_id FROM loom.tasks", comment(a_scope, "req-1:1:n1", loom_org=B, loom_ns="b1"))
+    run("renamed_scope_ns", "SELECT task_id FROM loom.tasks", comment(a_scope, "req-1:1:n1", loom_ns="a1,a2"))
+    renamed = comment(a_scope, "req-1:1:n1", loom_org=B, loom_ns="b1")
+    run("statement_renames_scope", f"SELECT task_id FROM loom.tasks SETTINGS log_comment = {_lit(renamed)}", good)
+    run("scope_value_number", "SELECT task_id FROM loom.tasks SETTINGS log_comment = 5", good)
+    run("scope_value_malformed", "SELECT task_id FROM loom.tasks SETTINGS log_comment = '{\"loom_org\": [1,2]'", good)
+    run("unsigned", "SELECT task_id FROM loom.tasks", None)
+    # --- the boundary refuses
+    run("column_outside_allowlist", "SELECT title FROM loom.tasks", good)
+    run("ledger_args", "SELECT args FROM loom.agent_events", good)
+    run("secrets_table", "SELECT * FROM loom.analysis_secrets", good)
+    run("system_row_policies", "SELECT * FROM system.row_policies", good)
+    run("system_users", "SELECT * FROM system.users", good)
+    run("show_create_table", "SHOW CREATE TABLE loom.tasks", good, wrapped=False)
+    run("file_function", "SELECT * FROM file('/etc/passwd', 'LineAsString')", good)
+    run("url_function", "SELECT * FROM url('http://127.0.0.1:9/x', 'CSV', 'a String')", good)
+    run("remote_function", "SELECT * FROM remote('127.0.0.1', loom.tasks)", good)
+    run("executable_function", "SELECT * FROM executable('id', 'TSV', 'a String')", good)
+    run("insert", "INSERT INTO loom.tasks (org, task_id) VALUES ('x', 'y')", good, wrapped=False)
+    run("view_function", "SELECT * FROM view(SELECT task_id, org FROM loom.tasks)", good)
+    run("merge_function", "SELECT task_id, org FROM merge('loom', '^tasks$')", good)
+    run("merge_tree_index", "SELECT * FROM mergeTreeIndex('loom', 'tasks')", good)
+    run("s3_function", "SELECT * FROM s3('http://127.0.0.1:9/loom-bucket/k.csv', 'CSV', 'a String')", good)
+    run("input_function", "SELECT * FROM input('a String')", good)
+    run("explain_wrapped", "EXPLAIN SELECT * FROM loom.tasks", good)
+    run("explain_leaving_wrapper", "SELECT 1) UNION ALL (EXPLAIN SELECT * FROM loom.tasks", good)
+    run("describe", "DESCRIBE TABLE loom.tasks", good, wrapped=False)
+    run("kill_query", "KILL QUERY WHERE 1 TEST", good)
+    run("insert_wrapped", "INSERT INTO loom.tasks (org, task_id) VALUES ('x', 'y')", good)
+    run("alter", "ALTER TABLE loom.tasks DELETE WHERE 1", good, wrapped=False)
+    run("create_temporary_table", "CREATE TEMPORARY TABLE t (a Int8)", good, wrapped=False)
+    for setting in WIDENING:
+        # At the top level the profile's CONST and MAX constraints refuse them.
+        run(f"top:{setting}", f"SELECT task_id FROM loom.tasks SETTINGS {setting}", good, wrapped=False)
+    run("top:lower_max_threads", "SELECT task_id FROM loom.tasks SETTINGS max_threads = 1", good, wrapped=False)
+    # Inside the wrapper chDB 26.9 neither refuses nor applies them: the caps and FINAL still hold.
+    run("wrapped:max_rows_to_read", "SELECT count() FROM numbers(2000000) SETTINGS max_rows_to_read = 1000000000", good)
+    run("wrapped:final_off", "SELECT memory_key, version FROM loom.memory SETTINGS final = 0, apply_row_policy_after_final = 0", good)
+    cached = "SELECT task_id FROM loom.tasks SETTINGS use_query_cache = 1, query_cache_min_query_runs = 0, query_cache_ttl = 300"
+    run("wrapped:query_cache_first_org", cached, good)
+    run("wrapped:query_cache_second_org", cached, comment(Scope(B, ("b1",), exp), "req-7:1:n7"))
+    # --- tombstoned and superseded versions under FINAL
+    run("memory_live_keys", "SELECT memory_key, memory_type, version FROM loom.memory ORDER BY memory_key", good)
+    run("memory_value", "SELECT value FROM loom.memory", good)
+    # --- the canary: the reserved scope reads it; a request's scope does not
+    run("canary_reserved_scope", "SELECT count() FROM loom.analysis_canary", comment(Scope("", ("",), exp), "probe:1"))
+    run("canary_request_scope", "SELECT count() FROM loom.analysis_canary", good)
+    run("reserved_scope_counts_tasks", "SELECT count() FROM loom.tasks", comment(Scope("", ("",), exp), "probe:2"))
+    conn.close()
+    ipad, opad = pads(KEY)
+    out["_secrets"] = {"rows": [KEY.hex(), ipad.hex(), opad.hex()]}
+    print(json.dumps(out))
+
+
+def _lit(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+if __name__ == "__main__":
+    mode, where = sys.argv[1], Path(sys.argv[2])
+    build(where) if mode == "build" else cases(where)

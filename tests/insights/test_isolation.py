@@ -1,0 +1,369 @@
+"""The isolation proof (spec 000 "Isolation proof", the part-1 cases), against a real ClickHouse
+server: LOOM_TEST_CLICKHOUSE_URL, whose user has access management (e.g. the bundled
+ClickHouse's `loom` user). Without it every case is skipped, visibly (the run's header says so).
+
+Two orgs are seeded, each with a canary task, ledger row and memory row; insights.query runs
+with the first org's viewer token. Each case must be refused or return no canary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from loom_core.bus import NatsServer
+from loom_core.store.server import ServerStore
+from loom_gateway.identity import bootstrap_org
+from loom_runner.embedded import Instance, start_instance
+
+from tests.conftest import make_settings
+
+CH_URL = os.environ.get("LOOM_TEST_CLICKHOUSE_URL", "")
+SKIP_REASON = "LOOM_TEST_CLICKHOUSE_URL is not set: the analysis isolation proof needs a ClickHouse server (a user with access management)"
+pytestmark = [pytest.mark.clickhouse_server, pytest.mark.skipif(not CH_URL, reason=SKIP_REASON)]
+
+MEMORY_DDL = """
+CREATE TABLE IF NOT EXISTS {db}.memory (
+    org String, namespace String, memory_key String, memory_type String, value String,
+    version UInt64, created_at DateTime64(6, 'UTC'), updated_at DateTime64(6, 'UTC'),
+    tombstoned_at Nullable(DateTime64(6, 'UTC'))
+) ENGINE = ReplacingMergeTree(version) ORDER BY (org, namespace, memory_key)"""
+
+
+@dataclass
+class World:
+    inst: Instance
+    store: ServerStore
+    org_a: str
+    ns_a: str
+    ns_a2: str
+    org_b: str
+    ns_b: str
+    viewer_a: str
+    token_b: str
+    canary_b: str
+    task_table: str = "tasks"
+
+    def client(self, token: str | None = None) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.inst.base_url, headers={"Authorization": f"Bearer {token or self.viewer_a}"}, timeout=60)
+
+    def plane(self) -> Any:
+        return next(p for p in self.inst.planes if p.name == "insights")
+
+
+async def _wait_ready(world_plane: Any, within: float = 90.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while world_plane.analysis.state != "ready":
+        if loop.time() > deadline:
+            raise AssertionError(f"analysis never became ready: {world_plane.analysis.state} {world_plane.analysis.reason}")
+        await asyncio.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World]:
+    tmp: Path = tmp_path_factory.mktemp("iso")
+    db = f"loom_iso_{uuid.uuid4().hex[:8]}"
+    store = await ServerStore.open(CH_URL, db)
+    await store.execute("CREATE DATABASE IF NOT EXISTS {db}")
+    await store.execute(MEMORY_DDL)  # the conditional memory entry is generated when the table exists
+    settings = make_settings(tmp, clickhouse_url=CH_URL, clickhouse_database=db, ch_analysis_probe_interval_s=3600.0)
+    async with NatsServer(tmp / "nats") as nats:
+        inst = await start_instance(settings, store=store, nats_url=nats.url, name="loom-iso")
+        try:
+            org_a, ns_a, ns_a2, org_b, ns_b = (f"{p}-{uuid.uuid4().hex[:8]}" for p in ("orga", "nsa", "nsa2", "orgb", "nsb"))
+            admin_a, _ = await bootstrap_org(inst.runtime.identity, inst.runtime.codec, org_a, ns_a, 3600)
+            token_b, _ = await bootstrap_org(inst.runtime.identity, inst.runtime.codec, org_b, ns_b, 3600)
+            async with httpx.AsyncClient(base_url=inst.base_url, headers={"Authorization": f"Bearer {admin_a}"}) as c:
+                r = await c.post("/v1/token.mint", json={"roles": {ns_a: "viewer"}, "ttl_seconds": 3600})
+                assert r.status_code == 200, r.text
+                viewer_a = r.json()["token"]
+            canary_b = f"CANARY-B-{uuid.uuid4().hex[:8]}"
+            task_table = await _seed(store, org_a, ns_a, ns_a2, org_b, ns_b, canary_b)
+            world = World(inst, store, org_a, ns_a, ns_a2, org_b, ns_b, viewer_a, token_b, canary_b, task_table)
+            await _wait_ready(world.plane())
+            yield world
+        finally:
+            await inst.stop()
+            await store.execute("DROP DATABASE IF EXISTS {db}")
+            await store.close()
+
+
+async def _seed(store: ServerStore, org_a: str, ns_a: str, ns_a2: str, org_b: str, ns_b: str, canary: str) -> str:
+    """Two orgs' rows; answers the tasks plane's table (`tasks`, or `task_state` where the plane
+    projects its state there)."""
+    now = "now64(6)"
+    names = {r["name"] for r in await store.query("SELECT name FROM system.tables WHERE database = {d:String}", {"d": store.database})}
+    task_table = "task_state" if "task_state" in names else "tasks"
+    for org, ns, kind, tid in ((org_a, ns_a, "review", "t-a"), (org_a, ns_a2, "CANARY-A2", "t-a2"), (org_b, ns_b, canary, "t-b")):
+        if task_table == "task_state":
+            await store.execute(
+                "INSERT INTO {db}.task_state (org, task_id, inbox, namespace, kind, status, priority, poster, created_at, updated_at, version, rev, doc)"
+                " VALUES ({o:String}, {t:String}, 'inbox', {n:String}, {k:String}, 'queued', 1, 'p', "
+                + now
+                + ", "
+                + now
+                + ", 1, 1, {k:String})",
+                {"o": org, "t": tid, "n": ns, "k": kind},
+            )
+        else:
+            await store.execute(
+                "INSERT INTO {db}.tasks (org, task_id, inbox, namespace, kind, title, status, version, created_at, updated_at)"
+                " VALUES ({o:String}, {t:String}, 'inbox', {n:String}, {k:String}, {k:String}, 'queued', 1, " + now + ", " + now + ")",
+                {"o": org, "t": tid, "n": ns, "k": kind},
+            )
+        await store.execute(
+            "INSERT INTO {db}.agent_events (ts, org, namespace, subject, op, ok, latency_ms) VALUES ("
+            + now
+            + ", {o:String}, {n:String}, 'user:x', {k:String}, true, 1)",
+            {"o": org, "n": ns, "k": kind},
+        )
+        await store.execute(
+            "INSERT INTO {db}.memory (org, namespace, memory_key, memory_type, value, version, created_at, updated_at, tombstoned_at)"
+            " VALUES ({o:String}, {n:String}, {k:String}, 'fact', {k:String}, 1, " + now + ", " + now + ", NULL)",
+            {"o": org, "n": ns, "k": kind},
+        )
+    rows = [("k-deleted", 1, "NULL"), ("k-deleted", 2, now), ("k-superseded", 1, "NULL"), ("k-superseded", 2, "NULL")]
+    for key, version, tomb in rows:
+        await store.execute(
+            "INSERT INTO {db}.memory (org, namespace, memory_key, memory_type, value, version, created_at, updated_at, tombstoned_at)"
+            f" VALUES ({{o:String}}, {{n:String}}, {{k:String}}, 'v{version}', 'x', {version}, {now}, {now}, {tomb})",
+            {"o": org_a, "n": ns_a, "k": key},
+        )
+
+    return task_table
+
+
+async def query(world: World, sql: str, token: str | None = None, **extra: Any) -> httpx.Response:
+    sql = re.sub(r"\btasks\b", world.task_table, sql)
+    if world.task_table == "task_state":
+        sql = sql.replace("SELECT title FROM", "SELECT doc FROM")
+    async with world.client(token) as c:
+        return await c.post("/v1/insights.query", json={"sql": sql, **extra})
+
+
+def assert_no_canary(world: World, r: httpx.Response) -> None:
+    assert world.canary_b not in r.text and "CANARY-A2" not in r.text, r.text
+    assert world.org_b not in r.text, r.text
+    for leak in ("loom_sig", "loom_org", "getSetting", "decrypt", "initialQueryID"):
+        assert leak not in r.text, r.text
+
+
+async def test_a_viewer_reads_its_own_rows(world: World) -> None:
+    r = await query(world, "SELECT task_id, kind FROM tasks")
+    assert r.status_code == 200, r.text
+    assert r.json()["rows"] == [["t-a", "review"]]
+    assert r.json()["sql_digest"].startswith("sha256:")
+
+
+REFUSED_OR_EMPTY = [
+    "SELECT * FROM tasks WHERE org = '{org_b}'",
+    "SELECT kind FROM tasks WHERE namespace = '{ns_a2}'",
+    "SELECT a.kind, b.kind FROM tasks a CROSS JOIN tasks b",
+    "SELECT kind FROM (SELECT * FROM tasks WHERE org != '')",
+    "SELECT kind FROM tasks UNION ALL SELECT kind FROM tasks WHERE org = '{org_b}'",
+    "SELECT * FROM view(SELECT kind FROM tasks)",
+    "SELECT kind FROM merge(currentDatabase(), '^tasks$')",
+    "SELECT throwIf(kind = '{canary}') FROM tasks",
+    "SELECT sleepEachRow(0.01), kind FROM tasks WHERE org = '{org_b}'",
+    "SELECT * FROM system.query_log",
+    "SELECT * FROM system.processes",
+    "SELECT * FROM system.row_policies",
+    "SELECT * FROM system.users",
+    "SELECT * FROM information_schema.tables",
+    "SHOW CREATE TABLE tasks",
+    "DESCRIBE tasks",
+    "KILL QUERY WHERE 1 TEST",
+    "SELECT * FROM revocations",
+    "SELECT * FROM grants",
+    "SELECT title FROM tasks",
+    "SELECT args FROM agent_events",
+    "SELECT value FROM memory",
+    "EXPLAIN SELECT * FROM tasks",
+    "EXPLAIN PLAN SELECT * FROM tasks",
+    "EXPLAIN ESTIMATE SELECT * FROM tasks",
+    "SELECT 1) UNION ALL (EXPLAIN SELECT * FROM tasks",
+    "SELECT 1 /* ) */ ) EXPLAIN SELECT 1 --",
+    "SELECT * FROM mergeTreeIndex(currentDatabase(), tasks)",
+    "SELECT * FROM url('http://127.0.0.1:9/x', 'CSV', 'a String')",
+    "SELECT * FROM file('/etc/passwd', 'LineAsString')",
+    "SELECT * FROM s3('http://127.0.0.1:9/b/k', 'CSV', 'a String')",
+    "SELECT * FROM remote('127.0.0.1', currentDatabase(), tasks)",
+    "SELECT * FROM cluster('default', currentDatabase(), tasks)",
+    "SELECT * FROM executable('id', 'TSV', 'a String')",
+    "SELECT * FROM input('a String')",
+    "SELECT aiGenerate('x')",
+    "SELECT memory_key FROM memory WHERE memory_key IN ('k-deleted') SETTINGS final = 0, apply_row_policy_after_final = 0",
+    "SELECT kind FROM tasks SETTINGS send_logs_level = 'trace'",
+    "SELECT kind FROM tasks SETTINGS use_query_condition_cache = 1",
+    "SELECT kind FROM tasks SETTINGS max_threads = 256",
+    "SELECT kind FROM tasks SETTINGS log_queries_cut_to_length = 100000, log_formatted_queries = 1",
+    "SELECT kind FROM tasks SETTINGS SQL_loom_org = '{org_b}', SQL_loom_ns = '{ns_b}'",
+    "SELECT kind FROM tasks SETTINGS custom_loom_org = '{org_b}', custom_loom_ns = '{ns_b}'",
+    "SELECT kind FROM tasks SETTINGS SQL_loom_org = 5",
+    "SELECT kind FROM tasks SETTINGS SQL_loom_ns = [1, 2]",
+    "SELECT kind FROM tasks SETTINGS SQL_loom_exp = 'not a number'",
+    "SELECT kind FROM tasks SETTINGS readonly = 0",
+    "SELECT kind FROM tasks SETTINGS use_query_cache = 1",
+    "SELECT kind FROM tasks SETTINGS max_execution_time = 100000",
+    "INSERT INTO tasks (org, task_id) VALUES ('x', 'y')",
+    "ALTER TABLE tasks DELETE WHERE 1",
+    "CREATE TEMPORARY TABLE t (a Int8)",
+    "SELECT * FROM analysis_secrets",
+    "SELECT * FROM analysis_canary",
+    "SELECT toUInt64(kind) FROM tasks",
+    "SELECT kind FROM tasks WHERE toUInt64(kind) > 0",
+    "SELECT kind FROM tasks PREWHERE toUInt64(kind) > 0 SETTINGS short_circuit_function_evaluation = 'disable'",
+    "SELECT kind FROM tasks SETTINGS format_display_secrets_in_show_and_select = 1",
+]
+
+
+@pytest.mark.parametrize("template", REFUSED_OR_EMPTY)
+async def test_each_case_is_refused_or_returns_no_canary(world: World, template: str) -> None:
+    sql = template.format(org_b=world.org_b, ns_a2=world.ns_a2, ns_b=world.ns_b, canary=world.canary_b)
+    r = await query(world, sql)
+    assert r.status_code in (200, 403, 422, 429), r.text
+    assert_no_canary(world, r)
+    if r.status_code == 200 and "memory" in sql:
+        assert r.json()["rows"] == []
+
+
+async def test_a_namespace_outside_the_token_is_refused(world: World) -> None:
+    r = await query(world, "SELECT kind FROM tasks", namespaces=[world.ns_a2])
+    assert r.status_code == 403, r.text
+
+
+async def test_deleted_and_superseded_memory_versions_stay_hidden(world: World) -> None:
+    r = await query(world, "SELECT memory_key, memory_type FROM memory WHERE memory_key LIKE 'k-%' ORDER BY memory_key")
+    assert r.status_code == 200, r.text
+    assert r.json()["rows"] == [["k-superseded", "v2"]]
+
+
+async def test_both_orgs_statements_at_once_each_read_their_own(world: World) -> None:
+    a, b = await asyncio.gather(query(world, "SELECT kind FROM tasks"), query(world, "SELECT kind FROM tasks", token=world.token_b))
+    assert a.json()["rows"] == [["review"]]
+    assert b.json()["rows"] == [[world.canary_b]]
+
+
+async def test_the_same_text_with_the_query_cache_keeps_orgs_apart(world: World) -> None:
+    sql = "SELECT kind FROM tasks"
+    a = await query(world, sql)
+    b = await query(world, sql, token=world.token_b)
+    assert a.json()["rows"] == [["review"]] and b.json()["rows"] == [[world.canary_b]]
+
+
+async def test_a_cap_error_names_the_cap(world: World) -> None:
+    r = await query(world, "SELECT count() FROM numbers(1000000000000)")
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["detail"].get("cap") in ("max_rows_to_read", "max_execution_time")
+
+
+async def test_an_extra_grant_turns_the_probe_into_analysis_unavailable(world: World) -> None:
+    db = world.store.database
+    await world.store.execute(f"GRANT SELECT ON {db}.* TO loom_analyst")
+    try:
+        plane = world.plane()
+        await plane.analysis.check(write=False)
+        assert plane.analysis.state == "unavailable"
+        r = await query(world, "SELECT kind FROM tasks")
+        assert r.status_code == 503 and r.json()["error"]["code"] == "ANALYSIS_UNAVAILABLE"
+        assert "loom_" not in r.json()["error"]["message"]
+        # the write repairs it
+        await plane.analysis.check(write=True)
+        assert plane.analysis.state == "ready", plane.analysis.reason
+    finally:
+        await world.store.execute(f"REVOKE SELECT ON {db}.* FROM loom_analyst")
+        await world.plane().analysis.check(write=True)
+
+
+async def test_a_dropped_policy_turns_the_probe_into_analysis_unavailable(world: World) -> None:
+    db = world.store.database
+    await world.store.execute(f"DROP ROW POLICY loom_analyst_scope ON {db}.task_events")
+    plane = world.plane()
+    try:
+        await plane.analysis.check(write=False)
+        assert plane.analysis.state == "unavailable"
+    finally:
+        await plane.analysis.check(write=True)
+        assert plane.analysis.state == "ready", plane.analysis.reason
+
+
+async def test_a_permissive_policy_loom_did_not_write_is_reported_and_never_written_over(world: World) -> None:
+    db = world.store.database
+    await world.store.execute(f"CREATE ROW POLICY stranger ON {db}.tasks AS PERMISSIVE FOR SELECT USING 1 TO loom_analyst")
+    plane = world.plane()
+    try:
+        # The analyst's restrictive policy still bounds it (restrictive AND permissive), so the
+        # statement reads only its scope; a write refuses and names the stranger.
+        r = await query(world, "SELECT kind FROM tasks")
+        assert r.json()["rows"] == [["review"]]
+        from loom_insights.service.provisioning import ProvisionRefused
+
+        with pytest.raises(ProvisionRefused, match="stranger"):
+            await plane.analysis.provisioner().write("setup")
+    finally:
+        await world.store.execute(f"DROP ROW POLICY stranger ON {db}.tasks")
+        await plane.analysis.check(write=True)
+
+
+async def test_the_statement_text_and_the_key_stay_out_of_the_query_log(world: World) -> None:
+    marker = f"marker_{uuid.uuid4().hex[:8]}"
+    r = await query(world, f"SELECT '{marker}' AS m, kind FROM tasks")
+    assert r.status_code == 200, r.text
+    await world.store.execute("SYSTEM FLUSH LOGS")
+    rows = await world.store.query(
+        "SELECT count() AS n FROM system.query_log WHERE user = 'loom_analyst' AND (query LIKE {m:String} OR formatted_query LIKE {m:String})",
+        {"m": f"%{marker}%"},
+    )
+    assert int(rows[0]["n"]) == 0
+
+
+async def test_a_statement_run_while_a_write_replaces_the_policies_reads_the_right_rows(world: World) -> None:
+    plane = world.plane()
+    write = asyncio.create_task(plane.analysis.provisioner().write("setup"))
+    answers = []
+    while not write.done():
+        answers.append(await query(world, "SELECT kind FROM tasks"))
+    await write
+    answers.append(await query(world, "SELECT kind FROM tasks"))
+    for r in answers:
+        assert r.status_code in (200, 503), r.text
+        if r.status_code == 200:
+            assert r.json()["rows"] == [["review"]]
+        assert_no_canary(world, r)
+    assert answers[-1].status_code == 200
+
+
+async def test_a_revoked_token_stops_new_calls(world: World) -> None:
+    async with world.client(world.viewer_a) as c:
+        minted = await c.post("/v1/token.mint", json={"roles": {world.ns_a: "viewer"}, "ttl_seconds": 600})
+    assert minted.status_code == 200, minted.text
+    token = minted.json()["token"]
+    assert (await query(world, "SELECT kind FROM tasks", token=token)).status_code == 200
+    async with world.client(token) as c:
+        r = await c.post("/v1/token.revoke", json={"token_id": minted.json()["token_id"]})
+    assert r.status_code == 200, r.text
+    r = await query(world, "SELECT kind FROM tasks", token=token)
+    assert r.status_code == 401, r.text
+
+
+async def test_an_erased_memory_is_gone_from_the_next_statement(world: World) -> None:
+    await world.store.execute(
+        "INSERT INTO {db}.memory (org, namespace, memory_key, memory_type, value, version, created_at, updated_at, tombstoned_at)"
+        " VALUES ({o:String}, {n:String}, 'k-to-erase', 'fact', 'x', 1, now64(6), now64(6), NULL)",
+        {"o": world.org_a, "n": world.ns_a},
+    )
+    sql = "SELECT memory_key FROM memory WHERE memory_key = 'k-to-erase'"
+    assert (await query(world, sql)).json()["rows"] == [["k-to-erase"]]
+    await world.store.execute(
+        "ALTER TABLE {db}.memory UPDATE tombstoned_at = now64(6) WHERE memory_key = 'k-to-erase' SETTINGS mutations_sync = 2"
+    )
+    assert (await query(world, sql)).json()["rows"] == []

@@ -1,0 +1,189 @@
+"""What chDB can prove of the analysis boundary, proven for real.
+
+chDB enforces grants, row filters, CONST/MAX constraints and readonly for its `default` user as
+a generated users.xml declares them, so the analyst's entity set (the same signed predicate and
+profile pins the server gets, generated from the allowlist) runs as that persona in a separate
+process over Loom's real tables. Two subprocesses in all: one builds the fixture, one runs
+every case (persona_cases.py); each test reads its case's answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).parent
+SCRIPT = HERE / "persona_cases.py"
+
+
+@pytest.fixture(scope="module")
+def answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    where = tmp_path_factory.mktemp("persona")
+    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    for mode in ("build", "cases"):
+        proc = subprocess.run([sys.executable, str(SCRIPT), mode, str(where)], capture_output=True, text=True, timeout=120, env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    return dict(json.loads(proc.stdout))
+
+
+def rows(answers: dict[str, Any], case: str) -> list[Any]:
+    got = answers[case]
+    assert "rows" in got, f"{case} was refused: {got.get('error')}"
+    return list(got["rows"])
+
+
+def refused(answers: dict[str, Any], case: str, *codes: str) -> str:
+    got = answers[case]
+    assert "error" in got, f"{case} was not refused: {got.get('rows')}"
+    assert got["error"].split()[0] in codes, f"{case}: {got['error']}"
+    return str(got["text"])
+
+
+def test_a_signed_scope_reads_its_own_rows_at_their_latest_version(answers: dict[str, Any]) -> None:
+    assert rows(answers, "own_tasks") == [["t-a1", "done", 2]]
+    assert rows(answers, "own_ledger") == [["org-a", "task.create"]]
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["other_org_filter", "namespace_outside_token", "join_same_table"],
+)
+def test_another_org_or_namespace_reads_nothing(answers: dict[str, Any], case: str) -> None:
+    assert rows(answers, case) == []
+
+
+def test_subquery_union_and_throwif_never_see_the_other_org(answers: dict[str, Any]) -> None:
+    assert rows(answers, "subquery_same_table") == [[0]]
+    assert rows(answers, "union_all") == [["t-a1"]]
+    assert rows(answers, "throwif_other_org") == [[0]]
+
+
+def test_the_wrapper_ends_a_trailing_comment_and_cannot_be_left(answers: dict[str, Any]) -> None:
+    assert rows(answers, "trailing_comment") == [["t-a1"]]
+    for case in ("leave_wrapper", "insert_wrapped", "explain_leaving_wrapper", "kill_query"):
+        refused(answers, case, "62")
+
+
+def test_view_reads_through_the_policy_and_input_is_refused(answers: dict[str, Any]) -> None:
+    assert rows(answers, "view_function") == [["t-a1", "org-a"]]
+    refused(answers, "input_function", "477")
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "forged_signature",
+        "expired_signature",
+        "lifted_signature",
+        "renamed_scope_org",
+        "renamed_scope_ns",
+        "statement_renames_scope",
+        "scope_value_malformed",
+        "unsigned",
+    ],
+)
+def test_a_signature_that_is_not_the_scopes_reads_nothing(answers: dict[str, Any], case: str) -> None:
+    assert rows(answers, case) == []
+
+
+def test_a_scope_value_set_to_a_number_raises_no_error(answers: dict[str, Any]) -> None:
+    # The statement's own SETTINGS apply only inside the subquery, and the policy reads every
+    # setting through toString: no error, whose text would quote the policy.
+    assert "rows" in answers["scope_value_number"]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "column_outside_allowlist",
+        "ledger_args",
+        "memory_value",
+        "secrets_table",
+        "system_row_policies",
+        "system_users",
+        "show_create_table",
+        "file_function",
+        "url_function",
+        "remote_function",
+        "executable_function",
+        "s3_function",
+        "merge_function",
+        "merge_tree_index",
+        "explain_wrapped",
+        "describe",
+        "insert",
+        "alter",
+        "create_temporary_table",
+    ],
+)
+def test_the_boundary_refuses(answers: dict[str, Any], case: str) -> None:
+    refused(answers, case, "497", "164")
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "max_threads = 64",
+        "max_execution_time = 1000",
+        "max_rows_to_read = 1000000000",
+        "max_result_rows = 100000000",
+        "max_memory_usage = 100000000000",
+        "use_query_cache = 1",
+        "use_query_condition_cache = 1",
+        "send_logs_level = 'trace'",
+        "final = 0",
+        "apply_row_policy_after_final = 0",
+        "readonly = 0",
+        "log_queries_cut_to_length = 100000",
+        "log_formatted_queries = 1",
+        "format_display_secrets_in_show_and_select = 1",
+        "result_overflow_mode = 'break'",
+    ],
+)
+def test_a_widening_settings_clause_is_refused(answers: dict[str, Any], setting: str) -> None:
+    refused(answers, f"top:{setting}", "452", "164")
+
+
+def test_a_lower_max_threads_is_admitted(answers: dict[str, Any]) -> None:
+    assert rows(answers, "top:lower_max_threads") == [["t-a1"]]
+
+
+def test_settings_inside_the_wrapper_widen_nothing(answers: dict[str, Any]) -> None:
+    refused(answers, "wrapped:max_rows_to_read", "158")
+    assert rows(answers, "wrapped:final_off") == [["k-live", 1], ["k-superseded", 2]]
+    assert rows(answers, "wrapped:query_cache_first_org") == [["t-a1"]]
+    assert rows(answers, "wrapped:query_cache_second_org") == [["t-b1"]]
+
+
+def test_tombstoned_erased_and_superseded_versions_stay_hidden_under_final(answers: dict[str, Any]) -> None:
+    # k-deleted: latest version a tombstone; k-erased: every version tombstoned in place;
+    # k-superseded: version 1 replaced by version 2. Only the latest live versions show.
+    assert rows(answers, "memory_live_keys") == [["k-live", "fact", 1], ["k-superseded", "new", 2]]
+
+
+def test_the_canary_reads_only_in_the_reserved_scope(answers: dict[str, Any]) -> None:
+    assert rows(answers, "canary_reserved_scope") == [[1]]
+    assert rows(answers, "canary_request_scope") == [[0]]
+    assert rows(answers, "reserved_scope_counts_tasks") == [[0]]
+
+
+def test_conditional_tables_are_generated_only_where_they_exist(answers: dict[str, Any]) -> None:
+    # The fixture has a memory table but no decision_records table.
+    tables = rows(answers, "_tables")
+    assert "memory" in tables and "decision_records" not in tables
+
+
+def test_no_error_text_names_the_key_or_its_pads(answers: dict[str, Any]) -> None:
+    secrets = [s.lower() for s in rows(answers, "_secrets")]
+    texts = [str(v.get("text", "")).lower() for k, v in answers.items() if isinstance(v, dict) and "error" in v]
+    assert texts
+    for text in texts:
+        for s in secrets:
+            assert s not in text
+            assert s[:32] not in text
