@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .store import Migration, Store, ch_time
 
@@ -115,18 +115,32 @@ def exposure_rows(ctx: CallContext, keys: Iterable[str], *, kind: str = "memory"
     return rows
 
 
-async def write_exposures(runtime: Any, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Insert exposure rows and hand them to this replica's policy gate (if it reads them)."""
+class ExposureSink(Protocol):
+    """Where exposure rows go: the store, and this replica's gate (the runtime is one)."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def gate(self) -> object: ...
+
+
+async def write_exposures(sink: ExposureSink, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert exposure rows and hand them to this replica's policy gate (if it reads them).
+
+    Callers: the decisions plane's key-returning reads (memory.get/list/search,
+    decision.precedents/chain) when LOOM_MEMORY_EXPOSURE_LEDGER_ENABLED."""
     if not rows:
         return
-    await runtime.store.insert(TABLE, rows)
-    observe = getattr(runtime.gate, "observe_exposures", None)
+    await sink.store.insert(TABLE, rows)
+    observe = getattr(sink.gate, "observe_exposures", None)
     if observe is not None:
         observe(rows)
 
 
 async def set_live_rows(store: Store, org: str, namespace: str, kind: str, count: int) -> None:
-    """The owning plane publishes how many live rows of `kind` a namespace holds."""
+    """The owning plane publishes how many live rows of `kind` a namespace holds (the decisions
+    plane after each memory write that makes a row live or not)."""
     now = time.time()
     await store.insert(
         LIVE_TABLE,

@@ -14,6 +14,7 @@ EXPECTED = [
     "Agent",
     "AuthError",
     "ConflictError",
+    "DecisionsClient",
     "FenceStaleError",
     "ForbiddenError",
     "LockedError",

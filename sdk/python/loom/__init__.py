@@ -28,6 +28,7 @@ from ._errors import (
     ValidationError,
 )
 from ._ops import Ops
+from .decisions import DecisionsClient
 from .policy import PolicyClient
 from .tasks import TasksClient
 
@@ -37,6 +38,7 @@ __all__ = [
     "Agent",
     "AuthError",
     "ConflictError",
+    "DecisionsClient",
     "FenceStaleError",
     "ForbiddenError",
     "LockedError",

@@ -58,6 +58,152 @@ class AuthOps:
         return await self._caller.call("auth.whoami")
 
 
+class DecisionOps:
+    """The ``decision.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def calibration(
+        self,
+        *,
+        namespace: str | None = None,
+        window_days: int | None = None,
+        agent: str | None = None,
+        category: str | None = None,
+    ) -> dict[str, Any]:
+        """Per agent and category: stated confidence against realized success over a window (counts, Brier score).
+
+        Calls ``decision.calibration``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "decision.calibration",
+            namespace=namespace,
+            window_days=window_days,
+            agent=agent,
+            category=category,
+        )
+
+    async def chain(
+        self,
+        *,
+        namespace: str | None = None,
+        memory_key: str | None = None,
+        direction: str | None = None,
+        max_hops: int | None = None,
+    ) -> dict[str, Any]:
+        """Walk causal edges upstream, downstream or both, up to 4 hops; nodes carry each decision's stage.
+
+        Calls ``decision.chain``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "decision.chain",
+            namespace=namespace,
+            memory_key=memory_key,
+            direction=direction,
+            max_hops=max_hops,
+        )
+
+    async def outcome(
+        self,
+        *,
+        namespace: str | None = None,
+        memory_key: str | None = None,
+        realized_outcome: str | None = None,
+        success: bool | None = None,
+    ) -> dict[str, Any]:
+        """Record realized_outcome and success; credit or charge the memories the deciding run relied on.
+
+        Calls ``decision.outcome``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "decision.outcome",
+            namespace=namespace,
+            memory_key=memory_key,
+            realized_outcome=realized_outcome,
+            success=success,
+        )
+
+    async def precedents(
+        self,
+        *,
+        namespace: str | None = None,
+        query: str | None = None,
+        category: str | None = None,
+        with_outcome_only: bool | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """Semantic search over past decisions (at most 25), optionally by category or with_outcome_only.
+
+        Calls ``decision.precedents``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "decision.precedents",
+            namespace=namespace,
+            query=query,
+            category=category,
+            with_outcome_only=with_outcome_only,
+            limit=limit,
+        )
+
+    async def record(
+        self,
+        *,
+        namespace: str | None = None,
+        category: str | None = None,
+        scenario: str | None = None,
+        reasoning: str | None = None,
+        outcome: str | None = None,
+        alternatives: list[str] | None = None,
+        confidence: float | None = None,
+        caused_by: list[str] | None = None,
+        influenced_by: list[str] | None = None,
+        stage: str | None = None,
+        files: list[str] | None = None,
+        source_resource_id: str | None = None,
+        source_class: str | None = None,
+        tags: list[str] | None = None,
+        run_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Record a decision (category + scenario identify it) and its causal edges; answers memory_key, created, superseded_prior, restated.
+
+        Calls ``decision.record``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "decision.record",
+            namespace=namespace,
+            category=category,
+            scenario=scenario,
+            reasoning=reasoning,
+            outcome=outcome,
+            alternatives=alternatives,
+            confidence=confidence,
+            caused_by=caused_by,
+            influenced_by=influenced_by,
+            stage=stage,
+            files=files,
+            source_resource_id=source_resource_id,
+            source_class=source_class,
+            tags=tags,
+            run_id=run_id,
+        )
+
+
 class GrantsOps:
     """The ``grants.*`` ops."""
 
@@ -311,6 +457,8 @@ class InboxOps:
 
 class InsightsOps:
     """The ``insights.*`` ops."""
+class MemoryOps:
+    """The ``memory.*`` ops."""
 
     def __init__(self, caller: OpCaller) -> None:
         self._caller = caller
@@ -323,6 +471,18 @@ class InsightsOps:
         """The tables, columns, types and comments insights.query can read, with the notes a correct query needs.
 
         Calls ``insights.catalog``.
+    async def delete(
+        self,
+        *,
+        namespace: str | None = None,
+        key: str | None = None,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Tombstone a row; deleting the writer's decision row retires its record.
+
+        Calls ``memory.delete``.
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
@@ -342,6 +502,27 @@ class InsightsOps:
         """Run one read-only SQL statement over Loom's allowlisted metadata tables (see insights.catalog); rows are capped.
 
         Calls ``insights.query``.
+            "memory.delete",
+            namespace=namespace,
+            key=key,
+            agent_id=agent_id,
+            user_id=user_id,
+            session_id=session_id,
+        )
+
+    async def delete_version(
+        self,
+        *,
+        namespace: str | None = None,
+        key: str | None = None,
+        version: int | None = None,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Delete one version of a row; deleting the live version of the writer's decision row retires its record.
+
+        Calls ``memory.delete_version``.
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
@@ -351,6 +532,280 @@ class InsightsOps:
             namespace=namespace,
             sql=sql,
             namespaces=namespaces,
+            "memory.delete_version",
+            namespace=namespace,
+            key=key,
+            version=version,
+            agent_id=agent_id,
+            user_id=user_id,
+            session_id=session_id,
+        )
+
+    async def get(
+        self,
+        *,
+        namespace: str | None = None,
+        key: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> dict[str, Any]:
+        """One live row by key (the newest identity's unless user_id / session_id / agent_id pick one).
+
+        Calls ``memory.get``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.get",
+            namespace=namespace,
+            key=key,
+            user_id=user_id,
+            session_id=session_id,
+            agent_id=agent_id,
+        )
+
+    async def history(
+        self,
+        *,
+        namespace: str | None = None,
+        key: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Every version of a key's rows, and the versions of the decision record under it.
+
+        Calls ``memory.history``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.history",
+            namespace=namespace,
+            key=key,
+            user_id=user_id,
+            session_id=session_id,
+            agent_id=agent_id,
+        )
+
+    async def list(
+        self,
+        *,
+        namespace: str | None = None,
+        memory_type: str | None = None,
+        tag: str | None = None,
+        prefix: str | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """Live rows of the namespace, by memory_type, tag or key prefix.
+
+        Calls ``memory.list``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.list",
+            namespace=namespace,
+            memory_type=memory_type,
+            tag=tag,
+            prefix=prefix,
+            limit=limit,
+        )
+
+    async def lock(
+        self,
+        *,
+        namespace: str | None = None,
+        key: str | None = None,
+        ttl_seconds: int | None = None,
+    ) -> dict[str, Any]:
+        """Lock a key's value for ttl_seconds: writes to it answer 423 LOCKED until the lock ends or is released.
+
+        Calls ``memory.lock``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.lock",
+            namespace=namespace,
+            key=key,
+            ttl_seconds=ttl_seconds,
+        )
+
+    async def pin(
+        self,
+        *,
+        namespace: str | None = None,
+        key: str | None = None,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Pin a row: its writer's different decision is refused (409 PINNED_CONFLICT) until it is unpinned.
+
+        Calls ``memory.pin``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.pin",
+            namespace=namespace,
+            key=key,
+            agent_id=agent_id,
+            user_id=user_id,
+            session_id=session_id,
+        )
+
+    async def restore(
+        self,
+        *,
+        namespace: str | None = None,
+        key: str | None = None,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Revive a deleted row with its last value (a retired decision record stays retired).
+
+        Calls ``memory.restore``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.restore",
+            namespace=namespace,
+            key=key,
+            agent_id=agent_id,
+            user_id=user_id,
+            session_id=session_id,
+        )
+
+    async def search(
+        self,
+        *,
+        namespace: str | None = None,
+        query: str | None = None,
+        memory_type: str | None = None,
+        tag: str | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """Semantic search over live rows (cosine over embeddings), optionally by memory_type or tag.
+
+        Calls ``memory.search``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.search",
+            namespace=namespace,
+            query=query,
+            memory_type=memory_type,
+            tag=tag,
+            limit=limit,
+        )
+
+    async def unlock(
+        self,
+        *,
+        namespace: str | None = None,
+        key: str | None = None,
+    ) -> dict[str, Any]:
+        """Release a key's lock (its holder, or an admin).
+
+        Calls ``memory.unlock``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.unlock",
+            namespace=namespace,
+            key=key,
+        )
+
+    async def unpin(
+        self,
+        *,
+        namespace: str | None = None,
+        key: str | None = None,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Unpin a row (admin).
+
+        Calls ``memory.unpin``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.unpin",
+            namespace=namespace,
+            key=key,
+            agent_id=agent_id,
+            user_id=user_id,
+            session_id=session_id,
+        )
+
+    async def update_by_id(
+        self,
+        *,
+        namespace: str | None = None,
+        memory_id: str | None = None,
+        value: str | None = None,
+        tags: builtins.list[str] | None = None,
+        set_tags: bool | None = None,
+        if_value_hash: str | None = None,
+    ) -> dict[str, Any]:
+        """Revise a row by memory_id (value and/or tags), optionally conditional on the value's hash.
+
+        Calls ``memory.update_by_id``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.update_by_id",
+            namespace=namespace,
+            memory_id=memory_id,
+            value=value,
+            tags=tags,
+            set_tags=set_tags,
+            if_value_hash=if_value_hash,
+        )
+
+    async def verify(
+        self,
+        *,
+        namespace: str | None = None,
+        key: str | None = None,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Attest a row's current value; a later write takes effect and the attestation reads stale until verified again.
+
+        Calls ``memory.verify``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.verify",
+            namespace=namespace,
+            key=key,
+            agent_id=agent_id,
+            user_id=user_id,
+            session_id=session_id,
         )
 
 
@@ -1174,10 +1629,12 @@ class Ops:
 
     assistant: AssistantOps
     auth: AuthOps
+    decision: DecisionOps
     grants: GrantsOps
     help: HelpOps
     inbox: InboxOps
     insights: InsightsOps
+    memory: MemoryOps
     namespace: NamespaceOps
     policy: PolicyOps
     sa: SaOps
@@ -1187,10 +1644,12 @@ class Ops:
     def __init__(self, caller: OpCaller) -> None:
         self.assistant = AssistantOps(caller)
         self.auth = AuthOps(caller)
+        self.decision = DecisionOps(caller)
         self.grants = GrantsOps(caller)
         self.help = HelpOps(caller)
         self.inbox = InboxOps(caller)
         self.insights = InsightsOps(caller)
+        self.memory = MemoryOps(caller)
         self.namespace = NamespaceOps(caller)
         self.policy = PolicyOps(caller)
         self.sa = SaOps(caller)

@@ -1,0 +1,240 @@
+"""decision.precedents latency with 10^5 decisions in one namespace, beside an exact NumPy cosine
+top-25 over the same vectors in the same run, and the recall of our results against it.
+
+    .venv/bin/python bench/decisions.py [-n 100000] [--queries 200] [--json]
+
+The vectors are SYNTHETIC: embedding 10^5 statements with the local model on this shared
+2-core machine would take longer than the bench should, so the decisions get 384-dimension
+unit vectors drawn around 2,000 random topic centres (a decision is its topic plus noise), and
+each query is a stored decision's vector perturbed as a paraphrase would be. They are written
+straight into the plane's tables (memory_rows, memory_vectors, decision_records) through
+Parquet, then `DecisionOps.precedents` runs as the op does, minus the query's embedding: the
+embedder is handed the query vector (the local model's own per-query cost is measured apart
+and printed, so the op's total is the sum). Two modes of the same search:
+
+- exact: cosineDistance over the namespace's rows in ClickHouse (skip indexes off), the path a
+  namespace under LOOM_MEMORY_VECTOR_INDEX_MIN_ROWS takes;
+- hnsw: the vector_similarity HNSW index (post-filtered, with the exact fallback), the path of
+  a larger namespace.
+
+Baseline: NumPy `M @ q` + argpartition over the same float32 matrix, in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench._machine import machine  # noqa: E402
+
+ORG, NS = "bench-org", "bench-ns"
+TOPICS = 2000
+DIMS = 384
+K = 25
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def synthetic(n: int, queries: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    centres = unit(rng.standard_normal((TOPICS, DIMS)))
+    topic = rng.integers(0, TOPICS, n)
+    docs = unit(centres[topic] + 0.08 * rng.standard_normal((n, DIMS)))
+    picks = rng.integers(0, n, queries)
+    qs = unit(docs[picks] + 0.06 * rng.standard_normal((queries, DIMS)))
+    return docs, qs
+
+
+def pct(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
+
+
+async def load(store: Any, docs: np.ndarray, tmp: Path) -> float:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from loom_core.store import ch_time
+
+    n = len(docs)
+    now = ch_time()
+    keys = [f"decision/bench/scenario-{i}" for i in range(n)]
+    tags = [["decision:category:bench"]] * n
+    t0 = time.perf_counter()
+    vec = pa.table(
+        {
+            "org": [ORG] * n,
+            "namespace": [NS] * n,
+            "key": keys,
+            "agent": ["bench"] * n,
+            "user": [""] * n,
+            "session": [""] * n,
+            "version": pa.array([1] * n, pa.uint64()),
+            "memory_type": ["decision"] * n,
+            "tags": tags,
+            "live": pa.array([1] * n, pa.uint8()),
+            "embedding": pa.FixedSizeListArray.from_arrays(pa.array(docs.reshape(-1), pa.float32()), DIMS).cast(pa.list_(pa.float32())),
+        }
+    )
+    rows = pa.table(
+        {
+            "org": [ORG] * n,
+            "namespace": [NS] * n,
+            "key": keys,
+            "agent": ["bench"] * n,
+            "user": [""] * n,
+            "session": [""] * n,
+            "memory_id": [f"m{i}" for i in range(n)],
+            "version": pa.array([1] * n, pa.uint64()),
+            "value": [f"scenario {i}. Decided option {i % 7} because reason {i}." for i in range(n)],
+            "value_hash": [""] * n,
+            "memory_type": ["decision"] * n,
+            "tags": tags,
+            "status": ["active"] * n,
+        }
+    )
+    recs = pa.table(
+        {
+            "org": [ORG] * n,
+            "namespace": [NS] * n,
+            "key": keys,
+            "version": pa.array([1] * n, pa.uint64()),
+            "record_version": pa.array([1] * n, pa.uint64()),
+            "status": ["active"] * n,
+            "category": ["bench"] * n,
+            "scenario": [f"scenario {i}" for i in range(n)],
+            "outcome": [f"option {i % 7}" for i in range(n)],
+            "reasoning": [f"reason {i}" for i in range(n)],
+            "agent": ["bench"] * n,
+        }
+    )
+    for name, table in (("memory_vectors", vec), ("memory_rows", rows), ("decision_records", recs)):
+        path = tmp / f"{name}.parquet"
+        pq.write_table(table, path)
+        cols = ", ".join(table.column_names)
+        extra = {"memory_rows": ", ts", "decision_records": ", recorded_at, ts"}.get(name, "")
+        fill = {"memory_rows": f", '{now}'", "decision_records": f", '{now}', '{now}'"}.get(name, "")
+        await store.execute(f"INSERT INTO {{db}}.{name} ({cols}{extra}) SELECT {cols}{fill} FROM file('{path}', Parquet)")
+    return time.perf_counter() - t0
+
+
+class QueryVector:
+    """The bench's embedder model: hands back the query vector set for the next call."""
+
+    dimensions = DIMS
+
+    def __init__(self) -> None:
+        self.next: np.ndarray = np.zeros((1, DIMS), np.float32)
+
+    async def embed(self, texts: Any) -> np.ndarray:
+        return self.next.reshape(1, DIMS)
+
+    async def close(self) -> None:
+        return None
+
+
+async def run(n: int, queries: int, seed: int) -> dict[str, Any]:
+    from loom_core.settings import Settings
+    from loom_core.store import run_migrations
+    from loom_core.store.embedded import EmbeddedStore
+    from loom_decisions.service.decisions import DecisionOps
+    from loom_decisions.service.embedding import Embedder, LocalModel
+    from loom_decisions.service.rows import Deps, Rows
+    from loom_decisions.store.schema import migrations
+
+    tmp = Path(tempfile.mkdtemp(prefix="loom-bench-decisions-"))
+    store = EmbeddedStore.open(tmp / "chdb", "loom_bench")
+    await run_migrations(store, migrations(DIMS))
+    docs, qs = synthetic(n, queries, seed)
+    load_s = await load(store, docs, tmp)
+
+    # The exact baseline, same vectors, same process.
+    exact: list[np.ndarray] = []
+    np_ms: list[float] = []
+    for q in qs:
+        t = time.perf_counter()
+        sims = docs @ q
+        top = np.argpartition(-sims, K)[:K]
+        top = top[np.argsort(-sims[top])]
+        np_ms.append((time.perf_counter() - t) * 1000)
+        exact.append(top)
+
+    out: dict[str, Any] = {
+        "n": n,
+        "queries": queries,
+        "load_seconds": round(load_s, 1),
+        "numpy": {"p50_ms": pct(np_ms, 50), "p99_ms": pct(np_ms, 99)},
+    }
+    ctx = SimpleNamespace(org=ORG, namespace=NS)
+    for mode, min_rows in (("exact", 10**12), ("hnsw", 1)):
+        settings = Settings(memory_exposure_ledger_enabled=False, memory_vector_index_min_rows=min_rows)  # type: ignore[call-arg]
+        model = QueryVector()
+        rows = Rows(Deps(settings=settings, store=store, leases=None, exposures=None, embedder=Embedder(model)))  # type: ignore[arg-type]
+        ops = DecisionOps(rows)
+        model.next = qs[0]
+        await ops.precedents(ctx, "warm-up", "", False, K)  # type: ignore[arg-type]
+        ms: list[float] = []
+        recall: list[float] = []
+        for q, want in zip(qs, exact, strict=True):
+            model.next = q
+            t = time.perf_counter()
+            got = await ops.precedents(ctx, "q", "", False, K)  # type: ignore[arg-type]
+            ms.append((time.perf_counter() - t) * 1000)
+            got_ids = {int(p["memory_key"].rsplit("-", 1)[1]) for p in got}
+            recall.append(len(got_ids & set(want.tolist())) / K)
+        out[mode] = {"p50_ms": pct(ms, 50), "p99_ms": pct(ms, 99), "recall_at_25": statistics.fmean(recall)}
+
+    local = LocalModel()
+    local.encode(["warm up the model"])
+    emb_ms = []
+    for i in range(30):
+        t = time.perf_counter()
+        local.encode([f"how long do we keep transcripts of case {i}?"])
+        emb_ms.append((time.perf_counter() - t) * 1000)
+    out["query_embedding"] = {"p50_ms": pct(emb_ms, 50), "p99_ms": pct(emb_ms, 99)}
+    await store.close()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", type=int, default=100_000)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    r = asyncio.run(run(a.n, a.queries, a.seed))
+    if a.json:
+        print(json.dumps(r, indent=2))
+        return 0
+    base = r["numpy"]["p50_ms"]
+    print(f"machine: {machine()}")
+    print(f"decisions in the namespace: {r['n']:,} (synthetic 384-d vectors), queries: {r['queries']}, load {r['load_seconds']} s")
+    print(f"numpy exact top-25      p50 {r['numpy']['p50_ms']:7.2f} ms  p99 {r['numpy']['p99_ms']:7.2f} ms  (baseline)")
+    for mode in ("exact", "hnsw"):
+        m = r[mode]
+        print(
+            f"precedents, {mode:5}       p50 {m['p50_ms']:7.2f} ms  p99 {m['p99_ms']:7.2f} ms  "
+            f"{m['p50_ms'] / base:6.1f}x numpy p50  recall@25 {m['recall_at_25']:.3f}"
+        )
+    e = r["query_embedding"]
+    print(f"query embedding (local) p50 {e['p50_ms']:7.2f} ms  p99 {e['p99_ms']:7.2f} ms  (add to the op's total)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

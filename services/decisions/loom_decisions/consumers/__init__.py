@@ -1,0 +1,1 @@
+"""Bus readers of the decisions plane (none yet: every write is synchronous)."""

@@ -1,0 +1,1 @@
+"""Pure rules of decisions and memory rows: no I/O."""

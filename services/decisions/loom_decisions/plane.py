@@ -1,0 +1,43 @@
+"""The decisions plane: `build(runtime)` for the runner (entry point `loom.planes: decisions`).
+
+It serves decision.* (DecisionService) and the memory.* ops their rows need (MemoryService),
+both in package loom.decisions.v1. Embeddings come from the local ONNX model or an
+OpenAI-compatible endpoint (LOOM_EMBEDDING_PROVIDER); the model loads on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from loom_core.runtime import Handler, Runtime
+from loom_core.store import Migration
+
+from .handlers import DecisionHandlers
+from .service.embedding import Embedder, build_embedder
+from .service.rows import Deps, Rows
+from .store.schema import migrations
+
+
+class DecisionsPlane:
+    name = "decisions"
+
+    def __init__(self, runtime: Runtime) -> None:
+        s = runtime.settings
+        self.migrations: Sequence[Migration] = migrations(s.embedding_dimensions)
+        self.catalog = runtime.catalog
+        self.embedder: Embedder = build_embedder(s)
+        self.rows = Rows(Deps(settings=s, store=runtime.store, leases=runtime.leases, exposures=runtime, embedder=self.embedder))
+        self.ops = DecisionHandlers(self.rows)
+
+    def handlers(self) -> dict[str, Handler]:
+        return self.ops.handlers(self.catalog)
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        await self.embedder.close()
+
+
+def build(runtime: Runtime) -> DecisionsPlane:
+    return DecisionsPlane(runtime)

@@ -1,0 +1,363 @@
+"""The decision.* use cases (spec 003, Decisions)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from loom_core.chain import CallContext
+from loom_core.errors import BadRequest, Conflict, ErrorCode, NotFound, invalid_field
+from loom_core.store import ch_time
+
+from ..domain.calibration import Scored, calibrate
+from ..domain.keys import MissingIdentity, decision_key
+from ..domain.statement import CATEGORY_TAG_PREFIX, PROPOSED_TAG, STAGES, DecisionText, LimitExceeded, decision_tags, excerpt, stage_of
+from ..store.memory import Ident
+from .rows import Rows, record_row
+
+PRECEDENTS_MAX = 25
+CHAIN_HOPS_MAX = 4
+DIRECTIONS = ("upstream", "downstream", "both")
+
+
+class DecisionOps:
+    def __init__(self, rows: Rows) -> None:
+        self.r = rows
+        self.mem = rows.mem
+        self.dec = rows.dec
+
+    # --- record
+
+    async def record(self, ctx: CallContext, req: dict[str, Any]) -> dict[str, Any]:
+        org, ns = ctx.org, ctx.namespace
+        stage = req.get("stage") or "decided"
+        if stage not in STAGES:
+            raise invalid_field("stage", "decided or proposed")
+        confidence = req.get("confidence")
+        if confidence is not None and not 0.0 <= confidence <= 1.0:
+            raise invalid_field("confidence", "between 0 and 1")
+        category = req.get("category", "").strip()
+        for name in ("category", "scenario", "outcome"):
+            if not str(req.get(name, "")).strip():
+                raise invalid_field(name, "required")
+        try:
+            key = decision_key(category, req["scenario"])
+            text = DecisionText.checked(
+                scenario=req["scenario"],
+                outcome=req["outcome"],
+                reasoning=req.get("reasoning", ""),
+                alternatives=list(req.get("alternatives", [])),
+                stage=stage,
+            )
+        except MissingIdentity as exc:
+            raise BadRequest(ErrorCode.MISSING_IDENTITY_FIELD, f"{exc.field} has no letter or digit", {"field": exc.field}) from None
+        except LimitExceeded as exc:
+            raise invalid_field(exc.field, f"longer than {exc.limit}") from None
+        statement = text.statement()
+        tags = decision_tags(list(req.get("tags", [])), category, stage)
+        ident = Ident(ctx.agent_label, ctx.user, ctx.session)
+        await self.r.refuse_if_locked(org, ns, key)
+        vec = await self.r.d.embedder.embed_one(excerpt(statement))
+
+        async with self.r.key_lock(org, ns, key):
+            own = await self.mem.head(org, ns, key, ident)
+            own_live = own is not None and own["status"] == "active"
+            rec = await self.dec.current(org, ns, key)
+            rec_active = rec is not None and rec["status"] == "active"
+            rec_is_own = rec_active and rec is not None and Ident(rec["agent"], rec["user"], rec["session"]) == ident
+            restated = own_live and own is not None and own["value"] == statement and own["memory_type"] == "decision"
+            if own_live and own is not None and own["pinned"] and not restated:
+                raise Conflict(
+                    ErrorCode.PINNED_CONFLICT,
+                    "the writer's decision row is pinned; an admin unpins it with memory.unpin first",
+                    {"key": key},
+                )
+            conflicts = await self._close_decisions(org, ns, key, vec)
+            row_fields: dict[str, Any] = {
+                "value": statement,
+                "memory_type": "decision",
+                "tags": tags,
+                "conflicts": conflicts,
+                "files": list(dict.fromkeys(req.get("files", []))),
+                "source_resource_id": req.get("source_resource_id", ""),
+                "source_class": req.get("source_class", ""),
+            }
+            base = own if own_live else None
+            if restated and own is not None:
+                row_fields["reinforcements"] = int(own["reinforcements"]) + 1
+            row = await self.r.append(org, ns, ctx, base, key=key, ident=ident, op="decision.record", embedding=vec, **row_fields)
+
+            superseded = False
+            if not (restated and rec_is_own):
+                superseded = rec_active
+                now = ch_time()
+                new_rec = {
+                    "key": key,
+                    "version": (int(rec["version"]) + 1) if rec is not None else 1,
+                    "status": "active",
+                    "category": category,
+                    "scenario": text.scenario,
+                    "reasoning": text.reasoning,
+                    "outcome": text.outcome,
+                    "alternatives": list(text.alternatives),
+                    "confidence": confidence,
+                    "caused_by": list(dict.fromkeys(req.get("caused_by", []))),
+                    "influenced_by": list(dict.fromkeys(req.get("influenced_by", []))),
+                    "run_id": req.get("run_id") or ctx.run_id,
+                    "agent": ident.agent,
+                    "user": ident.user,
+                    "session": ident.session,
+                    "realized_outcome": "",
+                    "success": None,
+                    "files": row_fields["files"],
+                    "source_resource_id": row_fields["source_resource_id"],
+                    "source_class": row_fields["source_class"],
+                    "tags": tags,
+                    "recorded_at": now,
+                    "outcome_at": None,
+                    "ts": now,
+                }
+                new_rec["record_version"] = new_rec["version"]
+                await self.dec.append(org, ns, new_rec)
+                edges = [(src, "caused_by") for src in new_rec["caused_by"]] + [(src, "influenced_by") for src in new_rec["influenced_by"]]
+                await self.dec.add_edges(org, ns, key, new_rec["version"], edges, now)
+        await self.r.publish_live(org, ns)
+        return {
+            "memory_key": key,
+            "created": not own_live,
+            "superseded_prior": superseded,
+            "restated": restated,
+            "conflicts": conflicts,
+            "stage": stage,
+            "statement": statement,
+            "version": row["version"],
+        }
+
+    async def _close_decisions(self, org: str, ns: str, key: str, vec: list[float]) -> list[str]:
+        """Decisions under other keys that read the same at or above the conflict threshold."""
+        hits = await self.mem.search(
+            org, ns, vec, memory_type="decision", limit=10, index_min_rows=self.r.d.settings.memory_vector_index_min_rows
+        )
+        threshold = self.r.d.settings.decision_conflict_threshold
+        return sorted({row["key"] for row, score in hits if row["key"] != key and score >= threshold})
+
+    # --- precedents
+
+    async def precedents(self, ctx: CallContext, query: str, category: str, with_outcome_only: bool, limit: int) -> list[dict[str, Any]]:
+        org, ns = ctx.org, ctx.namespace
+        if not query.strip():
+            raise invalid_field("query", "required")
+        if limit == 0:
+            limit = 10
+        if not 1 <= limit <= PRECEDENTS_MAX:
+            raise invalid_field("limit", f"between 1 and {PRECEDENTS_MAX}")
+        vec = await self.r.d.embedder.embed_one(excerpt(query))
+        tags = [CATEGORY_TAG_PREFIX + category] if category else []
+        fetch = limit * (8 if with_outcome_only else 3)
+        out: list[dict[str, Any]] = []
+        while True:
+            hits = await self.mem.search(
+                org, ns, vec, memory_type="decision", tags=tags, limit=fetch, index_min_rows=self.r.d.settings.memory_vector_index_min_rows
+            )
+            recs = await self.dec.current_many(org, ns, [row["key"] for row, _ in hits])
+            out = []
+            seen: set[str] = set()
+            for row, score in hits:
+                rec = recs.get(row["key"])
+                if rec is None or rec["status"] != "active" or row["key"] in seen:
+                    continue
+                if Ident(rec["agent"], rec["user"], rec["session"]) != Ident(row["agent"], row["user"], row["session"]):
+                    continue  # another identity's row: the record is its writer's
+                if with_outcome_only and not rec["realized_outcome"]:
+                    continue
+                seen.add(row["key"])
+                out.append(_precedent(rec, row, score))
+                if len(out) == limit:
+                    break
+            if len(out) >= limit or len(hits) < fetch or fetch >= 2000:
+                break
+            fetch *= 4
+        await self.r.exposed(ctx, [p["memory_key"] for p in out])
+        return out
+
+    # --- chain
+
+    async def chain(self, ctx: CallContext, key: str, direction: str, max_hops: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        org, ns = ctx.org, ctx.namespace
+        direction = direction or "both"
+        if direction not in DIRECTIONS:
+            raise invalid_field("direction", "upstream, downstream or both")
+        max_hops = max_hops or CHAIN_HOPS_MAX
+        if not 1 <= max_hops <= CHAIN_HOPS_MAX:
+            raise invalid_field("max_hops", f"between 1 and {CHAIN_HOPS_MAX}")
+        root = await self.dec.current(org, ns, key)
+        if root is None or root["status"] != "active":
+            raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no active decision under this key", {"memory_key": key})
+        hops: dict[str, int] = {key: 0}
+        edges: dict[tuple[str, str, str], dict[str, Any]] = {}
+        recs: dict[str, dict[str, Any]] = {key: root}
+        for upstream in [d == "upstream" for d in (["upstream", "downstream"] if direction == "both" else [direction])]:
+            frontier = [key]
+            for hop in range(1, max_hops + 1):
+                if not frontier:
+                    break
+                found = await self.dec.edges_touching(org, ns, frontier, upstream=upstream)
+                dsts = await self.dec.current_many(org, ns, [e["dst"] for e in found])
+                recs.update(dsts)
+                nxt: list[str] = []
+                for e in found:
+                    d = dsts.get(e["dst"])
+                    # An edge counts while the record that states it is the key's active one.
+                    if d is None or d["status"] != "active" or int(d["record_version"]) != int(e["dst_version"]):
+                        continue
+                    edges[(e["src"], e["dst"], e["kind"])] = {"from_key": e["src"], "to_key": e["dst"], "kind": e["kind"]}
+                    other = e["src"] if upstream else e["dst"]
+                    if other not in hops:
+                        hops[other] = hop
+                        nxt.append(other)
+                frontier = nxt
+        more = await self.dec.current_many(org, ns, [k for k in hops if k not in recs])
+        recs.update(more)
+        nodes = []
+        for k, h in sorted(hops.items(), key=lambda kv: (kv[1], kv[0])):
+            rec = recs.get(k)
+            is_decision = rec is not None and rec["status"] == "active"
+            node: dict[str, Any] = {"memory_key": k, "hops": h, "is_decision": is_decision}
+            if is_decision and rec is not None:
+                row = await self.mem.head(org, ns, k, Ident(rec["agent"], rec["user"], rec["session"]))
+                node.update(
+                    stage=stage_of(row["tags"] if row else [], rec["realized_outcome"]),
+                    category=rec["category"],
+                    scenario=rec["scenario"],
+                    outcome=rec["outcome"],
+                    realized_outcome=rec["realized_outcome"],
+                )
+            nodes.append(node)
+        await self.r.exposed(ctx, list(hops))
+        return nodes, list(edges.values())
+
+    # --- outcome
+
+    async def outcome(self, ctx: CallContext, key: str, realized: str, success: bool | None) -> dict[str, Any]:
+        org, ns = ctx.org, ctx.namespace
+        if not realized.strip():
+            raise invalid_field("realized_outcome", "required")
+        rec = await self.dec.current(org, ns, key)
+        if rec is None or rec["status"] != "active":
+            raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no active decision under this key", {"memory_key": key})
+        writer = Ident(rec["agent"], rec["user"], rec["session"])
+        read = await self.mem.head(org, ns, key, writer)
+        if read is None or read["status"] != "active":
+            raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "the decision's row is not live", {"memory_key": key})
+        try:
+            text = DecisionText.checked(
+                scenario=rec["scenario"],
+                outcome=rec["outcome"],
+                reasoning=rec["reasoning"],
+                alternatives=list(rec["alternatives"]),
+                realized=realized,
+                stage="decided",
+            )
+        except LimitExceeded as exc:
+            raise invalid_field(exc.field, f"longer than {exc.limit}") from None
+        statement = text.statement()
+        vec = await self.r.d.embedder.embed_one(excerpt(statement))
+        moved = Conflict(ErrorCode.PRECONDITION_FAILED, "the decision changed during the call; call again", {"memory_key": key})
+        async with self.r.conditional_write(org, ns, key, ctx.request_id), self.r.key_lock(org, ns, key):
+            row = await self.mem.head(org, ns, key, writer)
+            if row is None or int(row["version"]) != int(read["version"]) or row["value_hash"] != read["value_hash"]:
+                raise moved
+            if not await self._record_unmoved(org, ns, key, rec):
+                raise moved
+            tags = [t for t in row["tags"] if t != PROPOSED_TAG and not t.startswith(CATEGORY_TAG_PREFIX)]
+            tags = decision_tags(tags, rec["category"], "decided")
+            restated = row["value"] == statement
+            changes: dict[str, Any] = {"value": statement, "tags": tags, "pinned": int(read["pinned"])}
+            if restated:
+                changes["reinforcements"] = int(row["reinforcements"]) + 1
+            new_row = await self.r.append(org, ns, ctx, row, key=key, ident=writer, op="decision.outcome", embedding=vec, **changes)
+            if not await self._record_unmoved(org, ns, key, rec):
+                raise moved
+            verdict = success if success is not None else (None if rec["success"] is None else bool(rec["success"]))
+            now = ch_time()
+            await self.dec.append(
+                org,
+                ns,
+                {
+                    **record_row(rec),
+                    "version": int(rec["version"]) + 1,
+                    "realized_outcome": text.realized,
+                    "success": None if verdict is None else int(verdict),
+                    "outcome_at": now,
+                    "ts": now,
+                },
+            )
+        credited: list[str] = []
+        charged: list[str] = []
+        if success is not None and rec["run_id"]:
+            keys = [k for k in await self.dec.exposed_keys(org, ns, rec["run_id"]) if k != key]
+            await self.mem.add_feedback(
+                [
+                    {
+                        "org": org,
+                        "namespace": ns,
+                        "key": k,
+                        "decision_key": key,
+                        "run_id": rec["run_id"],
+                        "delta": 1 if success else -1,
+                        "ts": now,
+                    }
+                    for k in keys
+                ]
+            )
+            (credited if success else charged).extend(keys)
+        return {
+            "memory_key": key,
+            "realized_outcome": text.realized,
+            "success": verdict,
+            "stage": "decided",
+            "statement": statement,
+            "version": new_row["version"],
+            "credited": credited,
+            "charged": charged,
+            "restated": restated,
+        }
+
+    async def _record_unmoved(self, org: str, ns: str, key: str, rec: dict[str, Any]) -> bool:
+        now = await self.dec.current(org, ns, key)
+        return now is not None and int(now["version"]) == int(rec["version"]) and now["status"] == "active"
+
+    # --- calibration
+
+    async def calibration(self, ctx: CallContext, window_days: int, agent: str, category: str) -> dict[str, Any]:
+        window_days = window_days or 90
+        if not 1 <= window_days <= 3650:
+            raise invalid_field("window_days", "between 1 and 3650")
+        since = ch_time(datetime.now(UTC) - timedelta(days=window_days))
+        rows = await self.dec.scored(ctx.org, ctx.namespace, since, agent, category)
+        scored = [
+            Scored(r["agent"], r["category"], float(r["confidence"]), bool(r["success"]))
+            for r in rows
+            if r["confidence"] is not None and r["success"] is not None
+        ]
+        return {"rows": calibrate(scored), "window_days": window_days, "unscored": len(rows) - len(scored)}
+
+
+def _precedent(rec: dict[str, Any], row: dict[str, Any], score: float) -> dict[str, Any]:
+    return {
+        "memory_key": rec["key"],
+        "score": round(score, 6),
+        "stage": stage_of(row["tags"], rec["realized_outcome"]),
+        "category": rec["category"],
+        "scenario": rec["scenario"],
+        "outcome": rec["outcome"],
+        "reasoning": rec["reasoning"],
+        "alternatives": list(rec["alternatives"]),
+        "realized_outcome": rec["realized_outcome"],
+        "success": None if rec["success"] is None else bool(rec["success"]),
+        "confidence": rec["confidence"],
+        "statement": row["value"],
+        "agent_id": rec["agent"],
+        "recorded_time": rec["recorded_at"],
+        "conflicts": list(row["conflicts"]),
+    }

@@ -1,0 +1,237 @@
+"""The shared machinery of memory rows: identities, versions, locks, exposures, live counts.
+
+A row is one key under one writer identity (agent, user, session). Each write appends a
+version; writes to one key are serialized within a replica, and the key's lease (runtime
+leases, NATS KV) carries both memory.lock (holder `lock:<subject>`) and the conditional write
+of decision.outcome (holder `write:<request id>`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import time
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from loom_core.bus import LeaseStore
+from loom_core.bus.leases import LeaseHeld
+from loom_core.chain import CallContext
+from loom_core.errors import Conflict, ErrorCode, Locked, NotFound, Unavailable
+from loom_core.exposures import ExposureSink, exposure_rows, set_live_rows, write_exposures
+from loom_core.settings import Settings
+from loom_core.store import Store, ch_time
+
+from ..store.decisions import DecisionStore
+from ..store.memory import Ident, MemoryStore
+from .embedding import Embedder
+
+LOCK_PREFIX = "lock:"
+WRITE_PREFIX = "write:"
+WRITE_LEASE_SECONDS = 30.0
+
+
+def value_hash(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def attestation(row: dict[str, Any]) -> str:
+    if not row.get("attested_hash"):
+        return "none"
+    return "current" if row["attested_hash"] == row["value_hash"] else "stale"
+
+
+def lease_key(org: str, ns: str, key: str) -> str:
+    return "memkey." + hashlib.sha256(f"{org}\0{ns}\0{key}".encode()).hexdigest()[:48]
+
+
+def iso(ts: str) -> str:
+    """A store time ('2026-11-30 19:40:01.123456') as ISO 8601 UTC."""
+    return ts.replace(" ", "T") + "Z" if ts and "T" not in ts else ts
+
+
+@dataclass
+class Deps:
+    """What the plane's use cases need from the runtime, narrowly."""
+
+    settings: Settings
+    store: Store
+    leases: LeaseStore
+    exposures: ExposureSink
+    embedder: Embedder
+
+
+class Rows:
+    def __init__(self, deps: Deps) -> None:
+        self.d = deps
+        self.mem = MemoryStore(deps.store)
+        self.dec = DecisionStore(deps.store)
+        self._locks: dict[tuple[str, str, str], asyncio.Lock] = {}
+
+    # --- serialization and leases
+
+    @asynccontextmanager
+    async def key_lock(self, org: str, ns: str, key: str) -> AsyncIterator[None]:
+        k = (org, ns, key)
+        lock = self._locks.setdefault(k, asyncio.Lock())
+        async with lock:
+            yield
+        if not lock.locked() and not lock._waiters:  # type: ignore[attr-defined]
+            self._locks.pop(k, None)
+
+    async def refuse_if_locked(self, org: str, ns: str, key: str) -> None:
+        """423 LOCKED while a memory.lock holds the key (503 when the lease store is down)."""
+        lease = await self.d.leases.read(lease_key(org, ns, key))
+        if lease is not None and not lease.expired and lease.holder.startswith(LOCK_PREFIX):
+            raise Locked(ErrorCode.LOCKED, "the key's value is locked", {"key": key, "until": _iso_epoch(lease.expires_at)})
+
+    async def locked(self, org: str, ns: str, key: str) -> bool:
+        lease = await self.d.leases.read(lease_key(org, ns, key))
+        return lease is not None and not lease.expired and lease.holder.startswith(LOCK_PREFIX)
+
+    @asynccontextmanager
+    async def conditional_write(self, org: str, ns: str, key: str, request_id: str) -> AsyncIterator[None]:
+        """Hold the key's lease for one conditional write: 423 while a lock holds it, 409 while
+        another conditional write does, 503 when the lease store is unreachable."""
+        try:
+            lease = await self.d.leases.acquire(lease_key(org, ns, key), WRITE_PREFIX + request_id, WRITE_LEASE_SECONDS)
+        except LeaseHeld as held:
+            if held.holder.startswith(LOCK_PREFIX):
+                raise Locked(ErrorCode.LOCKED, "the key's value is locked", {"key": key}) from None
+            raise Conflict(ErrorCode.PRECONDITION_FAILED, "another conditional write holds the key; call again", {"key": key}) from None
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Unavailable):  # the lease expires on its own
+                await self.d.leases.release(lease)
+
+    # --- rows
+
+    def ident(self, ctx: CallContext, agent_id: str = "", user_id: str = "", session_id: str = "") -> Ident:
+        """The identity a write op addresses: the caller's own labels unless named."""
+        return Ident(agent_id or ctx.agent_label, user_id or ctx.user, session_id or ctx.session)
+
+    async def live_head(self, org: str, ns: str, key: str, ident: Ident) -> dict[str, Any]:
+        row = await self.mem.head(org, ns, key, ident)
+        if row is None or row["status"] != "active":
+            raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no live row under this key and identity", {"key": key})
+        return row
+
+    async def append(
+        self,
+        org: str,
+        ns: str,
+        ctx: CallContext,
+        base: dict[str, Any] | None,
+        *,
+        key: str,
+        ident: Ident,
+        op: str,
+        embedding: Sequence[float] | None = None,
+        **changes: Any,
+    ) -> dict[str, Any]:
+        """Append the identity's next version: `base` (the head) with `changes` applied."""
+        version = await self.mem.max_version(org, ns, key, ident) + 1
+        row: dict[str, Any] = {
+            "key": key,
+            "agent": ident.agent,
+            "user": ident.user,
+            "session": ident.session,
+            "memory_id": (base or {}).get("memory_id")
+            or hashlib.sha256(f"{org}\0{ns}\0{key}\0{ident}\0{time.time_ns()}".encode()).hexdigest()[:32],
+            "version": version,
+            "value": "",
+            "memory_type": "",
+            "tags": [],
+            "pinned": 0,
+            "attested_hash": "",
+            "status": "active",
+            "conflicts": [],
+            "reinforcements": 0,
+            "files": [],
+            "source_resource_id": "",
+            "source_class": "",
+        }
+        if base is not None:
+            for k in row:
+                if k in base and k not in ("version", "key", "agent", "user", "session"):
+                    row[k] = base[k]
+        row.update(changes)
+        row["value_hash"] = value_hash(row["value"])
+        row["op"] = op
+        row["actor"] = ctx.subject
+        row["run_id"] = ctx.run_id
+        row["ts"] = ch_time()
+        if embedding is None:
+            embedding = (
+                await self.mem.embedding_of(org, ns, key, ident, int(base["version"]))
+                if base is not None
+                else [0.0] * self.d.embedder.dimensions
+            )
+        row["pinned"] = int(bool(row["pinned"]))
+        await self.mem.append(org, ns, row, embedding)
+        return row
+
+    async def publish_live(self, org: str, ns: str) -> None:
+        await set_live_rows(self.d.store, org, ns, "memory", await self.mem.live_count(org, ns))
+
+    async def exposed(self, ctx: CallContext, keys: Iterable[str]) -> None:
+        """Record the keys a read returned under the call's run (LOOM_MEMORY_EXPOSURE_LEDGER_ENABLED)."""
+        if self.d.settings.memory_exposure_ledger_enabled:
+            await write_exposures(self.d.exposures, exposure_rows(ctx, keys, kind="memory"))
+
+    # --- the decision record a row may hold
+
+    async def retire_if_writer(self, org: str, ns: str, key: str, ident: Ident, row: dict[str, Any]) -> bool:
+        """A delete of the writer's decision row retires the key's active record."""
+        if row.get("memory_type") != "decision":
+            return False
+        rec = await self.dec.current(org, ns, key)
+        if rec is None or rec["status"] != "active" or Ident(rec["agent"], rec["user"], rec["session"]) != ident:
+            return False
+        await self.dec.append(org, ns, {**record_row(rec), "version": int(rec["version"]) + 1, "status": "tombstoned", "ts": ch_time()})
+        return True
+
+
+RECORD_FIELDS = (
+    "key",
+    "version",
+    "record_version",
+    "status",
+    "category",
+    "scenario",
+    "reasoning",
+    "outcome",
+    "alternatives",
+    "confidence",
+    "caused_by",
+    "influenced_by",
+    "run_id",
+    "agent",
+    "user",
+    "session",
+    "realized_outcome",
+    "success",
+    "files",
+    "source_resource_id",
+    "source_class",
+    "tags",
+    "recorded_at",
+    "outcome_at",
+    "ts",
+)
+
+
+def record_row(rec: dict[str, Any]) -> dict[str, Any]:
+    """A stored record as an insertable row (times as the store reads them back)."""
+    out = {k: rec.get(k) for k in RECORD_FIELDS}
+    out["outcome_at"] = rec.get("outcome_at") or None
+    return out
+
+
+def _iso_epoch(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat().replace("+00:00", "Z")

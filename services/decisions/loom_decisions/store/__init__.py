@@ -1,0 +1,1 @@
+"""SQL and schema: memory rows, decision records, edges, feedback."""

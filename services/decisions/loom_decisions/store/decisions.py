@@ -1,0 +1,96 @@
+"""Decision records (append-only versions per key) and their causal edges."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from loom_core.store import Store
+
+RECORDS = "{db}.decision_records"
+EDGES = "{db}.decision_edges"
+
+_COLS = (
+    "key, version, record_version, status, category, scenario, reasoning, outcome, alternatives, confidence, caused_by, influenced_by, run_id, "
+    "agent, user, session, realized_outcome, success, files, source_resource_id, source_class, tags, "
+    "toString(recorded_at) AS recorded_at, outcome_at, toString(ts) AS ts"
+)
+
+
+class DecisionStore:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def current(self, org: str, ns: str, key: str) -> dict[str, Any] | None:
+        rows = await self.store.query(
+            f"SELECT {_COLS} FROM {RECORDS} WHERE org = {{org:String}} AND namespace = {{ns:String}} AND key = {{key:String}} "
+            "ORDER BY version DESC LIMIT 1",
+            {"org": org, "ns": ns, "key": key},
+        )
+        return rows[0] if rows else None
+
+    async def history(self, org: str, ns: str, key: str) -> list[dict[str, Any]]:
+        return await self.store.query(
+            f"SELECT {_COLS} FROM {RECORDS} WHERE org = {{org:String}} AND namespace = {{ns:String}} AND key = {{key:String}} "
+            "ORDER BY version DESC",
+            {"org": org, "ns": ns, "key": key},
+        )
+
+    async def current_many(self, org: str, ns: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if not keys:
+            return {}
+        rows = await self.store.query(
+            f"SELECT {_COLS} FROM {RECORDS} WHERE org = {{org:String}} AND namespace = {{ns:String}} AND key IN {{keys:Array(String)}} "
+            "ORDER BY version DESC LIMIT 1 BY key",
+            {"org": org, "ns": ns, "keys": sorted(set(keys))},
+        )
+        return {r["key"]: r for r in rows}
+
+    async def append(self, org: str, ns: str, row: dict[str, Any]) -> None:
+        await self.store.insert(RECORDS, [{"org": org, "namespace": ns, **row}])
+
+    async def add_edges(self, org: str, ns: str, dst: str, version: int, edges: Sequence[tuple[str, str]], ts: str) -> None:
+        if edges:
+            await self.store.insert(
+                EDGES,
+                [
+                    {"org": org, "namespace": ns, "src": src, "dst": dst, "kind": kind, "dst_version": version, "ts": ts}
+                    for src, kind in edges
+                ],
+            )
+
+    async def edges_touching(self, org: str, ns: str, keys: Sequence[str], *, upstream: bool) -> list[dict[str, Any]]:
+        """Edges into `keys` (upstream: their causes) or out of them (downstream: what they caused)."""
+        col = "dst" if upstream else "src"
+        return await self.store.query(
+            f"SELECT src, dst, kind, dst_version FROM {EDGES} WHERE org = {{org:String}} AND namespace = {{ns:String}} "
+            f"AND {col} IN {{keys:Array(String)}}",
+            {"org": org, "ns": ns, "keys": sorted(set(keys))},
+        )
+
+    async def scored(self, org: str, ns: str, since: str, agent: str, category: str) -> list[dict[str, Any]]:
+        """Each key's current record with a recorded outcome since `since`."""
+        where = ["org = {org:String}", "namespace = {ns:String}"]
+        params: dict[str, Any] = {"org": org, "ns": ns, "since": since}
+        rows = await self.store.query(
+            f"SELECT key, status, agent, category, confidence, success, realized_outcome, outcome_at FROM {RECORDS} "
+            f"WHERE {' AND '.join(where)} ORDER BY version DESC LIMIT 1 BY key",
+            params,
+        )
+        out = []
+        for r in rows:
+            if r["status"] != "active" or not r["realized_outcome"] or r["outcome_at"] is None or str(r["outcome_at"]) < since:
+                continue
+            if agent and r["agent"] != agent:
+                continue
+            if category and r["category"] != category:
+                continue
+            out.append(r)
+        return out
+
+    async def exposed_keys(self, org: str, ns: str, run_id: str) -> list[str]:
+        rows = await self.store.query(
+            "SELECT DISTINCT key FROM {db}.memory_exposures WHERE org = {org:String} AND namespace = {ns:String} AND run_id = {run:String}",
+            {"org": org, "ns": ns, "run": run_id},
+        )
+        return sorted(str(r["key"]) for r in rows)

@@ -1,0 +1,274 @@
+"""Memory rows: append-only versions per (key, agent, user, session); the newest version of an
+identity that memory.delete_version has not removed is the row."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from loom_core.store import Store
+
+ROWS = "{db}.memory_rows"
+VECTORS = "{db}.memory_vectors"
+DELETES = "{db}.memory_version_deletes"
+
+_COLS = (
+    "key, agent, user, session, memory_id, version, value, value_hash, memory_type, tags, pinned, attested_hash, status, "
+    "conflicts, reinforcements, files, source_resource_id, source_class, op, actor, run_id, toString(ts) AS ts"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Ident:
+    """A row's writer identity under its key."""
+
+    agent: str
+    user: str
+    session: str
+
+
+def ident_of(row: dict[str, Any]) -> Ident:
+    return Ident(str(row["agent"]), str(row["user"]), str(row["session"]))
+
+
+def _not_deleted() -> str:
+    return (
+        "(agent, user, session, version) NOT IN (SELECT agent, user, session, version FROM {db}.memory_version_deletes "
+        "WHERE org = {org:String} AND namespace = {ns:String} AND key = {key:String})"
+    )
+
+
+class MemoryStore:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._counts: dict[tuple[str, str], tuple[float, int]] = {}
+
+    async def heads(self, org: str, ns: str, key: str, ident: Ident | None = None) -> list[dict[str, Any]]:
+        """The newest surviving version of each identity under `key` (or of one identity)."""
+        where = ["org = {org:String}", "namespace = {ns:String}", "key = {key:String}", _not_deleted()]
+        params: dict[str, Any] = {"org": org, "ns": ns, "key": key}
+        if ident is not None:
+            where += ["agent = {agent:String}", "user = {user:String}", "session = {session:String}"]
+            params.update(agent=ident.agent, user=ident.user, session=ident.session)
+        sql = f"SELECT {_COLS} FROM {ROWS} WHERE {' AND '.join(where)} ORDER BY version DESC LIMIT 1 BY agent, user, session"
+        rows = await self.store.query(sql, params)
+        return sorted(rows, key=lambda r: r["ts"], reverse=True)
+
+    async def head(self, org: str, ns: str, key: str, ident: Ident) -> dict[str, Any] | None:
+        rows = await self.heads(org, ns, key, ident)
+        return rows[0] if rows else None
+
+    async def versions(self, org: str, ns: str, key: str, ident: Ident | None = None) -> list[dict[str, Any]]:
+        where = ["org = {org:String}", "namespace = {ns:String}", "key = {key:String}", _not_deleted()]
+        params: dict[str, Any] = {"org": org, "ns": ns, "key": key}
+        if ident is not None:
+            where += ["agent = {agent:String}", "user = {user:String}", "session = {session:String}"]
+            params.update(agent=ident.agent, user=ident.user, session=ident.session)
+        return await self.store.query(f"SELECT {_COLS} FROM {ROWS} WHERE {' AND '.join(where)} ORDER BY ts DESC, version DESC", params)
+
+    async def max_version(self, org: str, ns: str, key: str, ident: Ident) -> int:
+        rows = await self.store.query(
+            f"SELECT max(version) AS v FROM {ROWS} WHERE org = {{org:String}} AND namespace = {{ns:String}} AND key = {{key:String}} "
+            "AND agent = {agent:String} AND user = {user:String} AND session = {session:String}",
+            {"org": org, "ns": ns, "key": key, "agent": ident.agent, "user": ident.user, "session": ident.session},
+        )
+        return int(rows[0]["v"]) if rows else 0
+
+    async def by_id(self, org: str, ns: str, memory_id: str) -> dict[str, Any] | None:
+        rows = await self.store.query(
+            f"SELECT key, agent, user, session FROM {ROWS} WHERE org = {{org:String}} AND namespace = {{ns:String}} "
+            "AND memory_id = {id:String} LIMIT 1",
+            {"org": org, "ns": ns, "id": memory_id},
+        )
+        if not rows:
+            return None
+        return await self.head(org, ns, rows[0]["key"], ident_of(rows[0]))
+
+    async def embedding_of(self, org: str, ns: str, key: str, ident: Ident, version: int) -> list[float]:
+        rows = await self.store.query(
+            f"SELECT embedding FROM {ROWS} WHERE org = {{org:String}} AND namespace = {{ns:String}} AND key = {{key:String}} "
+            "AND agent = {agent:String} AND user = {user:String} AND session = {session:String} AND version = {v:UInt64} LIMIT 1",
+            {"org": org, "ns": ns, "key": key, "agent": ident.agent, "user": ident.user, "session": ident.session, "v": version},
+        )
+        return [float(x) for x in rows[0]["embedding"]] if rows else []
+
+    async def append(self, org: str, ns: str, row: dict[str, Any], embedding: Sequence[float]) -> None:
+        full = {"org": org, "namespace": ns, **row, "embedding": list(embedding)}
+        await self.store.insert(ROWS, [full])
+        await self.store.insert(
+            VECTORS,
+            [
+                {
+                    "org": org,
+                    "namespace": ns,
+                    "key": row["key"],
+                    "agent": row["agent"],
+                    "user": row["user"],
+                    "session": row["session"],
+                    "version": row["version"],
+                    "memory_type": row["memory_type"],
+                    "tags": row["tags"],
+                    "live": 1 if row["status"] == "active" else 0,
+                    "embedding": list(embedding),
+                }
+            ],
+        )
+
+    async def delete_version(self, org: str, ns: str, key: str, ident: Ident, version: int, ts: str) -> None:
+        await self.store.insert(
+            DELETES,
+            [
+                {
+                    "org": org,
+                    "namespace": ns,
+                    "key": key,
+                    "agent": ident.agent,
+                    "user": ident.user,
+                    "session": ident.session,
+                    "version": version,
+                    "ts": ts,
+                }
+            ],
+        )
+
+    async def live_heads(
+        self, org: str, ns: str, *, memory_type: str = "", tag: str = "", prefix: str = "", limit: int = 100
+    ) -> list[dict[str, Any]]:
+        where = ["org = {org:String}", "namespace = {ns:String}", "live = 1"]
+        params: dict[str, Any] = {"org": org, "ns": ns, "limit": limit}
+        if memory_type:
+            where.append("memory_type = {mt:String}")
+            params["mt"] = memory_type
+        if tag:
+            where.append("has(tags, {tag:String})")
+            params["tag"] = tag
+        if prefix:
+            where.append("startsWith(key, {prefix:String})")
+            params["prefix"] = prefix
+        heads = await self.store.query(
+            f"SELECT key, agent, user, session, version FROM {VECTORS} FINAL WHERE {' AND '.join(where)} ORDER BY key LIMIT {{limit:UInt64}}",
+            params,
+        )
+        return await self.rows_at(org, ns, heads)
+
+    async def rows_at(self, org: str, ns: str, heads: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The rows at the (key, identity, version) heads given, in their order."""
+        if not heads:
+            return []
+        keys = sorted({h["key"] for h in heads})
+        rows = await self.store.query(
+            f"SELECT {_COLS} FROM {ROWS} WHERE org = {{org:String}} AND namespace = {{ns:String}} AND key IN {{keys:Array(String)}}",
+            {"org": org, "ns": ns, "keys": keys},
+        )
+        by = {(r["key"], r["agent"], r["user"], r["session"], int(r["version"])): r for r in rows}
+        out = []
+        for h in heads:
+            r = by.get((h["key"], h["agent"], h["user"], h["session"], int(h["version"])))
+            if r is not None:
+                out.append(r)
+        return out
+
+    async def search(
+        self,
+        org: str,
+        ns: str,
+        vector: Sequence[float],
+        *,
+        memory_type: str = "",
+        tags: Sequence[str] = (),
+        limit: int = 10,
+        index_min_rows: int = 20000,
+    ) -> list[tuple[dict[str, Any], float]]:
+        """Live rows nearest `vector` by cosine, with their similarity (1 - cosineDistance).
+
+        A namespace of fewer than `index_min_rows` live rows is searched exactly (the primary
+        key narrows the scan to the namespace; skip indexes off). A larger one asks the HNSW
+        index for candidates (post-filtered to the namespace): candidates that are not their
+        row's newest version are dropped and the index is asked for more; when the index
+        cannot fill `limit` (other namespaces crowd its candidates) the exact scan answers."""
+        where = ["org = {org:String}", "namespace = {ns:String}", "live = 1"]
+        params: dict[str, Any] = {"org": org, "ns": ns, "q": [float(x) for x in vector]}
+        if memory_type:
+            where.append("memory_type = {mt:String}")
+            params["mt"] = memory_type
+        for i, t in enumerate(tags):
+            where.append(f"has(tags, {{t{i}:String}})")
+            params[f"t{i}"] = t
+        sql = (
+            f"SELECT key, agent, user, session, version, cosineDistance(embedding, {{q:Array(Float32)}}) AS d "
+            f"FROM {VECTORS} WHERE {' AND '.join(where)} ORDER BY d ASC LIMIT {{limit:UInt64}}"
+        )
+        heads: list[dict[str, Any]] = []
+        use_index = index_min_rows > 0 and await self.live_count_cached(org, ns) >= index_min_rows
+        if use_index:
+            fetch = max(limit * 4, 100)
+            for _ in range(3):
+                params["limit"] = fetch
+                cands = await self.store.query(sql + " SETTINGS vector_search_filter_strategy = 'postfilter'", params)
+                heads = await self._current_of(org, ns, cands)
+                if len(heads) >= limit or len(cands) < fetch:
+                    break
+                fetch *= 4
+        if len(heads) < limit:
+            fetch = limit
+            while True:
+                params["limit"] = fetch
+                cands = await self.store.query(sql + " SETTINGS use_skip_indexes = 0", params)
+                heads = await self._current_of(org, ns, cands)
+                if len(heads) >= limit or len(cands) < fetch:
+                    break
+                fetch *= 4
+        heads = heads[:limit]
+        rows = await self.rows_at(org, ns, heads)
+        dist = {(h["key"], h["agent"], h["user"], h["session"]): float(h["d"]) for h in heads}
+        return [(r, 1.0 - dist[(r["key"], r["agent"], r["user"], r["session"])]) for r in rows]
+
+    async def live_count_cached(self, org: str, ns: str, ttl: float = 30.0) -> int:
+        now = time.monotonic()
+        hit = self._counts.get((org, ns))
+        if hit is not None and now - hit[0] < ttl:
+            return hit[1]
+        n = await self.live_count(org, ns)
+        self._counts[(org, ns)] = (now, n)
+        return n
+
+    async def _current_of(self, org: str, ns: str, cands: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The candidates that are their row's newest version (each row once, in order)."""
+        if not cands:
+            return []
+        newest = await self.store.query(
+            f"SELECT key, agent, user, session, max(version) AS v FROM {VECTORS} WHERE org = {{org:String}} AND namespace = {{ns:String}} "
+            "AND key IN {keys:Array(String)} GROUP BY key, agent, user, session",
+            {"org": org, "ns": ns, "keys": sorted({c["key"] for c in cands})},
+        )
+        top = {(r["key"], r["agent"], r["user"], r["session"]): int(r["v"]) for r in newest}
+        seen: set[tuple[str, str, str, str]] = set()
+        out = []
+        for c in cands:
+            ident = (c["key"], c["agent"], c["user"], c["session"])
+            if ident in seen or top.get(ident) != int(c["version"]):
+                continue
+            seen.add(ident)
+            out.append(c)
+        return out
+
+    async def live_count(self, org: str, ns: str) -> int:
+        rows = await self.store.query(
+            f"SELECT count() AS n FROM {VECTORS} FINAL WHERE org = {{org:String}} AND namespace = {{ns:String}} AND live = 1",
+            {"org": org, "ns": ns},
+        )
+        return int(rows[0]["n"]) if rows else 0
+
+    async def feedback(self, org: str, ns: str, key: str) -> tuple[int, int]:
+        rows = await self.store.query(
+            "SELECT countIf(delta > 0) AS c, countIf(delta < 0) AS x FROM {db}.memory_feedback "
+            "WHERE org = {org:String} AND namespace = {ns:String} AND key = {key:String}",
+            {"org": org, "ns": ns, "key": key},
+        )
+        return (int(rows[0]["c"]), int(rows[0]["x"])) if rows else (0, 0)
+
+    async def add_feedback(self, rows: Sequence[dict[str, Any]]) -> None:
+        if rows:
+            await self.store.insert("{db}.memory_feedback", rows)

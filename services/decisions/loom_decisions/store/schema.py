@@ -1,0 +1,159 @@
+"""The decisions plane's tables.
+
+- memory_rows: every version of every memory row (a key under one writer identity), with the
+  embedding of its excerpt (Array(Float32)); the newest version of an identity is the row.
+- memory_vectors: each row's versions for search (ReplacingMergeTree on version, so merges keep
+  the newest), with an HNSW vector_similarity index on cosineDistance; search asks the index for
+  candidates and keeps those that are still their row's newest version.
+- memory_version_deletes: versions removed by memory.delete_version.
+- decision_records: every version of each key's decision record (active | tombstoned).
+- decision_edges: caused_by / influenced_by edges, filed under the record that states them (its
+  record_version: the version decision.record wrote, which outcome and retirement versions carry).
+- memory_feedback: credits (+1) and charges (-1) a decision's outcome gave the memories its run was shown.
+"""
+
+from __future__ import annotations
+
+from loom_core.store import Migration
+
+
+def migrations(dimensions: int = 384) -> list[Migration]:
+    """The tables; `dimensions` is the vector width the HNSW index is built for (LOOM_EMBEDDING_DIMENSIONS)."""
+    return [
+        Migration(
+            "decisions",
+            "memory_rows",
+            """
+            CREATE TABLE IF NOT EXISTS {db}.memory_rows (
+                org LowCardinality(String),
+                namespace String,
+                key String,
+                agent String,
+                user String,
+                session String,
+                memory_id String,
+                version UInt64,
+                value String,
+                value_hash String,
+                memory_type LowCardinality(String),
+                tags Array(String),
+                pinned UInt8,
+                attested_hash String,
+                status LowCardinality(String),
+                conflicts Array(String),
+                reinforcements UInt32,
+                files Array(String),
+                source_resource_id String,
+                source_class String,
+                op LowCardinality(String),
+                actor String,
+                run_id String,
+                ts DateTime64(6, 'UTC'),
+                embedding Array(Float32)
+            ) ENGINE = MergeTree
+            ORDER BY (org, namespace, key, agent, user, session, version)""",
+        ),
+        Migration(
+            "decisions",
+            "memory_vectors",
+            """
+            CREATE TABLE IF NOT EXISTS {db}.memory_vectors (
+                org LowCardinality(String),
+                namespace String,
+                key String,
+                agent String,
+                user String,
+                session String,
+                version UInt64,
+                memory_type LowCardinality(String),
+                tags Array(String),
+                live UInt8,
+                embedding Array(Float32),
+                INDEX embedding_hnsw embedding TYPE vector_similarity('hnsw', 'cosineDistance', """
+            + str(int(dimensions))
+            + """) GRANULARITY 100000000
+            ) ENGINE = ReplacingMergeTree(version)
+            ORDER BY (org, namespace, key, agent, user, session)""",
+        ),
+        Migration(
+            "decisions",
+            "memory_version_deletes",
+            """
+            CREATE TABLE IF NOT EXISTS {db}.memory_version_deletes (
+                org LowCardinality(String),
+                namespace String,
+                key String,
+                agent String,
+                user String,
+                session String,
+                version UInt64,
+                ts DateTime64(6, 'UTC')
+            ) ENGINE = MergeTree
+            ORDER BY (org, namespace, key, agent, user, session, version)""",
+        ),
+        Migration(
+            "decisions",
+            "decision_records",
+            """
+            CREATE TABLE IF NOT EXISTS {db}.decision_records (
+                org LowCardinality(String),
+                namespace String,
+                key String,
+                version UInt64,
+                record_version UInt64,
+                status LowCardinality(String),
+                category String,
+                scenario String,
+                reasoning String,
+                outcome String,
+                alternatives Array(String),
+                confidence Nullable(Float64),
+                caused_by Array(String),
+                influenced_by Array(String),
+                run_id String,
+                agent String,
+                user String,
+                session String,
+                realized_outcome String,
+                success Nullable(UInt8),
+                files Array(String),
+                source_resource_id String,
+                source_class String,
+                tags Array(String),
+                recorded_at DateTime64(6, 'UTC'),
+                outcome_at Nullable(DateTime64(6, 'UTC')),
+                ts DateTime64(6, 'UTC')
+            ) ENGINE = MergeTree
+            ORDER BY (org, namespace, key, version)""",
+        ),
+        Migration(
+            "decisions",
+            "decision_edges",
+            """
+            CREATE TABLE IF NOT EXISTS {db}.decision_edges (
+                org LowCardinality(String),
+                namespace String,
+                src String,
+                dst String,
+                kind LowCardinality(String),
+                dst_version UInt64,
+                ts DateTime64(6, 'UTC')
+            ) ENGINE = MergeTree
+            ORDER BY (org, namespace, dst, src)""",
+        ),
+        Migration(
+            "decisions",
+            "memory_feedback",
+            """
+            CREATE TABLE IF NOT EXISTS {db}.memory_feedback (
+                org LowCardinality(String),
+                namespace String,
+                key String,
+                decision_key String,
+                run_id String,
+                delta Int8,
+                ts DateTime64(6, 'UTC')
+            ) ENGINE = MergeTree
+            ORDER BY (org, namespace, key, ts)""",
+        ),
+    ]

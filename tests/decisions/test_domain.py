@@ -1,0 +1,139 @@
+"""Pure rules: the statement, its limits and cuts, the derived key, calibration."""
+
+from __future__ import annotations
+
+import pytest
+from loom_decisions.domain.calibration import Scored, calibrate
+from loom_decisions.domain.keys import MissingIdentity, decision_key
+from loom_decisions.domain.statement import (
+    ALTERNATIVE_MAX,
+    DecisionText,
+    LimitExceeded,
+    cut_alternative,
+    decision_tags,
+    stage_of,
+)
+
+
+def text(**kw: object) -> DecisionText:
+    base: dict[str, object] = {
+        "scenario": "retention for raw transcripts",
+        "outcome": "keep transcripts 30 days",
+        "reasoning": "Replay needs 30 days.",
+    }
+    base.update(kw)
+    return DecisionText.checked(**base)  # type: ignore[arg-type]
+
+
+def test_statement_reads_scenario_decided_because_rejected() -> None:
+    t = text(alternatives=["keep forever", "7 days"])
+    assert (
+        t.statement()
+        == "retention for raw transcripts. Decided keep transcripts 30 days because Replay needs 30 days. Rejected: keep forever; 7 days."
+    )
+
+
+def test_statement_without_alternatives_has_no_rejected_part() -> None:
+    assert text().statement() == "retention for raw transcripts. Decided keep transcripts 30 days because Replay needs 30 days."
+
+
+def test_realized_outcome_is_appended() -> None:
+    t = text(realized="no replay gaps in the quarter")
+    assert t.statement().endswith("Replay needs 30 days. Realized: no replay gaps in the quarter.")
+
+
+@pytest.mark.parametrize("reasoning", ["keep transcripts 30 days", "Keep   transcripts 30 DAYS.", " keep transcripts 30 days! "])
+def test_reasoning_that_restates_the_outcome_reads_decided_outcome_only(reasoning: str) -> None:
+    assert text(reasoning=reasoning).statement() == "retention for raw transcripts. Decided keep transcripts 30 days."
+
+
+def test_a_proposal_reads_proposed() -> None:
+    assert text(stage="proposed").statement().startswith("retention for raw transcripts. Proposed keep transcripts 30 days because")
+    assert (
+        text(stage="proposed", reasoning="keep transcripts 30 days").statement()
+        == "retention for raw transcripts. Proposed keep transcripts 30 days."
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "limit"),
+    [("scenario", 2000), ("outcome", 1000), ("reasoning", 4000), ("realized", 2000)],
+)
+def test_each_part_is_kept_whole_up_to_its_limit_and_refused_past_it(field: str, limit: int) -> None:
+    assert text(**{field: "a" * limit})
+    with pytest.raises(LimitExceeded):
+        text(**{field: "a" * (limit + 1)})
+
+
+def test_ten_alternatives_are_kept_and_eleven_refused() -> None:
+    assert len(text(alternatives=[f"option {i}" for i in range(10)]).alternatives) == 10
+    with pytest.raises(LimitExceeded):
+        text(alternatives=[f"option {i}" for i in range(11)])
+
+
+def test_a_long_alternative_is_cut_at_a_space_and_ends_in_an_ellipsis() -> None:
+    alt = "use " + " ".join(f"src/storage/module_{i}.py" for i in range(40))
+    cut = cut_alternative(alt)
+    assert len(cut) <= ALTERNATIVE_MAX
+    assert cut.endswith("…")
+    body = cut[:-1]
+    assert alt.startswith(body) and alt[len(body)] == " "  # cut before a space: no half file name
+
+
+def test_a_long_cjk_alternative_is_cut_between_two_cjk_characters() -> None:
+    alt = "保存期間を九十日にする案" * 40
+    cut = cut_alternative(alt)
+    assert len(cut) == ALTERNATIVE_MAX and cut.endswith("…")
+    assert alt.startswith(cut[:-1])
+
+
+def test_an_alternative_within_the_limit_is_kept_whole() -> None:
+    assert cut_alternative("x" * ALTERNATIVE_MAX) == "x" * ALTERNATIVE_MAX
+
+
+def test_tags_carry_the_category_and_the_proposal_and_drop_the_callers_own_stage_tag() -> None:
+    assert decision_tags(["team:core", "decision:proposed"], "storage", "decided") == ["team:core", "decision:category:storage"]
+    assert decision_tags([], "storage", "proposed") == ["decision:category:storage", "decision:proposed"]
+    assert stage_of(["decision:proposed"]) == "proposed"
+    assert stage_of(["decision:proposed"], realized="done") == "decided"
+
+
+def test_the_key_is_derived_from_category_and_scenario_in_any_script() -> None:
+    assert decision_key("Storage", "Retention for raw transcripts!") == "decision/storage/retention-for-raw-transcripts"
+    assert decision_key("storage", "retention  for raw, transcripts") == decision_key("STORAGE", "Retention for raw transcripts")
+    assert decision_key("保存", "生ログの保存期間") == "decision/保存/生ログの保存期間"
+    assert decision_key("хранение", "срок хранения логов") == "decision/хранение/срок-хранения-логов"
+    assert decision_key("भंडारण", "लॉग कितने दिन रखें").startswith("decision/भंडारण/")
+
+
+@pytest.mark.parametrize(
+    ("category", "scenario", "field"),
+    [("!!!", "a scenario", "category"), ("storage", "— … ?!", "scenario"), ("storage", "\u0301\u0301", "scenario")],
+)
+def test_a_part_with_no_letter_or_digit_has_no_identity(category: str, scenario: str, field: str) -> None:
+    with pytest.raises(MissingIdentity) as exc:
+        decision_key(category, scenario)
+    assert exc.value.field == field
+
+
+def test_a_long_scenario_keeps_a_distinct_key() -> None:
+    a = decision_key("c", "x " * 200 + "one")
+    b = decision_key("c", "x " * 200 + "two")
+    assert a != b and len(a) < 220
+
+
+def test_calibration_counts_and_brier_score() -> None:
+    rows = [
+        Scored("a", "storage", 0.9, True),
+        Scored("a", "storage", 0.9, False),
+        Scored("a", "storage", 0.5, True),
+        Scored("b", "storage", 0.6, True),
+    ]
+    out = {(c.agent, c.category): c for c in calibrate(rows)}
+    a = out[("a", "storage")]
+    assert (a.count, a.successes) == (3, 2)
+    assert a.brier == pytest.approx(((0.1) ** 2 + 0.9**2 + 0.5**2) / 3)
+    assert a.mean_confidence == pytest.approx(2.3 / 3)
+    assert a.overconfidence == pytest.approx(2.3 / 3 - 2 / 3)
+    assert out[("b", "storage")].brier == pytest.approx(0.16)
+    assert sum(b.count for b in a.bins) == 3

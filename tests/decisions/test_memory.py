@@ -1,0 +1,194 @@
+"""The memory.* ops: reads that return keys (and the exposure rows they record under the call's
+run, which breadth_within reads), identities, revisions by id, live row counts."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from loom_core.bus import NatsServer
+from loom_core.exposures import live_rows
+from loom_core.store.embedded import EmbeddedStore
+from loom_runner.embedded import Instance
+
+from tests.conftest import Tenant
+from tests.policy.conftest import enforce_stack, enforce_tenant, new_tenant, start_policy_instance  # noqa: F401
+
+from .conftest import STORAGE, Api, Desk
+
+KEY = "decision/storage/retention-for-raw-transcripts-in-the-support-namespace"
+
+
+async def exposures_of(inst: Instance, org: str, run_id: str) -> list[tuple[str, str]]:
+    rows = await inst.runtime.store.query(
+        "SELECT op, key FROM {db}.memory_exposures WHERE org = {org:String} AND run_id = {run:String} ORDER BY op, key",
+        {"org": org, "run": run_id},
+    )
+    return [(r["op"], r["key"]) for r in rows]
+
+
+async def test_get_answers_the_row_with_its_identity_and_state(desk: Desk) -> None:
+    a = desk.as_agent("planner", user="u-1", session="s-1")
+    rec = await a.ok("decision.record", **STORAGE)
+    row = await a.ok("memory.get", key=KEY)
+    assert {
+        k: row[k]
+        for k in ("key", "value", "version", "memory_type", "pinned", "agent_id", "user_id", "session_id", "attestation", "status")
+    } == {
+        "key": KEY,
+        "value": rec["statement"],
+        "version": 1,
+        "memory_type": "decision",
+        "pinned": False,
+        "agent_id": "planner",
+        "user_id": "u-1",
+        "session_id": "s-1",
+        "attestation": "none",
+        "status": "active",
+    }
+    assert row["tags"] == ["decision:category:storage"] and row["memory_id"] and row["value_hash"]
+
+
+async def test_get_picks_an_identity_by_user_or_session(desk: Desk) -> None:
+    await desk.as_agent("planner", user="u-1").ok("decision.record", **STORAGE)
+    await desk.as_agent("planner", user="u-2").ok("decision.record", **{**STORAGE, "outcome": "keep transcripts 10 days"})
+    a = desk.as_agent("reader")
+    assert "30 days" in (await a.ok("memory.get", key=KEY, user_id="u-1"))["value"]
+    assert "10 days" in (await a.ok("memory.get", key=KEY, user_id="u-2"))["value"]
+    assert "10 days" in (await a.ok("memory.get", key=KEY))["value"]  # the newest identity's
+    await a.refused(404, "RESOURCE_NOT_FOUND", "memory.get", key=KEY, session_id="nobody")
+    await a.refused(404, "RESOURCE_NOT_FOUND", "memory.get", key="no/such/key")
+
+
+async def test_list_filters_by_type_tag_and_prefix(desk: Desk) -> None:
+    a = desk.as_agent("planner")
+    await a.ok("decision.record", **STORAGE)
+    await a.ok("decision.record", category="build", scenario="which CI runner builds wheels", outcome="hosted runners", stage="proposed")
+    assert len((await a.ok("memory.list", memory_type="decision"))["rows"]) == 2
+    assert [r["key"] for r in (await a.ok("memory.list", tag="decision:proposed"))["rows"]] == [
+        "decision/build/which-ci-runner-builds-wheels"
+    ]
+    assert [r["key"] for r in (await a.ok("memory.list", prefix="decision/storage/"))["rows"]] == [KEY]
+    await a.refused(422, "VALIDATION_FAILED", "memory.list", limit=501)
+
+
+async def test_search_finds_a_row_by_meaning(desk: Desk) -> None:
+    a = desk.as_agent("planner")
+    await a.ok("decision.record", **STORAGE)
+    await a.ok("decision.record", category="build", scenario="which CI runner builds wheels", outcome="hosted runners")
+    hits = (await a.ok("memory.search", query="how long are customer chat logs retained?"))["hits"]
+    assert hits[0]["key"] == KEY and hits[0]["score"] > hits[1]["score"]
+    await a.refused(422, "VALIDATION_FAILED", "memory.search", query="  ")
+    await a.refused(422, "VALIDATION_FAILED", "memory.search", query="x", limit=51)
+
+
+async def test_history_lists_every_version_newest_first(desk: Desk) -> None:
+    a = desk.as_agent("planner")
+    await a.ok("decision.record", **STORAGE)
+    await a.ok("memory.pin", key=KEY)
+    hist = await a.ok("memory.history", key=KEY)
+    assert [(v["version"], v["op"], v["pinned"]) for v in hist["versions"]] == [(2, "memory.pin", True), (1, "decision.record", False)]
+    await a.refused(404, "RESOURCE_NOT_FOUND", "memory.history", key="never/stored")
+
+
+async def test_update_by_id_is_conditional_on_the_value_and_keeps_pin_and_attestation(desk: Desk) -> None:
+    a = desk.as_agent("planner")
+    await a.ok("decision.record", **STORAGE)
+    await a.ok("memory.pin", key=KEY)
+    await a.ok("memory.verify", key=KEY)
+    row = await a.ok("memory.get", key=KEY)
+    await a.refused(
+        409, "PRECONDITION_FAILED", "memory.update_by_id", memory_id=row["memory_id"], tags=["x"], set_tags=True, if_value_hash="0" * 64
+    )
+    out = await a.ok(
+        "memory.update_by_id", memory_id=row["memory_id"], tags=["source-changed"], set_tags=True, if_value_hash=row["value_hash"]
+    )
+    assert (out["pinned"], out["attestation"]) == (True, "current")
+    out = await a.ok("memory.update_by_id", memory_id=row["memory_id"], value="Transcripts of the support namespace are kept for a month.")
+    assert (out["pinned"], out["attestation"]) == (True, "stale")
+    hits = (await a.ok("memory.search", query="support transcripts kept a month", limit=1))["hits"]
+    assert hits[0]["value"] == "Transcripts of the support namespace are kept for a month."
+    await a.refused(404, "RESOURCE_NOT_FOUND", "memory.update_by_id", memory_id="nope", tags=[], set_tags=True)
+
+
+async def test_writes_publish_the_namespaces_live_row_count(desk: Desk) -> None:
+    a = desk.as_agent("planner")
+    await a.ok("decision.record", **STORAGE)
+    await a.ok("decision.record", category="build", scenario="which CI runner builds wheels", outcome="hosted runners")
+    store = desk.inst.runtime.store
+    assert await live_rows(store, desk.tenant.org, desk.tenant.namespace) == {"memory": 2}
+    await a.ok("memory.delete", key=KEY)
+    assert await live_rows(store, desk.tenant.org, desk.tenant.namespace) == {"memory": 1}
+
+
+async def test_key_returning_reads_record_exposures_under_the_calls_run(desk: Desk) -> None:
+    await desk.as_agent("planner").ok("decision.record", **STORAGE)
+    run = uuid.uuid4().hex
+    a = desk.as_agent("reader", run_id=run)
+    await a.ok("memory.get", key=KEY)
+    await a.ok("memory.list", memory_type="decision")
+    await a.ok("memory.search", query="transcript retention")
+    await a.ok("decision.precedents", query="transcript retention")
+    await a.ok("decision.chain", memory_key=KEY)
+    assert await exposures_of(desk.inst, desk.tenant.org, run) == [
+        ("decision.chain", KEY),
+        ("decision.chain", "policy/legal/hold"),
+        ("decision.precedents", KEY),
+        ("memory.get", KEY),
+        ("memory.list", KEY),
+        ("memory.search", KEY),
+    ]
+
+
+@pytest.fixture(scope="module")
+async def quiet_stack(stack: Instance, data_dir: Path, store: EmbeddedStore, nats_server: NatsServer) -> AsyncIterator[Instance]:
+    inst = await start_policy_instance(
+        data_dir, store, nats_server, "decisions-no-exposures", memory_exposure_ledger_enabled=False, memory_vector_index_min_rows=1
+    )
+    yield inst
+    await inst.stop()
+
+
+async def test_with_the_exposure_ledger_off_reads_record_none(quiet_stack: Instance) -> None:
+    t = await new_tenant(quiet_stack)
+    run = uuid.uuid4().hex
+    async with t.client(**{"X-Loom-Agent": "reader", "X-Loom-Run-Id": run}) as c:
+        api = Api(c, "reader")
+        await api.ok("decision.record", **STORAGE)
+        await api.ok("memory.get", key=KEY)
+        await api.ok("memory.search", query="transcript retention")
+    assert await exposures_of(quiet_stack, t.org, run) == []
+
+
+async def test_search_through_the_vector_index_keeps_only_each_rows_newest_version(quiet_stack: Instance) -> None:
+    t = await new_tenant(quiet_stack)  # memory_vector_index_min_rows=1: every search asks the HNSW index first
+    async with t.client(**{"X-Loom-Agent": "planner"}) as c:
+        api = Api(c, "planner")
+        await api.ok("decision.record", **STORAGE)
+        await api.ok("decision.record", **{**STORAGE, "outcome": "keep transcripts 45 days"})
+        await api.ok("decision.record", category="build", scenario="which CI runner builds wheels", outcome="hosted runners")
+        hits = (await api.ok("memory.search", query="how long are support transcripts kept?", limit=5))["hits"]
+    assert [(h["key"], h["version"]) for h in hits][:1] == [(KEY, 2)]
+    assert len(hits) == 2 and "45 days" in hits[0]["value"]
+
+
+async def test_breadth_within_denies_once_memory_reads_showed_too_many_keys(enforce_stack: Instance, enforce_tenant: Tenant) -> None:  # noqa: F811
+    async with enforce_tenant.client(**{"X-Loom-Agent": "bot"}) as c:
+        api = Api(c, "bot")
+        for i in range(3):
+            await api.ok("decision.record", category="notes", scenario=f"note number {i}", outcome=f"value {i}")
+        await api.ok(
+            "policy.set",
+            name="not-too-broad",
+            effect="forbid",
+            actions=["memory.get"],
+            condition={"op": "breadth_within", "within": "1h", "cmp": "gt", "value": 2},
+        )
+        await api.ok("memory.get", key="decision/notes/note-number-0")
+        await api.ok("memory.get", key="decision/notes/note-number-1")
+        await api.ok("memory.get", key="decision/notes/note-number-2")  # shown 2 before this call: allowed
+        err = await api.refused(403, "POLICY_FORBIDDEN", "memory.get", key="decision/notes/note-number-0")
+    leaf = err["detail"]["rules"][0]["leaves"][0]
+    assert (leaf["op"], leaf["observed"]) == ("breadth_within", 3.0)
