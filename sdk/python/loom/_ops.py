@@ -457,8 +457,6 @@ class InboxOps:
 
 class InsightsOps:
     """The ``insights.*`` ops."""
-class MemoryOps:
-    """The ``memory.*`` ops."""
 
     def __init__(self, caller: OpCaller) -> None:
         self._caller = caller
@@ -471,18 +469,6 @@ class MemoryOps:
         """The tables, columns, types and comments insights.query can read, with the notes a correct query needs.
 
         Calls ``insights.catalog``.
-    async def delete(
-        self,
-        *,
-        namespace: str | None = None,
-        key: str | None = None,
-        agent_id: str | None = None,
-        user_id: str | None = None,
-        session_id: str | None = None,
-    ) -> dict[str, Any]:
-        """Tombstone a row; deleting the writer's decision row retires its record.
-
-        Calls ``memory.delete``.
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
@@ -502,6 +488,41 @@ class MemoryOps:
         """Run one read-only SQL statement over Loom's allowlisted metadata tables (see insights.catalog); rows are capped.
 
         Calls ``insights.query``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "insights.query",
+            namespace=namespace,
+            sql=sql,
+            namespaces=namespaces,
+        )
+
+
+class MemoryOps:
+    """The ``memory.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def delete(
+        self,
+        *,
+        namespace: str | None = None,
+        key: str | None = None,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Tombstone a row; deleting the writer's decision row retires its record.
+
+        Calls ``memory.delete``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
             "memory.delete",
             namespace=namespace,
             key=key,
@@ -528,10 +549,6 @@ class MemoryOps:
             namespace: The namespace to act in; defaults to the agent's.
         """
         return await self._caller.call(
-            "insights.query",
-            namespace=namespace,
-            sql=sql,
-            namespaces=namespaces,
             "memory.delete_version",
             namespace=namespace,
             key=key,
