@@ -73,3 +73,23 @@ async def test_a_help_citation_copied_from_a_search_hit_verifies_with_its_anchor
     assert bad["verified"] is False and bad["reason"] and bad["reason"] != "the check could not run"
     assert final["support"] == "supported"
     assert final["steps"] == [{"op": "help.search", "text": "Searched Loom's documentation", "ok": True}]
+
+
+async def test_a_memory_citation_verifies_when_this_answers_memory_read_returned_the_key(bench: Bench, asker: Asker) -> None:
+    async with asker.client(asker.admin, **{"X-Loom-Namespace": asker.namespace}) as c:
+        rec = await call(c, "decision.record", category="vendor", scenario="which queue to use", outcome="NATS")
+    assert rec.status_code == 200, rec.text
+    key = rec.json()["memory_key"]
+
+    async def script(turn: Turn) -> None:
+        got = await turn.call("memory.get", {"key": key})
+        assert got.ok, got.body
+        await turn.say(f"The team chose NATS [memory:{key}@v1]; another note [memory:never/read@v1].")
+
+    bench.emu.script = script
+    async with asker.client() as c:
+        r = await c.post(CHAT, json=chat_body())
+    good, bad = r.json()["citations"]
+    assert good == {"kind": "memory", "ref": key, "verified": True, "text": f"[memory:{key}@v1]"}
+    assert bad["verified"] is False and "memory.search" in bad["reason"]
+    assert r.json()["support"] == "supported"

@@ -14,8 +14,8 @@ CITABLE: frozenset[str] = frozenset(
         "memory.ask",
         "memory.inspect",
         "memory.history",
-        "decision.get",
-        "decision.list",
+        "decision.precedents",
+        "decision.chain",
         "inbox.list",
         "task.get",
         "task.list",
@@ -39,6 +39,7 @@ UNCITABLE: frozenset[str] = frozenset(
         "namespace.audit",
         "inbox.principals",
         "inbox.policy_list",
+        "decision.calibration",
     }
 )
 # Loom's own guide, documentation and catalog: not the namespace's data.
