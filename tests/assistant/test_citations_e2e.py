@@ -93,3 +93,20 @@ async def test_a_memory_citation_verifies_when_this_answers_memory_read_returned
     assert good == {"kind": "memory", "ref": key, "verified": True, "text": f"[memory:{key}@v1]"}
     assert bad["verified"] is False and "memory.search" in bad["reason"]
     assert r.json()["support"] == "supported"
+
+
+async def test_a_cluster_bridge_checks_help_citations_over_http_with_the_answer_token(bench: Bench, asker: Asker) -> None:
+    from loom_assistant.service.checks import HttpOps
+    from loom_core.errors import LoomError
+
+    ops = HttpOps(bench.inst.base_url)
+    try:
+        out = await ops("help.verify", {"citations": ["[help:assistant.md § No Such Section Anywhere]"]}, asker.token)
+        assert out["results"][0]["verified"] is False
+        try:
+            await ops("help.verify", {"citations": []}, "not-a-token")
+            raise AssertionError("an invalid token was accepted")
+        except LoomError as err:
+            assert err.code == "AUTH_INVALID"
+    finally:
+        await ops.close()

@@ -228,7 +228,10 @@ def test_history_keeps_user_and_assistant_text_and_ends_with_the_question() -> N
 # -- the agent definition ----------------------------------------------------------------------
 
 # Change agent.yaml's name, provider, parameters, instructions or tools, and bump its version.
-PINNED = {1: "7d319024b560781f283ec0444828f46892840b7c1a00a0d894b15b159edcce96", 2: "9c059db4c2a523e6be0c460680c3acbf30c53b7316ed221b2facedc4dc8a415a"}
+PINNED = {
+    1: "7d319024b560781f283ec0444828f46892840b7c1a00a0d894b15b159edcce96",
+    2: "9c059db4c2a523e6be0c460680c3acbf30c53b7316ed221b2facedc4dc8a415a",
+}
 
 
 def test_agent_definition_digest_is_pinned_to_its_version() -> None:

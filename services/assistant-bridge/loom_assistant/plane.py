@@ -20,7 +20,7 @@ from .domain import definition as definition_mod
 from .handlers import AssistantHandlers
 from .http import chat_app
 from .service.bridge import Bridge
-from .service.checks import Checker, OpCaller
+from .service.checks import Checker, HttpOps, OpCaller
 from .service.librechat import LibreChatClient
 from .service.setup import ServiceSetup, Status
 from .store.schema import MIGRATIONS
@@ -76,6 +76,10 @@ class AssistantPlane:
             setting_names=[f"LOOM_{n.upper()}" for n in Settings.model_fields],
             docs_text=docs_text(),
         )
+        self._http_ops: HttpOps | None = None
+        if s.assistant_loom_url:
+            self._http_ops = HttpOps(s.assistant_loom_url)
+            self.checker.ops = self._http_ops
         self.bridge = Bridge(
             settings=s,
             store=runtime.store,
@@ -113,6 +117,8 @@ class AssistantPlane:
             await self.setup.stop()
         if self.client is not None:
             await self.client.close()
+        if self._http_ops is not None:
+            await self._http_ops.close()
 
     async def health(self) -> dict[str, dict[str, Any]]:
         """`assistant` when LibreChat is configured; never required."""

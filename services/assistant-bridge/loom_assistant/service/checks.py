@@ -9,6 +9,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import httpx
+from loom_core.errors import LoomError
 from loom_core.store import Store
 
 from ..domain import checks, opsets
@@ -21,6 +23,23 @@ from ..store import ledger
 CHECKS_BOUND_S = 10.0
 ROWS_WAIT_S = 5.0
 CALLS_BOUND_S = 3.0
+
+
+class HttpOps:
+    """Loom's ops over HTTP (a cluster's bridge, with no gateway in its process)."""
+
+    def __init__(self, base_url: str) -> None:
+        self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=10.0)
+
+    async def __call__(self, op: str, args: dict[str, Any], token: str) -> dict[str, Any]:
+        r = await self._http.post(f"/v1/{op}", json=args, headers={"Authorization": f"Bearer {token}"})
+        if r.status_code != 200:
+            raise LoomError.from_payload(r.json().get("error") or {})
+        out: dict[str, Any] = r.json()
+        return out
+
+    async def close(self) -> None:
+        await self._http.aclose()
 
 
 class OpCaller(Protocol):
