@@ -371,3 +371,16 @@ async def test_a_disconnect_closes_the_upstream_request(bench: Bench, asker: Ask
     rows = await _rows(bench, asker.org, has("assistant.ask"))
     cut = [r for r in rows if r["op"] == "assistant.ask"]
     assert cut and cut[-1]["upstream_cost_usd"] == pytest.approx(0.10)
+
+
+async def test_librechat_is_given_no_token_but_the_answers(bench: Bench, asker: Asker) -> None:
+    bench.emu.script = whoami_twice_script
+    async with asker.client() as c:
+        r = await c.post(CHAT, json=chat_body(stream=True))
+    assert r.status_code == 200
+    sent = json.dumps([bench.emu.chat_bodies, bench.emu.chat_headers, bench.emu.mcp_headers])
+    assert asker.token not in sent and asker.admin not in sent
+    answer_token = bench.emu.chat_bodies[-1]["parent_message_id"]
+    assert bench.inst.runtime.codec.decode(answer_token).jti.startswith("assistant-answer-")
+    # The service key authenticates to LibreChat only; it never goes to Loom's tools.
+    assert bench.plane.setup.row.api_key not in json.dumps(bench.emu.mcp_headers)

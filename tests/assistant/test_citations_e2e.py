@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.conftest import call
 
 from .conftest import Asker, Bench, chat_body
@@ -103,10 +105,8 @@ async def test_a_cluster_bridge_checks_help_citations_over_http_with_the_answer_
     try:
         out = await ops("help.verify", {"citations": ["[help:assistant.md § No Such Section Anywhere]"]}, asker.token)
         assert out["results"][0]["verified"] is False
-        try:
+        with pytest.raises(LoomError) as info:
             await ops("help.verify", {"citations": []}, "not-a-token")
-            raise AssertionError("an invalid token was accepted")
-        except LoomError as err:
-            assert err.code == "AUTH_INVALID"
+        assert info.value.code == "AUTH_INVALID"
     finally:
         await ops.close()

@@ -251,3 +251,8 @@ async def test_agents_api_errors_have_librechats_shapes(rig: Rig) -> None:
     with pytest.raises(LibreChatError) as info:
         await rig.client.login(EMAIL, "wrong")
     assert info.value.status == 404 and info.value.message == "Incorrect password."
+
+
+async def test_reseal_on_a_store_the_assistant_never_set_up_rewrites_nothing(bench: Bench) -> None:
+    rows = ServiceRowStore(bench.inst.runtime.store, sealer(TEST_SECRET, ""), f"absent_{uuid.uuid4().hex[:8]}")
+    assert await rows.reseal() == 0

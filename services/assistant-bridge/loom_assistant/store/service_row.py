@@ -84,8 +84,15 @@ class ServiceRowStore:
             ],
         )
 
+    async def exists(self) -> bool:
+        rows = await self.store.query(f"EXISTS TABLE {self.table}", {})
+        return bool(rows and int(next(iter(rows[0].values()))))
+
     async def reseal(self) -> int:
-        """Rewrite the sealed value under the current secret; 1 when it was rewritten."""
+        """Rewrite the sealed value under the current secret; 1 when it was rewritten (0 when
+        there is none, or no table: a store the assistant never set up)."""
+        if not await self.exists():
+            return 0
         raw = await self.read_raw()
         if raw is None or self.sealer.is_current(str(raw["sealed"])):
             return 0
