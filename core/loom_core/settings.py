@@ -187,6 +187,9 @@ class Settings(BaseSettings):
         "", description="Cluster mode: the assistant bridge's internal HTTP address the gateway relays chats to (embedded: in process)."
     )
     assistant_upstream_timeout_s: float = Field(30.0, description="Longest the bridge waits for LibreChat to start answering.")
+    assistant_bridge_listen: str = Field(
+        "", description="Cluster mode: host:port the assistant plane's process serves the chat route on, for the gateway (LOOM_ASSISTANT_BRIDGE_URL)."
+    )
     # --- decisions
     memory_exposure_ledger_enabled: bool = Field(
         True,

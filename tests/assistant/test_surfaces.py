@@ -186,3 +186,33 @@ async def test_assistant_toolset_drops_run_id_and_defaults_the_namespace_to_the_
             break
         await asyncio.sleep(0.05)
     assert rows == [{"namespace": asker.namespace, "run_id": run_id}]
+
+
+async def test_a_cluster_gateway_relays_the_chat_to_the_bridge_url(bench: Bench, asker: Asker, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fastapi import FastAPI
+    from loom_gateway.assistant_routes import register
+    from loom_runner.http import HttpServer
+
+    port = await bench.plane.serve_chat("127.0.0.1", 0)
+    monkeypatch.setenv("LOOM_ASSISTANT_BRIDGE_URL", f"http://127.0.0.1:{port}")
+    gateway = FastAPI()
+    assert bench.inst.relay is not None
+    register(gateway, bench.inst.relay, {})
+    server = HttpServer(gateway)
+    await server.start()
+    try:
+        bench.emu.script = cited_script
+        async with asker.client() as c:
+            c.base_url = f"http://127.0.0.1:{server.port}"  # type: ignore[assignment]
+            whole = await c.post("/v1/assistant/chat/completions", json={"messages": [{"role": "user", "content": "q"}]})
+            streamed = await c.post("/v1/assistant/chat/completions", json={"messages": [{"role": "user", "content": "q"}], "stream": True})
+            refused = await c.post(
+                "/v1/assistant/chat/completions", json={"messages": []}, headers={"Authorization": f"Bearer {asker.admin}"}
+            )
+        assert whole.status_code == 200 and whole.json()["choices"][0]["message"]["content"].startswith("You read as viewer.")
+        assert streamed.headers["content-type"].startswith("text/event-stream") and streamed.text.rstrip().endswith("data: [DONE]")
+        assert refused.status_code == 403 and refused.json()["error"]["detail"] == {"reason": "org_wide"}
+    finally:
+        await server.stop()
+        assert bench.plane._server is not None
+        bench.plane._server.should_exit = True

@@ -3,11 +3,13 @@ service-user setup at boot, and the `assistant` health check (never required).""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import uvicorn
 import yaml
 from loom_core.plane import bind_handlers
 from loom_core.runtime import Handler, Runtime
@@ -93,6 +95,8 @@ class AssistantPlane:
         )
         self._handlers = AssistantHandlers(self.bridge)
         self._app: Starlette | None = None
+        self._server: uvicorn.Server | None = None
+        self._serve_task: asyncio.Task[None] | None = None
 
     def handlers(self) -> dict[str, Handler]:
         return bind_handlers(self.catalog, NAME, self._handlers)
@@ -106,13 +110,33 @@ class AssistantPlane:
             self._app = chat_app(self.bridge)
         return self._app
 
+    async def serve_chat(self, host: str, port: int) -> int:
+        """Serve the chat route over HTTP (a cluster's gateway relays to it); the bound port."""
+        config = uvicorn.Config(self.chat_app(), host=host, port=port, log_level="warning", access_log=False, lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        self._serve_task = asyncio.create_task(self._server.serve())
+        while not self._server.started:
+            if self._serve_task.done():
+                self._serve_task.result()
+            await asyncio.sleep(0.01)
+        return int(self._server.servers[0].sockets[0].getsockname()[1])
+
     async def start(self) -> None:
         local.register(self.replica, self)
+        if self.settings.assistant_bridge_listen:
+            host, _, port = self.settings.assistant_bridge_listen.rpartition(":")
+            await self.serve_chat(host or "0.0.0.0", int(port))
         if self.setup is not None:
             self.setup.start()
 
     async def stop(self) -> None:
         local.unregister(self.replica)
+        if self._server is not None:
+            self._server.should_exit = True
+            if self._serve_task is not None:
+                await asyncio.gather(self._serve_task, return_exceptions=True)
+            self._server = None
         if self.setup is not None:
             await self.setup.stop()
         if self.client is not None:

@@ -50,7 +50,8 @@ class _ChatEndpoint:
         self._http: httpx.AsyncClient | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        plane = _local_plane(self.replica)
+        # A configured bridge URL (a cluster) wins over a bridge found in this process.
+        plane = None if self.bridge_url else _local_plane(self.replica)
         if plane is not None:
             if plane.checker.ops is None:
                 plane.attach_ops(relay_ops(self.relay))
