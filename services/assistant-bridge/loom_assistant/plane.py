@@ -4,7 +4,9 @@ service-user setup at boot, and the `assistant` health check (never required).""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+from collections.abc import Generator
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,12 @@ def docs_text(path: Path = DOCS_DIR) -> str | None:
         return None
     parts = [p.read_text(errors="replace") for p in sorted(path.rglob("*.md"))]
     return "\n".join(parts) if parts else None
+
+
+class _QuietServer(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield  # the process's runner owns SIGINT/SIGTERM
 
 
 class AssistantPlane:
@@ -95,7 +103,7 @@ class AssistantPlane:
         )
         self._handlers = AssistantHandlers(self.bridge)
         self._app: Starlette | None = None
-        self._server: uvicorn.Server | None = None
+        self._server: _QuietServer | None = None
         self._serve_task: asyncio.Task[None] | None = None
 
     def handlers(self) -> dict[str, Handler]:
@@ -113,8 +121,7 @@ class AssistantPlane:
     async def serve_chat(self, host: str, port: int) -> int:
         """Serve the chat route over HTTP (a cluster's gateway relays to it); the bound port."""
         config = uvicorn.Config(self.chat_app(), host=host, port=port, log_level="warning", access_log=False, lifespan="off")
-        self._server = uvicorn.Server(config)
-        self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        self._server = _QuietServer(config)
         self._serve_task = asyncio.create_task(self._server.serve())
         while not self._server.started:
             if self._serve_task.done():
