@@ -100,7 +100,9 @@ class Bridge:
         self._running: dict[tuple[str, str], int] = defaultdict(int)
         # request id -> the spend to put on the op's ledger row (assistant.ask through the chain).
         self.pending_costs: dict[str, float] = {}
-        self.ledger.observers.append(self._stamp_cost)
+        if setup is not None:
+            # Only a configured assistant answers, so only then does a row need its spend stamped.
+            self.ledger.observers.append(self._stamp_cost)
 
     # -- status ------------------------------------------------------------------------------
 
