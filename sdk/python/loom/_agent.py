@@ -10,6 +10,7 @@ import httpx
 
 from ._client import CLIENT_LABEL, Transport
 from ._ops import Ops
+from .assistant import AssistantClient
 from .decisions import DecisionsClient
 from .policy import PolicyClient
 from .tasks import TasksClient
@@ -47,12 +48,14 @@ class Agent:
         ops: Every op of the catalog as ``ops.<group>.<op>(**args)``, generated.
         tasks: Helpers for the task inbox (``loom.tasks.TasksClient``).
         policy: Helpers for history policies (``loom.policy.PolicyClient``).
+        assistant: Loom's assistant, streaming or whole (``loom.assistant.AssistantClient``).
         decision: Helpers for decisions (``loom.decisions.DecisionsClient``).
     """
 
     ops: Ops
     tasks: TasksClient
     policy: PolicyClient
+    assistant: AssistantClient
     decision: DecisionsClient
 
     def __init__(
@@ -90,6 +93,7 @@ class Agent:
         self.ops = Ops(self)
         self.tasks = TasksClient(self)
         self.policy = PolicyClient(self)
+        self.assistant = AssistantClient(self)
         self.decision = DecisionsClient(self)
 
     @property

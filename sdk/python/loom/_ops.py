@@ -16,6 +16,34 @@ if TYPE_CHECKING:
 __all__ = ["Ops"]
 
 
+class AssistantOps:
+    """The ``assistant.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def ask(
+        self,
+        *,
+        namespace: str | None = None,
+        question: str | None = None,
+        history: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Ask Loom's assistant one question about the namespace; the whole answer with its checked citations and support (spends model budget).
+
+        Calls ``assistant.ask`` (experimental).
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "assistant.ask",
+            namespace=namespace,
+            question=question,
+            history=history,
+        )
+
+
 class AuthOps:
     """The ``auth.*`` ops."""
 
@@ -221,6 +249,63 @@ class GrantsOps:
         )
 
 
+class HelpOps:
+    """The ``help.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def get(
+        self,
+        *,
+        page: str | None = None,
+        anchor: str | None = None,
+        offset: int | None = None,
+    ) -> dict[str, Any]:
+        """Read a documentation page with its outline, or one section of it by anchor.
+
+        Calls ``help.get`` (experimental).
+        """
+        return await self._caller.call(
+            "help.get",
+            page=page,
+            anchor=anchor,
+            offset=offset,
+        )
+
+    async def search(
+        self,
+        *,
+        query: str | None = None,
+        limit: int | None = None,
+        audience: str | None = None,
+    ) -> dict[str, Any]:
+        """Search Loom's documentation: the best sections for a question or a name (op, setting, error code, header).
+
+        Calls ``help.search`` (experimental).
+        """
+        return await self._caller.call(
+            "help.search",
+            query=query,
+            limit=limit,
+            audience=audience,
+        )
+
+    async def verify(
+        self,
+        *,
+        citations: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Check [help:<page> § <section>] citations against the documentation index.
+
+        Calls ``help.verify`` (unlisted).
+        """
+        return await self._caller.call(
+            "help.verify",
+            citations=citations,
+        )
+
+
 class InboxOps:
     """The ``inbox.*`` ops."""
 
@@ -370,6 +455,51 @@ class InboxOps:
         )
 
 
+class InsightsOps:
+    """The ``insights.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def catalog(
+        self,
+        *,
+        namespace: str | None = None,
+    ) -> dict[str, Any]:
+        """The tables, columns, types and comments insights.query can read, with the notes a correct query needs.
+
+        Calls ``insights.catalog``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "insights.catalog",
+            namespace=namespace,
+        )
+
+    async def query(
+        self,
+        *,
+        namespace: str | None = None,
+        sql: str | None = None,
+        namespaces: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Run one read-only SQL statement over Loom's allowlisted metadata tables (see insights.catalog); rows are capped.
+
+        Calls ``insights.query``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "insights.query",
+            namespace=namespace,
+            sql=sql,
+            namespaces=namespaces,
+        )
+
+
 class MemoryOps:
     """The ``memory.*`` ops."""
 
@@ -380,7 +510,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        memory_key: str | None = None,
+        key: str | None = None,
         agent_id: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
@@ -395,7 +525,7 @@ class MemoryOps:
         return await self._caller.call(
             "memory.delete",
             namespace=namespace,
-            memory_key=memory_key,
+            key=key,
             agent_id=agent_id,
             user_id=user_id,
             session_id=session_id,
@@ -405,7 +535,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        memory_key: str | None = None,
+        key: str | None = None,
         version: int | None = None,
         agent_id: str | None = None,
         user_id: str | None = None,
@@ -421,7 +551,7 @@ class MemoryOps:
         return await self._caller.call(
             "memory.delete_version",
             namespace=namespace,
-            memory_key=memory_key,
+            key=key,
             version=version,
             agent_id=agent_id,
             user_id=user_id,
@@ -1514,10 +1644,13 @@ class TokenOps:
 class Ops:
     """Every op of the catalog, grouped by the part of its name before the dot."""
 
+    assistant: AssistantOps
     auth: AuthOps
     decision: DecisionOps
     grants: GrantsOps
+    help: HelpOps
     inbox: InboxOps
+    insights: InsightsOps
     memory: MemoryOps
     namespace: NamespaceOps
     policy: PolicyOps
@@ -1526,10 +1659,13 @@ class Ops:
     token: TokenOps
 
     def __init__(self, caller: OpCaller) -> None:
+        self.assistant = AssistantOps(caller)
         self.auth = AuthOps(caller)
         self.decision = DecisionOps(caller)
         self.grants = GrantsOps(caller)
+        self.help = HelpOps(caller)
         self.inbox = InboxOps(caller)
+        self.insights = InsightsOps(caller)
         self.memory = MemoryOps(caller)
         self.namespace = NamespaceOps(caller)
         self.policy = PolicyOps(caller)

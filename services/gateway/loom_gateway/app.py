@@ -67,6 +67,12 @@ def create_app(
         result = await relay.call(op, parse_body(await request.body()), request.headers, transport_of(request))
         return JSONResponse(result)
 
+    # Before /v1/{op}: the assistant's chat route (services/gateway/loom_gateway/assistant_routes.py).
+    from .assistant_routes import register as register_assistant
+
+    register_assistant(app, relay, ready_checks)
+
+    # A plain Starlette route: every op call skips FastAPI's per-request dependency solving.
     app.add_route("/v1/{op}", call_op, methods=["POST"], include_in_schema=False)
 
     @app.get("/v1/ops", include_in_schema=False)

@@ -39,6 +39,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
+from . import assistant_toolset
 from .relay import FORWARDED_HEADERS, MAX_HEADER_BYTES, Relay
 
 log = logging.getLogger(__name__)
@@ -146,8 +147,11 @@ class LoomMCP:
     # -- calls -----------------------------------------------------------------------------
 
     async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        headers, args = forwarded_headers(ctx.request), params.arguments or {}
+        if toolset_of(ctx.request) == assistant_toolset.TOOLSET:
+            args, headers = assistant_toolset.assistant_call(args, headers)
         try:
-            result = await self.relay.call(self.op_name(params.name), params.arguments or {}, forwarded_headers(ctx.request), TRANSPORT)
+            result = await self.relay.call(self.op_name(params.name), args, headers, TRANSPORT)
         except LoomError as err:
             return error_result(err)
         except Exception:

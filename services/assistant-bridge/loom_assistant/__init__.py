@@ -1,0 +1,1 @@
+"""Loom\x27s assistant bridge (spec 000, "Assistant design")."""

@@ -1,0 +1,62 @@
+"""Each citation kind's verdict from its input (pure; the service reads the inputs): the
+answer's exposure rows, its ledger rows, a help.verify answer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from . import citations as cit
+
+
+def row_args(row: Mapping[str, Any]) -> dict[str, str]:
+    a = row.get("args")
+    if isinstance(a, str):
+        try:
+            a = json.loads(a)
+        except ValueError:
+            return {}
+    if not isinstance(a, Mapping):
+        return {}
+    return {str(k): str(v) for k, v in a.items()}
+
+
+def memory(c: cit.Citation, exposed_keys: Iterable[str]) -> cit.Checked:
+    """Verified when one of the answer's memory reads was returned the key (versions are not
+    compared: exposure rows record keys)."""
+    ok = c.ref in set(exposed_keys)
+    return cit.Checked(c, ok, "" if ok else cit.REASON_MEMORY_NOT_RETURNED)
+
+
+def sql(c: cit.Citation, rows: Iterable[Mapping[str, Any]]) -> cit.Checked:
+    """Verified when the block's digest is the statement digest of an insights.query call
+    ledgered in this answer."""
+    want = cit.sql_digests(c.text)
+    for r in rows:
+        if r.get("op") == "insights.query" and r.get("ok"):
+            args = row_args(r)
+            if {args.get("sql", ""), args.get("sql_digest", ""), args.get("out_sql_digest", ""), str(r.get("sql_digest", ""))} & want:
+                return cit.Checked(c, True)
+    return cit.Checked(c, False, cit.REASON_SQL_NOT_RUN)
+
+
+def task(c: cit.Citation, rows: Iterable[Mapping[str, Any]]) -> cit.Checked:
+    """Verified when a task call of this answer named the task and succeeded."""
+    for r in rows:
+        if str(r.get("op", "")).startswith("task.") and r.get("ok") and c.ref in row_args(r).values():
+            return cit.Checked(c, True)
+    return cit.Checked(c, False, cit.REASON_TASK_NOT_RETURNED)
+
+
+def help_(c: cit.Citation, result: Mapping[str, Any] | None) -> cit.Checked:
+    """From help.verify's result for this citation (`{ref, verified, anchor, reason}`)."""
+    if not isinstance(result, Mapping):
+        return cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True)
+    ok = bool(result.get("verified"))
+    reason = "" if ok else str(result.get("reason") or "this page or section is not in Loom's documentation")
+    return cit.Checked(c, ok, reason, str(result.get("anchor") or ""))
+
+
+def could_not_run(c: cit.Citation) -> cit.Checked:
+    return cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True)

@@ -1,0 +1,416 @@
+"""The bridge (spec 000 "The bridge: each caller's own identity"): three steps per answer.
+
+1. Refuse before LibreChat is called (revoked/expired, an answer's own token, org-wide,
+   narrowed, too little life left, no viewer, model calls off, over budget, too many answers).
+2. Delegate the answer's token from the caller's (core's `delegate`): viewer on the request's
+   namespace alone, the caller's subject, consumer loom-assistant, id prefix assistant-answer-.
+3. Call LibreChat's agents API with the service key, the agent id as model and the answer token
+   as parent_message_id, relay the stream, then check the citations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from loom_core.chain import Ledger
+from loom_core.chain.ledger import ledger_row
+from loom_core.errors import ErrorCode, Forbidden, LoomError, RateLimited, Unavailable, ValidationFailed
+from loom_core.identity import Authenticator, Principal, TokenCodec
+from loom_core.identity.delegation import delegate
+from loom_core.roles import Role
+from loom_core.settings import Settings
+from loom_core.store import Store
+
+from ..domain import caller as caller_rules
+from ..domain import history as history_rules
+from ..domain import pricing
+from ..domain.steps import Step, steps_of
+from ..store import ledger as ledger_store
+from .checks import AnswerScope, Checker
+from .librechat import LibreChatClient, LibreChatError, parse_chunk, sse_data
+from .setup import ServiceSetup, Status
+
+log = logging.getLogger(__name__)
+
+ANSWER_OP = "assistant.ask"
+STEP_TIMES = (0.0, 1.0, 2.0)
+STEP_EVERY_S = 4.0
+
+
+@dataclass(slots=True)
+class Admission:
+    """An admitted answer: the caller, its namespace and role, and the answer's token."""
+
+    caller: Principal
+    namespace: str
+    role: Role
+    answer: Principal
+    answer_token: str
+    started: float
+    transport: str
+    labels: dict[str, str]
+    released: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Answer:
+    text: str
+    run_id: str
+    usage: pricing.Usage | None
+    cut: bool
+
+
+def _token_of(p: Principal) -> caller_rules.CallerToken:
+    return caller_rules.CallerToken(p.jti, p.consumer, p.parents, dict(p.roles), p.read_scope, p.exp, p.sid)
+
+
+class Bridge:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        auth: Authenticator,
+        codec: TokenCodec,
+        ledger: Ledger,
+        setup: ServiceSetup | None,
+        client: LibreChatClient | None,
+        checker: Checker,
+        model: str,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.auth = auth
+        self.codec = codec
+        self.ledger = ledger
+        self.setup = setup
+        self.client = client
+        self.checker = checker
+        self.model = model
+        self._running: dict[tuple[str, str], int] = defaultdict(int)
+        # request id -> the spend to put on the op's ledger row (assistant.ask through the chain).
+        self.pending_costs: dict[str, float] = {}
+        if setup is not None:
+            # Only a configured assistant answers, so only then does a row need its spend stamped.
+            self.ledger.observers.append(self._stamp_cost)
+
+    # -- status ------------------------------------------------------------------------------
+
+    def status(self) -> tuple[Status, str]:
+        if not self.settings.assistant_librechat_url or self.setup is None:
+            return Status.NOT_CONFIGURED, ""
+        return self.setup.state.status, self.setup.state.failure_kind
+
+    def _available(self) -> tuple[str, str]:
+        status, _ = self.status()
+        if status != Status.READY or self.setup is None or self.setup.row is None:
+            raise Unavailable(
+                ErrorCode.ASSISTANT_UNAVAILABLE,
+                "the assistant cannot answer now",
+                {"reason": status.value if status != Status.READY else "starting"},
+            )
+        return self.setup.row.api_key, self.setup.row.agent_id
+
+    # -- step 1 and 2 ------------------------------------------------------------------------
+
+    async def admit(self, token: str | None, namespace: str, *, transport: str, labels: Mapping[str, str], ledgered: bool) -> Admission:
+        """Refuse or admit; an admitted answer holds one of the namespace's slots until release."""
+        caller: Principal | None = None
+        try:
+            caller = self.auth.verify(token)
+            namespace = namespace or caller.default_namespace
+            return await self._admit(caller, token or "", namespace, transport, labels)
+        except LoomError as err:
+            if ledgered:
+                self._record_refusal(caller, namespace, transport, labels, err)
+            raise
+
+    async def _admit(self, caller: Principal, token: str, namespace: str, transport: str, labels: Mapping[str, str]) -> Admission:
+        now = int(time.time())
+        refusal = caller_rules.first_refusal(
+            _token_of(caller), namespace=namespace, now=now, answer_ttl_s=self.settings.assistant_answer_ttl_s
+        )
+        if refusal is not None:
+            raise Forbidden(refusal.code, refusal.message, refusal.detail)
+        if not namespace:
+            raise ValidationFailed("namespace: required (X-Loom-Namespace, the argument, or the token's default)", {"field": "namespace"})
+        role = await self.auth.role_in(caller, namespace)
+        if role < Role.VIEWER:
+            raise Forbidden(ErrorCode.AUTH_INSUFFICIENT, f"asking the assistant needs the viewer role in {namespace!r}")
+        api_key, agent_id = self._available()
+        try:
+            enabled, spent = await asyncio.gather(
+                ledger_store.model_calls_enabled(self.store, org=caller.org),
+                ledger_store.spent_today(self.store, org=caller.org, namespace=namespace),
+            )
+        except LoomError as exc:
+            raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the namespace's spend could not be read", {"retry_after_s": 1}) from exc
+        if not enabled:
+            raise Forbidden(ErrorCode.AUTH_INSUFFICIENT, "an admin switched model calls off for this org", {"reason": "model_calls_off"})
+        cap = self.settings.default_daily_cost_cap_usd
+        if pricing.over_share(spent, cap, self.settings.assistant_budget_share):
+            raise RateLimited(
+                ErrorCode.RATE_LIMITED,
+                "the namespace's assistant budget for today is spent",
+                {"reason": "budget", "spent_usd": round(spent, 6), "cap_usd": cap, "share": self.settings.assistant_budget_share},
+            )
+        slot = (caller.org, namespace)
+        if self._running[slot] >= self.settings.assistant_concurrent_answers:
+            raise RateLimited(
+                ErrorCode.RATE_LIMITED,
+                "the namespace is running its most concurrent answers",
+                {"reason": "concurrent_answers", "limit": self.settings.assistant_concurrent_answers, "retry_after_s": 1},
+            )
+        answer = delegate(
+            caller,
+            now=now,
+            ttl_seconds=self.settings.assistant_answer_ttl_s,
+            max_ttl_seconds=max(self.settings.token_max_ttl_seconds, self.settings.assistant_answer_ttl_s),
+            max_chain_depth=self.settings.token_max_chain_depth,
+            creator_grants=await self.auth.live_grants(caller.org, caller.sub),
+            roles={namespace: Role.VIEWER.label},
+            default_namespace=namespace,
+            consumer=caller_rules.ANSWER_CONSUMER,
+            ends_with_session=True,
+            token_id_prefix=caller_rules.ANSWER_TOKEN_PREFIX,
+        )
+        self._running[slot] += 1
+        adm = Admission(caller, namespace, role, answer, self.codec.encode(answer), time.time(), transport, dict(labels))
+        adm.extra["api_key"], adm.extra["agent_id"] = api_key, agent_id
+        return adm
+
+    def release(self, adm: Admission) -> None:
+        if not adm.released:
+            adm.released = True
+            slot = (adm.caller.org, adm.namespace)
+            self._running[slot] = max(0, self._running[slot] - 1)
+
+    # -- step 3 ------------------------------------------------------------------------------
+
+    def body(self, adm: Admission, messages: Any) -> dict[str, Any]:
+        line = caller_rules.context_line(_token_of(adm.caller), adm.role.label)
+        try:
+            cleaned = history_rules.clean_messages(messages, line)
+        except history_rules.HistoryError as exc:
+            raise ValidationFailed(str(exc), {"field": exc.field, "reason": exc.reason}) from None
+        # No conversation_id (LibreChat stores none on this path and answers 404 for one),
+        # no system message, no files: the agent id as model, the answer token as parent.
+        return {"model": adm.extra["agent_id"], "messages": cleaned, "parent_message_id": adm.answer_token}
+
+    def _upstream_error(self, exc: LibreChatError) -> LoomError:
+        if exc.status in (401, 404) and self.setup is not None:
+            # The key or the agent is gone: set up again.
+            asyncio.get_running_loop().create_task(self.setup.repair())
+        return Unavailable(ErrorCode.ASSISTANT_UNAVAILABLE, "the assistant could not answer", {"reason": "failing"})
+
+    async def whole(self, adm: Admission, messages: Any) -> dict[str, Any]:
+        """A whole answer: the text, its checked citations and support."""
+        assert self.client is not None
+        try:
+            body = self.body(adm, messages)
+            try:
+                out = await asyncio.wait_for(self.client.chat(adm.extra["api_key"], body), self.settings.assistant_answer_ttl_s)
+            except LibreChatError as exc:
+                raise self._upstream_error(exc) from None
+            except (TimeoutError, OSError) as exc:
+                raise Unavailable(ErrorCode.ASSISTANT_UNAVAILABLE, "the assistant could not answer", {"reason": "failing"}) from exc
+            choice = (out.get("choices") or [{}])[0]
+            text = str((choice.get("message") or {}).get("content") or "")
+            run_id = str(out.get("id") or "")
+            usage = pricing.usage_of(out)
+            calls = len((choice.get("message") or {}).get("tool_calls") or [])
+            verdict = await self.checker.verdict(self._scope(adm), run_id, text, streamed=False, tool_calls=calls)
+            cost = pricing.answer_cost(self.model, usage, ceiling_usd=self.settings.assistant_answer_ceiling_usd)
+            out["citations"] = verdict.wire_citations()
+            out["support"] = verdict.support.value
+            out["unknown_names"] = verdict.unknown_names
+            adm.extra["cost"], adm.extra["run_id"] = cost, run_id
+            return out
+        finally:
+            self.release(adm)
+
+    async def stream(self, adm: Admission, messages: Any) -> AsyncIterator[bytes]:
+        """Open the upstream stream (errors raise here, before any byte), then the relay."""
+        assert self.client is not None
+        body = self.body(adm, messages)
+        stack = contextlib.AsyncExitStack()
+        try:
+            resp = await asyncio.wait_for(
+                stack.enter_async_context(self.client.stream_chat(adm.extra["api_key"], body)), self.settings.assistant_upstream_timeout_s
+            )
+        except LibreChatError as exc:
+            await stack.aclose()
+            self.release(adm)
+            raise self._upstream_error(exc) from None
+        except (TimeoutError, OSError) as exc:
+            await stack.aclose()
+            self.release(adm)
+            raise Unavailable(ErrorCode.ASSISTANT_UNAVAILABLE, "the assistant could not answer", {"reason": "failing"}) from exc
+        return self._relay(adm, resp, stack)
+
+    async def _relay(self, adm: Admission, resp: Any, stack: contextlib.AsyncExitStack) -> AsyncIterator[bytes]:
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        state: dict[str, Any] = {"run_id": "", "text": [], "usage": None, "done": False, "tool_calls": set()}
+        shown: list[list[dict[str, Any]]] = [[]]
+
+        async def pump() -> None:
+            try:
+                async for line in resp.aiter_lines():
+                    data = sse_data(line)
+                    if data is None:
+                        continue
+                    if data.strip() == "[DONE]":
+                        state["done"] = True
+                        break
+                    chunk = parse_chunk(data)
+                    if chunk is not None:
+                        state["run_id"] = state["run_id"] or str(chunk.get("id") or "")
+                        for ch in chunk.get("choices") or []:
+                            delta = ch.get("delta") or {}
+                            for tc in delta.get("tool_calls") or []:
+                                state["tool_calls"].add(str(tc.get("id") or tc.get("index")))
+                            content = delta.get("content")
+                            if isinstance(content, str):
+                                state["text"].append(content)
+                        state["usage"] = pricing.usage_of(chunk) or state["usage"]
+                    await queue.put(("chunk", f"data: {data}\n\n".encode()))
+            except Exception:  # noqa: BLE001 - a broken upstream ends the text; the answer is cut
+                log.warning("assistant: the upstream stream broke")
+            finally:
+                await queue.put(("end", None))
+
+        async def ticker() -> None:
+            waited = 0.0
+            schedule = list(STEP_TIMES)
+            while True:
+                target = schedule.pop(0) if schedule else waited + STEP_EVERY_S
+                await asyncio.sleep(max(0.0, target - waited))
+                waited = target
+                try:
+                    steps = await self._live_steps(adm, state["run_id"])
+                except Exception:  # noqa: BLE001 - a read that fails ends the steps
+                    return
+                wire = [s.wire() for s in steps]
+                if wire != shown[0]:
+                    shown[0] = wire
+                    await queue.put(("step", self._event(state["run_id"], "loom.step", steps=wire)))
+
+        pump_task = asyncio.create_task(pump())
+        tick_task = asyncio.create_task(ticker())
+        finished = False
+        try:
+            while True:
+                kind, item = await queue.get()
+                if kind == "end":
+                    break
+                yield item
+            tick_task.cancel()
+            await asyncio.gather(tick_task, return_exceptions=True)
+            run_id = state["run_id"]
+            text = "".join(state["text"])
+            yield self._event(run_id, "loom.text_done")
+            verdict = await self.checker.verdict(self._scope(adm), run_id, text, streamed=True, tool_calls=len(state["tool_calls"]))
+            fields: dict[str, Any] = {
+                "citations": verdict.wire_citations(),
+                "support": verdict.support.value,
+                "unknown_names": verdict.unknown_names,
+            }
+            if verdict.steps is not None:
+                fields["steps"] = [s.wire() for s in verdict.steps]
+            if verdict.steps_cut:
+                fields["steps_cut"] = True
+            yield self._event(run_id, "loom.citations", **fields)
+            yield b"data: [DONE]\n\n"
+            finished = True
+        finally:
+            # Shielded: a disconnect cancels this generator's scope, and every await of the
+            # cleanup would be cancelled again before the upstream request is closed.
+            with anyio.CancelScope(shield=True):
+                pump_task.cancel()
+                tick_task.cancel()
+                await asyncio.gather(pump_task, tick_task, return_exceptions=True)
+                # Closing the upstream request makes LibreChat abort the run.
+                await stack.aclose()
+                cut = not state["done"]
+                usage = None if cut else state["usage"]
+                cost = pricing.answer_cost(self.model, usage, ceiling_usd=self.settings.assistant_answer_ceiling_usd)
+                self.record_answer(adm, run_id=str(state["run_id"]), cost=cost, ok=finished, error_code="" if finished else "CANCELLED")
+                self.release(adm)
+
+    async def _live_steps(self, adm: Admission, run_id: str) -> list[Step]:
+        if run_id:
+            rows = await ledger_store.run_rows(self.store, org=adm.caller.org, run_id=run_id, subject=adm.caller.sub, limit=200)
+        else:
+            rows = await ledger_store.live_rows(
+                self.store, org=adm.caller.org, namespace=adm.namespace, subject=adm.caller.sub, since_s=adm.started, limit=200
+            )
+        return steps_of(rows)
+
+    def _scope(self, adm: Admission) -> AnswerScope:
+        return AnswerScope(adm.caller.org, adm.namespace, adm.caller.sub, adm.answer_token, adm.started)
+
+    @staticmethod
+    def _event(run_id: str, kind: str, **fields: Any) -> bytes:
+        event = {"id": run_id or None, "object": kind, "created": int(time.time()), "choices": [], **fields}
+        return f"data: {json.dumps(event, separators=(',', ':'))}\n\n".encode()
+
+    # -- the ledger --------------------------------------------------------------------------
+
+    def record_answer(self, adm: Admission, *, run_id: str, cost: float, ok: bool, error_code: str = "") -> None:
+        """The chat route's own row (assistant.ask through the chain gets the chain's row)."""
+        row = self._row(adm.caller, adm.namespace, adm.transport, adm.labels, ok=ok, error_code=error_code, run_id=run_id)
+        row["upstream_cost_usd"] = cost
+        row["latency_ms"] = (time.time() - adm.started) * 1000.0
+        self.ledger.record(row)
+
+    def _record_refusal(self, caller: Principal | None, namespace: str, transport: str, labels: Mapping[str, str], err: LoomError) -> None:
+        self.ledger.record(self._row(caller, namespace, transport, labels, ok=False, error_code=str(err.code), run_id=""))
+
+    @staticmethod
+    def _row(
+        caller: Principal | None, namespace: str, transport: str, labels: Mapping[str, str], *, ok: bool, error_code: str, run_id: str
+    ) -> dict[str, Any]:
+        return ledger_row(
+            org=caller.org if caller else "",
+            namespace=namespace,
+            subject=caller.sub if caller else "",
+            agent=labels.get("agent", ""),
+            user=labels.get("user", ""),
+            session=labels.get("session", ""),
+            op=ANSWER_OP,
+            transport=transport,
+            run_id=run_id,
+            consumer=caller.consumer if caller else "",
+            ok=ok,
+            error_code=error_code,
+            latency_ms=0.0,
+            args={},
+            out_hits=1 if ok else 0,
+            token_id=caller.jti if caller else "",
+            request_id=labels.get("request_id", ""),
+            write_shaped=False,
+        )
+
+    def _stamp_cost(self, row: dict[str, Any]) -> None:
+        """Puts an assistant.ask op call's spend on the row the chain records for it."""
+        if row.get("op") == ANSWER_OP and self.pending_costs:
+            cost = self.pending_costs.pop(str(row.get("request_id", "")), None)
+            if cost is not None:
+                row["upstream_cost_usd"] = cost
+
+
+def labels_of(headers: Mapping[str, str]) -> dict[str, str]:
+    return {k: headers.get(f"x-loom-{k.replace('_', '-')}", "") for k in ("agent", "user", "session", "request_id")}
+
+
+Clock = Callable[[], float]

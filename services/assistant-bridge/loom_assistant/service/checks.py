@@ -1,0 +1,246 @@
+"""An answer's checks when it ends (spec 000 "Citations", "Support", "Steps"): each citation its
+own task of one gather, ten seconds in all; the run's calls read for support and steps."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+from loom_core.errors import LoomError
+from loom_core.store import Store
+
+from ..domain import checks, opsets
+from ..domain import citations as cit
+from ..domain import names as names_mod
+from ..domain.steps import Step, steps_of
+from ..domain.support import RUN_ROWS_CUT, Call, Calls, Support, decide
+from ..store import ledger
+
+CHECKS_BOUND_S = 10.0
+ROWS_WAIT_S = 5.0
+CALLS_BOUND_S = 3.0
+
+
+class HttpOps:
+    """Loom's ops over HTTP (a cluster's bridge, with no gateway in its process)."""
+
+    def __init__(self, base_url: str) -> None:
+        self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=10.0)
+
+    async def __call__(self, op: str, args: dict[str, Any], token: str) -> dict[str, Any]:
+        r = await self._http.post(f"/v1/{op}", json=args, headers={"Authorization": f"Bearer {token}"})
+        if r.status_code != 200:
+            raise LoomError.from_payload(r.json().get("error") or {})
+        out: dict[str, Any] = r.json()
+        return out
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+
+class OpCaller(Protocol):
+    """Calls a Loom op with a token, through Loom's own routes (relay in process, or HTTP)."""
+
+    async def __call__(self, op: str, args: dict[str, Any], token: str) -> dict[str, Any]: ...
+
+
+@dataclass(slots=True)
+class AnswerScope:
+    org: str
+    namespace: str
+    subject: str
+    token: str
+    started: float
+
+
+@dataclass(slots=True)
+class Verdict:
+    checked: list[cit.Checked]
+    support: Support
+    unknown_names: list[str]
+    steps: list[Step] | None = None
+    steps_cut: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def wire_citations(self) -> list[dict[str, object]]:
+        return [c.wire() for c in self.checked]
+
+
+class Checker:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        flush: Callable[[], Awaitable[None]],
+        ledger_wait_s: float,
+        op_names: Sequence[str],
+        setting_names: Sequence[str],
+        docs_text: str | None,
+        ops: OpCaller | None = None,
+    ) -> None:
+        self.store = store
+        self.flush = flush
+        self.ledger_wait_s = ledger_wait_s
+        self.op_names = list(op_names)
+        self.setting_names = list(setting_names)
+        self.docs_text = docs_text
+        self.ops = ops
+
+    async def verdict(self, scope: AnswerScope, run_id: str, text: str, *, streamed: bool, tool_calls: int = 0) -> Verdict:
+        cites = cit.parse(text)
+        checked_list, past = cit.split_checked(cites)
+        unknown = names_mod.unknown(text, ops=self.op_names, settings=self.setting_names, docs_text=self.docs_text)
+        calls_task: asyncio.Task[tuple[Calls, list[dict[str, Any]]] | None] | None = None
+        if run_id and (streamed or not cites):
+            calls_task = asyncio.create_task(self._calls(scope, run_id, stop_early=not streamed, expected=tool_calls))
+        try:
+            checked = await asyncio.wait_for(self._check_all(scope, run_id, checked_list), CHECKS_BOUND_S)
+        except TimeoutError:
+            checked = [cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True) for c in checked_list]
+        checked += [cit.Checked(c, False, cit.REASON_PAST_LIMIT, undecided=True) for c in past]
+        calls: Calls | None = None
+        rows: list[dict[str, Any]] | None = None
+        if calls_task is not None:
+            got = await calls_task
+            if got is not None:
+                calls, rows = got
+            else:
+                calls = Calls(readable=False)
+        elif not cites:
+            calls = Calls(readable=False)  # no run id: nothing to read
+        support = decide(text, checked, unknown, calls if not cites else None)
+        v = Verdict(checked, support, unknown)
+        if streamed and rows is not None:
+            v.steps = steps_of(rows)
+            v.steps_cut = len(rows) > RUN_ROWS_CUT
+        return v
+
+    async def _calls(
+        self, scope: AnswerScope, run_id: str, *, stop_early: bool, expected: int
+    ) -> tuple[Calls, list[dict[str, Any]]] | None:
+        """Read once, and again after the ledger's wait until the rows of the tool calls
+        LibreChat reported have landed (a whole answer stops at a citable op's data), within
+        three seconds together; a late row is not seen."""
+        kinds = opsets.kinds()
+
+        async def read() -> tuple[Calls, list[dict[str, Any]]]:
+            await self.flush()
+            rows = await ledger.run_rows(self.store, org=scope.org, run_id=run_id, subject=scope.subject, limit=RUN_ROWS_CUT + 1)
+            calls = [Call(str(r["op"]), bool(r["ok"]), opsets.found(int(r["out_hits"]))) for r in rows[:RUN_ROWS_CUT]]
+            return Calls(calls, cut=len(rows) > RUN_ROWS_CUT, kinds=kinds), rows
+
+        def citable_found(got: tuple[Calls, list[dict[str, Any]]]) -> bool:
+            return any(c.ok and c.found and kinds.get(c.op) == opsets.OpKind.CITABLE for c in got[0].calls)
+
+        async def until_landed() -> tuple[Calls, list[dict[str, Any]]]:
+            got = await read()
+            if stop_early and citable_found(got):
+                return got
+            waited = False
+            while not waited or len(got[1]) < expected:
+                await asyncio.sleep(self.ledger_wait_s if not waited else min(self.ledger_wait_s, 0.1))
+                waited = True
+                got = await read()
+                if stop_early and citable_found(got):
+                    return got
+            return got
+
+        try:
+            return await asyncio.wait_for(until_landed(), CALLS_BOUND_S)
+        except Exception:  # noqa: BLE001 - a failed or late read leaves the answer unchecked
+            return None
+
+    async def _check_all(self, scope: AnswerScope, run_id: str, cites: list[cit.Citation]) -> list[cit.Checked]:
+        if not cites:
+            return []
+        helps = [c for c in cites if c.kind == "help"]
+        help_task = asyncio.create_task(self._help(scope, helps)) if helps else None
+        reads = _SharedReads(self, scope, run_id)
+        tasks = [asyncio.create_task(self._one(scope, run_id, c, reads)) for c in cites if c.kind != "help"]
+        others = await asyncio.gather(*tasks, return_exceptions=True)
+        by_cite: dict[int, cit.Checked] = {}
+        plain = [c for c in cites if c.kind != "help"]
+        for c, result in zip(plain, others, strict=True):
+            by_cite[id(c)] = result if isinstance(result, cit.Checked) else cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True)
+        if help_task is not None:
+            for c, result in zip(helps, await help_task, strict=True):
+                by_cite[id(c)] = result
+        return [by_cite[id(c)] for c in cites]
+
+    async def _one(self, scope: AnswerScope, run_id: str, c: cit.Citation, reads: _SharedReads) -> cit.Checked:
+        if c.kind == "code":
+            return cit.Checked(c, False, cit.REASON_CODE_NOT_CHECKED, undecided=True)
+        if c.kind == "doc":
+            return cit.Checked(c, False, cit.REASON_DOC_NOT_CHECKED, undecided=True)
+        if not run_id:
+            return cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True)
+        if c.kind == "memory":
+            return await self._until(reads.exposed, lambda keys: checks.memory(c, keys))
+        if c.kind == "sql":
+            return await self._until(reads.rows, lambda rows: checks.sql(c, rows))
+        if c.kind == "task":
+            return await self._until(reads.rows, lambda rows: checks.task(c, rows))
+        return checks.could_not_run(c)
+
+    async def _until(self, read: Callable[[int], Awaitable[Any]], judge: Callable[[Any], cit.Checked]) -> cit.Checked:
+        """The rows land in the background: judge again until verified, for up to five seconds."""
+        deadline = time.monotonic() + ROWS_WAIT_S
+        attempt = 0
+        while True:
+            verdict = judge(await read(attempt))
+            if verdict.verified or time.monotonic() >= deadline:
+                return verdict
+            attempt += 1
+            await asyncio.sleep(min(0.1, max(self.ledger_wait_s / 2, 0.02)))
+
+    async def _help(self, scope: AnswerScope, helps: list[cit.Citation]) -> list[cit.Checked]:
+        """help.verify with the answer's token: the docs are the same for every caller."""
+        if self.ops is None:
+            return [cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True) for c in helps]
+        try:
+            out = await self.ops("help.verify", {"citations": [c.text for c in helps]}, scope.token)
+            results = list(out.get("results") or [])
+        except Exception:  # noqa: BLE001 - a refused or failed check leaves the citation unverified
+            return [cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True) for c in helps]
+        return [checks.help_(c, results[i] if i < len(results) else None) for i, c in enumerate(helps)]
+
+
+class _SharedReads:
+    """One answer's reads, shared by its checks: every check waiting at the same attempt reads
+    the rows once (fifty citations cost two reads, not fifty)."""
+
+    def __init__(self, checker: Checker, scope: AnswerScope, run_id: str) -> None:
+        self._checker = checker
+        self._scope = scope
+        self._run_id = run_id
+        self._reads: dict[tuple[str, int], asyncio.Future[Any]] = {}
+
+    def _once(self, kind: str, attempt: int, make: Callable[[], Awaitable[Any]]) -> asyncio.Future[Any]:
+        fut = self._reads.get((kind, attempt))
+        if fut is None:
+            fut = self._reads[(kind, attempt)] = asyncio.ensure_future(make())
+        return fut
+
+    async def _flushed(self, read: Callable[[], Awaitable[Any]]) -> Any:
+        await self._checker.flush()
+        return await read()
+
+    def exposed(self, attempt: int) -> Awaitable[Any]:
+        s, run = self._scope, self._run_id
+        return self._once(
+            "exposed", attempt, lambda: self._flushed(lambda: ledger.exposed_keys(self._checker.store, org=s.org, run_id=run))
+        )
+
+    def rows(self, attempt: int) -> Awaitable[Any]:
+        s, run = self._scope, self._run_id
+        return self._once(
+            "rows",
+            attempt,
+            lambda: self._flushed(
+                lambda: ledger.run_rows(self._checker.store, org=s.org, run_id=run, subject=s.subject, limit=RUN_ROWS_CUT)
+            ),
+        )

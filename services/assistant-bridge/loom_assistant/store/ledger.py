@@ -1,0 +1,60 @@
+"""Reads of loom.agent_events for one answer: its run's rows (support, steps, sql citations),
+the live rows before the run id is known, and the namespace's assistant spend today."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loom_core.store import Store
+
+ANSWER_OP = "assistant.ask"
+CONSUMER = "loom-assistant"
+_COLS = "ts, op, ok, out_hits, args, namespace"
+
+
+async def run_rows(store: Store, *, org: str, run_id: str, subject: str, limit: int) -> list[dict[str, Any]]:
+    """The answer's calls by its run, its caller's subject and the answer's consumer, with no
+    namespace filter (a refused call is ledgered under another namespace), oldest first."""
+    return await store.query(
+        f"SELECT {_COLS} FROM {{db}}.agent_events WHERE org = {{org:String}} AND run_id = {{run:String}}"
+        " AND subject = {sub:String} AND consumer = {consumer:String} ORDER BY ts LIMIT {lim:UInt32}",
+        {"org": org, "run": run_id, "sub": subject, "consumer": CONSUMER, "lim": limit},
+    )
+
+
+async def live_rows(store: Store, *, org: str, namespace: str, subject: str, since_s: float, limit: int) -> list[dict[str, Any]]:
+    """Before the run id is known: the caller's answer calls in the namespace since the second
+    before the answer started."""
+    return await store.query(
+        f"SELECT {_COLS} FROM {{db}}.agent_events WHERE org = {{org:String}} AND namespace = {{ns:String}}"
+        " AND subject = {sub:String} AND consumer = {consumer:String} AND ts >= fromUnixTimestamp64Micro({since:Int64})"
+        " ORDER BY ts LIMIT {lim:UInt32}",
+        {"org": org, "ns": namespace, "sub": subject, "consumer": CONSUMER, "since": int((since_s - 1) * 1e6), "lim": limit},
+    )
+
+
+async def spent_today(store: Store, *, org: str, namespace: str) -> float:
+    """The namespace's assistant spend since midnight UTC (raises on a failed read)."""
+    rows = await store.query(
+        "SELECT sum(upstream_cost_usd) AS spent FROM {db}.agent_events WHERE org = {org:String} AND namespace = {ns:String}"
+        " AND op = {op:String} AND ts >= toStartOfDay(now64(6, 'UTC'))",
+        {"org": org, "ns": namespace, "op": ANSWER_OP},
+    )
+    return float(rows[0]["spent"] or 0.0) if rows else 0.0
+
+
+async def model_calls_enabled(store: Store, *, org: str) -> bool:
+    rows = await store.query(
+        "SELECT enabled FROM {db}.assistant_model_calls FINAL WHERE org = {org:String}",
+        {"org": org},
+    )
+    return bool(rows[0]["enabled"]) if rows else True
+
+
+async def exposed_keys(store: Store, *, org: str, run_id: str) -> set[str]:
+    """Keys the answer's own memory reads were returned (loom.memory_exposures, by run)."""
+    rows = await store.query(
+        "SELECT DISTINCT key FROM {db}.memory_exposures WHERE org = {org:String} AND run_id = {run:String}",
+        {"org": org, "run": run_id},
+    )
+    return {str(r["key"]) for r in rows}

@@ -1,0 +1,89 @@
+"""POST /v1/assistant/chat/completions: handed to the assistant bridge (spec 000 "Surfaces").
+
+In one process (embedded, tests) the gateway passes the ASGI call to this replica's bridge, so
+a disconnect reaches it at once; in a cluster it relays to LOOM_ASSISTANT_BRIDGE_URL, streaming.
+The gateway holds no assistant logic: the bridge verifies, refuses, delegates and relays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from loom_core.errors import ErrorCode, LoomError, Unavailable
+from loom_core.settings import Settings
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from .relay import Relay
+
+CHAT_PATH = "/v1/assistant/chat/completions"
+_HOP_HEADERS = {"host", "content-length", "connection", "transfer-encoding", "accept-encoding"}
+
+
+def _local_plane(replica: object | None) -> Any | None:
+    try:
+        from loom_assistant import local
+    except ImportError:
+        return None
+    return local.plane_for(replica)
+
+
+def relay_ops(relay: Relay) -> Any:
+    """Calls an op with a token through this gateway's relay (the answer's citation checks)."""
+
+    async def call(op: str, args: dict[str, Any], token: str) -> dict[str, Any]:
+        return await relay.call(op, args, {"authorization": f"Bearer {token}"}, "rest")
+
+    return call
+
+
+class _ChatEndpoint:
+    def __init__(self, relay: Relay, replica: object | None, bridge_url: str) -> None:
+        self.relay = relay
+        self.replica = replica
+        self.bridge_url = bridge_url
+        self._http: httpx.AsyncClient | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # A configured bridge URL (a cluster) wins over a bridge found in this process.
+        plane = None if self.bridge_url else _local_plane(self.replica)
+        if plane is not None:
+            if plane.checker.ops is None:
+                plane.attach_ops(relay_ops(self.relay))
+            await plane.chat_app()(scope, receive, send)
+            return
+        url = self.bridge_url
+        if not url:
+            err: LoomError = Unavailable(ErrorCode.ASSISTANT_UNAVAILABLE, "no assistant is configured", {"reason": "not_configured"})
+            await JSONResponse({"error": err.to_payload()}, status_code=err.http_status)(scope, receive, send)
+            return
+        await self._proxy(url, Request(scope, receive), scope, receive, send)
+
+    async def _proxy(self, url: str, request: Request, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._http is None:
+            self._http = httpx.AsyncClient(base_url=url.rstrip("/"), timeout=httpx.Timeout(30.0, read=None))
+        headers: Mapping[str, str] = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
+        upstream = await self._http.send(
+            self._http.build_request("POST", CHAT_PATH, content=await request.body(), headers=dict(headers)), stream=True
+        )
+
+        async def body() -> AsyncIterator[bytes]:
+            async for chunk in upstream.aiter_raw():
+                yield chunk
+
+        keep = {k: v for k, v in upstream.headers.items() if k.lower() in ("content-type", "retry-after", "cache-control")}
+        response = StreamingResponse(body(), status_code=upstream.status_code, headers=keep, background=BackgroundTask(upstream.aclose))
+        await response(scope, receive, send)
+
+
+def register(app: FastAPI, relay: Relay, ready_checks: Mapping[str, Any]) -> None:
+    # This replica is named by its bus connection, which its readiness check is bound to.
+    replica = getattr(ready_checks.get("bus"), "__self__", None)
+    endpoint = _ChatEndpoint(relay, replica, Settings().assistant_bridge_url)
+    # An ASGI app as the route's endpoint (a class instance is handed the raw ASGI call).
+    app.add_route(CHAT_PATH, endpoint, methods=["POST"], include_in_schema=False)  # type: ignore[arg-type]

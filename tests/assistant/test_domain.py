@@ -1,0 +1,280 @@
+"""The assistant's pure rules: support (one test per row of the spec's table), citation
+parsing and each kind's check from its input, steps, unknown names, step-1 rules, pricing,
+the history sent to LibreChat, and the agent definition's digest pinned to its version."""
+
+from __future__ import annotations
+
+import pytest
+from loom_assistant.domain import caller, checks, citations, definition, history, names, opsets, pricing, steps
+from loom_assistant.domain.citations import Checked, Citation
+from loom_assistant.domain.support import ABSTENTION, RUN_ROWS_CUT, Call, Calls, Support, decide
+from loom_assistant.plane import load_definition
+
+KINDS = opsets.kinds()
+
+
+def calls(*items: tuple[str, bool, bool], cut: bool = False) -> Calls:
+    return Calls([Call(op, ok, found) for op, ok, found in items], cut=cut, kinds=KINDS)
+
+
+def verified(ok: bool = True) -> Checked:
+    return Checked(Citation("memory", "k", "[memory:k@v1]"), ok, "" if ok else citations.REASON_MEMORY_NOT_RETURNED)
+
+
+def undecided() -> Checked:
+    return Checked(Citation("memory", "k", "[memory:k@v1]"), False, citations.REASON_COULD_NOT_RUN, undecided=True)
+
+
+# -- support: one test per row of the table ------------------------------------------------------
+
+
+def test_support_none_when_the_answer_has_no_text() -> None:
+    assert decide("  ", [verified()], [], None) == Support.NONE
+
+
+@pytest.mark.parametrize(
+    "text", [ABSTENTION, "**nothing stored in loom answers this.**", "I looked. _Nothing stored in Loom answers this._"]
+)
+def test_support_none_for_the_abstention_sentence_in_any_case_or_emphasis(text: str) -> None:
+    assert decide(text, [], [], calls(("memory.search", True, True))) == Support.NONE
+
+
+def test_support_none_when_uncited_with_no_citable_call_and_nothing_found_or_failed() -> None:
+    assert decide("Hello!", [], [], calls()) == Support.NONE
+    assert decide("Loom works like so.", [], [], calls(("help.search", True, True), ("help.get", True, True))) == Support.NONE
+
+
+def test_support_supported_when_a_citation_verified() -> None:
+    assert decide("x [memory:k@v1]", [verified(), verified(False)], [], None) == Support.SUPPORTED
+
+
+def test_support_unsupported_when_it_names_an_unknown_op_or_setting_whatever_it_cites() -> None:
+    assert decide("use `memory.teleport` [memory:k@v1]", [verified()], ["memory.teleport"], None) == Support.UNSUPPORTED
+
+
+def test_support_unsupported_when_a_citation_failed_for_a_reason_of_its_own() -> None:
+    assert decide("x", [verified(False), undecided()], [], None) == Support.UNSUPPORTED
+
+
+def test_support_unsupported_when_uncited_after_a_citable_op_found_data() -> None:
+    assert decide("There are three tasks.", [], [], calls(("task.list", True, True))) == Support.UNSUPPORTED
+
+
+def test_support_unsupported_when_a_citable_op_found_nothing_and_nothing_else_found_or_failed() -> None:
+    assert decide("There are none.", [], [], calls(("task.list", True, False), ("help.search", True, True))) == Support.UNSUPPORTED
+
+
+def test_support_unchecked_when_the_checks_could_not_say() -> None:
+    assert decide("x", [undecided()], [], None) == Support.UNCHECKED
+
+
+def test_support_unchecked_when_uncited_and_only_uncitable_ops_found_data() -> None:
+    assert decide("There are 4 tasks.", [], [], calls(("task.counts", True, True))) == Support.UNCHECKED
+
+
+def test_support_unchecked_when_uncited_and_a_call_failed() -> None:
+    assert decide("Hmm.", [], [], calls(("task.list", False, False))) == Support.UNCHECKED
+
+
+def test_support_unchecked_when_the_calls_could_not_be_read() -> None:
+    assert decide("Hmm.", [], [], Calls(readable=False)) == Support.UNCHECKED
+    assert decide("Hmm.", [], [], None) == Support.UNCHECKED
+
+
+def test_support_of_a_cut_run_keeps_only_what_its_first_rows_decide() -> None:
+    assert decide("x", [], [], calls(("task.list", True, True), cut=True)) == Support.UNSUPPORTED
+    # Never none: what lies past the cut is not seen.
+    assert decide("x", [], [], calls(("help.search", True, True), cut=True)) == Support.UNCHECKED
+    assert RUN_ROWS_CUT == 200
+
+
+def test_support_abstention_that_also_states_a_fact_is_none() -> None:
+    assert decide("There are 3 tasks. Nothing stored in Loom answers this.", [], [], calls(("task.list", True, True))) == Support.NONE
+
+
+# -- citations -------------------------------------------------------------------------------
+
+
+def test_citations_parse_every_kind_in_order_each_once() -> None:
+    text = (
+        "See [memory:notes/a@v3] and [help:assistant § Assistant > Citations].\n"
+        "```sql\nSELECT count() FROM tasks;\n```\n[task:t-1] [doc:s3://x § Intro] [code:src/a.py:12] [memory:notes/a@v3] [help:overview]"
+    )
+    parsed = citations.parse(text)
+    assert [(c.kind, c.ref) for c in parsed][:3] == [("memory", "notes/a"), ("help", "assistant"), ("sql", parsed[2].ref)]
+    assert parsed[0].version == 3 and parsed[1].section == "Assistant > Citations"
+    assert [c.kind for c in parsed] == ["memory", "help", "sql", "task", "doc", "code", "help"]
+    assert parsed[5].ref == "src/a.py" and parsed[6].section == ""
+
+
+def test_only_the_first_fifty_citations_are_checked() -> None:
+    many = citations.parse(" ".join(f"[task:t{i}]" for i in range(60)))
+    checked, past = citations.split_checked(many)
+    assert len(checked) == 50 and len(past) == 10
+
+
+def test_memory_citation_verifies_against_the_answers_exposure_rows() -> None:
+    c = citations.parse("[memory:notes/a@v9]")[0]
+    assert checks.memory(c, {"notes/a", "notes/b"}).verified
+    bad = checks.memory(c, {"notes/b"})
+    assert not bad.verified and not bad.undecided and "memory.search" in bad.reason
+
+
+def test_sql_citation_verifies_by_digest_against_the_answers_insights_query_rows() -> None:
+    from loom_core.chain.ledger import digest
+
+    c = citations.parse("```sql\nSELECT 1;\n```")[0]
+    ran = [{"op": "insights.query", "ok": True, "args": {"sql": digest("SELECT 1")}}]
+    assert checks.sql(c, ran).verified
+    assert (
+        checks.sql(c, [{"op": "insights.query", "ok": True, "args": '{"sql_digest": "sha256:nope"}'}]).reason
+        == citations.REASON_SQL_NOT_RUN
+    )
+    assert not checks.sql(c, [{"op": "insights.query", "ok": False, "args": {"sql": digest("SELECT 1")}}]).verified
+
+
+def test_task_citation_verifies_when_a_task_call_of_the_answer_named_it() -> None:
+    c = citations.parse("[task:t-42]")[0]
+    assert checks.task(c, [{"op": "task.get", "ok": True, "args": {"task_id": "t-42"}}]).verified
+    assert not checks.task(c, [{"op": "task.get", "ok": False, "args": {"task_id": "t-42"}}]).verified
+    assert not checks.task(c, [{"op": "grants.list", "ok": True, "args": {"x": "t-42"}}]).verified
+
+
+def test_help_citation_takes_help_verify_s_answer() -> None:
+    c = citations.parse("[help:assistant § Assistant > Citations]")[0]
+    ok = checks.help_(c, {"ref": "assistant", "verified": True, "anchor": "citations"})
+    assert ok.verified and ok.anchor == "citations" and ok.wire()["anchor"] == "citations"
+    no = checks.help_(c, {"ref": "assistant", "verified": False, "reason": "no such section"})
+    assert not no.verified and no.reason == "no such section" and not no.undecided
+    assert checks.help_(c, None).undecided
+
+
+# -- steps, names ------------------------------------------------------------------------------
+
+
+def test_steps_use_fixed_words_per_op_and_skip_other_ops() -> None:
+    rows = [{"op": "memory.search", "ok": False}, {"op": "task.create", "ok": True}, {"op": "namespace.audit", "ok": True}]
+    assert [s.wire() for s in steps.steps_of(rows)] == [
+        {"op": "memory.search", "text": "Couldn't search memories", "ok": False},
+        {"op": "namespace.audit", "text": "Read the audit", "ok": True},
+    ]
+
+
+def test_unknown_names_are_backticked_op_group_names_and_loom_settings_nothing_knows() -> None:
+    text = (
+        "Call `task.list`, `task.teleport`, `foo.bar`, set LOOM_ASSISTANT_MODEL and LOOM_MADE_UP, see LOOM_DOCUMENTED and LOOM_ASSISTANT_"
+    )
+    out = names.unknown(text, ops=["task.list", "task.get"], settings=["LOOM_ASSISTANT_MODEL"], docs_text="LOOM_DOCUMENTED is a thing")
+    assert out == ["task.teleport", "LOOM_MADE_UP"]
+    assert names.unknown(text, ops=["task.list"], settings=[], docs_text=None) == []
+
+
+# -- step 1 rules, pricing, history ------------------------------------------------------------
+
+
+def tok(**kw: object) -> caller.CallerToken:
+    base: dict[str, object] = {
+        "jti": "t1",
+        "consumer": "",
+        "parents": (),
+        "roles": {"ns": "viewer"},
+        "read_scope": (),
+        "exp": 10_000,
+        "sid": "",
+    }
+    base.update(kw)
+    return caller.CallerToken(**base)  # type: ignore[arg-type]
+
+
+def test_step_one_refusals_in_order() -> None:
+    r = caller.first_refusal
+    assert r(tok(parents=("p", "assistant-answer-1")), namespace="ns", now=0, answer_ttl_s=600).code == "ASSISTANT_SELF_CALL"  # type: ignore[union-attr]
+    assert r(tok(consumer="loom-assistant"), namespace="ns", now=0, answer_ttl_s=600).code == "ASSISTANT_SELF_CALL"  # type: ignore[union-attr]
+    assert r(tok(roles={"*": "viewer"}), namespace="ns", now=0, answer_ttl_s=600).detail == {"reason": "org_wide"}  # type: ignore[union-attr]
+    assert r(tok(read_scope=("ns",)), namespace="ns", now=0, answer_ttl_s=600).detail["reason"] == "narrowed"  # type: ignore[union-attr,index]
+    soon = r(tok(exp=500), namespace="ns", now=0, answer_ttl_s=600)
+    assert soon is not None and soon.detail == {"reason": "token_expires_soon", "left_s": 500, "needed_s": 600}
+    assert r(tok(exp=500, sid="s1"), namespace="ns", now=0, answer_ttl_s=600) is None
+    assert r(tok(), namespace="ns", now=0, answer_ttl_s=600) is None
+
+
+def test_context_line_names_credential_and_role_but_no_subject_or_namespace() -> None:
+    line = caller.context_line(tok(sid="s", roles={"secret-ns": "viewer"}), "writer")
+    assert line == "Loom, for how-to answers only: this question comes with a sign-in session, whose role in this namespace is writer."
+
+
+def test_pricing_charges_usage_at_the_models_rate_else_the_ceiling() -> None:
+    u = pricing.Usage(1_000_000, 100_000)
+    assert pricing.answer_cost("claude-haiku-4-5", u, ceiling_usd=0.1) == pytest.approx(1.5)
+    assert pricing.answer_cost("claude-haiku-4-5", None, ceiling_usd=0.1) == 0.1
+    assert pricing.answer_cost("unpriced-model", u, ceiling_usd=0.1) == 0.1
+    assert pricing.over_share(0.5, 1.0, 0.5) and not pricing.over_share(0.49, 1.0, 0.5)
+
+
+def test_history_keeps_user_and_assistant_text_and_ends_with_the_question() -> None:
+    out = history.clean_messages(
+        [
+            {"role": "system", "content": "x"},
+            {"role": "user", "content": [{"type": "text", "text": "q"}]},
+            {"role": "tool", "content": "t"},
+        ],
+        "CTX",
+    )
+    assert out == [{"role": "user", "content": "q\n\nCTX"}]
+    with pytest.raises(history.HistoryError):
+        history.clean_messages([{"role": "assistant", "content": "a"}], None)
+
+
+# -- the agent definition ----------------------------------------------------------------------
+
+# Change agent.yaml's name, provider, parameters, instructions or tools, and bump its version.
+PINNED = {
+    1: "7d319024b560781f283ec0444828f46892840b7c1a00a0d894b15b159edcce96",
+    2: "9c059db4c2a523e6be0c460680c3acbf30c53b7316ed221b2facedc4dc8a415a",
+}
+
+
+def test_agent_definition_digest_is_pinned_to_its_version() -> None:
+    d = load_definition()
+    assert PINNED.get(d.version) == d.digest(), "agent.yaml changed: bump its version and pin the new digest"
+
+
+def test_agent_definition_is_written_only_when_newer_or_same_version_other_model() -> None:
+    d = load_definition()
+    assert definition.should_write(0, "", d)
+    assert not definition.should_write(d.version, d.model, d)
+    assert definition.should_write(d.version, "other-model", d)
+    assert not definition.should_write(d.version + 1, "other-model", d)  # a build N-1 never overwrites N
+    assert d.with_model("claude-sonnet-4-5").model == "claude-sonnet-4-5"
+
+
+def test_agent_tools_are_reads_of_the_assistant_toolset_and_never_the_assistant() -> None:
+    d = load_definition()
+    assert "assistant.ask" not in d.tools
+    assert all(t in opsets.kinds() for t in d.tools)
+    assert d.librechat_tools()[0].endswith("_mcp_loom")
+    assert "Nothing stored in Loom answers this." in d.instructions
+
+
+# -- LibreChat's deployed configuration ---------------------------------------------------------
+
+
+def test_librechat_configuration_sends_the_answer_token_and_run_id_and_turns_everything_else_off() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    cfg = yaml.safe_load((Path(__file__).resolve().parents[2] / "deploy/librechat/assistant.librechat.yaml").read_text())
+    loom = cfg["mcpServers"]["loom"]
+    assert loom["type"] == "streamable-http" and loom["url"].endswith("/mcp?toolset=assistant")
+    assert loom["headers"] == {
+        "Authorization": "Bearer {{LIBRECHAT_BODY_PARENTMESSAGEID}}",
+        "X-Loom-Run-Id": "{{LIBRECHAT_BODY_MESSAGEID}}",
+    }
+    assert "requestHeaders" not in loom and loom["serverInstructions"] is False
+    assert cfg["endpoints"]["agents"]["capabilities"] == ["tools"]
+    assert cfg["memory"] == {"disabled": True}
+    assert {k: cfg["interface"][k] for k in ("memories", "webSearch", "fileSearch", "runCode")} == dict.fromkeys(
+        ("memories", "webSearch", "fileSearch", "runCode"), False
+    )
+    assert cfg["interface"]["remoteAgents"] == {"use": True, "create": True}

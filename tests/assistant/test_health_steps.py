@@ -1,0 +1,76 @@
+"""ASSISTANT_UNAVAILABLE's reasons, the never-required `assistant` health check, and the live
+loom.step events of a streamed answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from loom_assistant.service.setup import Status
+from loom_runner.embedded import Instance
+
+from tests.conftest import Tenant, call
+
+from .conftest import Asker, Bench, chat_body
+from .emulator import Turn
+
+CHAT = "/v1/assistant/chat/completions"
+
+
+async def test_no_librechat_configured_answers_unavailable_not_configured(stack: Instance, tenant: Tenant) -> None:
+    async with tenant.client() as c:
+        minted = (await call(c, "token.mint", roles={tenant.namespace: "viewer"})).json()
+    async with tenant.client(minted["token"]) as c:
+        r1 = await call(c, "assistant.ask", question="hi")
+        r2 = await c.post(CHAT, json=chat_body())
+    for r in (r1, r2):
+        assert r.status_code == 503, r.text
+        assert r.json()["error"]["code"] == "ASSISTANT_UNAVAILABLE"
+        assert r.json()["error"]["detail"] == {"reason": "not_configured"}
+    plane = next(p for p in stack.planes if p.name == "assistant")
+    assert await plane.health() == {}  # no check when none is configured
+
+
+async def test_health_check_is_never_required_and_names_starting_and_failing(bench: Bench, asker: Asker) -> None:
+    plane = bench.plane
+    assert await plane.health() == {"assistant": {"ok": True, "required": False}}
+    state = plane.setup.state
+    saved = state.status, state.failure_kind
+    try:
+        for status, reason in ((Status.STARTING, "starting"), (Status.FAILING, "failing")):
+            state.status, state.failure_kind = status, "librechat_unavailable"
+            check = (await plane.health())["assistant"]
+            assert check["ok"] is False and check["required"] is False and check["reason"] == reason
+            async with asker.client() as c:
+                r = await c.post(CHAT, json=chat_body())
+            assert r.status_code == 503 and r.json()["error"]["detail"] == {"reason": reason}
+            assert r.headers.get("retry-after") is None or int(r.headers["retry-after"]) >= 1
+    finally:
+        state.status, state.failure_kind = saved
+    assert not bench.emu.chat_bodies
+
+
+async def test_streamed_answer_sends_live_steps_before_its_text(bench: Bench, asker: Asker) -> None:
+    hold = asyncio.Event()
+
+    async def script(turn: Turn) -> None:
+        await turn.call("auth.whoami", {})
+        await hold.wait()
+        await turn.say("You are a viewer.")
+
+    bench.emu.script = script
+    seen: list[dict[str, object]] = []
+    async with asker.client() as c, c.stream("POST", CHAT, json=chat_body(stream=True)) as r:
+        async for line in r.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            event = json.loads(line[6:])
+            seen.append(event)
+            if event["object"] == "loom.step":
+                hold.set()  # the text comes only after a step was shown
+    kinds = [e["object"] for e in seen]
+    first_step = kinds.index("loom.step")
+    first_text = next(i for i, e in enumerate(seen) if e["object"] == "chat.completion.chunk" and e["choices"][0]["delta"].get("content"))
+    assert first_step < first_text
+    step = seen[first_step]
+    assert step["steps"] == [{"op": "auth.whoami", "text": "Checked who is asking", "ok": True}] and step["choices"] == []
