@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import logging
 import statistics
 import sys
@@ -30,7 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-async def _timed_stream(client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[float, list[float], float]:
+async def _timed_stream(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]
+) -> tuple[float, list[float], float]:
     """(seconds to the first content byte, gaps between content chunks, seconds to the end)."""
     started = time.perf_counter()
     first = 0.0
@@ -43,7 +46,7 @@ async def _timed_stream(client: httpx.AsyncClient, url: str, body: dict[str, Any
                 if not first:
                     first = now - started
                 stamps.append(now)
-    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(stamps)]
     return first, gaps, time.perf_counter() - started
 
 
@@ -85,7 +88,12 @@ async def main(answers: int, chunks: int, rounds: int) -> None:
         async with httpx.AsyncClient(base_url=inst.base_url, timeout=60) as c:
             minted = (await c.post("/v1/token.mint", json={"roles": {"ns": "viewer"}}, headers={"Authorization": f"Bearer {admin}"})).json()
             token = minted["token"]
-            direct_body = {"model": row.agent_id, "messages": [{"role": "user", "content": "q"}], "parent_message_id": token, "stream": True}
+            direct_body = {
+                "model": row.agent_id,
+                "messages": [{"role": "user", "content": "q"}],
+                "parent_message_id": token,
+                "stream": True,
+            }
             bridge_body = {"model": "loom", "messages": [{"role": "user", "content": "q"}], "stream": True}
             direct_h = {"Authorization": f"Bearer {row.api_key}"}
             bridge_h = {"Authorization": f"Bearer {token}"}

@@ -199,9 +199,11 @@ class Settings(BaseSettings):
     gateway_transport: Literal["inproc", "grpc"] = Field(
         "inproc",
         description="How the gateway reaches planes running in its own process: inproc (the interceptor chain called in process) or grpc (loopback gRPC, as a cluster's gateway does).",
+    )
     # --- assistant
     assistant_librechat_url: str = Field(
-        "", description="LibreChat's internal address (its URL on the network only Loom reaches). Empty: no assistant; assistant.ask answers ASSISTANT_UNAVAILABLE."
+        "",
+        description="LibreChat's internal address (its URL on the network only Loom reaches). Empty: no assistant; assistant.ask answers ASSISTANT_UNAVAILABLE.",
     )
     assistant_model: str = Field("", description="Replaces the agent definition's model when Loom seeds it (empty: the definition's).")
     assistant_answer_ttl_s: int = Field(600, description="Longest one answer runs; its delegated token expires then.")
@@ -223,7 +225,8 @@ class Settings(BaseSettings):
     )
     assistant_upstream_timeout_s: float = Field(30.0, description="Longest the bridge waits for LibreChat to start answering.")
     assistant_bridge_listen: str = Field(
-        "", description="Cluster mode: host:port the assistant plane's process serves the chat route on, for the gateway (LOOM_ASSISTANT_BRIDGE_URL)."
+        "",
+        description="Cluster mode: host:port the assistant plane's process serves the chat route on, for the gateway (LOOM_ASSISTANT_BRIDGE_URL).",
     )
     # --- decisions
     memory_exposure_ledger_enabled: bool = Field(
@@ -252,7 +255,6 @@ class Settings(BaseSettings):
         20000,
         description="A namespace with at least this many live rows is searched through the HNSW vector index (approximate); a smaller one by exact cosine over its rows.",
     )
-
 
 
 def plane_settings_classes() -> dict[str, type[PlaneSettings]]:

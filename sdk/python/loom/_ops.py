@@ -231,8 +231,8 @@ class GrantsOps:
         self,
         *,
         namespace: str | None = None,
-        subject: str | None = None,
-        role: str | None = None,
+        subject: str,
+        role: str,
     ) -> dict[str, Any]:
         """Give a subject a role in the namespace, or remove it (role none).
 
@@ -240,6 +240,7 @@ class GrantsOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            role: One of: viewer, writer, admin, none.
         """
         return await self._caller.call(
             "grants.set",
@@ -316,7 +317,7 @@ class InboxOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str | None = None,
+        inbox: str,
         limit: int | None = None,
     ) -> dict[str, Any]:
         """An inbox's webhook delivery log, newest attempt first.
@@ -354,7 +355,7 @@ class InboxOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str | None = None,
+        inbox: str,
     ) -> dict[str, Any]:
         """An inbox's trust rows: mode and required evidence per (poster, kind).
 
@@ -373,8 +374,8 @@ class InboxOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str | None = None,
-        poster: str | None = None,
+        inbox: str,
+        poster: str,
         kind: str | None = None,
         mode: str | None = None,
         require_evidence: builtins.list[str] | None = None,
@@ -386,6 +387,7 @@ class InboxOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            mode: One of: deny, review, auto.
         """
         return await self._caller.call(
             "inbox.policy_set",
@@ -419,7 +421,7 @@ class InboxOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str | None = None,
+        inbox: str,
         owner_agent: str | None = None,
         posters: builtins.list[str] | None = None,
         accept_disclosure: builtins.list[str] | None = None,
@@ -510,7 +512,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        key: str | None = None,
+        memory_key: str | None = None,
         agent_id: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
@@ -525,7 +527,7 @@ class MemoryOps:
         return await self._caller.call(
             "memory.delete",
             namespace=namespace,
-            key=key,
+            memory_key=memory_key,
             agent_id=agent_id,
             user_id=user_id,
             session_id=session_id,
@@ -535,7 +537,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        key: str | None = None,
+        memory_key: str | None = None,
         version: int | None = None,
         agent_id: str | None = None,
         user_id: str | None = None,
@@ -551,7 +553,7 @@ class MemoryOps:
         return await self._caller.call(
             "memory.delete_version",
             namespace=namespace,
-            key=key,
+            memory_key=memory_key,
             version=version,
             agent_id=agent_id,
             user_id=user_id,
@@ -835,7 +837,7 @@ class NamespaceOps:
     async def create(
         self,
         *,
-        name: str | None = None,
+        name: str,
         description: str | None = None,
     ) -> dict[str, Any]:
         """Create a namespace in the caller's org (org-wide admin).
@@ -866,7 +868,7 @@ class PolicyOps:
         self,
         *,
         namespace: str | None = None,
-        operation: str | None = None,
+        operation: str,
         agent: str | None = None,
         user: str | None = None,
         session: str | None = None,
@@ -908,6 +910,7 @@ class PolicyOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            decision: One of: allow, deny.
         """
         return await self._caller.call(
             "policy.decisions",
@@ -924,7 +927,7 @@ class PolicyOps:
         self,
         *,
         namespace: str | None = None,
-        name: str | None = None,
+        name: str,
     ) -> dict[str, Any]:
         """Remove a history-policy rule.
 
@@ -976,6 +979,7 @@ class PolicyOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            mode: One of: shadow, enforce.
         """
         return await self._caller.call(
             "policy.replay",
@@ -995,10 +999,10 @@ class PolicyOps:
         self,
         *,
         namespace: str | None = None,
-        name: str | None = None,
-        effect: str | None = None,
-        actions: builtins.list[str] | None = None,
-        condition: dict[str, Any] | None = None,
+        name: str,
+        effect: str,
+        actions: builtins.list[str],
+        condition: dict[str, Any],
         description: str | None = None,
         mode: str | None = None,
     ) -> dict[str, Any]:
@@ -1008,6 +1012,8 @@ class PolicyOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            effect: One of: forbid, require.
+            mode: One of: inherit, shadow, enforce.
         """
         return await self._caller.call(
             "policy.set",
@@ -1031,7 +1037,7 @@ class SaOps:
         self,
         *,
         namespace: str | None = None,
-        name: str | None = None,
+        name: str,
         role: str | None = None,
         description: str | None = None,
     ) -> dict[str, Any]:
@@ -1041,6 +1047,7 @@ class SaOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            role: One of: viewer, writer, admin.
         """
         return await self._caller.call(
             "sa.create",
@@ -1061,7 +1068,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Accept a triaged task: triage -> todo (never the poster's own).
@@ -1082,10 +1089,10 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        fence: int | None = None,
-        blocked_on: str | None = None,
-        reason: str | None = None,
+        task_id: str,
+        fence: int,
+        blocked_on: str,
+        reason: str,
     ) -> dict[str, Any]:
         """Mark a task you hold blocked on the sender, a human or something external (fenced).
 
@@ -1093,6 +1100,7 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            blocked_on: One of: sender, human, external.
         """
         return await self._caller.call(
             "task.block",
@@ -1107,8 +1115,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        reason: str | None = None,
+        task_id: str,
+        reason: str,
     ) -> dict[str, Any]:
         """Cancel an unfinished task (the owner, or its poster while nobody holds it).
 
@@ -1128,7 +1136,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
         lease_seconds: int | None = None,
     ) -> dict[str, Any]:
         """Claim one named todo task: a lease and a fence every owner write presents.
@@ -1149,8 +1157,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        fence: int | None = None,
+        task_id: str,
+        fence: int,
         outcome: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Finish a task you hold with its outcome (fenced): in_progress -> done.
@@ -1191,8 +1199,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str | None = None,
-        kind: str | None = None,
+        inbox: str,
+        kind: str,
         title: str | None = None,
         brief: dict[str, Any] | None = None,
         disclosure: str | None = None,
@@ -1209,6 +1217,9 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            disclosure: One of: confidential, internal, public_ok.
+            deadline: An RFC 3339 timestamp.
+            not_before: An RFC 3339 timestamp.
         """
         return await self._caller.call(
             "task.create",
@@ -1230,9 +1241,9 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        fence: int | None = None,
-        resume_at: str | None = None,
+        task_id: str,
+        fence: int,
+        resume_at: str,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Put a task you hold aside until resume_at (fenced): in_progress -> deferred.
@@ -1241,6 +1252,7 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            resume_at: An RFC 3339 timestamp.
         """
         return await self._caller.call(
             "task.defer",
@@ -1255,9 +1267,9 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        fence: int | None = None,
-        reason: str | None = None,
+        task_id: str,
+        fence: int,
+        reason: str,
     ) -> dict[str, Any]:
         """Give up on a task you hold, with a reason (fenced): in_progress -> failed.
 
@@ -1278,7 +1290,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
     ) -> dict[str, Any]:
         """One task (readers of its inbox, or its poster).
 
@@ -1297,8 +1309,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        fence: int | None = None,
+        task_id: str,
+        fence: int,
         lease_seconds: int | None = None,
     ) -> dict[str, Any]:
         """Extend the lease of a task you hold (fenced).
@@ -1320,7 +1332,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
         limit: int | None = None,
     ) -> dict[str, Any]:
         """A task's events, oldest first.
@@ -1372,8 +1384,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        fence: int | None = None,
+        task_id: str,
+        fence: int,
         note: str | None = None,
         percent: int | None = None,
     ) -> dict[str, Any]:
@@ -1397,7 +1409,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        inbox: str | None = None,
+        inbox: str,
         kinds: builtins.list[str] | None = None,
         status: str | None = None,
         wait_seconds: int | None = None,
@@ -1410,6 +1422,7 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            status: One of: todo, triage.
         """
         return await self._caller.call(
             "task.pull",
@@ -1426,9 +1439,9 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        to_inbox: str | None = None,
-        reason: str | None = None,
+        task_id: str,
+        to_inbox: str,
+        reason: str,
     ) -> dict[str, Any]:
         """Hand an unfinished task to another inbox of the org (its claim ends).
 
@@ -1449,7 +1462,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Move a failed, wont_do or cancelled task back to todo.
@@ -1470,7 +1483,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Return a deferred task to todo before its resume_at.
@@ -1491,7 +1504,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
+        task_id: str,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Return a blocked task to todo.
@@ -1512,8 +1525,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        if_match_version: int | None = None,
+        task_id: str,
+        if_match_version: int,
         title: str | None = None,
         brief: dict[str, Any] | None = None,
         priority: int | None = None,
@@ -1526,6 +1539,8 @@ class TaskOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            deadline: An RFC 3339 timestamp.
+            not_before: An RFC 3339 timestamp.
         """
         return await self._caller.call(
             "task.update",
@@ -1566,8 +1581,8 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        task_id: str | None = None,
-        reason: str | None = None,
+        task_id: str,
+        reason: str,
     ) -> dict[str, Any]:
         """Decline an unfinished task, with a reason.
 

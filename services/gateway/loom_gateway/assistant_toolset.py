@@ -28,8 +28,8 @@ def _claims(authorization: str) -> dict[str, Any]:
 
 def first_namespace(authorization: str) -> str:
     claims = _claims(authorization)
-    roles = claims.get("roles") if isinstance(claims.get("roles"), dict) else {}
-    named = [ns for ns in roles if ns != "*"]
+    roles = claims.get("roles")
+    named = [ns for ns in roles if ns != "*"] if isinstance(roles, dict) else []
     return named[0] if named else str(claims.get("ns") or "")
 
 
