@@ -317,9 +317,9 @@ class TasksClient:
         return await self._agent.call("task.fail", task_id=task_id, fence=fence, reason=reason, namespace=namespace)
 
     async def defer(
-        self, task_id: str, *, fence: int, resume_at: Time, reason: str | None = None, namespace: str | None = None
+        self, task_id: str, *, fence: int, resume_at: Time, reason: str, namespace: str | None = None
     ) -> dict[str, Any]:
-        """Put a task you hold aside until ``resume_at`` (``task.defer``)."""
+        """Put a task you hold aside until ``resume_at``, with a reason (``task.defer``)."""
         return await self._agent.call(
             "task.defer", task_id=task_id, fence=fence, resume_at=_time(resume_at), reason=reason, namespace=namespace
         )

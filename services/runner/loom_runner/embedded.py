@@ -144,6 +144,7 @@ async def run_embedded(settings: Settings, stop: asyncio.Event) -> None:
             embedded_nats_auth = None  # type: ignore[assignment]
         if embedded_nats_auth is not None:
             config, settings = embedded_nats_auth(settings)
+        config = (config or "") + f"\njetstream {{ sync_interval: {settings.nats_sync_interval} }}\n"  # docs/operations/durability.md
         nats = NatsServer(data / "nats", port=settings.nats_port, config=config)
         await nats.__aenter__()
         nats_url = nats.url

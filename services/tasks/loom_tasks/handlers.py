@@ -308,8 +308,7 @@ class Handlers:
     # --- reading
 
     async def get(self, req: pb.GetTaskRequest, ctx: CallContext) -> pb.GetTaskResponse:
-        row, expires = await self.reading.get(ctx, req.task_id)
-        return pb.GetTaskResponse(task=task_pb(row, lease_expires_at=expires))
+        return pb.GetTaskResponse(task=task_pb(await self.reading.get(ctx, req.task_id)))
 
     async def list_tasks(self, req: pb.ListTasksRequest, ctx: CallContext) -> pb.ListTasksResponse:
         rows, token = await self.reading.list(
