@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from loom_core.plane import bind_handlers
 from loom_core.runtime import Handler, Runtime
 from loom_core.store import Migration
 
@@ -83,7 +84,7 @@ class TasksPlane:
         return await self.tasks.candidates(org, inbox, time.time() + 60.0, kinds, limit)
 
     def handlers(self) -> dict[str, Handler]:
-        return self._handlers.table()
+        return bind_handlers(self.runtime.catalog, self.name, self._handlers)
 
     async def start(self) -> None:
         s = self.runtime.settings

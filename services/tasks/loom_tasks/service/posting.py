@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import secrets
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loom_core.chain import CallContext
-from loom_core.errors import ErrorCode, Forbidden, NotFound, Unavailable, ValidationFailed
+from loom_core.errors import ErrorCode, Forbidden, LoomError, NotFound, Unavailable, ValidationFailed
 from loom_core.roles import Role
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
@@ -140,6 +141,19 @@ class PostingOps:
         if existing is None:
             raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the task with this idempotency_key is not readable yet; retry")
         return existing, False
+
+    async def create_many(self, ctx: CallContext, items: list[NewTask]) -> list[tuple[TaskRow | None, bool, LoomError | None]]:
+        """task.create_many: each item as task.create would take it, answered on its own."""
+        v.batch_size(len(items), "tasks")
+
+        async def one(item: NewTask) -> tuple[TaskRow | None, bool, LoomError | None]:
+            try:
+                row, created = await self.create(ctx, item)
+                return row, created, None
+            except LoomError as exc:
+                return None, False, exc
+
+        return list(await asyncio.gather(*(one(i) for i in items)))
 
     async def cancel(self, ctx: CallContext, task_id: str, reason: str) -> TaskRow:
         v.task_id(task_id)

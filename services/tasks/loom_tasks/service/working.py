@@ -10,12 +10,13 @@ gets 409 TASK_FENCE_STALE.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from loom_core.chain import CallContext
-from loom_core.errors import Conflict, ErrorCode
+from loom_core.errors import Conflict, ErrorCode, LoomError
 from loom_core.roles import Role
 
 from ..domain import events as ev
@@ -218,6 +219,20 @@ class WorkingOps:
     async def complete(self, ctx: CallContext, task_id: str, fence: int, outcome: dict[str, Any]) -> TaskRow:
         outcome = v.payload(outcome, "outcome")
         return await self._fenced(ctx, task_id, fence, lambda row, actor, now, _inbox: transitions.complete(row, actor, outcome, now))
+
+    async def complete_many(
+        self, ctx: CallContext, items: list[tuple[str, int, dict[str, Any]]]
+    ) -> list[tuple[TaskRow | None, LoomError | None]]:
+        """task.complete_many: each (task_id, fence, outcome) as task.complete takes it, answered on its own."""
+        v.batch_size(len(items), "tasks")
+
+        async def one(task_id: str, fence: int, outcome: dict[str, Any]) -> tuple[TaskRow | None, LoomError | None]:
+            try:
+                return await self.complete(ctx, task_id, fence, outcome), None
+            except LoomError as exc:
+                return None, exc
+
+        return list(await asyncio.gather(*(one(*i) for i in items)))
 
     async def fail(self, ctx: CallContext, task_id: str, fence: int, reason: str) -> TaskRow:
         why = v.reason(reason, required=True)
