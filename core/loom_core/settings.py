@@ -126,10 +126,6 @@ class Settings(BaseSettings):
         5, description="Attempts per webhook notice (a refused address, a redirect or a 4xx is not retried)."
     )
     task_webhook_retry_base_seconds: float = Field(1.0, description="First webhook retry delay; doubled per attempt, at most 30 s.")
-    task_webhook_allow_loopback_for_tests: bool = Field(
-        False,
-        description="TESTS ONLY. Lets webhook deliveries reach loopback addresses (127.0.0.0/8, ::1); every other internal address stays refused. Never set in production.",
-    )
 
 
 @lru_cache(maxsize=1)

@@ -24,9 +24,9 @@ async def test_create_many_answers_each_item_and_keeps_one_task_per_key(org: Org
     ]
     out = (await owner("task.create_many", tasks=items))["results"]
     assert len(out) == 5
-    assert out[1]["error"]["code"] == "RESOURCE_NOT_FOUND" and out[1]["error"]["httpStatus"] == 404
+    assert out[1]["error"]["code"] == "RESOURCE_NOT_FOUND" and out[1]["error"]["http_status"] == 404
     assert out[3]["error"]["code"] == "VALIDATION_FAILED"
-    assert out[0]["task"]["taskId"] == out[2]["task"]["taskId"]
+    assert out[0]["task"]["task_id"] == out[2]["task"]["task_id"]
     assert sorted([out[0].get("created", False), out[2].get("created", False)]) == [False, True]
     assert out[4]["created"] is True and out[4]["task"]["status"] == "todo"
     listed = (await owner("task.list", inbox="private-bot"))["tasks"]

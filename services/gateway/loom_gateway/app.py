@@ -14,6 +14,7 @@ from loom_core.catalog import Catalog
 from loom_core.errors import LoomError, NotFound, ValidationFailed
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from .asyncapi import router as asyncapi_router
 from .relay import Relay
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,7 @@ def create_app(relay: Relay, ready_checks: dict[str, ReadyCheck], version: str =
         return build_openapi(relay.catalog, relay.addresses, version)
 
     app.openapi = openapi  # type: ignore[method-assign]
+    app.include_router(asyncapi_router)  # GET /asyncapi.json, /asyncapi
     return app
 
 
