@@ -65,7 +65,7 @@ class Projector:
         config = ConsumerConfig(
             durable_name=self.durable,
             ack_policy=AckPolicy.EXPLICIT,
-            ack_wait=30.0,
+            ack_wait=10.0,  # a dead replica's batch comes back to the others this soon
             deliver_policy=DeliverPolicy.ALL,
             max_ack_pending=50_000,
             filter_subject=truth.SUBJECTS[0],
