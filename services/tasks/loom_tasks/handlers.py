@@ -182,7 +182,7 @@ class Handlers:
         return pb.ListInboxPrincipalsResponse(principals=[pb.InboxPrincipal(subject=s, type=t) for s, t in rows])
 
     async def list_inboxes(self, req: pb.ListInboxesRequest, ctx: CallContext) -> pb.ListInboxesResponse:
-        rows, counts, admin = await self.inboxes.list(ctx)
+        rows, counts, admin = await self.inboxes.list_inboxes(ctx)
         return pb.ListInboxesResponse(inboxes=[inbox_pb(r, admin=admin, counts=counts.get(r.name)) for r in rows])
 
     async def list_inbox_policies(self, req: pb.ListInboxPoliciesRequest, ctx: CallContext) -> pb.ListInboxPoliciesResponse:
@@ -313,7 +313,7 @@ class Handlers:
         return pb.GetTaskResponse(task=task_pb(await self.reading.get(ctx, req.task_id)))
 
     async def list_tasks(self, req: pb.ListTasksRequest, ctx: CallContext) -> pb.ListTasksResponse:
-        rows, token = await self.reading.list(
+        rows, token = await self.reading.list_tasks(
             ctx, req.inbox, list(req.status), list(req.kind), req.poster, req.mine, req.limit, req.page_token
         )
         return pb.ListTasksResponse(tasks=[task_pb(r) for r in rows], next_page_token=token)

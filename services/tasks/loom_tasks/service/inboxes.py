@@ -114,7 +114,7 @@ class InboxOps:
         subjects = await self.d.runtime.identity.principals(ctx.org)
         return [(s, s.split(":", 1)[0]) for s in subjects if s.startswith(("sa:", "user:"))]
 
-    async def list(self, ctx: CallContext) -> tuple[list[InboxRow], dict[str, dict[str, int]], bool]:
+    async def list_inboxes(self, ctx: CallContext) -> tuple[list[InboxRow], dict[str, dict[str, int]], bool]:
         rows = await self.d.inboxes.in_namespace(ctx.org, ctx.namespace)
         counts = await self.d.tasks.open_counts_by_inbox(ctx.org, ctx.namespace) if rows else {}
         return rows, counts, ctx.role >= Role.ADMIN

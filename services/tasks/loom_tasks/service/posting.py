@@ -234,7 +234,7 @@ class PostingOps:
         finally:
             try:
                 await sub.unsubscribe()
-                await js.delete_consumer(STREAM, config.name)
+                await js.delete_consumer(STREAM, str(config.name))
             except Exception:  # noqa: BLE001 - the consumer goes after its inactive threshold anyway
                 log.debug("updates consumer not deleted")
         ctx.out_hits = len(events)

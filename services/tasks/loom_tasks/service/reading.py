@@ -57,7 +57,7 @@ class ReadingOps:
         await self.d.access.reader(ctx, row)
         return row
 
-    async def list(
+    async def list_tasks(
         self,
         ctx: CallContext,
         inbox: str,
