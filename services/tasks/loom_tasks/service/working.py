@@ -109,21 +109,30 @@ class WorkingOps:
                     await hub.refresh(inbox.org, inbox.name, q, kinds=kinds, force=True)
                     continue
                 break
-            progressed = False
-            for row in candidates:
-                if len(out) >= want:
-                    break
+            # Claim the next candidates at once (each its own compare-and-set), in pull order.
+            chunk = candidates[: want - len(out)]
+            for row in chunk:
                 q.reserved.add(row.task_id)
-                try:
-                    got = await self.d.engine.claim(row.copy(rev=q.revs.get(row.task_id) or row.rev), actor, lease, time.time())
-                finally:
+            try:
+                results = await asyncio.gather(
+                    *(self.d.engine.claim(row.copy(rev=q.revs.get(row.task_id) or row.rev), actor, lease, time.time()) for row in chunk),
+                    return_exceptions=True,
+                )
+            finally:
+                for row in chunk:
                     q.reserved.discard(row.task_id)
+            failure: BaseException | None = None
+            for row, got in zip(chunk, results, strict=True):
+                if isinstance(got, BaseException):
+                    failure = failure or got
+                    continue
                 q.drop(row.task_id, None if got is None else got.row.version)
                 if got is not None:
                     out.append(got.row)
-                    progressed = True
-            if not progressed:
-                break
+            if failure is not None:
+                if not out:
+                    raise failure
+                break  # answer with what this call holds; the rest can be pulled again
         return out
 
     async def _triage(self, inbox: InboxRow, kinds: Sequence[str], wait: int, want: int) -> list[TaskRow]:
