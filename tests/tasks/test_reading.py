@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+from loom_runner.embedded import Instance
+
 from tests.tasks.conftest import Org, register
 
 
@@ -117,3 +119,15 @@ async def test_updates_wait_times_out_empty(org: Org) -> None:
     started = time.monotonic()
     out = await public("task.updates", since_seq=first["next_seq"], wait_seconds=1)
     assert out["events"] == [] and time.monotonic() - started >= 0.9
+
+
+async def test_a_read_right_after_a_write_on_another_replica_sees_it(org: Org, tasks_b: Instance) -> None:
+    admin = await org.admin()
+    await register(admin)
+    writer, reader = await org.owner(via=tasks_b), await org.owner()
+    for i in range(5):
+        t = (await writer("task.create", inbox="private-bot", kind="chore", title=f"t{i}"))["task"]
+        # task.list and task.counts read the projection, which waits for the write first.
+        assert t["task_id"] in {x["task_id"] for x in (await reader("task.list", inbox="private-bot"))["tasks"]}
+        assert (await reader("task.counts", inbox="private-bot"))["counts"]["todo"] == i + 1
+        assert [e["kind"] for e in (await reader("task.history", task_id=t["task_id"]))["events"]] == ["created"]
