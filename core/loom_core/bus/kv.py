@@ -60,10 +60,11 @@ async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
     await js.update_stream(config)
 
 
-async def read(js: JetStreamContext, stream: str, subject: str) -> Entry | None:
-    """The subject's last message, or None when the subject holds none."""
+async def read(js: JetStreamContext, stream: str, subject: str, *, direct: bool = True) -> Entry | None:
+    """The subject's last message, or None when the subject holds none. `direct`: any replica
+    answers (the stream must allow direct gets); else the stream's leader."""
     try:
-        msg = await js.get_msg(stream, subject=subject, direct=True)
+        msg = await js.get_msg(stream, subject=subject, direct=direct)
     except nats.js.errors.NotFoundError:
         return None
     except Exception as exc:
@@ -90,12 +91,14 @@ async def update_at(
     return int(ack.seq)
 
 
-async def create_if_absent(js: JetStreamContext, stream: str, subject: str, data: bytes, *, ttl: float | None = None) -> int:
+async def create_if_absent(
+    js: JetStreamContext, stream: str, subject: str, data: bytes, *, ttl: float | None = None, direct: bool = True
+) -> int:
     """Write only when the subject holds no live value (nothing, or a delete marker)."""
     try:
         return await update_at(js, subject, data, 0, ttl=ttl)
     except WrongRevision:
-        entry = await read(js, stream, subject)
+        entry = await read(js, stream, subject, direct=direct)
         if entry is None or entry.data is not None:
             raise
         return await update_at(js, subject, data, entry.revision, ttl=ttl)
