@@ -37,10 +37,6 @@ FAST: dict[str, object] = {
 }
 
 
-#: The session's replicas (tasks_a, tasks_b once started): one of them holds the sweep's lease.
-RUNNING: list[Instance] = []
-
-
 def task_settings(data_dir: Path, **overrides: object) -> Settings:
     return make_settings(data_dir, **{**FAST, **overrides})
 
@@ -48,18 +44,14 @@ def task_settings(data_dir: Path, **overrides: object) -> Settings:
 @pytest.fixture(scope="session")
 async def tasks_a(data_dir: Path, store: EmbeddedStore, nats_server: NatsServer) -> AsyncIterator[Instance]:
     inst = await start_instance(task_settings(data_dir), store=store, nats_url=nats_server.url, name="tasks-a")
-    RUNNING.append(inst)
     yield inst
-    RUNNING.remove(inst)
     await inst.stop()
 
 
 @pytest.fixture(scope="session")
 async def tasks_b(data_dir: Path, store: EmbeddedStore, nats_server: NatsServer, tasks_a: Instance) -> AsyncIterator[Instance]:
     inst = await start_instance(task_settings(data_dir), store=store, nats_url=nats_server.url, name="tasks-b")
-    RUNNING.append(inst)
     yield inst
-    RUNNING.remove(inst)
     await inst.stop()
 
 
@@ -204,11 +196,11 @@ def tasks_plane(inst: Instance) -> TasksPlane:
 
 
 async def sweep_passes(n: int = 2) -> None:
-    """Wait until the sweep (whichever session replica holds its lease) has run `n` more passes."""
-    start = sum(tasks_plane(i).sweeper.passes for i in RUNNING)
+    """Wait until the sweep (whichever replica in this process holds its lease) has run `n` more passes."""
+    start = Sweeper.passes_in_process
 
     async def ran() -> bool:
-        return sum(tasks_plane(i).sweeper.passes for i in RUNNING) >= start + n
+        return Sweeper.passes_in_process >= start + n
 
     await eventually(ran, within=15, every=0.02)
 

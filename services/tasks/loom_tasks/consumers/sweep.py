@@ -25,6 +25,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
+from typing import ClassVar
 
 from loom_core.aio import cancel_and_wait
 from loom_core.bus import Bus, LeaseHeld, LeaseStore
@@ -109,6 +110,9 @@ class DueIndex:
 
 
 class Sweeper:
+    #: Passes run by every sweeper in this process (whichever replica holds the lease).
+    passes_in_process: ClassVar[int] = 0
+
     def __init__(
         self,
         engine: Engine,
@@ -233,6 +237,7 @@ class Sweeper:
 
         await asyncio.gather(*(one(*d) for d in due))
         self.passes += 1
+        Sweeper.passes_in_process += 1
         self.pass_done.set()
         self.pass_done = asyncio.Event()
         return report
