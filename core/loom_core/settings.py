@@ -92,6 +92,10 @@ class Settings(BaseSettings):
     # --- bus
     nats_url: str = Field("", description="NATS server URL. Empty: `loom up` starts a nats-server child process with JetStream.")
     nats_port: int = Field(0, description="Port of the embedded nats-server (0 picks a free one).")
+    nats_sync_interval: str = Field(
+        "always",
+        description="JetStream's storage sync of the embedded nats-server: `always` (fsync every write before its ack) or an interval such as `2m` (faster; a machine crash may lose the last interval's acknowledged writes).",
+    )
     nats_internal_user: str = Field(
         "",
         description="NATS user Loom's own connections authenticate as (an auth callout `auth_users` entry). Empty: connect without credentials. `loom up` sets one.",
@@ -149,22 +153,21 @@ class Settings(BaseSettings):
     # --- tasks
     task_lease_sweep_enabled: bool = Field(
         True,
-        description="Runs the sweeper: expired leases, deferred tasks reaching resume_at, stale triage, lease rows out of step with their task.",
+        description="Runs the sweeper: expired leases, deferred tasks reaching resume_at, stale triage, finished tasks leaving NATS.",
     )
     task_webhook_deliver_enabled: bool = Field(True, description="Posts one signed notice per new event batch to an inbox's webhook_url.")
     task_sweep_interval_seconds: float = Field(
         1.0, description="Seconds between lease-sweep passes (expired leases, resume_at, triage escalation); one replica sweeps at a time."
     )
-    task_reconcile_interval_seconds: float = Field(
-        30.0, description="Seconds between the sweep's full reconcile passes (lease rows out of step with their task)."
+    task_terminal_retention_seconds: float = Field(
+        900.0, description="How long a finished task stays in NATS (the truth) before it is served from the ClickHouse projection alone."
     )
-    task_reconcile_grace_seconds: float = Field(
-        60.0,
-        description="The reconcile leaves lease rows and tasks written in the last this-many seconds alone (a create or claim may still be in flight).",
+    task_idempotency_window_seconds: float = Field(
+        86400.0,
+        description="How long a finished task's tombstone keeps its idempotency_key taken (a create with the key answers the task, not a new one).",
     )
-    task_idempotency_wait_seconds: float = Field(
-        10.0,
-        description="Longest a task.create waits for another create with its idempotency_key before answering 409 PRECONDITION_FAILED.",
+    task_state_replicas: int = Field(
+        1, description="JetStream replicas of the task state and event streams: 1 embedded, 3 in a cluster (see docs/operations/durability.md)."
     )
     task_pull_poll_seconds: float = Field(
         2.0,
@@ -176,18 +179,11 @@ class Settings(BaseSettings):
     task_events_max_age_seconds: int = Field(
         7 * 86400, description="How long task events stay in the LOOM_TASK_EVENTS stream (the task.updates cursor's reach)."
     )
-    task_write_batch_max_rows: int = Field(
-        500, description="Most task rows one batched store write carries (concurrent writes share one insert)."
-    )
     task_webhook_timeout_seconds: float = Field(5.0, description="Timeout of one webhook POST (connect is capped at 3 s).")
     task_webhook_max_attempts: int = Field(
         5, description="Attempts per webhook notice (a refused address, a redirect or a 4xx is not retried)."
     )
     task_webhook_retry_base_seconds: float = Field(1.0, description="First webhook retry delay; doubled per attempt, at most 30 s.")
-    task_webhook_allow_loopback_for_tests: bool = Field(
-        False,
-        description="TESTS ONLY. Lets webhook deliveries reach loopback addresses (127.0.0.0/8, ::1); every other internal address stays refused. Never set in production.",
-    )
 
     # --- cluster
     clickhouse_cluster: str = Field(

@@ -21,6 +21,8 @@ from loom_core.settings import Settings
 from loom_core.store.embedded import EmbeddedStore
 from loom_gateway.identity import bootstrap_org
 from loom_runner.embedded import Instance, start_instance
+from loom_tasks.consumers.sweep import Sweeper
+from loom_tasks.plane import TasksPlane
 
 from tests.conftest import make_settings
 
@@ -185,3 +187,34 @@ async def eventually(check: Callable[[], Awaitable[bool]], within: float = 10.0,
         if time.monotonic() >= deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(every)
+
+
+def tasks_plane(inst: Instance) -> TasksPlane:
+    p = next(p for p in inst.planes if p.name == "tasks")
+    assert isinstance(p, TasksPlane)
+    return p
+
+
+async def sweep_passes(n: int = 2) -> None:
+    """Wait until the sweep (whichever replica in this process holds its lease) has run `n` more passes."""
+    start = Sweeper.passes_in_process
+
+    async def ran() -> bool:
+        return Sweeper.passes_in_process >= start + n
+
+    await eventually(ran, within=15, every=0.02)
+
+
+async def retire(org: Org, task_id: str) -> None:
+    """Do what the sweep does to a finished task once its retention is over (here: none), until
+    the task has left NATS (it waits for the projection to hold the task first)."""
+    p = tasks_plane(org.inst)
+    rt = org.inst.runtime
+    sweeper = Sweeper(p.engine, p.truth, rt.bus, p.directory, rt.leases, interval=0.05, retention=0.0, tombstone_ttl=3600.0)
+
+    async def gone() -> bool:
+        await sweeper.sweep_task(org.name, task_id)
+        st = await p.truth.read(org.name, task_id)
+        return st is not None and st.row is None
+
+    await eventually(gone, within=15)

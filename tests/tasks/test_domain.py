@@ -51,8 +51,14 @@ def test_kind_row_beats_star_row_for_the_same_poster() -> None:
 def test_agent_label_row_grants_auto_only_to_a_writer() -> None:
     rows = [p("public-bot", "*", "auto")]
     outsider = trust.decide(rows, subject="sa:public-bot", agent="public-bot", kind="k", writer_on_owner_namespace=False)
-    assert outsider.mode == "review" and outsider.downgraded
+    assert outsider.mode == "review" and outsider.row is None
     assert trust.decide(rows, subject="sa:someone", agent="public-bot", kind="k", writer_on_owner_namespace=True).mode == "auto"
+
+
+def test_agent_label_auto_row_grants_nothing_so_a_non_writer_meets_the_star_poster_row() -> None:
+    rows = [p("public-bot", "*", "auto"), p("*", "*", "deny")]
+    outsider = trust.decide(rows, subject="sa:public-bot", agent="public-bot", kind="k", writer_on_owner_namespace=False)
+    assert outsider.mode == "deny" and outsider.row is not None and outsider.row.poster == "*"
 
 
 def test_a_label_never_matches_a_subject_row() -> None:

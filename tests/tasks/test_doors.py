@@ -23,7 +23,7 @@ from tests.tasks.conftest import Org, register
 
 TASKS_TOOLSET = {
     "task.pull", "task.create", "task.complete", "task.fail", "task.wont_do", "task.defer", "task.heartbeat",
-    "task.updates", "task.list", "task.get", "inbox.list",
+    "task.updates", "task.list", "task.get", "inbox.list", "task.create_many", "task.complete_many",
 }  # fmt: skip
 
 

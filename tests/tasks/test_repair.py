@@ -64,14 +64,23 @@ async def test_reopen_brings_failed_wont_do_cancelled_back(org: Org) -> None:
     assert (await owner("task.reopen", task_id=t["task_id"]))["task"]["status"] == "todo"
     got = (await owner("task.pull", inbox="private-bot"))["tasks"][0]
     await owner("task.complete", task_id=t["task_id"], fence=got["fence"])
-    await owner.refused(409, "PRECONDITION_FAILED", "task.reopen", task_id=t["task_id"])
+    await owner.refused(409, "TASK_TERMINAL", "task.reopen", task_id=t["task_id"])  # done is final
+
+
+async def test_reopen_of_a_done_task_is_409_task_terminal(org: Org) -> None:
+    _, owner, _, t = await triaged(org)
+    await owner("task.accept", task_id=t["task_id"])
+    got = (await owner("task.pull", inbox="private-bot"))["tasks"][0]
+    await owner("task.complete", task_id=t["task_id"], fence=got["fence"])
+    err = await owner.refused(409, "TASK_TERMINAL", "task.reopen", task_id=t["task_id"], reason="again")
+    assert err["detail"]["status"] == "done"
 
 
 async def test_resume_returns_a_deferred_task_early(org: Org) -> None:
     _, owner, _, t = await triaged(org)
     await owner("task.accept", task_id=t["task_id"])
     got = (await owner("task.pull", inbox="private-bot"))["tasks"][0]
-    await owner("task.defer", task_id=t["task_id"], fence=got["fence"], resume_at="2099-01-01T00:00:00Z")
+    await owner("task.defer", task_id=t["task_id"], fence=got["fence"], resume_at="2099-01-01T00:00:00Z", reason="later")
     await owner.refused(409, "PRECONDITION_FAILED", "task.unblock", task_id=t["task_id"])
     assert (await owner("task.resume", task_id=t["task_id"]))["task"]["status"] == "todo"
 

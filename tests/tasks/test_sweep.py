@@ -1,5 +1,5 @@
 """The lease sweep: expired leases, max_attempts, resume_at, triage escalation, the cluster
-lease (never two sweepers at once), and the reconcile of lease rows out of step."""
+lease (never two sweepers at once), and finished tasks leaving NATS for the projection."""
 
 from __future__ import annotations
 
@@ -9,12 +9,11 @@ import uuid
 from typing import Any
 
 from loom_runner.embedded import Instance
-from loom_tasks import keys as K
 from loom_tasks.consumers import sweep as sweep_mod
-from loom_tasks.consumers.sweep import Sweeper
+from loom_tasks.consumers.sweep import DueIndex, Sweeper
 from loom_tasks.plane import TasksPlane
 
-from tests.tasks.conftest import Api, Org, eventually, register
+from tests.tasks.conftest import Api, Org, eventually, register, retire, sweep_passes
 
 
 def plane(inst: Instance) -> TasksPlane:
@@ -91,7 +90,7 @@ async def test_unanswered_triage_escalates_once(org: Org) -> None:
         return bool((await status(owner, t["task_id"]))["escalated_time"])
 
     await eventually(escalated, within=10)
-    await asyncio.sleep(0.8)  # several more sweeps
+    await sweep_passes(3)  # several more sweeps
     events = [e["kind"] for e in (await owner("task.history", task_id=t["task_id"]))["events"]]
     assert events.count("escalated") == 1
     assert (await status(owner, t["task_id"]))["status"] == "triage"
@@ -102,7 +101,9 @@ class RecordingSweeper(Sweeper):
 
     def __init__(self, inst: Instance, key: str, log: list[tuple[str, float, float]]) -> None:
         p = plane(inst)
-        super().__init__(p.engine, p.tasks, p.keys, p.directory, inst.runtime.leases, interval=0.05, reconcile_interval=3600, grace=60)
+        super().__init__(
+            p.engine, p.truth, inst.runtime.bus, p.directory, inst.runtime.leases, interval=0.05, retention=900.0, tombstone_ttl=3600.0
+        )
         self.lease_key = key
         self.log = log
 
@@ -112,9 +113,6 @@ class RecordingSweeper(Sweeper):
         self.log.append((self.holder, started, time.monotonic()))
         return sweep_mod.SweepReport()
 
-    async def reconcile_once(self, grace: float | None = None) -> sweep_mod.ReconcileReport:
-        return sweep_mod.ReconcileReport()
-
 
 async def test_two_replicas_never_sweep_at_once_and_one_takes_over(tasks_a: Instance, tasks_b: Instance) -> None:
     key = f"tasks.sweep.test-{uuid.uuid4().hex[:8]}"
@@ -123,9 +121,9 @@ async def test_two_replicas_never_sweep_at_once_and_one_takes_over(tasks_a: Inst
     await a.start()
     await b.start()
     try:
-        await asyncio.sleep(1.0)
+        await eventually(lambda: _passes(log, 5), within=10)
         holders = {h for h, _, _ in log}
-        assert len(holders) == 1 and len(log) >= 5
+        assert len(holders) == 1
         first = holders.pop()
         spans = sorted((s, e) for _, s, e in log)
         assert all(spans[i][1] <= spans[i + 1][0] for i in range(len(spans) - 1))
@@ -140,57 +138,53 @@ async def test_two_replicas_never_sweep_at_once_and_one_takes_over(tasks_a: Inst
     assert {h for h, s, _ in log if s > cut} == {stays.holder}
 
 
+async def _passes(log: list[tuple[str, float, float]], n: int) -> bool:
+    return len(log) >= n
+
+
 async def _ran_after(log: list[tuple[str, float, float]], holder: str, t: float) -> bool:
     return any(h == holder and s > t for h, s, _ in log)
 
 
-# --- reconcile ---------------------------------------------------------------------------------
+# --- leaving NATS -------------------------------------------------------------------------------
 
 
-async def test_reconcile_writes_a_missing_lease_row_so_the_task_becomes_claimable(org: Org, tasks_a: Instance) -> None:
-    admin = await org.admin()
-    await register(admin)
-    owner = await org.owner()
-    t = (await owner("task.create", inbox="private-bot", kind="chore", title="t"))["task"]
-    keys = plane(tasks_a).keys
-    st = await keys.get(org.name, t["task_id"])
-    assert st is not None
-    await keys.delete(org.name, t["task_id"], last=st.revision)  # a create cut off before its lease row
-    assert (await owner("task.pull", inbox="private-bot"))["tasks"] == []
-    report = await plane(tasks_a).sweeper.reconcile_once(grace=0)
-    assert report.created >= 1
-    assert (await owner("task.pull", inbox="private-bot", wait_seconds=5))["tasks"][0]["task_id"] == t["task_id"]
-
-
-async def test_reconcile_puts_back_a_lease_row_ahead_of_its_task(org: Org, tasks_a: Instance) -> None:
-    admin = await org.admin()
-    await register(admin)
-    owner = await org.owner()
-    t = (await owner("task.create", inbox="private-bot", kind="chore", title="t"))["task"]
-    keys = plane(tasks_a).keys
-    st = await keys.get(org.name, t["task_id"])
-    assert st is not None
-    # A claim cut off after winning its lease row: held, a version ahead, already expired.
-    await keys.update(org.name, t["task_id"], K.held(st.v + 1, "sa:ghost", "ghost", time.time() - 1, 1), last=st.revision)
-    assert (await owner("task.pull", inbox="private-bot"))["tasks"] == []
-    report = await plane(tasks_a).sweeper.reconcile_once(grace=0)
-    assert report.restamped >= 1
-    got = (await owner("task.pull", inbox="private-bot", wait_seconds=5))["tasks"]
-    assert [g["task_id"] for g in got] == [t["task_id"]]
-    assert got[0]["version"] > st.v + 1  # versions only grow
-
-
-async def test_reconcile_removes_a_finished_tasks_lease_row(org: Org, tasks_a: Instance) -> None:
+async def test_a_finished_task_leaves_nats_and_is_served_from_the_projection(org: Org) -> None:
     admin = await org.admin()
     await register(admin)
     owner = await org.owner()
     t = (await owner("task.create", inbox="private-bot", kind="chore", title="t"))["task"]
     got = (await owner("task.pull", inbox="private-bot"))["tasks"][0]
-    await owner("task.complete", task_id=t["task_id"], fence=got["fence"])
-    keys = plane(tasks_a).keys
-    assert (await keys.get(org.name, t["task_id"])) is not None
-    await plane(tasks_a).sweeper.reconcile_once(grace=0)
-    assert (await keys.get(org.name, t["task_id"])) is None
-    # The task is still finished, and still answers as such.
-    await owner.refused(409, "TASK_TERMINAL", "task.complete", task_id=t["task_id"], fence=got["fence"])
+    await owner("task.complete", task_id=t["task_id"], fence=got["fence"], outcome={"ok": True})
+    await retire(org, t["task_id"])
+    # Gone from NATS; every read still answers it, and it still refuses to change.
     assert (await status(owner, t["task_id"]))["status"] == "done"
+    assert (await status(owner, t["task_id"]))["outcome"] == {"ok": True}
+    await owner.refused(409, "TASK_TERMINAL", "task.complete", task_id=t["task_id"], fence=got["fence"])
+    kinds = [e["kind"] for e in (await owner("task.history", task_id=t["task_id"]))["events"]]
+    assert kinds == ["created", "claimed", "done"]
+
+
+async def test_a_cancelled_task_that_left_nats_can_be_reopened(org: Org) -> None:
+    admin = await org.admin()
+    await register(admin)
+    owner = await org.owner()
+    t = (await owner("task.create", inbox="private-bot", kind="chore", title="t"))["task"]
+    await owner("task.cancel", task_id=t["task_id"], reason="not now")
+    await retire(org, t["task_id"])
+    out = (await owner("task.reopen", task_id=t["task_id"], reason="now"))["task"]
+    assert out["status"] == "todo"
+    assert (await owner("task.pull", inbox="private-bot", wait_seconds=5))["tasks"][0]["task_id"] == t["task_id"]
+
+
+def test_the_due_index_hands_out_the_oldest_due_first_and_skips_replaced_entries() -> None:
+    idx = DueIndex()
+    for n in range(1000):
+        idx.offer("o", f"t{n}", rev=n + 1, due=float(n))
+    idx.offer("o", "t0", rev=5000, due=None)  # t0 finished, nothing due any more
+    idx.offer("o", "t1", rev=5001, due=10_000.0)  # t1's lease renewed
+    first = idx.take(now=600.0, limit=100)
+    assert [t for _, t, _ in first] == [f"t{n}" for n in range(2, 102)]
+    second = idx.take(now=600.0, limit=1000)
+    assert [t for _, t, _ in second] == [f"t{n}" for n in range(102, 601)]
+    assert idx.take(now=600.0, limit=10) == []

@@ -664,18 +664,19 @@ async def test_delivery_log_lists_newest_first_and_is_per_inbox(rt: Runtime, h: 
 @pytest.fixture(scope="module")
 async def hooked(data_dir: Path, store: Any, wh_nats: NatsServer) -> AsyncIterator[Any]:
     """A Loom replica on this module's own nats-server (so its deliverer is the only one that
-    sees these events), with the loopback allowance on. It shares chDB with the other test
-    replicas, so its lease sweep stays off."""
+    sees these events), with the loopback allowance on (the deliverer's test seam: no setting
+    reaches it). It shares chDB with the other test replicas, so its lease sweep stays off."""
     from loom_runner.embedded import start_instance
 
     settings = make_settings(
         data_dir,
-        task_webhook_allow_loopback_for_tests=True,
         task_webhook_retry_base_seconds=0.05,
         task_lease_sweep_enabled=False,
         task_config_cache_ttl_seconds=0.5,
     )
     inst = await start_instance(settings, store=store, nats_url=wh_nats.url, name="loom-webhooks-e2e", only_planes={"identity", "tasks"})
+    deliverer = next(p for p in inst.planes if p.name == "tasks").deliverer
+    deliverer.allow_loopback_for_tests = deliverer.sender.allow_loopback = True
     yield inst
     await inst.stop()
 

@@ -14,15 +14,13 @@ import time
 from dataclasses import dataclass
 
 from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import APIError, BadRequestError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
-from nats.js.kv import KeyValue
+from nats.js.errors import BadRequestError, NotFoundError
 
 from ..errors import Conflict, Unavailable
+from . import kv
 from .nats import Bus
 
 BUCKET = "loom_leases"
-# JetStream "wrong last sequence" error codes (JSStreamWrongLastSequenceErr and its constant form).
-_WRONG_LAST_SEQUENCE = (10071, 10164)
 
 
 class LeaseHeld(Conflict):
@@ -45,77 +43,64 @@ class Lease:
 
 
 class LeaseStore:
-    """Leases for one bus. Keys are KV keys (letters, digits, `-_/=.`)."""
+    """Leases for one bus. Keys are KV keys (letters, digits, `-_/=.`). Every write is a
+    compare-and-set through `loom_core.bus.kv` on the bucket's stream."""
 
-    def __init__(self, kv: KeyValue) -> None:
-        self.kv = kv
+    def __init__(self, bus: Bus, bucket: str = BUCKET) -> None:
+        self.bus = bus
+        self.bucket = bucket
+        self.stream = f"KV_{bucket}"
 
     @classmethod
     async def open(cls, bus: Bus, bucket: str = BUCKET) -> LeaseStore:
         try:
-            kv = await bus.js.key_value(bucket)
+            await bus.js.key_value(bucket)
         except (NotFoundError, BadRequestError):
             # limit_marker_ttl turns on per-key TTLs (an abandoned lease key ages out).
             config = KeyValueConfig(bucket=bucket, history=1, storage=StorageType.FILE, ttl=7 * 86400, limit_marker_ttl=60)
             try:
-                kv = await bus.js.create_key_value(config)
+                await bus.js.create_key_value(config)
             except BadRequestError:
-                kv = await bus.js.key_value(bucket)  # another replica created it first
-        return cls(kv)
+                await bus.js.key_value(bucket)  # another replica created it first
+        return cls(bus, bucket)
+
+    def _subject(self, key: str) -> str:
+        return f"$KV.{self.bucket}.{key}"
 
     async def read(self, key: str) -> Lease | None:
         try:
-            entry = await self.kv.get(key)
-        except KeyNotFoundError:
+            entry = await kv.read(self.bus.js, self.stream, self._subject(key), direct=False)
+        except Unavailable:
+            raise Unavailable("BACKEND_UNAVAILABLE", "the lease store did not answer") from None
+        if entry is None or not entry.data:
             return None
-        except Exception as exc:
-            raise Unavailable("BACKEND_UNAVAILABLE", "the lease store did not answer") from exc
-        if not entry.value:
-            return None
-        data = json.loads(entry.value)
-        return Lease(key, data["holder"], entry.revision or 0, int(data.get("fence") or entry.revision or 0), float(data["expires_at"]))
+        data = json.loads(entry.data)
+        return Lease(key, data["holder"], entry.revision, int(data.get("fence") or entry.revision), float(data["expires_at"]))
 
     async def acquire(self, key: str, holder: str, ttl: float) -> Lease:
         """Take the lease or raise LeaseHeld. Raises Unavailable when the KV does not answer."""
+        subject = self._subject(key)
         for _ in range(8):
             expires = time.time() + ttl
             current = await self.read(key)
             try:
                 if current is None:
-                    try:
-                        rev = await self.kv.create(key, _value(holder, expires, 0), msg_ttl=max(ttl * 4, 60))
-                    except KeyWrongLastSequenceError:
-                        # Another acquirer created it first (read again), or the key is an
-                        # empty marker nats-py did not recognise: write over that at its revision.
-                        marker = await self._marker_revision(key)
-                        if marker is None:
-                            continue
-                        rev = await self.kv.update(key, _value(holder, expires, 0), last=marker)
+                    # Absent, or a delete / TTL marker: written over at its revision.
+                    rev = await kv.create_if_absent(
+                        self.bus.js, self.stream, subject, _value(holder, expires, 0), ttl=max(ttl * 4, 60), direct=False
+                    )
                 elif current.expired or current.holder == holder:
-                    rev = await self.kv.update(key, _value(holder, expires, 0), last=current.revision)
+                    rev = await kv.update_at(self.bus.js, subject, _value(holder, expires, 0), current.revision)
                 else:
                     raise LeaseHeld(key, current.holder)
-            except KeyWrongLastSequenceError:
+            except kv.WrongRevision:
                 continue  # lost a race: read again
-            except LeaseHeld:
-                raise
-            except Exception as exc:
-                raise Unavailable("BACKEND_UNAVAILABLE", "the lease store did not answer") from exc
+            except Unavailable:
+                raise Unavailable("BACKEND_UNAVAILABLE", "the lease store did not answer") from None
             return Lease(key, holder, rev, rev, expires)
         raise LeaseHeld(key, "?")
 
-    async def _marker_revision(self, key: str) -> int | None:
-        """The revision of a delete/TTL marker at `key`; None when a live value is there (a
-        holder won the race) or nothing is."""
-        try:
-            entry = await self.kv.get(key)
-        except KeyNotFoundError as exc:
-            # nats-py raises KeyDeletedError (a KeyNotFoundError) carrying the tombstone.
-            e = getattr(exc, "entry", None)
-            return e.revision if e is not None else None
-        return entry.revision if not entry.value else None
-
-    async def wait_acquire(self, key: str, holder: str, ttl: float, timeout: float, poll: float = 0.05) -> Lease:
+    async def wait_acquire(self, key: str, holder: str, ttl: float, timeout: float, poll: float = 0.05) -> Lease:  # noqa: ASYNC109
         """Acquire, waiting up to `timeout` for the holder to release or expire."""
         deadline = time.monotonic() + timeout
         while True:
@@ -129,26 +114,21 @@ class LeaseStore:
     async def renew(self, lease: Lease, ttl: float) -> Lease:
         expires = time.time() + ttl
         try:
-            rev = await self.kv.update(lease.key, _value(lease.holder, expires, lease.fence), last=lease.revision)
-        except KeyWrongLastSequenceError:
+            rev = await kv.update_at(self.bus.js, self._subject(lease.key), _value(lease.holder, expires, lease.fence), lease.revision)
+        except kv.WrongRevision:
             raise LeaseHeld(lease.key, "?") from None
-        except Exception as exc:
-            raise Unavailable("BACKEND_UNAVAILABLE", "the lease store did not answer") from exc
+        except Unavailable:
+            raise Unavailable("BACKEND_UNAVAILABLE", "the lease store did not answer") from None
         return Lease(lease.key, lease.holder, rev, lease.fence, expires)
 
     async def release(self, lease: Lease) -> bool:
         """Give the lease back; False when it was no longer ours."""
         try:
-            await self.kv.delete(lease.key, last=lease.revision)
-        except KeyWrongLastSequenceError:
+            await kv.update_at(self.bus.js, self._subject(lease.key), b"", lease.revision, headers={kv.KV_OPERATION: "DEL"})
+        except kv.WrongRevision:
             return False
-        except APIError as exc:
-            # kv.delete does not translate "wrong last sequence" as kv.update does.
-            if exc.err_code in _WRONG_LAST_SEQUENCE:
-                return False
-            raise Unavailable("BACKEND_UNAVAILABLE", "the lease store did not answer") from exc
-        except Exception as exc:
-            raise Unavailable("BACKEND_UNAVAILABLE", "the lease store did not answer") from exc
+        except Unavailable:
+            raise Unavailable("BACKEND_UNAVAILABLE", "the lease store did not answer") from None
         return True
 
 

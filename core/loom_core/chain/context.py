@@ -6,6 +6,7 @@ import contextvars
 import itertools
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..catalog import OpSpec
 from ..identity.tokens import Principal
@@ -41,6 +42,9 @@ class CallContext:
     request_id: str = field(default_factory=lambda: new_request_id())
     # Set by a handler: how many items its answer returned (ledger out_hits).
     out_hits: int | None = None
+    # Set by a batch handler: one ledger row per item, (op, args, error code or "") each,
+    # written instead of the call's own row.
+    item_rows: list[tuple[str, dict[str, Any], str]] | None = None
 
     @property
     def org(self) -> str:

@@ -206,6 +206,9 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         latency: float,
     ) -> None:
         try:
+            if error is None and ctx is not None and ctx.item_rows:
+                self._record_items(ctx, principal, namespace, md, transport, latency)
+                return
             hits = ctx.out_hits if ctx is not None and ctx.out_hits is not None else out_hits_of(response)
             self.ledger.record(
                 ledger_row(
@@ -231,6 +234,35 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
             )
         except Exception:  # noqa: BLE001 - a ledger failure never fails the call
             log.warning("ledger: could not record %s", op.name)
+
+    def _record_items(
+        self, ctx: CallContext, principal: Principal | None, namespace: str, md: dict[str, Any], transport: str, latency: float
+    ) -> None:
+        """A batch op: one row per item (its own op, args and outcome), the call's latency shared."""
+        items = ctx.item_rows or []
+        for op_name, args, code in items:
+            self.ledger.record(
+                ledger_row(
+                    org=principal.org if principal else "",
+                    namespace=namespace,
+                    subject=principal.sub if principal else "",
+                    agent=md.get(MD_AGENT, ""),
+                    user=md.get(MD_USER, ""),
+                    session=md.get(MD_SESSION, ""),
+                    op=op_name,
+                    transport=transport,
+                    run_id=md.get(MD_RUN_ID, ""),
+                    consumer=principal.consumer if principal else "",
+                    ok=not code,
+                    error_code=code,
+                    latency_ms=latency * 1000.0 / len(items),
+                    args=args,
+                    out_hits=0 if code else 1,
+                    token_id=principal.jti if principal else "",
+                    request_id=ctx.request_id,
+                    write_shaped=ctx.op.write_shaped,
+                )
+            )
 
 
 def _bearer(value: str | None) -> str | None:

@@ -1176,6 +1176,25 @@ class TaskOps:
             outcome=outcome,
         )
 
+    async def complete_many(
+        self,
+        *,
+        namespace: str | None = None,
+        tasks: builtins.list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Finish up to 100 tasks you hold (each with its own fence and outcome); each item answers on its own.
+
+        Calls ``task.complete_many``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.complete_many",
+            namespace=namespace,
+            tasks=tasks,
+        )
+
     async def counts(
         self,
         *,
@@ -1235,6 +1254,25 @@ class TaskOps:
             origin=origin,
             parent_task_id=parent_task_id,
             idempotency_key=idempotency_key,
+        )
+
+    async def create_many(
+        self,
+        *,
+        namespace: str | None = None,
+        tasks: builtins.list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Post up to 100 tasks in one call (one idempotency_key each); each item answers on its own.
+
+        Calls ``task.create_many``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.create_many",
+            namespace=namespace,
+            tasks=tasks,
         )
 
     async def defer(

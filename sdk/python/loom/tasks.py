@@ -225,6 +225,14 @@ class TasksClient:
 
     # --- working (owner) ----------------------------------------------------------------------
 
+    async def create_many(self, tasks: Sequence[dict[str, Any]], *, namespace: str | None = None) -> dict[str, Any]:
+        """Post up to 100 tasks in one call (``task.create_many``); answers ``{"results": [...]}``,
+        one per item in order: ``{"task": …, "created": bool}`` or ``{"error": {"code", "message",
+        "http_status"}}``. Each item takes ``task.create``'s arguments (``inbox``, ``kind``,
+        ``title``, ``brief``, …, its own ``idempotency_key``); times may be datetimes."""
+        items = [{k: (_time(v) if k in ("deadline", "not_before") else v) for k, v in t.items() if v is not None} for t in tasks]
+        return await self._agent.call("task.create_many", tasks=items, namespace=namespace)
+
     async def pull(
         self,
         inbox: str,
@@ -312,14 +320,18 @@ class TasksClient:
         """Finish a task you hold with its outcome: in_progress -> done (``task.complete``)."""
         return await self._agent.call("task.complete", task_id=task_id, fence=fence, outcome=outcome, namespace=namespace)
 
+    async def complete_many(self, items: Sequence[dict[str, Any]], *, namespace: str | None = None) -> dict[str, Any]:
+        """Finish up to 100 tasks you hold in one call (``task.complete_many``): each item is
+        ``{"task_id", "fence", "outcome"}``; answers ``{"results": [...]}``, one per item in order:
+        ``{"task": …}`` or ``{"error": {"code", "message", "http_status"}}``."""
+        return await self._agent.call("task.complete_many", tasks=[dict(i) for i in items], namespace=namespace)
+
     async def fail(self, task_id: str, *, fence: int, reason: str, namespace: str | None = None) -> dict[str, Any]:
         """Give up on a task you hold, with a reason: in_progress -> failed (``task.fail``)."""
         return await self._agent.call("task.fail", task_id=task_id, fence=fence, reason=reason, namespace=namespace)
 
-    async def defer(
-        self, task_id: str, *, fence: int, resume_at: Time, reason: str | None = None, namespace: str | None = None
-    ) -> dict[str, Any]:
-        """Put a task you hold aside until ``resume_at`` (``task.defer``)."""
+    async def defer(self, task_id: str, *, fence: int, resume_at: Time, reason: str, namespace: str | None = None) -> dict[str, Any]:
+        """Put a task you hold aside until ``resume_at``, with a reason (``task.defer``)."""
         return await self._agent.call(
             "task.defer", task_id=task_id, fence=fence, resume_at=_time(resume_at), reason=reason, namespace=namespace
         )

@@ -15,6 +15,7 @@ from loom_core.errors import ErrorCode, LoomError, NotFound, ValidationFailed
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .asyncapi import router as asyncapi_router
 from .fastpath import OpFastPath, parse_body
 from .mcp import PROTECTED_RESOURCE_PATH, LoomMCP, protected_resource_metadata, tool_name
 from .relay import Relay
@@ -166,6 +167,7 @@ def create_app(
         return build_openapi(relay.catalog, relay.addresses, version)
 
     app.openapi = openapi  # type: ignore[method-assign]
+    app.include_router(asyncapi_router)  # GET /asyncapi.json, /asyncapi
     # Outermost, ahead of Starlette's and FastAPI's own middleware (error handling, telemetry):
     # POST /v1/{op} never reaches them. The fast path answers every LoomError itself.
     build_stack = app.build_middleware_stack

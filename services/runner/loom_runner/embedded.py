@@ -231,6 +231,7 @@ async def run_embedded(settings: Settings, stop: asyncio.Event) -> int:
     nats_url = settings.nats_url
     if not nats_url:
         config, settings = embedded_nats_auth(settings)
+        config = (config or "") + f"\njetstream {{ sync_interval: {settings.nats_sync_interval} }}\n"  # docs/operations/durability.md
         nats = NatsServer(data / "nats", port=settings.nats_port, config=config)
         await nats.__aenter__()
         nats_url = nats.url

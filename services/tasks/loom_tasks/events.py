@@ -29,11 +29,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from typing import Any
 
 from loom_core.bus import Bus
-from loom_core.errors import Unavailable
+from loom_core.errors import ErrorCode, Unavailable
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.client import JetStreamContext
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +44,12 @@ PREFIX = "loom.tasks"
 STREAM_SUBJECTS = [f"{PREFIX}.>"]
 WAKE_PREFIX = "loom.task_wake"
 CONFIG_PREFIX = "loom.task_config"
-DUPLICATE_WINDOW_SECONDS = 120.0
+#: A re-published event (the projector redelivered after a crash) inside this window is stored once.
+DUPLICATE_WINDOW_SECONDS = 600.0
+#: The durable consumers (shared by every replica): task state -> events + projection, and
+#: events -> task.history's table.
+PROJECTOR_DURABLE = "loom-task-projector"
+HISTORY_DURABLE = "loom-task-history"
 
 
 def event_subject(org: str, namespace: str, inbox: str, kind: str) -> str:
@@ -58,10 +65,6 @@ def org_filter(org: str) -> str:
 def namespace_filter(org: str, namespace: str) -> str:
     """Every task event of the inboxes owned by one namespace (what a reader may subscribe to)."""
     return f"{PREFIX}.{org}.{namespace}.>"
-
-
-def inbox_filter(org: str, namespace: str, inbox: str) -> str:
-    return f"{PREFIX}.{org}.{namespace}.{inbox}.*"
 
 
 def parse_subject(subject: str) -> tuple[str, str, str, str] | None:
@@ -80,8 +83,9 @@ def config_subject(org: str) -> str:
     return f"{CONFIG_PREFIX}.{org}"
 
 
-def stream_config(max_age_seconds: float) -> StreamConfig:
+def stream_config(max_age_seconds: float, replicas: int = 1) -> StreamConfig:
     return StreamConfig(
+        num_replicas=max(1, replicas),
         name=STREAM,
         subjects=STREAM_SUBJECTS,
         retention=RetentionPolicy.LIMITS,
@@ -93,14 +97,36 @@ def stream_config(max_age_seconds: float) -> StreamConfig:
     )
 
 
+async def caught_up(js: JetStreamContext, stream: str, durable: str, wait: float) -> bool:
+    """Wait (at most `wait` seconds) until `durable` has acknowledged every message `stream` held
+    when called. False on timeout or when the bus does not answer (readers then read what is there)."""
+    deadline = time.monotonic() + wait
+    try:
+        target = int((await js.stream_info(stream)).state.last_seq or 0)
+        delay = 0.002
+        while True:
+            info = await js.consumer_info(stream, durable)
+            if info.ack_floor is not None and int(info.ack_floor.stream_seq or 0) >= target:
+                return True
+            if not info.num_pending and not info.num_ack_pending:
+                return True  # nothing left to apply (the target itself may have been removed)
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+    except Exception:  # noqa: BLE001
+        return False
+
+
 class EventPublisher:
     """Appends events to LOOM_TASK_EVENTS and waits for the stream's ack."""
 
-    def __init__(self, bus: Bus) -> None:
+    def __init__(self, bus: Bus, replicas: int = 1) -> None:
         self.bus = bus
+        self.replicas = replicas
 
     async def ensure_stream(self, max_age_seconds: float) -> None:
-        await self.bus.ensure_stream(stream_config(max_age_seconds))
+        await self.bus.ensure_stream(stream_config(max_age_seconds, self.replicas))
 
     async def publish(self, event: dict[str, Any]) -> int:
         """The event's stream sequence. Retries briefly; 503 when the stream does not answer."""
@@ -116,4 +142,4 @@ class EventPublisher:
                 last = exc
                 await asyncio.sleep(0.05 * (attempt + 1))
         log.warning("task event %s not published: %s", event["event_id"], type(last).__name__)
-        raise Unavailable("BACKEND_UNAVAILABLE", "the event stream did not answer")
+        raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the event stream did not answer")

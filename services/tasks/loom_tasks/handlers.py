@@ -1,4 +1,6 @@
-"""gRPC in, proto out: one thin handler per op (rules in domain/, orchestration in service/)."""
+"""gRPC in, proto out: one thin handler per RPC of tasks.proto, named after the RPC in snake_case
+(`CreateTask` -> `create_task`) and bound to its op by `loom_core.plane.bind_handlers` (rules in
+domain/, orchestration in service/)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2
 from loom_api.tasks.v1 import tasks_pb2 as pb
 from loom_core.chain import CallContext
-from loom_core.runtime import Handler
+from loom_core.chain.ledger import ledger_args
+from loom_core.errors import LoomError
 
 from .domain.model import InboxRow, PolicyRow, TaskRow
 from .domain.validate import format_time
@@ -122,6 +125,28 @@ def policy_pb(row: PolicyRow) -> pb.InboxPolicy:
     )
 
 
+def _new_task(req: pb.CreateTaskRequest) -> NewTask:
+    return NewTask(
+        inbox=req.inbox,
+        kind=req.kind,
+        title=req.title,
+        brief=_dict(req.brief),
+        disclosure=req.disclosure,
+        priority=req.priority,
+        deadline=req.deadline,
+        not_before=req.not_before,
+        origin=req.origin,
+        parent_task_id=req.parent_task_id,
+        idempotency_key=req.idempotency_key,
+    )
+
+
+def _item_error(err: LoomError | None) -> pb.ItemError:
+    if err is None:
+        return pb.ItemError()
+    return pb.ItemError(code=str(err.code), message=err.message, http_status=err.http_status)
+
+
 class Handlers:
     def __init__(self, deps: Deps) -> None:
         self.inboxes = InboxOps(deps)
@@ -129,38 +154,6 @@ class Handlers:
         self.working = WorkingOps(deps)
         self.repair = RepairOps(deps)
         self.reading = ReadingOps(deps)
-
-    def table(self) -> dict[str, Handler]:
-        return {
-            "inbox.register": self.register_inbox,
-            "inbox.policy_set": self.set_policy,
-            "inbox.principals": self.principals,
-            "inbox.list": self.list_inboxes,
-            "inbox.policy_list": self.list_policies,
-            "inbox.deliveries": self.deliveries,
-            "task.create": self.create,
-            "task.updates": self.updates,
-            "task.cancel": self.cancel,
-            "task.pull": self.pull,
-            "task.claim": self.claim,
-            "task.heartbeat": self.heartbeat,
-            "task.progress": self.progress,
-            "task.complete": self.complete,
-            "task.fail": self.fail,
-            "task.defer": self.defer,
-            "task.block": self.block,
-            "task.accept": self.accept,
-            "task.wont_do": self.wont_do,
-            "task.unblock": self.unblock,
-            "task.resume": self.resume,
-            "task.reopen": self.reopen,
-            "task.update": self.update,
-            "task.reassign": self.reassign,
-            "task.get": self.get,
-            "task.list": self.list_tasks,
-            "task.counts": self.counts,
-            "task.history": self.history,
-        }
 
     # --- inbox setup
 
@@ -180,23 +173,23 @@ class Handlers:
         row, created = await self.inboxes.register(ctx, req.inbox, settings)
         return pb.RegisterInboxResponse(inbox=inbox_pb(row, admin=True), created=created)
 
-    async def set_policy(self, req: pb.SetInboxPolicyRequest, ctx: CallContext) -> pb.SetInboxPolicyResponse:
+    async def set_inbox_policy(self, req: pb.SetInboxPolicyRequest, ctx: CallContext) -> pb.SetInboxPolicyResponse:
         row, removed = await self.inboxes.set_policy(ctx, req.inbox, req.poster, req.kind, req.mode, list(req.require_evidence), req.remove)
         return pb.SetInboxPolicyResponse(policy=policy_pb(row), removed=removed)
 
-    async def principals(self, req: pb.ListInboxPrincipalsRequest, ctx: CallContext) -> pb.ListInboxPrincipalsResponse:
+    async def list_inbox_principals(self, req: pb.ListInboxPrincipalsRequest, ctx: CallContext) -> pb.ListInboxPrincipalsResponse:
         rows = await self.inboxes.principals(ctx)
         return pb.ListInboxPrincipalsResponse(principals=[pb.InboxPrincipal(subject=s, type=t) for s, t in rows])
 
     async def list_inboxes(self, req: pb.ListInboxesRequest, ctx: CallContext) -> pb.ListInboxesResponse:
-        rows, counts, admin = await self.inboxes.list(ctx)
+        rows, counts, admin = await self.inboxes.list_inboxes(ctx)
         return pb.ListInboxesResponse(inboxes=[inbox_pb(r, admin=admin, counts=counts.get(r.name)) for r in rows])
 
-    async def list_policies(self, req: pb.ListInboxPoliciesRequest, ctx: CallContext) -> pb.ListInboxPoliciesResponse:
+    async def list_inbox_policies(self, req: pb.ListInboxPoliciesRequest, ctx: CallContext) -> pb.ListInboxPoliciesResponse:
         rows = await self.inboxes.policies(ctx, req.inbox)
         return pb.ListInboxPoliciesResponse(policies=[policy_pb(r) for r in rows])
 
-    async def deliveries(self, req: pb.ListInboxDeliveriesRequest, ctx: CallContext) -> pb.ListInboxDeliveriesResponse:
+    async def list_inbox_deliveries(self, req: pb.ListInboxDeliveriesRequest, ctx: CallContext) -> pb.ListInboxDeliveriesResponse:
         rows = await self.inboxes.deliveries(ctx, req.inbox, req.limit)
         return pb.ListInboxDeliveriesResponse(
             deliveries=[
@@ -219,77 +212,86 @@ class Handlers:
 
     # --- posting
 
-    async def create(self, req: pb.CreateTaskRequest, ctx: CallContext) -> pb.CreateTaskResponse:
-        new = NewTask(
-            inbox=req.inbox,
-            kind=req.kind,
-            title=req.title,
-            brief=_dict(req.brief),
-            disclosure=req.disclosure,
-            priority=req.priority,
-            deadline=req.deadline,
-            not_before=req.not_before,
-            origin=req.origin,
-            parent_task_id=req.parent_task_id,
-            idempotency_key=req.idempotency_key,
-        )
-        row, created = await self.posting.create(ctx, new)
+    async def create_task(self, req: pb.CreateTaskRequest, ctx: CallContext) -> pb.CreateTaskResponse:
+        row, created = await self.posting.create(ctx, _new_task(req))
         return pb.CreateTaskResponse(task=task_pb(row), created=created)
 
-    async def updates(self, req: pb.ListTaskUpdatesRequest, ctx: CallContext) -> pb.ListTaskUpdatesResponse:
+    async def create_tasks(self, req: pb.CreateTasksRequest, ctx: CallContext) -> pb.CreateTasksResponse:
+        items = [_new_task(r) for r in req.tasks]
+        results = await self.posting.create_many(ctx, items)
+        ctx.item_rows = [("task.create", ledger_args(r), e.code if e else "") for r, (_, _, e) in zip(req.tasks, results, strict=True)]
+        return pb.CreateTasksResponse(
+            results=[
+                pb.CreateTaskResult(task=task_pb(row), created=created) if row is not None else pb.CreateTaskResult(error=_item_error(err))
+                for row, created, err in results
+            ]
+        )
+
+    async def list_task_updates(self, req: pb.ListTaskUpdatesRequest, ctx: CallContext) -> pb.ListTaskUpdatesResponse:
         events, next_seq = await self.posting.updates(ctx, req.since_seq, req.wait_seconds, req.limit)
         return pb.ListTaskUpdatesResponse(events=[event_pb(e) for e in events], next_seq=next_seq)
 
-    async def cancel(self, req: pb.CancelTaskRequest, ctx: CallContext) -> pb.CancelTaskResponse:
+    async def cancel_task(self, req: pb.CancelTaskRequest, ctx: CallContext) -> pb.CancelTaskResponse:
         return pb.CancelTaskResponse(task=task_pb(await self.posting.cancel(ctx, req.task_id, req.reason)))
 
     # --- working
 
-    async def pull(self, req: pb.PullTasksRequest, ctx: CallContext) -> pb.PullTasksResponse:
+    async def pull_tasks(self, req: pb.PullTasksRequest, ctx: CallContext) -> pb.PullTasksResponse:
         rows = await self.working.pull(ctx, req.inbox, list(req.kinds), req.status, req.wait_seconds, req.lease_seconds, req.max_tasks)
         return pb.PullTasksResponse(tasks=[task_pb(r, fence=True) for r in rows])
 
-    async def claim(self, req: pb.ClaimTaskRequest, ctx: CallContext) -> pb.ClaimTaskResponse:
+    async def claim_task(self, req: pb.ClaimTaskRequest, ctx: CallContext) -> pb.ClaimTaskResponse:
         return pb.ClaimTaskResponse(task=task_pb(await self.working.claim(ctx, req.task_id, req.lease_seconds), fence=True))
 
-    async def heartbeat(self, req: pb.HeartbeatTaskRequest, ctx: CallContext) -> pb.HeartbeatTaskResponse:
+    async def heartbeat_task(self, req: pb.HeartbeatTaskRequest, ctx: CallContext) -> pb.HeartbeatTaskResponse:
         fence, expires = await self.working.heartbeat(ctx, req.task_id, req.fence, req.lease_seconds)
         return pb.HeartbeatTaskResponse(task_id=req.task_id, fence=fence, lease_expires_time=format_time(expires))
 
-    async def progress(self, req: pb.ReportTaskProgressRequest, ctx: CallContext) -> pb.ReportTaskProgressResponse:
+    async def report_task_progress(self, req: pb.ReportTaskProgressRequest, ctx: CallContext) -> pb.ReportTaskProgressResponse:
         eid = await self.working.progress(ctx, req.task_id, req.fence, req.note, req.percent)
         return pb.ReportTaskProgressResponse(task_id=req.task_id, event_id=eid)
 
-    async def complete(self, req: pb.CompleteTaskRequest, ctx: CallContext) -> pb.CompleteTaskResponse:
+    async def complete_task(self, req: pb.CompleteTaskRequest, ctx: CallContext) -> pb.CompleteTaskResponse:
         return pb.CompleteTaskResponse(task=task_pb(await self.working.complete(ctx, req.task_id, req.fence, _dict(req.outcome))))
 
-    async def fail(self, req: pb.FailTaskRequest, ctx: CallContext) -> pb.FailTaskResponse:
+    async def complete_tasks(self, req: pb.CompleteTasksRequest, ctx: CallContext) -> pb.CompleteTasksResponse:
+        items = [(r.task_id, r.fence, _dict(r.outcome)) for r in req.tasks]
+        results = await self.working.complete_many(ctx, items)
+        ctx.item_rows = [("task.complete", ledger_args(r), e.code if e else "") for r, (_, e) in zip(req.tasks, results, strict=True)]
+        return pb.CompleteTasksResponse(
+            results=[
+                pb.CompleteTaskResult(task=task_pb(row)) if row is not None else pb.CompleteTaskResult(error=_item_error(err))
+                for row, err in results
+            ]
+        )
+
+    async def fail_task(self, req: pb.FailTaskRequest, ctx: CallContext) -> pb.FailTaskResponse:
         return pb.FailTaskResponse(task=task_pb(await self.working.fail(ctx, req.task_id, req.fence, req.reason)))
 
-    async def defer(self, req: pb.DeferTaskRequest, ctx: CallContext) -> pb.DeferTaskResponse:
+    async def defer_task(self, req: pb.DeferTaskRequest, ctx: CallContext) -> pb.DeferTaskResponse:
         return pb.DeferTaskResponse(task=task_pb(await self.working.defer(ctx, req.task_id, req.fence, req.resume_at, req.reason)))
 
-    async def block(self, req: pb.BlockTaskRequest, ctx: CallContext) -> pb.BlockTaskResponse:
+    async def block_task(self, req: pb.BlockTaskRequest, ctx: CallContext) -> pb.BlockTaskResponse:
         return pb.BlockTaskResponse(task=task_pb(await self.working.block(ctx, req.task_id, req.fence, req.blocked_on, req.reason)))
 
     # --- triage and repair
 
-    async def accept(self, req: pb.AcceptTaskRequest, ctx: CallContext) -> pb.AcceptTaskResponse:
+    async def accept_task(self, req: pb.AcceptTaskRequest, ctx: CallContext) -> pb.AcceptTaskResponse:
         return pb.AcceptTaskResponse(task=task_pb(await self.repair.accept(ctx, req.task_id, req.reason)))
 
-    async def wont_do(self, req: pb.WontDoTaskRequest, ctx: CallContext) -> pb.WontDoTaskResponse:
+    async def wont_do_task(self, req: pb.WontDoTaskRequest, ctx: CallContext) -> pb.WontDoTaskResponse:
         return pb.WontDoTaskResponse(task=task_pb(await self.repair.wont_do(ctx, req.task_id, req.reason)))
 
-    async def unblock(self, req: pb.UnblockTaskRequest, ctx: CallContext) -> pb.UnblockTaskResponse:
+    async def unblock_task(self, req: pb.UnblockTaskRequest, ctx: CallContext) -> pb.UnblockTaskResponse:
         return pb.UnblockTaskResponse(task=task_pb(await self.repair.unblock(ctx, req.task_id, req.reason)))
 
-    async def resume(self, req: pb.ResumeTaskRequest, ctx: CallContext) -> pb.ResumeTaskResponse:
+    async def resume_task(self, req: pb.ResumeTaskRequest, ctx: CallContext) -> pb.ResumeTaskResponse:
         return pb.ResumeTaskResponse(task=task_pb(await self.repair.resume(ctx, req.task_id, req.reason)))
 
-    async def reopen(self, req: pb.ReopenTaskRequest, ctx: CallContext) -> pb.ReopenTaskResponse:
+    async def reopen_task(self, req: pb.ReopenTaskRequest, ctx: CallContext) -> pb.ReopenTaskResponse:
         return pb.ReopenTaskResponse(task=task_pb(await self.repair.reopen(ctx, req.task_id, req.reason)))
 
-    async def update(self, req: pb.UpdateTaskRequest, ctx: CallContext) -> pb.UpdateTaskResponse:
+    async def update_task(self, req: pb.UpdateTaskRequest, ctx: CallContext) -> pb.UpdateTaskResponse:
         row = await self.repair.update(
             ctx,
             req.task_id,
@@ -302,25 +304,24 @@ class Handlers:
         )
         return pb.UpdateTaskResponse(task=task_pb(row))
 
-    async def reassign(self, req: pb.ReassignTaskRequest, ctx: CallContext) -> pb.ReassignTaskResponse:
+    async def reassign_task(self, req: pb.ReassignTaskRequest, ctx: CallContext) -> pb.ReassignTaskResponse:
         return pb.ReassignTaskResponse(task=task_pb(await self.repair.reassign(ctx, req.task_id, req.to_inbox, req.reason)))
 
     # --- reading
 
-    async def get(self, req: pb.GetTaskRequest, ctx: CallContext) -> pb.GetTaskResponse:
-        row, expires = await self.reading.get(ctx, req.task_id)
-        return pb.GetTaskResponse(task=task_pb(row, lease_expires_at=expires))
+    async def get_task(self, req: pb.GetTaskRequest, ctx: CallContext) -> pb.GetTaskResponse:
+        return pb.GetTaskResponse(task=task_pb(await self.reading.get(ctx, req.task_id)))
 
     async def list_tasks(self, req: pb.ListTasksRequest, ctx: CallContext) -> pb.ListTasksResponse:
-        rows, token = await self.reading.list(
+        rows, token = await self.reading.list_tasks(
             ctx, req.inbox, list(req.status), list(req.kind), req.poster, req.mine, req.limit, req.page_token
         )
         return pb.ListTasksResponse(tasks=[task_pb(r) for r in rows], next_page_token=token)
 
-    async def counts(self, req: pb.CountTasksRequest, ctx: CallContext) -> pb.CountTasksResponse:
+    async def count_tasks(self, req: pb.CountTasksRequest, ctx: CallContext) -> pb.CountTasksResponse:
         counts = await self.reading.counts(ctx, req.inbox)
         return pb.CountTasksResponse(counts=counts, total=sum(counts.values()))
 
-    async def history(self, req: pb.GetTaskHistoryRequest, ctx: CallContext) -> pb.GetTaskHistoryResponse:
+    async def get_task_history(self, req: pb.GetTaskHistoryRequest, ctx: CallContext) -> pb.GetTaskHistoryResponse:
         events = await self.reading.history(ctx, req.task_id, req.limit)
         return pb.GetTaskHistoryResponse(events=[event_pb(e) for e in events])

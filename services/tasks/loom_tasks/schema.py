@@ -1,10 +1,11 @@
 """The task inbox's tables (idempotent migrations).
 
 - task_inboxes, task_policies: ReplacingMergeTree(version) rows, read with FINAL.
-- tasks: ReplacingMergeTree(version), one row per task version; the newest version wins. The
-  sorting key is (org, task_id) alone, since task.reassign moves a task between inboxes.
-  The version is the one the task's lease row (NATS KV) handed out, so it only grows.
-  No skip indexes: each one roughly doubled the cost of the small inserts every change makes.
+- task_state: the projection of the tasks' state on NATS (store/truth.py), written in batches by
+  consumers/projector.py: the columns reads filter and sort on, and the task as one JSON `doc`.
+  ReplacingMergeTree(rev): the revision of the state it was made from, so a batch applied twice
+  or late never wins over a newer one; each batch's insert carries its dedup token. The sorting
+  key is (org, task_id) alone, since task.reassign moves a task between inboxes.
 - task_events: append-only, one row per event (task.history), copied from the event stream by
   consumers/history.py; readers keep the first row of an event_id, so an event written twice
   is read once.
@@ -41,22 +42,16 @@ MIGRATIONS: list[Migration] = [
     ),
     Migration(
         "tasks",
-        "tasks",
+        "task_state",
         """
-        CREATE TABLE IF NOT EXISTS {db}.tasks (
-            org String, task_id String, inbox String, namespace String, owner_agent String,
-            kind String, title String, brief String, disclosure LowCardinality(String),
-            priority Int32, deadline Nullable(DateTime64(6, 'UTC')), not_before Nullable(DateTime64(6, 'UTC')),
-            origin String, parent_task_id String,
-            poster String, poster_agent String, poster_namespace String, idempotency_key String,
-            status LowCardinality(String), reason String, blocked_on LowCardinality(String),
-            resume_at Nullable(DateTime64(6, 'UTC')), outcome String,
-            claimed_by String, claimed_agent String, fence UInt64,
-            lease_expires_at Nullable(DateTime64(6, 'UTC')), lease_seconds UInt32,
-            attempts UInt32, defers UInt32,
-            escalate_at Nullable(DateTime64(6, 'UTC')), escalated_at Nullable(DateTime64(6, 'UTC')),
-            created_at DateTime64(6, 'UTC'), updated_at DateTime64(6, 'UTC'), version UInt64
-        ) ENGINE = ReplacingMergeTree(version) ORDER BY (org, task_id)""",
+        CREATE TABLE IF NOT EXISTS {db}.task_state (
+            org String, task_id String, inbox String, namespace String, kind String,
+            status LowCardinality(String), priority Int32,
+            deadline Nullable(DateTime64(6, 'UTC')), not_before Nullable(DateTime64(6, 'UTC')),
+            poster String, created_at DateTime64(6, 'UTC'), updated_at DateTime64(6, 'UTC'),
+            version UInt64, rev UInt64, doc String
+        ) ENGINE = ReplacingMergeTree(rev) ORDER BY (org, task_id)
+        SETTINGS non_replicated_deduplication_window = 1000""",
     ),
     Migration(
         "tasks",

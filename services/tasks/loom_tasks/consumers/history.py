@@ -25,12 +25,13 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.client import JetStreamContext
 
 from ..domain.validate import parse_time
+from ..events import HISTORY_DURABLE as DURABLE
 from ..events import STREAM, STREAM_SUBJECTS
 from ..store.tasks import EVENTS, event_row
 
 log = logging.getLogger(__name__)
 
-DURABLE = "loom-task-history"
+
 FETCH = 1000
 #: How long a batch waits for more events before its insert (task.history waits for it).
 GATHER_SECONDS = 0.1

@@ -1,48 +1,54 @@
-"""The lease sweep (LOOM_TASK_LEASE_SWEEP_ENABLED): one replica at a time, under the cluster
-lease `tasks.sweep`.
+"""The sweep (LOOM_TASK_LEASE_SWEEP_ENABLED): one replica at a time, under the cluster lease
+`tasks.sweep`, acting on what comes due in the tasks' state on NATS (the truth, heartbeats
+included), never on the projection.
 
-Each pass (every LOOM_TASK_SWEEP_INTERVAL_SECONDS):
-- an expired lease returns its task to todo, and the max_attempts-th expiry blocks it on a
-  person (a lease a heartbeat renewed is left alone: the lease row, not the store's copy of
-  the claim's expiry, is the judge);
-- a deferred task reaching resume_at returns to todo;
-- a triage item older than its inbox's triage_escalate_after_seconds is escalated, once.
-Every LOOM_TASK_RECONCILE_INTERVAL_SECONDS it also puts right lease rows out of step with their
-task, leaving alone anything written in the last LOOM_TASK_RECONCILE_GRACE_SECONDS:
-- an unfinished task with no lease row gets one (a create cut off before writing it);
-- a lease row a version ahead of its task whose write never landed takes its task's version
-  back, by writing the task again at the lease row's version (versions only grow);
-- a finished task's lease row goes (they also expire by themselves).
-Every change goes through the engine's compare-and-set, so a sweep racing an op loses cleanly.
+Every replica watches LOOM_TASK_STATE (an ordered consumer: the last write of every task, then
+each new write) and keeps a due index: for each task, the time its current state next needs the
+sweep and the revision that said so —
+- an in_progress task: its lease's expiry (a heartbeat's write moves it);
+- a deferred task: its resume_at;
+- a triage item not yet escalated: its escalate_at;
+- a finished task: LOOM_TASK_TERMINAL_RETENTION_SECONDS after it finished, when it leaves
+  NATS for the projection (a tombstone; only once the projector has applied it).
+Each pass (every LOOM_TASK_SWEEP_INTERVAL_SECONDS) takes what is due in due order, oldest first,
+up to BATCH, skipping entries a newer write replaced: so every pass makes progress on the
+oldest work, however many tasks are alive. Each action is the engine's compare-and-set on the
+task's current state, so a sweep racing an op (a heartbeat, a finish) loses cleanly.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
 from loom_core.aio import cancel_and_wait
-from loom_core.bus import LeaseHeld, LeaseStore
+from loom_core.bus import Bus, LeaseHeld, LeaseStore
 from loom_core.bus.leases import Lease
-from loom_core.errors import LoomError
+from loom_core.errors import ErrorCode, LoomError
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js.api import DeliverPolicy
 
-from .. import keys as K
 from ..directory import Directory
 from ..domain import model, transitions
 from ..domain.model import TaskRow
-from ..keys import KeyRace, KeyState, TaskKeys
+from ..events import PROJECTOR_DURABLE
 from ..service.engine import Engine, Skip
-from ..store import TaskStore
+from ..store import truth
+from ..store.truth import TaskTruth, WrongRevision
 
 log = logging.getLogger(__name__)
 
 LEASE_KEY = "tasks.sweep"
 BATCH = 500
 CONCURRENCY = 16
+_QUIET = {ErrorCode.TASK_TERMINAL, ErrorCode.PRECONDITION_FAILED, ErrorCode.RESOURCE_NOT_FOUND, ErrorCode.TASK_FENCE_STALE}
 
 
 @dataclass(slots=True)
@@ -51,70 +57,135 @@ class SweepReport:
     blocked: int = 0
     resumed: int = 0
     escalated: int = 0
+    retired: int = 0
     skipped: int = 0
     errors: int = 0
 
 
-@dataclass(slots=True)
-class ReconcileReport:
-    created: int = 0
-    restamped: int = 0
-    removed: int = 0
-    checked: int = 0
-    notes: list[str] = field(default_factory=list)
+def due_at(row: TaskRow, retention: float) -> float | None:
+    """When the sweep next acts on a task in this state (None: never, until it changes)."""
+    if row.status == model.IN_PROGRESS:
+        return row.lease_expires_at or 0.0
+    if row.status == model.DEFERRED:
+        return row.resume_at or 0.0
+    if row.status == model.TRIAGE and row.escalated_at is None and row.escalate_at is not None:
+        return row.escalate_at
+    if row.terminal:
+        return row.updated_at + retention
+    return None
+
+
+class DueIndex:
+    """(due, task) in due order; an entry counts only while its revision is the task's newest."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, str, str]] = []
+        self._rev: dict[tuple[str, str], int] = {}
+
+    def __len__(self) -> int:
+        return len(self._rev)
+
+    def offer(self, org: str, task_id: str, rev: int, due: float | None) -> None:
+        key = (org, task_id)
+        if self._rev.get(key, 0) > rev:
+            return
+        if due is None:
+            self._rev.pop(key, None)
+            return
+        self._rev[key] = rev
+        heapq.heappush(self._heap, (due, rev, org, task_id))
+
+    def take(self, now: float, limit: int) -> list[tuple[str, str, int]]:
+        out: list[tuple[str, str, int]] = []
+        while self._heap and len(out) < limit and self._heap[0][0] <= now:
+            _due, rev, org, task_id = heapq.heappop(self._heap)
+            if self._rev.get((org, task_id)) == rev:
+                out.append((org, task_id, rev))
+        return out
+
+    def later(self, org: str, task_id: str, rev: int, due: float) -> None:
+        """Look again at `due` (the entry was due but not actionable yet)."""
+        if self._rev.get((org, task_id)) == rev:
+            heapq.heappush(self._heap, (due, rev, org, task_id))
 
 
 class Sweeper:
+    #: Passes run by every sweeper in this process (whichever replica holds the lease).
+    passes_in_process: ClassVar[int] = 0
+
     def __init__(
         self,
         engine: Engine,
-        tasks: TaskStore,
-        keys: TaskKeys,
+        state: TaskTruth,
+        bus: Bus,
         directory: Directory,
         leases: LeaseStore,
         *,
         interval: float,
-        reconcile_interval: float,
-        grace: float,
+        retention: float,
+        tombstone_ttl: float,
         enabled: bool = True,
         lease_key: str = LEASE_KEY,
     ) -> None:
         self.engine = engine
-        self.tasks = tasks
-        self.keys = keys
+        self.state = state
+        self.bus = bus
         self.directory = directory
         self.leases = leases
         self.interval = interval
-        self.reconcile_interval = reconcile_interval
-        self.grace = grace
+        self.retention = retention
+        self.tombstone_ttl = tombstone_ttl
         self.enabled = enabled
         self.lease_key = lease_key
         self.holder = f"sweep-{uuid.uuid4().hex[:12]}"
-        self.passes = 0  # passes this replica ran (tests: only the lease holder sweeps)
+        self.index = DueIndex()
+        self.passes = 0  # passes this replica ran
+        self.pass_done = asyncio.Event()  # set after each pass (tests wait on it)
         self._lease: Lease | None = None
         self._task: asyncio.Task[None] | None = None
-        self._last_reconcile = 0.0
-        # Tasks whose lease a heartbeat renewed: not re-checked before this time.
-        self._renewed: dict[tuple[str, str], float] = {}
+        self._watch: Subscription | None = None
 
     async def start(self) -> None:
         if self.enabled and self._task is None:
-            # The first reconcile waits one interval: a replica that just started has nothing
-            # in flight to judge by yet.
-            self._last_reconcile = time.monotonic()
+            await self._start_watch()
             self._task = asyncio.create_task(self._run(), name="loom-task-sweep")
 
     async def stop(self) -> None:
         await cancel_and_wait(self._task)
         self._task = None
+        if self._watch is not None:
+            with contextlib.suppress(Exception):
+                await self._watch.unsubscribe()
+            self._watch = None
         if self._lease is not None:
             with contextlib.suppress(Exception):
                 await self.leases.release(self._lease)
             self._lease = None
 
-    @property
-    def holds_lease(self) -> bool:
-        return self._lease is not None and not self._lease.expired
+    # --- the due index ------------------------------------------------------------------------
+
+    async def _start_watch(self) -> None:
+        self._watch = await self.bus.js.subscribe(
+            truth.SUBJECTS[0],
+            stream=truth.STREAM,
+            cb=self._on_state,
+            ordered_consumer=True,
+            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+            inactive_threshold=300.0,
+        )
+
+    async def _on_state(self, msg: Msg) -> None:
+        ids = truth.split_subject(msg.subject)
+        if ids is None:
+            return
+        rev = int(msg.metadata.sequence.stream)
+        try:
+            st = truth.decode(msg.data, rev)
+        except (ValueError, TypeError):
+            return
+        self.index.offer(ids[0], ids[1], rev, None if st.row is None else due_at(st.row, self.retention))
+
+    # --- the lease ----------------------------------------------------------------------------
 
     async def _hold(self) -> bool:
         """Take or keep the cluster lease; False when another replica holds it."""
@@ -134,9 +205,6 @@ class Sweeper:
             try:
                 if await self._hold():
                     await self.sweep_once()
-                    if time.monotonic() - self._last_reconcile >= self.reconcile_interval:
-                        self._last_reconcile = time.monotonic()
-                        await self.reconcile_once()
             except asyncio.CancelledError:
                 raise
             except LoomError as exc:
@@ -148,139 +216,95 @@ class Sweeper:
     # --- the pass -----------------------------------------------------------------------------
 
     async def sweep_once(self, now: float | None = None) -> SweepReport:
-        self.passes += 1
         now = now if now is not None else time.time()
         report = SweepReport()
-        rows = await self.tasks.due(now, BATCH)
+        due = self.index.take(now, BATCH)
+        applied = await self._projected_rev() if due else 0
         sem = asyncio.Semaphore(CONCURRENCY)
 
-        async def one(row: TaskRow) -> None:
+        async def one(org: str, task_id: str, rev: int) -> None:
             async with sem:
                 try:
-                    await self._act(row, now, report)
+                    await self._act(org, task_id, rev, now, applied, report)
                 except Skip:
                     report.skipped += 1
                 except LoomError as exc:
-                    if exc.code not in ("TASK_TERMINAL", "PRECONDITION_FAILED", "RESOURCE_NOT_FOUND"):
+                    if exc.code not in _QUIET:
                         report.errors += 1
-                        log.warning("task sweep: %s on %s", exc.code, row.task_id)
+                        log.warning("task sweep: %s on %s", exc.code, task_id)
                     else:
                         report.skipped += 1
 
-        await asyncio.gather(*(one(r) for r in rows))
-        cutoff = time.time()
-        for key in [k for k, until in self._renewed.items() if until <= cutoff]:
-            del self._renewed[key]
+        await asyncio.gather(*(one(*d) for d in due))
+        self.passes += 1
+        Sweeper.passes_in_process += 1
+        self.pass_done.set()
+        self.pass_done = asyncio.Event()
         return report
 
-    async def _act(self, row: TaskRow, now: float, report: SweepReport) -> None:
-        key = (row.org, row.task_id)
-        if row.status == model.IN_PROGRESS:
-            if self._renewed.get(key, 0.0) > now:
+    async def sweep_task(self, org: str, task_id: str) -> SweepReport:
+        """One task's due work now, as a pass would do it (whatever the index holds)."""
+        report = SweepReport()
+        st = await self.state.read(org, task_id)
+        if st is None or st.row is None:
+            return report
+        due = due_at(st.row, self.retention)
+        now = time.time()
+        if due is not None and due <= now:
+            with contextlib.suppress(Skip):
+                await self._act(org, task_id, st.rev, now, await self._projected_rev(), report)
+        return report
+
+    async def _projected_rev(self) -> int:
+        try:
+            info = await self.bus.js.consumer_info(truth.STREAM, PROJECTOR_DURABLE)
+        except Exception:  # noqa: BLE001 - then nothing retires this pass
+            return 0
+        return int(info.ack_floor.stream_seq or 0) if info.ack_floor is not None else 0
+
+    async def _act(self, org: str, task_id: str, rev: int, now: float, applied: int, report: SweepReport) -> None:
+        st = await self.state.read(org, task_id)
+        if st is None or st.row is None or st.rev != rev:
+            raise Skip()  # a newer write is in the index already
+        row = st.row
+        if row.terminal:
+            if applied < rev:
+                self.index.later(org, task_id, rev, now + self.interval)  # the projection first
                 raise Skip()
-            inbox = await self.directory.inbox(row.org, row.inbox)
+            with contextlib.suppress(WrongRevision):
+                await self.state.tombstone(org, task_id, rev, self.tombstone_ttl)
+                report.retired += 1
+            return
+        if row.status == model.IN_PROGRESS:
+            inbox = await self.directory.inbox(org, row.inbox)
             max_attempts = inbox.max_attempts if inbox else model.DEFAULT_MAX_ATTEMPTS
 
-            def expire(cur: TaskRow, st: KeyState | None) -> transitions.Change:
-                if cur.status != model.IN_PROGRESS:
-                    raise Skip()
-                if st is not None and st.state == K.HELD and st.expires_at > time.time():
-                    self._renewed[key] = st.expires_at
-                    raise Skip()  # a heartbeat renewed it
-                if st is not None and st.state != K.HELD and time.time() - st.at < self.grace:
-                    raise Skip()  # a write is in flight (its row lands in a moment)
-                if st is None and time.time() - cur.updated_at < self.grace:
-                    raise Skip()
+            def expire(cur: TaskRow) -> transitions.Change:
+                if cur.status != model.IN_PROGRESS or (cur.lease_expires_at or 0.0) > time.time():
+                    raise Skip()  # finished, or a heartbeat renewed it
                 return transitions.expire(cur, max_attempts, time.time())
 
-            out = await self.engine.mutate(row.org, row.task_id, expire)
+            out = await self.engine.mutate(org, task_id, expire, first=row)
             if out.row.status == model.BLOCKED:
                 report.blocked += 1
             else:
                 report.released += 1
         elif row.status == model.DEFERRED:
 
-            def resume(cur: TaskRow, _st: KeyState | None) -> transitions.Change:
+            def resume(cur: TaskRow) -> transitions.Change:
                 if cur.status != model.DEFERRED or cur.resume_at is None or cur.resume_at > time.time():
                     raise Skip()
                 return transitions.resume(cur, None, "resume_at reached", time.time())
 
-            await self.engine.mutate(row.org, row.task_id, resume)
+            await self.engine.mutate(org, task_id, resume, first=row)
             report.resumed += 1
         elif row.status == model.TRIAGE:
 
-            def escalate(cur: TaskRow, _st: KeyState | None) -> transitions.Change:
+            def escalate(cur: TaskRow) -> transitions.Change:
                 change = transitions.escalate(cur, time.time())
                 if change is None:
                     raise Skip()
                 return change
 
-            await self.engine.mutate(row.org, row.task_id, escalate)
+            await self.engine.mutate(org, task_id, escalate, first=row)
             report.escalated += 1
-
-    # --- reconcile ----------------------------------------------------------------------------
-
-    async def reconcile_once(self, grace: float | None = None) -> ReconcileReport:
-        grace = self.grace if grace is None else grace
-        report = ReconcileReport()
-        now = time.time()
-        keys = await self.keys.scan()
-        open_rows = {(r.org, r.task_id): r for r in await self.tasks.open_tasks(100_000)}
-        report.checked = len(open_rows)
-        for ids, row in open_rows.items():
-            st = keys.get(ids)
-            if now - row.updated_at < grace:
-                continue
-            try:
-                if st is None:
-                    if row.status == model.IN_PROGRESS:
-                        continue  # the expiry path ends it once its lease time has passed
-                    rev = await self.keys.create(row.org, row.task_id, _value_for(row))
-                    report.created += 1
-                    if row.status == model.TODO:
-                        await self.engine.hub.ready(row, rev)
-                elif st.v > row.version and now - st.at >= grace and (st.state != K.HELD or st.expires_at <= now):
-                    await self._restamp(row, st)
-                    report.restamped += 1
-            except KeyRace:
-                continue
-            except LoomError as exc:
-                report.notes.append(f"{row.task_id}: {exc.code}")
-        # Lease rows of tasks that are finished (or were never stored).
-        strays = [ids for ids in keys if ids not in open_rows]
-        stored = await self.tasks.status_of(strays)
-        for ids in strays:
-            st = keys[ids]
-            if now - st.at < grace:
-                continue
-            found = stored.get(ids)
-            if found is not None and found[0] not in model.TERMINAL:
-                continue  # it became unfinished again since the scan
-            try:
-                await self.keys.delete(ids[0], ids[1], last=st.revision)
-                report.removed += 1
-            except KeyRace:
-                continue
-        return report
-
-    async def _restamp(self, row: TaskRow, st: KeyState) -> None:
-        """A lease row ahead of its task (a write that never landed): the task as stored is the
-        truth; write it again at the lease row's version so the two agree and versions only grow."""
-
-        def same(cur: TaskRow, now_st: KeyState | None) -> transitions.Change:
-            if now_st is None or now_st.revision != st.revision:
-                raise Skip()
-            if cur.status == model.IN_PROGRESS:
-                # A claim's status write that never landed ended with the claim: back to todo.
-                return transitions.expire(cur, 10**9, time.time())
-            return transitions.Change(cur.copy(updated_at=time.time()), "reconciled", {"lease_row_version": st.v})
-
-        with contextlib.suppress(Skip):
-            # The write it stands for is older than the grace: no use waiting for it to land.
-            await self.engine.mutate(row.org, row.task_id, same, landing_wait=0.0)
-
-
-def _value_for(row: TaskRow) -> dict[str, object]:
-    if row.status in (model.TODO, model.TRIAGE):
-        return K.idle(row.version, row.status)
-    return K.parked(row.version, row.status)

@@ -82,6 +82,9 @@ class TaskRow:
     created_at: float = 0.0
     updated_at: float = 0.0
     version: int = 0
+    #: The revision of the task's state on NATS this row was read at (0: not known). Not stored
+    #: in the value: a value cannot carry the revision it is written at.
+    rev: int = 0
 
     def copy(self, **changes: Any) -> TaskRow:
         return dataclasses.replace(self, **changes)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loom_core.errors import Conflict, Forbidden
+from loom_core.errors import Conflict, ErrorCode, Forbidden
 
 from . import model
 from .model import Actor, TaskRow
@@ -38,7 +38,7 @@ class Change:
 
 def terminal(row: TaskRow) -> Conflict:
     return Conflict(
-        "TASK_TERMINAL", f"the task is {row.status}: finished tasks do not change", {"task_id": row.task_id, "status": row.status}
+        ErrorCode.TASK_TERMINAL, f"the task is {row.status}: finished tasks do not change", {"task_id": row.task_id, "status": row.status}
     )
 
 
@@ -48,7 +48,7 @@ def _expect(row: TaskRow, allowed: frozenset[str] | set[str], move: str) -> None
     if row.terminal:
         raise terminal(row)
     raise Conflict(
-        "PRECONDITION_FAILED",
+        ErrorCode.PRECONDITION_FAILED,
         f"{move} needs a task in {' or '.join(sorted(allowed))}; this one is {row.status}",
         {"task_id": row.task_id, "status": row.status, "reason": "status"},
     )
@@ -80,7 +80,7 @@ def created(row: TaskRow, actor: Actor) -> Change:
 def accept(row: TaskRow, actor: Actor, reason: str, now: float) -> Change:
     _expect(row, {model.TRIAGE}, "task.accept")
     if actor.subject == row.poster:
-        raise Forbidden("TASK_SELF_ACCEPT", "a poster may not accept its own task", {"task_id": row.task_id})
+        raise Forbidden(ErrorCode.TASK_SELF_ACCEPT, "a poster may not accept its own task", {"task_id": row.task_id})
     return Change(_moved(row, now, status=model.TODO, reason=reason), "accepted", {}, **_by(actor))
 
 
@@ -95,10 +95,12 @@ def cancel(row: TaskRow, actor: Actor, reason: str, now: float) -> Change:
         raise terminal(row)
     if not actor.owner:
         if actor.subject != row.poster:
-            raise Forbidden("AUTH_INSUFFICIENT", "only the inbox's owner or the task's poster may cancel it", {"task_id": row.task_id})
+            raise Forbidden(
+                ErrorCode.AUTH_INSUFFICIENT, "only the inbox's owner or the task's poster may cancel it", {"task_id": row.task_id}
+            )
         if row.status == model.IN_PROGRESS:
             raise Conflict(
-                "PRECONDITION_FAILED",
+                ErrorCode.PRECONDITION_FAILED,
                 "the task is being worked on: only the inbox's owner may cancel it now",
                 {"task_id": row.task_id, "status": row.status, "reason": "claimed"},
             )
@@ -191,9 +193,11 @@ def resume(row: TaskRow, actor: Actor | None, reason: str, now: float) -> Change
 
 
 def reopen(row: TaskRow, actor: Actor, reason: str, now: float) -> Change:
+    if row.status == model.DONE:
+        raise terminal(row)  # done is final: only failed, wont_do and cancelled reopen
     if row.status not in model.REOPENABLE:
         raise Conflict(
-            "PRECONDITION_FAILED",
+            ErrorCode.PRECONDITION_FAILED,
             f"task.reopen needs a failed, wont_do or cancelled task; this one is {row.status}",
             {"task_id": row.task_id, "status": row.status, "reason": "status"},
         )
@@ -213,7 +217,7 @@ def update(row: TaskRow, actor: Actor, if_match_version: int, changes: dict[str,
         raise terminal(row)
     if if_match_version != row.version:
         raise Conflict(
-            "PRECONDITION_FAILED",
+            ErrorCode.PRECONDITION_FAILED,
             f"the task is at version {row.version}, not {if_match_version}",
             {"task_id": row.task_id, "version": row.version, "if_match_version": if_match_version, "reason": "version"},
         )

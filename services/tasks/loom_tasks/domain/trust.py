@@ -3,8 +3,8 @@
 Spec 003: the inbox owner sets a mode per (poster, kind) — deny, review or auto — with `*`
 for any kind (and, here, any poster). With no row, the inbox owner and a writer on the owner
 namespace post auto; anyone else posts review. A row keyed on an agent label grants auto only
-to a writer on the owner namespace, because the caller picks its label: for anyone else such a
-row's auto reads as review. Loom never promotes a poster by itself.
+to a writer on the owner namespace, because the caller picks its label: for anyone else such an
+auto row grants nothing and the rows after it (the `*` poster's, else review) decide. Loom never promotes a poster by itself.
 
 Which row applies: the verified subject's rows first (its kind, then `*`), then the agent
 label's (kind, then `*`), then the `*` poster's (kind, then `*`). A label can never match a
@@ -31,7 +31,6 @@ class TrustDecision:
     mode: str  # deny | review | auto
     require_evidence: tuple[str, ...]
     row: PolicyRow | None
-    downgraded: bool = False  # an agent-label auto row read as review
 
 
 def decide(policies: Iterable[PolicyRow], *, subject: str, agent: str, kind: str, writer_on_owner_namespace: bool) -> TrustDecision:
@@ -47,7 +46,7 @@ def decide(policies: Iterable[PolicyRow], *, subject: str, agent: str, kind: str
         mode = row.mode
         label_row = not is_subject_key(row.poster) and row.poster != ANY
         if label_row and mode == "auto" and not writer_on_owner_namespace:
-            return TrustDecision("review", row.require_evidence, row, downgraded=True)
+            continue  # a label grants nothing: the rows after it (the `*` poster's) decide
         return TrustDecision(mode, row.require_evidence, row)
     return TrustDecision("auto" if writer_on_owner_namespace else "review", (), None)
 

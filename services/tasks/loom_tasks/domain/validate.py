@@ -203,3 +203,13 @@ def format_time(value: float | None) -> str:
     if value is None or value == 0:
         return ""
     return datetime.fromtimestamp(value, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+MAX_BATCH = 100
+
+
+def batch_size(n: int, field: str) -> int:
+    """A batch op's item count: 1..100."""
+    if n < 1 or n > MAX_BATCH:
+        raise invalid_field(field, f"between 1 and {MAX_BATCH} items")
+    return n

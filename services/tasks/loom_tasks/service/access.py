@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loom_core.chain import CallContext
-from loom_core.errors import Forbidden, NotFound
+from loom_core.errors import ErrorCode, Forbidden, NotFound
 from loom_core.identity import Authenticator
 from loom_core.roles import Role
 
@@ -29,11 +29,11 @@ from ..domain.model import Actor, InboxRow, TaskRow
 
 
 def no_inbox(name: str) -> NotFound:
-    return NotFound("RESOURCE_NOT_FOUND", f"no inbox {name!r} in this org", {"inbox": name})
+    return NotFound(ErrorCode.RESOURCE_NOT_FOUND, f"no inbox {name!r} in this org", {"inbox": name})
 
 
 def no_task(task_id: str) -> NotFound:
-    return NotFound("RESOURCE_NOT_FOUND", "no such task", {"task_id": task_id})
+    return NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no such task", {"task_id": task_id})
 
 
 @dataclass(slots=True)
@@ -60,7 +60,7 @@ class Access:
             raise no_inbox(name)
         if role < need:
             raise Forbidden(
-                "AUTH_INSUFFICIENT",
+                ErrorCode.AUTH_INSUFFICIENT,
                 f"this needs the {need.label} role in {row.namespace!r}, the inbox's namespace",
                 {"reason": "role", "needed": need.label, "role": role.label, "namespace": row.namespace, "inbox": name},
             )
@@ -73,7 +73,7 @@ class Access:
             raise no_task(row.task_id)
         if role < Role.WRITER:
             raise Forbidden(
-                "AUTH_INSUFFICIENT",
+                ErrorCode.AUTH_INSUFFICIENT,
                 f"this needs the writer role in {row.namespace!r}, the inbox's namespace",
                 {"reason": "role", "needed": "writer", "role": role.label, "namespace": row.namespace, "task_id": row.task_id},
             )

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from loom_core.runtime import Runtime
 from loom_core.settings import Settings
 
-from ..consumers.wake import WakeHub
 from ..directory import Directory
-from ..keys import TaskKeys
+from ..events import EventPublisher
 from ..store import InboxStore, TaskStore
 from .access import Access
 from .engine import Engine
+from .wake import WakeHub
 
 
 @dataclass(slots=True)
@@ -21,8 +21,8 @@ class Deps:
     settings: Settings
     tasks: TaskStore
     inboxes: InboxStore
-    keys: TaskKeys
     directory: Directory
     hub: WakeHub
     engine: Engine
     access: Access
+    publisher: EventPublisher

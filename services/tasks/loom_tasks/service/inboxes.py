@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from loom_core.chain import CallContext
-from loom_core.errors import Conflict, Forbidden, LoomError, Unavailable
+from loom_core.errors import Conflict, ErrorCode, Forbidden, LoomError
 from loom_core.roles import Role
 
 from ..domain import model
 from ..domain import validate as v
 from ..domain.model import InboxRow, PolicyRow
+from ..webhooks import list_deliveries, validate_webhook_config
 from .deps import Deps
 
 REGISTER_LEASE_SECONDS = 15.0
@@ -34,13 +35,9 @@ class InboxSettings:
 
 
 def _check_webhook(org: str, url: str, secret_ref: str) -> None:
-    """The webhook rules (spec 003): T2's module owns them; refuse a webhook if it is absent."""
+    """The webhook rules (spec 003), kept in the webhook module."""
     if not url and not secret_ref:
         return
-    try:
-        from ..webhooks import validate_webhook_config
-    except ImportError:  # pragma: no cover - the webhook module ships with the plane
-        raise Unavailable("BACKEND_UNAVAILABLE", "webhooks are not available in this build") from None
     validate_webhook_config(org, url, secret_ref)
 
 
@@ -51,7 +48,7 @@ class InboxOps:
     async def register(self, ctx: CallContext, name: str, s: InboxSettings) -> tuple[InboxRow, bool]:
         v.inbox_name(name)
         if ctx.role < Role.ADMIN:
-            raise Forbidden("AUTH_INSUFFICIENT", "inbox.register needs the admin role", {"reason": "role", "needed": "admin"})
+            raise Forbidden(ErrorCode.AUTH_INSUFFICIENT, "inbox.register needs the admin role", {"reason": "role", "needed": "admin"})
         owner_agent = v.text(s.owner_agent, "owner_agent", 128) or name
         posters = v.posters(s.posters)
         accept = v.disclosure_levels(s.accept_disclosure)
@@ -69,7 +66,7 @@ class InboxOps:
         try:
             existing = await self.d.inboxes.get(ctx.org, name)
             if existing is not None and existing.namespace != ctx.namespace:
-                raise Conflict("ALREADY_EXISTS", f"inbox {name!r} is registered in another namespace", {"inbox": name})
+                raise Conflict(ErrorCode.ALREADY_EXISTS, f"inbox {name!r} is registered in another namespace", {"inbox": name})
             now = time.time()
             row = InboxRow(
                 org=ctx.org,
@@ -113,11 +110,11 @@ class InboxOps:
 
     async def principals(self, ctx: CallContext) -> list[tuple[str, str]]:
         if ctx.role < Role.ADMIN:
-            raise Forbidden("AUTH_INSUFFICIENT", "inbox.principals needs the admin role", {"reason": "role", "needed": "admin"})
+            raise Forbidden(ErrorCode.AUTH_INSUFFICIENT, "inbox.principals needs the admin role", {"reason": "role", "needed": "admin"})
         subjects = await self.d.runtime.identity.principals(ctx.org)
         return [(s, s.split(":", 1)[0]) for s in subjects if s.startswith(("sa:", "user:"))]
 
-    async def list(self, ctx: CallContext) -> tuple[list[InboxRow], dict[str, dict[str, int]], bool]:
+    async def list_inboxes(self, ctx: CallContext) -> tuple[list[InboxRow], dict[str, dict[str, int]], bool]:
         rows = await self.d.inboxes.in_namespace(ctx.org, ctx.namespace)
         counts = await self.d.tasks.open_counts_by_inbox(ctx.org, ctx.namespace) if rows else {}
         return rows, counts, ctx.role >= Role.ADMIN
@@ -130,8 +127,4 @@ class InboxOps:
     async def deliveries(self, ctx: CallContext, inbox: str, limit: int) -> list[dict[str, Any]]:
         v.inbox_name(inbox)
         row = await self.d.access.inbox(ctx, inbox, Role.ADMIN)
-        try:
-            from ..webhooks import list_deliveries
-        except ImportError:  # pragma: no cover - the webhook module ships with the plane
-            return []
         return await list_deliveries(self.d.runtime.store, ctx.org, row.name, limit or 100)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
+import asyncio
 import json
 import logging
 import secrets
@@ -11,31 +10,26 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from loom_core.bus import LeaseHeld
 from loom_core.chain import CallContext
-from loom_core.errors import Conflict, Forbidden, LoomError, NotFound, Unavailable, ValidationFailed
+from loom_core.errors import ErrorCode, Forbidden, LoomError, NotFound, Unavailable, ValidationFailed
 from loom_core.roles import Role
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from ..domain import events as ev
 from ..domain import model, transitions, trust
 from ..domain import validate as v
 from ..domain.model import Actor, TaskRow
-from ..events import STREAM, org_filter
+from ..events import PROJECTOR_DURABLE, STREAM, org_filter
+from ..events import caught_up as projected
+from ..store import truth
+from ..store.truth import idempotent_task_id
 from .access import no_inbox
 from .deps import Deps
 from .engine import Committed
 
 log = logging.getLogger(__name__)
 
-IDEMPOTENCY_LEASE_SECONDS = 30.0
 UPDATES_FETCH = 256
-
-
-def idempotency_lease_key(org: str, poster: str, key: str) -> str:
-    """The lease a create with an idempotency_key runs under: one per (org, poster, key)."""
-    digest = hashlib.sha256(f"{poster}\x00{key}".encode()).hexdigest()[:40]
-    return f"tasks.idem.{org}.{digest}"
+READ_WAIT_SECONDS = 3.0
 
 
 def new_task_id() -> str:
@@ -82,7 +76,7 @@ class PostingOps:
         if role < Role.WRITER and not listed:
             if role >= Role.VIEWER:
                 raise Forbidden(
-                    "AUTH_INSUFFICIENT",
+                    ErrorCode.AUTH_INSUFFICIENT,
                     f"you may read inbox {inbox.name!r} but not post to it",
                     {"reason": "poster", "inbox": inbox.name, "role": role.label},
                 )
@@ -97,7 +91,7 @@ class PostingOps:
         )
         if decision.mode == "deny":
             raise Forbidden(
-                "TASK_POSTER_DENIED",
+                ErrorCode.TASK_POSTER_DENIED,
                 f"inbox {inbox.name!r} does not take {kind!r} tasks from this poster",
                 {"inbox": inbox.name, "poster": ctx.subject, "kind": kind},
             )
@@ -136,56 +130,39 @@ class PostingOps:
             version=1,
         )
         actor = Actor(ctx.subject, ctx.agent, owner=writer)
-        if not key:
-            committed = await self.d.engine.insert_new(row, transitions.created(row, actor))
+        if key:
+            # One key, one task: the task_id comes from the key, and the create below writes
+            # only if that task holds no state yet (the idempotency check is the write itself).
+            row.task_id = idempotent_task_id(ctx.org, ctx.subject, key)
+        committed = await self.d.engine.insert_new(row, transitions.created(row, actor))
+        if committed is not None:
             return committed.row, True
-        return await self._create_once(ctx, row, actor, key)
+        existing = await self.d.engine.current(ctx.org, row.task_id)
+        if existing is None:
+            raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the task with this idempotency_key is not readable yet; retry")
+        return existing, False
 
-    async def _create_once(self, ctx: CallContext, row: TaskRow, actor: Actor, key: str) -> tuple[TaskRow, bool]:
-        """One task per (poster, key): creates with one key run one at a time under a lease."""
-        leases = self.d.runtime.leases
-        lease_key = idempotency_lease_key(ctx.org, ctx.subject, key)
-        wait = self.d.settings.task_idempotency_wait_seconds
-        try:
-            lease = await leases.wait_acquire(lease_key, ctx.request_id, IDEMPOTENCY_LEASE_SECONDS, timeout=wait)
-        except LeaseHeld:
-            raise Conflict(
-                "PRECONDITION_FAILED",
-                f"another create with this idempotency_key is still running after {wait:g} s; retry",
-                {"reason": "idempotency_key_busy", "idempotency_key": key},
-            ) from None
-        except Unavailable:
-            raise Unavailable("BACKEND_UNAVAILABLE", "the lease store did not answer; retry the create") from None
-        try:
-            existing = await self.d.tasks.by_idempotency_key(ctx.org, ctx.subject, key)
-            if existing is not None:
-                await self._repair_created_event(existing)
-                return existing, False
-            committed = await self.d.engine.insert_new(row, transitions.created(row, actor))
-            return committed.row, True
-        finally:
-            with contextlib.suppress(LoomError):  # it expires by itself
-                await leases.release(lease)
+    async def create_many(self, ctx: CallContext, items: list[NewTask]) -> list[tuple[TaskRow | None, bool, LoomError | None]]:
+        """task.create_many: each item as task.create would take it, answered on its own."""
+        v.batch_size(len(items), "tasks")
 
-    async def _repair_created_event(self, row: TaskRow) -> None:
-        """A create cut off after storing its task may have left its created event out: publish
-        it now. Same event_id: inside the stream's duplicate window JetStream keeps one, and
-        task.history keeps the first row of an event_id."""
-        first = row.copy(version=1, status=model.TRIAGE if row.escalate_at is not None else model.TODO)
-        eid = ev.event_id(first, "created")
-        if await self.d.tasks.has_event(row.org, row.task_id, eid):
-            return
-        event = ev.build(first, "created", at=row.created_at, actor=row.poster, actor_agent=row.poster_agent)
-        await self.d.engine.publisher.publish(event)
+        async def one(item: NewTask) -> tuple[TaskRow | None, bool, LoomError | None]:
+            try:
+                row, created = await self.create(ctx, item)
+                return row, created, None
+            except LoomError as exc:
+                return None, False, exc
+
+        return list(await asyncio.gather(*(one(i) for i in items)))
 
     async def cancel(self, ctx: CallContext, task_id: str, reason: str) -> TaskRow:
         v.task_id(task_id)
         why = v.reason(reason, required=True)
 
-        async def decide(row: TaskRow, _st: object) -> transitions.Change:
+        async def decide(row: TaskRow) -> transitions.Change:
             role = await self.d.access.role_on(ctx, row.namespace)
             if role < Role.VIEWER and row.poster != ctx.subject:
-                raise NotFound("RESOURCE_NOT_FOUND", "no such task", {"task_id": task_id})
+                raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no such task", {"task_id": task_id})
             return transitions.cancel(row, Actor(ctx.subject, ctx.agent_label, owner=role >= Role.WRITER), why, time.time())
 
         out: Committed = await self.d.engine.mutate(ctx.org, task_id, decide)
@@ -198,6 +175,9 @@ class PostingOps:
         wait = v.wait_seconds(wait_seconds)
         limit = max(1, min(limit or 100, 1000))
         js = self.d.runtime.bus.js
+        # Read-your-writes: the events of every state write made before this call are on the
+        # stream first (the projector derives them).
+        await projected(js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
         config = ConsumerConfig(
             name=f"updates-{secrets.token_hex(8)}",
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE if since_seq else DeliverPolicy.ALL,
@@ -212,7 +192,7 @@ class PostingOps:
             info = await js.add_consumer(STREAM, config)
             sub = await js.pull_subscribe_bind(consumer=config.name, stream=STREAM)
         except Exception as exc:
-            raise Unavailable("BACKEND_UNAVAILABLE", "the event stream did not answer") from exc
+            raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the event stream did not answer") from exc
         events: list[dict[str, Any]] = []
         next_seq = since_seq
         pending = int(info.num_pending or 0)
@@ -230,7 +210,7 @@ class PostingOps:
                     msgs = []
                 except Exception as exc:
                     if "Timeout" not in type(exc).__name__:
-                        raise Unavailable("BACKEND_UNAVAILABLE", "the event stream did not answer") from exc
+                        raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the event stream did not answer") from exc
                     msgs = []
                 if not msgs:
                     if caught_up:
@@ -254,7 +234,7 @@ class PostingOps:
         finally:
             try:
                 await sub.unsubscribe()
-                await js.delete_consumer(STREAM, config.name)
+                await js.delete_consumer(STREAM, str(config.name))
             except Exception:  # noqa: BLE001 - the consumer goes after its inactive threshold anyway
                 log.debug("updates consumer not deleted")
         ctx.out_hits = len(events)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,17 +11,17 @@ from loom_core.chain import CallContext
 from loom_core.errors import ValidationFailed
 from loom_core.roles import Role
 
-from .. import keys as K
-from ..consumers.history import DURABLE as HISTORY_DURABLE
 from ..domain import model
 from ..domain import validate as v
 from ..domain.model import TaskRow
-from ..events import STREAM
+from ..events import HISTORY_DURABLE, PROJECTOR_DURABLE, STREAM, caught_up
+from ..store import truth
 from .access import no_task
 from .deps import Deps
 
 DEFAULT_LIMIT = 50
-HISTORY_WAIT_SECONDS = 3.0
+#: How long a read waits for the projection to hold the writes made before it.
+READ_WAIT_SECONDS = 3.0
 MAX_LIMIT = 500
 
 
@@ -49,21 +47,17 @@ class ReadingOps:
     def __init__(self, deps: Deps) -> None:
         self.d = deps
 
-    async def get(self, ctx: CallContext, task_id: str) -> tuple[TaskRow, float | None]:
-        """The task and, while it is held, its lease's current expiry (heartbeats move it)."""
+    async def get(self, ctx: CallContext, task_id: str) -> TaskRow:
+        """The task as it is now (its state on NATS; a finished task that left NATS, from the
+        projection). Its lease expiry is the one the last heartbeat wrote."""
         v.task_id(task_id)
-        st = await self.d.keys.get(ctx.org, task_id)
-        # The lease row names the current version (a claim's row may still be landing).
-        row = await self.d.engine.load(ctx.org, task_id, st.v) if st is not None else await self.d.engine.read(ctx.org, task_id)
+        row = await self.d.engine.current(ctx.org, task_id)
         if row is None:
             raise no_task(task_id)
         await self.d.access.reader(ctx, row)
-        expires = row.lease_expires_at
-        if row.status == model.IN_PROGRESS and st is not None and st.state == K.HELD:
-            expires = st.expires_at
-        return row, expires
+        return row
 
-    async def list(
+    async def list_tasks(
         self,
         ctx: CallContext,
         inbox: str,
@@ -84,6 +78,7 @@ class ReadingOps:
             raise v.invalid_field("limit", f"between 1 and {MAX_LIMIT}")
         size = limit or DEFAULT_LIMIT
         after = decode_page(page_token)
+        await self._projected()
         namespace: str | None = None
         inbox_name: str | None = None
         poster_filter: str | None = poster or None
@@ -112,6 +107,7 @@ class ReadingOps:
         return rows, encode_page(rows[-1]) if more and rows else ""
 
     async def counts(self, ctx: CallContext, inbox: str) -> dict[str, int]:
+        await self._projected()
         if inbox:
             row = await self.d.access.inbox(ctx, v.inbox_name(inbox), Role.VIEWER)
             return await self.d.tasks.counts(ctx.org, namespace=None, inbox=row.name)
@@ -119,28 +115,25 @@ class ReadingOps:
 
     async def history(self, ctx: CallContext, task_id: str, limit: int) -> list[dict[str, Any]]:
         v.task_id(task_id)
-        row = await self.d.engine.read(ctx.org, task_id)
+        row = await self.d.engine.current(ctx.org, task_id)
         if row is None:
             raise no_task(task_id)
         await self.d.access.reader(ctx, row)
         if limit < 0 or limit > 1000:
             raise v.invalid_field("limit", "between 1 and 1000")
-        # The events reach the table through the stream's history consumer a moment after each
-        # change: wait (briefly) until it has written every event published before this call.
+        # The events reach the table through the projector (state -> event stream) and the
+        # history consumer (event stream -> table): wait (briefly) until both have applied
+        # every write made before this call, the caller's own included.
+        await self._projected()
         await self._history_caught_up()
         events = await self.d.tasks.history(ctx.org, task_id, limit or 200)
         ctx.out_hits = len(events)
         return events
 
+    async def _projected(self) -> None:
+        """Read-your-writes: wait (bounded) until the projector has applied every state write
+        made before this call — so a caller's own last write is in what it reads."""
+        await caught_up(self.d.runtime.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
+
     async def _history_caught_up(self) -> None:
-        js = self.d.runtime.bus.js
-        deadline = time.monotonic() + HISTORY_WAIT_SECONDS
-        try:
-            target = int((await js.stream_info(STREAM)).state.last_seq or 0)
-            while time.monotonic() < deadline:
-                info = await js.consumer_info(STREAM, HISTORY_DURABLE)
-                if info.ack_floor is not None and int(info.ack_floor.stream_seq or 0) >= target:
-                    return
-                await asyncio.sleep(0.02)
-        except Exception:  # noqa: BLE001 - the answer is then what the table holds
-            return
+        await caught_up(self.d.runtime.bus.js, STREAM, HISTORY_DURABLE, READ_WAIT_SECONDS)

@@ -1,5 +1,5 @@
 """Triage and repair (the owner's ops): accept, wont_do, unblock, resume, reopen, update,
-reassign. None needs a fence; each takes the task's lease row by compare-and-set like any
+reassign. None needs a fence; each is one compare-and-set of the task's state like any
 change, so a claim holder's later writes get 409 TASK_FENCE_STALE when one of these ended its
 claim (wont_do, reassign)."""
 
@@ -10,13 +10,12 @@ from collections.abc import Callable
 from typing import Any
 
 from loom_core.chain import CallContext
-from loom_core.errors import Forbidden, ValidationFailed
+from loom_core.errors import ErrorCode, Forbidden, ValidationFailed
 from loom_core.roles import Role
 
 from ..domain import model, transitions, trust
 from ..domain import validate as v
 from ..domain.model import Actor, TaskRow
-from ..keys import KeyState
 from .access import no_inbox
 from .deps import Deps
 
@@ -30,7 +29,7 @@ class RepairOps:
     async def _owner_move(self, ctx: CallContext, task_id: str, move: Move) -> TaskRow:
         v.task_id(task_id)
 
-        async def decide(row: TaskRow, _st: KeyState | None) -> transitions.Change:
+        async def decide(row: TaskRow) -> transitions.Change:
             actor = await self.d.access.owner(ctx, row)
             return move(row, actor, time.time())
 
@@ -100,7 +99,7 @@ class RepairOps:
         if role < Role.WRITER and ctx.subject not in target.posters:
             if role < Role.VIEWER:
                 raise no_inbox(to_inbox)
-            raise Forbidden("AUTH_INSUFFICIENT", f"you may not post to inbox {to_inbox!r}", {"reason": "poster", "inbox": to_inbox})
+            raise Forbidden(ErrorCode.AUTH_INSUFFICIENT, f"you may not post to inbox {to_inbox!r}", {"reason": "poster", "inbox": to_inbox})
         policies = await self.d.directory.policies(ctx.org, target.name)
 
         def move(row: TaskRow, actor: Actor, now: float) -> transitions.Change:
@@ -111,7 +110,7 @@ class RepairOps:
             )
             if decision.mode == "deny":
                 raise Forbidden(
-                    "TASK_POSTER_DENIED",
+                    ErrorCode.TASK_POSTER_DENIED,
                     f"inbox {to_inbox!r} does not take {row.kind!r} tasks from you",
                     {"inbox": to_inbox, "kind": row.kind},
                 )

@@ -10,32 +10,46 @@ gets 409 TASK_FENCE_STALE.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from loom_core.chain import CallContext
-from loom_core.errors import Conflict
+from loom_core.errors import Conflict, ErrorCode, LoomError
 from loom_core.roles import Role
 
-from .. import keys as K
 from ..domain import events as ev
 from ..domain import model, transitions
 from ..domain import validate as v
 from ..domain.model import Actor, InboxRow, TaskRow
-from ..keys import KeyRace, KeyState
+from ..events import PROJECTOR_DURABLE, caught_up
+from ..store import truth
+from ..store.truth import WrongRevision
 from .access import no_task
 from .deps import Deps
 
 MAX_PULL = 100
+READ_WAIT_SECONDS = 3.0
 
 
 def stale(task_id: str, fence: int) -> Conflict:
     return Conflict(
-        "TASK_FENCE_STALE",
+        ErrorCode.TASK_FENCE_STALE,
         "this fence no longer holds the task (its lease expired and moved on, or another claim took it)",
         {"task_id": task_id, "fence": fence},
     )
+
+
+def check_fence(row: TaskRow, fence: int) -> None:
+    """A fenced write stands while the task is held under that fence (even past its lease's
+    expiry, until the sweep or another claim moved it)."""
+    if row.status != model.IN_PROGRESS:
+        if row.terminal:
+            raise transitions.terminal(row)
+        raise stale(row.task_id, fence)
+    if row.fence != fence:
+        raise stale(row.task_id, fence)
 
 
 class WorkingOps:
@@ -95,27 +109,37 @@ class WorkingOps:
                     await hub.refresh(inbox.org, inbox.name, q, kinds=kinds, force=True)
                     continue
                 break
-            progressed = False
-            for row in candidates:
-                if len(out) >= want:
-                    break
+            # Claim the next candidates at once (each its own compare-and-set), in pull order.
+            chunk = candidates[: want - len(out)]
+            for row in chunk:
                 q.reserved.add(row.task_id)
-                try:
-                    got = await self.d.engine.claim(row, actor, lease, time.time(), q.revs.get(row.task_id, 0))
-                finally:
+            try:
+                results = await asyncio.gather(
+                    *(self.d.engine.claim(row.copy(rev=q.revs.get(row.task_id) or row.rev), actor, lease, time.time()) for row in chunk),
+                    return_exceptions=True,
+                )
+            finally:
+                for row in chunk:
                     q.reserved.discard(row.task_id)
+            failure: BaseException | None = None
+            for row, got in zip(chunk, results, strict=True):
+                if isinstance(got, BaseException):
+                    failure = failure or got
+                    continue
                 q.drop(row.task_id, None if got is None else got.row.version)
                 if got is not None:
                     out.append(got.row)
-                    progressed = True
-            if not progressed:
-                break
+            if failure is not None:
+                if not out:
+                    raise failure
+                break  # answer with what this call holds; the rest can be pulled again
         return out
 
     async def _triage(self, inbox: InboxRow, kinds: Sequence[str], wait: int, want: int) -> list[TaskRow]:
         """Review items, unclaimed: nothing changes, the owner decides with accept / wont_do."""
         deadline = time.monotonic() + wait
         q = self.d.hub.queue(inbox.org, inbox.name)
+        await caught_up(self.d.runtime.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
         while True:
             rows = await self.d.tasks.in_status(inbox.org, inbox.name, model.TRIAGE, kinds, want)
             remaining = deadline - time.monotonic()
@@ -125,7 +149,7 @@ class WorkingOps:
 
     async def claim(self, ctx: CallContext, task_id: str, lease_seconds: int) -> TaskRow:
         v.task_id(task_id)
-        row = await self.d.engine.read(ctx.org, task_id)
+        row = await self.d.engine.current(ctx.org, task_id)
         if row is None:
             raise no_task(task_id)
         actor = await self.d.access.owner(ctx, row)
@@ -136,73 +160,47 @@ class WorkingOps:
                 if row.terminal:
                     raise transitions.terminal(row)
                 raise Conflict(
-                    "PRECONDITION_FAILED",
+                    ErrorCode.PRECONDITION_FAILED,
                     f"only a todo task can be claimed; this one is {row.status}",
                     {"task_id": task_id, "status": row.status, "reason": "status"},
                 )
             got = await self.d.engine.claim(row, actor, lease, time.time())
             if got is not None:
                 return got.row
-            st = await self.d.keys.get(ctx.org, task_id)
-            fresh = await self.d.engine.load(ctx.org, task_id, st.v) if st else await self.d.engine.read(ctx.org, task_id)
+            fresh = await self.d.engine.current(ctx.org, task_id)
             if fresh is None:
                 raise no_task(task_id)
-            if st is None and fresh.status == model.TODO:
-                raise Conflict(
-                    "PRECONDITION_FAILED",
-                    "the task is not claimable yet (its lease row is being written); retry",
-                    {"task_id": task_id, "reason": "no_lease_row"},
-                )
             row = fresh
-        raise Conflict("PRECONDITION_FAILED", "another claim won the task", {"task_id": task_id, "reason": "claimed"})
+        raise Conflict(ErrorCode.PRECONDITION_FAILED, "another claim won the task", {"task_id": task_id, "reason": "claimed"})
 
     # --- fenced writes -------------------------------------------------------------------------
 
-    async def _held(self, ctx: CallContext, task_id: str, fence: int, *, fresh: bool = False) -> tuple[KeyState, TaskRow, Actor]:
-        """The lease row and task a fenced write acts on, or the refusal: 404, 403,
-        409 TASK_TERMINAL, 409 TASK_FENCE_STALE."""
+    async def _held(self, ctx: CallContext, task_id: str, fence: int) -> tuple[TaskRow, Actor]:
+        """The task a fenced write acts on, read from its state on NATS, or the refusal: 404,
+        403, 409 TASK_TERMINAL, 409 TASK_FENCE_STALE."""
         v.task_id(task_id)
         v.fence(fence)
-        # This replica's own claim or heartbeat is a good first guess (the write that follows
-        # is compare-and-set at its revision); anything else is read.
-        # `fresh`: a write with no compare-and-set of its own (a progress note) reads the lease row.
-        hint = None if fresh else self.d.engine.hints.get(ctx.org, task_id)
-        st = hint if hint is not None and hint.state == K.HELD and hint.fence == fence else await self.d.keys.get(ctx.org, task_id)
-        row = await self.d.engine.load(ctx.org, task_id, st.v) if st is not None else await self.d.engine.read(ctx.org, task_id)
-        if st is not None and st is hint and row is not None and row.version != st.v:
-            # The task moved on elsewhere (another replica's write): the guess is stale.
-            self.d.engine.hints.forget(ctx.org, task_id)
-            st = await self.d.keys.get(ctx.org, task_id)
-            row = await self.d.engine.load(ctx.org, task_id, st.v) if st is not None else await self.d.engine.read(ctx.org, task_id)
+        row = await self.d.engine.current(ctx.org, task_id)
         if row is None:
             raise no_task(task_id)
         actor = await self.d.access.owner(ctx, row)
-        if st is None or st.state != K.HELD:
-            status = st.status if st is not None else row.status
-            if status in model.TERMINAL:
-                raise transitions.terminal(row.copy(status=status))
-            raise stale(task_id, fence)
-        if st.fence != fence:
-            raise stale(task_id, fence)
-        return st, row, actor
+        check_fence(row, fence)
+        return row, actor
 
     async def heartbeat(self, ctx: CallContext, task_id: str, fence: int, lease_seconds: int) -> tuple[int, float]:
         for _ in range(20):
-            st, _row, _actor = await self._held(ctx, task_id, fence)
-            lease = v.lease_seconds(lease_seconds, st.lease_seconds or model.DEFAULT_LEASE_SECONDS)
+            row, _actor = await self._held(ctx, task_id, fence)
+            lease = v.lease_seconds(lease_seconds, row.lease_seconds or model.DEFAULT_LEASE_SECONDS)
             expires = time.time() + lease
-            value = K.held(st.v, st.holder, st.agent, expires, lease, fence=st.fence)
             try:
-                rev = await self.d.keys.update(ctx.org, task_id, value, last=st.revision)
-            except KeyRace:
-                self.d.engine.hints.forget(ctx.org, task_id)
+                await self.d.engine.touch(row.copy(lease_expires_at=expires, lease_seconds=lease))
+            except WrongRevision:
                 continue  # a concurrent heartbeat or update: read again
-            self.d.engine.hints.put(ctx.org, task_id, value, rev)
             return fence, expires
-        raise Conflict("PRECONDITION_FAILED", "the task kept changing under this heartbeat; retry", {"task_id": task_id})
+        raise Conflict(ErrorCode.PRECONDITION_FAILED, "the task kept changing under this heartbeat; retry", {"task_id": task_id})
 
     async def progress(self, ctx: CallContext, task_id: str, fence: int, note: str, percent: int) -> str:
-        _st, row, actor = await self._held(ctx, task_id, fence, fresh=True)
+        row, actor = await self._held(ctx, task_id, fence)
         note = v.text(note, "note", v.MAX_NOTE)
         if percent < 0 or percent > 100:
             raise v.invalid_field("percent", "between 0 and 100")
@@ -210,30 +208,40 @@ class WorkingOps:
         data: dict[str, Any] = {"note": note}
         if percent:
             data["percent"] = percent
+        # A note changes no state: its event goes to the event stream directly.
         event = ev.build(row, "progress", at=now, data=data, actor=actor.subject, actor_agent=actor.agent, eid=ev.progress_event_id(row))
-        await self.d.engine.publisher.publish(event)
+        await self.d.publisher.publish(event)
         return str(event["event_id"])
 
     async def _fenced(self, ctx: CallContext, task_id: str, fence: int, move: Any, *, with_inbox: bool = False) -> TaskRow:
-        """A state change by the claim's holder: fence checked against the lease row."""
-        st, first, actor = await self._held(ctx, task_id, fence)
+        """A state change by the claim's holder: the fence checked against the task's state."""
+        first, actor = await self._held(ctx, task_id, fence)
         inbox = await self.d.directory.inbox(ctx.org, first.inbox) if with_inbox else None
 
-        def decide(row: TaskRow, st: KeyState | None) -> transitions.Change:
-            if st is None or st.state != K.HELD:
-                if (st.status if st is not None else row.status) in model.TERMINAL:
-                    raise transitions.terminal(row)
-                raise stale(task_id, fence)
-            if st.fence != fence:
-                raise stale(task_id, fence)
+        def decide(row: TaskRow) -> transitions.Change:
+            check_fence(row, fence)
             return move(row, actor, time.time(), inbox)
 
-        out = await self.d.engine.mutate(ctx.org, task_id, decide, first=(st, first))
+        out = await self.d.engine.mutate(ctx.org, task_id, decide, first=first)
         return out.row
 
     async def complete(self, ctx: CallContext, task_id: str, fence: int, outcome: dict[str, Any]) -> TaskRow:
         outcome = v.payload(outcome, "outcome")
         return await self._fenced(ctx, task_id, fence, lambda row, actor, now, _inbox: transitions.complete(row, actor, outcome, now))
+
+    async def complete_many(
+        self, ctx: CallContext, items: list[tuple[str, int, dict[str, Any]]]
+    ) -> list[tuple[TaskRow | None, LoomError | None]]:
+        """task.complete_many: each (task_id, fence, outcome) as task.complete takes it, answered on its own."""
+        v.batch_size(len(items), "tasks")
+
+        async def one(task_id: str, fence: int, outcome: dict[str, Any]) -> tuple[TaskRow | None, LoomError | None]:
+            try:
+                return await self.complete(ctx, task_id, fence, outcome), None
+            except LoomError as exc:
+                return None, exc
+
+        return list(await asyncio.gather(*(one(*i) for i in items)))
 
     async def fail(self, ctx: CallContext, task_id: str, fence: int, reason: str) -> TaskRow:
         why = v.reason(reason, required=True)
@@ -243,7 +251,7 @@ class WorkingOps:
         when = v.parse_time(resume_at, "resume_at")
         if when is None:
             raise v.invalid_field("resume_at", "required: when the task comes back to todo")
-        why = v.reason(reason, required=False)
+        why = v.reason(reason, required=True)
 
         def move(row: TaskRow, actor: Actor, now: float, inbox: InboxRow | None) -> transitions.Change:
             return transitions.defer(row, actor, when, why, inbox.max_defers if inbox else model.DEFAULT_MAX_DEFERS, now)

@@ -1,7 +1,8 @@
-"""The task inbox's SQL (one module per table family) and its group-commit writer."""
+"""The task inbox's storage: the tasks' state on NATS (truth.py) and the SQL of the ClickHouse
+projection and tables (one module per table family)."""
 
-from .batcher import BatchWriter
 from .inboxes import InboxStore
 from .tasks import TaskStore
+from .truth import TaskTruth
 
-__all__ = ["BatchWriter", "InboxStore", "TaskStore"]
+__all__ = ["InboxStore", "TaskStore", "TaskTruth"]

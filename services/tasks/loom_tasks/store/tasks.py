@@ -10,53 +10,39 @@ from loom_core.store import Store
 
 from ..domain.model import TERMINAL, TaskRow
 
-TASKS = "{db}.tasks"
+TASKS = "{db}.task_state"
 EVENTS = "{db}.task_events"
 
-_TIME_COLUMNS = ("deadline", "not_before", "resume_at", "lease_expires_at", "escalate_at", "escalated_at", "created_at", "updated_at")
-_JSON_COLUMNS = ("brief", "outcome")
-_COLUMNS = (
-    "org", "task_id", "inbox", "namespace", "owner_agent", "kind", "title", "brief", "disclosure", "priority",
-    "deadline", "not_before", "origin", "parent_task_id", "poster", "poster_agent", "poster_namespace",
-    "idempotency_key", "status", "reason", "blocked_on", "resume_at", "outcome", "claimed_by", "claimed_agent",
-    "fence", "lease_expires_at", "lease_seconds", "attempts", "defers", "escalate_at", "escalated_at",
-    "created_at", "updated_at", "version",
-)  # fmt: skip
+# The projection: the columns reads filter and sort on, and the whole task as one JSON document.
+_TIMES = ("deadline", "not_before", "created_at", "updated_at")
+_HOT = ("org", "task_id", "inbox", "namespace", "kind", "status", "priority", "poster", "version")
+#: created_at comes from the column too: the page cursor compares against the column's value.
+SELECT = "doc, rev, toUnixTimestamp64Micro(created_at) AS created_us"
 
 
-def _select_list() -> str:
-    out = []
-    for c in _COLUMNS:
-        # Times travel as integer microseconds: exact, and the same in both engines. The alias
-        # is not the column's name: ClickHouse resolves a WHERE name to a SELECT alias first.
-        out.append(f"toUnixTimestamp64Micro({c}) AS {c}_us" if c in _TIME_COLUMNS else c)
-    return ", ".join(out)
+def _us(t: float | None) -> int | None:
+    return None if t is None else round(t * 1_000_000)
 
 
-SELECT = _select_list()
-
-
-def to_store(row: TaskRow) -> dict[str, Any]:
-    d: dict[str, Any] = {c: getattr(row, c) for c in _COLUMNS}
-    for c in _JSON_COLUMNS:
-        d[c] = json.dumps(d[c], separators=(",", ":"), default=str)
+def to_store(row: TaskRow, rev: int) -> dict[str, Any]:
+    """A projection row of `row` as its state's revision `rev` holds it."""
+    d: dict[str, Any] = {c: getattr(row, c) for c in _HOT}
+    for c in _TIMES:
+        t = getattr(row, c)
+        d[c] = None if t is None else t  # JSONEachRow reads a float as seconds
+    d["rev"] = rev
+    doc = {f: getattr(row, f) for f in row.__dataclass_fields__ if f != "rev"}
+    d["doc"] = json.dumps(doc, separators=(",", ":"), default=str)
     return d
 
 
 def from_store(d: dict[str, Any]) -> TaskRow:
-    values: dict[str, Any] = {}
-    for c in _COLUMNS:
-        if c in _TIME_COLUMNS:
-            us = d.get(f"{c}_us")
-            values[c] = None if us is None else int(us) / 1_000_000
-            continue
-        v = d.get(c)
-        if c in _JSON_COLUMNS:
-            v = json.loads(v) if v else {}
-        values[c] = v
-    values["created_at"] = values["created_at"] or 0.0
-    values["updated_at"] = values["updated_at"] or 0.0
-    return TaskRow(**values)
+    doc = json.loads(d["doc"])
+    row = TaskRow(**{k: v for k, v in doc.items() if k in TaskRow.__dataclass_fields__})
+    row.rev = int(d.get("rev") or 0)
+    if d.get("created_us") is not None:
+        row.created_at = int(d["created_us"]) / 1_000_000
+    return row
 
 
 def event_row(event: dict[str, Any], at: float) -> dict[str, Any]:
@@ -88,14 +74,6 @@ class TaskStore:
         rows = await self.store.query(
             f"SELECT {SELECT} FROM {TASKS} FINAL WHERE org = {{org:String}} AND task_id = {{id:String}}",
             {"org": org, "id": task_id},
-        )
-        return from_store(rows[0]) if rows else None
-
-    async def by_idempotency_key(self, org: str, poster: str, key: str) -> TaskRow | None:
-        rows = await self.store.query(
-            f"SELECT {SELECT} FROM {TASKS} FINAL WHERE org = {{org:String}} AND poster = {{poster:String}}"
-            " AND idempotency_key = {key:String} ORDER BY created_at LIMIT 1",
-            {"org": org, "poster": poster, "key": key},
         )
         return from_store(rows[0]) if rows else None
 
@@ -175,6 +153,13 @@ class TaskStore:
         )
         return {r["status"]: int(r["n"]) for r in rows}
 
+    async def write(self, rows: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]], token: str) -> None:
+        """One projector batch: its task rows and event rows, each insert deduplicated by `token`."""
+        if rows:
+            await self.store.insert(TASKS, rows, dedup_token=f"{token}-t")
+        if events:
+            await self.store.insert(EVENTS, events, dedup_token=f"{token}-e")
+
     async def open_counts_by_inbox(self, org: str, namespace: str) -> dict[str, dict[str, int]]:
         rows = await self.store.query(
             f"SELECT inbox, status, count() AS n FROM {TASKS} FINAL WHERE org = {{org:String}} AND namespace = {{ns:String}}"
@@ -185,43 +170,6 @@ class TaskStore:
         for r in rows:
             out.setdefault(r["inbox"], {})[r["status"]] = int(r["n"])
         return out
-
-    async def due(self, now: float, limit: int) -> list[TaskRow]:
-        """What the sweep acts on: leases past their expiry, deferred tasks at resume_at, triage
-        items past their escalation time (not yet escalated)."""
-        rows = await self.store.query(
-            f"SELECT {SELECT} FROM {TASKS} FINAL WHERE"
-            " (status = 'in_progress' AND lease_expires_at <= fromUnixTimestamp64Micro({now:Int64}))"
-            " OR (status = 'deferred' AND resume_at <= fromUnixTimestamp64Micro({now:Int64}))"
-            " OR (status = 'triage' AND escalated_at IS NULL AND escalate_at <= fromUnixTimestamp64Micro({now:Int64}))"
-            " ORDER BY updated_at LIMIT {limit:UInt32}",
-            {"now": int(now * 1_000_000), "limit": limit},
-        )
-        return [from_store(r) for r in rows]
-
-    async def open_tasks(self, limit: int) -> list[TaskRow]:
-        """Every unfinished task (the reconcile's view of the store)."""
-        rows = await self.store.query(
-            f"SELECT {SELECT} FROM {TASKS} FINAL WHERE status NOT IN {{terminal:Array(String)}} LIMIT {{limit:UInt32}}",
-            {"terminal": sorted(TERMINAL), "limit": limit},
-        )
-        return [from_store(r) for r in rows]
-
-    async def status_of(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, int, float]]:
-        """(status, version, updated_at) of the named tasks."""
-        if not keys:
-            return {}
-        wanted = set(keys)
-        rows = await self.store.query(
-            f"SELECT org, task_id, status, version, toUnixTimestamp64Micro(updated_at) AS updated_us FROM {TASKS} FINAL"
-            " WHERE org IN {orgs:Array(String)} AND task_id IN {ids:Array(String)}",
-            {"orgs": sorted({k[0] for k in keys}), "ids": sorted({k[1] for k in keys})},
-        )
-        return {
-            (r["org"], r["task_id"]): (r["status"], int(r["version"]), int(r["updated_us"]) / 1_000_000)
-            for r in rows
-            if (r["org"], r["task_id"]) in wanted
-        }
 
     async def history(self, org: str, task_id: str, limit: int) -> list[dict[str, Any]]:
         rows = await self.store.query(

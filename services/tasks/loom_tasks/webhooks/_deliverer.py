@@ -114,7 +114,7 @@ class WebhookDeliverer:
         runtime: Any,
         lookup: WebhookLookup,
         *,
-        allow_loopback_for_tests: bool | None = None,
+        allow_loopback_for_tests: bool = False,
         resolver: Resolver | None = None,
         verify: ssl.SSLContext | None = None,
         max_attempts: int | None = None,
@@ -127,20 +127,15 @@ class WebhookDeliverer:
         s = runtime.settings
         self.runtime = runtime
         self.lookup = lookup
-        # TESTS ONLY: lets a delivery reach a loopback receiver. Off unless a test turns it on.
-        allow = (
-            allow_loopback_for_tests if allow_loopback_for_tests is not None else getattr(s, "task_webhook_allow_loopback_for_tests", False)
-        )
-        self.allow_loopback_for_tests = bool(allow)
-        self.max_attempts = max(1, int(max_attempts if max_attempts is not None else getattr(s, "task_webhook_max_attempts", 5)))
-        self.retry_base_seconds = float(
-            retry_base_seconds if retry_base_seconds is not None else getattr(s, "task_webhook_retry_base_seconds", 1.0)
-        )
-        timeout = float(timeout_seconds if timeout_seconds is not None else getattr(s, "task_webhook_timeout_seconds", 5.0))
+        # A seam for tests only (no setting reaches it): lets a delivery reach a loopback receiver.
+        self.allow_loopback_for_tests = allow_loopback_for_tests
+        self.max_attempts = max(1, int(max_attempts if max_attempts is not None else s.task_webhook_max_attempts))
+        self.retry_base_seconds = float(retry_base_seconds if retry_base_seconds is not None else s.task_webhook_retry_base_seconds)
+        timeout = float(timeout_seconds if timeout_seconds is not None else s.task_webhook_timeout_seconds)
         self.sender = Sender(
             timeout_seconds=timeout, allow_loopback=self.allow_loopback_for_tests, resolver=resolver or system_resolve, verify=verify
         )
-        self.enabled = bool(getattr(s, "task_webhook_deliver_enabled", True))
+        self.enabled = bool(s.task_webhook_deliver_enabled)
         self.durable = durable
         self.stream = stream
         self.fetch_batch = fetch_batch

@@ -1,0 +1,130 @@
+"""A task's current state: one subject per task on the LOOM_TASK_STATE stream (NATS JetStream).
+
+    loom.task_state.<org>.<task_id>     value: {"row": {...the task...}, "event": {...} | null}
+
+This is the truth. Every transition of a task is ONE compare-and-set publish of its next value
+(`Nats-Expected-Last-Subject-Sequence` = the revision read, through `loom_core.bus.kv`); the
+write carries the event it makes. The revision (the message's stream sequence) is the write's
+compare-and-set token, the fence of a claim (the claim's own revision, filled in on read since
+a value cannot carry the revision it is written at) and the projection's row version.
+`row.version` counts transitions (heartbeats keep it), so `if_match_version` survives heartbeats.
+
+Everything else is derived from these messages by durable consumers (consumers/projector.py):
+the task.updates event (LOOM_TASK_EVENTS, `Nats-Msg-Id` = event_id), the ClickHouse rows.
+
+Retention. The stream keeps the last HISTORY messages of each subject, so the projector may fall
+that many writes of one task behind without losing one. A finished task's value is replaced,
+after LOOM_TASK_TERMINAL_RETENTION_SECONDS and once the projection holds it, by a tombstone
+(a rollup: older messages go) that lives LOOM_TASK_IDEMPOTENCY_WINDOW_SECONDS; readers then read
+the projection. An idempotent create's task_id is derived from (org, poster, key), so its
+create-if-absent write IS the idempotency check: one key stores one task, however slow anything is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, fields
+from typing import Any
+
+from loom_core.bus import Bus, kv
+from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+
+from ..domain import model
+from ..domain.model import TaskRow
+
+STREAM = "LOOM_TASK_STATE"
+PREFIX = "loom.task_state"
+SUBJECTS = [f"{PREFIX}.>"]
+HISTORY = 64
+_ROW_FIELDS = tuple(f.name for f in fields(TaskRow) if f.name != "rev")
+
+WrongRevision = kv.WrongRevision
+
+
+def subject(org: str, task_id: str) -> str:
+    return f"{PREFIX}.{org}.{task_id}"
+
+
+def split_subject(subj: str) -> tuple[str, str] | None:
+    parts = subj.split(".")
+    if len(parts) != 4 or f"{parts[0]}.{parts[1]}" != PREFIX:
+        return None
+    return parts[2], parts[3]
+
+
+def idempotent_task_id(org: str, poster: str, key: str) -> str:
+    """The task_id of a create with an idempotency_key: one per (org, poster, key)."""
+    return hashlib.sha256(f"{org}\x00{poster}\x00{key}".encode()).hexdigest()[:24]
+
+
+def stream_config(replicas: int) -> StreamConfig:
+    return StreamConfig(
+        name=STREAM,
+        subjects=SUBJECTS,
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        discard=DiscardPolicy.OLD,
+        max_msgs_per_subject=HISTORY,
+        num_replicas=max(1, replicas),
+        allow_direct=True,
+        allow_rollup_hdrs=True,
+        allow_msg_ttl=True,
+    )
+
+
+def encode(row: TaskRow, event: dict[str, Any] | None) -> bytes:
+    return kv.dumps({"row": {f: getattr(row, f) for f in _ROW_FIELDS}, "event": event})
+
+
+@dataclass(slots=True)
+class State:
+    """A task's last message: `row` None for a tombstone (the task lives on in the projection)."""
+
+    row: TaskRow | None
+    rev: int
+    event: dict[str, Any] | None = None
+
+
+def decode(data: bytes | None, rev: int) -> State:
+    if not data:
+        return State(None, rev)
+    d = json.loads(data)
+    if not isinstance(d, dict) or not isinstance(d.get("row"), dict):
+        return State(None, rev)
+    row = TaskRow(**{k: v for k, v in d["row"].items() if k in _ROW_FIELDS})
+    row.rev = rev
+    if row.status == model.IN_PROGRESS and not row.fence:
+        row.fence = rev  # the claim's own write: its revision is the fence
+    return State(row, rev, d.get("event"))
+
+
+class TaskTruth:
+    def __init__(self, bus: Bus, replicas: int = 1) -> None:
+        self.bus = bus
+        self.replicas = replicas
+
+    async def ensure(self) -> None:
+        await kv.ensure_stream(self.bus.js, stream_config(self.replicas))
+
+    async def read(self, org: str, task_id: str) -> State | None:
+        entry = await kv.read(self.bus.js, STREAM, subject(org, task_id))
+        if entry is None:
+            return None
+        return decode(entry.data, entry.revision)
+
+    async def write(self, row: TaskRow, event: dict[str, Any] | None, last: int) -> int:
+        """The task's next value at revision `last` (0: a new task). WrongRevision on a race."""
+        data = encode(row, event)
+        subj = subject(row.org, row.task_id)
+        if last:
+            return await kv.update_at(self.bus.js, subj, data, last)
+        return await kv.create_if_absent(self.bus.js, STREAM, subj, data)
+
+    async def tombstone(self, org: str, task_id: str, last: int, ttl: float) -> int:
+        """Replace a finished task's value (and every older message of it) by a tombstone."""
+        return await kv.update_at(self.bus.js, subject(org, task_id), b'{"gone":true}', last, ttl=ttl, headers={kv.ROLLUP: "sub"})
+
+    async def last_seq(self) -> int:
+        info = await self.bus.js.stream_info(STREAM)
+        return int(info.state.last_seq or 0)

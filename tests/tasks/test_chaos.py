@@ -1,0 +1,202 @@
+"""Chaos: kill -9 a Loom process at random points of a run of creates, claims and completes, start
+it again, and check that nothing acknowledged was lost or doubled.
+
+The Loom under test is a child process (tests/tasks/_chaos_child.py) with its own data dir, on a
+nats-server of this test's own. The driver creates LOOM_CHAOS_TASKS tasks (default 2000) with
+task.create_many (one idempotency key each, retried with the same keys after a kill), while
+workers task.pull (max_tasks 100, short leases) and task.complete_many; a killer kill -9s the
+child every few seconds and starts it again. After the run:
+- every acknowledged create exists, once (one task per key, N tasks in the inbox);
+- every acknowledged complete is done;
+- no task was owned twice (no fence handed out twice, no task completed twice);
+- the task.updates replay of every task has versions 1..n: no gap, no duplicate.
+
+Opt-in (LOOM_CHAOS=1): it passes alone (2,000 tasks, 3 kills, about 35 s), but hung once inside
+a full-suite run, not yet understood.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from loom_core.bus import NatsServer
+
+ROOT = Path(__file__).resolve().parents[2]
+TASKS = int(os.environ.get("LOOM_CHAOS_TASKS", "2000"))
+BATCH = 100
+WORKERS = 4
+KILLS = 3
+
+
+class Down(Exception):
+    """The child is not answering (killed, or starting again)."""
+
+
+class Child:
+    def __init__(self, data_dir: Path, nats_url: str) -> None:
+        self.data_dir = data_dir
+        self.nats_url = nats_url
+        self.proc: asyncio.subprocess.Process | None = None
+        self.client: httpx.AsyncClient | None = None
+        self.up = asyncio.Event()
+        self.starts = 0
+
+    async def start(self) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tests.tasks._chaos_child", str(self.data_dir), self.nats_url, stdout=asyncio.subprocess.PIPE, cwd=ROOT
+        )
+        assert self.proc.stdout is not None
+        info = json.loads(await asyncio.wait_for(self.proc.stdout.readline(), 180))
+        headers = {"Authorization": f"Bearer {info['token']}", "X-Loom-Namespace": info["namespace"]}
+        self.client = httpx.AsyncClient(base_url=info["url"], headers=headers, timeout=30)
+        self.starts += 1
+        self.up.set()
+
+    async def kill(self) -> None:
+        self.up.clear()
+        if self.proc is not None and self.proc.returncode is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            await self.proc.wait()
+        if self.client is not None:
+            await self.client.aclose()
+            self.client = None
+
+    async def call(self, op: str, **args: Any) -> dict[str, Any]:
+        await asyncio.wait_for(self.up.wait(), 240)
+        client = self.client
+        if client is None:
+            raise Down(op)
+        try:
+            r = await client.post(f"/v1/{op}", json=args)
+        except (httpx.TransportError, RuntimeError) as exc:
+            raise Down(op) from exc
+        if r.status_code >= 500:
+            raise Down(f"{op}: {r.status_code}")
+        assert r.status_code == 200, f"{op}: {r.status_code} {r.text}"
+        return dict(r.json())
+
+    async def retried(self, op: str, **args: Any) -> dict[str, Any]:
+        while True:
+            try:
+                return await self.call(op, **args)
+            except Down:
+                await asyncio.sleep(0.2)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not os.environ.get("LOOM_CHAOS"), reason="opt-in: LOOM_CHAOS=1 (kill -9s child processes; about 35 s)")
+async def test_kill_9_at_random_points_loses_and_doubles_nothing_acknowledged(tmp_path: Path) -> None:
+    async with NatsServer(tmp_path / "nats") as nats:
+        child = Child(tmp_path / "loom", nats.url)
+        (tmp_path / "loom").mkdir()
+        await child.start()
+        try:
+            await _run(child)
+        finally:
+            await child.kill()
+
+
+async def _run(child: Child) -> None:
+    await child.retried("inbox.register", inbox="chaos-bot", owner_agent="chaos-bot", default_lease_seconds=600)
+    acked_creates: dict[str, str] = {}  # idempotency key -> task_id
+    acked_done: list[str] = []
+    fences: list[int] = []
+    finished = asyncio.Event()
+
+    async def create_all() -> None:
+        for start in range(0, TASKS, BATCH):
+            items = [
+                {"inbox": "chaos-bot", "kind": "chore", "title": f"t{i}", "idempotency_key": f"k{i}"} for i in range(start, start + BATCH)
+            ]
+            out = await child.retried("task.create_many", tasks=items)
+            for item, res in zip(items, out["results"], strict=True):
+                assert "task" in res, res
+                key = item["idempotency_key"]
+                assert acked_creates.setdefault(key, res["task"]["task_id"]) == res["task"]["task_id"]
+
+    async def work() -> None:
+        while not finished.is_set():
+            try:
+                got = (await child.call("task.pull", inbox="chaos-bot", max_tasks=BATCH, wait_seconds=1, lease_seconds=3))["tasks"]
+            except Down:
+                await asyncio.sleep(0.2)
+                continue
+            if not got:
+                continue
+            fences.extend(int(t["fence"]) for t in got)
+            try:
+                out = await child.call("task.complete_many", tasks=[{"task_id": t["task_id"], "fence": t["fence"]} for t in got])
+            except Down:
+                continue  # not acknowledged: their leases run out and they come back
+            for t, res in zip(got, out["results"], strict=True):
+                if "task" in res:
+                    acked_done.append(t["task_id"])
+            if len(set(acked_done)) >= TASKS:
+                finished.set()
+
+    async def killer() -> None:
+        for _ in range(KILLS):
+            await asyncio.sleep(random.uniform(1.0, 4.0))
+            await child.kill()
+            await child.start()
+
+    started = time.monotonic()
+    await asyncio.wait_for(asyncio.gather(create_all(), killer(), *(work() for _ in range(WORKERS))), timeout=900)
+    assert child.starts == KILLS + 1
+    elapsed = time.monotonic() - started
+
+    # Every acknowledged create exists, once.
+    assert len(acked_creates) == TASKS and len(set(acked_creates.values())) == TASKS
+    # The projection converges (writes a killed replica had taken but not acknowledged come back
+    # to the new one after the consumer's ack wait).
+    for _ in range(240):
+        if (await child.retried("task.counts", inbox="chaos-bot"))["counts"] == {"done": TASKS}:
+            break
+        await asyncio.sleep(0.5)
+    listed: set[str] = set()
+    token = ""
+    while True:
+        page = await child.retried("task.list", inbox="chaos-bot", limit=500, page_token=token)
+        ids = [t["task_id"] for t in page["tasks"]]
+        assert not listed & set(ids)
+        listed |= set(ids)
+        token = page.get("next_page_token", "")
+        if not token:
+            break
+    assert listed == set(acked_creates.values())
+    # Every acknowledged complete is done; none twice; no fence handed out twice.
+    assert len(acked_done) == len(set(acked_done)) == TASKS
+    assert len(fences) == len(set(fences))
+    counts = (await child.retried("task.counts", inbox="chaos-bot"))["counts"]
+    assert counts == {"done": TASKS}
+    # The replay of task.updates: each task's versions 1..n, no gap, no duplicate.
+    versions: dict[str, list[int]] = defaultdict(list)
+    event_ids: list[str] = []
+    since = 0
+    while True:
+        upd = await child.retried("task.updates", since_seq=since, limit=1000)
+        if not upd["events"]:
+            break
+        for e in upd["events"]:
+            versions[e["task_id"]].append(int(e["version"]))
+            event_ids.append(e["event_id"])
+        since = upd["next_seq"]
+    assert len(event_ids) == len(set(event_ids)), "an event was delivered twice"
+    assert set(versions) == listed
+    for task_id, vs in versions.items():
+        assert sorted(vs) == list(range(1, len(vs) + 1)), (task_id, vs)
+    with contextlib.suppress(Exception):
+        print(f"chaos: {TASKS} tasks, {KILLS} kills, {elapsed:.1f} s")
