@@ -167,7 +167,8 @@ class Settings(BaseSettings):
         description="How long a finished task's tombstone keeps its idempotency_key taken (a create with the key answers the task, not a new one).",
     )
     task_state_replicas: int = Field(
-        1, description="JetStream replicas of the task state and event streams: 1 embedded, 3 in a cluster (see docs/operations/durability.md)."
+        1,
+        description="JetStream replicas of the task state and event streams: 1 embedded, 3 in a cluster (see docs/operations/durability.md).",
     )
     task_pull_poll_seconds: float = Field(
         2.0,

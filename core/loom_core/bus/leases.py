@@ -100,7 +100,7 @@ class LeaseStore:
             return Lease(key, holder, rev, rev, expires)
         raise LeaseHeld(key, "?")
 
-    async def wait_acquire(self, key: str, holder: str, ttl: float, timeout: float, poll: float = 0.05) -> Lease:  # noqa: ASYNC109
+    async def wait_acquire(self, key: str, holder: str, ttl: float, timeout: float, poll: float = 0.05) -> Lease:
         """Acquire, waiting up to `timeout` for the holder to release or expire."""
         deadline = time.monotonic() + timeout
         while True:

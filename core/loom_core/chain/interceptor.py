@@ -236,7 +236,7 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
             log.warning("ledger: could not record %s", op.name)
 
     def _record_items(
-        self, ctx: CallContext, principal: Principal | None, namespace: str, md: dict[str, Any], transport: str, latency: float
+        self, ctx: CallContext, principal: Principal | None, namespace: str, md: Mapping[str, str], transport: str, latency: float
     ) -> None:
         """A batch op: one row per item (its own op, args and outcome), the call's latency shared."""
         items = ctx.item_rows or []
