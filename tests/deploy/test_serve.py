@@ -75,7 +75,7 @@ async def test_a_relay_gateway_holds_no_store_and_is_ready_only_while_its_planes
     up = await start_relay_gateway(settings, {"identity": stack.grpc_address("identity")})
     try:
         async with httpx.AsyncClient(base_url=up.base_url, headers={"Authorization": f"Bearer {tenant.token}"}) as c:
-            assert (await c.get("/v1/health/ready")).json() == {"status": "ready", "checks": {"planes": {"ok": True}}}
+            assert (await c.get("/v1/health/ready")).json() == {"status": "ready", "checks": {"planes": {"ok": True, "required": True}}}
             me = await c.post("/v1/auth.whoami", json={})
             assert me.status_code == 200 and me.json()["org"] == tenant.org
             unknown = await c.post("/v1/task.create", json={})

@@ -74,7 +74,7 @@ async def test_both_transports_refuse_with_the_same_error_and_ledger_row(stack: 
         finally:
             await relay.close()
     assert errors["inproc"] == errors["grpc"]
-    assert errors["inproc"]["code"] == "AUTH_INSUFFICIENT"
+    assert errors["inproc"]["code"] == "AUTH_WRONG_ORG"
     rows["inproc"].pop("request_id"), rows["grpc"].pop("request_id")
     assert rows["inproc"] == rows["grpc"] and rows["inproc"]["ok"] is False
 
