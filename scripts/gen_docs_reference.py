@@ -57,6 +57,10 @@ MEANING: dict[str, tuple[str, str]] = {
         "Check the name or id; list what exists with the plane's list op.",
     ),
     "UNKNOWN_OP": ("No op of that name is served here.", "Read `GET /v1/ops` for the ops this deployment serves."),
+    "UNKNOWN_TOOLSET": (
+        "The `toolset` named on `/mcp` or `GET /v1/ops` is not one Loom defines.",
+        "Use one of the toolsets the error names, or leave `toolset` out for the full listing.",
+    ),
     "TASK_TERMINAL": ("The task already ended (done, failed, cancelled or expired).", "Nothing to do on it; post a new task if needed."),
     "TASK_FENCE_STALE": (
         "The fence sent with a task call is older than the task's current claim: another worker claimed it since.",

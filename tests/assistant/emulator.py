@@ -271,39 +271,71 @@ class Emulator:
         text: list[str] = []
         results: list[ToolResult] = []
         tool_calls: list[dict[str, Any]] = []
-        async with (
-            httpx2.AsyncClient(headers=headers, timeout=30) as http,
-            Client(streamable_http_client(f"{self.loom_url}/mcp?toolset=assistant", http_client=http), mode="legacy") as client,
-        ):
+        n = 0
+
+        def record(tool: str, args: dict[str, Any]) -> None:
+            nonlocal n
+            fn = {"name": f"{tool}_mcp_loom", "arguments": json.dumps(args)}
+            tc = {"index": n, "id": f"call_{_nanoid(8)}", "type": "function", "function": fn}
+            tool_calls.append(tc)
+            n += 1
             self.mcp_headers.append(dict(headers))
-            listed = await client.list_tools()
-            n = 0
 
-            async def call(tool: str, args: dict[str, Any]) -> ToolResult:
-                nonlocal n
-                fn = {"name": f"{tool}_mcp_loom", "arguments": json.dumps(args)}
-                tc = {"index": n, "id": f"call_{_nanoid(8)}", "type": "function", "function": fn}
-                tool_calls.append(tc)
-                if emit is not None:
-                    await emit({"tool_calls": [tc]})
-                n += 1
-                self.mcp_headers.append(dict(headers))
-                res: types.CallToolResult = await client.call_tool(tool, args)
-                body = res.structured_content if isinstance(res.structured_content, dict) else {}
-                r = ToolResult(not res.is_error, body)
-                results.append(r)
-                self.tool_results.append(r)
-                return r
+        def keep(r: ToolResult) -> ToolResult:
+            results.append(r)
+            self.tool_results.append(r)
+            return r
 
-            async def say(chunk: str) -> None:
-                self.calls_done.set()
-                if self.gate is not None:
-                    await self.gate.wait()
-                text.append(chunk)
-                if emit is not None:
-                    await emit({"content": chunk})
+        async def refused(http: httpx2.AsyncClient, tool: str, args: dict[str, Any]) -> ToolResult:
+            # Loom refused the MCP request at the HTTP layer (401 + WWW-Authenticate): LibreChat's
+            # MCP client gets no tool result, the model an error; the refusal's body is kept.
+            r = await http.post(
+                f"{self.loom_url}/mcp?toolset=assistant",
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": args}},
+                headers={"Accept": "application/json, text/event-stream"},
+            )
+            body = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
+            return keep(ToolResult(False, body if isinstance(body, dict) else {}))
 
-            await self.script(Turn(msgs, call, say, [t.name for t in listed.tools]))
+        async def say(chunk: str) -> None:
+            self.calls_done.set()
+            if self.gate is not None:
+                await self.gate.wait()
+            text.append(chunk)
+            if emit is not None:
+                await emit({"content": chunk})
+
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+            self.mcp_headers.append(dict(headers))
+            try:
+                async with Client(
+                    streamable_http_client(f"{self.loom_url}/mcp?toolset=assistant", http_client=http), mode="legacy"
+                ) as client:
+                    listed = await client.list_tools()
+
+                    async def call(tool: str, args: dict[str, Any]) -> ToolResult:
+                        record(tool, args)
+                        if emit is not None:
+                            await emit({"tool_calls": [tool_calls[-1]]})
+                        try:
+                            res: types.CallToolResult = await client.call_tool(tool, args)
+                        except Exception:  # noqa: BLE001 - an HTTP-level refusal (401) ends the call
+                            return await refused(http, tool, args)
+                        body = res.structured_content if isinstance(res.structured_content, dict) else {}
+                        return keep(ToolResult(not res.is_error, body))
+
+                    await self.script(Turn(msgs, call, say, [t.name for t in listed.tools]))
+            except Exception:
+                if results or text:
+                    raise
+
+                async def call_refused(tool: str, args: dict[str, Any]) -> ToolResult:
+                    record(tool, args)
+                    if emit is not None:
+                        await emit({"tool_calls": [tool_calls[-1]]})
+                    return await refused(http, tool, args)
+
+                await self.script(Turn(msgs, call_refused, say, []))
         return "".join(text), results, tool_calls
 
     # -- signed-in routes -------------------------------------------------------------------------
