@@ -121,12 +121,12 @@ async def acme(tasks_a: Instance, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
 
 
 async def test_the_spec_examples_run_as_written(acme: dict[str, str]) -> None:
-    await run(SPEC["register"], ADMIN_TOKEN=acme["ADMIN_TOKEN"])
+    await run(doc_examples()["register"], ADMIN_TOKEN=acme["ADMIN_TOKEN"])
 
-    posted = await run(SPEC["post"], Agent=Agent, PUBLIC_TOKEN=acme["PUBLIC_TOKEN"])
+    posted = await run(doc_examples()["post"], Agent=Agent, PUBLIC_TOKEN=acme["PUBLIC_TOKEN"])
     task = posted["out"]["task"]
     assert posted["out"]["created"] is True and task["status"] == "triage"
-    again = await run(SPEC["post"], Agent=Agent, PUBLIC_TOKEN=acme["PUBLIC_TOKEN"])
+    again = await run(doc_examples()["post"], Agent=Agent, PUBLIC_TOKEN=acme["PUBLIC_TOKEN"])
     assert again["out"]["created"] is False and again["out"]["task"]["task_id"] == task["task_id"]
 
     async with Agent(org="acme", namespace="private", agent="admin", api_key=acme["ADMIN_TOKEN"]) as admin:
@@ -152,7 +152,7 @@ async def test_the_spec_examples_run_as_written(acme: dict[str, str]) -> None:
                 raise RuntimeError("could not reproduce " + "x" * 1000)
             return SimpleNamespace(url="https://issues.example.com/private/77")
 
-        worker = asyncio.create_task(run(SPEC["work"], Agent=Agent, PRIVATE_TOKEN=acme["PRIVATE_TOKEN"], work=work))
+        worker = asyncio.create_task(run(doc_examples()["work"], Agent=Agent, PRIVATE_TOKEN=acme["PRIVATE_TOKEN"], work=work))
 
         async def finished() -> bool:
             a = (await admin.tasks.get(task["task_id"]))["task"]["status"]
@@ -180,7 +180,7 @@ async def test_the_spec_examples_run_as_written(acme: dict[str, str]) -> None:
     cursor = 0
     async with Agent(org="acme", namespace="public", agent="public-bot", api_key=acme["PUBLIC_TOKEN"]) as a:
         while not any(e["kind"] == "done" and e["task_id"] == task["task_id"] for e in seen):
-            out = await run(SPEC["follow"], ("a", "cursor", "reconcile"), a=a, cursor=cursor, reconcile=seen.append)
+            out = await run(doc_examples()["follow"], ("a", "cursor", "reconcile"), a=a, cursor=cursor, reconcile=seen.append)
             assert out["cursor"] >= cursor
             cursor = out["cursor"]
         # Nothing new: a short wait comes back empty and the cursor stays.
