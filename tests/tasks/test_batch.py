@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from loom_runner.embedded import Instance
+from loom_tasks.domain.validate import MAX_JSON_BYTES
 
-from tests.tasks.conftest import Org, register
+from tests.tasks.conftest import ApiError, Org, register
 
 
 async def test_create_many_answers_each_item_and_keeps_one_task_per_key(org: Org) -> None:
@@ -19,7 +21,8 @@ async def test_create_many_answers_each_item_and_keeps_one_task_per_key(org: Org
         {"inbox": "private-bot", "kind": "chore", "title": "a", "idempotency_key": "k-1"},
         {"inbox": "no-such-inbox", "kind": "chore", "title": "b"},
         {"inbox": "private-bot", "kind": "chore", "title": "a again", "idempotency_key": "k-1"},
-        {"inbox": "private-bot", "kind": "chore", "title": "c", "priority": 9},
+        # Refused by the plane, item by item (no schema can state a brief's encoded size).
+        {"inbox": "private-bot", "kind": "chore", "title": "c", "brief": {"blob": "x" * (MAX_JSON_BYTES + 1)}},
         {"inbox": "private-bot", "kind": "chore", "title": "d"},
     ]
     out = (await owner("task.create_many", tasks=items))["results"]
@@ -31,6 +34,20 @@ async def test_create_many_answers_each_item_and_keeps_one_task_per_key(org: Org
     assert out[4]["created"] is True and out[4]["task"]["status"] == "todo"
     listed = (await owner("task.list", inbox="private-bot"))["tasks"]
     assert len(listed) == 2
+
+
+async def test_create_many_with_an_item_the_schema_refuses_is_refused_whole_and_writes_nothing(org: Org) -> None:
+    admin = await org.admin()
+    await register(admin)
+    owner = await org.owner()
+    items = [
+        {"inbox": "private-bot", "kind": "chore", "title": "fine"},
+        {"inbox": "private-bot", "kind": "chore", "title": "out of range", "priority": 9},
+    ]
+    with pytest.raises(ApiError) as refused:
+        await owner("task.create_many", tasks=items)
+    assert "422" in str(refused.value) and "tasks[1].priority" in str(refused.value)
+    assert (await owner("task.list", inbox="private-bot"))["tasks"] == []
 
 
 async def test_create_many_refuses_an_empty_or_oversized_batch(org: Org) -> None:
