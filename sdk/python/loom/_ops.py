@@ -101,6 +101,7 @@ class DecisionOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            direction: One of: upstream, downstream, both.
         """
         return await self._caller.call(
             "decision.chain",
@@ -115,7 +116,7 @@ class DecisionOps:
         *,
         namespace: str | None = None,
         memory_key: str | None = None,
-        realized_outcome: str | None = None,
+        realized_outcome: str,
         success: bool | None = None,
     ) -> dict[str, Any]:
         """Record realized_outcome and success; credit or charge the memories the deciding run relied on.
@@ -137,7 +138,7 @@ class DecisionOps:
         self,
         *,
         namespace: str | None = None,
-        query: str | None = None,
+        query: str,
         category: str | None = None,
         with_outcome_only: bool | None = None,
         limit: int | None = None,
@@ -162,10 +163,10 @@ class DecisionOps:
         self,
         *,
         namespace: str | None = None,
-        category: str | None = None,
-        scenario: str | None = None,
+        category: str,
+        scenario: str,
         reasoning: str | None = None,
-        outcome: str | None = None,
+        outcome: str,
         alternatives: list[str] | None = None,
         confidence: float | None = None,
         caused_by: list[str] | None = None,
@@ -183,6 +184,7 @@ class DecisionOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            stage: One of: decided, proposed.
         """
         return await self._caller.call(
             "decision.record",
@@ -259,7 +261,7 @@ class HelpOps:
     async def get(
         self,
         *,
-        page: str | None = None,
+        page: str,
         anchor: str | None = None,
         offset: int | None = None,
     ) -> dict[str, Any]:
@@ -277,13 +279,16 @@ class HelpOps:
     async def search(
         self,
         *,
-        query: str | None = None,
+        query: str,
         limit: int | None = None,
         audience: str | None = None,
     ) -> dict[str, Any]:
         """Search Loom's documentation: the best sections for a question or a name (op, setting, error code, header).
 
         Calls ``help.search`` (experimental).
+
+        Args:
+            audience: One of: user, operator.
         """
         return await self._caller.call(
             "help.search",
@@ -484,7 +489,7 @@ class InsightsOps:
         self,
         *,
         namespace: str | None = None,
-        sql: str | None = None,
+        sql: str,
         namespaces: list[str] | None = None,
     ) -> dict[str, Any]:
         """Run one read-only SQL statement over Loom's allowlisted metadata tables (see insights.catalog); rows are capped.
@@ -538,7 +543,7 @@ class MemoryOps:
         *,
         namespace: str | None = None,
         memory_key: str | None = None,
-        version: int | None = None,
+        version: int,
         agent_id: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
@@ -564,7 +569,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        key: str | None = None,
+        key: str,
         user_id: str | None = None,
         session_id: str | None = None,
         agent_id: str | None = None,
@@ -639,7 +644,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        key: str | None = None,
+        key: str,
         ttl_seconds: int | None = None,
     ) -> dict[str, Any]:
         """Lock a key's value for ttl_seconds: writes to it answer 423 LOCKED until the lock ends or is released.
@@ -710,7 +715,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        query: str | None = None,
+        query: str,
         memory_type: str | None = None,
         tag: str | None = None,
         limit: int | None = None,
@@ -779,7 +784,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        memory_id: str | None = None,
+        memory_id: str,
         value: str | None = None,
         tags: builtins.list[str] | None = None,
         set_tags: bool | None = None,
@@ -1180,7 +1185,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        tasks: builtins.list[dict[str, Any]] | None = None,
+        tasks: builtins.list[dict[str, Any]],
     ) -> dict[str, Any]:
         """Finish up to 100 tasks you hold (each with its own fence and outcome); each item answers on its own.
 
@@ -1260,7 +1265,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        tasks: builtins.list[dict[str, Any]] | None = None,
+        tasks: builtins.list[dict[str, Any]],
     ) -> dict[str, Any]:
         """Post up to 100 tasks in one call (one idempotency_key each); each item answers on its own.
 
@@ -1282,7 +1287,7 @@ class TaskOps:
         task_id: str,
         fence: int,
         resume_at: str,
-        reason: str | None = None,
+        reason: str,
     ) -> dict[str, Any]:
         """Put a task you hold aside until resume_at (fenced): in_progress -> deferred.
 
