@@ -34,8 +34,10 @@ async def test_a_failing_optional_plane_check_shows_but_keeps_ready(stack: Insta
     assert ready.status_code == 200 and ready.json()["status"] == "ready"
     assert ready.json()["checks"]["fake_cache"] == {"ok": False, "reason": "warming up", "required": False}
     assert ready.json()["checks"]["fake_db"] == {"ok": True, "required": True}
-    assert health.status_code == 200 and health.json()["status"] == "degraded"
-    assert health.json()["checks"]["fake_cache"]["ok"] is False
+    # An optional check that is not ok is shown with its reason but degrades nothing (embedded
+    # mode's analysis check is never ok, and `loom up` is not degraded for it).
+    assert health.status_code == 200 and health.json()["status"] == "ok"
+    assert health.json()["checks"]["fake_cache"] == {"ok": False, "reason": "warming up", "required": False}
 
 
 async def test_a_failing_required_plane_check_makes_ready_503(stack: Instance) -> None:
