@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 import time
@@ -130,6 +131,18 @@ async def _serve(settings: Settings, planes: set[str], gateway: bool) -> int:
 BOOTSTRAP_WAIT_SECONDS = 120.0
 
 
+def _server_starting(data_dir: Path) -> bool:
+    """A `loom up` process on this data dir is alive (its pid file names a running process)."""
+    from .embedded import STARTING_PID
+
+    try:
+        pid = int((data_dir / STARTING_PID).read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 async def _bootstrap(settings: Settings, org: str, namespace: str, subject: str) -> dict[str, str]:
     """Through the running server's admin socket when one holds the data dir; else directly."""
     from .embedded import server_lock, socket_path
@@ -139,10 +152,11 @@ async def _bootstrap(settings: Settings, org: str, namespace: str, subject: str)
     sock = socket_path(settings.data_dir)
     lock = None
     if not settings.clickhouse_url and not sock.exists():
-        # `./loom up &` then `loom admin bootstrap` at once: a starting server holds the data
-        # dir's lock (and chDB's) before its admin socket exists. Take the lock to open the store
-        # directly (a server starting meanwhile waits for it), or wait for the server's socket.
-        lock = server_lock(settings.data_dir, wait=False)
+        # `./loom up &` then `loom admin bootstrap` at once: a starting server says so in its
+        # pid file (the `loom` script writes it first thing) and holds the data dir's lock (and
+        # chDB's) before its admin socket exists. Wait for the socket of a server that is
+        # starting; else take the lock and open the store directly.
+        lock = None if _server_starting(settings.data_dir) else server_lock(settings.data_dir, wait=False)
         if lock is None:
             deadline = time.monotonic() + BOOTSTRAP_WAIT_SECONDS
             while not sock.exists() and time.monotonic() < deadline:  # noqa: ASYNC110 - another process creates the socket

@@ -97,6 +97,10 @@ def stream_config(max_age_seconds: float, replicas: int = 1) -> StreamConfig:
     )
 
 
+# Longest a read waits for the projection to apply the writes made before it (read-your-writes).
+READ_WAIT_SECONDS = 3.0
+
+
 async def caught_up(js: JetStreamContext, stream: str, durable: str, wait: float) -> bool:
     """Wait (at most `wait` seconds) until `durable` has acknowledged every message `stream` held
     when called. False on timeout or when the bus does not answer (readers then read what is there)."""

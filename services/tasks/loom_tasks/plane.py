@@ -21,7 +21,7 @@ from .consumers.projector import Projector
 from .consumers.sweep import Sweeper
 from .directory import Directory
 from .domain.model import TaskRow
-from .events import PROJECTOR_DURABLE, EventPublisher, caught_up
+from .events import PROJECTOR_DURABLE, READ_WAIT_SECONDS, EventPublisher, caught_up
 from .handlers import Handlers
 from .schema import MIGRATIONS
 from .service.access import Access
@@ -31,8 +31,6 @@ from .service.wake import WakeHub
 from .store import InboxStore, TaskStore, TaskTruth, truth
 from .webhooks import MIGRATIONS as WEBHOOK_MIGRATIONS
 from .webhooks import WebhookDeliverer
-
-READ_WAIT_SECONDS = 3.0
 
 
 class TasksPlane:

@@ -14,6 +14,8 @@ from loom_core.roles import Role
 from ..domain import model
 from ..domain import validate as v
 from ..domain.model import InboxRow, PolicyRow
+from ..events import PROJECTOR_DURABLE, READ_WAIT_SECONDS, caught_up
+from ..store import truth
 from ..webhooks import list_deliveries, validate_webhook_config
 from .deps import Deps
 
@@ -116,6 +118,9 @@ class InboxOps:
 
     async def list_inboxes(self, ctx: CallContext) -> tuple[list[InboxRow], dict[str, dict[str, int]], bool]:
         rows = await self.d.inboxes.in_namespace(ctx.org, ctx.namespace)
+        if rows:
+            # Read-your-writes, as task.counts: the open counts come from the projection.
+            await caught_up(self.d.runtime.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
         counts = await self.d.tasks.open_counts_by_inbox(ctx.org, ctx.namespace) if rows else {}
         return rows, counts, ctx.role >= Role.ADMIN
 

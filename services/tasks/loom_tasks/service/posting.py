@@ -18,7 +18,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from ..domain import model, transitions, trust
 from ..domain import validate as v
 from ..domain.model import Actor, TaskRow
-from ..events import PROJECTOR_DURABLE, STREAM, org_filter
+from ..events import PROJECTOR_DURABLE, READ_WAIT_SECONDS, STREAM, org_filter
 from ..events import caught_up as projected
 from ..store import truth
 from ..store.truth import idempotent_task_id
@@ -29,7 +29,6 @@ from .engine import Committed
 log = logging.getLogger(__name__)
 
 UPDATES_FETCH = 256
-READ_WAIT_SECONDS = 3.0
 
 
 def new_task_id() -> str:

@@ -14,14 +14,13 @@ from loom_core.roles import Role
 from ..domain import model
 from ..domain import validate as v
 from ..domain.model import TaskRow
-from ..events import HISTORY_DURABLE, PROJECTOR_DURABLE, STREAM, caught_up
+from ..events import HISTORY_DURABLE, PROJECTOR_DURABLE, READ_WAIT_SECONDS, STREAM, caught_up
 from ..store import truth
 from .access import no_task
 from .deps import Deps
 
 DEFAULT_LIMIT = 50
 #: How long a read waits for the projection to hold the writes made before it.
-READ_WAIT_SECONDS = 3.0
 MAX_LIMIT = 500
 
 

@@ -23,14 +23,13 @@ from ..domain import events as ev
 from ..domain import model, transitions
 from ..domain import validate as v
 from ..domain.model import Actor, InboxRow, TaskRow
-from ..events import PROJECTOR_DURABLE, caught_up
+from ..events import PROJECTOR_DURABLE, READ_WAIT_SECONDS, caught_up
 from ..store import truth
 from ..store.truth import WrongRevision
 from .access import no_task
 from .deps import Deps
 
 MAX_PULL = 100
-READ_WAIT_SECONDS = 3.0
 
 
 def stale(task_id: str, fence: int) -> Conflict:
