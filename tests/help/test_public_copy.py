@@ -27,8 +27,6 @@ SECRETS = {
 }
 # Names of the workplace Loom is built in, which mean nothing to a reader of the docs.
 INTERNAL = re.compile(r"/work/|\.\./shared/|\bshared/(spec|bench-data)\b|\bbriefs?/|\.library\b|\bissue-\d+\b|\b00[03]_[0-9a-f]{8,}")
-# Owned by another branch, named here so it is fixed there: (page, the internal name it still carries).
-PENDING = {("architecture.md", "../shared/")}
 
 
 def rel(page: Path) -> str:
@@ -65,7 +63,6 @@ def test_no_keys_or_secrets(page: Path) -> None:
 @pytest.mark.parametrize("page", PAGES, ids=rel)
 def test_no_internal_names(page: Path) -> None:
     names = {m.group() for m in INTERNAL.finditer(page.read_text())}
-    names = {n for n in names if (rel(page), n) not in PENDING}
     assert not names, f"{rel(page)} names {sorted(names)}"
 
 
