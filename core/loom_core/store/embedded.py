@@ -60,7 +60,7 @@ class EmbeddedStore:
         self.database = database
         path.mkdir(parents=True, exist_ok=True)
         self._url = f"file:{path}?{_SETTINGS}"
-        self._conn = chdb.connect(self._url)  # type: ignore[no-untyped-call]
+        self._conn = chdb.connect(self._url)  # type: ignore[no-untyped-call,unused-ignore]  # chdb and chdb-core both ship chdb/: whose annotations win depends on install order
         # chDB releases the GIL while a statement runs; a few threads keep the loop free.
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="chdb")
         self._closed = False
@@ -89,7 +89,7 @@ class EmbeddedStore:
     def _thread_conn(self) -> Any:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._local.conn = chdb.connect(self._url)  # type: ignore[no-untyped-call]
+            conn = self._local.conn = chdb.connect(self._url)  # type: ignore[no-untyped-call,unused-ignore]  # chdb and chdb-core both ship chdb/: whose annotations win depends on install order
             with self._conns_lock:
                 self._thread_conns.append(conn)
         return conn
