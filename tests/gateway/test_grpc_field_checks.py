@@ -127,7 +127,9 @@ async def test_an_empty_value_a_schema_refuses_is_an_absent_field_on_the_wire(
         assert r.status_code == 422 and r.json()["error"]["message"] == "fence: 0 is less than the minimum of 1", r.text
 
 
-async def test_a_well_formed_grpc_call_still_reaches_its_plane(stack: Instance, tenant: Tenant, transport: str, generated_stubs: Path) -> None:
+async def test_a_well_formed_grpc_call_still_reaches_its_plane(
+    stack: Instance, tenant: Tenant, transport: str, generated_stubs: Path
+) -> None:
     """The checks refuse only what the schema refuses: a valid request over gRPC is answered by the plane."""
     if transport != "inproc":
         pytest.skip("the plane's gRPC port is the same whichever transport the gateway uses; once is enough")
