@@ -985,6 +985,8 @@ class PolicyOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
             mode: One of: shadow, enforce.
+            since: An RFC 3339 instant, or a duration back from now (30s, 15m, 1h, 7d).
+            until: An RFC 3339 instant, or a duration back from now (30s, 15m, 1h, 7d).
         """
         return await self._caller.call(
             "policy.replay",
@@ -1018,6 +1020,7 @@ class PolicyOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
             effect: One of: forbid, require.
+            condition: A history-policy condition: a leaf (formerly, count_within, not_since, breadth_within) or a tree of all / any / not over leaves, at most 8 deep and 32 leaves (docs/policies.md).
             mode: One of: inherit, shadow, enforce.
         """
         return await self._caller.call(
