@@ -14,7 +14,7 @@ from loom_core.store import Store
 
 from ..domain.compiler import Caller, CompiledRule, EvalContext, compile_rule
 from ..domain.evaluator import evaluate
-from ..domain.parser import OP_PATTERN, parse_rule
+from ..domain.parser import parse_rule
 from ..domain.replay import replay
 from ..domain.timeutil import US, parse_instant, us_to_iso
 from ..settings import PolicySettings
@@ -90,10 +90,7 @@ class EvaluationService:
         return out
 
     async def check(self, ctx: CallContext, req: CheckRequest) -> dict[str, Any]:
-        if not req.operation:
-            raise invalid_field("operation", "required: the op to dry-run")
-        if not OP_PATTERN.match(req.operation) or "*" in req.operation:
-            raise invalid_field("operation", "an op name such as memory.delete")
+        # operation (required, an op name, no glob) is checked on every door against the proto's field options.
         rules = self.proposed(req.rules) if req.rules else await self.rules.stored(ctx.org, ctx.namespace)
         caller = Caller(ctx.subject, req.agent or ctx.agent, req.user or ctx.user, req.session or ctx.session)
         args = call_args(self.catalog.get(req.operation), req.args)
@@ -127,10 +124,7 @@ class EvaluationService:
         return verdict_json(verdict)
 
     async def replay(self, ctx: CallContext, req: ReplayRequest) -> dict[str, Any]:
-        if req.mode not in ("", "shadow", "enforce"):
-            raise invalid_field("mode", "shadow or enforce (empty: each rule's own)")
-        if req.limit < 0 or req.limit > 1000:
-            raise invalid_field("limit", "from 1 to 1000")
+        # mode and limit are checked on every door against the proto's field options.
         now = now_us()
         # No call is recorded after now or before the epoch: the window is cut to both (a
         # duration of millions of days stays a time the store can hold). A window whose since
