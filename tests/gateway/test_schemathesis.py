@@ -29,7 +29,6 @@ from tests.conftest import Tenant
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
-
 async def schemathesis(base_url: str, token: str, namespace: str, *extra: str, cwd: Path) -> tuple[int, str]:
     st = str(Path(sys.executable).parent / "schemathesis")
     proc = await asyncio.create_subprocess_exec(
