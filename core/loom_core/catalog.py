@@ -469,9 +469,9 @@ def field_schema(f: FieldDescriptor, response: bool = False) -> dict[str, Any]:
     """A field's JSON schema: its type, and the rules its `(loom.options.v1.field)` options state."""
     fo = field_options(f)
     if fo is not None and fo.grammar and not response and not f.is_repeated:
-        schema, _ = grammar_schema(f, fo.grammar)
+        grammar, _ = grammar_schema(f, fo.grammar)
         base = _scalar_schema(f, response)
-        return {**({"type": base["type"]} if "type" in base else {}), **schema}
+        return {**({"type": base["type"]} if "type" in base else {}), **grammar}
     if f.message_type is not None and f.message_type.GetOptions().map_entry:
         # A map field's rules apply to its values.
         value_field = f.message_type.fields_by_name["value"]
