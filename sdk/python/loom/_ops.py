@@ -1021,7 +1021,6 @@ class PolicyOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
             effect: One of: forbid, require.
-            condition: A history-policy condition: a leaf (formerly, count_within, not_since, breadth_within) or a tree of all / any / not over leaves, at most 8 deep and 32 leaves (docs/policies.md).
             mode: One of: inherit, shadow, enforce.
         """
         return await self._caller.call(
