@@ -8,7 +8,10 @@ generator reads.
 from __future__ import annotations
 
 import base64
+import copy
 import importlib
+import importlib.resources
+import json
 import math
 import pkgutil
 import re
@@ -152,6 +155,38 @@ class Catalog:
         """JSON arguments -> request message, or 422 naming the first bad field."""
         if not args and op.name in self._empty_ok:
             return op.request_cls()
+        self._check(op, args)
+        if not op.org_level and "namespace" in args and "namespace" not in op.request_cls.DESCRIPTOR.fields_by_name:
+            # Checked with the rest, carried as metadata (Relay.metadata), not a message field.
+            args = {k: v for k, v in args.items() if k != "namespace"}
+        msg = op.request_cls()
+        try:
+            json_format.ParseDict(args, msg)
+        except RecursionError:
+            raise ValidationFailed("the body nests too deeply", {"field": "(body)", "reason": "too deep"}) from None
+        except json_format.ParseError as exc:
+            # What the schema cannot say (an integer past its 32/64-bit range): name the field
+            # protobuf names, in Loom's words rather than the library's.
+            text = str(exc)
+            found = _PARSE_FIELD.match(text)
+            field_name = found.group(1) if found else "(body)"
+            reason = "out of range" if "out of range" in text else "invalid value"
+            raise ValidationFailed(f"{field_name}: {reason}", {"field": field_name, "reason": reason}) from exc
+        return msg
+
+    def check_message(self, op: OpSpec, msg: Message) -> None:
+        """A request that arrived as a message (a direct gRPC caller): the same generated checks
+        REST runs on its JSON, on the fields the message sets, with the same refusal (422
+        INVALID_ARGUMENT naming the first bad field). A field without presence left at its default
+        is absent, as protobuf's JSON prints it: a required one is refused as required."""
+        if op.name in self._empty_ok and not msg.ListFields():
+            return
+        args = json_format.MessageToDict(msg, preserving_proto_field_name=True)
+        _ints_back(msg.DESCRIPTOR, args)
+        self._check(op, args)
+
+    def _check(self, op: OpSpec, args: dict[str, Any]) -> None:
+        """The op's input schema over JSON arguments; the first error as a 422 naming its field."""
         try:
             errors = sorted(self._validators[op.name].iter_errors(args), key=lambda e: list(e.absolute_path))
         except RecursionError:
@@ -190,23 +225,6 @@ class Catalog:
                     {"field": field_name, "reason": "not one of the accepted values", "accepted": list(err.validator_value)},
                 )
             raise ValidationFailed(f"{field_name}: {err.message}", {"field": field_name, "reason": err.message})
-        if not op.org_level and "namespace" in args and "namespace" not in op.request_cls.DESCRIPTOR.fields_by_name:
-            # Checked with the rest, carried as metadata (Relay.metadata), not a message field.
-            args = {k: v for k, v in args.items() if k != "namespace"}
-        msg = op.request_cls()
-        try:
-            json_format.ParseDict(args, msg)
-        except RecursionError:
-            raise ValidationFailed("the body nests too deeply", {"field": "(body)", "reason": "too deep"}) from None
-        except json_format.ParseError as exc:
-            # What the schema cannot say (an integer past its 32/64-bit range): name the field
-            # protobuf names, in Loom's words rather than the library's.
-            text = str(exc)
-            found = _PARSE_FIELD.match(text)
-            field_name = found.group(1) if found else "(body)"
-            reason = "out of range" if "out of range" in text else "invalid value"
-            raise ValidationFailed(f"{field_name}: {reason}", {"field": field_name, "reason": reason}) from exc
-        return msg
 
 
 def _field_path(parts: Any) -> str:
@@ -420,9 +438,28 @@ def field_options(f: FieldDescriptor) -> options_pb2.FieldOptions | None:
     return opts.Extensions[options_pb2.field] if opts.HasExtension(options_pb2.field) else None
 
 
+# Grammar files read so far: file path -> the field's schema.
+_GRAMMARS: dict[str, dict[str, Any]] = {}
+
+
+def grammar_schema(f: FieldDescriptor, name: str) -> dict[str, Any]:
+    """A `grammar` option's JSON Schema file (beside the field's .proto, in its package): the
+    field's schema, self-contained (no `$defs`: it is embedded in the op's schema as it is)."""
+    path = f"{f.file.name.rsplit('/', 1)[0]}/{name}"
+    loaded = _GRAMMARS.get(path)
+    if loaded is None:
+        package = f.file.name.rsplit("/", 1)[0].replace("/", ".")
+        loaded = _GRAMMARS[path] = json.loads(importlib.resources.files(package).joinpath(name).read_text())
+    return copy.deepcopy(loaded)
+
+
 def field_schema(f: FieldDescriptor, response: bool = False) -> dict[str, Any]:
     """A field's JSON schema: its type, and the rules its `(loom.options.v1.field)` options state."""
     fo = field_options(f)
+    if fo is not None and fo.grammar and not response and not f.is_repeated:
+        grammar = grammar_schema(f, fo.grammar)
+        base = _scalar_schema(f, response)
+        return {**({"type": base["type"]} if "type" in base else {}), **grammar}
     if f.message_type is not None and f.message_type.GetOptions().map_entry:
         # A map field's rules apply to its values.
         value_field = f.message_type.fields_by_name["value"]

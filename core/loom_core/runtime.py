@@ -161,8 +161,9 @@ class PlaneServer:
 
     async def invoke(self, op: OpSpec, request: Message, metadata: Mapping[str, str]) -> Message:
         """The in-process transport: the op through this plane's chain, no gRPC. Raises the
-        call's LoomError (the ledger row is written either way)."""
-        return await self.chain.call(op, self._direct[op.name], request, metadata)
+        call's LoomError (the ledger row is written either way). Its caller, the relay, has
+        checked the request's fields already (Catalog.parse_request)."""
+        return await self.chain.call(op, self._direct[op.name], request, metadata, validated=True)
 
     def _generic_handlers(self) -> list[grpc.GenericRpcHandler]:
         ops = self.runtime.catalog.for_plane(self.plane)

@@ -3,14 +3,16 @@ schema-valid request refused, no response outside its schema, no 5xx. Bounded: a
 per op and no shrinking, so it runs in a few minutes. Long polls (task.pull, task.updates) may wait their 30 s by design:
 the response-time limit is set above that.
 
-Known gaps, stated rather than hidden; for these ops the "schema-valid request accepted" check
-is left out and every other check still runs on them:
-- a history policy's `condition` (policy.set, policy.check, policy.replay's rules) is a rule
-  language its JSON schema does not describe yet (it is published as an object);
-- task.reassign to the inbox the task is already in answers 422 where a state conflict (409)
-  belongs: the tasks plane's to change;
-- task.list's `page_token` is opaque (a token the op returned): a made-up one is refused, and
-  no schema can describe which strings an op will have returned.
+Known gap, stated rather than hidden: for policy.set, policy.check and policy.replay the
+"schema-valid request accepted" check is left out (every other check still runs on them). A
+rule's `condition` is a recursive language (all / any / not over four leaf kinds, at most 8 deep
+and 32 leaves); it is published as an object and the policy plane's parser refuses a malformed
+one with 422 naming the node. A JSON Schema that states it exactly was written (a depth-unrolled
+if/then tree) and agreed with the parser on every generated case, but schemathesis' coverage
+phase did not finish generating from it in 14 minutes, so it is not published yet.
+Two further rules stay server-side because JSON Schema cannot state them: a condition's
+32-leaf bound, and a decision's category and scenario needing a letter or digit (400
+MISSING_IDENTITY_FIELD); the examples drawn here stay far from both.
 
 On the embedded store (chDB) insights.query answers every valid statement 503 ANALYSIS_UNAVAILABLE
 by design (analysis needs a ClickHouse server): there, and only while insights.catalog says
@@ -29,9 +31,8 @@ from loom_runner.embedded import Instance
 
 from tests.conftest import Tenant
 
+KNOWN_GAPS = ("policy.set", "policy.check", "policy.replay")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-
-KNOWN_GAPS = ("policy.set", "policy.check", "policy.replay", "task.reassign", "task.list")
 
 
 async def schemathesis(base_url: str, token: str, namespace: str, *extra: str, cwd: Path) -> tuple[int, str]:

@@ -57,6 +57,16 @@ async def test_shadow_logs_each_decision_and_allows(shadow_tenant: Tenant) -> No
     assert len(await decisions_of(shadow_tenant)) == 2
 
 
+async def test_decisions_since_an_instant_keeps_the_later_ones(shadow_tenant: Tenant) -> None:
+    async with shadow_tenant.client(**BOT) as c:
+        await ok(c, "policy.set", **one_list_per_hour())
+        await ok(c, "grants.list")
+    await eventually(lambda: decisions_of(shadow_tenant))
+    assert len(await decisions_of(shadow_tenant, since="2000-01-01T00:00:00Z")) == 1
+    assert len(await decisions_of(shadow_tenant, since="1h")) == 1
+    assert await decisions_of(shadow_tenant, since="2999-01-01T00:00:00Z") == []
+
+
 async def test_a_rule_in_enforce_mode_enforces_in_a_shadow_deployment(shadow_tenant: Tenant) -> None:
     async with shadow_tenant.client(**BOT) as c:
         await ok(c, "policy.set", **one_list_per_hour(mode="enforce"))

@@ -95,3 +95,30 @@ async def test_replay_skips_calls_refused_before_the_gate_and_the_policy_ops(sta
         body = await ok(c, "policy.replay", rules=[everything], mode="enforce", since="1h")
     assert [x["operation"] for x in body["calls"]] == ["grants.list", "sa.create", "token.mint"]
     assert body["totals"]["calls"] == 3
+
+
+async def test_every_schema_valid_window_is_answered(stack: Instance, tenant: Tenant) -> None:
+    """since/until publish their grammar (an RFC 3339 instant or a duration back from now), and
+    every window it allows is answered: one that ends before it starts holds no calls, one
+    reaching before the epoch or after now is cut to what the ledger can hold."""
+    await make_history(stack, tenant)
+    async with tenant.client() as c:
+        inverted = await ok(c, "policy.replay", rules=[rule()], since="1m", until="1h")
+        vast = await ok(c, "policy.replay", rules=[rule()], since="999999999d", until="9999-12-31T23:59:59Z")
+        decisions = await ok(c, "policy.decisions", since="999999999d")
+        bad = await refused(c, "policy.replay", 422, "VALIDATION_FAILED", rules=[rule()], since="yesterday")
+    assert inverted["totals"]["calls"] == 0 and inverted["calls"] == []
+    assert vast["totals"]["calls"] == 4
+    assert isinstance(decisions["decisions"], list)
+    assert bad["detail"]["field"] == "since"
+
+
+async def test_refusals_of_well_formed_replays_are_not_422s(stack: Instance, tenant: Tenant) -> None:
+    """What only the namespace's state refuses (no stored rules to replay) is a 404; two proposed
+    rules under one name conflict (409)."""
+    async with tenant.client() as c:
+        none = await refused(c, "policy.replay", 404, "RESOURCE_NOT_FOUND")
+        twice = await refused(c, "policy.replay", 409, "ALREADY_EXISTS", rules=[rule(), rule()])
+        checked = await refused(c, "policy.check", 409, "ALREADY_EXISTS", operation="grants.list", rules=[rule(), rule()])
+    assert none["detail"]["reason"] == "no_rules"
+    assert twice["detail"] == checked["detail"] == {"field": "rules", "rule": "third-list", "reason": "duplicate"}

@@ -41,23 +41,33 @@ def task_settings(data_dir: Path, **overrides: object) -> Settings:
     return make_settings(data_dir, **{**FAST, **overrides})
 
 
+# Like `stack` (tests/conftest.py), the tasks replicas follow the session's `transport`
+# parameter: every tasks test runs with the gateway reaching the planes in process and over gRPC.
 @pytest.fixture(scope="session")
-async def tasks_a(data_dir: Path, store: EmbeddedStore, nats_server: NatsServer) -> AsyncIterator[Instance]:
-    inst = await start_instance(task_settings(data_dir), store=store, nats_url=nats_server.url, name="tasks-a")
+async def tasks_a(data_dir: Path, store: EmbeddedStore, nats_server: NatsServer, transport: str) -> AsyncIterator[Instance]:
+    inst = await start_instance(
+        task_settings(data_dir), store=store, nats_url=nats_server.url, name=f"tasks-a-{transport}", transport=transport
+    )
     yield inst
     await inst.stop()
 
 
 @pytest.fixture(scope="session")
-async def tasks_b(data_dir: Path, store: EmbeddedStore, nats_server: NatsServer, tasks_a: Instance) -> AsyncIterator[Instance]:
-    inst = await start_instance(task_settings(data_dir), store=store, nats_url=nats_server.url, name="tasks-b")
+async def tasks_b(
+    data_dir: Path, store: EmbeddedStore, nats_server: NatsServer, tasks_a: Instance, transport: str
+) -> AsyncIterator[Instance]:
+    inst = await start_instance(
+        task_settings(data_dir), store=store, nats_url=nats_server.url, name=f"tasks-b-{transport}", transport=transport
+    )
     yield inst
     await inst.stop()
 
 
 @pytest.fixture
-async def make_instance(data_dir: Path, store: EmbeddedStore, nats_server: NatsServer) -> AsyncIterator[Callable[..., Awaitable[Instance]]]:
-    """A replica with settings of its own, stopped at the end of the test."""
+async def make_instance(
+    data_dir: Path, store: EmbeddedStore, nats_server: NatsServer, transport: str
+) -> AsyncIterator[Callable[..., Awaitable[Instance]]]:
+    """A replica with settings of its own (and the session's transport), stopped at the end of the test."""
     started: list[Instance] = []
 
     async def make(nats_url: str | None = None, **overrides: object) -> Instance:

@@ -116,3 +116,18 @@ async def test_reassign_hands_the_task_to_another_inbox(org: Org) -> None:
     assert (await owner("task.pull", inbox="private-bot"))["tasks"] == []
     assert (await owner("task.pull", inbox="other-bot"))["tasks"][0]["task_id"] == t["task_id"]
     await owner.refused(404, "RESOURCE_NOT_FOUND", "task.reassign", task_id=t["task_id"], to_inbox="nowhere", reason="x")
+
+
+async def test_reassign_refused_by_the_tasks_state_is_a_409_conflict(org: Org) -> None:
+    """What only the task's state refuses (it is in that inbox already; the target does not take
+    its disclosure) is a 409 PRECONDITION_FAILED, not a refusal of a well-formed request."""
+    admin, owner, _public, t = await triaged(org)
+    await register(admin, inbox="public-only", owner_agent="other-bot", accept_disclosure=["public_ok"])
+    same = await owner.refused(409, "PRECONDITION_FAILED", "task.reassign", task_id=t["task_id"], to_inbox="private-bot", reason="x")
+    assert same["detail"]["reason"] == "same_inbox"
+    closed = await owner.refused(409, "PRECONDITION_FAILED", "task.reassign", task_id=t["task_id"], to_inbox="public-only", reason="x")
+    assert (closed["detail"]["reason"], closed["detail"]["disclosure"], closed["detail"]["accepted"]) == (
+        "disclosure",
+        "internal",
+        ["public_ok"],
+    )

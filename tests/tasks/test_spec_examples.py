@@ -101,9 +101,13 @@ def test_docs_carry_the_spec_examples_verbatim() -> None:
 
 
 @pytest.fixture
-async def acme(tasks_a: Instance, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+async def acme(tasks_a: Instance, transport: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """The spec's cast in org "acme": an admin, private-bot (writer on private), public-bot
     (writer on public only)."""
+    if transport != "inproc":
+        # The spec's examples name org "acme" and a fixed idempotency key, as written: they run
+        # once per store (both transports share it); the ops they call run on both in the other tests.
+        pytest.skip("the spec's examples run once per store, on the default transport")
     rt = tasks_a.runtime
     admin, _ = await bootstrap_org(rt.identity, rt.codec, "acme", "private", 3600)
     await rt.identity.create_namespace("acme", "public", "")

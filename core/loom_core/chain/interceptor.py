@@ -97,9 +97,20 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
             await context.abort_with_status(to_rpc_status(error))
             raise  # abort_with_status raises; never reached
 
-    async def call(self, op: OpSpec, inner: Callable[[Message], Awaitable[Message]], request: Message, md: Mapping[str, str]) -> Message:
+    async def call(
+        self,
+        op: OpSpec,
+        inner: Callable[[Message], Awaitable[Message]],
+        request: Message,
+        md: Mapping[str, str],
+        validated: bool = False,
+    ) -> Message:
         """The chain itself, for either transport: gRPC (`run`) or in process (the gateway's
-        relay in embedded mode). Raises the call's LoomError after recording its ledger row."""
+        relay in embedded mode). Raises the call's LoomError after recording its ledger row.
+
+        First the op's generated field checks (the proto's field options, as REST checks its
+        JSON), before the token as on REST, so every door refuses the same bad input with the
+        same code and message. `validated`: the in-process relay already ran them on the JSON."""
         started = time.perf_counter()
         transport = md.get(MD_TRANSPORT) or "grpc"
         principal: Principal | None = None
@@ -108,6 +119,8 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         error: LoomError | None = None
         namespace = md.get(MD_NAMESPACE, "")
         try:
+            if not validated:
+                self.catalog.check_message(op, request)
             token = _bearer(md.get(MD_AUTHORIZATION))
             principal = self.auth.verify(token)
             if md.get(MD_ORG) and md[MD_ORG] != principal.org:

@@ -916,6 +916,7 @@ class PolicyOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
             decision: One of: allow, deny.
+            since: An RFC 3339 instant, or a duration back from now (30s, 15m, 1h, 7d).
         """
         return await self._caller.call(
             "policy.decisions",
@@ -985,6 +986,8 @@ class PolicyOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
             mode: One of: shadow, enforce.
+            since: An RFC 3339 instant, or a duration back from now (30s, 15m, 1h, 7d).
+            until: An RFC 3339 instant, or a duration back from now (30s, 15m, 1h, 7d).
         """
         return await self._caller.call(
             "policy.replay",

@@ -9,12 +9,12 @@ from typing import Any
 
 from loom_core.catalog import Catalog
 from loom_core.chain import CallContext
-from loom_core.errors import ErrorCode, NotFound, invalid_field
+from loom_core.errors import Conflict, ErrorCode, NotFound, invalid_field
 from loom_core.store import Store
 
 from ..domain.compiler import Caller, CompiledRule, EvalContext, compile_rule
 from ..domain.evaluator import evaluate
-from ..domain.parser import OP_PATTERN, parse_rule
+from ..domain.parser import parse_rule
 from ..domain.replay import replay
 from ..domain.timeutil import US, parse_instant, us_to_iso
 from ..settings import PolicySettings
@@ -83,14 +83,14 @@ class EvaluationService:
         names = [r.name for r in out]
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup:
-            raise invalid_field("rules", f"rule name {dup!r} given twice")
+            # Two rules competing for one name: a conflict between the rules, not a shape the schema can refuse.
+            raise Conflict(
+                ErrorCode.ALREADY_EXISTS, f"rule name {dup!r} given twice", {"field": "rules", "rule": dup, "reason": "duplicate"}
+            )
         return out
 
     async def check(self, ctx: CallContext, req: CheckRequest) -> dict[str, Any]:
-        if not req.operation:
-            raise invalid_field("operation", "required: the op to dry-run")
-        if not OP_PATTERN.match(req.operation) or "*" in req.operation:
-            raise invalid_field("operation", "an op name such as memory.delete")
+        # operation (required, an op name, no glob) is checked on every door against the proto's field options.
         rules = self.proposed(req.rules) if req.rules else await self.rules.stored(ctx.org, ctx.namespace)
         caller = Caller(ctx.subject, req.agent or ctx.agent, req.user or ctx.user, req.session or ctx.session)
         args = call_args(self.catalog.get(req.operation), req.args)
@@ -124,15 +124,13 @@ class EvaluationService:
         return verdict_json(verdict)
 
     async def replay(self, ctx: CallContext, req: ReplayRequest) -> dict[str, Any]:
-        if req.mode not in ("", "shadow", "enforce"):
-            raise invalid_field("mode", "shadow or enforce (empty: each rule's own)")
-        if req.limit < 0 or req.limit > 1000:
-            raise invalid_field("limit", "from 1 to 1000")
+        # mode and limit are checked on every door against the proto's field options.
         now = now_us()
-        until = instant("until", req.until) if req.until else now
-        since = instant("since", req.since) if req.since else until - 86400 * US
-        if since >= until:
-            raise invalid_field("since", "must be before until")
+        # No call is recorded after now or before the epoch: the window is cut to both (a
+        # duration of millions of days stays a time the store can hold). A window whose since
+        # is not before its until holds no calls, and the replay answers so.
+        until = min(instant("until", req.until), now) if req.until else now
+        since = max(instant("since", req.since) if req.since else until - 86400 * US, 0)
         rules = await self._replay_rules(ctx, req)
         calls, exposures, live, truncated = await recorded(self.store, ctx.org, ctx.namespace, rules, since, until)
         deployment = self.settings.policy_mode if self.settings.policy_mode != "off" else "shadow"
@@ -203,5 +201,6 @@ class EvaluationService:
         names = {r.name for r in proposed}
         rules = [*proposed, *(r for r in stored if r.name not in names)]
         if not rules:
-            raise invalid_field("rules", "no rules to replay: pass rules, or store some first")
+            # Nothing stored to replay is the namespace's state, not a malformed request.
+            raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no rules to replay: pass rules, or store some first", {"reason": "no_rules"})
         return rules

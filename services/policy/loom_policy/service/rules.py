@@ -9,7 +9,7 @@ from typing import Any
 
 from loom_core.bus import Bus
 from loom_core.chain import CallContext
-from loom_core.errors import ErrorCode, NotFound, invalid_field
+from loom_core.errors import ErrorCode, NotFound
 
 from ..bus import RULES_SUBJECT
 from ..domain.compiler import CompiledRule
@@ -67,8 +67,6 @@ class RuleService:
         return SetOutcome(row, rule.leaf_count, wide, reasons, old_row is None, warnings)
 
     async def delete(self, ctx: CallContext, name: str) -> None:
-        if not name:
-            raise invalid_field("name", "required")
         old_row = await self.rules.get(ctx.org, ctx.namespace, name)
         if old_row is None:
             raise NotFound(

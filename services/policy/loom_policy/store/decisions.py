@@ -124,14 +124,16 @@ async def query_decisions(
         where.append("has(rule_names, {rule:String})")
         params["rule"] = rule
     if since_us:
-        where.append("ts >= fromUnixTimestamp64Micro({since:Int64})")
+        where.append("d.ts >= fromUnixTimestamp64Micro({since:Int64})")
         params["since"] = since_us
     sql = (
         "SELECT toString(ts) AS ts, subject, agent, user, session, op, request_id, decision, enforced, mode, write_shaped,"
-        " determining_rules, errors, rules, latency_ms FROM {db}.policy_decisions WHERE "
+        " determining_rules, errors, rules, latency_ms FROM {db}.policy_decisions AS d WHERE "
         + " AND ".join(where)
-        + " ORDER BY ts DESC LIMIT {limit:UInt32}"
+        + " ORDER BY d.ts DESC LIMIT {limit:UInt32}"
     )
+    # `d.ts` is the column: a bare `ts` in WHERE would be the `toString(ts) AS ts` alias (ClickHouse
+    # resolves aliases there), and a String compared with a DateTime64 is an error.
     return await store.query(sql, params)
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from loom_core.chain import CallContext
-from loom_core.errors import ErrorCode, Forbidden, ValidationFailed
+from loom_core.errors import Conflict, ErrorCode, Forbidden, ValidationFailed
 from loom_core.roles import Role
 
 from ..domain import model, transitions, trust
@@ -103,8 +103,13 @@ class RepairOps:
         policies = await self.d.directory.policies(ctx.org, target.name)
 
         def move(row: TaskRow, actor: Actor, now: float) -> transitions.Change:
+            # Refusals that depend on the task's state, not on the request's shape: 409s.
             if row.inbox == target.name:
-                raise v.invalid_field("to_inbox", "the task is already in this inbox")
+                raise Conflict(
+                    ErrorCode.PRECONDITION_FAILED,
+                    f"the task is already in inbox {to_inbox!r}",
+                    {"task_id": row.task_id, "reason": "same_inbox", "inbox": to_inbox},
+                )
             decision = trust.decide(
                 policies, subject=ctx.subject, agent=ctx.agent, kind=row.kind, writer_on_owner_namespace=role >= Role.WRITER
             )
@@ -115,9 +120,15 @@ class RepairOps:
                     {"inbox": to_inbox, "kind": row.kind},
                 )
             if row.disclosure not in target.accept_disclosure:
-                raise ValidationFailed(
-                    f"disclosure: inbox {to_inbox!r} accepts {', '.join(target.accept_disclosure)}",
-                    {"field": "disclosure", "reason": "not accepted", "accepted": list(target.accept_disclosure)},
+                raise Conflict(
+                    ErrorCode.PRECONDITION_FAILED,
+                    f"the task's disclosure {row.disclosure!r} is not one inbox {to_inbox!r} accepts ({', '.join(target.accept_disclosure)})",
+                    {
+                        "task_id": row.task_id,
+                        "reason": "disclosure",
+                        "disclosure": row.disclosure,
+                        "accepted": list(target.accept_disclosure),
+                    },
                 )
             status = model.TODO if decision.mode == "auto" else model.TRIAGE
             return transitions.reassign(row, actor, target, status, why, now)
