@@ -187,3 +187,66 @@ def test_no_error_text_names_the_key_or_its_pads(answers: dict[str, Any]) -> Non
         for s in secrets:
             assert s not in text
             assert s[:32] not in text
+
+
+# ------------------------------------------------------------------ entities a write did not leave
+# The persona's second database (loom_drift) holds the same rows under the entity set a write
+# left after the ledger and memory were taken off the allowlist (the ledger's grant still there,
+# as an older build left it), with the canary's policy under another key.
+
+
+def test_a_table_taken_off_the_allowlist_reads_nothing_whether_or_not_its_grant_is_still_there(answers: dict[str, Any]) -> None:
+    # The same signed statement reads the caller's ledger row where the table is allowlisted ...
+    assert rows(answers, "own_ledger") == [["org-a", "task.create"]]
+    # ... and nothing where it left the allowlist: its policy reads nothing, grant or no grant.
+    assert rows(answers, "retired_with_grant") == []
+    assert rows(answers, "retired_with_grant_reserved_scope") == [[0]]
+    text = refused(answers, "retired_without_grant", "497")
+    assert "loom_drift.memory" in text
+    # The tables still on the allowlist answer as before.
+    assert rows(answers, "kept_table_in_drift") == [["t-a1"]]
+
+
+def test_a_table_taken_off_the_allowlist_leaves_the_catalog_and_moves_the_version(answers: dict[str, Any]) -> None:
+    catalog = rows(answers, "_drift_catalog")
+    assert "agent_events" not in catalog and "memory" not in catalog and catalog
+    full, kept = rows(answers, "_versions")
+    assert full != kept and full.split(".")[0] == kept.split(".")[0]
+
+
+def test_the_probe_passes_on_the_allowlists_entity_set(answers: dict[str, Any]) -> None:
+    ok, definite, codes, findings, reason, _ = rows(answers, "probe:allowlist")
+    assert (ok, definite, codes, findings, reason) == (True, True, [], [], "")
+
+
+def test_the_probe_catches_a_canary_under_another_key_as_a_definite_finding_a_write_repairs(answers: dict[str, Any]) -> None:
+    ok, definite, codes, findings, reason, repairable = rows(answers, "probe:drift")
+    assert ok is False and definite is True  # ANALYSIS_UNAVAILABLE, not OVERLOADED
+    assert codes == ["canary_key"]
+    assert findings == ["the canary reads nothing: its policy is under another key"]
+    assert repairable is True  # a replica that writes the entities writes them again
+    assert "canary" in reason and "another key" in reason
+    for secret in rows(answers, "_secrets"):
+        assert secret not in reason
+
+
+def test_show_grants_names_a_grant_left_on_a_table_off_the_allowlist(answers: dict[str, Any]) -> None:
+    assert rows(answers, "extra_grants:allowlist") == []
+    extra = rows(answers, "extra_grants:drift")
+    assert len(extra) == 1 and "loom_drift.agent_events" in extra[0]
+
+
+def test_chdb_cannot_be_handed_a_query_id_so_the_persona_binds_the_id_in_log_comment(answers: dict[str, Any]) -> None:
+    """Why "lifted" is proven through log_comment on chDB and through initialQueryID() only on a
+    server: chDB (chdb 4.4, engine 26.9) draws a fresh random query id for every query and takes
+    none from its caller (Connection.query has no query id argument, the connection string's
+    query_id is ignored, and clickhouse-connect's chdb backend strips query_id). A policy over
+    initialQueryID() would then admit no signed scope at all, so its "lifted reads nothing" would
+    hold vacuously. If this test fails, chDB takes a query id: bind initialQueryID() instead."""
+    import inspect
+
+    from chdb.state.sqlitelike import Connection
+
+    assert "query_id" not in inspect.signature(Connection.query).parameters
+    (first_initial, first), (second_initial, second) = rows(answers, "_query_ids")
+    assert first == first_initial and second == second_initial and first != second

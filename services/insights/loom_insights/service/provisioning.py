@@ -37,6 +37,7 @@ from ..domain.entities import (
     revision_of,
     version_of,
     write_plan,
+    writes_caps,
 )
 from ..domain.scope import PREFIXES
 from ..store.clickhouse import ChClient, ChError, NoAnswer
@@ -202,7 +203,7 @@ class Provisioner:
             previous_version=stored if revision_of(stored) else "",
             retired_tables=await self.retired_tables(tables),
             revoke_roles=await self.analyst_roles(),
-            write_caps=caps_stored != self.caps.stamp() or mode == "setup",
+            write_caps=writes_caps(mode, caps_stored, self.caps),
             create_user=not exists,
         )
         for st in write_plan(plan):
