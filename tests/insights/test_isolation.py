@@ -240,6 +240,15 @@ REFUSED_OR_EMPTY = [
     "SELECT kind FROM tasks WHERE toUInt64(kind) > 0",
     "SELECT kind FROM tasks PREWHERE toUInt64(kind) > 0 SETTINGS short_circuit_function_evaluation = 'disable'",
     "SELECT kind FROM tasks SETTINGS format_display_secrets_in_show_and_select = 1",
+    "SELECT aiGenerate('x', map('credentials', 'loom_ai'))",
+    "SELECT toUInt64(memory_key) FROM memory",
+    "SELECT memory_key FROM memory WHERE toUInt64(memory_key) > 0",
+    "SELECT memory_key FROM memory PREWHERE toUInt64(memory_key) > 0",
+    "SELECT memory_key FROM memory PREWHERE toUInt64(memory_key) > 0 SETTINGS short_circuit_function_evaluation = 'disable'",
+    "SELECT memory_key FROM memory WHERE toUInt64(memory_key) > 0"
+    " SETTINGS optimize_move_to_prewhere = 1, move_all_conditions_to_prewhere = 1, allow_reorder_prewhere_conditions = 1",
+    "SELECT * FROM (SELECT memory_key FROM memory WHERE toUInt64(memory_key) > 0) WHERE memory_key != ''"
+    " SETTINGS query_plan_merge_filters = 1, query_plan_filter_push_down = 1",
 ]
 
 
