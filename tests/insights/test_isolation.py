@@ -665,3 +665,56 @@ async def test_a_loom_user_without_access_management_writes_nothing_at_boot_and_
         await replica.stop()
         await store.close()
         await world.store.execute(f"DROP USER IF EXISTS {user}")
+
+
+async def test_a_signature_lifted_to_another_query_id_reads_nothing_through_initial_query_id(world: World) -> None:
+    """The policy signs initialQueryID(), the id Loom sends with the statement: the same scope and
+    signature sent under another query id read nothing, by the same caller or any other."""
+    import time
+
+    from loom_insights.domain.scope import Scope, scope_settings
+
+    analysis = world.plane().analysis
+    analyst, key, prefix = analysis._analyst, analysis._key, analysis.prefix
+    assert analyst is not None and key
+    scope = Scope(world.org_a, (world.ns_a,), int(time.time()) + 60)
+    signed_for = f"req-{uuid.uuid4().hex}:1:{uuid.uuid4().hex[:8]}"
+    settings = scope_settings(prefix, key, scope, signed_for)
+    sql = f"SELECT task_id FROM {world.store.database}.{world.task_table}"
+    own = await analyst.run(sql, settings, query_id=signed_for)
+    assert own.rows == [["t-a"]]
+    for lifted_to in (f"req-{uuid.uuid4().hex}:1:{uuid.uuid4().hex[:8]}", f"{signed_for.rsplit(':', 1)[0]}:other"):
+        lifted = await analyst.run(sql, settings, query_id=lifted_to)
+        assert lifted.rows == []
+
+
+async def test_a_scope_read_with_getsetting_and_sent_by_another_orgs_token_reads_nothing(world: World) -> None:
+    p = world.plane().analysis.prefix
+    read = await query(
+        world,
+        f"SELECT toString(getSetting('{p}loom_org')), toString(getSetting('{p}loom_ns')), "
+        f"toString(getSetting('{p}loom_exp')), toString(getSetting('{p}loom_sig'))",
+    )
+    if read.status_code != 200:  # a build that refuses getSetting has nothing to lift
+        assert read.status_code == 422, read.text
+        return
+    org, ns, exp, sig = read.json()["rows"][0]
+    assert org == world.org_a
+    lifted = f"SELECT kind FROM tasks SETTINGS {p}loom_org = '{org}', {p}loom_ns = '{ns}', {p}loom_exp = '{exp}', {p}loom_sig = '{sig}'"
+    r = await query(world, lifted, token=world.token_b)
+    assert r.status_code in (200, 422), r.text
+    assert "review" not in r.text and world.org_a not in r.text  # nothing of the first org's
+    if r.status_code == 200:  # at most the second org's own row, where the inner SETTINGS do not reach the policy
+        assert r.json()["rows"] in ([], [[world.canary_b]])
+
+
+async def test_two_writes_at_once_both_finish_under_the_lease_and_leave_entities_that_pass_the_probe(world: World) -> None:
+    from loom_insights.domain.entities import PROFILE, VERSION_STAMP
+
+    analysis = world.plane().analysis
+    first, second = analysis.provisioner(), analysis.provisioner()
+    reports = await asyncio.gather(first.write("setup", holder="boot-one"), second.write("setup", holder="boot-two"))
+    assert all(r.wrote for r in reports)
+    assert await first.stored_stamp(PROFILE, f"{analysis.prefix}{VERSION_STAMP}") == reports[0].version
+    await analysis.check(repair=False)
+    assert analysis.state == "ready", analysis.reason
