@@ -719,3 +719,39 @@ async def test_two_writes_at_once_both_finish_under_the_lease_and_leave_entities
     assert await first.stored_stamp(PROFILE, f"{analysis.prefix}{VERSION_STAMP}") == reports[0].version
     await analysis.check(repair=False)
     assert analysis.state == "ready", analysis.reason
+
+
+async def test_a_first_install_without_access_management_answers_unavailable_naming_loom_ch_setup(world: World, tmp_path: Path) -> None:
+    from loom_core.store import run_migrations
+    from loom_insights.service.analysis import NO_SECRETS_ROW
+    from loom_insights.store.clickhouse import ChClient
+    from loom_insights.store.schema import MIGRATIONS
+    from loom_insights.store.secrets import read_row
+
+    db = f"loom_noam_{uuid.uuid4().hex[:8]}"
+    admin_store = await ServerStore.open(CH_URL, db)
+    await admin_store.execute("CREATE DATABASE IF NOT EXISTS {db}")
+    await run_migrations(admin_store, MIGRATIONS)
+    user, password = f"loom_noam_{uuid.uuid4().hex[:6]}", f"Pw-{uuid.uuid4().hex}A1!"
+    await admin_store.execute(f"CREATE USER {user} IDENTIFIED WITH sha256_password BY '{password}'")
+    await admin_store.execute(f"GRANT SELECT ON {db}.* TO {user}")
+    url = _url_as(CH_URL, user, password)
+    store = await ServerStore.open(url, db)
+    served = world.plane().analysis
+    settings = make_settings(tmp_path, clickhouse_url=url, clickhouse_database=db, ch_analysis_probe_interval_s=3600.0)
+    replica = type(served)(store, served.leases, served.auth, settings)
+    replica._admin = ChClient(url, max_size=2)
+    try:
+        await replica.check(write=True)
+        assert replica.state == "unavailable" and replica.reason == NO_SECRETS_ROW
+        assert "loom ch-setup" in replica.health()["analysis"]["reason"]
+        # The boot drew nothing and wrote no policy in this database.
+        assert await read_row(admin_store) is None
+        policies = await admin_store.query("SELECT count() AS n FROM system.row_policies WHERE database = {db:String}", {"db": db})
+        assert int(policies[0]["n"]) == 0
+    finally:
+        await replica.stop()
+        await store.close()
+        await admin_store.execute(f"DROP USER IF EXISTS {user}")
+        await admin_store.execute("DROP DATABASE IF EXISTS {db}")
+        await admin_store.close()
