@@ -46,6 +46,8 @@ NO_SECRETS_ROW = (
     " (over a lost row, with the analyst user still there, drop that user first)"
 )
 REPAIR_ELSEWHERE = "this replica could not repair it: run loom ch-setup as a user with access management"
+REPAIR_REFUSED = "a write cannot repair it: an admin's fix, named in the server log"
+REPAIR_UNFINISHED = "the repair did not finish; the next probe tries again"
 
 
 def caps_from(settings: Settings) -> Caps:
@@ -164,15 +166,17 @@ class Analysis:
             if may_write(stored, version_of(self.tables)):
                 try:
                     await self.provisioner().write("repair")
-                except ChError as exc:
-                    # A repair that fails keeps the finding it was for; without access
-                    # management, loom ch-setup is the repair.
-                    log.warning("analysis: the repair failed (ClickHouse error %s %s); the finding stands", exc.code, exc.name)
-                    self._set("unavailable", f"{result.reason} ({REPAIR_ELSEWHERE})")
-                    return
                 except Exception as exc:  # noqa: BLE001 - a repair that fails keeps the finding it was for
-                    log.warning("analysis: the repair failed (%s); the finding stands", type(exc).__name__)
-                    self._set("unavailable", f"{result.reason} ({REPAIR_ELSEWHERE})")
+                    if isinstance(exc, ProvisionRefused):  # e.g. a permissive policy Loom did not write: an admin's
+                        log.error("analysis: the repair refused: %s", exc.reason)
+                        why = REPAIR_REFUSED
+                    elif isinstance(exc, ChError):  # e.g. no access management: loom ch-setup is the repair
+                        log.warning("analysis: the repair failed (ClickHouse error %s %s); the finding stands", exc.code, exc.name)
+                        why = REPAIR_ELSEWHERE
+                    else:
+                        log.warning("analysis: the repair failed (%s); the finding stands", type(exc).__name__)
+                        why = REPAIR_UNFINISHED
+                    self._set("unavailable", f"{result.reason} ({why})")
                     return
                 log.warning("analysis: repaired the analyst's entities after: %s", "; ".join(result.findings))
                 await self._probe_once()
