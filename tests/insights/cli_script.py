@@ -52,4 +52,10 @@ run("reseal", "secrets", "reseal")
 run("reseal_again", "secrets", "reseal")
 del os.environ["LOOM_JWT_SECRET_PREVIOUS"]
 run("analyst3", "ch-setup", "--print-analyst-sql")
+# Another deployment's root secret: the row does not open, and is never drawn over.
+resealed_secret = os.environ["LOOM_JWT_SECRET"]
+os.environ["LOOM_JWT_SECRET"] = "another-deployments-secret-0123456789ab"
+run("analyst_foreign", "ch-setup", "--print-analyst-sql")
+os.environ["LOOM_JWT_SECRET"] = resealed_secret
+run("analyst4", "ch-setup", "--print-analyst-sql")
 print(json.dumps(out))

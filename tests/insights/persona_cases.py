@@ -11,23 +11,36 @@ case name -> {"rows": [...]} or {"error": "<code> <NAME>", "text": "..."}.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import chdb
 from loom_core.chain.ledger import MIGRATIONS as LEDGER_MIGRATIONS
-from loom_insights.domain.allowlist import ALLOWLIST, present_tables
-from loom_insights.domain.entities import Caps
-from loom_insights.domain.persona import persona_comment, users_xml
-from loom_insights.domain.scope import Scope, pads, wrap
+from loom_core.identity.store import MIGRATIONS as IDENTITY_MIGRATIONS
+from loom_insights.domain.allowlist import ALLOWLIST, LEDGER, MEMORY, present_tables
+from loom_insights.domain.catalog import build_catalog
+from loom_insights.domain.entities import Caps, version_of
+from loom_insights.domain.grants import grants_within
+from loom_insights.domain.persona import PersonaDatabase, persona_comment, users_xml
+from loom_insights.domain.scope import SCOPE_FIELDS, Scope, pads, wrap
+from loom_insights.service.probe import Prober
+from loom_insights.store.clickhouse import ChError, Result
 from loom_insights.store.schema import MIGRATIONS as INSIGHTS_MIGRATIONS
 from loom_policy.store.schema import MIGRATIONS as POLICY_MIGRATIONS
 from loom_tasks.schema import MIGRATIONS as TASK_MIGRATIONS
 
 DB = "loom"
+# A second database holding the same rows under the entity set a write did not leave: the
+# ledger taken off the allowlist with its grant still there, memory taken off with its grant
+# gone, and the canary's policy under another key. The persona runs both sets at once.
+DRIFT_DB = "loom_drift"
 KEY = bytes(range(1, 33))
+OTHER_KEY = bytes(range(101, 133))
 CAPS = Caps(max_execution_time=20, max_rows_to_read=1_000_000, max_memory_usage=1_000_000_000, max_result_rows=10_000, max_threads=2)
 ROW_CAP = 100
 A, B = "org-a", "org-b"
@@ -62,7 +75,7 @@ WIDENING = (
 def build(path: Path) -> None:
     conn = chdb.connect(f"file:{path}")
     conn.query(f"CREATE DATABASE IF NOT EXISTS {DB}")
-    for m in (*LEDGER_MIGRATIONS, *TASK_MIGRATIONS, *POLICY_MIGRATIONS, *INSIGHTS_MIGRATIONS):
+    for m in (*IDENTITY_MIGRATIONS, *LEDGER_MIGRATIONS, *TASK_MIGRATIONS, *POLICY_MIGRATIONS, *INSIGHTS_MIGRATIONS):
         conn.query(m.sql.replace("{db}", DB))
     conn.query(MEMORY_DDL)
     now = "now64(6)"
@@ -105,6 +118,8 @@ def build(path: Path) -> None:
         (A, "a1", "k-erased", "fact", 1, "NULL"),
         (A, "a1", "k-erased", "fact", 2, "NULL"),
         (B, "b1", "k-b-canary", "fact", 1, "NULL"),
+        # an org that sorts before org-a: a cast evaluated before the policy would fail on it first
+        ("org-0", "z0", "k-0-canary", "fact", 1, "NULL"),
     ]
     values = ", ".join(f"('{o}', '{n}', '{k}', '{t}', 'value of {k}', {v}, {now}, {now}, {ts})" for o, n, k, t, v, ts in rows)
     conn.query(
@@ -112,6 +127,17 @@ def build(path: Path) -> None:
     )
     # An erasure tombstones every version in place.
     conn.query(f"ALTER TABLE {DB}.memory UPDATE tombstoned_at = now64(6) WHERE memory_key = 'k-erased' SETTINGS mutations_sync = 1")
+    conn.query(f"CREATE DATABASE IF NOT EXISTS {DRIFT_DB}")
+    for m in (*LEDGER_MIGRATIONS, *TASK_MIGRATIONS, *POLICY_MIGRATIONS, *INSIGHTS_MIGRATIONS):
+        conn.query(m.sql.replace("{db}", DRIFT_DB))
+    conn.query(MEMORY_DDL.replace(f"{DB}.memory", f"{DRIFT_DB}.memory"))
+    for table in ("agent_events", "task_state" if "task_state" in tables else "tasks", "memory"):
+        conn.query(f"INSERT INTO {DRIFT_DB}.{table} SELECT * FROM {DB}.{table}")
+    # policy_decisions rows of both orgs, in the drift database only (its policy is dropped there)
+    conn.query(
+        f"INSERT INTO {DRIFT_DB}.policy_decisions (ts, org, namespace, op, decision) VALUES"
+        f" ({now}, '{A}', 'a1', 'task.create', 'allow'), ({now}, '{B}', 'b1', 'B-CANARY-OP', 'deny')"
+    )
     (path / "columns.json").write_text(conn.query(f"SELECT table, name FROM system.columns WHERE database = '{DB}'", "JSONEachRow").data())
     (path / "engines.json").write_text(conn.query(f"SELECT name, engine FROM system.tables WHERE database = '{DB}'", "JSONEachRow").data())
     conn.close()
@@ -135,8 +161,25 @@ def cases(path: Path) -> None:
     tables = _tables(path)
     conf = path / "persona"
     conf.mkdir(exist_ok=True)
-    (conf / "users.xml").write_text(users_xml(DB, tables, KEY, CAPS))
-    (conf / "config.xml").write_text(f"<clickhouse><users_config>{conf / 'users.xml'}</users_config></clickhouse>")
+    kept = tuple(t for t in tables if t.name not in (LEDGER.name, MEMORY.name))
+    # policy_decisions stays on the allowlist but its policy was dropped by hand: a grant, no filter.
+    dropped = next(t for t in kept if t.name == "policy_decisions")
+    drift = PersonaDatabase(
+        DRIFT_DB,
+        tuple(t for t in kept if t is not dropped),
+        KEY,
+        retired=(LEDGER.name, MEMORY.name),
+        stray_grants=(LEDGER, dropped),
+        canary_key=OTHER_KEY,
+    )
+    (conf / "users.xml").write_text(users_xml(DB, tables, KEY, CAPS, also=(drift,)))
+    # A named collection of AI credentials (pointing nowhere): aiGenerate() takes credentials only
+    # from one, and the analyst has no NAMED COLLECTION grant.
+    (conf / "config.xml").write_text(
+        f"<clickhouse><users_config>{conf / 'users.xml'}</users_config>"
+        "<named_collections><loom_ai><provider>openai</provider><api_key>sk-none</api_key>"
+        "<endpoint>http://127.0.0.1:9/v1</endpoint><model>none</model></loom_ai></named_collections></clickhouse>"
+    )
     conn = chdb.connect(f"file:{path}?config-file={conf / 'config.xml'}")
     out: dict[str, dict[str, object]] = {"_tables": {"rows": [t.name for t in tables]}}
     exp = int(time.time()) + 120
@@ -180,6 +223,7 @@ def cases(path: Path) -> None:
     run("trailing_comment", "SELECT task_id FROM loom.tasks -- trailing comment", good)
     run("leave_wrapper", "SELECT 1) UNION ALL (SELECT title FROM loom.tasks", good)
     run("throwif_other_org", "SELECT throwIf(kind = 'B-CANARY') FROM loom.tasks", good)
+    run("sleep_each_row_other_org", f"SELECT sleepEachRow(0.01), task_id FROM loom.tasks WHERE org = '{B}'", good)
     # --- signatures that must read nothing
     run("forged_signature", "SELECT task_id FROM loom.tasks", comment(a_scope, "req-1:1:n1", loom_sig="0" * 64))
     run("expired_signature", "SELECT task_id FROM loom.tasks", comment(Scope(A, ("a1",), int(time.time()) - 5), "req-1:1:n1"))
@@ -197,6 +241,40 @@ def cases(path: Path) -> None:
     run("secrets_table", "SELECT * FROM loom.analysis_secrets", good)
     run("system_row_policies", "SELECT * FROM system.row_policies", good)
     run("system_users", "SELECT * FROM system.users", good)
+    run("system_query_log", "SELECT * FROM system.query_log", good)
+    run("system_processes", "SELECT * FROM system.processes", good)
+    run("information_schema", "SELECT * FROM information_schema.tables", good)
+    run("token_grants", "SELECT * FROM loom.grants", good)
+    run("token_revocations", "SELECT * FROM loom.revocations", good)
+    run("explain_plan", "EXPLAIN PLAN SELECT * FROM loom.tasks", good)
+    run("explain_estimate", "EXPLAIN ESTIMATE SELECT * FROM loom.tasks", good)
+    run("explain_after_comment", "SELECT 1 /* ) */ ) EXPLAIN SELECT 1 --", good)
+    run("cluster_function", "SELECT * FROM cluster('default', loom.tasks)", good)
+    run("ai_generate", "SELECT aiGenerate('x')", good)
+    run("ai_generate_named_collection", "SELECT aiGenerate('x', map('credentials', 'loom_ai'))", good)
+    # --- an error on another org's value: toUInt64(memory_key) fails on a key's text, so it must
+    # never be evaluated on a row the policy drops, however the filters are moved or merged.
+    cast = "SELECT memory_key FROM loom.memory"
+    run("cast_select", "SELECT toUInt64(memory_key) FROM loom.memory", good)
+    run("cast_where", f"{cast} WHERE toUInt64(memory_key) > 0", good)
+    run("cast_prewhere", f"{cast} PREWHERE toUInt64(memory_key) > 0", good)
+    run(
+        "cast_prewhere_no_short_circuit",
+        f"{cast} PREWHERE toUInt64(memory_key) > 0 SETTINGS short_circuit_function_evaluation = 'disable'",
+        good,
+    )
+    run(
+        "cast_filters_moved",
+        f"{cast} WHERE toUInt64(memory_key) > 0 SETTINGS optimize_move_to_prewhere = 1, move_all_conditions_to_prewhere = 1,"
+        " allow_reorder_prewhere_conditions = 1",
+        good,
+    )
+    run(
+        "cast_filters_merged",
+        f"SELECT * FROM ({cast} WHERE toUInt64(memory_key) > 0) WHERE memory_key != ''"
+        " SETTINGS query_plan_merge_filters = 1, query_plan_filter_push_down = 1",
+        good,
+    )
     run("show_create_table", "SHOW CREATE TABLE loom.tasks", good, wrapped=False)
     run("file_function", "SELECT * FROM file('/etc/passwd', 'LineAsString')", good)
     run("url_function", "SELECT * FROM url('http://127.0.0.1:9/x', 'CSV', 'a String')", good)
@@ -232,10 +310,56 @@ def cases(path: Path) -> None:
     run("canary_reserved_scope", "SELECT count() FROM loom.analysis_canary", comment(Scope("", ("",), exp), "probe:1"))
     run("canary_request_scope", "SELECT count() FROM loom.analysis_canary", good)
     run("reserved_scope_counts_tasks", "SELECT count() FROM loom.tasks", comment(Scope("", ("",), exp), "probe:2"))
+    # --- a table taken off the allowlist reads nothing, whether or not its grant is still there
+    run("retired_with_grant", "SELECT org, op FROM loom_drift.agent_events", good)
+    run("retired_with_grant_reserved_scope", "SELECT count() FROM loom_drift.agent_events", comment(Scope("", ("",), exp), "probe:3"))
+    run("retired_without_grant", "SELECT memory_key FROM loom_drift.memory", good)
+    run("kept_table_in_drift", f"SELECT task_id FROM {DRIFT_DB}.{task_table} ORDER BY task_id", good)
+    # --- a table whose policy was dropped by hand: the window until the probe catches it
+    run("dropped_policy_read", f"SELECT org, op FROM {DRIFT_DB}.policy_decisions ORDER BY org", good)
+    catalog = build_catalog(kept, CAPS, ROW_CAP, version_of(kept), True)
+    out["_drift_catalog"] = {"rows": [t["name"] for t in catalog["tables"]]}
+    out["_versions"] = {"rows": [version_of(tables), version_of(kept)]}
+    # --- the probe itself (service/probe.py), run as the persona on both entity sets
+    analyst = PersonaAnalyst(conn)
+    for name, db, probe_tables in (("probe:allowlist", DB, tables), ("probe:drift", DRIFT_DB, kept)):
+        # own_version_current=False: the persona skips the unsigned reads (an unset log_comment
+        # reads as '' where a server's unset custom setting raises) and SHOW GRANTS (below).
+        result = asyncio.run(Prober(analyst, db).run(KEY, "SQL_", probe_tables, False))
+        out[name] = {"rows": [result.ok, result.definite, result.codes, result.findings, result.reason, result.repairable]}
+    shown = asyncio.run(analyst.run("SHOW GRANTS")).rows
+    out["show_grants"] = {"rows": [str(r[0]) for r in shown]}
+    out["extra_grants:allowlist"] = {"rows": grants_within([str(r[0]) for r in shown if f" {DB}." in str(r[0])], DB, tables)}
+    out["extra_grants:drift"] = {"rows": grants_within([str(r[0]) for r in shown if f" {DRIFT_DB}." in str(r[0])], DRIFT_DB, kept)}
+    # --- can chDB be handed a query id, so the persona could bind initialQueryID() as a server does?
+    ids = [conn.query("SELECT initialQueryID(), queryID()", "JSONCompact") for _ in range(2)]
+    out["_query_ids"] = {"rows": [json.loads(r.data())["data"][0] for r in ids]}
     conn.close()
     ipad, opad = pads(KEY)
     out["_secrets"] = {"rows": [KEY.hex(), ipad.hex(), opad.hex()]}
     print(json.dumps(out))
+
+
+class PersonaAnalyst:
+    """The probe's analyst connection (service/probe.AnalystConnection) on the persona: the
+    scope settings a server takes under its prefix travel in log_comment with the query id,
+    as persona_comment carries them; an error becomes ChError with ClickHouse's code and name."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def run(self, sql: str, settings: Mapping[str, Any] | None = None, *, query_id: str = "", wait_s: float = 60.0) -> Result:
+        scope = {f: str(v) for k, v in (settings or {}).items() for f in SCOPE_FIELDS if k.endswith(f)}
+        self.conn.query("SET log_comment = " + _lit(json.dumps({**scope, "loom_qid": query_id}) if scope else ""))
+        try:
+            res = self.conn.query(sql, "JSONCompact")
+        except Exception as exc:  # noqa: BLE001 - translated as the server client translates
+            msg = str(exc)
+            code = msg.split("Code: ", 1)[1].split(".", 1)[0] if "Code: " in msg else ""
+            name = msg.rsplit("(", 1)[-1].rstrip(") \n") if msg.rstrip().endswith(")") else type(exc).__name__
+            raise ChError(int(code) if code.isdigit() else None, name, msg) from None
+        data = json.loads(res.data()) if res.data() else {}
+        return Result([(c["name"], c["type"]) for c in data.get("meta", [])], data.get("data", []))
 
 
 def _lit(text: str) -> str:

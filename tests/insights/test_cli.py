@@ -66,3 +66,11 @@ def test_print_sql_shows_the_shape_with_placeholders(runs: dict[str, Any]) -> No
 def test_ch_setup_without_a_server_says_analysis_needs_one(runs: dict[str, Any]) -> None:
     r = runs["setup"]
     assert r["code"] == 1 and "needs a ClickHouse server" in r["err"]
+
+
+def test_a_secrets_row_that_does_not_open_is_refused_and_never_drawn_over(runs: dict[str, Any]) -> None:
+    r = runs["analyst_foreign"]
+    assert r["code"] not in (0, None) and r["out"] == ""
+    assert "does not open under LOOM_JWT_SECRET" in r["err"] and "root secret" in r["err"]
+    # The row is untouched: under the deployment's secret the same key and password print again.
+    assert runs["analyst4"]["code"] == 0 and runs["analyst4"]["out"] == runs["analyst1"]["out"]

@@ -34,6 +34,7 @@ from loom_insights.domain.entities import (
     setting_reader,
     version_of,
     write_plan,
+    writes_caps,
 )
 from loom_insights.domain.grants import grants_within
 from loom_insights.domain.scope import Scope, length_prefixed, pads, query_id, scope_settings, sign, statement_digest, wrap
@@ -173,6 +174,47 @@ def test_a_retired_table_keeps_a_policy_that_reads_nothing() -> None:
     sql = _plan(retired_tables=["old_table"])
     assert "ALTER ROW POLICY loom_analyst_scope ON loom.old_table AS RESTRICTIVE FOR SELECT USING 0 TO loom_analyst" in sql
     assert not any(s.startswith("DROP") for s in sql)
+
+
+def test_a_table_taken_off_the_allowlist_loses_its_grant_keeps_a_policy_reading_nothing_and_leaves_the_catalog() -> None:
+    from loom_insights.domain.allowlist import POLICY_DECISIONS
+
+    kept = tuple(t for t in BASE if t.name != POLICY_DECISIONS.name)
+    sql = _plan(tables=kept, retired_tables=[POLICY_DECISIONS.name], version=version_of(kept))
+    on = f" ON loom.{POLICY_DECISIONS.name} "
+    assert [s for s in sql if on in s] == [
+        f"ALTER ROW POLICY loom_analyst_scope ON loom.{POLICY_DECISIONS.name} AS RESTRICTIVE FOR SELECT USING 0 TO loom_analyst"
+    ]
+    # The revoke of everything comes before the grants, so the old grant goes with the write.
+    assert sql.index("REVOKE ALL ON *.* FROM loom_analyst") < min(i for i, s in enumerate(sql) if s.startswith("GRANT "))
+    assert version_of(kept) != version_of(BASE)
+    catalog = build_catalog(kept, Caps(), 100, version_of(kept), True)
+    assert POLICY_DECISIONS.name not in [t["name"] for t in catalog["tables"]]
+
+
+def test_a_boot_writes_the_caps_when_they_differ_a_repair_never_does() -> None:
+    ours, theirs = Caps(max_execution_time=17), Caps(max_execution_time=19)
+    assert writes_caps("boot", theirs.stamp(), ours)
+    assert not writes_caps("boot", ours.stamp(), ours)
+    assert writes_caps("setup", ours.stamp(), ours)
+    assert not writes_caps("repair", theirs.stamp(), ours)  # another replica's boot stands
+    assert writes_caps("repair", "", ours)  # none stored yet
+    # The caps are not part of the version.
+    plans = [_plan(caps=c) for c in (ours, theirs)]
+    assert plans[0][-1] == plans[1][-1]
+
+
+def test_the_persona_declares_retired_tables_stray_grants_and_another_canary_key() -> None:
+    from loom_insights.domain.persona import PersonaDatabase, users_xml
+
+    other = bytes(range(100, 132))
+    drift = PersonaDatabase("drift", BASE[1:], KEY, retired=(BASE[0].name,), stray_grants=(BASE[0],), canary_key=other)
+    xml = users_xml("loom", BASE, KEY, Caps(), also=(drift,))
+    assert f"<{BASE[0].name}><filter>0</filter></{BASE[0].name}>" in xml
+    assert f"ON drift.{BASE[0].name}</query>" in xml  # the stray grant
+    canaries = re.findall(r"<analysis_canary><filter>(.*?)</filter>", xml)
+    assert len(canaries) == 2
+    assert pads(KEY)[0].hex() in canaries[0] and pads(other)[0].hex() in canaries[1]
 
 
 def test_password_is_quoted_and_the_user_has_no_grant_beyond_the_plan() -> None:

@@ -108,7 +108,12 @@ async def _print(settings: Settings, *, analyst: bool, prefix: str | None) -> st
             prefix = await _probe_prefix(settings) or "SQL_"
         if analyst:
             sealer = sec.sealer_for(settings)
-            loaded = await sec.load(store, sealer)
+            try:
+                loaded = await sec.load(store, sealer)
+            except sec.SecretsUnreadable as exc:  # never drawn over
+                raise SystemExit(
+                    f"loom: {exc}: set LOOM_JWT_SECRET (or LOOM_JWT_SECRET_PREVIOUS) to the deployment's root secret"
+                ) from None
             if loaded is None:
                 if await _analyst_exists(store):
                     raise SystemExit(

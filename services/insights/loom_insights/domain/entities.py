@@ -193,9 +193,15 @@ def policy_sql(db: str, table: Table, key: bytes, prefix: str) -> list[Statement
     ]
 
 
+# The condition of a retired table's policy: it reads nothing.
+RETIRED_PREDICATE = "0"
+
+
 def retired_policy_sql(db: str, table_name: str) -> Statement:
     """A table that left the allowlist keeps a policy that reads nothing (never dropped)."""
-    return Statement("policy", f"ALTER ROW POLICY {SCOPE_POLICY} ON {db}.{table_name} AS RESTRICTIVE FOR SELECT USING 0 TO {ANALYST}")
+    return Statement(
+        "policy", f"ALTER ROW POLICY {SCOPE_POLICY} ON {db}.{table_name} AS RESTRICTIVE FOR SELECT USING {RETIRED_PREDICATE} TO {ANALYST}"
+    )
 
 
 def password_clause(password: str) -> str:
@@ -286,6 +292,18 @@ def may_write(stored: str, ours: str) -> bool:
     """A build writes when nothing is stored or its own revision is at least the stored one
     (at the same revision a write repairs, or adds a table that appeared); never over a newer one."""
     return not stored or revision_of(ours) >= revision_of(stored)
+
+
+def writes_caps(mode: str, stored_stamp: str, ours: Caps) -> bool:
+    """Whether a write sets the caps profile. The caps are deployment settings, read at boot:
+    a boot writes them when the stored ones differ from its settings, `loom ch-setup` always
+    does, and a repair never does (it would undo another replica's boot), except where no caps
+    were ever stored. So two replicas with different caps settings never fight over them."""
+    if mode == "setup":
+        return True
+    if mode == "boot":
+        return stored_stamp != ours.stamp()
+    return not stored_stamp
 
 
 def full_version() -> str:

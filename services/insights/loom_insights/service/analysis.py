@@ -41,6 +41,15 @@ EMBEDDED_REASON = (
 )
 
 
+NO_SECRETS_ROW = (
+    "there is no analysis secrets row: run loom ch-setup as a user with access management"
+    " (over a lost row, with the analyst user still there, drop that user first)"
+)
+REPAIR_ELSEWHERE = "this replica could not repair it: run loom ch-setup as a user with access management"
+REPAIR_REFUSED = "a write cannot repair it: an admin's fix, named in the server log"
+REPAIR_UNFINISHED = "the repair did not finish; the next probe tries again"
+
+
 def caps_from(settings: Settings) -> Caps:
     return Caps(
         max_execution_time=settings.ch_analysis_max_execution_time_s,
@@ -78,6 +87,8 @@ class Analysis:
         self.last_probe: ProbeResult | None = None
         self.sealer = sec.sealer_for(settings)
         self.runner = StatementRunner(self.caps, self.row_cap, self.per_org)
+        # This build's allowlist: what a write grants and the probe checks.
+        self.allowlist: tuple[Table, ...] = ALLOWLIST
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -103,7 +114,9 @@ class Analysis:
 
     def provisioner(self) -> Provisioner:
         assert self._admin is not None
-        return Provisioner(self.store, self._admin, self.leases, self.sealer, self.caps, self.settings.ch_analysis_lease_wait_s)
+        return Provisioner(
+            self.store, self._admin, self.leases, self.sealer, self.caps, self.settings.ch_analysis_lease_wait_s, self.allowlist
+        )
 
     async def _loop(self) -> None:
         first = True
@@ -125,8 +138,9 @@ class Analysis:
             log.info("analysis: %s (%s)", state, reason)
         self.state, self.reason = state, reason
 
-    async def check(self, write: bool = False) -> None:
-        """One round: the boot write (when asked), the secrets, the probe, a repair."""
+    async def check(self, write: bool = False, repair: bool = True) -> None:
+        """One round: the boot write (when asked), the secrets, the probe, and a repair where a
+        definite finding is one a write repairs (`repair=False` leaves the finding standing)."""
         if write:
             try:
                 report = await self.provisioner().write("boot")
@@ -147,15 +161,25 @@ class Analysis:
         result = await self._probe_once()
         if result is None:
             return
-        if not result.ok and result.repairable and self.settings.ch_analysis_write_entities:
+        if not result.ok and result.repairable and repair and self.settings.ch_analysis_write_entities:
             stored = await self._stored_version()
             if may_write(stored, version_of(self.tables)):
                 try:
                     await self.provisioner().write("repair")
-                    log.warning("analysis: repaired the analyst's entities after: %s", "; ".join(result.findings))
-                    await self._probe_once()
                 except Exception as exc:  # noqa: BLE001 - a repair that fails keeps the finding it was for
-                    log.warning("analysis: the repair failed (%s); the finding stands", type(exc).__name__)
+                    if isinstance(exc, ProvisionRefused):  # e.g. a permissive policy Loom did not write: an admin's
+                        log.error("analysis: the repair refused: %s", exc.reason)
+                        why = REPAIR_REFUSED
+                    elif isinstance(exc, ChError):  # e.g. no access management: loom ch-setup is the repair
+                        log.warning("analysis: the repair failed (ClickHouse error %s %s); the finding stands", exc.code, exc.name)
+                        why = REPAIR_ELSEWHERE
+                    else:
+                        log.warning("analysis: the repair failed (%s); the finding stands", type(exc).__name__)
+                        why = REPAIR_UNFINISHED
+                    self._set("unavailable", f"{result.reason} ({why})")
+                    return
+                log.warning("analysis: repaired the analyst's entities after: %s", "; ".join(result.findings))
+                await self._probe_once()
 
     async def _stored_version(self) -> str:
         """The version the main profile carries; empty when Loom's user cannot list profiles."""
@@ -185,7 +209,7 @@ class Analysis:
             self._set("overloaded", f"ClickHouse did not answer the analysis probe ({type(exc).__name__})")
             return None
         if loaded is None:
-            self._set("unavailable", "there is no analysis secrets row: run loom ch-setup")
+            self._set("unavailable", NO_SECRETS_ROW)
             return None
         secrets_, _row = loaded
         if secrets_.password != self._password or self._analyst is None:

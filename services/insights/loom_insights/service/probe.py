@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from ..domain.allowlist import CANARY, CANARY_MARKER, LEDGER, Table
 from ..domain.answers import AUTHENTICATION_FAILED, MEMORY_LIMIT_EXCEEDED, REQUIRED_PASSWORD, UNKNOWN_USER, health_text
 from ..domain.grants import grants_within
 from ..domain.scope import Scope, scope_settings
-from ..store.clickhouse import ChClient, ChError, NoAnswer
+from ..store.clickhouse import ChError, NoAnswer, Result
 
 PROBE_TTL_S = 60
 
@@ -45,8 +47,15 @@ class ProbeResult:
         return self.definite and bool(self.codes) and all(c in REPAIRABLE for c in self.codes)
 
 
+class AnalystConnection(Protocol):
+    """What the probe needs of a connection as the analyst: store.clickhouse.ChClient on a
+    server (the chDB persona's adapter in tests/insights/persona_cases.py has the same shape)."""
+
+    async def run(self, sql: str, settings: Mapping[str, Any] | None = None, *, query_id: str = "", wait_s: float = 60.0) -> Result: ...
+
+
 class Prober:
-    def __init__(self, analyst: ChClient, db: str) -> None:
+    def __init__(self, analyst: AnalystConnection, db: str) -> None:
         self.analyst = analyst
         self.db = db
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import secrets as pysecrets
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -21,7 +22,7 @@ from loom_core.errors import ErrorCode, Unavailable
 from loom_core.sealing import Sealer
 from loom_core.store import Store
 
-from ..domain.allowlist import CANARY, Table
+from ..domain.allowlist import ALLOWLIST, CANARY, Table
 from ..domain.entities import (
     ANALYST,
     CAPS_PROFILE,
@@ -37,6 +38,7 @@ from ..domain.entities import (
     revision_of,
     version_of,
     write_plan,
+    writes_caps,
 )
 from ..domain.scope import PREFIXES
 from ..store.clickhouse import ChClient, ChError, NoAnswer
@@ -86,9 +88,17 @@ async def detect_prefix(admin: ChClient) -> str:
 
 class Provisioner:
     def __init__(
-        self, store: Store, admin: ChClient, leases: LeaseStore | None, sealer: Sealer, caps: Caps, lease_wait_s: float = 60.0
+        self,
+        store: Store,
+        admin: ChClient,
+        leases: LeaseStore | None,
+        sealer: Sealer,
+        caps: Caps,
+        lease_wait_s: float = 60.0,
+        allowlist: Sequence[Table] = ALLOWLIST,
     ) -> None:
         self.store = store
+        self.allowlist = tuple(allowlist)
         self.admin = admin
         self.leases = leases
         self.sealer = sealer
@@ -99,7 +109,7 @@ class Provisioner:
     # ---------------------------------------------------------------- reads
 
     async def present(self) -> tuple[Table, ...]:
-        return await present_in(self.store)
+        return await present_in(self.store, self.allowlist)
 
     async def stored_stamp(self, profile: str, setting: str) -> str:
         rows = await self.store.query(
@@ -177,7 +187,12 @@ class Provisioner:
             raise ProvisionRefused(msg)
         caps_stored = await self.stored_stamp(CAPS_PROFILE, f"{prefix}{CAPS_STAMP}")
         exists = await self.analyst_exists()
-        loaded = await sec.load(self.store, self.sealer)
+        try:
+            loaded = await sec.load(self.store, self.sealer)
+        except sec.SecretsUnreadable as exc:
+            # Never drawn over: a new key under the same user would strand every replica that
+            # still opens the row. The fix is the deployment's LOOM_JWT_SECRET (or _PREVIOUS).
+            raise ProvisionRefused(f"{exc}: set LOOM_JWT_SECRET (or LOOM_JWT_SECRET_PREVIOUS) to the deployment's root secret") from None
         if loaded is None:
             if exists:
                 raise ProvisionRefused(
@@ -202,7 +217,7 @@ class Provisioner:
             previous_version=stored if revision_of(stored) else "",
             retired_tables=await self.retired_tables(tables),
             revoke_roles=await self.analyst_roles(),
-            write_caps=caps_stored != self.caps.stamp() or mode == "setup",
+            write_caps=writes_caps(mode, caps_stored, self.caps),
             create_user=not exists,
         )
         for st in write_plan(plan):

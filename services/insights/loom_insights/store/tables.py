@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from loom_core.store import Store
 
-from ..domain.allowlist import Table, present_tables
+from ..domain.allowlist import ALLOWLIST, Table, present_tables
 
 
 async def read_tables(store: Store) -> tuple[dict[str, list[str]], dict[str, str]]:
@@ -18,7 +20,7 @@ async def read_tables(store: Store) -> tuple[dict[str, list[str]], dict[str, str
     return columns, engines
 
 
-async def present(store: Store) -> tuple[Table, ...]:
+async def present(store: Store, allowlist: Sequence[Table] = ALLOWLIST) -> tuple[Table, ...]:
     """The allowlist's entries for the tables this database holds."""
     columns, engines = await read_tables(store)
-    return present_tables(columns, engines)
+    return present_tables(columns, engines, allowlist)
