@@ -23,10 +23,10 @@ create-if-absent write IS the idempotency check: one key stores one task, howeve
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, fields
 from typing import Any
 
+from loom_core import fastjson
 from loom_core.bus import Bus, kv
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 
@@ -89,7 +89,7 @@ class State:
 def decode(data: bytes | None, rev: int) -> State:
     if not data:
         return State(None, rev)
-    d = json.loads(data)
+    d = fastjson.loads(data)
     if not isinstance(d, dict) or not isinstance(d.get("row"), dict):
         return State(None, rev)
     row = TaskRow(**{k: v for k, v in d["row"].items() if k in _ROW_FIELDS})
