@@ -258,7 +258,9 @@ async def _client(cfg: dict[str, Any]) -> dict[str, Any]:
         await jetstream_work_queue(cfg["nats"], min(cfg["warmup"], 500), cfg["workers"], cfg["producers"])
         # Three measured rounds, the median reported: one round of a few hundred messages lasts
         # a fraction of a second, so one neighbour's burst on the machine would decide it.
-        rounds = [await jetstream_work_queue(cfg["nats"], cfg["n"], cfg["workers"], cfg["producers"]) for _ in range(3)]
+        # At least 3,000 messages a round (about a second): a shorter round measures start-up and bursts.
+        n = max(cfg["n"], 3000)
+        rounds = [await jetstream_work_queue(cfg["nats"], n, cfg["workers"], cfg["producers"]) for _ in range(3)]
         out["jetstream"] = sorted(rounds, key=lambda r: r["per_second"])[1]
     return out
 
@@ -336,6 +338,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             # CPU time of the event loop's thread (not wall time, which the shared machine inflates).
             profiler = cProfile.Profile(time.thread_time) if args.profile else None
             runs: list[dict[str, Any]] = []
+            base: dict[str, Any] | None = None
             seen_statements: dict[str, list[float]] | None = None
             try:
                 for door in doors:
@@ -344,9 +347,11 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         batches0 = sum(p.projector.batches for p in tasks_planes)  # type: ignore[attr-defined]
                         if statements is not None:
                             statements.clear()
-                        # The baseline right before each Loom run: the run's ratio is against it,
-                        # so the machine's load (shared, changing by the minute) hits both alike.
-                        base = (await run_client({**cfg, "phase": "baseline"}))["jetstream"]
+                        # The baseline right before and right after each Loom run: the run's ratio is
+                        # against their mean, so the machine's load (shared, changing by the minute)
+                        # hits both sides alike.
+                        if base is None:
+                            base = (await run_client({**cfg, "phase": "baseline"}))["jetstream"]
                         if profiler:
                             profiler.enable()
                         cpu0, loop0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
@@ -362,7 +367,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                             {
                                 **loom,
                                 "door": door,
-                                "jetstream_per_second": base["per_second"],
+                                "jetstream_before": base["per_second"],
                                 "loadavg": os.getloadavg()[0],
                                 "state_writes_per_projection_batch": applied / max(flushes, 1),
                                 # CPU of the server process (every thread) while the client ran.
@@ -372,6 +377,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                                 "server_loop_cpu_ms_per_lifecycle": loop_cpu * 1000 / (args.tasks + args.warmup),
                             }
                         )
+                        base = (await run_client({**cfg, "phase": "baseline"}))["jetstream"]
+                        runs[-1]["jetstream_after"] = base["per_second"]
+                        runs[-1]["jetstream_per_second"] = (runs[-1]["jetstream_before"] + base["per_second"]) / 2
                 wakes = [(await run_client({**cfg, "door": doors[0], "phase": "wake", "wake_replicas": 1}))["wake"]]
                 if args.replicas > 1:
                     wakes.append((await run_client({**cfg, "door": doors[0], "phase": "wake", "wake_replicas": 2}))["wake"])
@@ -382,8 +390,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     except Exception:  # noqa: BLE001 - a stuck shutdown does not spoil the figures
                         logging.warning("an instance did not stop in time")
                 await store.close()
-    for r in runs:
-        r["ratio"] = r["per_second"] / r["jetstream_per_second"]
+    for run in runs:
+        run["ratio"] = run["per_second"] / run["jetstream_per_second"]
     batched = [r for r in runs if r["batch"] > 1] or runs
     result: dict[str, Any] = {
         "machine": machine(),
@@ -438,12 +446,12 @@ def report(r: dict[str, Any]) -> str:
     lines = [
         f"machine: {r['machine']}",
         f"{r['tasks']} tasks, {r['producers']} producers, {r['workers']} workers, {r['replicas']} replica(s)",
-        "each run's ratio is against the jetstream work queue (publish -> fetch -> ack) measured right before it",
+        "each run's ratio is against the jetstream work queue (publish -> fetch -> ack) measured right before and after it",
     ]
     for x in r["runs"]:
         mode = "unbatched" if x["batch"] == 1 else f"batch {x['batch']}"
         lines.append(
-            f"loom {x['door']:4s} {mode:9s}: {x['per_second']:7.0f} lifecycles/s  jetstream {x['jetstream_per_second']:6.0f} msg/s  "
+            f"loom {x['door']:4s} {mode:9s}: {x['per_second']:7.0f} lifecycles/s  jetstream {x['jetstream_before']:5.0f}|{x['jetstream_after']:5.0f} msg/s  "
             f"ratio {x['ratio']:.3f}  load {x['loadavg']:.1f}  "
             f"({x['seconds']:.2f} s, each completed once: {x['checked']}; server {x['server_cpu_ms_per_lifecycle']:.2f} ms CPU/lifecycle, "
             f"{x['state_writes_per_projection_batch']:.0f} writes per projection batch)"
