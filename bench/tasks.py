@@ -239,6 +239,29 @@ async def jetstream_work_queue(url: str, n: int, workers: int, producers: int) -
     return {"messages": done, "seconds": elapsed, "per_second": done / elapsed}
 
 
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far, from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU seconds of this process, the Loom server process and the nats-server, over a stretch."""
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self.pids = [cfg["server_pid"], cfg["nats_pid"]]
+        self.start = [time.process_time(), *(proc_cpu(p) for p in self.pids)]
+
+    def split(self) -> dict[str, float]:
+        now = [time.process_time(), *(proc_cpu(p) for p in self.pids)]
+        client, server, nats = (b - a for a, b in zip(self.start, now, strict=True))
+        return {"client": client, "server": server, "nats": nats, "total": client + server + nats}
+
+
 async def _client(cfg: dict[str, Any]) -> dict[str, Any]:
     door: Any = (
         GrpcDoor(cfg["grpc"], cfg["token"], cfg["namespace"])
@@ -249,7 +272,9 @@ async def _client(cfg: dict[str, Any]) -> dict[str, Any]:
     try:
         if cfg["phase"] == "lifecycles":
             await loom_lifecycles(door, cfg["replicas"], cfg["warmup"], cfg["workers"], cfg["producers"], cfg["batch"])
+            meter = CpuMeter(cfg)
             out["loom"] = await loom_lifecycles(door, cfg["replicas"], cfg["n"], cfg["workers"], cfg["producers"], cfg["batch"])
+            out["loom"]["cpu"] = meter.split()
         if cfg["phase"] == "wake":
             out["wake"] = await loom_wake(door, cfg["wake_replicas"], cfg["wake"])
     finally:
@@ -260,7 +285,13 @@ async def _client(cfg: dict[str, Any]) -> dict[str, Any]:
         # a fraction of a second, so one neighbour's burst on the machine would decide it.
         # At least 3,000 messages a round (about a second): a shorter round measures start-up and bursts.
         n = max(cfg["n"], 3000)
-        rounds = [await jetstream_work_queue(cfg["nats"], n, cfg["workers"], cfg["producers"]) for _ in range(3)]
+        rounds = []
+        for _ in range(3):
+            meter = CpuMeter(cfg)
+            rounds.append(await jetstream_work_queue(cfg["nats"], n, cfg["workers"], cfg["producers"]))
+            # The baseline's own cost: the client and the nats-server (not the idle Loom server beside them).
+            cpu = meter.split()
+            rounds[-1]["cpu"] = {**cpu, "total": cpu["client"] + cpu["nats"]}
         out["jetstream"] = sorted(rounds, key=lambda r: r["per_second"])[1]
     return out
 
@@ -324,6 +355,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 "grpc": [i.grpc_address("tasks") for i in instances],
                 "http": [i.base_url for i in instances],
                 "nats": nats.url,
+                "nats_pid": nats.proc.pid if nats.proc is not None else 0,
+                "server_pid": os.getpid(),
                 "token": token,
                 "namespace": "main",
                 "replicas": args.replicas,
@@ -380,6 +413,13 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         base = (await run_client({**cfg, "phase": "baseline"}))["jetstream"]
                         runs[-1]["jetstream_after"] = base["per_second"]
                         runs[-1]["jetstream_per_second"] = (runs[-1]["jetstream_before"] + base["per_second"]) / 2
+                        # The same comparison in CPU (this client, the Loom server, the nats-server):
+                        # lifecycles per CPU second over messages per CPU second. On a machine this
+                        # shared, throughput follows the CPU share a process gets; this does not.
+                        lc, bc = runs[-1]["cpu"], base["cpu"]
+                        runs[-1]["cpu_ms_per_lifecycle"] = lc["total"] * 1000 / runs[-1]["lifecycles"]
+                        runs[-1]["jetstream_cpu_ms_per_message"] = bc["total"] * 1000 / base["messages"]
+                        runs[-1]["ratio_cpu"] = runs[-1]["jetstream_cpu_ms_per_message"] / runs[-1]["cpu_ms_per_lifecycle"]
                 wakes = [(await run_client({**cfg, "door": doors[0], "phase": "wake", "wake_replicas": 1}))["wake"]]
                 if args.replicas > 1:
                     wakes.append((await run_client({**cfg, "door": doors[0], "phase": "wake", "wake_replicas": 2}))["wake"])
@@ -405,6 +445,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         # The headline: the best batched run over the baseline; unbatched beside it.
         "ratio": max(r["ratio"] for r in batched),
         "ratio_unbatched": max((r["ratio"] for r in runs if r["batch"] == 1), default=0.0),
+        "ratio_cpu": max(r["ratio_cpu"] for r in batched),
+        "ratio_cpu_unbatched": max((r["ratio_cpu"] for r in runs if r["batch"] == 1), default=0.0),
         "checked": all(r["checked"] for r in runs),
     }
     if seen_statements is not None:
@@ -452,7 +494,10 @@ def report(r: dict[str, Any]) -> str:
         mode = "unbatched" if x["batch"] == 1 else f"batch {x['batch']}"
         lines.append(
             f"loom {x['door']:4s} {mode:9s}: {x['per_second']:7.0f} lifecycles/s  jetstream {x['jetstream_before']:5.0f}|{x['jetstream_after']:5.0f} msg/s  "
-            f"ratio {x['ratio']:.3f}  load {x['loadavg']:.1f}  "
+            f"ratio {x['ratio']:.3f}  load {x['loadavg']:.1f}  CPU/lifecycle {x['cpu_ms_per_lifecycle']:.2f} ms "
+            f"(client {x['cpu']['client'] * 1000 / x['lifecycles']:.2f}, server {x['cpu']['server'] * 1000 / x['lifecycles']:.2f}, "
+            f"nats {x['cpu']['nats'] * 1000 / x['lifecycles']:.2f}) vs {x['jetstream_cpu_ms_per_message']:.3f} ms/msg: "
+            f"ratio_cpu {x['ratio_cpu']:.3f}  "
             f"({x['seconds']:.2f} s, each completed once: {x['checked']}; server {x['server_cpu_ms_per_lifecycle']:.2f} ms CPU/lifecycle, "
             f"{x['state_writes_per_projection_batch']:.0f} writes per projection batch)"
         )
@@ -460,6 +505,7 @@ def report(r: dict[str, Any]) -> str:
         where = "across replicas" if wk["across_replicas"] else "same replica"
         lines.append(f"wake latency ({where}): p50 {wk['p50_ms']:.1f} ms, p99 {wk['p99_ms']:.1f} ms over {wk['rounds']} rounds")
     lines.append(f"ratio (best batched) {r['ratio']:.3f}; unbatched {r['ratio_unbatched']:.3f}")
+    lines.append(f"ratio_cpu (best batched) {r['ratio_cpu']:.3f}; unbatched {r['ratio_cpu_unbatched']:.3f}")
     if "store_statements" in r:
         lines += ["store statements during the last lifecycle run (count, seconds):"]
         lines += [f"  {v['count']:6d} {v['seconds']:8.2f}  {k}" for k, v in r["store_statements"].items()]
