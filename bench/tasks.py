@@ -19,7 +19,10 @@ drives it from a separate client process (so the client does not share the serve
 - the baseline, against the same nats-server: a file-backed work-queue stream, `-p` producers
   publishing `-n` messages (each publish acked by the server), `-w` workers each looping
   fetch(1) -> ack_sync (acked by the server): publish -> pull -> ack, Loom's lifecycle without
-  Loom. The ratio is Loom's lifecycles/s over the baseline's messages/s.
+  Loom, measured right before and right after each Loom run. A run's `ratio` is Loom's
+  lifecycles/s over the mean of those two baselines' messages/s; its `ratio_cpu` the same in CPU
+  (this client + the Loom server + the nats-server per lifecycle, against client + nats-server
+  per message), which a shared machine's load moves much less.
 """
 
 from __future__ import annotations
