@@ -352,6 +352,33 @@ async def ledger_cost(ledger: Any, store: Any, rows: int = 20000) -> dict[str, f
     return {"record_us": record_us, "insert_us": insert_us, "total_us": record_us + insert_us}
 
 
+async def bench_ledger(rounds: int) -> dict[str, Any]:
+    """The ledger's cost per call alone (`--ledger-only N`): N rounds of `ledger_cost` on an
+    embedded instance's own ledger and store, with the load average beside each."""
+    from loom_core.bus import NatsServer
+    from loom_core.store.embedded import EmbeddedStore
+    from loom_runner.embedded import start_instance
+
+    out: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="loom-bench-") as tmp:
+        data = Path(tmp)
+        settings = bench_settings(data, "loom_bench_ledger")
+        async with NatsServer(data / "nats") as nats:
+            store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
+            inst = await start_instance(
+                settings, store=store, nats_url=nats.url, name="bench", only_planes={"identity"}, transport="inproc"
+            )
+            try:
+                await ledger_cost(inst.runtime.ledger, inst.runtime.store, rows=2000)  # warm-up
+                for _ in range(rounds):
+                    cost = await ledger_cost(inst.runtime.ledger, inst.runtime.store)
+                    out.append({**{k: round(v, 1) for k, v in cost.items()}, "loadavg": os.getloadavg()[0]})
+            finally:
+                await inst.stop()
+                await store.close()
+    return {"machine": machine(), "ledger_per_call": out}
+
+
 async def _spawn(*argv: str) -> tuple[asyncio.subprocess.Process, dict[str, Any]]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, __file__, *argv, stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.PIPE
@@ -498,6 +525,7 @@ def main() -> int:
     p.add_argument("--client", choices=["auto", "wrk", "python"], default="auto", help="load generator (auto: wrk when installed)")
     p.add_argument("--no-cluster", action="store_true", help="skip the two-process cluster measurement")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--ledger-only", type=int, default=0, metavar="ROUNDS", help="measure only the ledger's cost per call, ROUNDS times")
     p.add_argument("--profile", action="store_true", help="cProfile the server process during the embedded Loom rounds")
     p.add_argument("--profile-sort", default="tottime")
     p.add_argument("--profile-lines", type=int, default=35)
@@ -520,6 +548,9 @@ def main() -> int:
         return 0
     if args.client == "auto":
         args.client = "wrk" if shutil.which("wrk") else "python"
+    if args.ledger_only:
+        print(json.dumps(uvloop.run(bench_ledger(args.ledger_only)), indent=2))
+        return 0
     # The servers run on uvloop, as `loom up` runs them; the baseline shares the same loop.
     result = uvloop.run(bench(args))
     print(json.dumps(result, indent=2) if args.json else report(result))

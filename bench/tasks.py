@@ -19,7 +19,10 @@ drives it from a separate client process (so the client does not share the serve
 - the baseline, against the same nats-server: a file-backed work-queue stream, `-p` producers
   publishing `-n` messages (each publish acked by the server), `-w` workers each looping
   fetch(1) -> ack_sync (acked by the server): publish -> pull -> ack, Loom's lifecycle without
-  Loom. The ratio is Loom's lifecycles/s over the baseline's messages/s.
+  Loom, measured right before and right after each Loom run. A run's `ratio` is Loom's
+  lifecycles/s over the mean of those two baselines' messages/s; its `ratio_cpu` the same in CPU
+  (this client + the Loom server + the nats-server per lifecycle, against client + nats-server
+  per message), which a shared machine's load moves much less.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import cProfile
 import io
 import json
 import logging
+import os
 import pstats
 import statistics
 import sys
@@ -238,6 +242,29 @@ async def jetstream_work_queue(url: str, n: int, workers: int, producers: int) -
     return {"messages": done, "seconds": elapsed, "per_second": done / elapsed}
 
 
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far, from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU seconds of this process, the Loom server process and the nats-server, over a stretch."""
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self.pids = [cfg["server_pid"], cfg["nats_pid"]]
+        self.start = [time.process_time(), *(proc_cpu(p) for p in self.pids)]
+
+    def split(self) -> dict[str, float]:
+        now = [time.process_time(), *(proc_cpu(p) for p in self.pids)]
+        client, server, nats = (b - a for a, b in zip(self.start, now, strict=True))
+        return {"client": client, "server": server, "nats": nats, "total": client + server + nats}
+
+
 async def _client(cfg: dict[str, Any]) -> dict[str, Any]:
     door: Any = (
         GrpcDoor(cfg["grpc"], cfg["token"], cfg["namespace"])
@@ -248,14 +275,27 @@ async def _client(cfg: dict[str, Any]) -> dict[str, Any]:
     try:
         if cfg["phase"] == "lifecycles":
             await loom_lifecycles(door, cfg["replicas"], cfg["warmup"], cfg["workers"], cfg["producers"], cfg["batch"])
+            meter = CpuMeter(cfg)
             out["loom"] = await loom_lifecycles(door, cfg["replicas"], cfg["n"], cfg["workers"], cfg["producers"], cfg["batch"])
+            out["loom"]["cpu"] = meter.split()
         if cfg["phase"] == "wake":
             out["wake"] = await loom_wake(door, cfg["wake_replicas"], cfg["wake"])
     finally:
         await door.close()
     if cfg["phase"] == "baseline":
         await jetstream_work_queue(cfg["nats"], min(cfg["warmup"], 500), cfg["workers"], cfg["producers"])
-        out["jetstream"] = await jetstream_work_queue(cfg["nats"], cfg["n"], cfg["workers"], cfg["producers"])
+        # Three measured rounds, the median reported: one round of a few hundred messages lasts
+        # a fraction of a second, so one neighbour's burst on the machine would decide it.
+        # At least 3,000 messages a round (about a second): a shorter round measures start-up and bursts.
+        n = max(cfg["n"], 3000)
+        rounds = []
+        for _ in range(3):
+            meter = CpuMeter(cfg)
+            rounds.append(await jetstream_work_queue(cfg["nats"], n, cfg["workers"], cfg["producers"]))
+            # The baseline's own cost: the client and the nats-server (not the idle Loom server beside them).
+            cpu = meter.split()
+            rounds[-1]["cpu"] = {**cpu, "total": cpu["client"] + cpu["nats"]}
+        out["jetstream"] = sorted(rounds, key=lambda r: r["per_second"])[1]
     return out
 
 
@@ -318,6 +358,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 "grpc": [i.grpc_address("tasks") for i in instances],
                 "http": [i.base_url for i in instances],
                 "nats": nats.url,
+                "nats_pid": nats.proc.pid if nats.proc is not None else 0,
+                "server_pid": os.getpid(),
                 "token": token,
                 "namespace": "main",
                 "replicas": args.replicas,
@@ -329,8 +371,10 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 "wake": args.wake,
             }
             tasks_planes = [next(p for p in i.planes if p.name == "tasks") for i in instances]
-            profiler = cProfile.Profile() if args.profile else None
+            # CPU time of the event loop's thread (not wall time, which the shared machine inflates).
+            profiler = cProfile.Profile(time.thread_time) if args.profile else None
             runs: list[dict[str, Any]] = []
+            base: dict[str, Any] | None = None
             seen_statements: dict[str, list[float]] | None = None
             try:
                 for door in doors:
@@ -339,6 +383,11 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         batches0 = sum(p.projector.batches for p in tasks_planes)  # type: ignore[attr-defined]
                         if statements is not None:
                             statements.clear()
+                        # The baseline right before and right after each Loom run: the run's ratio is
+                        # against their mean, so the machine's load (shared, changing by the minute)
+                        # hits both sides alike.
+                        if base is None:
+                            base = (await run_client({**cfg, "phase": "baseline"}))["jetstream"]
                         if profiler:
                             profiler.enable()
                         cpu0, loop0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
@@ -354,6 +403,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                             {
                                 **loom,
                                 "door": door,
+                                "jetstream_before": base["per_second"],
+                                "loadavg": os.getloadavg()[0],
                                 "state_writes_per_projection_batch": applied / max(flushes, 1),
                                 # CPU of the server process (every thread) while the client ran.
                                 "server_cpu_ms_per_lifecycle": cpu * 1000 / (args.tasks + args.warmup),
@@ -362,10 +413,19 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                                 "server_loop_cpu_ms_per_lifecycle": loop_cpu * 1000 / (args.tasks + args.warmup),
                             }
                         )
+                        base = (await run_client({**cfg, "phase": "baseline"}))["jetstream"]
+                        runs[-1]["jetstream_after"] = base["per_second"]
+                        runs[-1]["jetstream_per_second"] = (runs[-1]["jetstream_before"] + base["per_second"]) / 2
+                        # The same comparison in CPU (this client, the Loom server, the nats-server):
+                        # lifecycles per CPU second over messages per CPU second. On a machine this
+                        # shared, throughput follows the CPU share a process gets; this does not.
+                        lc, bc = runs[-1]["cpu"], base["cpu"]
+                        runs[-1]["cpu_ms_per_lifecycle"] = lc["total"] * 1000 / runs[-1]["lifecycles"]
+                        runs[-1]["jetstream_cpu_ms_per_message"] = bc["total"] * 1000 / base["messages"]
+                        runs[-1]["ratio_cpu"] = runs[-1]["jetstream_cpu_ms_per_message"] / runs[-1]["cpu_ms_per_lifecycle"]
                 wakes = [(await run_client({**cfg, "door": doors[0], "phase": "wake", "wake_replicas": 1}))["wake"]]
                 if args.replicas > 1:
                     wakes.append((await run_client({**cfg, "door": doors[0], "phase": "wake", "wake_replicas": 2}))["wake"])
-                base = (await run_client({**cfg, "phase": "baseline"}))["jetstream"]
             finally:
                 for inst in reversed(instances):
                     try:
@@ -373,8 +433,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     except Exception:  # noqa: BLE001 - a stuck shutdown does not spoil the figures
                         logging.warning("an instance did not stop in time")
                 await store.close()
-    for r in runs:
-        r["ratio"] = r["per_second"] / base["per_second"]
+    for run in runs:
+        run["ratio"] = run["per_second"] / run["jetstream_per_second"]
     batched = [r for r in runs if r["batch"] > 1] or runs
     result: dict[str, Any] = {
         "machine": machine(),
@@ -384,10 +444,12 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "producers": args.producers,
         "runs": runs,
         "wake": wakes,
-        "jetstream": base,
+        "jetstream": base,  # the last run's baseline; each run carries its own
         # The headline: the best batched run over the baseline; unbatched beside it.
         "ratio": max(r["ratio"] for r in batched),
         "ratio_unbatched": max((r["ratio"] for r in runs if r["batch"] == 1), default=0.0),
+        "ratio_cpu": max(r["ratio_cpu"] for r in batched),
+        "ratio_cpu_unbatched": max((r["ratio_cpu"] for r in runs if r["batch"] == 1), default=0.0),
         "checked": all(r["checked"] for r in runs),
     }
     if seen_statements is not None:
@@ -398,6 +460,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         s = io.StringIO()
         pstats.Stats(profiler, stream=s).sort_stats(args.profile_sort).print_stats(args.profile_lines)
         result["profile"] = s.getvalue()
+        if args.profile_out:
+            profiler.dump_stats(args.profile_out)
     return result
 
 
@@ -424,16 +488,19 @@ def _count_statements(store: Any) -> dict[str, list[float]]:
 
 
 def report(r: dict[str, Any]) -> str:
-    js = r["jetstream"]
     lines = [
         f"machine: {r['machine']}",
         f"{r['tasks']} tasks, {r['producers']} producers, {r['workers']} workers, {r['replicas']} replica(s)",
-        f"jetstream work queue (publish -> fetch -> ack): {js['per_second']:6.0f} msg/s ({js['seconds']:.2f} s)",
+        "each run's ratio is against the jetstream work queue (publish -> fetch -> ack) measured right before and after it",
     ]
     for x in r["runs"]:
         mode = "unbatched" if x["batch"] == 1 else f"batch {x['batch']}"
         lines.append(
-            f"loom {x['door']:4s} {mode:9s}: {x['per_second']:7.0f} lifecycles/s  ratio {x['ratio']:.3f}  "
+            f"loom {x['door']:4s} {mode:9s}: {x['per_second']:7.0f} lifecycles/s  jetstream {x['jetstream_before']:5.0f}|{x['jetstream_after']:5.0f} msg/s  "
+            f"ratio {x['ratio']:.3f}  load {x['loadavg']:.1f}  CPU/lifecycle {x['cpu_ms_per_lifecycle']:.2f} ms "
+            f"(client {x['cpu']['client'] * 1000 / x['lifecycles']:.2f}, server {x['cpu']['server'] * 1000 / x['lifecycles']:.2f}, "
+            f"nats {x['cpu']['nats'] * 1000 / x['lifecycles']:.2f}) vs {x['jetstream_cpu_ms_per_message']:.3f} ms/msg: "
+            f"ratio_cpu {x['ratio_cpu']:.3f}  "
             f"({x['seconds']:.2f} s, each completed once: {x['checked']}; server {x['server_cpu_ms_per_lifecycle']:.2f} ms CPU/lifecycle, "
             f"{x['state_writes_per_projection_batch']:.0f} writes per projection batch)"
         )
@@ -441,6 +508,7 @@ def report(r: dict[str, Any]) -> str:
         where = "across replicas" if wk["across_replicas"] else "same replica"
         lines.append(f"wake latency ({where}): p50 {wk['p50_ms']:.1f} ms, p99 {wk['p99_ms']:.1f} ms over {wk['rounds']} rounds")
     lines.append(f"ratio (best batched) {r['ratio']:.3f}; unbatched {r['ratio_unbatched']:.3f}")
+    lines.append(f"ratio_cpu (best batched) {r['ratio_cpu']:.3f}; unbatched {r['ratio_cpu_unbatched']:.3f}")
     if "store_statements" in r:
         lines += ["store statements during the last lifecycle run (count, seconds):"]
         lines += [f"  {v['count']:6d} {v['seconds']:8.2f}  {k}" for k, v in r["store_statements"].items()]
@@ -466,6 +534,7 @@ def main() -> int:
     p.add_argument("--store-stats", action="store_true", help="count the store statements of the lifecycle run")
     p.add_argument("--profile-sort", default="tottime")
     p.add_argument("--profile-lines", type=int, default=40)
+    p.add_argument("--profile-out", metavar="FILE", help="also write the cProfile stats to FILE (for pstats / snakeviz)")
     p.add_argument("--client", metavar="CONFIG", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.client:

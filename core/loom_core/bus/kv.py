@@ -15,7 +15,6 @@ creates a stream or updates its config (the same call on every replica).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +22,7 @@ import nats.js.errors
 from nats.js.api import StreamConfig
 from nats.js.client import JetStreamContext
 
+from .. import fastjson
 from ..errors import ErrorCode, Unavailable
 
 EXPECTED_LAST = "Nats-Expected-Last-Subject-Sequence"
@@ -105,4 +105,4 @@ async def create_if_absent(
 
 
 def dumps(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), default=str).encode()
+    return fastjson.dumps(value)

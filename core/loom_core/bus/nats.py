@@ -24,6 +24,7 @@ from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 
 from ..errors import ErrorCode, Unavailable
+from . import headers
 
 if TYPE_CHECKING:
     from .layout import Consumer
@@ -149,6 +150,7 @@ async def connect_bus(url: str, name: str = "loom", *, user: str = "", password:
     broker = make_broker(servers if len(servers) > 1 else url, name=name, user=user, password=password)
     try:
         nc = await broker.connect()
+        headers.install(nc)
         await broker.start()
     except Exception as exc:
         raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "cannot reach the bus") from exc

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -15,6 +14,7 @@ from typing import Any, ClassVar
 
 import chdb
 
+from .. import fastjson
 from .base import StoreError, check_table, check_token
 
 log = logging.getLogger(__name__)
@@ -115,13 +115,13 @@ class EmbeddedStore:
 
     async def query(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         text = await self._call(sql, params, "JSONEachRow")
-        return [json.loads(line) for line in text.splitlines() if line]
+        return [fastjson.loads(line) for line in text.splitlines() if line]
 
     async def insert(self, table: str, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None) -> None:
         if not rows:
             return
         settings = f" SETTINGS insert_deduplication_token='{check_token(dedup_token)}'" if dedup_token else ""
-        body = "\n".join(json.dumps(r, default=str, separators=(",", ":")) for r in rows)
+        body = b"\n".join(fastjson.dumps(r) for r in rows).decode()
         # Row data travels in the format's payload, parsed by ClickHouse's JSON reader, never as SQL.
         if self._closed:
             raise StoreError("the store is closed")

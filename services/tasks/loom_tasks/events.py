@@ -27,11 +27,11 @@ core NATS subjects outside the stream, and outside what the auth callout lets ag
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from typing import Any
 
+from loom_core import fastjson
 from loom_core.bus import Bus
 from loom_core.errors import ErrorCode, Unavailable
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
@@ -135,7 +135,7 @@ class EventPublisher:
     async def publish(self, event: dict[str, Any]) -> int:
         """The event's stream sequence. Retries briefly; 503 when the stream does not answer."""
         subject = event_subject(event["org"], event["namespace"], event["inbox"], event["kind"])
-        body = json.dumps(event, separators=(",", ":"), default=str).encode()
+        body = fastjson.dumps(event)
         headers = {"Nats-Msg-Id": event["event_id"]}
         last: Exception | None = None
         for attempt in range(3):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -32,6 +33,8 @@ from ..store.truth import TaskTruth, WrongRevision
 log = logging.getLogger(__name__)
 
 MUTATE_ATTEMPTS = 50
+#: Tasks in progress whose last write this replica made, remembered for the holder's next write.
+HELD_CACHE = 20_000
 
 
 class Skip(Exception):
@@ -61,6 +64,11 @@ class Engine:
         self.truth = truth
         self.projection = projection
         self.waker = waker
+        # The row (with its revision) of each task in progress whose last write this replica
+        # made: a fenced write from the holder is decided on it and written at its revision, so
+        # it needs no read first. A stale entry costs nothing but a retry: the compare-and-set
+        # at its revision fails, the entry goes, and the write reads the truth.
+        self._held: OrderedDict[tuple[str, str], TaskRow] = OrderedDict()
 
     # --- reading
 
@@ -75,15 +83,36 @@ class Engine:
             row.rev = st.rev if st is not None else 0
         return row
 
+    def held(self, org: str, task_id: str) -> TaskRow | None:
+        """A copy of the task as this replica last wrote it while in progress (with its
+        revision), or None. Only for writes that compare-and-set at that revision."""
+        row = self._held.get((org, task_id))
+        return row.copy() if row is not None else None
+
+    def _remember(self, row: TaskRow) -> None:
+        key = (row.org, row.task_id)
+        if row.status == model.IN_PROGRESS:
+            self._held[key] = row
+            self._held.move_to_end(key)
+            if len(self._held) > HELD_CACHE:
+                self._held.popitem(last=False)
+        else:
+            self._held.pop(key, None)
+
     # --- writing
 
     async def _write(self, change: Change, last: int, before: TaskRow | None) -> Committed:
         row = change.row
         event = ev.build(row, change.event, at=row.updated_at, data=change.data, actor=change.actor, actor_agent=change.actor_agent)
-        rev = await self.truth.write(row, event, last)
+        try:
+            rev = await self.truth.write(row, event, last)
+        except WrongRevision:
+            self._held.pop((row.org, row.task_id), None)
+            raise
         row.rev = rev
         if row.status == model.IN_PROGRESS and not row.fence:
             row.fence = rev
+        self._remember(row)
         await self._wake(row, before)
         return Committed(row, event)
 
@@ -115,8 +144,13 @@ class Engine:
 
     async def touch(self, row: TaskRow) -> int:
         """A write that is no transition (a heartbeat): same version, no event. WrongRevision on a race."""
-        rev = await self.truth.write(row, None, row.rev)
+        try:
+            rev = await self.truth.write(row, None, row.rev)
+        except WrongRevision:
+            self._held.pop((row.org, row.task_id), None)
+            raise
         row.rev = rev
+        self._remember(row)
         return rev
 
     async def claim(self, row: TaskRow, actor: Actor, lease_seconds: int, now: float) -> Committed | None:

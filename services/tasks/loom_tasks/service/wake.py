@@ -16,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from loom_core import fastjson
 from loom_core.bus import Bus
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -32,6 +33,7 @@ from ..events import WAKE_PREFIX, wake_subject
 log = logging.getLogger(__name__)
 
 QUERY_LIMIT = 200
+_ROW_FIELDS = tuple(f.name for f in dataclasses.fields(TaskRow))
 IDLE_QUEUE_SECONDS = 120.0
 Loader = Callable[[str, str, Sequence[str], int], Awaitable[list[TaskRow]]]
 
@@ -119,6 +121,14 @@ class WakeHub:
         self.poll_seconds = poll_seconds
         self.queues: dict[tuple[str, str], InboxQueue] = {}
         self._sub: Subscription | None = None
+        # Wake-ups made in one turn of the event loop (a batch's creates or claims) leave as one
+        # message per inbox, after that turn: no later than one sent alone would.
+        self._pending: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._flushing: asyncio.Task[None] | None = None
+        # Our own messages come back to us (we subscribe to every inbox's wake-ups) and were
+        # applied locally already: each starts with this replica's mark and is skipped unread.
+        self._mark = secrets.token_hex(6)
+        self._prefix = f'{{"src":"{self._mark}"'.encode()
 
     async def start(self) -> None:
         if self.bus is not None:
@@ -166,26 +176,36 @@ class WakeHub:
         """The task is todo (again): wake pulls on every replica, handing them the row and its
         lease row's revision."""
         self._local(row.org, row.inbox, lambda q: q.offer(row, revision))
-        wire = {f.name: getattr(row, f.name) for f in dataclasses.fields(row)}
-        await self._publish(row.org, row.inbox, {"op": "ready", "row": wire, "rev": revision})
+        wire = {f: getattr(row, f) for f in _ROW_FIELDS}
+        self._send(row.org, row.inbox, {"op": "ready", "row": wire, "rev": revision})
 
     async def gone(self, org: str, inbox: str, task_id: str, version: int) -> None:
         """The task left todo (claimed, cancelled, …): forget it everywhere."""
         self._local(org, inbox, lambda q: q.drop(task_id, version))
-        await self._publish(org, inbox, {"op": "gone", "task_id": task_id, "version": version})
+        self._send(org, inbox, {"op": "gone", "task_id": task_id, "version": version})
 
     def _local(self, org: str, inbox: str, fn: Callable[[InboxQueue], None]) -> None:
         q = self.queues.get((org, inbox))
         if q is not None:
             fn(q)
 
-    async def _publish(self, org: str, inbox: str, body: dict[str, Any]) -> None:
+    def _send(self, org: str, inbox: str, op: dict[str, Any]) -> None:
         if self.bus is None:
             return
-        try:
-            await self.bus.nc.publish(wake_subject(org, inbox), json.dumps(body, separators=(",", ":"), default=str).encode())
-        except Exception:  # noqa: BLE001 - a lost wake-up costs one poll interval, never a task
-            log.debug("wake-up not published")
+        self._pending.setdefault((org, inbox), []).append(op)
+        if self._flushing is None:
+            self._flushing = asyncio.get_running_loop().create_task(self._flush())
+
+    async def _flush(self) -> None:
+        """Runs one loop turn after the first pending wake-up: every inbox's wake-ups, one message each."""
+        pending, self._pending, self._flushing = self._pending, {}, None
+        if self.bus is None:
+            return
+        for (org, inbox), ops in pending.items():
+            try:
+                await self.bus.nc.publish(wake_subject(org, inbox), fastjson.dumps({"src": self._mark, "ops": ops}))
+            except Exception:  # noqa: BLE001 - a lost wake-up costs one poll interval, never a task
+                log.debug("wake-up not published")
 
     async def _on_msg(self, msg: Msg) -> None:
         parts = msg.subject.split(".")
@@ -194,11 +214,14 @@ class WakeHub:
         q = self.queues.get((parts[2], parts[3]))
         if q is None:
             return  # nobody here pulls this inbox
+        if msg.data.startswith(self._prefix):
+            return  # ours: applied when it was sent
         try:
-            body = json.loads(msg.data)
-            if body.get("op") == "ready":
-                q.offer(TaskRow(**body["row"]), int(body.get("rev") or 0))
-            elif body.get("op") == "gone":
-                q.drop(str(body["task_id"]), int(body["version"]))
+            body = fastjson.loads(msg.data)
+            for op in body.get("ops", [body]):
+                if op.get("op") == "ready":
+                    q.offer(TaskRow(**op["row"]), int(op.get("rev") or 0))
+                elif op.get("op") == "gone":
+                    q.drop(str(op["task_id"]), int(op["version"]))
         except (ValueError, KeyError, TypeError):
             log.debug("bad wake-up message")

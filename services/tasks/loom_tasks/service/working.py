@@ -174,11 +174,18 @@ class WorkingOps:
 
     # --- fenced writes -------------------------------------------------------------------------
 
-    async def _held(self, ctx: CallContext, task_id: str, fence: int) -> tuple[TaskRow, Actor]:
+    async def _held(self, ctx: CallContext, task_id: str, fence: int, *, remembered: bool = False) -> tuple[TaskRow, Actor]:
         """The task a fenced write acts on, read from its state on NATS, or the refusal: 404,
-        403, 409 TASK_TERMINAL, 409 TASK_FENCE_STALE."""
+        403, 409 TASK_TERMINAL, 409 TASK_FENCE_STALE. `remembered`: the caller writes by
+        compare-and-set at the row's revision, so the row this replica last wrote under this
+        fence serves (no read); anything else (no such row, another fence) reads the truth."""
         v.task_id(task_id)
         v.fence(fence)
+        if remembered:
+            mine = self.d.engine.held(ctx.org, task_id)
+            if mine is not None and mine.fence == fence:
+                actor = await self.d.access.owner(ctx, mine)
+                return mine, actor
         row = await self.d.engine.current(ctx.org, task_id)
         if row is None:
             raise no_task(task_id)
@@ -188,7 +195,7 @@ class WorkingOps:
 
     async def heartbeat(self, ctx: CallContext, task_id: str, fence: int, lease_seconds: int) -> tuple[int, float]:
         for _ in range(20):
-            row, _actor = await self._held(ctx, task_id, fence)
+            row, _actor = await self._held(ctx, task_id, fence, remembered=True)
             lease = v.lease_seconds(lease_seconds, row.lease_seconds or model.DEFAULT_LEASE_SECONDS)
             expires = time.time() + lease
             try:
@@ -214,7 +221,7 @@ class WorkingOps:
 
     async def _fenced(self, ctx: CallContext, task_id: str, fence: int, move: Any, *, with_inbox: bool = False) -> TaskRow:
         """A state change by the claim's holder: the fence checked against the task's state."""
-        first, actor = await self._held(ctx, task_id, fence)
+        first, actor = await self._held(ctx, task_id, fence, remembered=True)
         inbox = await self.d.directory.inbox(ctx.org, first.inbox) if with_inbox else None
 
         def decide(row: TaskRow) -> transitions.Change:

@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from loom_core import fastjson
 from loom_core.store import Store
 
 from ..domain.model import TERMINAL, TaskRow
@@ -32,12 +33,12 @@ def to_store(row: TaskRow, rev: int) -> dict[str, Any]:
         d[c] = None if t is None else t  # JSONEachRow reads a float as seconds
     d["rev"] = rev
     doc = {f: getattr(row, f) for f in row.__dataclass_fields__ if f != "rev"}
-    d["doc"] = json.dumps(doc, separators=(",", ":"), default=str)
+    d["doc"] = fastjson.dumps_str(doc)
     return d
 
 
 def from_store(d: dict[str, Any]) -> TaskRow:
-    doc = json.loads(d["doc"])
+    doc = fastjson.loads(d["doc"])
     row = TaskRow(**{k: v for k, v in doc.items() if k in TaskRow.__dataclass_fields__})
     row.rev = int(d.get("rev") or 0)
     if d.get("created_us") is not None:
@@ -60,7 +61,7 @@ def event_row(event: dict[str, Any], at: float) -> dict[str, Any]:
         "reason": event.get("reason", ""),
         "task_kind": event.get("task_kind", ""),
         "title": event.get("title", ""),
-        "data": json.dumps(event.get("data") or {}, separators=(",", ":"), default=str),
+        "data": fastjson.dumps_str(event.get("data") or {}),
         "version": event["version"],
         "at": at,
     }
