@@ -106,6 +106,8 @@ class Bus:
                 kwargs["deliver_policy"] = consumer.deliver_policy
             if consumer.pull_batch:
                 kwargs["pull_sub"] = PullSub(batch_size=consumer.pull_batch, timeout=consumer.pull_timeout_seconds)
+            if consumer.ordered:
+                kwargs["ordered_consumer"] = True
         if consumer.max_workers > 1:
             kwargs["max_workers"] = consumer.max_workers
         subscriber = self.broker.subscriber(consumer.subject, **kwargs)
