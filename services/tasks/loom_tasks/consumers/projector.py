@@ -7,8 +7,8 @@ writes are one batch (consumers/batches.py); for each batch, in this order:
    redelivered after a crash is stored once inside the duplicate window); one task's events are
    published in revision order;
 2. the newest row of each task in the batch goes to the ClickHouse projection (`task_state`),
-   its revision as the row version and a digest of the batch's exact sequences as the insert's
-   dedup token;
+   its revision as the row version and a digest of the batch's writes as the insert's dedup
+   token (batch_token);
 3. the writes are acknowledged (each handler returns; the consumer's ack policy acks).
 A crash anywhere in between redelivers the batch, and every step is idempotent, so the
 projection and the event stream converge to the acknowledged state. Tombstones (a finished
@@ -72,10 +72,8 @@ class Projector:
         either fails (nothing is acknowledged here: the caller acks once this returns)."""
         newest: dict[tuple[str, str], truth.State] = {}
         events: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        seqs: list[int] = []
         for m in msgs:
             seq = int(m.metadata.sequence.stream)
-            seqs.append(seq)
             try:
                 st = truth.decode(m.data, seq)
             except (ValueError, TypeError):
@@ -97,14 +95,20 @@ class Projector:
         await asyncio.gather(*(publish(evs) for evs in events.values()))
         rows = [to_store(st.row, st.rev) for st in newest.values() if st.row is not None]
         if rows:
-            await self.projection.write(rows, [], batch_token(seqs))
+            await self.projection.write(rows, [], batch_token(msgs))
         self.applied += len(msgs)
         self.batches += 1
 
 
-def batch_token(seqs: list[int]) -> str:
-    """The projection insert's dedup token: the batch's exact set of stream sequences. (The
-    range and count alone are not enough: after redeliveries two different sets can share them,
-    and the second insert would be dropped as a duplicate.)"""
-    digest = hashlib.blake2b(",".join(map(str, sorted(seqs))).encode(), digest_size=12).hexdigest()
-    return f"proj-{min(seqs)}-{max(seqs)}-{digest}"
+def batch_token(msgs: list[Any]) -> str:
+    """The projection insert's dedup token: a digest of the batch's exact writes (sequence,
+    subject and value of each). The sequence range and count alone are not enough: after
+    redeliveries two different sets of writes can share them, and a stream that starts again
+    (a new NATS deployment, an existing ClickHouse) reuses sequences; either way the second
+    insert would be dropped as a duplicate of the first. A digest of the content drops only an
+    insert of the very same rows."""
+    h = hashlib.blake2b(digest_size=16)
+    for m in sorted(msgs, key=lambda m: int(m.metadata.sequence.stream)):
+        h.update(f"{int(m.metadata.sequence.stream)}\x00{m.subject}\x00{len(m.data)}\x00".encode())
+        h.update(m.data)
+    return f"proj-{h.hexdigest()}"
