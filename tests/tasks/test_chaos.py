@@ -11,11 +11,15 @@ child every few seconds and starts it again. After the run:
 - no task was owned twice (no fence handed out twice, no task completed twice);
 - the task.updates replay of every task has versions 1..n: no gap, no duplicate.
 
-Every wait has a bound: the whole run shares one deadline (RUN_SECONDS), a child that does not
-come up within START_SECONDS fails the test with the tail of its log, and a failure in any of
-the driver's tasks cancels the others (a TaskGroup), so a failure fails rather than hangs. The
-child sends its stdout to its log once it has written its ready line (a pipe nobody reads
-would fill and block the child), and the child dies with this process (PR_SET_PDEATHSIG) if the test is killed.
+Why it could hang before (it hung once in a full-suite run; not reproduced since): a call to a
+child that answered 5xx was retried forever (`retried` had no bound), the readiness wait allowed
+180 s per start and 240 s per call, a failed driver task left its siblings running (a plain
+gather) under a 900 s timeout, and the child's stdout was a pipe nobody read after its first
+line (enough output there blocks the child). Now every wait has a bound: the whole run shares
+one deadline (RUN_SECONDS), a child that does not come up within START_SECONDS fails the test
+with the tail of its log, a failure in any of the driver's tasks cancels the others (a
+TaskGroup), the child sends its stdout to its log once it has written its ready line, and it
+dies with this process (PR_SET_PDEATHSIG) if the test is killed.
 """
 
 from __future__ import annotations
