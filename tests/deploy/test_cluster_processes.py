@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import nats
 import pytest
 
-from .processes import LoomProcess, NatsCluster, account_seed, bootstrap, free_port, loom_env
+from .processes import LoomProcess, NatsCluster, NatsNode, account_seed, bootstrap, free_port, loom_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -198,11 +199,13 @@ async def call_retrying(c: httpx.AsyncClient, op: str, retries: Counter[str], **
     raise AssertionError(f"{op} never answered")
 
 
-# Opt-in (LOOM_FAILOVER=1) until the failure it finds is fixed: since task state moved onto
-# NATS, 2 runs in 3 end with `task.list` (the ClickHouse projection) lacking up to 40 of the
-# 60 acknowledged tasks after the node is killed: the projector falls behind or stalls across
-# the failover (issue #14's closing note). The rest of this module runs always.
+# Opt-in (LOOM_FAILOVER=1) while the loss it finds is open. The node killed here leads the
+# projector's consumer. With the projector on FastStream (batches retried in place), it passed
+# 10 of 11 runs alone (the other hit a 180 s timeout at load 40), the last 5 in a row, but failed inside a full-suite run: `task.list`
+# lacked 41 of the 60 tasks (the ones written after the kill), so the projection still stalls
+# after a failover in some runs; the cause is not found yet (see the branch's report).
 @pytest.mark.skipif(not os.environ.get("LOOM_FAILOVER"), reason="opt-in: set LOOM_FAILOVER=1 (a known failover defect, see the comment)")
+@pytest.mark.timeout(300)  # the cluster's start may fall to this test when it runs alone, on a loaded machine
 async def test_a_nats_node_killed_during_creates_and_completes_loses_no_task_and_does_none_twice(cluster: Cluster) -> None:
     total, kill_at = 60, 20
     retries: Counter[str] = Counter()
@@ -215,8 +218,9 @@ async def test_a_nats_node_killed_during_creates_and_completes_loses_no_task_and
         async def creator() -> None:
             for i in range(total):
                 if i == kill_at:
-                    # The node the planes process is connected to goes away mid-stream.
-                    node = cluster.nats.connected_node("loom-identity-policy-tasks")
+                    # The node leading the projector's consumer goes away mid-stream (the hardest
+                    # case for the projection: its consumer, and often its streams, elect anew).
+                    node = await projector_leader(cluster)
                     node.kill()
                     killed.set()
                 r = await call_retrying(c, "task.create", retries, inbox="storm", kind="chore", title=f"t{i}", idempotency_key=f"key-{i}")
@@ -240,7 +244,7 @@ async def test_a_nats_node_killed_during_creates_and_completes_loses_no_task_and
                         if got.json()["task"]["status"] == "done":
                             completed[task["task_id"]] += 1
 
-        await asyncio.wait_for(asyncio.gather(creator(), worker()), 120)
+        await asyncio.wait_for(asyncio.gather(creator(), worker()), 200)
         assert killed.is_set()
         listed = await ok(c, "task.list", inbox="storm", limit=500)
         # task.history is filled from the event stream by a batching consumer: wait until each
@@ -268,6 +272,17 @@ async def history_through_done(c: httpx.AsyncClient, task_id: str, retries: Coun
         if any(e["kind"] == "done" for e in events) or asyncio.get_running_loop().time() > deadline:
             return events
         await asyncio.sleep(0.2)
+
+
+async def projector_leader(cluster: Cluster) -> NatsNode:
+    """The node leading the task projector's durable consumer (LOOM_TASK_STATE)."""
+    conn = await nats.connect(cluster.nats.urls.split(","), user=INTERNAL_USER, password=INTERNAL_PASSWORD)
+    try:
+        info = await conn.jetstream().consumer_info("LOOM_TASK_STATE", "loom-task-projector")
+    finally:
+        await conn.close()
+    assert info.cluster is not None and info.cluster.leader, info
+    return next(n for n in cluster.nats.nodes if n.name == info.cluster.leader)
 
 
 def _rss_mb(p: LoomProcess) -> int:

@@ -1,11 +1,13 @@
 """A Loom replica in a process of its own, for the chaos test to kill -9: its own data dir (chDB
 allows one process per data dir), the test's nats-server. Prints one JSON line when serving:
-{"url", "token", "namespace"}; the org and its admin token are made on the first start."""
+{"url", "token", "namespace"}, then sends its stdout to its stderr (its log), so the pipe the test
+read the line from never fills; the org and its admin token are made on the first start."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -25,6 +27,7 @@ async def main(data_dir: Path, nats_url: str) -> None:
         token, _ = await bootstrap_org(inst.runtime.identity, inst.runtime.codec, "chaos", "main", 7200)
         creds.write_text(json.dumps({"token": token, "namespace": "main"}))
     print(json.dumps({"url": inst.base_url, **json.loads(creds.read_text())}), flush=True)
+    os.dup2(2, 1)
     await asyncio.Event().wait()
 
 

@@ -51,6 +51,9 @@ class Consumer:
     pull_batch: int = 0  # > 0: a pull consumer fetching this many at a time
     pull_timeout_seconds: float = 5.0
     max_workers: int = 1
+    #: A JetStream push consumer that is ordered (ephemeral, no acks, recreated by the client
+    #: from the last sequence it saw after a gap or a lost server): a watch. Declare ack=ACK_FIRST.
+    ordered: bool = False
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -58,8 +61,10 @@ class Consumer:
             raise ValueError(f"consumer {self.name}: a core NATS subscription has nothing to ack (declare ack=None)")
         if self.stream is not None and self.ack is None:
             raise ValueError(f"consumer {self.name}: a JetStream consumer declares its ack policy")
-        if self.stream is None and (self.durable or self.pull_batch):
-            raise ValueError(f"consumer {self.name}: durable and pull consumers read a stream")
+        if self.stream is None and (self.durable or self.pull_batch or self.ordered):
+            raise ValueError(f"consumer {self.name}: durable, pull and ordered consumers read a stream")
+        if self.ordered and (self.durable or self.pull_batch or self.ack is not AckPolicy.ACK_FIRST):
+            raise ValueError(f"consumer {self.name}: an ordered consumer is an ephemeral push consumer with nothing to ack (ack=ACK_FIRST)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ names. `bus.close()` stops the broker's consumers and drains the connection.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -102,11 +103,15 @@ class Bus:
             if consumer.durable:
                 kwargs["durable"] = consumer.durable
             if consumer.config is not None:
-                kwargs["config"] = consumer.config
+                # A copy: nats-py writes into the config it is given (deliver subject, an ordered
+                # consumer's restart sequence), and a declaration is shared by every replica.
+                kwargs["config"] = copy.deepcopy(consumer.config)
             if consumer.deliver_policy is not None:
                 kwargs["deliver_policy"] = consumer.deliver_policy
             if consumer.pull_batch:
                 kwargs["pull_sub"] = PullSub(batch_size=consumer.pull_batch, timeout=consumer.pull_timeout_seconds)
+            if consumer.ordered:
+                kwargs["ordered_consumer"] = True
         if consumer.max_workers > 1:
             kwargs["max_workers"] = consumer.max_workers
         subscriber = self.broker.subscriber(consumer.subject, **kwargs)

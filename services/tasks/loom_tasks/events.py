@@ -103,23 +103,27 @@ READ_WAIT_SECONDS = 3.0
 
 async def caught_up(js: JetStreamContext, stream: str, durable: str, wait: float) -> bool:
     """Wait (at most `wait` seconds) until `durable` has acknowledged every message `stream` held
-    when called. False on timeout or when the bus does not answer (readers then read what is there)."""
+    when called. False on timeout (readers then read what is there). A bus that does not answer
+    (a NATS node failing over) is asked again until the deadline, not taken as caught up."""
     deadline = time.monotonic() + wait
-    try:
-        target = int((await js.stream_info(stream)).state.last_seq or 0)
-        delay = 0.002
-        while True:
-            info = await js.consumer_info(stream, durable)
+    target: int | None = None
+    delay = 0.002
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        try:
+            if target is None:
+                target = int((await asyncio.wait_for(js.stream_info(stream), min(left, 1.0))).state.last_seq or 0)
+            info = await js.consumer_info(stream, durable, timeout=min(left, 1.0))
             if info.ack_floor is not None and int(info.ack_floor.stream_seq or 0) >= target:
                 return True
             if not info.num_pending and not info.num_ack_pending:
                 return True  # nothing left to apply (the target itself may have been removed)
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.05)
-    except Exception:  # noqa: BLE001
-        return False
+        except Exception:  # noqa: BLE001 - asked again until the deadline
+            delay = max(delay, 0.05)
+        await asyncio.sleep(min(delay, max(deadline - time.monotonic(), 0)))
+        delay = min(delay * 2, 0.05)
 
 
 class EventPublisher:

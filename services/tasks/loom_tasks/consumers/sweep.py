@@ -2,8 +2,8 @@
 `tasks.sweep`, acting on what comes due in the tasks' state on NATS (the truth, heartbeats
 included), never on the projection.
 
-Every replica watches LOOM_TASK_STATE (an ordered consumer: the last write of every task, then
-each new write) and keeps a due index: for each task, the time its current state next needs the
+Every replica watches LOOM_TASK_STATE (consumers/layout.py SWEEP_WATCH, an ordered consumer on
+the runtime's FastStream broker: the last write of every task, then each new write) and keeps a due index: for each task, the time its current state next needs the
 sweep and the revision that said so —
 - an in_progress task: its lease's expiry (a heartbeat's write moves it);
 - a deferred task: its resume_at;
@@ -27,13 +27,11 @@ import uuid
 from dataclasses import dataclass
 from typing import ClassVar
 
+from faststream.nats.message import NatsMessage
 from loom_core.aio import cancel_and_wait
-from loom_core.bus import Bus, LeaseHeld, LeaseStore
+from loom_core.bus import Bus, Consuming, LeaseHeld, LeaseStore
 from loom_core.bus.leases import Lease
 from loom_core.errors import ErrorCode, LoomError
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
-from nats.js.api import DeliverPolicy
 
 from ..directory import Directory
 from ..domain import model, transitions
@@ -42,6 +40,7 @@ from ..events import PROJECTOR_DURABLE
 from ..service.engine import Engine, Skip
 from ..store import truth
 from ..store.truth import TaskTruth, WrongRevision
+from .layout import SWEEP_WATCH
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +142,7 @@ class Sweeper:
         self.pass_done = asyncio.Event()  # set after each pass (tests wait on it)
         self._lease: Lease | None = None
         self._task: asyncio.Task[None] | None = None
-        self._watch: Subscription | None = None
+        self._watch: Consuming | None = None
 
     async def start(self) -> None:
         if self.enabled and self._task is None:
@@ -154,8 +153,7 @@ class Sweeper:
         await cancel_and_wait(self._task)
         self._task = None
         if self._watch is not None:
-            with contextlib.suppress(Exception):
-                await self._watch.unsubscribe()
+            await self._watch.stop()
             self._watch = None
         if self._lease is not None:
             with contextlib.suppress(Exception):
@@ -165,16 +163,10 @@ class Sweeper:
     # --- the due index ------------------------------------------------------------------------
 
     async def _start_watch(self) -> None:
-        self._watch = await self.bus.js.subscribe(
-            truth.SUBJECTS[0],
-            stream=truth.STREAM,
-            cb=self._on_state,
-            ordered_consumer=True,
-            deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-            inactive_threshold=300.0,
-        )
+        self._watch = await self.bus.consume(SWEEP_WATCH, self._on_state)
 
-    async def _on_state(self, msg: Msg) -> None:
+    async def _on_state(self, message: NatsMessage) -> None:
+        msg = message.raw_message
         ids = truth.split_subject(msg.subject)
         if ids is None:
             return

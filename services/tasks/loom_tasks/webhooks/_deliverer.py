@@ -1,7 +1,9 @@
 """Webhook wake-ups: one signed notice per new event batch per inbox.
 
-A durable JetStream pull consumer on LOOM_TASK_EVENTS, shared by every replica (one consumer,
-so each event is handed to one replica). Events fetched together are grouped by inbox; each
+A durable JetStream pull consumer on LOOM_TASK_EVENTS (WEBHOOKS below) on the runtime's
+FastStream broker, shared by every replica (one consumer, so each event is handed to one
+replica); its ack policy is MANUAL: the handler only hands each event to its inbox's notice and
+returns, and the notice acks its events once delivered or given up on. Events are grouped by inbox; each
 group becomes one notice {org, namespace, inbox, newest_seq, count} and no task content. While
 an inbox's notice is being sent (or retried), events arriving for it are merged into one queued
 notice, so a burst never becomes a burst of POSTs.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import json
 import logging
@@ -31,9 +34,10 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from faststream.nats.message import NatsMessage
+from loom_core.bus import AckPolicy, Consumer, Consuming
 from nats.aio.msg import Msg
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.client import JetStreamContext
+from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from ._config import secret_ref_is_valid, url_problem
 from ._guard import Resolver, system_resolve
@@ -51,6 +55,20 @@ ACK_WAIT_SECONDS = 300.0  # well above the longest a notice can take (attempts x
 MAX_BACKOFF_SECONDS = 30.0
 CONCURRENT_SENDS = 32
 STOP_GRACE_SECONDS = 2.0
+
+WEBHOOKS = Consumer(
+    "task-webhooks",
+    SUBJECTS,
+    stream=STREAM,
+    durable=DURABLE,
+    ack=AckPolicy.MANUAL,  # a notice acks its events once delivered or given up on
+    pull_batch=256,
+    pull_timeout_seconds=1.0,
+    # A first deployment does not wake every inbox for its whole history.
+    deliver_policy=DeliverPolicy.NEW,
+    config=ConsumerConfig(ack_wait=ACK_WAIT_SECONDS, deliver_policy=DeliverPolicy.NEW, max_ack_pending=20_000),
+    description="task events -> one signed wake-up notice per inbox (no task content)",
+)
 
 
 class WebhookLookup(Protocol):
@@ -144,7 +162,7 @@ class WebhookDeliverer:
         self._sends = asyncio.Semaphore(CONCURRENT_SENDS)
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        self._sub: JetStreamContext.PullSubscription | None = None
+        self._consuming: Consuming | None = None
         self.ready = asyncio.Event()  # set once the consumer is bound (tests wait on it)
 
     # --- lifecycle
@@ -162,6 +180,9 @@ class WebhookDeliverer:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
+        if self._consuming is not None:  # no new events first
+            await self._consuming.stop()
+            self._consuming = None
         # A notice in flight gets a moment to finish; one still unfinished is not acked, so the
         # consumer hands its events to a live replica later.
         pending = [slot.task for slot in self._slots.values() if slot.task is not None]
@@ -173,47 +194,23 @@ class WebhookDeliverer:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._slots.clear()
-        if self._sub is not None:
-            # Also drops a cut-off fetch's status reply, which would hold up the bus's drain.
-            with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
-            self._sub = None
 
-    async def _bind(self) -> JetStreamContext.PullSubscription:
-        config = ConsumerConfig(
-            durable_name=self.durable,
-            ack_policy=AckPolicy.EXPLICIT,
-            ack_wait=ACK_WAIT_SECONDS,
-            # A first deployment does not wake every inbox for its whole history.
-            deliver_policy=DeliverPolicy.NEW,
-            max_ack_pending=20_000,
-            filter_subject=SUBJECTS,
-        )
-        return await self.runtime.bus.js.pull_subscribe(SUBJECTS, durable=self.durable, stream=self.stream, config=config)
+    def consumer(self) -> Consumer:
+        return dataclasses.replace(WEBHOOKS, durable=self.durable, stream=self.stream, pull_batch=self.fetch_batch)
 
     async def _run(self) -> None:
-        while not self._stopping:
-            if self._sub is None:
-                try:
-                    self._sub = await self._bind()
-                    self.ready.set()
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - the stream may not exist yet; keep trying
-                    log.debug("webhook consumer not bound yet: %s", type(exc).__name__)
-                    await asyncio.sleep(0.5)
-                    continue
+        while not self._stopping and self._consuming is None:
             try:
-                msgs = await self._sub.fetch(self.fetch_batch, timeout=1.0)
-            except TimeoutError:
-                continue
+                self._consuming = await self.runtime.bus.consume(self.consumer(), self._on_event)
+                self.ready.set()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - a bus hiccup; fetch again shortly
-                log.warning("webhook fetch failed: %s", type(exc).__name__)
+            except Exception as exc:  # noqa: BLE001 - the stream may not exist yet; keep trying
+                log.debug("webhook consumer not bound yet: %s", type(exc).__name__)
                 await asyncio.sleep(0.5)
-                continue
-            self._dispatch(msgs)
+
+    async def _on_event(self, msg: NatsMessage) -> None:
+        self._dispatch([msg.raw_message])
 
     # --- grouping
 

@@ -1,0 +1,73 @@
+"""The tasks plane's consumers of JetStream on the runtime's FastStream broker, declared in one place.
+
+PROJECTOR and HISTORY are durable pull consumers shared by every replica (each message is handed
+to one replica), with explicit acks: NACK_ON_ERROR, so a message is acked when its handler returns, which is after
+its batch is written (consumers/batches.py retries a failed batch in place, so a handler
+returns only then, or is cancelled at shutdown and the message comes back after `ack_wait`).
+SWEEP_WATCH is each replica's own watch of the tasks' state (the sweep's due index): an ordered
+push consumer (ephemeral, nothing to ack, recreated by the client from the last sequence it saw
+when it misses a message or its server goes away). The webhook deliverer's durable consumer is
+declared with the deliverer (webhooks/_deliverer.py). The streams they read are declared by
+their owners (store/truth.py, events.py).
+"""
+
+from __future__ import annotations
+
+from loom_core.bus import AckPolicy, Consumer
+from nats.js.api import AckPolicy as JsAckPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from ..events import HISTORY_DURABLE, PROJECTOR_DURABLE, STREAM, STREAM_SUBJECTS
+from ..store import truth
+
+#: Most writes one fetch hands over (one projection insert, one event-table insert).
+FETCH = 1000
+
+PROJECTOR = Consumer(
+    "task-projector",
+    truth.SUBJECTS[0],
+    stream=truth.STREAM,
+    durable=PROJECTOR_DURABLE,
+    ack=AckPolicy.NACK_ON_ERROR,
+    pull_batch=FETCH,
+    pull_timeout_seconds=1.0,
+    config=ConsumerConfig(
+        durable_name=PROJECTOR_DURABLE,
+        ack_policy=JsAckPolicy.EXPLICIT,
+        ack_wait=10.0,  # a dead replica's writes come back to the others this soon
+        deliver_policy=DeliverPolicy.ALL,
+        max_ack_pending=50_000,
+        filter_subject=truth.SUBJECTS[0],
+    ),
+    description="task state writes -> task.updates events and the ClickHouse projection task_state (acked after both)",
+)
+
+HISTORY = Consumer(
+    "task-history",
+    STREAM_SUBJECTS[0],
+    stream=STREAM,
+    durable=HISTORY_DURABLE,
+    ack=AckPolicy.NACK_ON_ERROR,
+    pull_batch=FETCH,
+    pull_timeout_seconds=1.0,
+    config=ConsumerConfig(
+        durable_name=HISTORY_DURABLE,
+        ack_policy=JsAckPolicy.EXPLICIT,
+        ack_wait=30.0,
+        deliver_policy=DeliverPolicy.ALL,
+        max_ack_pending=50_000,
+        filter_subject=STREAM_SUBJECTS[0],
+    ),
+    description="task events -> task.history's table task_events (acked after the insert)",
+)
+
+SWEEP_WATCH = Consumer(
+    "task-sweep-watch",
+    truth.SUBJECTS[0],
+    stream=truth.STREAM,
+    ack=AckPolicy.ACK_FIRST,  # an ordered consumer acks nothing
+    ordered=True,
+    deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+    config=ConsumerConfig(inactive_threshold=300.0),
+    description="every task's last state write, then each new one -> this replica's sweep due index",
+)
