@@ -34,6 +34,7 @@ from ..domain import caller as caller_rules
 from ..domain import history as history_rules
 from ..domain import pricing
 from ..domain.steps import Step, steps_of
+from ..store import controls
 from ..store import ledger as ledger_store
 from .checks import AnswerScope, Checker
 from .librechat import LibreChatClient, LibreChatError, parse_chunk, sse_data
@@ -149,20 +150,27 @@ class Bridge:
             raise Forbidden(ErrorCode.AUTH_INSUFFICIENT, f"asking the assistant needs the viewer role in {namespace!r}")
         api_key, agent_id = self._available()
         try:
-            enabled, spent = await asyncio.gather(
-                ledger_store.model_calls_enabled(self.store, org=caller.org),
+            enabled, spent, own_cap = await asyncio.gather(
+                controls.model_calls_enabled(self.store, org=caller.org),
                 ledger_store.spent_today(self.store, org=caller.org, namespace=namespace),
+                controls.cost_cap(self.store, org=caller.org, namespace=namespace),
             )
         except LoomError as exc:
             raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the namespace's spend could not be read", {"retry_after_s": 1}) from exc
         if not enabled:
             raise Forbidden(ErrorCode.AUTH_INSUFFICIENT, "an admin switched model calls off for this org", {"reason": "model_calls_off"})
-        cap = self.settings.default_daily_cost_cap_usd
+        cap = self.settings.default_daily_cost_cap_usd if own_cap is None else own_cap
         if pricing.over_share(spent, cap, self.settings.assistant_budget_share):
             raise RateLimited(
                 ErrorCode.RATE_LIMITED,
                 "the namespace's assistant budget for today is spent",
-                {"reason": "budget", "spent_usd": round(spent, 6), "cap_usd": cap, "share": self.settings.assistant_budget_share},
+                {
+                    "reason": "budget",
+                    "spent_usd": round(spent, 6),
+                    "cap_usd": cap,
+                    "cap_source": "default" if own_cap is None else "namespace",
+                    "share": self.settings.assistant_budget_share,
+                },
             )
         slot = (caller.org, namespace)
         if self._running[slot] >= self.settings.assistant_concurrent_answers:

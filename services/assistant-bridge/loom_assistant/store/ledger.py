@@ -43,14 +43,6 @@ async def spent_today(store: Store, *, org: str, namespace: str) -> float:
     return float(rows[0]["spent"] or 0.0) if rows else 0.0
 
 
-async def model_calls_enabled(store: Store, *, org: str) -> bool:
-    rows = await store.query(
-        "SELECT enabled FROM {db}.assistant_model_calls FINAL WHERE org = {org:String}",
-        {"org": org},
-    )
-    return bool(rows[0]["enabled"]) if rows else True
-
-
 async def exposed_keys(store: Store, *, org: str, run_id: str) -> set[str]:
     """Keys the answer's own memory reads were returned (loom.memory_exposures, by run)."""
     rows = await store.query(
