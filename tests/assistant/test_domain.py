@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from loom_assistant.domain import caller, checks, citations, definition, history, names, opsets, pricing, steps
 from loom_assistant.domain.citations import Checked, Citation
-from loom_assistant.domain.support import ABSTENTION, RUN_ROWS_CUT, Call, Calls, Support, decide
+from loom_assistant.domain.support import ABSTENTION, RUN_ROWS_CUT, Call, Calls, Support, cut_run, decide
 from loom_assistant.plane import load_definition
 
 KINDS = opsets.kinds()
@@ -86,6 +86,32 @@ def test_support_of_a_cut_run_keeps_only_what_its_first_rows_decide() -> None:
     # Never none: what lies past the cut is not seen.
     assert decide("x", [], [], calls(("help.search", True, True), cut=True)) == Support.UNCHECKED
     assert RUN_ROWS_CUT == 200
+
+
+def test_a_run_of_more_than_200_rows_is_cut_to_its_first_200() -> None:
+    rows = [{"op": "help.search", "ok": True, "n": i} for i in range(RUN_ROWS_CUT + 1)]
+    kept, cut = cut_run(rows)
+    assert cut and len(kept) == RUN_ROWS_CUT and kept[0]["n"] == 0 and kept[-1]["n"] == RUN_ROWS_CUT - 1
+    assert cut_run(rows[:RUN_ROWS_CUT]) == (rows[:RUN_ROWS_CUT], False)
+    assert cut_run([]) == ([], False)
+
+
+def test_a_cut_run_does_not_see_citable_data_past_its_first_200_rows() -> None:
+    rows = [("help.search", True, True)] * RUN_ROWS_CUT + [("task.list", True, True)]
+    whole = calls(*rows)
+    assert decide("The docs say so.", [], [], whole) == Support.UNSUPPORTED  # uncut, the task data counts
+    kept, cut = cut_run(rows)
+    assert decide("The docs say so.", [], [], calls(*kept, cut=cut)) == Support.UNCHECKED  # cut: unseen, never none
+    first = [("task.list", True, True)] + [("help.search", True, True)] * RUN_ROWS_CUT
+    kept, cut = cut_run(first)
+    assert decide("The docs say so.", [], [], calls(*kept, cut=cut)) == Support.UNSUPPORTED  # decided within the first 200
+
+
+def test_steps_of_a_cut_run_are_its_first_200_rows() -> None:
+    rows = [{"op": "auth.whoami", "ok": True}] * RUN_ROWS_CUT + [{"op": "help.search", "ok": True}]
+    kept, cut = cut_run(rows)
+    got = steps.steps_of(kept)
+    assert cut and len(got) == RUN_ROWS_CUT and {s.op for s in got} == {"auth.whoami"}
 
 
 def test_support_abstention_that_also_states_a_fact_is_none() -> None:

@@ -6,13 +6,15 @@ from __future__ import annotations
 import asyncio
 import json
 
+from loom_assistant.domain.support import RUN_ROWS_CUT
 from loom_assistant.service.setup import Status
+from loom_core.chain.ledger import ledger_row
 from loom_runner.embedded import Instance
 
 from tests.conftest import Tenant, call
 
-from .conftest import Asker, Bench, chat_body
-from .emulator import Turn
+from .conftest import Asker, Bench, chat_body, sse_events
+from .emulator import Script, Turn
 
 CHAT = "/v1/assistant/chat/completions"
 
@@ -74,3 +76,62 @@ async def test_streamed_answer_sends_live_steps_before_its_text(bench: Bench, as
     assert first_step < first_text
     step = seen[first_step]
     assert step["steps"] == [{"op": "auth.whoami", "text": "Checked who is asking", "ok": True}] and step["choices"] == []
+
+
+def _docs_calls(bench: Bench, asker: Asker, rows: int) -> Script:
+    """One real help.search (no namespace data: an uncut run of it is none), then the run's
+    ledger topped up to `rows` rows of the same call, as LibreChat's further calls would
+    ledger them (subject, consumer loom-assistant, the answer's run id)."""
+    subject = bench.inst.runtime.codec.decode(asker.token).sub
+
+    async def script(turn: Turn) -> None:
+        assert (await turn.call("help.search", {"query": "tasks"})).ok
+        row = ledger_row(
+            org=asker.org,
+            namespace=asker.namespace,
+            subject=subject,
+            agent="",
+            user="",
+            session="",
+            op="help.search",
+            transport="mcp",
+            run_id=turn.run_id,
+            consumer="loom-assistant",
+            ok=True,
+            error_code="",
+            latency_ms=1.0,
+            args={},
+            out_hits=3,
+            token_id="t",
+            request_id="q",
+            write_shaped=False,
+        )
+        await bench.inst.runtime.store.insert("{db}.agent_events", [row] * (rows - 1))
+        await turn.say("The docs cover tasks.")
+
+    return script
+
+
+async def test_an_answer_whose_run_holds_more_than_200_rows_is_cut_unchecked_never_none(bench: Bench, asker: Asker) -> None:
+    """The streamed answer's steps are its first 200 rows with steps_cut, its support unchecked
+    (never none, though an uncut run of these calls is none); a whole answer is unchecked too."""
+    bench.emu.script = _docs_calls(bench, asker, RUN_ROWS_CUT + 1)
+    async with asker.client() as c:
+        streamed = await c.post(CHAT, json=chat_body(stream=True))
+        whole = await c.post(CHAT, json=chat_body())
+    assert streamed.status_code == 200 and whole.status_code == 200
+    final = next(e for e in sse_events(streamed.text) if isinstance(e, dict) and e["object"] == "loom.citations")
+    assert final["steps_cut"] is True
+    assert len(final["steps"]) == RUN_ROWS_CUT and {s["op"] for s in final["steps"]} == {"help.search"}
+    assert final["support"] == "unchecked"
+    assert whole.json()["support"] == "unchecked"
+
+
+async def test_an_answer_of_200_rows_is_not_cut(bench: Bench, asker: Asker) -> None:
+    bench.emu.script = _docs_calls(bench, asker, RUN_ROWS_CUT)
+    async with asker.client() as c:
+        streamed = await c.post(CHAT, json=chat_body(stream=True))
+        whole = await c.post(CHAT, json=chat_body())
+    final = next(e for e in sse_events(streamed.text) if isinstance(e, dict) and e["object"] == "loom.citations")
+    assert "steps_cut" not in final and len(final["steps"]) == RUN_ROWS_CUT
+    assert final["support"] == "none" and whole.json()["support"] == "none"

@@ -17,7 +17,7 @@ from ..domain import checks, opsets
 from ..domain import citations as cit
 from ..domain import names as names_mod
 from ..domain.steps import Step, steps_of
-from ..domain.support import RUN_ROWS_CUT, Call, Calls, Support, decide
+from ..domain.support import RUN_ROWS_CUT, Call, Calls, Support, cut_run, decide
 from ..store import ledger
 
 CHECKS_BOUND_S = 10.0
@@ -116,7 +116,7 @@ class Checker:
         v = Verdict(checked, support, unknown)
         if streamed and rows is not None:
             v.steps = steps_of(rows)
-            v.steps_cut = len(rows) > RUN_ROWS_CUT
+            v.steps_cut = calls is not None and calls.cut
         return v
 
     async def _calls(
@@ -130,8 +130,9 @@ class Checker:
         async def read() -> tuple[Calls, list[dict[str, Any]]]:
             await self.flush()
             rows = await ledger.run_rows(self.store, org=scope.org, run_id=run_id, subject=scope.subject, limit=RUN_ROWS_CUT + 1)
-            calls = [Call(str(r["op"]), bool(r["ok"]), opsets.found(int(r["out_hits"]))) for r in rows[:RUN_ROWS_CUT]]
-            return Calls(calls, cut=len(rows) > RUN_ROWS_CUT, kinds=kinds), rows
+            kept, cut = cut_run(rows)
+            calls = [Call(str(r["op"]), bool(r["ok"]), opsets.found(int(r["out_hits"]))) for r in kept]
+            return Calls(calls, cut=cut, kinds=kinds), kept
 
         def citable_found(got: tuple[Calls, list[dict[str, Any]]]) -> bool:
             return any(c.ok and c.found and kinds.get(c.op) == opsets.OpKind.CITABLE for c in got[0].calls)
@@ -141,7 +142,7 @@ class Checker:
             if stop_early and citable_found(got):
                 return got
             waited = False
-            while not waited or len(got[1]) < expected:
+            while not waited or (len(got[1]) < min(expected, RUN_ROWS_CUT) and not got[0].cut):
                 await asyncio.sleep(self.ledger_wait_s if not waited else min(self.ledger_wait_s, 0.1))
                 waited = True
                 got = await read()
