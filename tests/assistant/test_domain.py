@@ -133,6 +133,68 @@ def test_citations_parse_every_kind_in_order_each_once() -> None:
     assert parsed[5].ref == "src/a.py" and parsed[6].section == ""
 
 
+def test_code_citations_parse_a_line_or_a_range() -> None:
+    a, b, c = citations.parse("[code:core/loom_core/errors.py:12] [code:services/x.py:3-7] [code:core/a.py]")
+    assert (a.ref, a.section, b.ref, b.section, c.ref, c.section) == (
+        "core/loom_core/errors.py",
+        "12",
+        "services/x.py",
+        "3-7",
+        "core/a.py",
+        "",
+    )
+    assert citations.code_lines("3-7") == (3, 7) and citations.code_lines("12") == (12, 12) and citations.code_lines("x") is None
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "/etc/passwd",
+        "../secrets.py",
+        "core/../../x.py",
+        "core/.env",
+        ".venv/lib/a.py",
+        "tests/a.py",
+        "core/a.pem",
+        "core",
+        "",
+        "core\\a.py",
+    ],
+)
+def test_a_code_citation_outside_the_shipped_source_names_no_file(ref: str) -> None:
+    assert citations.code_path(ref) is None
+
+
+def test_code_citation_verifies_when_the_file_ships_and_holds_the_lines() -> None:
+    line, rng, whole, past, inverted = citations.parse(
+        "[code:core/a.py:3] [code:core/a.py:2-4] [code:core/b.py] [code:core/a.py:11] [code:core/a.py:5-2]"
+    )
+    assert checks.code(line, 10) == Checked(line, True, anchor="L3")
+    assert checks.code(rng, 10).anchor == "L2-L4" and checks.code(rng, 10).verified
+    assert checks.code(whole, 1).verified and checks.code(whole, 1).anchor == ""
+    for c in (past, inverted):
+        bad = checks.code(c, 10)
+        assert not bad.verified and not bad.undecided and bad.reason == citations.REASON_CODE_NO_SUCH_LINE + " (it has 10 lines)"
+    missing = checks.code(line, None)
+    assert not missing.verified and not missing.undecided and missing.reason == citations.REASON_CODE_NOT_SHIPPED
+
+
+def test_doc_citation_is_checked_in_its_help_form_and_words_its_own_reasons() -> None:
+    c, bare = citations.parse("[doc:docs/assistant.md § The assistant > Citations] [doc:./operations/assistant]")
+    assert checks.doc_as_help(c) == "[help:assistant.md § The assistant > Citations]"
+    assert checks.doc_as_help(bare) == "[help:operations/assistant.md]"
+    assert checks.doc(c, {"verified": True, "anchor": "citations"}) == Checked(c, True, anchor="citations")
+    for code, reason in (
+        ("page_not_indexed", citations.REASON_DOC_NOT_A_DOCUMENT),
+        ("no_such_section", citations.REASON_DOC_NO_SUCH_SECTION),
+        ("ambiguous_section", citations.REASON_DOC_AMBIGUOUS_SECTION),
+    ):
+        bad = checks.doc(c, {"verified": False, "reason": code})
+        assert not bad.verified and not bad.undecided and bad.reason == reason
+    for failed in (None, {"verified": False, "reason": "help_unavailable"}):
+        assert checks.doc(c, failed) == Checked(c, False, citations.REASON_COULD_NOT_RUN, undecided=True)
+
+
 def test_only_the_first_fifty_citations_are_checked() -> None:
     many = citations.parse(" ".join(f"[task:t{i}]" for i in range(60)))
     checked, past = citations.split_checked(many)

@@ -58,5 +58,48 @@ def help_(c: cit.Citation, result: Mapping[str, Any] | None) -> cit.Checked:
     return cit.Checked(c, ok, reason, str(result.get("anchor") or ""))
 
 
+def code(c: cit.Citation, line_count: int | None) -> cit.Checked:
+    """A code citation against the shipped source: verified when the path is a shipped file
+    (`line_count` its lines; None when it is not one) and the line or range lies in it; the
+    anchor is `L<n>` or `L<n>-L<m>` (no anchor for a citation of the whole file)."""
+    if line_count is None:
+        return cit.Checked(c, False, cit.REASON_CODE_NOT_SHIPPED)
+    if not c.section:
+        return cit.Checked(c, True)
+    lines = cit.code_lines(c.section)
+    if lines is None:
+        return cit.Checked(c, False, cit.REASON_CODE_NO_SUCH_LINE)
+    start, end = lines
+    if not 1 <= start <= end <= line_count:
+        return cit.Checked(c, False, f"{cit.REASON_CODE_NO_SUCH_LINE} (it has {line_count} lines)")
+    return cit.Checked(c, True, anchor=f"L{start}" if start == end else f"L{start}-L{end}")
+
+
+_DOC_REASONS = {
+    "page_not_indexed": cit.REASON_DOC_NOT_A_DOCUMENT,
+    "no_such_section": cit.REASON_DOC_NO_SUCH_SECTION,
+    "ambiguous_section": cit.REASON_DOC_AMBIGUOUS_SECTION,
+}
+
+
+def doc_as_help(c: cit.Citation) -> str:
+    """The help-index form of a document citation: Loom's documents are its shipped docs."""
+    page = cit.doc_page(c.ref)
+    return f"[help:{page} § {c.section}]" if c.section else f"[help:{page}]"
+
+
+def doc(c: cit.Citation, result: Mapping[str, Any] | None) -> cit.Checked:
+    """From help.verify's result for the citation's help form: verified when the document is a
+    shipped docs page and the section one of its headings (or names none)."""
+    if not isinstance(result, Mapping):
+        return cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True)
+    if bool(result.get("verified")):
+        return cit.Checked(c, True, anchor=str(result.get("anchor") or ""))
+    reason = _DOC_REASONS.get(str(result.get("reason") or ""))
+    if reason is None:  # help_unavailable, or an answer this build does not know
+        return cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True)
+    return cit.Checked(c, False, reason)
+
+
 def could_not_run(c: cit.Citation) -> cit.Checked:
     return cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True)

@@ -7,6 +7,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
@@ -81,6 +82,7 @@ class Checker:
         setting_names: Sequence[str],
         docs_text: str | None,
         ops: OpCaller | None = None,
+        code_root: Path | None = None,
     ) -> None:
         self.store = store
         self.flush = flush
@@ -89,6 +91,7 @@ class Checker:
         self.setting_names = list(setting_names)
         self.docs_text = docs_text
         self.ops = ops
+        self.code_files = CodeFiles(code_root)
 
     async def verdict(self, scope: AnswerScope, run_id: str, text: str, *, streamed: bool, tool_calls: int = 0) -> Verdict:
         cites = cit.parse(text)
@@ -158,25 +161,24 @@ class Checker:
     async def _check_all(self, scope: AnswerScope, run_id: str, cites: list[cit.Citation]) -> list[cit.Checked]:
         if not cites:
             return []
-        helps = [c for c in cites if c.kind == "help"]
-        help_task = asyncio.create_task(self._help(scope, helps)) if helps else None
+        # Help and document citations are checked against the docs index in one help.verify call.
+        indexed = [c for c in cites if c.kind in ("help", "doc")]
+        index_task = asyncio.create_task(self._indexed(scope, indexed)) if indexed else None
         reads = _SharedReads(self, scope, run_id)
-        tasks = [asyncio.create_task(self._one(scope, run_id, c, reads)) for c in cites if c.kind != "help"]
+        plain = [c for c in cites if c.kind not in ("help", "doc")]
+        tasks = [asyncio.create_task(self._one(scope, run_id, c, reads)) for c in plain]
         others = await asyncio.gather(*tasks, return_exceptions=True)
         by_cite: dict[int, cit.Checked] = {}
-        plain = [c for c in cites if c.kind != "help"]
         for c, result in zip(plain, others, strict=True):
             by_cite[id(c)] = result if isinstance(result, cit.Checked) else cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True)
-        if help_task is not None:
-            for c, result in zip(helps, await help_task, strict=True):
+        if index_task is not None:
+            for c, result in zip(indexed, await index_task, strict=True):
                 by_cite[id(c)] = result
         return [by_cite[id(c)] for c in cites]
 
     async def _one(self, scope: AnswerScope, run_id: str, c: cit.Citation, reads: _SharedReads) -> cit.Checked:
         if c.kind == "code":
-            return cit.Checked(c, False, cit.REASON_CODE_NOT_CHECKED, undecided=True)
-        if c.kind == "doc":
-            return cit.Checked(c, False, cit.REASON_DOC_NOT_CHECKED, undecided=True)
+            return checks.code(c, await self.code_files.line_count(c.ref))
         if not run_id:
             return cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True)
         if c.kind == "memory":
@@ -198,16 +200,49 @@ class Checker:
             attempt += 1
             await asyncio.sleep(min(0.1, max(self.ledger_wait_s / 2, 0.02)))
 
-    async def _help(self, scope: AnswerScope, helps: list[cit.Citation]) -> list[cit.Checked]:
-        """help.verify with the answer's token: the docs are the same for every caller."""
+    async def _indexed(self, scope: AnswerScope, cites: list[cit.Citation]) -> list[cit.Checked]:
+        """help.verify with the answer's token, through Loom's own routes: the docs are the same
+        for every caller. A document citation is checked in its help form (Loom's documents are
+        its shipped docs)."""
         if self.ops is None:
-            return [cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True) for c in helps]
+            return [cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True) for c in cites]
+        forms = [c.text if c.kind == "help" else checks.doc_as_help(c) for c in cites]
         try:
-            out = await self.ops("help.verify", {"citations": [c.text for c in helps]}, scope.token)
+            out = await self.ops("help.verify", {"citations": forms}, scope.token)
             results = list(out.get("results") or [])
         except Exception:  # noqa: BLE001 - a refused or failed check leaves the citation unverified
-            return [cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True) for c in helps]
-        return [checks.help_(c, results[i] if i < len(results) else None) for i, c in enumerate(helps)]
+            return [cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True) for c in cites]
+        judged: list[cit.Checked] = []
+        for i, c in enumerate(cites):
+            result = results[i] if i < len(results) else None
+            judged.append(checks.help_(c, result) if c.kind == "help" else checks.doc(c, result))
+        return judged
+
+
+class CodeFiles:
+    """The shipped source a code citation may name, under the build's root: each file's line
+    count, read once (off the event loop) and kept."""
+
+    def __init__(self, root: Path | None) -> None:
+        self.root = root.resolve() if root is not None else None
+        self._counts: dict[str, int | None] = {}
+
+    async def line_count(self, ref: str) -> int | None:
+        path = cit.code_path(ref)
+        if path is None or self.root is None:
+            return None
+        if path not in self._counts:
+            self._counts[path] = await asyncio.to_thread(self._count, path)
+        return self._counts[path]
+
+    def _count(self, path: str) -> int | None:
+        assert self.root is not None
+        target = (self.root / path).resolve()
+        if not target.is_relative_to(self.root) or not target.is_file():
+            return None  # a link out of the tree, a folder, or no such file
+        with target.open("rb") as f:
+            data = f.read()
+        return data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1)
 
 
 class _SharedReads:
