@@ -8,6 +8,7 @@ import pytest
 from loom_assistant.domain import caller, checks, citations, definition, history, names, opsets, pricing, steps
 from loom_assistant.domain.citations import Checked, Citation
 from loom_assistant.domain.support import ABSTENTION, RUN_ROWS_CUT, Call, Calls, Support, cut_run, decide
+from loom_assistant.domain.token_path import HOLD_S, MISSES, TokenPath
 from loom_assistant.plane import load_definition
 
 KINDS = opsets.kinds()
@@ -366,3 +367,36 @@ def test_librechat_configuration_sends_the_answer_token_and_run_id_and_turns_eve
         ("memories", "webSearch", "fileSearch", "runCode"), False
     )
     assert cfg["interface"]["remoteAgents"] == {"use": True, "create": True}
+
+
+# -- the answer token's path through LibreChat (auth_off) ---------------------------------------
+
+
+def test_token_path_goes_off_after_answers_whose_calls_never_came_with_their_token() -> None:
+    p = TokenPath()
+    p.observe(tool_calls=0, rows_under_token=0, now=0)  # no tool call: says nothing
+    for i in range(MISSES - 1):
+        p.observe(tool_calls=2, rows_under_token=0, now=i)
+        assert not p.off(i)
+    p.observe(tool_calls=1, rows_under_token=0, now=10)
+    assert p.off(10) and p.off(10 + HOLD_S - 0.1) and not p.off(10 + HOLD_S)
+
+
+def test_token_path_after_its_hold_goes_off_again_on_one_miss_and_clears_on_one_hit() -> None:
+    p = TokenPath()
+    for _ in range(MISSES):
+        p.observe(tool_calls=1, rows_under_token=0, now=0)
+    later = HOLD_S + 1
+    assert not p.off(later)  # the probe answer is let through
+    p.observe(tool_calls=1, rows_under_token=0, now=later)
+    assert p.off(later)
+    p.observe(tool_calls=1, rows_under_token=3, now=later)
+    assert not p.off(later) and p.misses == 0 and not p.tripped
+
+
+def test_one_answer_whose_calls_carried_its_token_resets_the_misses() -> None:
+    p = TokenPath()
+    p.observe(tool_calls=1, rows_under_token=0, now=0)
+    p.observe(tool_calls=1, rows_under_token=1, now=0)
+    p.observe(tool_calls=1, rows_under_token=0, now=0)
+    assert MISSES > 1 and not p.off(0) and p.misses == 1

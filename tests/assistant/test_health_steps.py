@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from loom_assistant.domain.support import RUN_ROWS_CUT
 from loom_assistant.service.setup import Status
 from loom_core.chain.ledger import ledger_row
@@ -135,3 +137,53 @@ async def test_an_answer_of_200_rows_is_not_cut(bench: Bench, asker: Asker) -> N
     final = next(e for e in sse_events(streamed.text) if isinstance(e, dict) and e["object"] == "loom.citations")
     assert "steps_cut" not in final and len(final["steps"]) == RUN_ROWS_CUT
     assert final["support"] == "none" and whole.json()["support"] == "none"
+
+
+async def _answer_once(asker: Asker, bench: Bench, *, stream: bool) -> None:
+    bench.plane.bridge.token_path_observed.clear()
+    async with asker.client() as c:
+        r = await c.post(CHAT, json=chat_body(stream=stream))
+    assert r.status_code == 200
+    async with asyncio.timeout(10):
+        await bench.plane.bridge.token_path_observed.wait()
+
+
+@pytest.mark.slow  # two answers each wait out the calls' 3 s bound for rows that never land
+async def test_tool_calls_arriving_without_the_answers_token_turn_the_assistant_auth_off(bench: Bench, asker: Asker) -> None:
+    """A LibreChat whose MCP header leaves the answer's token out (v0.8.7's empty placeholder):
+    after two such answers the assistant answers ASSISTANT_UNAVAILABLE auth_off and its health
+    check says auth_off, without calling LibreChat; the rest of Loom still serves."""
+
+    async def script(turn: Turn) -> None:
+        await turn.call("auth.whoami", {})
+        await turn.say("Nothing stored in Loom answers this.")
+
+    bench.emu.script = script
+    bench.emu.version = "0.8.7"
+    await _answer_once(asker, bench, stream=True)
+    assert (await bench.plane.health())["assistant"]["ok"] is True  # one miss is not enough
+    await _answer_once(asker, bench, stream=False)
+    check = (await bench.plane.health())["assistant"]
+    assert check == {"ok": False, "required": False, "reason": "auth_off"}
+    asked = len(bench.emu.chat_bodies)
+    async with asker.client() as c:
+        chat = await c.post(CHAT, json=chat_body())
+        op = await call(c, "assistant.ask", question="hi")
+        other = await call(c, "auth.whoami")
+    for r in (chat, op):
+        assert r.status_code == 503 and r.json()["error"]["code"] == "ASSISTANT_UNAVAILABLE"
+        assert r.json()["error"]["detail"] == {"reason": "auth_off"}
+    assert len(bench.emu.chat_bodies) == asked  # refused before LibreChat is called
+    assert other.status_code == 200
+
+
+async def test_answers_whose_calls_carry_their_token_keep_the_assistant_on(bench: Bench, asker: Asker) -> None:
+    async def script(turn: Turn) -> None:
+        assert (await turn.call("auth.whoami", {})).ok
+        await turn.say("Nothing stored in Loom answers this.")
+
+    bench.emu.script = script
+    for stream in (True, False, True):
+        await _answer_once(asker, bench, stream=stream)
+    assert bench.plane.bridge.token_path.misses == 0
+    assert (await bench.plane.health())["assistant"] == {"ok": True, "required": False}

@@ -117,6 +117,8 @@ class Checker:
             calls = Calls(readable=False)  # no run id: nothing to read
         support = decide(text, checked, unknown, calls if not cites else None)
         v = Verdict(checked, support, unknown)
+        # The run's calls were read after waiting for the rows LibreChat reported (or the bound).
+        v.extra["calls_waited"] = calls_task is not None
         if streamed and rows is not None:
             v.steps = steps_of(rows)
             v.steps_cut = calls is not None and calls.cut
