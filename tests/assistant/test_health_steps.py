@@ -7,7 +7,6 @@ import asyncio
 import json
 
 import pytest
-
 from loom_assistant.domain.support import RUN_ROWS_CUT
 from loom_assistant.service.setup import Status
 from loom_core.chain.ledger import ledger_row
