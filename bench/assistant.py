@@ -50,6 +50,16 @@ async def _timed_stream(
     return first, gaps, time.perf_counter() - started
 
 
+def _shipped_samples() -> tuple[list[str], list[str]]:
+    """Ten pages of the shipped docs and ten shipped source files of more than two lines."""
+    repo = Path(__file__).resolve().parents[1]
+    pages = sorted(p.name for p in (repo / "docs").glob("*.md"))[:10]
+    sources = [
+        p.relative_to(repo).as_posix() for p in sorted((repo / "core" / "loom_core").glob("*.py")) if len(p.read_text().splitlines()) > 2
+    ]
+    return pages, sources[:10]
+
+
 async def main(answers: int, chunks: int, rounds: int) -> None:
     from loom_assistant.domain import citations as cit
     from loom_assistant.service.checks import AnswerScope
@@ -144,10 +154,7 @@ async def main(answers: int, chunks: int, rounds: int) -> None:
         many = " ".join([f"[memory:{k}@v1]" for k in keys[:25]] + [f"[task:t{i}]" for i in range(25)])
         # Every kind: 15 memory, 15 task, 10 doc (the shipped docs, through help.verify) and 10
         # code (the shipped source, a line range each).
-        repo = Path(__file__).resolve().parents[1]
-        pages = sorted(p.name for p in (repo / "docs").glob("*.md"))[:10]
-        sources = sorted(p.relative_to(repo).as_posix() for p in (repo / "core" / "loom_core").glob("*.py") if len(p.read_text().splitlines()) > 2)
-        sources = sources[:10]
+        pages, sources = await asyncio.to_thread(_shipped_samples)
         mixed = " ".join(
             [f"[memory:{k}@v1]" for k in keys[:15]]
             + [f"[task:t{i}]" for i in range(15)]
