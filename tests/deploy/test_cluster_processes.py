@@ -87,7 +87,11 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clu
             "nats_auth_callout_issuer_seed": seed,
         }
         org, ns = f"org-{uuid.uuid4().hex[:8]}", "private"
-        boot = await asyncio.to_thread(bootstrap, loom_env(store_dir), org, ns)
+        bridge_dir = base / "bridge"
+        # The bridge's data dir gets the same org and admin grant, at the same time (chDB: its own).
+        boot, _ = await asyncio.gather(
+            asyncio.to_thread(bootstrap, loom_env(store_dir), org, ns), asyncio.to_thread(bootstrap, loom_env(bridge_dir), org, ns)
+        )
         planes = LoomProcess(
             ["serve", "--planes", "identity,tasks,policy"],
             loom_env(
@@ -102,18 +106,13 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clu
             base / "planes.log",
         )
         planes.start()
-        addresses = {}
-        for plane in ("identity", "tasks", "policy"):
-            m = await planes.wait_line(rf"^loom: plane {plane} grpc (\S+)$")
-            addresses[plane] = m.group(1)
         http_port = free_port()
         url = f"http://127.0.0.1:{http_port}"
         # The assistant bridge in its own process, against the LibreChat emulator served here.
         emu = Emulator(loom_url=url)
         emu_server = HttpServer(emu.app())
         await emu_server.start()
-        bridge_dir, bridge_port = base / "bridge", free_port()
-        await asyncio.to_thread(bootstrap, loom_env(bridge_dir), org, ns)
+        bridge_port = free_port()
         bridge = LoomProcess(
             ["serve", "--planes", "assistant"],
             loom_env(
@@ -127,6 +126,10 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clu
             base / "bridge.log",
         )
         bridge.start()
+        addresses = {}
+        for plane in ("identity", "tasks", "policy"):
+            m = await planes.wait_line(rf"^loom: plane {plane} grpc (\S+)$")
+            addresses[plane] = m.group(1)
         addresses["assistant"] = (await bridge.wait_line(r"^loom: plane assistant grpc (\S+)$")).group(1)
         gateway = LoomProcess(
             ["serve", "--gateway"],
