@@ -186,3 +186,28 @@ async def test_answers_whose_calls_carry_their_token_keep_the_assistant_on(bench
         await _answer_once(asker, bench, stream=stream)
     assert bench.plane.bridge.token_path.misses == 0
     assert (await bench.plane.health())["assistant"] == {"ok": True, "required": False}
+
+
+@pytest.mark.slow  # two answers each wait out the calls' 3 s bound for rows that never land
+async def test_answers_whose_caller_was_revoked_mid_answer_do_not_turn_the_assistant_auth_off(bench: Bench, asker: Asker) -> None:
+    """Refused calls of an answer whose token was ended say nothing about LibreChat: a caller
+    cannot switch the assistant off for everyone by revoking its own token mid-answer."""
+    revoke: dict[str, str] = {}
+
+    async def script(turn: Turn) -> None:
+        async with asker.client(asker.admin) as c:
+            assert (await call(c, "token.revoke", token_id=revoke["id"])).status_code == 200
+        assert not (await turn.call("auth.whoami", {})).ok
+        await turn.say("Nothing stored in Loom answers this.")
+
+    bench.emu.script = script
+    for _ in range(2):
+        minted = await asker.mint(roles={asker.namespace: "viewer"}, ttl_seconds=3600)
+        revoke["id"] = str(minted["token_id"])
+        bench.plane.bridge.token_path_observed.clear()
+        async with asker.client(str(minted["token"])) as c:
+            assert (await c.post(CHAT, json=chat_body(stream=True))).status_code == 200
+        async with asyncio.timeout(10):
+            await bench.plane.bridge.token_path_observed.wait()
+    assert bench.plane.bridge.token_path.misses == 0
+    assert (await bench.plane.health())["assistant"] == {"ok": True, "required": False}

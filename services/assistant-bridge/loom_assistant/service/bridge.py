@@ -373,7 +373,13 @@ class Bridge:
     async def observe_token_path(self, adm: Admission, tool_calls: int, *, waited: bool = False) -> None:
         """After an answer with tool calls: did any land under the answer's token? Within the
         calls' three-second bound, or one read when the answer's checks already waited for its
-        calls' rows; a read that fails says nothing."""
+        calls' rows; a read that fails says nothing. Sets `token_path_observed` when done."""
+        try:
+            await self._observe_token_path(adm, tool_calls, waited)
+        finally:
+            self.token_path_observed.set()
+
+    async def _observe_token_path(self, adm: Admission, tool_calls: int, waited: bool) -> None:
         if tool_calls <= 0:
             return
         deadline = time.monotonic() + (0.0 if waited else CALLS_BOUND_S)
@@ -387,6 +393,14 @@ class Bridge:
         except Exception:  # noqa: BLE001 - an unreadable ledger decides nothing
             log.warning("assistant: could not read the answer's calls for the token path")
             return
+        if n == 0:
+            try:
+                self.auth.verify(adm.answer_token)
+            except LoomError:
+                # The answer's token was ended (its caller revoked, or it ran out): its refused
+                # calls say nothing about LibreChat, and a caller cannot switch the assistant off
+                # for everyone by revoking its own token mid-answer.
+                return
         was_off = self.token_path.off(time.monotonic())
         self.token_path.observe(tool_calls=tool_calls, rows_under_token=n, now=time.monotonic())
         if self.token_path.off(time.monotonic()) and not was_off:
@@ -394,7 +408,6 @@ class Bridge:
                 "assistant: LibreChat's tool calls reach Loom without the answer's token (its MCP Authorization header is off);"
                 " answering auth_off"
             )
-        self.token_path_observed.set()
 
     async def _live_steps(self, adm: Admission, run_id: str) -> list[Step]:
         if run_id:
