@@ -153,7 +153,7 @@ async def main(answers: int, chunks: int, rounds: int) -> None:
         scope = AnswerScope("bench", "ns", subject, token, time.time())
         many = " ".join([f"[memory:{k}@v1]" for k in keys[:25]] + [f"[task:t{i}]" for i in range(25)])
         # Every kind: 15 memory, 15 task, 10 doc (the shipped docs, through help.verify) and 10
-        # code (the shipped source, a line range each).
+        # code (not checked: spec 000 leaves code citations to a code index Loom does not have).
         pages, sources = await asyncio.to_thread(_shipped_samples)
         mixed = " ".join(
             [f"[memory:{k}@v1]" for k in keys[:15]]

@@ -85,7 +85,6 @@ class AssistantPlane:
             op_names=list(runtime.catalog.ops),
             setting_names=[f"LOOM_{n.upper()}" for n in Settings.model_fields],
             docs_text=docs_text(),
-            code_root=REPO,
         )
         self._http_ops: HttpOps | None = None
         if s.assistant_loom_url:

@@ -58,23 +58,6 @@ def help_(c: cit.Citation, result: Mapping[str, Any] | None) -> cit.Checked:
     return cit.Checked(c, ok, reason, str(result.get("anchor") or ""))
 
 
-def code(c: cit.Citation, line_count: int | None) -> cit.Checked:
-    """A code citation against the shipped source: verified when the path is a shipped file
-    (`line_count` its lines; None when it is not one) and the line or range lies in it; the
-    anchor is `L<n>` or `L<n>-L<m>` (no anchor for a citation of the whole file)."""
-    if line_count is None:
-        return cit.Checked(c, False, cit.REASON_CODE_NOT_SHIPPED)
-    if not c.section:
-        return cit.Checked(c, True)
-    lines = cit.code_lines(c.section)
-    if lines is None:
-        return cit.Checked(c, False, cit.REASON_CODE_NO_SUCH_LINE)
-    start, end = lines
-    if not 1 <= start <= end <= line_count:
-        return cit.Checked(c, False, f"{cit.REASON_CODE_NO_SUCH_LINE} (it has {line_count} lines)")
-    return cit.Checked(c, True, anchor=f"L{start}" if start == end else f"L{start}-L{end}")
-
-
 _DOC_REASONS = {
     "page_not_indexed": cit.REASON_DOC_NOT_A_DOCUMENT,
     "no_such_section": cit.REASON_DOC_NO_SUCH_SECTION,

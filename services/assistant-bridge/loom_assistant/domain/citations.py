@@ -25,14 +25,11 @@ REASON_MEMORY_NOT_RETURNED = (
 REASON_MEMORY_NOT_RECORDED = "this deployment does not record memory reads"
 REASON_SQL_NOT_RUN = "this statement did not run in this answer (insights.query)"
 REASON_TASK_NOT_RETURNED = "no call of this answer returned this task"
-REASON_CODE_NOT_SHIPPED = "this path is not a file of the source Loom ships (core/, services/, sdk/, proto/, docs/)"
-REASON_CODE_NO_SUCH_LINE = "the file has no such line"
+# Spec 000 "Citations": a code index is a namespace of its own, which the answer's token does not reach.
+REASON_CODE_NOT_CHECKED = "code citations are not checked: a code index is a namespace of its own"
 REASON_DOC_NOT_A_DOCUMENT = "this document is not one of Loom's documents (the shipped docs)"
 REASON_DOC_NO_SUCH_SECTION = "the document has no such section"
 REASON_DOC_AMBIGUOUS_SECTION = "the section names more than one heading of the document"
-# What Loom ships that a code citation may name: the image's source trees and their file kinds.
-SHIPPED_CODE_ROOTS = frozenset({"core", "services", "sdk", "proto", "docs"})
-SHIPPED_CODE_SUFFIXES = frozenset({".py", ".pyi", ".proto", ".md", ".toml", ".yaml", ".yml", ".json", ".sql", ".sh", ".txt"})
 _LINES = re.compile(r"^(?P<start>\d+)(?:\s*-\s*L?(?P<end>\d+))?$")
 
 
@@ -127,32 +124,6 @@ def _bracket(kind: str, body: str, text: str) -> Citation | None:
             return Citation("code", path.strip(), text, section=tail.replace(" ", ""))
         return Citation("code", body, text)
     return Citation(kind, body, text)
-
-
-def code_path(ref: str) -> str | None:
-    """The shipped-relative path a code citation names, or None when it cannot name a shipped
-    file: absolute, escaping (`..`), hidden parts, outside the shipped roots, or another kind of
-    file. Pure: the caller looks the path up under the build's root."""
-    path = ref.strip().removeprefix("./")
-    if not path or path.startswith("/") or "\\" in path or "\x00" in path:
-        return None
-    parts = path.split("/")
-    if any(p in ("", ".", "..") or p.startswith(".") for p in parts):
-        return None
-    if parts[0] not in SHIPPED_CODE_ROOTS or len(parts) < 2:
-        return None
-    if not any(parts[-1].endswith(sfx) for sfx in SHIPPED_CODE_SUFFIXES):
-        return None
-    return path
-
-
-def code_lines(section: str) -> tuple[int, int] | None:
-    """A code citation's line or line range (`12`, `12-20`), or None when it names none."""
-    m = _LINES.match(section)
-    if m is None:
-        return None
-    start = int(m.group("start"))
-    return start, int(m.group("end") or start)
 
 
 def doc_page(ref: str) -> str:

@@ -7,7 +7,6 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
@@ -82,7 +81,6 @@ class Checker:
         setting_names: Sequence[str],
         docs_text: str | None,
         ops: OpCaller | None = None,
-        code_root: Path | None = None,
     ) -> None:
         self.store = store
         self.flush = flush
@@ -91,7 +89,6 @@ class Checker:
         self.setting_names = list(setting_names)
         self.docs_text = docs_text
         self.ops = ops
-        self.code_files = CodeFiles(code_root)
 
     async def verdict(self, scope: AnswerScope, run_id: str, text: str, *, streamed: bool, tool_calls: int = 0) -> Verdict:
         cites = cit.parse(text)
@@ -180,7 +177,7 @@ class Checker:
 
     async def _one(self, scope: AnswerScope, run_id: str, c: cit.Citation, reads: _SharedReads) -> cit.Checked:
         if c.kind == "code":
-            return checks.code(c, await self.code_files.line_count(c.ref))
+            return cit.Checked(c, False, cit.REASON_CODE_NOT_CHECKED, undecided=True)
         if not run_id:
             return cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True)
         if c.kind == "memory":
@@ -219,32 +216,6 @@ class Checker:
             result = results[i] if i < len(results) else None
             judged.append(checks.help_(c, result) if c.kind == "help" else checks.doc(c, result))
         return judged
-
-
-class CodeFiles:
-    """The shipped source a code citation may name, under the build's root: each file's line
-    count, read once (off the event loop) and kept."""
-
-    def __init__(self, root: Path | None) -> None:
-        self.root = root.resolve() if root is not None else None
-        self._counts: dict[str, int | None] = {}
-
-    async def line_count(self, ref: str) -> int | None:
-        path = cit.code_path(ref)
-        if path is None or self.root is None:
-            return None
-        if path not in self._counts:
-            self._counts[path] = await asyncio.to_thread(self._count, path)
-        return self._counts[path]
-
-    def _count(self, path: str) -> int | None:
-        assert self.root is not None
-        target = (self.root / path).resolve()
-        if not target.is_relative_to(self.root) or not target.is_file():
-            return None  # a link out of the tree, a folder, or no such file
-        with target.open("rb") as f:
-            data = f.read()
-        return data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1)
 
 
 class _SharedReads:
