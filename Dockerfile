@@ -44,6 +44,8 @@ COPY core/ core/
 COPY sdk/python/ sdk/python/
 COPY services/ services/
 COPY docs/ docs/
+# The assistant's agent definition, which the assistant plane seeds into LibreChat.
+COPY librechat/agent.yaml librechat/agent.yaml
 RUN set -e; pkgs="-e proto -e core -e sdk/python"; \
     for svc in services/*/; do [ -f "$svc/pyproject.toml" ] && pkgs="$pkgs -e $svc"; done; \
     /opt/loom/bin/pip install --no-deps $pkgs \
@@ -61,6 +63,7 @@ COPY --from=build /app/core /app/core
 COPY --from=build /app/sdk /app/sdk
 COPY --from=build /app/services /app/services
 COPY --from=build /app/docs /app/docs
+COPY --from=build /app/librechat /app/librechat
 ENV PATH=/opt/loom/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

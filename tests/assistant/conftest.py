@@ -62,6 +62,9 @@ def _fresh_emulator(request: pytest.FixtureRequest) -> None:
         emu.aborted = asyncio.Event()
         emu.calls_done = asyncio.Event()
         emu.chat_seen = asyncio.Semaphore(0)
+        bridge = request.getfixturevalue("bench").plane.bridge
+        bridge.token_path.reset()
+        bridge.token_path_observed = asyncio.Event()
 
 
 @dataclass

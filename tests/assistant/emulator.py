@@ -55,6 +55,8 @@ class Turn:
     call: Callable[[str, dict[str, Any]], Awaitable[ToolResult]]
     say: Callable[[str], Awaitable[None]]
     tools: list[str] = field(default_factory=list)
+    # The answer's message id: what its tool calls carry as X-Loom-Run-Id.
+    run_id: str = ""
 
 
 Script = Callable[[Turn], Awaitable[None]]
@@ -324,7 +326,7 @@ class Emulator:
                         body = res.structured_content if isinstance(res.structured_content, dict) else {}
                         return keep(ToolResult(not res.is_error, body))
 
-                    await self.script(Turn(msgs, call, say, [t.name for t in listed.tools]))
+                    await self.script(Turn(msgs, call, say, [t.name for t in listed.tools], headers.get("X-Loom-Run-Id", "")))
             except Exception:
                 if results or text:
                     raise
@@ -335,7 +337,7 @@ class Emulator:
                         await emit({"tool_calls": [tool_calls[-1]]})
                     return await refused(http, tool, args)
 
-                await self.script(Turn(msgs, call_refused, say, []))
+                await self.script(Turn(msgs, call_refused, say, [], headers.get("X-Loom-Run-Id", "")))
         return "".join(text), results, tool_calls
 
     # -- signed-in routes -------------------------------------------------------------------------

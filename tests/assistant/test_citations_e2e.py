@@ -110,3 +110,40 @@ async def test_a_cluster_bridge_checks_help_citations_over_http_with_the_answer_
         assert info.value.code == "AUTH_INVALID"
     finally:
         await ops.close()
+
+
+async def test_doc_citations_are_checked_against_the_shipped_docs_and_code_citations_are_not(bench: Bench, asker: Asker) -> None:
+    async def script(turn: Turn) -> None:
+        await turn.say(
+            "Checked sources [doc:docs/assistant.md § The assistant > Citations], [doc:assistant.md],"
+            " [doc:docs/no-such-page.md § Intro], [doc:assistant.md § Teleportation]"
+            " and [code:core/loom_core/errors.py:1-3]."
+        )
+
+    bench.emu.script = script
+    async with asker.client() as c:
+        r = await c.post(CHAT, json=chat_body())
+    got = [(c["kind"], c["ref"], c["verified"], c.get("reason", ""), c.get("anchor", "")) for c in r.json()["citations"]]
+    assert got[0][:3] == ("doc", "docs/assistant.md", True) and got[0][4]  # the section's anchor
+    assert got[1] == ("doc", "assistant.md", True, "", "")
+    assert got[2] == ("doc", "docs/no-such-page.md", False, "this document is not one of Loom's documents (the shipped docs)", "")
+    assert got[3] == ("doc", "assistant.md", False, "the document has no such section", "")
+    # Spec 000: a code citation is not checked (a code index is a namespace the answer's token does not reach).
+    assert got[4] == (
+        "code",
+        "core/loom_core/errors.py",
+        False,
+        "code citations are not checked: a code index is a namespace of its own",
+        "",
+    )
+    assert r.json()["support"] == "supported"  # the spec's table: a verified citation comes first
+
+
+async def test_an_answer_resting_only_on_a_code_citation_is_unchecked(bench: Bench, asker: Asker) -> None:
+    async def script(turn: Turn) -> None:
+        await turn.say("The refusal is raised at [code:core/loom_core/errors.py:12].")
+
+    bench.emu.script = script
+    async with asker.client() as c:
+        r = await c.post(CHAT, json=chat_body())
+    assert r.json()["support"] == "unchecked"

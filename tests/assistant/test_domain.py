@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from loom_assistant.domain import caller, checks, citations, definition, history, names, opsets, pricing, steps
 from loom_assistant.domain.citations import Checked, Citation
-from loom_assistant.domain.support import ABSTENTION, RUN_ROWS_CUT, Call, Calls, Support, decide
+from loom_assistant.domain.support import ABSTENTION, RUN_ROWS_CUT, Call, Calls, Support, cut_run, decide
+from loom_assistant.domain.token_path import HOLD_S, MISSES, TokenPath
 from loom_assistant.plane import load_definition
 
 KINDS = opsets.kinds()
@@ -88,6 +89,32 @@ def test_support_of_a_cut_run_keeps_only_what_its_first_rows_decide() -> None:
     assert RUN_ROWS_CUT == 200
 
 
+def test_a_run_of_more_than_200_rows_is_cut_to_its_first_200() -> None:
+    rows = [{"op": "help.search", "ok": True, "n": i} for i in range(RUN_ROWS_CUT + 1)]
+    kept, cut = cut_run(rows)
+    assert cut and len(kept) == RUN_ROWS_CUT and kept[0]["n"] == 0 and kept[-1]["n"] == RUN_ROWS_CUT - 1
+    assert cut_run(rows[:RUN_ROWS_CUT]) == (rows[:RUN_ROWS_CUT], False)
+    assert cut_run([]) == ([], False)
+
+
+def test_a_cut_run_does_not_see_citable_data_past_its_first_200_rows() -> None:
+    rows = [("help.search", True, True)] * RUN_ROWS_CUT + [("task.list", True, True)]
+    whole = calls(*rows)
+    assert decide("The docs say so.", [], [], whole) == Support.UNSUPPORTED  # uncut, the task data counts
+    kept, cut = cut_run(rows)
+    assert decide("The docs say so.", [], [], calls(*kept, cut=cut)) == Support.UNCHECKED  # cut: unseen, never none
+    first = [("task.list", True, True)] + [("help.search", True, True)] * RUN_ROWS_CUT
+    kept, cut = cut_run(first)
+    assert decide("The docs say so.", [], [], calls(*kept, cut=cut)) == Support.UNSUPPORTED  # decided within the first 200
+
+
+def test_steps_of_a_cut_run_are_its_first_200_rows() -> None:
+    rows = [{"op": "auth.whoami", "ok": True}] * RUN_ROWS_CUT + [{"op": "help.search", "ok": True}]
+    kept, cut = cut_run(rows)
+    got = steps.steps_of(kept)
+    assert cut and len(got) == RUN_ROWS_CUT and {s.op for s in got} == {"auth.whoami"}
+
+
 def test_support_abstention_that_also_states_a_fact_is_none() -> None:
     assert decide("There are 3 tasks. Nothing stored in Loom answers this.", [], [], calls(("task.list", True, True))) == Support.NONE
 
@@ -105,6 +132,34 @@ def test_citations_parse_every_kind_in_order_each_once() -> None:
     assert parsed[0].version == 3 and parsed[1].section == "Assistant > Citations"
     assert [c.kind for c in parsed] == ["memory", "help", "sql", "task", "doc", "code", "help"]
     assert parsed[5].ref == "src/a.py" and parsed[6].section == ""
+
+
+def test_code_citations_parse_their_path_and_line() -> None:
+    a, b, c = citations.parse("[code:core/loom_core/errors.py:12] [code:services/x.py:3-7] [code:core/a.py]")
+    assert (a.ref, a.section, b.ref, b.section, c.ref, c.section) == (
+        "core/loom_core/errors.py",
+        "12",
+        "services/x.py",
+        "3-7",
+        "core/a.py",
+        "",
+    )
+
+
+def test_doc_citation_is_checked_in_its_help_form_and_words_its_own_reasons() -> None:
+    c, bare = citations.parse("[doc:docs/assistant.md § The assistant > Citations] [doc:./operations/assistant]")
+    assert checks.doc_as_help(c) == "[help:assistant.md § The assistant > Citations]"
+    assert checks.doc_as_help(bare) == "[help:operations/assistant.md]"
+    assert checks.doc(c, {"verified": True, "anchor": "citations"}) == Checked(c, True, anchor="citations")
+    for code, reason in (
+        ("page_not_indexed", citations.REASON_DOC_NOT_A_DOCUMENT),
+        ("no_such_section", citations.REASON_DOC_NO_SUCH_SECTION),
+        ("ambiguous_section", citations.REASON_DOC_AMBIGUOUS_SECTION),
+    ):
+        bad = checks.doc(c, {"verified": False, "reason": code})
+        assert not bad.verified and not bad.undecided and bad.reason == reason
+    for failed in (None, {"verified": False, "reason": "help_unavailable"}):
+        assert checks.doc(c, failed) == Checked(c, False, citations.REASON_COULD_NOT_RUN, undecided=True)
 
 
 def test_only_the_first_fifty_citations_are_checked() -> None:
@@ -278,3 +333,36 @@ def test_librechat_configuration_sends_the_answer_token_and_run_id_and_turns_eve
         ("memories", "webSearch", "fileSearch", "runCode"), False
     )
     assert cfg["interface"]["remoteAgents"] == {"use": True, "create": True}
+
+
+# -- the answer token's path through LibreChat (auth_off) ---------------------------------------
+
+
+def test_token_path_goes_off_after_answers_whose_calls_never_came_with_their_token() -> None:
+    p = TokenPath()
+    p.observe(tool_calls=0, rows_under_token=0, now=0)  # no tool call: says nothing
+    for i in range(MISSES - 1):
+        p.observe(tool_calls=2, rows_under_token=0, now=i)
+        assert not p.off(i)
+    p.observe(tool_calls=1, rows_under_token=0, now=10)
+    assert p.off(10) and p.off(10 + HOLD_S - 0.1) and not p.off(10 + HOLD_S)
+
+
+def test_token_path_after_its_hold_goes_off_again_on_one_miss_and_clears_on_one_hit() -> None:
+    p = TokenPath()
+    for _ in range(MISSES):
+        p.observe(tool_calls=1, rows_under_token=0, now=0)
+    later = HOLD_S + 1
+    assert not p.off(later)  # the probe answer is let through
+    p.observe(tool_calls=1, rows_under_token=0, now=later)
+    assert p.off(later)
+    p.observe(tool_calls=1, rows_under_token=3, now=later)
+    assert not p.off(later) and p.misses == 0 and not p.tripped
+
+
+def test_one_answer_whose_calls_carried_its_token_resets_the_misses() -> None:
+    p = TokenPath()
+    p.observe(tool_calls=1, rows_under_token=0, now=0)
+    p.observe(tool_calls=1, rows_under_token=1, now=0)
+    p.observe(tool_calls=1, rows_under_token=0, now=0)
+    assert MISSES > 1 and not p.off(0) and p.misses == 1

@@ -8,13 +8,20 @@ identity,tasks,policy` owns the store and serves every plane on this branch, and
 process (`loom serve --gateway`) holds no store and no bus: it relays each op over gRPC to the
 planes process, whose op chain authenticates, gates and ledgers it. With a ClickHouse server
 (Compose, Helm) each plane runs in its own process; the processes here are otherwise the same
-commands. The decisions, help, insights and assistant planes are not on this branch yet, so
-this run covers tasks, policy and identity (served through the gateway).
+commands. This run covers tasks, policy and identity (served through the gateway), and the
+assistant bridge in its own process (`loom serve --planes assistant`, as Compose's
+assistant-bridge service) against the LibreChat emulator of tests/assistant, which runs in this
+test process: the gateway relays the chat route to the bridge over HTTP
+(LOOM_ASSISTANT_BRIDGE_URL) and assistant.ask over gRPC, and the emulator's tool calls come back
+through the gateway's /mcp to the planes process. chDB opens a data dir in one process only, so
+the bridge keeps its own (its service row, its spend and run reads) and `loom admin bootstrap`
+seeds the same org and admin grant there; with a ClickHouse server every process shares one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import uuid
 from collections import Counter
@@ -26,6 +33,9 @@ from typing import Any
 import httpx
 import nats
 import pytest
+from loom_runner.http import HttpServer
+
+from tests.assistant.emulator import Emulator
 
 from .processes import LoomProcess, NatsCluster, NatsNode, account_seed, bootstrap, free_port, loom_env
 
@@ -45,6 +55,8 @@ class Cluster:
     org: str
     namespace: str
     token: str
+    bridge: LoomProcess | None = None
+    emulator: Emulator | None = None
 
     def client(self, token: str | None = None, **headers: str) -> httpx.AsyncClient:
         h = {"Authorization": f"Bearer {token or self.token}", "X-Loom-Namespace": self.namespace, **headers}
@@ -63,7 +75,8 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clu
     }
     nc = NatsCluster(base / "nats", 3, nats_env)
     nc.start()
-    planes = gateway = None
+    planes = gateway = bridge = None
+    emu_server: HttpServer | None = None
     try:
         await nc.wait_ready(INTERNAL_USER, INTERNAL_PASSWORD)
         store_dir = base / "planes"
@@ -75,7 +88,11 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clu
             "nats_auth_callout_issuer_seed": seed,
         }
         org, ns = f"org-{uuid.uuid4().hex[:8]}", "private"
-        boot = await asyncio.to_thread(bootstrap, loom_env(store_dir), org, ns)
+        bridge_dir = base / "bridge"
+        # The bridge's data dir gets the same org and admin grant, at the same time (chDB: its own).
+        boot, _ = await asyncio.gather(
+            asyncio.to_thread(bootstrap, loom_env(store_dir), org, ns), asyncio.to_thread(bootstrap, loom_env(bridge_dir), org, ns)
+        )
         planes = LoomProcess(
             ["serve", "--planes", "identity,tasks,policy"],
             loom_env(
@@ -90,27 +107,53 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clu
             base / "planes.log",
         )
         planes.start()
+        http_port = free_port()
+        url = f"http://127.0.0.1:{http_port}"
+        # The assistant bridge in its own process, against the LibreChat emulator served here.
+        emu = Emulator(loom_url=url)
+        emu_server = HttpServer(emu.app())
+        await emu_server.start()
+        bridge_port = free_port()
+        bridge = LoomProcess(
+            ["serve", "--planes", "assistant"],
+            loom_env(
+                bridge_dir,
+                **common,
+                assistant_librechat_url=f"http://127.0.0.1:{emu_server.port}",
+                assistant_bridge_listen=f"127.0.0.1:{bridge_port}",
+                assistant_loom_url=url,
+                assistant_setup_retry_s="0.2",
+            ),
+            base / "bridge.log",
+        )
+        bridge.start()
         addresses = {}
         for plane in ("identity", "tasks", "policy"):
             m = await planes.wait_line(rf"^loom: plane {plane} grpc (\S+)$")
             addresses[plane] = m.group(1)
-        http_port = free_port()
+        addresses["assistant"] = (await bridge.wait_line(r"^loom: plane assistant grpc (\S+)$")).group(1)
         gateway = LoomProcess(
             ["serve", "--gateway"],
-            loom_env(base / "gateway", plane_addresses=",".join(f"{k}={v}" for k, v in addresses.items()), http_port=str(http_port)),
+            loom_env(
+                base / "gateway",
+                plane_addresses=",".join(f"{k}={v}" for k, v in addresses.items()),
+                http_port=str(http_port),
+                assistant_bridge_url=f"http://127.0.0.1:{bridge_port}",
+            ),
             base / "gateway.log",
         )
         gateway.start()
         await gateway.wait_line(r"^loom: gateway http ")
-        url = f"http://127.0.0.1:{http_port}"
         async with httpx.AsyncClient(base_url=url, timeout=5) as c:
             r = await c.get("/v1/health/ready")
         assert r.status_code == 200 and r.json()["checks"]["planes"]["ok"] is True, r.text
-        yield Cluster(nc, planes, gateway, url, org, ns, boot["token"])
+        yield Cluster(nc, planes, gateway, url, org, ns, boot["token"], bridge, emu)
     finally:
-        for p in (gateway, planes):
+        for p in (gateway, bridge, planes):
             if p is not None:
                 p.stop()
+        if emu_server is not None:
+            await emu_server.stop()
         nc.stop()
 
 
@@ -167,6 +210,44 @@ async def test_a_revoked_token_is_refused_through_the_gateway(cluster: Cluster) 
             await ok(admin, "token.revoke", token_id=child["token_id"])
             err = await refused(c, "auth.whoami", 401, "AUTH_REVOKED")
     assert err["detail"]["reason"] == "token"
+
+
+async def test_an_answer_through_the_gateway_runs_in_the_bridge_process_and_its_tool_calls_in_the_planes_process(
+    cluster: Cluster,
+) -> None:
+    """gateway -> bridge process (HTTP, the chat route; gRPC, assistant.ask) -> LibreChat
+    emulator -> the gateway's /mcp with the answer's own token -> the planes process."""
+    from tests.assistant.emulator import Turn
+
+    emu = cluster.emulator
+    assert emu is not None
+
+    async def script(turn: Turn) -> None:
+        me = await turn.call("auth.whoami", {})
+        await turn.say(f"You read as {me.body.get('consumer', '?')}.")
+
+    emu.script = script
+    async with cluster.client() as admin:
+        viewer = await ok(admin, "token.mint", roles={cluster.namespace: "viewer"}, ttl_seconds=3600)
+    body = {"model": "x", "messages": [{"role": "user", "content": "Who am I?"}], "stream": True}
+    async with cluster.client(viewer["token"]) as c:
+        for _ in range(300):  # the bridge process sets the service user up at boot
+            r = await c.post("/v1/assistant/chat/completions", json=body)
+            if r.status_code != 503 or r.json()["error"]["detail"].get("reason") != "starting":
+                break
+            await asyncio.sleep(0.1)
+        asked = await ok(c, "assistant.ask", question="Who am I?")
+    assert r.status_code == 200, r.text
+    events = [line[6:] for line in r.text.split("\n") if line.startswith("data: ")]
+    objects = [json.loads(e).get("object") for e in events[:-1]]
+    assert events[-1] == "[DONE]" and objects.index("loom.text_done") < objects.index("loom.citations")
+    text = "".join((ch.get("delta") or {}).get("content") or "" for e in events[:-1] for ch in json.loads(e).get("choices") or [])
+    assert text == asked["text"] == "You read as loom-assistant."
+    # LibreChat got the answer's token, never the caller's; the planes process accepted it.
+    sent = [b["parent_message_id"] for b in emu.chat_bodies[-2:]]
+    assert viewer["token"] not in sent and all(sent)
+    assert all(t.ok for t in emu.tool_results[-2:])
+    assert {h["Authorization"] for h in emu.mcp_headers[-2:]} <= {f"Bearer {t}" for t in sent}
 
 
 def test_every_stream_and_kv_bucket_loom_declared_keeps_three_replicas(cluster: Cluster) -> None:

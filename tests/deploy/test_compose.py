@@ -189,6 +189,11 @@ def test_librechat_gets_only_its_own_librechat_secrets_and_its_configuration_fro
     assert not any(k.startswith(("OTEL_", "LANGFUSE_")) for k in env), "no tracing variable: it would export request bodies"
     bridge = compose["services"]["assistant-bridge"]["environment"]
     assert "LOOM_ASSISTANT_LIBRECHAT_URL" in bridge
+    # The gateway relays the chat route to the bridge's HTTP listener (no bridge in its process).
+    host_port = bridge["LOOM_ASSISTANT_BRIDGE_LISTEN"].rpartition(":")[2]
+    gateway = compose["services"]["gateway"]["environment"]
+    assert gateway["LOOM_ASSISTANT_BRIDGE_URL"] == f"http://assistant-bridge:{host_port}"
+    assert bridge["LOOM_ASSISTANT_LOOM_URL"] == "http://gateway:8080"
 
 
 def test_clickhouse_runs_with_the_access_control_configuration(compose: dict[str, Any]) -> None:

@@ -82,6 +82,8 @@ def test_the_runtime_stage_has_no_compiler_and_copies_the_venv_generated_code_an
             assert "/opt/protoc" not in args, "the protobuf compiler's venv stays in the build stage"
     copied = {args.split()[-1] for ins, args in rt if ins == "COPY" and args.startswith("--from=build")}
     assert {"/opt/loom", "/app/proto", "/app/core", "/app/services", "/app/docs"} <= copied
+    # The assistant plane reads its agent definition from the tree (loom_assistant.plane.AGENT_YAML).
+    assert "/app/librechat" in copied
     build = " ".join(a for i, a in stages()["build"] if i == "RUN")
     assert "scripts/gen_proto.py" in build and "compileall" in build
 

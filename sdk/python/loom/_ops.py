@@ -58,6 +58,49 @@ class AuthOps:
         return await self._caller.call("auth.whoami")
 
 
+class BudgetOps:
+    """The ``budget.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def get(
+        self,
+        *,
+        namespace: str | None = None,
+    ) -> dict[str, Any]:
+        """The namespace's daily model cost cap, the assistant's share of it and what the assistant spent today.
+
+        Calls ``budget.get``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "budget.get",
+            namespace=namespace,
+        )
+
+    async def set(
+        self,
+        *,
+        namespace: str | None = None,
+        daily_cost_cap_usd: float | None = None,
+    ) -> dict[str, Any]:
+        """Set the namespace's daily model cost cap (daily_cost_cap_usd); omitted, the deployment's default applies again.
+
+        Calls ``budget.set``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "budget.set",
+            namespace=namespace,
+            daily_cost_cap_usd=daily_cost_cap_usd,
+        )
+
+
 class DecisionOps:
     """The ``decision.*`` ops."""
 
@@ -861,6 +904,43 @@ class NamespaceOps:
         Calls ``namespace.list``.
         """
         return await self._caller.call("namespace.list")
+
+
+class OrgOps:
+    """The ``org.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def model_calls(
+        self,
+        *,
+        org: str | None = None,
+    ) -> dict[str, Any]:
+        """Whether model calls (the assistant's answers) are on for the caller's org.
+
+        Calls ``org.model_calls``.
+        """
+        return await self._caller.call(
+            "org.model_calls",
+            org=org,
+        )
+
+    async def set_model_calls(
+        self,
+        *,
+        enabled: bool,
+        org: str | None = None,
+    ) -> dict[str, Any]:
+        """Switch model calls (the assistant's answers) on or off for the caller's org; needs the org-wide admin role.
+
+        Calls ``org.set_model_calls``.
+        """
+        return await self._caller.call(
+            "org.set_model_calls",
+            enabled=enabled,
+            org=org,
+        )
 
 
 class PolicyOps:
@@ -1707,6 +1787,7 @@ class Ops:
 
     assistant: AssistantOps
     auth: AuthOps
+    budget: BudgetOps
     decision: DecisionOps
     grants: GrantsOps
     help: HelpOps
@@ -1714,6 +1795,7 @@ class Ops:
     insights: InsightsOps
     memory: MemoryOps
     namespace: NamespaceOps
+    org: OrgOps
     policy: PolicyOps
     sa: SaOps
     task: TaskOps
@@ -1722,6 +1804,7 @@ class Ops:
     def __init__(self, caller: OpCaller) -> None:
         self.assistant = AssistantOps(caller)
         self.auth = AuthOps(caller)
+        self.budget = BudgetOps(caller)
         self.decision = DecisionOps(caller)
         self.grants = GrantsOps(caller)
         self.help = HelpOps(caller)
@@ -1729,6 +1812,7 @@ class Ops:
         self.insights = InsightsOps(caller)
         self.memory = MemoryOps(caller)
         self.namespace = NamespaceOps(caller)
+        self.org = OrgOps(caller)
         self.policy = PolicyOps(caller)
         self.sa = SaOps(caller)
         self.task = TaskOps(caller)

@@ -24,6 +24,7 @@ from .handlers import AssistantHandlers
 from .http import chat_app
 from .service.bridge import Bridge
 from .service.checks import Checker, HttpOps, OpCaller
+from .service.controls import Controls
 from .service.librechat import LibreChatClient
 from .service.setup import ServiceSetup, Status
 from .store.schema import MIGRATIONS
@@ -100,7 +101,10 @@ class AssistantPlane:
             checker=self.checker,
             model=self.definition.model,
         )
-        self._handlers = AssistantHandlers(self.bridge)
+        self.controls = Controls(
+            store=runtime.store, auth=runtime.auth, default_cap_usd=s.default_daily_cost_cap_usd, share=s.assistant_budget_share
+        )
+        self._handlers = AssistantHandlers(self.bridge, self.controls)
         self._app: Starlette | None = None
         self._server: _QuietServer | None = None
         self._serve_task: asyncio.Task[None] | None = None

@@ -58,5 +58,31 @@ def help_(c: cit.Citation, result: Mapping[str, Any] | None) -> cit.Checked:
     return cit.Checked(c, ok, reason, str(result.get("anchor") or ""))
 
 
+_DOC_REASONS = {
+    "page_not_indexed": cit.REASON_DOC_NOT_A_DOCUMENT,
+    "no_such_section": cit.REASON_DOC_NO_SUCH_SECTION,
+    "ambiguous_section": cit.REASON_DOC_AMBIGUOUS_SECTION,
+}
+
+
+def doc_as_help(c: cit.Citation) -> str:
+    """The help-index form of a document citation: Loom's documents are its shipped docs."""
+    page = cit.doc_page(c.ref)
+    return f"[help:{page} § {c.section}]" if c.section else f"[help:{page}]"
+
+
+def doc(c: cit.Citation, result: Mapping[str, Any] | None) -> cit.Checked:
+    """From help.verify's result for the citation's help form: verified when the document is a
+    shipped docs page and the section one of its headings (or names none)."""
+    if not isinstance(result, Mapping):
+        return cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True)
+    if bool(result.get("verified")):
+        return cit.Checked(c, True, anchor=str(result.get("anchor") or ""))
+    reason = _DOC_REASONS.get(str(result.get("reason") or ""))
+    if reason is None:  # help_unavailable, or an answer this build does not know
+        return cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True)
+    return cit.Checked(c, False, reason)
+
+
 def could_not_run(c: cit.Citation) -> cit.Checked:
     return cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True)

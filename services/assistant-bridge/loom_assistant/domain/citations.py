@@ -25,8 +25,12 @@ REASON_MEMORY_NOT_RETURNED = (
 REASON_MEMORY_NOT_RECORDED = "this deployment does not record memory reads"
 REASON_SQL_NOT_RUN = "this statement did not run in this answer (insights.query)"
 REASON_TASK_NOT_RETURNED = "no call of this answer returned this task"
+# Spec 000 "Citations": a code index is a namespace of its own, which the answer's token does not reach.
 REASON_CODE_NOT_CHECKED = "code citations are not checked: a code index is a namespace of its own"
-REASON_DOC_NOT_CHECKED = "document citations are not checked by this build"
+REASON_DOC_NOT_A_DOCUMENT = "this document is not one of Loom's documents (the shipped docs)"
+REASON_DOC_NO_SUCH_SECTION = "the document has no such section"
+REASON_DOC_AMBIGUOUS_SECTION = "the section names more than one heading of the document"
+_LINES = re.compile(r"^(?P<start>\d+)(?:\s*-\s*L?(?P<end>\d+))?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +118,24 @@ def _bracket(kind: str, body: str, text: str) -> Citation | None:
         page, _, section = body.partition("§")
         return Citation(kind, page.strip(), text, section=section.strip())
     if kind == "code":
-        return Citation("code", body.rsplit(":", 1)[0] if body.rsplit(":", 1)[-1].isdigit() else body, text)
+        path, sep, tail = body.rpartition(":")
+        tail = tail.strip().removeprefix("L")
+        if sep and _LINES.match(tail):
+            return Citation("code", path.strip(), text, section=tail.replace(" ", ""))
+        return Citation("code", body, text)
     return Citation(kind, body, text)
+
+
+def doc_page(ref: str) -> str:
+    """The docs page a document citation's source names: `docs/x.md`, `./x.md`, `x.md` and `x`
+    all name the page `x.md` of Loom's shipped docs."""
+    page = ref.strip()
+    for prefix in ("loom://docs/", "file://", "./", "/"):
+        page = page.removeprefix(prefix)
+    page = page.removeprefix("docs/")
+    if page and not page.endswith(".md"):
+        page += ".md"
+    return page
 
 
 def split_checked(citations: list[Citation]) -> tuple[list[Citation], list[Citation]]:

@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TypeVar
 
 from .citations import Checked
 
@@ -27,6 +28,8 @@ ABSTENTION = "Nothing stored in Loom answers this."
 RUN_ROWS_CUT = 200
 # The reads of an uncited answer's calls and their waits, together.
 CALLS_READ_BOUND_S = 3.0
+
+T = TypeVar("T")
 
 _EMPHASIS = re.compile(r"[*_`~]")
 _SPACES = re.compile(r"\s+")
@@ -64,6 +67,12 @@ class Calls:
     cut: bool = False
     readable: bool = True
     kinds: dict[str, OpKind] = field(default_factory=dict)
+
+
+def cut_run(rows: Sequence[T]) -> tuple[list[T], bool]:
+    """One read of a run takes RUN_ROWS_CUT rows (it asks for one more to know): the rows kept,
+    and whether the run held more and is cut. Support and steps see only the rows kept."""
+    return list(rows[:RUN_ROWS_CUT]), len(rows) > RUN_ROWS_CUT
 
 
 def says_abstention(text: str) -> bool:

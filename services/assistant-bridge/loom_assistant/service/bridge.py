@@ -34,8 +34,10 @@ from ..domain import caller as caller_rules
 from ..domain import history as history_rules
 from ..domain import pricing
 from ..domain.steps import Step, steps_of
+from ..domain.token_path import TokenPath
+from ..store import controls
 from ..store import ledger as ledger_store
-from .checks import AnswerScope, Checker
+from .checks import CALLS_BOUND_S, AnswerScope, Checker
 from .librechat import LibreChatClient, LibreChatError, parse_chunk, sse_data
 from .setup import ServiceSetup, Status
 
@@ -98,6 +100,10 @@ class Bridge:
         self.checker = checker
         self.model = model
         self._running: dict[tuple[str, str], int] = defaultdict(int)
+        # Whether answers' tokens reach Loom through LibreChat's MCP header (auth_off).
+        self.token_path = TokenPath()
+        self.token_path_observed = asyncio.Event()
+        self._background: set[asyncio.Task[None]] = set()
         # request id -> the spend to put on the op's ledger row (assistant.ask through the chain).
         self.pending_costs: dict[str, float] = {}
         if setup is not None:
@@ -109,6 +115,8 @@ class Bridge:
     def status(self) -> tuple[Status, str]:
         if not self.settings.assistant_librechat_url or self.setup is None:
             return Status.NOT_CONFIGURED, ""
+        if self.setup.state.status == Status.READY and self.token_path.off(time.monotonic()):
+            return Status.AUTH_OFF, ""
         return self.setup.state.status, self.setup.state.failure_kind
 
     def _available(self) -> tuple[str, str]:
@@ -149,20 +157,27 @@ class Bridge:
             raise Forbidden(ErrorCode.AUTH_INSUFFICIENT, f"asking the assistant needs the viewer role in {namespace!r}")
         api_key, agent_id = self._available()
         try:
-            enabled, spent = await asyncio.gather(
-                ledger_store.model_calls_enabled(self.store, org=caller.org),
+            enabled, spent, own_cap = await asyncio.gather(
+                controls.model_calls_enabled(self.store, org=caller.org),
                 ledger_store.spent_today(self.store, org=caller.org, namespace=namespace),
+                controls.cost_cap(self.store, org=caller.org, namespace=namespace),
             )
         except LoomError as exc:
             raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the namespace's spend could not be read", {"retry_after_s": 1}) from exc
         if not enabled:
             raise Forbidden(ErrorCode.AUTH_INSUFFICIENT, "an admin switched model calls off for this org", {"reason": "model_calls_off"})
-        cap = self.settings.default_daily_cost_cap_usd
+        cap = self.settings.default_daily_cost_cap_usd if own_cap is None else own_cap
         if pricing.over_share(spent, cap, self.settings.assistant_budget_share):
             raise RateLimited(
                 ErrorCode.RATE_LIMITED,
                 "the namespace's assistant budget for today is spent",
-                {"reason": "budget", "spent_usd": round(spent, 6), "cap_usd": cap, "share": self.settings.assistant_budget_share},
+                {
+                    "reason": "budget",
+                    "spent_usd": round(spent, 6),
+                    "cap_usd": cap,
+                    "cap_source": "default" if own_cap is None else "namespace",
+                    "share": self.settings.assistant_budget_share,
+                },
             )
         slot = (caller.org, namespace)
         if self._running[slot] >= self.settings.assistant_concurrent_answers:
@@ -230,6 +245,7 @@ class Bridge:
             usage = pricing.usage_of(out)
             calls = len((choice.get("message") or {}).get("tool_calls") or [])
             verdict = await self.checker.verdict(self._scope(adm), run_id, text, streamed=False, tool_calls=calls)
+            self._observe_later(adm, calls, waited=bool(verdict.extra.get("calls_waited")))
             cost = pricing.answer_cost(self.model, usage, ceiling_usd=self.settings.assistant_answer_ceiling_usd)
             out["citations"] = verdict.wire_citations()
             out["support"] = verdict.support.value
@@ -332,6 +348,7 @@ class Bridge:
             yield self._event(run_id, "loom.citations", **fields)
             yield b"data: [DONE]\n\n"
             finished = True
+            self._observe_later(adm, len(state["tool_calls"]), waited=bool(verdict.extra.get("calls_waited")))
         finally:
             # Shielded: a disconnect cancels this generator's scope, and every await of the
             # cleanup would be cancelled again before the upstream request is closed.
@@ -346,6 +363,51 @@ class Bridge:
                 cost = pricing.answer_cost(self.model, usage, ceiling_usd=self.settings.assistant_answer_ceiling_usd)
                 self.record_answer(adm, run_id=str(state["run_id"]), cost=cost, ok=finished, error_code="" if finished else "CANCELLED")
                 self.release(adm)
+
+    def _observe_later(self, adm: Admission, tool_calls: int, *, waited: bool) -> None:
+        if tool_calls > 0:
+            task = asyncio.get_running_loop().create_task(self.observe_token_path(adm, tool_calls, waited=waited))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def observe_token_path(self, adm: Admission, tool_calls: int, *, waited: bool = False) -> None:
+        """After an answer with tool calls: did any land under the answer's token? Within the
+        calls' three-second bound, or one read when the answer's checks already waited for its
+        calls' rows; a read that fails says nothing. Sets `token_path_observed` when done."""
+        try:
+            await self._observe_token_path(adm, tool_calls, waited)
+        finally:
+            self.token_path_observed.set()
+
+    async def _observe_token_path(self, adm: Admission, tool_calls: int, waited: bool) -> None:
+        if tool_calls <= 0:
+            return
+        deadline = time.monotonic() + (0.0 if waited else CALLS_BOUND_S)
+        try:
+            while True:
+                await self.checker.flush()
+                n = await ledger_store.rows_under_token(self.store, org=adm.caller.org, token_id=adm.answer.jti)
+                if n > 0 or time.monotonic() >= deadline:
+                    break
+                await asyncio.sleep(min(0.1, self.checker.ledger_wait_s))
+        except Exception:  # noqa: BLE001 - an unreadable ledger decides nothing
+            log.warning("assistant: could not read the answer's calls for the token path")
+            return
+        if n == 0:
+            try:
+                self.auth.verify(adm.answer_token)
+            except LoomError:
+                # The answer's token was ended (its caller revoked, or it ran out): its refused
+                # calls say nothing about LibreChat, and a caller cannot switch the assistant off
+                # for everyone by revoking its own token mid-answer.
+                return
+        was_off = self.token_path.off(time.monotonic())
+        self.token_path.observe(tool_calls=tool_calls, rows_under_token=n, now=time.monotonic())
+        if self.token_path.off(time.monotonic()) and not was_off:
+            log.warning(
+                "assistant: LibreChat's tool calls reach Loom without the answer's token (its MCP Authorization header is off);"
+                " answering auth_off"
+            )
 
     async def _live_steps(self, adm: Admission, run_id: str) -> list[Step]:
         if run_id:

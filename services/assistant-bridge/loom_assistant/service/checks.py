@@ -17,7 +17,7 @@ from ..domain import checks, opsets
 from ..domain import citations as cit
 from ..domain import names as names_mod
 from ..domain.steps import Step, steps_of
-from ..domain.support import RUN_ROWS_CUT, Call, Calls, Support, decide
+from ..domain.support import RUN_ROWS_CUT, Call, Calls, Support, cut_run, decide
 from ..store import ledger
 
 CHECKS_BOUND_S = 10.0
@@ -114,9 +114,11 @@ class Checker:
             calls = Calls(readable=False)  # no run id: nothing to read
         support = decide(text, checked, unknown, calls if not cites else None)
         v = Verdict(checked, support, unknown)
+        # The run's calls were read after waiting for the rows LibreChat reported (or the bound).
+        v.extra["calls_waited"] = calls_task is not None
         if streamed and rows is not None:
             v.steps = steps_of(rows)
-            v.steps_cut = len(rows) > RUN_ROWS_CUT
+            v.steps_cut = calls is not None and calls.cut
         return v
 
     async def _calls(
@@ -130,8 +132,9 @@ class Checker:
         async def read() -> tuple[Calls, list[dict[str, Any]]]:
             await self.flush()
             rows = await ledger.run_rows(self.store, org=scope.org, run_id=run_id, subject=scope.subject, limit=RUN_ROWS_CUT + 1)
-            calls = [Call(str(r["op"]), bool(r["ok"]), opsets.found(int(r["out_hits"]))) for r in rows[:RUN_ROWS_CUT]]
-            return Calls(calls, cut=len(rows) > RUN_ROWS_CUT, kinds=kinds), rows
+            kept, cut = cut_run(rows)
+            calls = [Call(str(r["op"]), bool(r["ok"]), opsets.found(int(r["out_hits"]))) for r in kept]
+            return Calls(calls, cut=cut, kinds=kinds), kept
 
         def citable_found(got: tuple[Calls, list[dict[str, Any]]]) -> bool:
             return any(c.ok and c.found and kinds.get(c.op) == opsets.OpKind.CITABLE for c in got[0].calls)
@@ -141,7 +144,7 @@ class Checker:
             if stop_early and citable_found(got):
                 return got
             waited = False
-            while not waited or len(got[1]) < expected:
+            while not waited or (len(got[1]) < min(expected, RUN_ROWS_CUT) and not got[0].cut):
                 await asyncio.sleep(self.ledger_wait_s if not waited else min(self.ledger_wait_s, 0.1))
                 waited = True
                 got = await read()
@@ -157,25 +160,24 @@ class Checker:
     async def _check_all(self, scope: AnswerScope, run_id: str, cites: list[cit.Citation]) -> list[cit.Checked]:
         if not cites:
             return []
-        helps = [c for c in cites if c.kind == "help"]
-        help_task = asyncio.create_task(self._help(scope, helps)) if helps else None
+        # Help and document citations are checked against the docs index in one help.verify call.
+        indexed = [c for c in cites if c.kind in ("help", "doc")]
+        index_task = asyncio.create_task(self._indexed(scope, indexed)) if indexed else None
         reads = _SharedReads(self, scope, run_id)
-        tasks = [asyncio.create_task(self._one(scope, run_id, c, reads)) for c in cites if c.kind != "help"]
+        plain = [c for c in cites if c.kind not in ("help", "doc")]
+        tasks = [asyncio.create_task(self._one(scope, run_id, c, reads)) for c in plain]
         others = await asyncio.gather(*tasks, return_exceptions=True)
         by_cite: dict[int, cit.Checked] = {}
-        plain = [c for c in cites if c.kind != "help"]
         for c, result in zip(plain, others, strict=True):
             by_cite[id(c)] = result if isinstance(result, cit.Checked) else cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True)
-        if help_task is not None:
-            for c, result in zip(helps, await help_task, strict=True):
+        if index_task is not None:
+            for c, result in zip(indexed, await index_task, strict=True):
                 by_cite[id(c)] = result
         return [by_cite[id(c)] for c in cites]
 
     async def _one(self, scope: AnswerScope, run_id: str, c: cit.Citation, reads: _SharedReads) -> cit.Checked:
         if c.kind == "code":
             return cit.Checked(c, False, cit.REASON_CODE_NOT_CHECKED, undecided=True)
-        if c.kind == "doc":
-            return cit.Checked(c, False, cit.REASON_DOC_NOT_CHECKED, undecided=True)
         if not run_id:
             return cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True)
         if c.kind == "memory":
@@ -197,16 +199,23 @@ class Checker:
             attempt += 1
             await asyncio.sleep(min(0.1, max(self.ledger_wait_s / 2, 0.02)))
 
-    async def _help(self, scope: AnswerScope, helps: list[cit.Citation]) -> list[cit.Checked]:
-        """help.verify with the answer's token: the docs are the same for every caller."""
+    async def _indexed(self, scope: AnswerScope, cites: list[cit.Citation]) -> list[cit.Checked]:
+        """help.verify with the answer's token, through Loom's own routes: the docs are the same
+        for every caller. A document citation is checked in its help form (Loom's documents are
+        its shipped docs)."""
         if self.ops is None:
-            return [cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True) for c in helps]
+            return [cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True) for c in cites]
+        forms = [c.text if c.kind == "help" else checks.doc_as_help(c) for c in cites]
         try:
-            out = await self.ops("help.verify", {"citations": [c.text for c in helps]}, scope.token)
+            out = await self.ops("help.verify", {"citations": forms}, scope.token)
             results = list(out.get("results") or [])
         except Exception:  # noqa: BLE001 - a refused or failed check leaves the citation unverified
-            return [cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True) for c in helps]
-        return [checks.help_(c, results[i] if i < len(results) else None) for i, c in enumerate(helps)]
+            return [cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True) for c in cites]
+        judged: list[cit.Checked] = []
+        for i, c in enumerate(cites):
+            result = results[i] if i < len(results) else None
+            judged.append(checks.help_(c, result) if c.kind == "help" else checks.doc(c, result))
+        return judged
 
 
 class _SharedReads:

@@ -31,6 +31,7 @@ class Status(StrEnum):
     NOT_CONFIGURED = "not_configured"
     STARTING = "starting"
     FAILING = "failing"
+    AUTH_OFF = "auth_off"
     READY = "ready"
 
 

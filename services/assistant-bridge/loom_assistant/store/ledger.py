@@ -43,12 +43,13 @@ async def spent_today(store: Store, *, org: str, namespace: str) -> float:
     return float(rows[0]["spent"] or 0.0) if rows else 0.0
 
 
-async def model_calls_enabled(store: Store, *, org: str) -> bool:
+async def rows_under_token(store: Store, *, org: str, token_id: str) -> int:
+    """How many ledger rows the answer's token made (its tool calls, wherever they landed)."""
     rows = await store.query(
-        "SELECT enabled FROM {db}.assistant_model_calls FINAL WHERE org = {org:String}",
-        {"org": org},
+        "SELECT count() AS n FROM {db}.agent_events WHERE org = {org:String} AND token_id = {tid:String}",
+        {"org": org, "tid": token_id},
     )
-    return bool(rows[0]["enabled"]) if rows else True
+    return int(rows[0]["n"]) if rows else 0
 
 
 async def exposed_keys(store: Store, *, org: str, run_id: str) -> set[str]:

@@ -1,5 +1,5 @@
 """The assistant's tables: loom.assistant_service (one row: the service user, sealed), the org
-switch for model calls, and the ledger column its spend is recorded in."""
+switch for model calls, each namespace's daily model cost cap, and the ledger column its spend is recorded in."""
 
 from __future__ import annotations
 
@@ -34,6 +34,20 @@ MIGRATIONS = [
             version UInt64
         ) ENGINE = ReplacingMergeTree(version)
         ORDER BY org""",
+    ),
+    Migration(
+        "assistant",
+        "assistant_budgets",
+        """
+        CREATE TABLE IF NOT EXISTS {db}.assistant_budgets (
+            org String,
+            namespace String,
+            daily_cost_cap_usd Float64,
+            is_set Bool,
+            updated_at DateTime64(6, 'UTC'),
+            version UInt64
+        ) ENGINE = ReplacingMergeTree(version)
+        ORDER BY (org, namespace)""",
     ),
     Migration(
         "assistant",
