@@ -15,6 +15,7 @@ from loom_core.store import Migration
 from .handlers import DecisionHandlers
 from .service.embedding import Embedder, build_embedder
 from .service.rows import Deps, Rows
+from .settings import DecisionsSettings
 from .store.schema import migrations
 
 
@@ -22,7 +23,7 @@ class DecisionsPlane:
     name = "decisions"
 
     def __init__(self, runtime: Runtime) -> None:
-        s = runtime.settings
+        s = runtime.settings.plane(DecisionsSettings)
         self.migrations: Sequence[Migration] = migrations(s.embedding_dimensions)
         self.catalog = runtime.catalog
         self.embedder: Embedder = build_embedder(s)

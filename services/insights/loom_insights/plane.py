@@ -14,6 +14,7 @@ from loom_core.store import Migration
 
 from .handlers import InsightsHandlers, handler_table
 from .service.analysis import Analysis
+from .settings import InsightsSettings
 from .store.schema import MIGRATIONS
 
 
@@ -23,7 +24,7 @@ class InsightsPlane:
 
     def __init__(self, runtime: Runtime) -> None:
         self._catalog = runtime.catalog
-        self.analysis = Analysis(runtime.store, runtime.leases, runtime.auth, runtime.settings)
+        self.analysis = Analysis(runtime.store, runtime.leases, runtime.auth, runtime.settings, runtime.settings.plane(InsightsSettings))
         self._handlers = InsightsHandlers(self.analysis)
 
     def handlers(self) -> dict[str, Handler]:

@@ -98,12 +98,13 @@ async def _print(settings: Settings, *, analyst: bool, prefix: str | None) -> st
     from loom_insights.domain.printed import render_script
     from loom_insights.service import secrets as sec
     from loom_insights.service.analysis import caps_from
+    from loom_insights.settings import InsightsSettings
     from loom_insights.store.tables import present as present_in
 
     store = await _open(settings)
     try:
         tables = await present_in(store)
-        caps: Caps = caps_from(settings)
+        caps: Caps = caps_from(settings.plane(InsightsSettings))
         if prefix is None:
             prefix = await _probe_prefix(settings) or "SQL_"
         if analyst:
@@ -162,8 +163,10 @@ async def _setup(settings: Settings) -> int:
     from loom_insights.service import secrets as sec
     from loom_insights.service.analysis import caps_from
     from loom_insights.service.provisioning import Provisioner, ProvisionRefused
+    from loom_insights.settings import InsightsSettings
     from loom_insights.store.clickhouse import ChClient, ChError, NoAnswer
 
+    own = settings.plane(InsightsSettings)
     store = await _open(settings)
     admin = ChClient(settings.clickhouse_url, max_size=1)
     bus = None
@@ -175,7 +178,7 @@ async def _setup(settings: Settings) -> int:
             )
             bus = await connect_bus(settings.nats_url, name="loom-ch-setup", **creds)
             leases = await LeaseStore.open(bus)
-        prov = Provisioner(store, admin, leases, sec.sealer_for(settings), caps_from(settings), settings.ch_analysis_lease_wait_s)
+        prov = Provisioner(store, admin, leases, sec.sealer_for(settings), caps_from(own), own.ch_analysis_lease_wait_s)
         try:
             report = await prov.write("setup", holder="ch-setup")
         except ProvisionRefused as exc:

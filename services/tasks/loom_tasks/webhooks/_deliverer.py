@@ -35,6 +35,7 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.client import JetStreamContext
 
+from ..settings import TasksSettings
 from ._config import secret_ref_is_valid, url_problem
 from ._guard import Resolver, system_resolve
 from ._sender import Sender, SendResult
@@ -123,8 +124,9 @@ class WebhookDeliverer:
         durable: str = DURABLE,
         stream: str = STREAM,
         fetch_batch: int = 256,
+        settings: TasksSettings | None = None,
     ) -> None:
-        s = runtime.settings
+        s = settings if settings is not None else runtime.settings.plane(TasksSettings)
         self.runtime = runtime
         self.lookup = lookup
         # A seam for tests only (no setting reaches it): lets a delivery reach a loopback receiver.
