@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loom_core.plane import bind_handlers
 from loom_core.runtime import Handler, Runtime
 from loom_core.store import Migration
 
@@ -31,7 +32,7 @@ class DecisionsPlane:
         self.ops = DecisionHandlers(self.rows)
 
     def handlers(self) -> dict[str, Handler]:
-        return self.ops.handlers(self.catalog)
+        return bind_handlers(self.catalog, self.name, self.ops)
 
     async def start(self) -> None:
         return None

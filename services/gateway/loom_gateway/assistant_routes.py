@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
+from loom_core import inproc
 from loom_core.errors import ErrorCode, LoomError, Unavailable
 from starlette.background import BackgroundTask
 from starlette.requests import Request
@@ -26,11 +27,8 @@ _HOP_HEADERS = {"host", "content-length", "connection", "transfer-encoding", "ac
 
 
 def _local_plane(replica: object | None) -> Any | None:
-    try:
-        from loom_assistant import local
-    except ImportError:
-        return None
-    return local.plane_for(replica)
+    """This replica's assistant plane, registered in core's in-process registry (no plane import)."""
+    return inproc.find("assistant", replica)
 
 
 def relay_ops(relay: Relay) -> Any:

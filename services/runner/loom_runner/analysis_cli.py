@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import sys
 from importlib.metadata import entry_points
 from typing import Any
 
+from loom_core.local_secrets import WeakSecret, with_local_secrets
 from loom_core.settings import Settings
 
 COMMANDS = ("ch-setup", "secrets")
@@ -47,12 +47,8 @@ def _owned_secrets(settings: Settings) -> Settings:
     if settings.clickhouse_url:
         return settings
     try:
-        local = importlib.import_module("loom_core.local_secrets")
-    except ImportError:
-        return settings
-    try:
-        owned: Settings = local.with_local_secrets(settings)
-    except local.WeakSecret as exc:  # say how to set one
+        owned: Settings = with_local_secrets(settings)
+    except WeakSecret as exc:  # say how to set one
         raise SystemExit(f"loom: {exc}") from None
     return owned
 

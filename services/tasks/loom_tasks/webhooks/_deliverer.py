@@ -31,6 +31,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from loom_core.runtime import Runtime
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.client import JetStreamContext
@@ -112,7 +113,7 @@ class WebhookDeliverer:
 
     def __init__(
         self,
-        runtime: Any,
+        runtime: Runtime,
         lookup: WebhookLookup,
         *,
         allow_loopback_for_tests: bool = False,
