@@ -151,12 +151,12 @@ class QueryVector:
 
 
 async def run(n: int, queries: int, seed: int, index: bool = True) -> dict[str, Any]:
-    from loom_core.settings import Settings
     from loom_core.store import run_migrations
     from loom_core.store.embedded import EmbeddedStore
     from loom_decisions.service.decisions import DecisionOps
     from loom_decisions.service.embedding import Embedder, LocalModel
     from loom_decisions.service.rows import Deps, Rows
+    from loom_decisions.settings import DecisionsSettings
     from loom_decisions.store.schema import migrations
 
     tmp = Path(tempfile.mkdtemp(prefix="loom-bench-decisions-"))
@@ -186,7 +186,7 @@ async def run(n: int, queries: int, seed: int, index: bool = True) -> dict[str, 
     }
     ctx = SimpleNamespace(org=ORG, namespace=NS)
     for mode, min_rows in (("exact", 10**12), ("hnsw", 1))[: 2 if index else 1]:
-        settings = Settings(memory_exposure_ledger_enabled=False, memory_vector_index_min_rows=min_rows)  # type: ignore[call-arg]
+        settings = DecisionsSettings(memory_exposure_ledger_enabled=False, memory_vector_index_min_rows=min_rows)
         model = QueryVector()
         rows = Rows(Deps(settings=settings, store=store, leases=None, exposures=None, embedder=Embedder(model)))  # type: ignore[arg-type]
         ops = DecisionOps(rows)

@@ -332,7 +332,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             rate_read_per_minute=10**9,
             rate_write_per_minute=10**9,
             rate_admin_per_minute=10**9,
-            task_webhook_deliver_enabled=not args.no_webhooks,
+            plane_overrides={"task_webhook_deliver_enabled": not args.no_webhooks},
         )
         async with NatsServer(data / "nats") as nats:
             store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .store import Migration, Store, ch_time
+from .store.caller import CALLER_COLUMNS_DDL
 
 if TYPE_CHECKING:
     from .chain.context import CallContext
@@ -31,15 +32,12 @@ MIGRATIONS = [
     Migration(
         "core",
         "memory_exposures",
-        """
-        CREATE TABLE IF NOT EXISTS {db}.memory_exposures (
+        f"""
+        CREATE TABLE IF NOT EXISTS {{db}}.memory_exposures (
             ts DateTime64(6, 'UTC'),
             org LowCardinality(String),
             namespace LowCardinality(String),
-            subject String,
-            agent String,
-            user String,
-            session String,
+            {CALLER_COLUMNS_DDL},
             run_id String,
             op LowCardinality(String),
             kind LowCardinality(String),

@@ -5,8 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from loom_core.settings import PlaneSettings, Settings, plane_settings_classes, render_markdown
+from loom_assistant.settings import AssistantSettings
+from loom_core.settings import PlaneSettings, Settings, plane_settings_classes, render_markdown, setting_names
+from loom_decisions.settings import DecisionsSettings
+from loom_gateway.settings import GatewaySettings
+from loom_help.settings import HelpSettings
+from loom_insights.settings import InsightsSettings
 from loom_policy.settings import PolicySettings
+from loom_tasks.settings import TasksSettings
 
 from tests.conftest import make_settings
 
@@ -49,6 +55,38 @@ def test_policy_settings_live_with_the_policy_plane() -> None:
     assert "policy_mode" not in Settings.model_fields
 
 
+# One field each plane owns and a value that is not its default.
+OWNED: dict[str, tuple[type[PlaneSettings], str, object]] = {
+    "tasks": (TasksSettings, "task_sweep_interval_seconds", 0.2),
+    "help": (HelpSettings, "help_docs_dir", "/srv/docs"),
+    "insights": (InsightsSettings, "ch_analysis_row_cap", 7),
+    "decisions": (DecisionsSettings, "embedding_provider", "openai"),
+    "assistant": (AssistantSettings, "assistant_librechat_url", "http://librechat:3080"),
+    "gateway": (GatewaySettings, "gateway_transport", "grpc"),
+}
+
+
+@pytest.mark.parametrize("plane", sorted(OWNED))
+def test_each_planes_settings_live_with_the_plane_not_in_core(plane: str, tmp_path: Path) -> None:
+    cls, field, value = OWNED[plane]
+    assert plane_settings_classes()[plane] is cls
+    assert not set(cls.model_fields) & set(Settings.model_fields), "a plane's setting is still a core field"
+    s = make_settings(tmp_path, **{field: value})
+    assert s.plane(cls).model_dump()[field] == value
+
+
+def test_core_keeps_only_shared_infrastructure() -> None:
+    plane_prefixes = ("task_", "help_", "ch_analysis_", "assistant_", "embedding_", "decision_", "memory_", "gateway_", "policy_")
+    assert [n for n in Settings.model_fields if n.startswith(plane_prefixes)] == []
+
+
+def test_setting_names_lists_core_and_plane_variables_once() -> None:
+    names = setting_names()
+    assert "LOOM_JWT_SECRET" in names and "LOOM_TASK_PULL_POLL_SECONDS" in names and "LOOM_ASSISTANT_BRIDGE_URL" in names
+    assert "LOOM_PLANE_OVERRIDES" not in names
+    assert len(names) == len(set(names))
+
+
 def test_a_test_overrides_a_plane_setting_like_a_core_one(tmp_path: Path) -> None:
     s = make_settings(tmp_path, policy_mode="enforce", http_port=1234)
     assert s.http_port == 1234
@@ -59,6 +97,10 @@ def test_a_test_overrides_a_plane_setting_like_a_core_one(tmp_path: Path) -> Non
 def test_settings_are_read_from_loom_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOOM_HTTP_PORT", "9123")
     monkeypatch.setenv("LOOM_POLICY_MODE", "shadow")
+    monkeypatch.setenv("LOOM_TASK_STATE_REPLICAS", "3")
+    monkeypatch.setenv("LOOM_EMBEDDING_DIMENSIONS", "768")
     s = Settings()
     assert s.http_port == 9123
     assert s.plane(PolicySettings).policy_mode == "shadow"
+    assert s.plane(TasksSettings).task_state_replicas == 3
+    assert s.plane(DecisionsSettings).embedding_dimensions == 768

@@ -13,11 +13,11 @@ import json
 import time
 from dataclasses import dataclass
 
-from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.api import StorageType
 
-from ..errors import Conflict, Unavailable
+from ..errors import Conflict, ErrorCode, Unavailable
 from . import kv
+from .layout import KVBucket, ensure_bucket
 from .nats import Bus
 
 BUCKET = "loom_leases"
@@ -25,7 +25,7 @@ BUCKET = "loom_leases"
 
 class LeaseHeld(Conflict):
     def __init__(self, key: str, holder: str) -> None:
-        super().__init__("PRECONDITION_FAILED", "the lease is held by another", {"lease": key})
+        super().__init__(ErrorCode.PRECONDITION_FAILED, "the lease is held by another", {"lease": key})
         self.holder = holder
 
 
@@ -53,15 +53,8 @@ class LeaseStore:
 
     @classmethod
     async def open(cls, bus: Bus, bucket: str = BUCKET) -> LeaseStore:
-        try:
-            await bus.js.key_value(bucket)
-        except (NotFoundError, BadRequestError):
-            # limit_marker_ttl turns on per-key TTLs (an abandoned lease key ages out).
-            config = KeyValueConfig(bucket=bucket, history=1, storage=StorageType.FILE, ttl=7 * 86400, limit_marker_ttl=60)
-            try:
-                await bus.js.create_key_value(config)
-            except BadRequestError:
-                await bus.js.key_value(bucket)  # another replica created it first
+        # limit_marker_ttl turns on per-key TTLs (an abandoned lease key ages out).
+        await ensure_bucket(bus, KVBucket(bucket, ttl=7 * 86400, history=1, limit_marker_ttl=60, storage=StorageType.FILE))
         return cls(bus, bucket)
 
     def _subject(self, key: str) -> str:
@@ -71,7 +64,7 @@ class LeaseStore:
         try:
             entry = await kv.read(self.bus.js, self.stream, self._subject(key), direct=False)
         except Unavailable:
-            raise Unavailable("BACKEND_UNAVAILABLE", "the lease store did not answer") from None
+            raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the lease store did not answer") from None
         if entry is None or not entry.data:
             return None
         data = json.loads(entry.data)
@@ -96,7 +89,7 @@ class LeaseStore:
             except kv.WrongRevision:
                 continue  # lost a race: read again
             except Unavailable:
-                raise Unavailable("BACKEND_UNAVAILABLE", "the lease store did not answer") from None
+                raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the lease store did not answer") from None
             return Lease(key, holder, rev, rev, expires)
         raise LeaseHeld(key, "?")
 
@@ -118,7 +111,7 @@ class LeaseStore:
         except kv.WrongRevision:
             raise LeaseHeld(lease.key, "?") from None
         except Unavailable:
-            raise Unavailable("BACKEND_UNAVAILABLE", "the lease store did not answer") from None
+            raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the lease store did not answer") from None
         return Lease(lease.key, lease.holder, rev, lease.fence, expires)
 
     async def release(self, lease: Lease) -> bool:
@@ -128,7 +121,7 @@ class LeaseStore:
         except kv.WrongRevision:
             return False
         except Unavailable:
-            raise Unavailable("BACKEND_UNAVAILABLE", "the lease store did not answer") from None
+            raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the lease store did not answer") from None
         return True
 
 

@@ -155,7 +155,7 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
             error = exc
         except Exception:
             log.exception("op %s failed", op.name)
-            error = LoomError("INTERNAL", "internal error")
+            error = LoomError(ErrorCode.INTERNAL, "internal error")
         latency = time.perf_counter() - started
         code = error.code if error else "OK"
         self._observe(op.name, transport, code, latency)
@@ -182,7 +182,7 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
                 role = max(role, await self.auth.role_in(principal, namespace))
             if role < op.min_role:
                 raise Forbidden(
-                    "AUTH_INSUFFICIENT",
+                    ErrorCode.AUTH_INSUFFICIENT,
                     f"{op.name} needs the {op.min_role.label} role",
                     {"reason": "role", "needed": op.min_role.label, "role": role.label},
                 )
@@ -194,7 +194,7 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         role = await self.auth.role_in(principal, namespace)
         if role < op.min_role:
             raise Forbidden(
-                "AUTH_INSUFFICIENT",
+                ErrorCode.AUTH_INSUFFICIENT,
                 f"{op.name} needs the {op.min_role.label} role in {namespace!r}",
                 {
                     "reason": "role" if role > Role.NONE else "namespace",

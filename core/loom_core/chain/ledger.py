@@ -27,6 +27,7 @@ from nats.js.api import ConsumerConfig, RetentionPolicy, StreamConfig
 from ..bus import Bus
 from ..bus.layout import AckPolicy, BusLayout, Consumer
 from ..store import Migration, Store
+from ..store.caller import CALLER_COLUMNS_DDL
 
 log = logging.getLogger(__name__)
 
@@ -56,15 +57,12 @@ MIGRATIONS = [
     Migration(
         "core",
         "agent_events",
-        """
-        CREATE TABLE IF NOT EXISTS {db}.agent_events (
+        f"""
+        CREATE TABLE IF NOT EXISTS {{db}}.agent_events (
             ts DateTime64(6, 'UTC'),
             org LowCardinality(String),
             namespace LowCardinality(String),
-            subject String,
-            agent String,
-            user String,
-            session String,
+            {CALLER_COLUMNS_DDL},
             op LowCardinality(String),
             transport LowCardinality(String),
             run_id String,

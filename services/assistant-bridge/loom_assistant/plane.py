@@ -14,7 +14,7 @@ import uvicorn
 import yaml
 from loom_core.plane import bind_handlers
 from loom_core.runtime import Handler, Runtime
-from loom_core.settings import Settings
+from loom_core.settings import setting_names
 from loom_core.store import Migration
 from starlette.applications import Starlette
 
@@ -22,11 +22,12 @@ from . import local
 from .domain import definition as definition_mod
 from .handlers import AssistantHandlers
 from .http import chat_app
-from .service.bridge import Bridge
+from .service.bridge import Bridge, TokenLimits
 from .service.checks import Checker, HttpOps, OpCaller
 from .service.controls import Controls
 from .service.librechat import LibreChatClient
 from .service.setup import ServiceSetup, Status
+from .settings import AssistantSettings
 from .store.schema import MIGRATIONS
 from .store.service_row import ServiceRowStore, sealer
 
@@ -59,12 +60,13 @@ class AssistantPlane:
     migrations: Sequence[Migration] = MIGRATIONS
 
     def __init__(self, runtime: Runtime, *, transport: Any = None) -> None:
-        s: Settings = runtime.settings
+        core = runtime.settings
+        s = core.plane(AssistantSettings)
         self.settings = s
         self.catalog = runtime.catalog
         self.replica = runtime.bus
         self.definition = load_definition().with_model(s.assistant_model)
-        self.rows = ServiceRowStore(runtime.store, sealer(s.jwt_secret, s.jwt_secret_previous))
+        self.rows = ServiceRowStore(runtime.store, sealer(core.jwt_secret, core.jwt_secret_previous))
         self.client: LibreChatClient | None = None
         self.setup: ServiceSetup | None = None
         if s.assistant_librechat_url:
@@ -81,9 +83,9 @@ class AssistantPlane:
         self.checker = Checker(
             runtime.store,
             flush=runtime.ledger.flush,
-            ledger_wait_s=s.ledger_flush_interval_seconds + 0.25,
+            ledger_wait_s=core.ledger_flush_interval_seconds + 0.25,
             op_names=list(runtime.catalog.ops),
-            setting_names=[f"LOOM_{n.upper()}" for n in Settings.model_fields],
+            setting_names=setting_names(),
             docs_text=docs_text(),
         )
         self._http_ops: HttpOps | None = None
@@ -92,6 +94,7 @@ class AssistantPlane:
             self.checker.ops = self._http_ops
         self.bridge = Bridge(
             settings=s,
+            token_limits=TokenLimits(core.token_max_ttl_seconds, core.token_max_chain_depth),
             store=runtime.store,
             auth=runtime.auth,
             codec=runtime.codec,

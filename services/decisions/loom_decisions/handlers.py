@@ -7,9 +7,7 @@ from typing import Any
 
 from loom_api.decisions.v1 import decisions_pb2 as dpb
 from loom_api.decisions.v1 import memory_pb2 as mpb
-from loom_core.catalog import Catalog
 from loom_core.chain import CallContext
-from loom_core.plane import Handler, bind_handlers
 
 from .service.decisions import DecisionOps
 from .service.memory import MemoryOps
@@ -210,6 +208,3 @@ class DecisionHandlers:
 
     async def unlock_memory(self, req: mpb.UnlockMemoryRequest, ctx: CallContext) -> mpb.LockMemoryResponse:
         return mpb.LockMemoryResponse(**await self._memory.unlock(ctx, req.key))
-
-    def handlers(self, catalog: Catalog) -> dict[str, Handler]:
-        return bind_handlers(catalog, "decisions", self)

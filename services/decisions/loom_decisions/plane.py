@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loom_core.plane import bind_handlers
 from loom_core.runtime import Handler, Runtime
 from loom_core.store import Migration
 
 from .handlers import DecisionHandlers
 from .service.embedding import Embedder, build_embedder
 from .service.rows import Deps, Rows
+from .settings import DecisionsSettings
 from .store.schema import migrations
 
 
@@ -22,7 +24,7 @@ class DecisionsPlane:
     name = "decisions"
 
     def __init__(self, runtime: Runtime) -> None:
-        s = runtime.settings
+        s = runtime.settings.plane(DecisionsSettings)
         self.migrations: Sequence[Migration] = migrations(s.embedding_dimensions)
         self.catalog = runtime.catalog
         self.embedder: Embedder = build_embedder(s)
@@ -30,7 +32,7 @@ class DecisionsPlane:
         self.ops = DecisionHandlers(self.rows)
 
     def handlers(self) -> dict[str, Handler]:
-        return self.ops.handlers(self.catalog)
+        return bind_handlers(self.catalog, self.name, self.ops)
 
     async def start(self) -> None:
         return None

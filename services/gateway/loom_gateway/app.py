@@ -141,9 +141,9 @@ def create_app(
     async def _http_error(_: Request, exc: StarletteHTTPException) -> Response:
         # Starlette's own refusals (no route, a method a route does not take) in Loom's body.
         if exc.status_code == 404:
-            return error_response(NotFound("RESOURCE_NOT_FOUND", "no such path", {"reason": "path"}))
+            return error_response(NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no such path", {"reason": "path"}))
         return JSONResponse(
-            {"error": {"code": "VALIDATION_FAILED", "message": str(exc.detail), "retryable": False}},
+            {"error": {"code": ErrorCode.VALIDATION_FAILED.value, "message": str(exc.detail), "retryable": False}},
             status_code=exc.status_code,
             headers=dict(exc.headers or {}),
         )

@@ -12,25 +12,23 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
+from loom_core import inproc
 from loom_core.errors import ErrorCode, LoomError, Unavailable
-from loom_core.settings import Settings
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from .relay import Relay
+from .settings import GatewaySettings
 
 CHAT_PATH = "/v1/assistant/chat/completions"
 _HOP_HEADERS = {"host", "content-length", "connection", "transfer-encoding", "accept-encoding"}
 
 
 def _local_plane(replica: object | None) -> Any | None:
-    try:
-        from loom_assistant import local
-    except ImportError:
-        return None
-    return local.plane_for(replica)
+    """This replica's assistant plane, registered in core's in-process registry (no plane import)."""
+    return inproc.find("assistant", replica)
 
 
 def relay_ops(relay: Relay) -> Any:
@@ -84,6 +82,6 @@ class _ChatEndpoint:
 def register(app: FastAPI, relay: Relay, ready_checks: Mapping[str, Any]) -> None:
     # This replica is named by its bus connection, which its readiness check is bound to.
     replica = getattr(ready_checks.get("bus"), "__self__", None)
-    endpoint = _ChatEndpoint(relay, replica, Settings().assistant_bridge_url)
+    endpoint = _ChatEndpoint(relay, replica, GatewaySettings().assistant_bridge_url)
     # An ASGI app as the route's endpoint (a class instance is handed the raw ASGI call).
     app.add_route(CHAT_PATH, endpoint, methods=["POST"], include_in_schema=False)  # type: ignore[arg-type]

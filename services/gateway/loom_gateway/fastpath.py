@@ -8,7 +8,7 @@ import json
 import logging
 from typing import Any
 
-from loom_core.errors import LoomError, ValidationFailed
+from loom_core.errors import ErrorCode, LoomError, ValidationFailed
 from loom_core.runtime import MAX_MESSAGE_BYTES
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -38,7 +38,7 @@ def encode(body: Any) -> bytes:
 
 def error_body(err: LoomError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     headers = [(b"content-type", b"application/json")]
-    if err.code == "RATE_LIMITED" and err.detail and "retry_after_s" in err.detail:
+    if err.code == ErrorCode.RATE_LIMITED and err.detail and "retry_after_s" in err.detail:
         headers.append((b"retry-after", str(max(1, int(float(err.detail["retry_after_s"]) + 0.999))).encode()))
     return err.http_status, headers, encode({"error": err.to_payload()})
 

@@ -187,7 +187,13 @@ class LoomMCP:
         request = Request(scope)
         if request.method != "POST":
             # Stateless: no stream to hold open (GET) and no session to end (DELETE).
-            body = {"error": {"code": "VALIDATION_FAILED", "message": "MCP is served with POST (stateless, no stream)", "retryable": False}}
+            body = {
+                "error": {
+                    "code": ErrorCode.VALIDATION_FAILED.value,
+                    "message": "MCP is served with POST (stateless, no stream)",
+                    "retryable": False,
+                }
+            }
             await JSONResponse(body, status_code=405, headers={"Allow": "POST"})(scope, receive, send)
             return
         refusal = self._refuse_unauthenticated(request)

@@ -157,10 +157,10 @@ class Relay:
                     response = await local.invoke(op, request, metadata)
             except TimeoutError:
                 # What a gRPC deadline answers (grpc_errors.from_rpc_error).
-                raise Unavailable("OVERLOADED", "the call took too long") from None
+                raise Unavailable(ErrorCode.OVERLOADED, "the call took too long") from None
             if response.ByteSize() > MAX_MESSAGE_BYTES:
                 # What gRPC answers for a response past the channel's limit.
-                raise Unavailable("BACKEND_UNAVAILABLE", "a plane did not answer")
+                raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "a plane did not answer")
             return response
         try:
             return await self._stub(op)(request, metadata=list(metadata.items()), timeout=self.timeout)  # type: ignore[no-any-return]
@@ -179,7 +179,7 @@ class Relay:
 
 
 def _shutting_down() -> Unavailable:
-    return Unavailable("BACKEND_UNAVAILABLE", "the server is shutting down; retry the call", {"reason": "shutting_down"})
+    return Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the server is shutting down; retry the call", {"reason": "shutting_down"})
 
 
 def _metadata_value(field: str, value: str) -> str:
@@ -187,7 +187,7 @@ def _metadata_value(field: str, value: str) -> str:
     caller's mistake (a 4xx), not a plane that did not answer."""
     if len(value) > MAX_HEADER_BYTES:
         if field == "authorization":
-            raise Unauthenticated("AUTH_INVALID", "the token is not valid (over the header size limit)")
+            raise Unauthenticated(ErrorCode.AUTH_INVALID, "the token is not valid (over the header size limit)")
         raise invalid_field(field, f"longer than {MAX_HEADER_BYTES} bytes")
     if not (value.isascii() and value.isprintable()):
         if field == "authorization":

@@ -13,15 +13,15 @@ from typing import Any
 from loom_core.catalog import Catalog
 from loom_core.plane import bind_handlers
 from loom_core.runtime import Handler, Runtime
-from loom_core.settings import Settings
 from loom_core.store import Migration
 
 from .handlers import HelpHandlers
 from .service.help import HelpService
+from .settings import HelpSettings
 from .store.pages import shipped_docs_dir
 
 
-def docs_dir(settings: Settings) -> Path:
+def docs_dir(settings: HelpSettings) -> Path:
     return Path(settings.help_docs_dir) if settings.help_docs_dir else shipped_docs_dir()
 
 
@@ -29,7 +29,7 @@ class HelpPlane:
     name = "help"
     migrations: Sequence[Migration] = ()
 
-    def __init__(self, catalog: Catalog, settings: Settings) -> None:
+    def __init__(self, catalog: Catalog, settings: HelpSettings) -> None:
         self._catalog = catalog
         self.service = HelpService(docs_dir(settings))
         self._handlers = HelpHandlers(self.service)
@@ -54,4 +54,4 @@ class HelpPlane:
 
 
 def build(runtime: Runtime) -> HelpPlane:
-    return HelpPlane(runtime.catalog, runtime.settings)
+    return HelpPlane(runtime.catalog, runtime.settings.plane(HelpSettings))

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from google.protobuf import struct_pb2
 from loom_api.insights.v1 import insights_pb2 as pb
-from loom_core.catalog import Catalog
 from loom_core.chain import CallContext
-from loom_core.plane import Handler, bind_handlers
 
 from .service.analysis import Analysis, statement_ledger
 
@@ -46,7 +44,3 @@ class InsightsHandlers:
             )
         out.caps.extend(pb.CatalogCap(**c) for c in cat["caps"])
         return out
-
-
-def handler_table(catalog: Catalog, handlers: InsightsHandlers) -> dict[str, Handler]:
-    return bind_handlers(catalog, "insights", handlers)

@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from loom_core.plane import bind_handlers
 from loom_core.runtime import Handler, Runtime
 from loom_core.store import Migration
 
-from .handlers import InsightsHandlers, handler_table
+from .handlers import InsightsHandlers
 from .service.analysis import Analysis
+from .settings import InsightsSettings
 from .store.schema import MIGRATIONS
 
 
@@ -23,11 +25,11 @@ class InsightsPlane:
 
     def __init__(self, runtime: Runtime) -> None:
         self._catalog = runtime.catalog
-        self.analysis = Analysis(runtime.store, runtime.leases, runtime.auth, runtime.settings)
+        self.analysis = Analysis(runtime.store, runtime.leases, runtime.auth, runtime.settings, runtime.settings.plane(InsightsSettings))
         self._handlers = InsightsHandlers(self.analysis)
 
     def handlers(self) -> dict[str, Handler]:
-        return handler_table(self._catalog, self._handlers)
+        return bind_handlers(self._catalog, self.name, self._handlers)
 
     async def start(self) -> None:
         await self.analysis.start()

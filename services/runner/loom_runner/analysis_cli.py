@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import sys
 from importlib.metadata import entry_points
 from typing import Any
 
+from loom_core.local_secrets import WeakSecret, with_local_secrets
 from loom_core.settings import Settings
 
 COMMANDS = ("ch-setup", "secrets")
@@ -47,12 +47,8 @@ def _owned_secrets(settings: Settings) -> Settings:
     if settings.clickhouse_url:
         return settings
     try:
-        local = importlib.import_module("loom_core.local_secrets")
-    except ImportError:
-        return settings
-    try:
-        owned: Settings = local.with_local_secrets(settings)
-    except local.WeakSecret as exc:  # say how to set one
+        owned: Settings = with_local_secrets(settings)
+    except WeakSecret as exc:  # say how to set one
         raise SystemExit(f"loom: {exc}") from None
     return owned
 
@@ -98,12 +94,13 @@ async def _print(settings: Settings, *, analyst: bool, prefix: str | None) -> st
     from loom_insights.domain.printed import render_script
     from loom_insights.service import secrets as sec
     from loom_insights.service.analysis import caps_from
+    from loom_insights.settings import InsightsSettings
     from loom_insights.store.tables import present as present_in
 
     store = await _open(settings)
     try:
         tables = await present_in(store)
-        caps: Caps = caps_from(settings)
+        caps: Caps = caps_from(settings.plane(InsightsSettings))
         if prefix is None:
             prefix = await _probe_prefix(settings) or "SQL_"
         if analyst:
@@ -167,8 +164,10 @@ async def _setup(settings: Settings) -> int:
     from loom_insights.service import secrets as sec
     from loom_insights.service.analysis import caps_from
     from loom_insights.service.provisioning import Provisioner, ProvisionRefused
+    from loom_insights.settings import InsightsSettings
     from loom_insights.store.clickhouse import ChClient, ChError, NoAnswer
 
+    own = settings.plane(InsightsSettings)
     store = await _open(settings)
     admin = ChClient(settings.clickhouse_url, max_size=1)
     bus = None
@@ -180,7 +179,7 @@ async def _setup(settings: Settings) -> int:
             )
             bus = await connect_bus(settings.nats_url, name="loom-ch-setup", **creds)
             leases = await LeaseStore.open(bus)
-        prov = Provisioner(store, admin, leases, sec.sealer_for(settings), caps_from(settings), settings.ch_analysis_lease_wait_s)
+        prov = Provisioner(store, admin, leases, sec.sealer_for(settings), caps_from(own), own.ch_analysis_lease_wait_s)
         try:
             report = await prov.write("setup", holder="ch-setup")
         except ProvisionRefused as exc:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from loom_core.catalog import load_catalog
-from loom_core.errors import Unavailable
+from loom_core.errors import ErrorCode, Unavailable
 from loom_core.settings import Settings
 from loom_gateway.app import create_app
 from loom_gateway.relay import Relay
@@ -56,9 +56,9 @@ async def plane_health(address: str, within: float = HEALTH_TIMEOUT_SECONDS) -> 
         try:
             reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=within)
         except grpc.aio.AioRpcError as exc:
-            raise Unavailable("BACKEND_UNAVAILABLE", f"plane at {address} did not answer") from exc
+            raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, f"plane at {address} did not answer") from exc
     if reply.status != health_pb2.HealthCheckResponse.SERVING:
-        raise Unavailable("BACKEND_UNAVAILABLE", f"plane at {address} is not serving")
+        raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, f"plane at {address} is not serving")
 
 
 @dataclass

@@ -24,6 +24,7 @@ from loom_core.store import Store, run_migrations
 from loom_gateway.app import create_app, error_response
 from loom_gateway.identity import bootstrap_org
 from loom_gateway.relay import Relay
+from loom_gateway.settings import GatewaySettings
 
 from .http import HttpServer
 from .planes import build_planes, start_gate, stop_gate
@@ -108,7 +109,7 @@ async def start_instance(
     for plane in planes:
         await plane.start()
     if http:
-        local = dict(inst.servers) if (transport or settings.gateway_transport) == "inproc" else {}
+        local = dict(inst.servers) if (transport or settings.plane(GatewaySettings).gateway_transport) == "inproc" else {}
         inst.relay = Relay(runtime.catalog, {**inst.addresses, **(remote_planes or {})}, local=local)
         checks = {"store": runtime.store.ping, "bus": runtime.bus.ping, **(extra_checks or {})}
         # The optional plane health hook (common agreement): `async def health() -> {name: check}`.

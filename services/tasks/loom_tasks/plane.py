@@ -28,6 +28,7 @@ from .service.access import Access
 from .service.deps import Deps
 from .service.engine import Engine
 from .service.wake import WakeHub
+from .settings import TasksSettings
 from .store import InboxStore, TaskStore, TaskTruth, truth
 from .webhooks import MIGRATIONS as WEBHOOK_MIGRATIONS
 from .webhooks import WebhookDeliverer
@@ -39,7 +40,8 @@ class TasksPlane:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.migrations: Sequence[Migration] = [*MIGRATIONS, *WEBHOOK_MIGRATIONS]
-        s = runtime.settings
+        s = runtime.settings.plane(TasksSettings)
+        self.settings = s
         self.tasks = TaskStore(runtime.store)
         self.inboxes = InboxStore(runtime.store)
         self.truth = TaskTruth(runtime.bus, s.task_state_replicas)
@@ -85,7 +87,7 @@ class TasksPlane:
         return bind_handlers(self.runtime.catalog, self.name, self._handlers)
 
     async def start(self) -> None:
-        s = self.runtime.settings
+        s = self.settings
         await self.truth.ensure()
         await self.publisher.ensure_stream(float(s.task_events_max_age_seconds))
         await self.directory.start()
@@ -94,7 +96,7 @@ class TasksPlane:
         await self.history.start()
         await self.sweeper.start()
         if s.task_webhook_deliver_enabled:
-            self.deliverer = WebhookDeliverer(self.runtime, self.directory)
+            self.deliverer = WebhookDeliverer(self.runtime, self.directory, settings=s)
             await self.deliverer.start()
 
     async def stop(self) -> None:

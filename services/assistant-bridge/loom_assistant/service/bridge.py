@@ -27,7 +27,6 @@ from loom_core.errors import ErrorCode, Forbidden, LoomError, RateLimited, Unava
 from loom_core.identity import Authenticator, Principal, TokenCodec
 from loom_core.identity.delegation import delegate
 from loom_core.roles import Role
-from loom_core.settings import Settings
 from loom_core.store import Store
 
 from ..domain import caller as caller_rules
@@ -36,6 +35,7 @@ from ..domain import pricing
 from ..domain.steps import Step, steps_of
 from ..domain.token_path import TokenPath
 from ..store import controls
+from ..settings import AssistantSettings
 from ..store import ledger as ledger_store
 from .checks import CALLS_BOUND_S, AnswerScope, Checker
 from .librechat import LibreChatClient, LibreChatError, parse_chunk, sse_data
@@ -46,6 +46,14 @@ log = logging.getLogger(__name__)
 ANSWER_OP = "assistant.ask"
 STEP_TIMES = (0.0, 1.0, 2.0)
 STEP_EVERY_S = 4.0
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLimits:
+    """Identity's token limits (core settings) an answer's delegated token obeys."""
+
+    max_ttl_seconds: int
+    max_chain_depth: int
 
 
 @dataclass(slots=True)
@@ -80,7 +88,8 @@ class Bridge:
     def __init__(
         self,
         *,
-        settings: Settings,
+        settings: AssistantSettings,
+        token_limits: TokenLimits,
         store: Store,
         auth: Authenticator,
         codec: TokenCodec,
@@ -91,6 +100,7 @@ class Bridge:
         model: str,
     ) -> None:
         self.settings = settings
+        self.token_limits = token_limits
         self.store = store
         self.auth = auth
         self.codec = codec
@@ -190,8 +200,8 @@ class Bridge:
             caller,
             now=now,
             ttl_seconds=self.settings.assistant_answer_ttl_s,
-            max_ttl_seconds=max(self.settings.token_max_ttl_seconds, self.settings.assistant_answer_ttl_s),
-            max_chain_depth=self.settings.token_max_chain_depth,
+            max_ttl_seconds=max(self.token_limits.max_ttl_seconds, self.settings.assistant_answer_ttl_s),
+            max_chain_depth=self.token_limits.max_chain_depth,
             creator_grants=await self.auth.live_grants(caller.org, caller.sub),
             roles={namespace: Role.VIEWER.label},
             default_namespace=namespace,

@@ -22,7 +22,8 @@ from typing import Any, Protocol
 import httpx
 import numpy as np
 from loom_core.errors import ErrorCode, Unavailable
-from loom_core.settings import Settings
+
+from ..settings import DecisionsSettings
 
 MAX_TOKENS = 256
 DIMENSIONS = 384
@@ -187,7 +188,7 @@ class Embedder:
         await self.model.close()
 
 
-def build_embedder(settings: Settings) -> Embedder:
+def build_embedder(settings: DecisionsSettings) -> Embedder:
     model: Model
     if settings.embedding_provider == "openai":
         model = OpenAIModel(

@@ -23,9 +23,9 @@ from loom_core.bus.leases import LeaseHeld
 from loom_core.chain import CallContext
 from loom_core.errors import Conflict, ErrorCode, Locked, NotFound, Unavailable
 from loom_core.exposures import ExposureSink, exposure_rows, set_live_rows, write_exposures
-from loom_core.settings import Settings
 from loom_core.store import Store, ch_time
 
+from ..settings import DecisionsSettings
 from ..store.decisions import DecisionStore
 from ..store.memory import Ident, MemoryStore
 from .embedding import Embedder
@@ -58,7 +58,7 @@ def iso(ts: str) -> str:
 class Deps:
     """What the plane's use cases need from the runtime, narrowly."""
 
-    settings: Settings
+    settings: DecisionsSettings
     store: Store
     leases: LeaseStore
     exposures: ExposureSink

@@ -26,6 +26,7 @@ from ..domain.allowlist import ALLOWLIST, Table, present_tables
 from ..domain.catalog import build_catalog
 from ..domain.entities import ANALYST, PROFILE, VERSION_STAMP, Caps, may_write, revision_of, version_of
 from ..domain.scope import valid_namespace
+from ..settings import InsightsSettings
 from ..store.clickhouse import ChClient, ChError, NoAnswer
 from ..store.tables import present as present_in
 from . import secrets as sec
@@ -50,7 +51,7 @@ REPAIR_REFUSED = "a write cannot repair it: an admin's fix, named in the server 
 REPAIR_UNFINISHED = "the repair did not finish; the next probe tries again"
 
 
-def caps_from(settings: Settings) -> Caps:
+def caps_from(settings: InsightsSettings) -> Caps:
     return Caps(
         max_execution_time=settings.ch_analysis_max_execution_time_s,
         max_rows_to_read=settings.ch_analysis_max_rows_to_read,
@@ -62,10 +63,11 @@ def caps_from(settings: Settings) -> Caps:
 
 
 class Analysis:
-    def __init__(self, store: Store, leases: LeaseStore, auth: Authenticator, settings: Settings) -> None:
+    def __init__(self, store: Store, leases: LeaseStore, auth: Authenticator, core: Settings, settings: InsightsSettings) -> None:
         self.store = store
         self.leases = leases
         self.auth = auth
+        self.clickhouse_url = core.clickhouse_url
         self.settings = settings
         self.caps = caps_from(settings)
         self.row_cap = settings.ch_analysis_row_cap
@@ -85,7 +87,7 @@ class Analysis:
         self._wake = asyncio.Event()
         self.last_answer_at = time.time()
         self.last_probe: ProbeResult | None = None
-        self.sealer = sec.sealer_for(settings)
+        self.sealer = sec.sealer_for(core)
         self.runner = StatementRunner(self.caps, self.row_cap, self.per_org)
         # This build's allowlist: what a write grants and the probe checks.
         self.allowlist: tuple[Table, ...] = ALLOWLIST
@@ -99,7 +101,7 @@ class Analysis:
                 self.tables = await present_in(self.store)
                 self.version = version_of(self.tables)
             return
-        self._admin = ChClient(self.settings.clickhouse_url, max_size=2)
+        self._admin = ChClient(self.clickhouse_url, max_size=2)
         self._task = asyncio.create_task(self._loop())
 
     async def stop(self) -> None:
@@ -216,7 +218,7 @@ class Analysis:
             if self._analyst is not None:
                 await self._analyst.close()
             self._analyst = ChClient(
-                self.settings.clickhouse_url,
+                self.clickhouse_url,
                 user=ANALYST,
                 password=secrets_.password,
                 database=self.store.database,

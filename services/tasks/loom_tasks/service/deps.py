@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from loom_core.runtime import Runtime
-from loom_core.settings import Settings
 
 from ..directory import Directory
 from ..events import EventPublisher
+from ..settings import TasksSettings
 from ..store import InboxStore, TaskStore
 from .access import Access
 from .engine import Engine
@@ -18,7 +18,7 @@ from .wake import WakeHub
 @dataclass(slots=True)
 class Deps:
     runtime: Runtime
-    settings: Settings
+    settings: TasksSettings
     tasks: TaskStore
     inboxes: InboxStore
     directory: Directory

@@ -36,9 +36,11 @@ from typing import Any, Protocol
 
 from faststream.nats.message import NatsMessage
 from loom_core.bus import AckPolicy, Consumer, Consuming
+from loom_core.runtime import Runtime
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
+from ..settings import TasksSettings
 from ._config import secret_ref_is_valid, url_problem
 from ._guard import Resolver, system_resolve
 from ._sender import Sender, SendResult
@@ -129,7 +131,7 @@ class WebhookDeliverer:
 
     def __init__(
         self,
-        runtime: Any,
+        runtime: Runtime,
         lookup: WebhookLookup,
         *,
         allow_loopback_for_tests: bool = False,
@@ -141,8 +143,9 @@ class WebhookDeliverer:
         durable: str = DURABLE,
         stream: str = STREAM,
         fetch_batch: int = 256,
+        settings: TasksSettings | None = None,
     ) -> None:
-        s = runtime.settings
+        s = settings if settings is not None else runtime.settings.plane(TasksSettings)
         self.runtime = runtime
         self.lookup = lookup
         # A seam for tests only (no setting reaches it): lets a delivery reach a loopback receiver.

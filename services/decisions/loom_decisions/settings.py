@@ -1,0 +1,38 @@
+"""The decisions plane's settings (entry point `loom.settings`: decisions), read as
+`settings.plane(DecisionsSettings)`; rendered into docs/configuration.md by `loom config docs`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from loom_core.settings import PlaneSettings
+from pydantic import Field
+
+
+class DecisionsSettings(PlaneSettings):
+    memory_exposure_ledger_enabled: bool = Field(
+        True,
+        description="Key-returning memory and decision reads (memory.get, memory.list, memory.search, decision.precedents, decision.chain) record one exposure row per key shown, under the call's run.",
+    )
+    embedding_provider: Literal["local", "openai"] = Field(
+        "local",
+        description="Embeddings for memory and decision search: local (all-MiniLM-L6-v2 int8 ONNX, offline) or openai (an OpenAI-compatible /embeddings endpoint).",
+    )
+    embedding_url: str = Field(
+        "", description="Base URL of the OpenAI-compatible embeddings endpoint (…/v1); used when embedding_provider=openai."
+    )
+    embedding_model: str = Field("text-embedding-3-small", description="Model name sent to the OpenAI-compatible embeddings endpoint.")
+    embedding_api_key: str = Field("", description="Bearer key for the embeddings endpoint (never logged).")
+    embedding_dimensions: int = Field(
+        384, description="Vector width; the local model's is 384, an endpoint's must match what the store was built with."
+    )
+    embedding_timeout_seconds: float = Field(30.0, description="Timeout of one call to the embeddings endpoint.")
+    embedding_batch_max: int = Field(64, description="Most texts one embedding call carries.")
+    decision_conflict_threshold: float = Field(
+        0.9, description="Cosine similarity at or above which a decision under another key is flagged as a conflict (never merged)."
+    )
+    decision_lock_max_seconds: int = Field(86400, description="Longest memory.lock may hold a key.")
+    memory_vector_index_min_rows: int = Field(
+        20000,
+        description="A namespace with at least this many live rows is searched through the HNSW vector index (approximate); a smaller one by exact cosine over its rows.",
+    )
