@@ -34,8 +34,8 @@ from ..domain import history as history_rules
 from ..domain import pricing
 from ..domain.steps import Step, steps_of
 from ..domain.token_path import TokenPath
-from ..store import controls
 from ..settings import AssistantSettings
+from ..store import controls
 from ..store import ledger as ledger_store
 from .checks import CALLS_BOUND_S, AnswerScope, Checker
 from .librechat import LibreChatClient, LibreChatError, parse_chunk, sse_data
