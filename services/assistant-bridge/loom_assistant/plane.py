@@ -126,7 +126,11 @@ class AssistantPlane:
 
     async def serve_chat(self, host: str, port: int) -> int:
         """Serve the chat route over HTTP (a cluster's gateway relays to it); the bound port."""
-        config = uvicorn.Config(self.chat_app(), host=host, port=port, log_level="warning", access_log=False, lifespan="off")
+        # Idle connections outlive the gateway client's 5 s expiry, so the client always closes
+        # first (equal timeouts race: a request sent as the server closes fails mid-read).
+        config = uvicorn.Config(
+            self.chat_app(), host=host, port=port, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75
+        )
         self._server = _QuietServer(config)
         self._serve_task = asyncio.create_task(self._server.serve())
         while not self._server.started:

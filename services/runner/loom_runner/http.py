@@ -19,6 +19,10 @@ class _Server(uvicorn.Server):
 # Longest a stop waits for requests still in flight (a long poll, a stream, a client that never
 # finishes its body) before cancelling them; uvicorn's default is to wait for ever.
 SHUTDOWN_GRACE_SECONDS = 3.0
+# How long an idle keep-alive connection stays open. Longer than any client's or proxy's idle
+# expiry (httpx 5 s, cloud load balancers 60 s), so the client always closes first: with equal
+# timeouts (uvicorn's default is httpx's 5 s) a request sent as the server closes fails mid-read.
+KEEP_ALIVE_SECONDS = 75
 
 
 class HttpServer:
@@ -34,6 +38,7 @@ class HttpServer:
             lifespan="on",
             access_log=False,
             loop="none",
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
             timeout_graceful_shutdown=shutdown_grace,  # type: ignore[arg-type]  # uvicorn takes fractions of a second too
         )
         self.server = _Server(config)
