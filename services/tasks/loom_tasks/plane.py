@@ -17,6 +17,8 @@ from loom_core.runtime import Handler, Runtime
 from loom_core.store import Migration
 
 from .consumers.history import HistoryWriter
+from .consumers.layout import PROJECTOR_LEASE
+from .consumers.leased import Leased
 from .consumers.projector import Projector
 from .consumers.sweep import Sweeper
 from .directory import Directory
@@ -49,6 +51,8 @@ class TasksPlane:
         self.history = HistoryWriter(runtime.bus, runtime.store)
         self.publisher = EventPublisher(runtime.bus, s.task_state_replicas)
         self.projector = Projector(runtime.bus, self.tasks, self.publisher)
+        # One replica projects at a time, so each task's events are published in revision order.
+        self.projecting = Leased(self.projector, runtime.leases, PROJECTOR_LEASE)
         self.hub = WakeHub(runtime.bus, self._candidates, s.task_pull_poll_seconds)
         self.engine = Engine(self.truth, self.tasks, self.hub)
         self.deps = Deps(
@@ -92,7 +96,7 @@ class TasksPlane:
         await self.publisher.ensure_stream(float(s.task_events_max_age_seconds))
         await self.directory.start()
         await self.hub.start()
-        await self.projector.start()
+        await self.projecting.start()
         await self.history.start()
         await self.sweeper.start()
         if s.task_webhook_deliver_enabled:
@@ -104,7 +108,7 @@ class TasksPlane:
             await self.deliverer.stop()
         await self.sweeper.stop()
         await self.history.stop()
-        await self.projector.stop()
+        await self.projecting.stop()
         await self.hub.stop()
         await self.directory.stop()
 

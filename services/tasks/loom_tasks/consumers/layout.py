@@ -1,6 +1,7 @@
 """The tasks plane's consumers of JetStream on the runtime's FastStream broker, declared in one place.
 
-PROJECTOR and HISTORY are durable pull consumers shared by every replica (each message is handed
+PROJECTOR and HISTORY are durable pull consumers (PROJECTOR runs on one replica at a time, under
+PROJECTOR_LEASE, so each task's events are published in order; HISTORY is shared: each message is handed
 to one replica), with explicit acks: NACK_ON_ERROR, so a message is acked when its handler returns, which is after
 its batch is written (consumers/batches.py retries a failed batch in place, so a handler
 returns only then, or is cancelled at shutdown and the message comes back after `ack_wait`).
@@ -71,3 +72,6 @@ SWEEP_WATCH = Consumer(
     config=ConsumerConfig(inactive_threshold=300.0),
     description="every task's last state write, then each new one -> this replica's sweep due index",
 )
+
+#: The cluster lease under which one replica at a time runs PROJECTOR (consumers/leased.py).
+PROJECTOR_LEASE = "tasks.projector"
