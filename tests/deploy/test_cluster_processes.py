@@ -327,7 +327,12 @@ async def test_a_nats_node_killed_during_creates_and_completes_loses_no_task_and
 
         await asyncio.wait_for(asyncio.gather(creator(), worker()), 200)
         assert killed.is_set()
-        listed = await ok(c, "task.list", inbox="storm", limit=500)
+        # While the projector's consumer has no leader (the killed node led it; JetStream elects
+        # another after its Raft election timeout, 4-9 s) the projection is behind: task.list
+        # answers a retryable 503 past its read-your-writes bound, never a short list.
+        r = await call_retrying(c, "task.list", retries, inbox="storm", limit=500)
+        assert r.status_code == 200, r.text
+        listed = r.json()
         # task.history is filled from the event stream by a batching consumer: wait until each
         # task's history has caught up with its done state (or the deadline), then count.
         histories = [await history_through_done(c, t, retries) for t in created.values()]
