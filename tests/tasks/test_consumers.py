@@ -46,3 +46,39 @@ def test_the_projection_dedup_token_is_the_batchs_exact_writes() -> None:
     assert batch_token(a) == batch_token(list(reversed(a)))  # a redelivered batch is dropped
     assert batch_token(a) != batch_token(same_range_other_writes)
     assert batch_token(a) != batch_token(restarted_stream)
+
+
+async def test_a_read_refuses_with_a_retryable_503_while_the_projection_lacks_the_callers_writes(
+    org: Org, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The projector stalls (as while its consumer has no leader after a NATS node died): a read
+    past the read-your-writes bound answers 503 BACKEND_UNAVAILABLE, retryable, not a list
+    lacking the caller's acknowledged write; once the projector moves again the read has it."""
+    import asyncio
+
+    from loom_tasks.service import reading
+
+    admin = await org.admin()
+    await register(admin)
+    owner = await org.owner()
+    real = TaskStore.write
+    stalled = asyncio.Event()
+    release = asyncio.Event()
+
+    async def stalling(self: TaskStore, rows: Any, events: Any, token: str) -> None:
+        stalled.set()
+        await release.wait()
+        await real(self, rows, events, token)
+
+    monkeypatch.setattr(TaskStore, "write", stalling)
+    monkeypatch.setattr(reading, "READ_WAIT_SECONDS", 0.3)
+    try:
+        task = (await owner("task.create", inbox="private-bot", kind="chore", title="while stalled"))["task"]
+        await asyncio.wait_for(stalled.wait(), 10)
+        err = await owner.refused(503, "BACKEND_UNAVAILABLE", "task.list", inbox="private-bot")
+        assert err["retryable"] is True and err["detail"]["reason"] == "projection_behind"
+    finally:
+        release.set()
+    monkeypatch.setattr(reading, "READ_WAIT_SECONDS", 3.0)
+    listed = await owner("task.list", inbox="private-bot")
+    assert [t["task_id"] for t in listed["tasks"]] == [task["task_id"]]

@@ -103,7 +103,7 @@ READ_WAIT_SECONDS = 3.0
 
 async def caught_up(js: JetStreamContext, stream: str, durable: str, wait: float) -> bool:
     """Wait (at most `wait` seconds) until `durable` has acknowledged every message `stream` held
-    when called. False on timeout (readers then read what is there). A bus that does not answer
+    when called. False on timeout (task reads then refuse with a retryable 503). A bus that does not answer
     (a NATS node failing over) is asked again until the deadline, not taken as caught up."""
     deadline = time.monotonic() + wait
     target: int | None = None

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from loom_core.chain import CallContext
-from loom_core.errors import ValidationFailed
+from loom_core.errors import ErrorCode, Unavailable, ValidationFailed
 from loom_core.roles import Role
 
 from ..domain import model
@@ -129,8 +129,21 @@ class ReadingOps:
 
     async def _projected(self) -> None:
         """Read-your-writes: wait (bounded) until the projector has applied every state write
-        made before this call — so a caller's own last write is in what it reads."""
-        await caught_up(self.d.runtime.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
+        made before this call — so a caller's own last write is in what it reads.
+
+        When the bound passes with the projection still behind, the read is refused with a
+        retryable 503 (BACKEND_UNAVAILABLE, reason `projection_behind`) rather than answered
+        from a projection that may lack the caller's own acknowledged writes. This happens when
+        the NATS node leading the projector's durable consumer dies: the consumer has no leader
+        (nothing is delivered, its info does not answer) until JetStream elects one, which
+        takes nats-server's Raft election timeout (4 to 9 s, longer on a loaded machine), more
+        than this wait."""
+        if not await caught_up(self.d.runtime.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS):
+            raise Unavailable(
+                ErrorCode.BACKEND_UNAVAILABLE,
+                "the task projection has not applied the writes made before this read yet; retry",
+                {"reason": "projection_behind", "retry_after_s": 1},
+            )
 
     async def _history_caught_up(self) -> None:
         await caught_up(self.d.runtime.bus.js, STREAM, HISTORY_DURABLE, READ_WAIT_SECONDS)
