@@ -18,6 +18,7 @@ from loom_core.store import Migration
 
 from .consumers.history import HistoryWriter
 from .consumers.projector import Projector
+from .consumers.pushes import Pushes
 from .consumers.sweep import Sweeper
 from .directory import Directory
 from .domain.model import TaskRow
@@ -51,6 +52,7 @@ class TasksPlane:
         self.projector = Projector(runtime.bus, self.tasks, self.publisher)
         self.hub = WakeHub(runtime.bus, self._candidates, s.task_pull_poll_seconds)
         self.engine = Engine(self.truth, self.tasks, self.hub)
+        self.pushes = Pushes(runtime.bus, self.hub, self.directory)
         self.deps = Deps(
             runtime=runtime,
             settings=s,
@@ -90,8 +92,7 @@ class TasksPlane:
         s = self.settings
         await self.truth.ensure()
         await self.publisher.ensure_stream(float(s.task_events_max_age_seconds))
-        await self.directory.start()
-        await self.hub.start()
+        await self.pushes.start()
         await self.projector.start()
         await self.history.start()
         await self.sweeper.start()
@@ -105,8 +106,8 @@ class TasksPlane:
         await self.sweeper.stop()
         await self.history.stop()
         await self.projector.stop()
+        await self.pushes.stop()
         await self.hub.stop()
-        await self.directory.stop()
 
 
 def build(runtime: Runtime) -> TasksPlane:
