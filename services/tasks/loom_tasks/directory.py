@@ -1,7 +1,8 @@
 """Inboxes and trust rows as every op reads them: cached per replica, dropped on change.
 
 A change (inbox.register, inbox.policy_set) drops the local entries at once and tells every
-replica over NATS (`loom.task_config.<org>`); entries also age out after
+replica over NATS (`loom.task_config.<org>`, read by consumers/pushes.py on the runtime's
+FastStream broker, consumers/layout.py CONFIG, which calls `Directory.dropped`); entries also age out after
 LOOM_TASK_CONFIG_CACHE_TTL_SECONDS, in case a notice is lost. Also the webhook deliverer's
 lookup: `webhook_for(org, inbox)`.
 """
@@ -17,11 +18,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from loom_core.bus import Bus
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 
 from .domain.model import InboxRow, PolicyRow
-from .events import CONFIG_PREFIX, config_subject
+from .events import config_subject
 from .store import InboxStore
 
 log = logging.getLogger(__name__)
@@ -34,18 +33,7 @@ class Directory:
         self.ttl = ttl
         self._inbox: dict[tuple[str, str], tuple[float, InboxRow | None]] = {}
         self._policies: dict[tuple[str, str], tuple[float, list[PolicyRow]]] = {}
-        self._sub: Subscription | None = None
         self._flights: dict[tuple[str, str, str], asyncio.Future[Any]] = {}
-
-    async def start(self) -> None:
-        if self.bus is not None:
-            self._sub = await self.bus.nc.subscribe(f"{CONFIG_PREFIX}.*", cb=self._on_change)
-
-    async def stop(self) -> None:
-        if self._sub is not None:
-            with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
-            self._sub = None
 
     async def inbox(self, org: str, name: str) -> InboxRow | None:
         key = (org, name)
@@ -88,9 +76,10 @@ class Directory:
         self._inbox.pop((org, inbox), None)
         self._policies.pop((org, inbox), None)
 
-    async def _on_change(self, msg: Msg) -> None:
+    def dropped(self, data: bytes) -> None:
+        """Another replica's `changed` notice (an unreadable one drops everything)."""
         try:
-            d: dict[str, Any] = json.loads(msg.data)
+            d: dict[str, Any] = json.loads(data)
             self._forget(str(d["org"]), str(d["inbox"]))
         except (ValueError, KeyError, TypeError):
             self._inbox.clear()

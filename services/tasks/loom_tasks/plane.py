@@ -20,6 +20,7 @@ from .consumers.history import HistoryWriter
 from .consumers.layout import PROJECTOR_LEASE
 from .consumers.leased import Leased
 from .consumers.projector import Projector
+from .consumers.pushes import Pushes
 from .consumers.sweep import Sweeper
 from .directory import Directory
 from .domain.model import TaskRow
@@ -55,6 +56,7 @@ class TasksPlane:
         self.projecting = Leased(self.projector, runtime.leases, PROJECTOR_LEASE)
         self.hub = WakeHub(runtime.bus, self._candidates, s.task_pull_poll_seconds)
         self.engine = Engine(self.truth, self.tasks, self.hub)
+        self.pushes = Pushes(runtime.bus, self.hub, self.directory)
         self.deps = Deps(
             runtime=runtime,
             settings=s,
@@ -94,8 +96,7 @@ class TasksPlane:
         s = self.settings
         await self.truth.ensure()
         await self.publisher.ensure_stream(float(s.task_events_max_age_seconds))
-        await self.directory.start()
-        await self.hub.start()
+        await self.pushes.start()
         await self.projecting.start()
         await self.history.start()
         await self.sweeper.start()
@@ -109,8 +110,8 @@ class TasksPlane:
         await self.sweeper.stop()
         await self.history.stop()
         await self.projecting.stop()
+        await self.pushes.stop()
         await self.hub.stop()
-        await self.directory.stop()
 
 
 def build(runtime: Runtime) -> TasksPlane:

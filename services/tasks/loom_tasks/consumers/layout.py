@@ -7,7 +7,10 @@ its batch is written (consumers/batches.py retries a failed batch in place, so a
 returns only then, or is cancelled at shutdown and the message comes back after `ack_wait`).
 SWEEP_WATCH is each replica's own watch of the tasks' state (the sweep's due index): an ordered
 push consumer (ephemeral, nothing to ack, recreated by the client from the last sequence it saw
-when it misses a message or its server goes away). The webhook deliverer's durable consumer is
+when it misses a message or its server goes away). WAKE and CONFIG are core NATS
+subscriptions (no stream, at most once, nothing to ack) every replica holds: the pull wake-ups
+(a lost one costs at most LOOM_TASK_PULL_POLL_SECONDS) and the directory's cache drops (a lost
+one costs at most LOOM_TASK_CONFIG_CACHE_TTL_SECONDS). The webhook deliverer's durable consumer is
 declared with the deliverer (webhooks/_deliverer.py). The streams they read are declared by
 their owners (store/truth.py, events.py).
 """
@@ -18,7 +21,7 @@ from loom_core.bus import AckPolicy, Consumer
 from nats.js.api import AckPolicy as JsAckPolicy
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from ..events import HISTORY_DURABLE, PROJECTOR_DURABLE, STREAM, STREAM_SUBJECTS
+from ..events import CONFIG_PREFIX, HISTORY_DURABLE, PROJECTOR_DURABLE, STREAM, STREAM_SUBJECTS, WAKE_PREFIX
 from ..store import truth
 
 #: Most writes one fetch hands over (one projection insert, one event-table insert).
@@ -71,6 +74,20 @@ SWEEP_WATCH = Consumer(
     deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
     config=ConsumerConfig(inactive_threshold=300.0),
     description="every task's last state write, then each new one -> this replica's sweep due index",
+)
+
+WAKE = Consumer(
+    "task-wake",
+    f"{WAKE_PREFIX}.>",
+    ack=None,
+    description="a task moved into or out of todo (loom.task_wake.<org>.<inbox>) -> this replica's pull queues (service/wake.py)",
+)
+
+CONFIG = Consumer(
+    "task-config",
+    f"{CONFIG_PREFIX}.*",
+    ack=None,
+    description="an inbox or its policies changed (loom.task_config.<org>) -> this replica's directory cache drops the entries",
 )
 
 #: The cluster lease under which one replica at a time runs PROJECTOR (consumers/leased.py).

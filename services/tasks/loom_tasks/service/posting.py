@@ -177,6 +177,8 @@ class PostingOps:
         # Read-your-writes: the events of every state write made before this call are on the
         # stream first (the projector derives them).
         await projected(js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
+        # Not a bus consumer: a one-shot, per-request read of the stream from `since_seq`, on an
+        # ephemeral consumer deleted before returning, so it stays a direct JetStream fetch.
         config = ConsumerConfig(
             name=f"updates-{secrets.token_hex(8)}",
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE if since_seq else DeliverPolicy.ALL,

@@ -1,7 +1,9 @@
 """Pull wake-ups: a create (or any move into todo) wakes a waiting task.pull at once, on every
 replica, over core NATS — not by polling the store.
 
-Each replica subscribes once to `loom.task_wake.>`. A move into todo publishes the task's row on
+Each replica reads `loom.task_wake.>` once (consumers/layout.py WAKE, a core NATS subscriber on
+the runtime's FastStream broker, consumers/pushes.py, which hands each message to
+`WakeHub.apply`). A move into todo publishes the task's row on
 `loom.task_wake.<org>.<inbox>`; a claim (or any move out of todo) publishes a "gone" notice.
 Every replica keeps, for each inbox it has served a pull for recently, a queue of candidate
 rows: what its last store query returned plus what wake-ups brought since. A pull takes
@@ -14,7 +16,6 @@ kinds filter; a lost wake-up costs at most that long.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import secrets
@@ -24,8 +25,6 @@ from typing import Any
 
 from loom_core import fastjson
 from loom_core.bus import Bus
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 
 from ..domain.model import TaskRow
 from ..events import WAKE_PREFIX, wake_subject
@@ -120,25 +119,17 @@ class WakeHub:
         self.loader = loader
         self.poll_seconds = poll_seconds
         self.queues: dict[tuple[str, str], InboxQueue] = {}
-        self._sub: Subscription | None = None
         # Wake-ups made in one turn of the event loop (a batch's creates or claims) leave as one
         # message per inbox, after that turn: no later than one sent alone would.
         self._pending: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._flushing: asyncio.Task[None] | None = None
-        # Our own messages come back to us (we subscribe to every inbox's wake-ups) and were
+        # Our own messages come back to us (we read every inbox's wake-ups) and were
         # applied locally already: each starts with this replica's mark and is skipped unread.
         self._mark = secrets.token_hex(6)
         self._prefix = f'{{"src":"{self._mark}"'.encode()
 
-    async def start(self) -> None:
-        if self.bus is not None:
-            self._sub = await self.bus.nc.subscribe(f"{WAKE_PREFIX}.>", cb=self._on_msg)
-
     async def stop(self) -> None:
-        if self._sub is not None:
-            with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
-            self._sub = None
+        """Wake every waiting pull (the plane is stopping; its wake-up reader stopped first)."""
         for q in self.queues.values():
             q.notify()
 
@@ -207,17 +198,20 @@ class WakeHub:
             except Exception:  # noqa: BLE001 - a lost wake-up costs one poll interval, never a task
                 log.debug("wake-up not published")
 
-    async def _on_msg(self, msg: Msg) -> None:
-        parts = msg.subject.split(".")
-        if len(parts) != 4:
+    # --- receiving (fed by consumers/pushes.py)
+
+    def apply(self, subject: str, data: bytes) -> None:
+        """A wake-up from any replica, as it came off `loom.task_wake.<org>.<inbox>`."""
+        parts = subject.split(".")
+        if len(parts) != 4 or f"{parts[0]}.{parts[1]}" != WAKE_PREFIX:
             return
         q = self.queues.get((parts[2], parts[3]))
         if q is None:
             return  # nobody here pulls this inbox
-        if msg.data.startswith(self._prefix):
+        if data.startswith(self._prefix):
             return  # ours: applied when it was sent
         try:
-            body = fastjson.loads(msg.data)
+            body = fastjson.loads(data)
             for op in body.get("ops", [body]):
                 if op.get("op") == "ready":
                     q.offer(TaskRow(**op["row"]), int(op.get("rev") or 0))

@@ -1,0 +1,32 @@
+"""Every reader of the bus runs on the runtime's FastStream broker (`Bus.consume`): no module of
+core or a plane opens a nats-py subscription or fetch loop of its own (issue 7)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+READS = {"subscribe", "pull_subscribe", "pull_subscribe_bind", "subscribe_bind", "watch", "watchall", "fetch"}
+# Per-request reads that are not consumers, each said why at the call.
+ALLOWED = {
+    ("services/tasks/loom_tasks/service/posting.py", "pull_subscribe_bind"),
+    ("services/tasks/loom_tasks/service/posting.py", "fetch"),
+}
+
+
+def _direct_reads() -> list[tuple[str, int, str]]:
+    found = []
+    files = [*ROOT.joinpath("core/loom_core").rglob("*.py"), *ROOT.joinpath("services").glob("*/loom_*/**/*.py")]
+    for path in files:
+        rel = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), rel)):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            if node.func.attr in READS and (rel, node.func.attr) not in ALLOWED:
+                found.append((rel, node.lineno, node.func.attr))
+    return found
+
+
+def test_no_module_reads_nats_outside_the_runtimes_broker() -> None:
+    assert _direct_reads() == []
