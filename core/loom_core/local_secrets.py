@@ -99,3 +99,16 @@ def with_local_secrets(settings: Settings) -> Settings:
     out = settings.model_copy(update=update)
     check_jwt_secret(out.jwt_secret)
     return out
+
+
+def owned_secrets(settings: Settings) -> Settings:
+    """A maintenance command's settings (`loom ch-setup`, `loom secrets reseal`): on the embedded
+    store the command owns LOOM_DATA_DIR, as `loom up` does, so unset secrets come from the data
+    dir's file and a row is sealed under the key the server uses. A weak key ends the command with
+    a message that says how to set one."""
+    if settings.clickhouse_url:
+        return settings
+    try:
+        return with_local_secrets(settings)
+    except WeakSecret as exc:
+        raise SystemExit(f"loom: {exc}") from None

@@ -10,12 +10,19 @@ import os
 import signal
 import sys
 import time
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import httpx
 import uvloop
 from loom_core.local_secrets import WeakSecret, check_jwt_secret, with_local_secrets
 from loom_core.settings import Settings, render_markdown
+
+from . import secrets_cli
+
+# A plane's own commands: each entry point names a module with COMMANDS, add_commands(sub) and
+# run_command(args, settings) (loom_insights.cli: `loom ch-setup`).
+COMMANDS_ENTRY_POINTS = "loom.commands"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,15 +47,17 @@ def main(argv: list[str] | None = None) -> int:
     config_sub = config.add_subparsers(dest="config_cmd", required=True)
     docs = config_sub.add_parser("docs", help="render docs/configuration.md from the settings definition")
     docs.add_argument("--output", type=Path, default=None)
-    from . import analysis_cli  # loom ch-setup, loom secrets reseal
-
-    analysis_cli.add_commands(sub)
+    # `loom secrets reseal`, and each plane's own commands (`loom ch-setup`) through entry points.
+    commands = [secrets_cli, *(ep.load() for ep in sorted(entry_points(group=COMMANDS_ENTRY_POINTS), key=lambda e: e.name))]
+    for command in commands:
+        command.add_commands(sub)
     args = parser.parse_args(argv)
     settings = Settings()
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    if args.cmd in analysis_cli.COMMANDS:
-        return analysis_cli.run_command(args, settings)
+    for command in commands:
+        if args.cmd in command.COMMANDS:
+            return int(command.run_command(args, settings))
     if args.cmd == "up":
         return uvloop.run(_up(settings))  # uvloop: about twice the HTTP and gRPC throughput of asyncio's loop (docs/benchmarks.md)
     if args.cmd == "serve":

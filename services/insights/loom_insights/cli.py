@@ -1,4 +1,5 @@
-"""`loom ch-setup [--print-sql | --print-analyst-sql]` and `loom secrets reseal`.
+"""`loom ch-setup [--print-sql | --print-analyst-sql]`: the insights plane's command, reached by
+the runner through the `loom.commands` entry point (the runner imports no plane).
 
 - `loom ch-setup`, run with a ClickHouse user that has access management, writes the analyst's
   entities under the `analysis.entities` lease (the repair too), unless the stored version is
@@ -9,8 +10,6 @@
   stored key's entity set.
 - `--print-sql` prints the statements `loom ch-setup` would run, with the key and the password as
   placeholders: the shape, for review; nothing is drawn or stored.
-- `loom secrets reseal` rewrites every sealed secrets row under LOOM_JWT_SECRET, through the
-  resealers the `loom.reseal` entry points name.
 """
 
 from __future__ import annotations
@@ -18,13 +17,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from importlib.metadata import entry_points
 from typing import Any
 
-from loom_core.local_secrets import WeakSecret, with_local_secrets
+from loom_core.local_secrets import owned_secrets
 from loom_core.settings import Settings
 
-COMMANDS = ("ch-setup", "secrets")
+COMMANDS = ("ch-setup",)
 
 
 def add_commands(sub: Any) -> None:
@@ -35,28 +33,10 @@ def add_commands(sub: Any) -> None:
     ch.add_argument(
         "--prefix", choices=["SQL_", "custom_"], default=None, help="custom settings prefix for printed SQL (default: probe, else SQL_)"
     )
-    secrets = sub.add_parser("secrets", help="sealed secrets at rest")
-    secrets_sub = secrets.add_subparsers(dest="secrets_cmd", required=True)
-    secrets_sub.add_parser("reseal", help="reseal every sealed secrets row under LOOM_JWT_SECRET")
-
-
-def _owned_secrets(settings: Settings) -> Settings:
-    """On the embedded store this process owns LOOM_DATA_DIR, as `loom up` does: unset secrets
-    come from the data dir's secrets file where this build keeps one (loom_core.local_secrets),
-    so the row is sealed under the same LOOM_JWT_SECRET the server uses."""
-    if settings.clickhouse_url:
-        return settings
-    try:
-        owned: Settings = with_local_secrets(settings)
-    except WeakSecret as exc:  # say how to set one
-        raise SystemExit(f"loom: {exc}") from None
-    return owned
 
 
 def run_command(args: argparse.Namespace, settings: Settings) -> int:
-    settings = _owned_secrets(settings)
-    if args.cmd == "secrets":
-        return asyncio.run(_reseal(settings))
+    settings = owned_secrets(settings)
     if args.print_sql or args.print_analyst_sql:
         text = asyncio.run(_print(settings, analyst=args.print_analyst_sql, prefix=args.prefix))
         sys.stdout.write(text)
@@ -64,25 +44,10 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(_setup(settings))
 
 
-async def _reseal(settings: Settings) -> int:
-    from loom_core.store import open_store
-
-    store = await open_store(settings)
-    total = 0
-    try:
-        for ep in sorted(entry_points(group="loom.reseal"), key=lambda e: e.name):
-            n = int(await ep.load()(store, settings))
-            print(f"loom: {ep.name}: {n} row(s) resealed", flush=True)
-            total += n
-    finally:
-        await store.close()
-    print(f"loom: {total} row(s) resealed in all", flush=True)
-    return 0
-
-
 async def _open(settings: Settings) -> Any:
     from loom_core.store import open_store, run_migrations
-    from loom_insights.store.schema import MIGRATIONS
+
+    from .store.schema import MIGRATIONS
 
     store = await open_store(settings)
     await run_migrations(store, MIGRATIONS)
@@ -90,12 +55,12 @@ async def _open(settings: Settings) -> Any:
 
 
 async def _print(settings: Settings, *, analyst: bool, prefix: str | None) -> str:
-    from loom_insights.domain.entities import Caps, WritePlan
-    from loom_insights.domain.printed import render_script
-    from loom_insights.service import secrets as sec
-    from loom_insights.service.analysis import caps_from
-    from loom_insights.settings import InsightsSettings
-    from loom_insights.store.tables import present as present_in
+    from .domain.entities import Caps, WritePlan
+    from .domain.printed import render_script
+    from .service import secrets as sec
+    from .service.analysis import caps_from
+    from .settings import InsightsSettings
+    from .store.tables import present as present_in
 
     store = await _open(settings)
     try:
@@ -132,8 +97,8 @@ async def _print(settings: Settings, *, analyst: bool, prefix: str | None) -> st
 async def _probe_prefix(settings: Settings) -> str:
     if not settings.clickhouse_url:
         return ""
-    from loom_insights.service.provisioning import detect_prefix
-    from loom_insights.store.clickhouse import ChClient
+    from .service.provisioning import detect_prefix
+    from .store.clickhouse import ChClient
 
     admin = ChClient(settings.clickhouse_url, max_size=1)
     try:
@@ -161,11 +126,12 @@ async def _setup(settings: Settings) -> int:
         )
     from loom_core.bus import LeaseStore, connect_bus
     from loom_core.errors import LoomError
-    from loom_insights.service import secrets as sec
-    from loom_insights.service.analysis import caps_from
-    from loom_insights.service.provisioning import Provisioner, ProvisionRefused
-    from loom_insights.settings import InsightsSettings
-    from loom_insights.store.clickhouse import ChClient, ChError, NoAnswer
+
+    from .service import secrets as sec
+    from .service.analysis import caps_from
+    from .service.provisioning import Provisioner, ProvisionRefused
+    from .settings import InsightsSettings
+    from .store.clickhouse import ChClient, ChError, NoAnswer
 
     own = settings.plane(InsightsSettings)
     store = await _open(settings)
