@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from loom_core.errors import ErrorCode
+
 ANSWER_TOKEN_PREFIX = "assistant-answer-"
 ANSWER_CONSUMER = "loom-assistant"
 
@@ -26,7 +28,7 @@ class CallerToken:
 class Refusal:
     """A refusal before LibreChat is called: an error code, a message and the detail."""
 
-    code: str
+    code: ErrorCode
     message: str
     detail: dict[str, object] | None = None
 
@@ -41,20 +43,22 @@ def is_answer_token(t: CallerToken) -> bool:
 def first_refusal(t: CallerToken, *, namespace: str, now: int, answer_ttl_s: int) -> Refusal | None:
     """The token's own refusals, in the spec's order (the role check comes after)."""
     if is_answer_token(t):
-        return Refusal("ASSISTANT_SELF_CALL", "an assistant answer's token cannot ask the assistant")
+        return Refusal(ErrorCode.ASSISTANT_SELF_CALL, "an assistant answer's token cannot ask the assistant")
     if "*" in t.roles:
         return Refusal(
-            "AUTH_INSUFFICIENT", "an org-wide token cannot ask the assistant: an answer reads one namespace", {"reason": "org_wide"}
+            ErrorCode.AUTH_INSUFFICIENT, "an org-wide token cannot ask the assistant: an answer reads one namespace", {"reason": "org_wide"}
         )
     if t.read_scope:
         return Refusal(
-            "AUTH_INSUFFICIENT", "this token's reads are narrower than its namespace", {"reason": "narrowed", "namespace": namespace}
+            ErrorCode.AUTH_INSUFFICIENT,
+            "this token's reads are narrower than its namespace",
+            {"reason": "narrowed", "namespace": namespace},
         )
     left = t.exp - now
     # A sign-in session's answer token ends with the session, not with the hour-long access token.
     if not t.sid and left < answer_ttl_s:
         return Refusal(
-            "AUTH_INSUFFICIENT",
+            ErrorCode.AUTH_INSUFFICIENT,
             "the token has less life left than one answer may run",
             {"reason": "token_expires_soon", "left_s": max(0, left), "needed_s": answer_ttl_s},
         )
