@@ -1,6 +1,7 @@
 """The caller-label columns, once: every table that records who made a call (the ledger's
-agent_events, memory_exposures, policy_decisions, decision rows, ...) carries the same four,
-in this order, right after `org, namespace`:
+agent_events, memory_exposures, policy_decisions) carries the same four, in this order, right
+after `org, namespace`. (The decisions plane's `agent, user, session` columns are a record's scope,
+part of its key as the spec defines it, not the labels of the call that wrote it.)
 
     subject   the token's subject (user:<id> / sa:<name>): the one that is authenticated
     agent     the caller-chosen agent label (grants nothing)
