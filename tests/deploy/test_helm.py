@@ -530,3 +530,18 @@ def test_the_notes_tell_how_to_reach_the_gateway_and_bootstrap() -> None:
     out = helm_python.Chart.load(str(CHART)).render({}, name=RELEASE, namespace=NAMESPACE)
     notes = next(v for k, v in out.items() if k.endswith("NOTES.txt"))
     assert f"svc/{RELEASE}-loom-gateway" in notes and "loom admin bootstrap" in notes and "WARNING" in notes
+
+
+def test_the_gateway_relays_the_chat_route_to_the_bridge_and_only_the_gateway_reaches_it(with_assistant: list[dict[str, Any]]) -> None:
+    settings = find(with_assistant, "ConfigMap", f"{RELEASE}-loom-settings")["data"]
+    assert settings["LOOM_ASSISTANT_BRIDGE_URL"] == f"http://{RELEASE}-loom-assistant-bridge:8090"
+    assert settings["LOOM_ASSISTANT_BRIDGE_LISTEN"] == "0.0.0.0:8090"
+    assert settings["LOOM_ASSISTANT_LOOM_URL"] == f"http://{RELEASE}-loom-gateway:8080"
+    service = find(with_assistant, "Service", f"{RELEASE}-loom-assistant-bridge")
+    assert {(p["name"], p["port"]) for p in service["spec"]["ports"]} == {("grpc", 7000), ("chat", 8090)}
+    bridge = find(with_assistant, "Deployment", f"{RELEASE}-loom-assistant-bridge")
+    assert {"name": "chat", "containerPort": 8090, "protocol": "TCP"} in bridge["spec"]["template"]["spec"]["containers"][0]["ports"]
+    np = Policies(with_assistant)
+    assert np.allows(GATEWAY, BRIDGE, 8090) and np.allows(BRIDGE, GATEWAY, 8080)
+    for src in (STRANGER, OUTSIDE, LIBRECHAT, TASKS):
+        assert not np.allows(src, BRIDGE, 8090), src
