@@ -438,26 +438,38 @@ def field_options(f: FieldDescriptor) -> options_pb2.FieldOptions | None:
     return opts.Extensions[options_pb2.field] if opts.HasExtension(options_pb2.field) else None
 
 
-# Grammar files read so far: file path -> the field's schema.
-_GRAMMARS: dict[str, dict[str, Any]] = {}
+# Grammar files read so far: file path -> (the field's schema, the `$defs` it refers to).
+_GRAMMARS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
 
 
-def grammar_schema(f: FieldDescriptor, name: str) -> dict[str, Any]:
+def grammar_schema(f: FieldDescriptor, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """A `grammar` option's JSON Schema file (beside the field's .proto, in its package): the
-    field's schema, self-contained (no `$defs`: it is embedded in the op's schema as it is)."""
+    field's schema, and the `$defs` its `#/$defs/...` references need at the op schema's root."""
     path = f"{f.file.name.rsplit('/', 1)[0]}/{name}"
     loaded = _GRAMMARS.get(path)
     if loaded is None:
         package = f.file.name.rsplit("/", 1)[0].replace("/", ".")
-        loaded = _GRAMMARS[path] = json.loads(importlib.resources.files(package).joinpath(name).read_text())
-    return copy.deepcopy(loaded)
+        raw = json.loads(importlib.resources.files(package).joinpath(name).read_text())
+        defs = raw.pop("$defs", {})
+        loaded = _GRAMMARS[path] = (raw, defs)
+    return copy.deepcopy(loaded[0]), loaded[1]
+
+
+def _grammar_defs(schema: dict[str, Any]) -> dict[str, Any]:
+    """Every grammar `$defs` entry a schema refers to (the op schema carries them at its root)."""
+    text = json.dumps(schema)
+    out: dict[str, Any] = {}
+    for _, defs in _GRAMMARS.values():
+        if any(f'"#/$defs/{name}"' in text for name in defs):
+            out.update(defs)
+    return out
 
 
 def field_schema(f: FieldDescriptor, response: bool = False) -> dict[str, Any]:
     """A field's JSON schema: its type, and the rules its `(loom.options.v1.field)` options state."""
     fo = field_options(f)
     if fo is not None and fo.grammar and not response and not f.is_repeated:
-        grammar = grammar_schema(f, fo.grammar)
+        grammar, _ = grammar_schema(f, fo.grammar)
         base = _scalar_schema(f, response)
         return {**({"type": base["type"]} if "type" in base else {}), **grammar}
     if f.message_type is not None and f.message_type.GetOptions().map_entry:
@@ -575,6 +587,9 @@ NAMESPACE_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 
 def request_schema(desc: Descriptor, org_level: bool) -> dict[str, Any]:
     schema = message_schema(desc)
+    defs = _grammar_defs(schema)
+    if defs:
+        schema["$defs"] = defs
     if not org_level:
         # Every namespaced op takes the namespace as an argument too (else header or token default).
         schema["properties"] = {
