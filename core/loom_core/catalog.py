@@ -192,8 +192,16 @@ class Catalog:
         except RecursionError:
             raise ValidationFailed("the body nests too deeply", {"field": "(body)", "reason": "too deep"}) from None
         if errors:
-            err = errors[0]
+            err = _chosen_branch(errors[0])
             path = _field_path(err.absolute_path)
+            found = [e for e in err.context or () if e.validator in ("const", "enum") and len(e.relative_path) == 1]
+            if err.validator in ("anyOf", "oneOf") and found:
+                # No kind takes the discriminator (a condition's unknown `op`): name it and the kinds.
+                kinds = list(dict.fromkeys(v for e in found for v in (e.validator_value if e.validator == "enum" else [e.validator_value])))
+                field_name = _field_path(found[0].absolute_path)
+                raise ValidationFailed(
+                    f"{field_name}: one of {', '.join(map(str, kinds))}", {"field": field_name, "reason": "unknown kind", "accepted": kinds}
+                )
             if err.validator == "additionalProperties":
                 extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
                 field_name = ".".join(filter(None, [path, extra[0] if extra else ""]))
@@ -225,6 +233,27 @@ class Catalog:
                     {"field": field_name, "reason": "not one of the accepted values", "accepted": list(err.validator_value)},
                 )
             raise ValidationFailed(f"{field_name}: {err.message}", {"field": field_name, "reason": err.message})
+
+
+def _chosen_branch(err: Any) -> Any:
+    """An anyOf / oneOf over kinds discriminated by a `const` key (the rule language's nodes): the
+    error of the branch whose kind and type match (the fewest errors among them), so the refusal
+    names the bad node, not the union. Stops at a union no branch of which matches."""
+    while err.validator in ("anyOf", "oneOf") and err.context:
+        branches: dict[Any, list[Any]] = {}
+        for e in err.context:
+            branches.setdefault(e.relative_schema_path[0], []).append(e)
+        matching = [errs for errs in branches.values() if not any(_wrong_kind(e) for e in errs)]
+        if not matching:
+            break
+        errs = min(matching, key=len)
+        err = sorted(errs, key=lambda e: (list(e.absolute_path), e.validator != "required"))[0]
+    return err
+
+
+def _wrong_kind(e: Any) -> bool:
+    """A branch error saying the instance is another kind: its type, or its discriminator's value."""
+    return (e.validator == "type" and len(e.relative_path) == 0) or (e.validator in ("const", "enum") and len(e.relative_path) == 1)
 
 
 def _field_path(parts: Any) -> str:
