@@ -172,7 +172,8 @@ def test_openapi_publishes_the_rule_language_in_its_components() -> None:
     node = schemas["PolicyCondition"]
     assert node["required"] == ["op"] and "if" not in str(schemas)
     kinds = [schemas[b["$ref"].rsplit("/", 1)[1]]["properties"]["op"] for b in node["anyOf"]]
-    assert {k for kind in kinds for k in kind.get("enum", [kind.get("const")])} == {"formerly", "count_within", "not_since", "breadth_within", "all", "any", "not"}
+    every = {"formerly", "count_within", "not_since", "breadth_within", "all", "any", "not"}
+    assert {k for kind in kinds for k in kind.get("enum", [kind.get("const")])} == every
     # Self-referring, not unrolled: all / any / not hold PolicyCondition again.
     assert schemas["PolicyConditionAllAny"]["properties"]["of"]["items"]["$ref"] == "#/components/schemas/PolicyCondition"
     assert "$defs" in SET.input_schema  # /v1/ops and MCP carry the definitions in the op's own schema
