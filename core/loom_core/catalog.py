@@ -244,8 +244,8 @@ def _chosen_branch(err: Any) -> Any:
         for e in err.context:
             branches.setdefault(e.relative_schema_path[0], []).append(e)
         matching = [errs for errs in branches.values() if not any(_wrong_kind(e) for e in errs)]
-        if not matching:
-            break
+        if not matching or len(matching) == len(branches):
+            break  # no kind matches, or the union is not over kinds (one_required_of, an instant's forms)
         errs = min(matching, key=len)
         err = sorted(errs, key=lambda e: (list(e.absolute_path), e.validator != "required"))[0]
     return err
