@@ -192,8 +192,16 @@ class Catalog:
         except RecursionError:
             raise ValidationFailed("the body nests too deeply", {"field": "(body)", "reason": "too deep"}) from None
         if errors:
-            err = errors[0]
+            err = _chosen_branch(errors[0])
             path = _field_path(err.absolute_path)
+            found = [e for e in err.context or () if e.validator in ("const", "enum") and len(e.relative_path) == 1]
+            if err.validator in ("anyOf", "oneOf") and found:
+                # No kind takes the discriminator (a condition's unknown `op`): name it and the kinds.
+                kinds = list(dict.fromkeys(v for e in found for v in (e.validator_value if e.validator == "enum" else [e.validator_value])))
+                field_name = _field_path(found[0].absolute_path)
+                raise ValidationFailed(
+                    f"{field_name}: one of {', '.join(map(str, kinds))}", {"field": field_name, "reason": "unknown kind", "accepted": kinds}
+                )
             if err.validator == "additionalProperties":
                 extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
                 field_name = ".".join(filter(None, [path, extra[0] if extra else ""]))
@@ -225,6 +233,27 @@ class Catalog:
                     {"field": field_name, "reason": "not one of the accepted values", "accepted": list(err.validator_value)},
                 )
             raise ValidationFailed(f"{field_name}: {err.message}", {"field": field_name, "reason": err.message})
+
+
+def _chosen_branch(err: Any) -> Any:
+    """An anyOf / oneOf over kinds discriminated by a `const` key (the rule language's nodes): the
+    error of the branch whose kind and type match (the fewest errors among them), so the refusal
+    names the bad node, not the union. Stops at a union no branch of which matches."""
+    while err.validator in ("anyOf", "oneOf") and err.context:
+        branches: dict[Any, list[Any]] = {}
+        for e in err.context:
+            branches.setdefault(e.relative_schema_path[0], []).append(e)
+        matching = [errs for errs in branches.values() if not any(_wrong_kind(e) for e in errs)]
+        if not matching or len(matching) == len(branches):
+            break  # no kind matches, or the union is not over kinds (one_required_of, an instant's forms)
+        errs = min(matching, key=len)
+        err = sorted(errs, key=lambda e: (list(e.absolute_path), e.validator != "required"))[0]
+    return err
+
+
+def _wrong_kind(e: Any) -> bool:
+    """A branch error saying the instance is another kind: its type, or its discriminator's value."""
+    return (e.validator == "type" and len(e.relative_path) == 0) or (e.validator in ("const", "enum") and len(e.relative_path) == 1)
 
 
 def _field_path(parts: Any) -> str:
@@ -438,26 +467,38 @@ def field_options(f: FieldDescriptor) -> options_pb2.FieldOptions | None:
     return opts.Extensions[options_pb2.field] if opts.HasExtension(options_pb2.field) else None
 
 
-# Grammar files read so far: file path -> the field's schema.
-_GRAMMARS: dict[str, dict[str, Any]] = {}
+# Grammar files read so far: file path -> (the field's schema, the `$defs` it refers to).
+_GRAMMARS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
 
 
-def grammar_schema(f: FieldDescriptor, name: str) -> dict[str, Any]:
+def grammar_schema(f: FieldDescriptor, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """A `grammar` option's JSON Schema file (beside the field's .proto, in its package): the
-    field's schema, self-contained (no `$defs`: it is embedded in the op's schema as it is)."""
+    field's schema, and the `$defs` its `#/$defs/...` references need at the op schema's root."""
     path = f"{f.file.name.rsplit('/', 1)[0]}/{name}"
     loaded = _GRAMMARS.get(path)
     if loaded is None:
         package = f.file.name.rsplit("/", 1)[0].replace("/", ".")
-        loaded = _GRAMMARS[path] = json.loads(importlib.resources.files(package).joinpath(name).read_text())
-    return copy.deepcopy(loaded)
+        raw = json.loads(importlib.resources.files(package).joinpath(name).read_text())
+        defs = raw.pop("$defs", {})
+        loaded = _GRAMMARS[path] = (raw, defs)
+    return copy.deepcopy(loaded[0]), loaded[1]
+
+
+def _grammar_defs(schema: dict[str, Any]) -> dict[str, Any]:
+    """Every grammar `$defs` entry a schema refers to (the op schema carries them at its root)."""
+    text = json.dumps(schema)
+    out: dict[str, Any] = {}
+    for _, defs in _GRAMMARS.values():
+        if any(f'"#/$defs/{name}"' in text for name in defs):
+            out.update(defs)
+    return out
 
 
 def field_schema(f: FieldDescriptor, response: bool = False) -> dict[str, Any]:
     """A field's JSON schema: its type, and the rules its `(loom.options.v1.field)` options state."""
     fo = field_options(f)
     if fo is not None and fo.grammar and not response and not f.is_repeated:
-        grammar = grammar_schema(f, fo.grammar)
+        grammar, _ = grammar_schema(f, fo.grammar)
         base = _scalar_schema(f, response)
         return {**({"type": base["type"]} if "type" in base else {}), **grammar}
     if f.message_type is not None and f.message_type.GetOptions().map_entry:
@@ -575,6 +616,9 @@ NAMESPACE_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 
 def request_schema(desc: Descriptor, org_level: bool) -> dict[str, Any]:
     schema = message_schema(desc)
+    defs = _grammar_defs(schema)
+    if defs:
+        schema["$defs"] = defs
     if not org_level:
         # Every namespaced op takes the namespace as an argument too (else header or token default).
         schema["properties"] = {

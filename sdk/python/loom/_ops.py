@@ -1101,6 +1101,7 @@ class PolicyOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
             effect: One of: forbid, require.
+            condition: A history-policy condition: a leaf (formerly, count_within, not_since, breadth_within) or all / any / not over conditions. The plane also refuses (422 naming the node) a tree deeper than 8 or with more than 32 leaves, which this schema does not count.
             mode: One of: inherit, shadow, enforce.
         """
         return await self._caller.call(

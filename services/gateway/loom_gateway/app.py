@@ -197,9 +197,16 @@ def build_openapi(catalog: Catalog, planes: dict[str, str], version: str) -> dic
         },
     }
     paths: dict[str, Any] = {}
+    components: dict[str, Any] = {"Error": error_schema}
     for op in catalog.ops.values():
         if op.plane not in planes:
             continue
+        # A grammar's `$defs` (the op schema's own, for /v1/ops and MCP) live in components here:
+        # in an OpenAPI document `#/...` points into the document, not into the op's schema.
+        input_schema = {k: v for k, v in op.input_schema.items() if k != "$defs"}
+        if "$defs" in op.input_schema:
+            input_schema = _to_components(input_schema)
+            components.update({name: _to_components(d) for name, d in op.input_schema["$defs"].items()})
         paths[f"/v1/{op.name}"] = {
             "post": {
                 "operationId": op.name.replace(".", "_"),
@@ -210,7 +217,7 @@ def build_openapi(catalog: Catalog, planes: dict[str, str], version: str) -> dic
                 # An op with required arguments needs a body; the others take none or `{}`.
                 "requestBody": {
                     "required": bool(op.input_schema.get("required") or op.input_schema.get("allOf")),
-                    "content": {"application/json": {"schema": op.input_schema}},
+                    "content": {"application/json": {"schema": input_schema}},
                 },
                 "responses": {
                     "200": {"description": "OK", "content": {"application/json": {"schema": op.output_schema}}},
@@ -237,10 +244,22 @@ def build_openapi(catalog: Catalog, planes: dict[str, str], version: str) -> dic
         "info": {"title": "Loom", "version": version},
         "paths": paths,
         "components": {
-            "schemas": {"Error": error_schema},
+            "schemas": components,
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}},
         },
     }
+
+
+def _to_components(schema: Any) -> Any:
+    """A schema with its `#/$defs/X` references pointing at `#/components/schemas/X`."""
+    if isinstance(schema, dict):
+        return {
+            k: (v.replace("#/$defs/", "#/components/schemas/", 1) if k == "$ref" and isinstance(v, str) else _to_components(v))
+            for k, v in schema.items()
+        }
+    if isinstance(schema, list):
+        return [_to_components(v) for v in schema]
+    return schema
 
 
 __all__ = ["NotFound", "create_app", "error_response"]
