@@ -110,3 +110,31 @@ def sse_events(text: str) -> list[object]:
                 payload = line[6:]
                 out.append(payload if payload == "[DONE]" else json.loads(payload))
     return out
+
+
+def run_row(asker: Asker, *, op: str = "assistant.ask", namespace: str | None = None, **fields: object) -> dict[str, object]:
+    """A ledger row (agent_events) of `asker`'s org, as the chain writes one; `fields` override
+    any column (run_id, subject, transport, consumer, out_hits, upstream_cost_usd, ...)."""
+    from loom_core.chain.ledger import ledger_row
+
+    row = ledger_row(
+        org=asker.org,
+        namespace=namespace or asker.namespace,
+        subject="user:admin",
+        agent="",
+        user="",
+        session="",
+        op=op,
+        transport="rest",
+        run_id="r",
+        consumer="",
+        ok=True,
+        error_code="",
+        latency_ms=1.0,
+        args={},
+        out_hits=1,
+        token_id="t",
+        request_id="q",
+        write_shaped=False,
+    )
+    return {**row, **fields}

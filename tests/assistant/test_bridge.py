@@ -14,7 +14,7 @@ from loom_core.identity.tokens import Principal
 
 from tests.conftest import call
 
-from .conftest import Asker, Bench, chat_body, sse_events
+from .conftest import Asker, Bench, chat_body, run_row, sse_events
 from .emulator import Turn
 
 CHAT = "/v1/assistant/chat/completions"
@@ -236,29 +236,7 @@ async def test_model_calls_switched_off_for_the_org_is_refused(bench: Bench, ask
 
 
 async def test_over_the_namespace_budget_share_is_refused_rate_limited(bench: Bench, asker: Asker) -> None:
-    from loom_core.chain.ledger import ledger_row
-
-    row = ledger_row(
-        org=asker.org,
-        namespace=asker.namespace,
-        subject="user:admin",
-        agent="",
-        user="",
-        session="",
-        op="assistant.ask",
-        transport="rest",
-        run_id="r",
-        consumer="",
-        ok=True,
-        error_code="",
-        latency_ms=1.0,
-        args={},
-        out_hits=1,
-        token_id="t",
-        request_id="q",
-        write_shaped=False,
-    )
-    await bench.inst.runtime.store.insert("{db}.agent_events", [{**row, "upstream_cost_usd": 0.5}])
+    await bench.inst.runtime.store.insert("{db}.agent_events", [run_row(asker, upstream_cost_usd=0.5)])
     err = await _refused(bench, asker, asker.token, 429, "RATE_LIMITED")
     assert err["detail"]["reason"] == "budget"  # type: ignore[index]
 

@@ -7,38 +7,18 @@ from __future__ import annotations
 import pytest
 from loom import Agent
 from loom._errors import ForbiddenError, LoomError
-from loom_core.chain.ledger import ledger_row
 
 from tests.conftest import call
 
-from .conftest import Asker, Bench, chat_body
+from .conftest import Asker, Bench, chat_body, run_row
 
 CHAT = "/v1/assistant/chat/completions"
 
 
 async def _spend(bench: Bench, asker: Asker, namespace: str, usd: float) -> None:
     """An answer's ledger row in `namespace` today carrying `usd` of spend."""
-    row = ledger_row(
-        org=asker.org,
-        namespace=namespace,
-        subject="user:admin",
-        agent="",
-        user="",
-        session="",
-        op="assistant.ask",
-        transport="rest",
-        run_id="spent",
-        consumer="",
-        ok=True,
-        error_code="",
-        latency_ms=1.0,
-        args={},
-        out_hits=1,
-        token_id="t",
-        request_id="q",
-        write_shaped=False,
-    )
-    await bench.inst.runtime.store.insert("{db}.agent_events", [{**row, "upstream_cost_usd": usd}])
+    row = run_row(asker, namespace=namespace, run_id="spent", upstream_cost_usd=usd)
+    await bench.inst.runtime.store.insert("{db}.agent_events", [row])
 
 
 async def _ask(asker: Asker, token: str | None = None, namespace: str | None = None) -> tuple[int, dict[str, object]]:

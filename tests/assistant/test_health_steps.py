@@ -9,12 +9,11 @@ import json
 import pytest
 from loom_assistant.domain.support import RUN_ROWS_CUT
 from loom_assistant.service.setup import Status
-from loom_core.chain.ledger import ledger_row
 from loom_runner.embedded import Instance
 
 from tests.conftest import Tenant, call
 
-from .conftest import Asker, Bench, chat_body, sse_events
+from .conftest import Asker, Bench, chat_body, run_row, sse_events
 from .emulator import Script, Turn
 
 CHAT = "/v1/assistant/chat/completions"
@@ -87,26 +86,7 @@ def _docs_calls(bench: Bench, asker: Asker, rows: int) -> Script:
 
     async def script(turn: Turn) -> None:
         assert (await turn.call("help.search", {"query": "tasks"})).ok
-        row = ledger_row(
-            org=asker.org,
-            namespace=asker.namespace,
-            subject=subject,
-            agent="",
-            user="",
-            session="",
-            op="help.search",
-            transport="mcp",
-            run_id=turn.run_id,
-            consumer="loom-assistant",
-            ok=True,
-            error_code="",
-            latency_ms=1.0,
-            args={},
-            out_hits=3,
-            token_id="t",
-            request_id="q",
-            write_shaped=False,
-        )
+        row = run_row(asker, op="help.search", subject=subject, transport="mcp", run_id=turn.run_id, consumer="loom-assistant", out_hits=3)
         await bench.inst.runtime.store.insert("{db}.agent_events", [row] * (rows - 1))
         await turn.say("The docs cover tasks.")
 
