@@ -7,8 +7,11 @@ task.create_many (one idempotency key each, retried with the same keys after a k
 workers task.pull (max_tasks 100, short leases) and task.complete_many; a killer kill -9s the
 child every few seconds and starts it again. After the run:
 - every acknowledged create exists, once (one task per key, N tasks in the inbox);
-- every acknowledged complete is done;
-- no task was owned twice (no fence handed out twice, no task completed twice);
+- every acknowledged complete is done, and every task is done: a complete whose answer a kill
+  lost may or may not have been applied, so the workers settle it by task.get (the truth), and
+  the run ends when every task is known done, not when every complete was acknowledged (it hung
+  that way once: 1,900 of 2,000 acknowledged, the other 100 done behind a lost answer);
+- no task was owned twice (no fence handed out twice, no complete acknowledged twice);
 - the task.updates replay of every task has versions 1..n: no gap, no duplicate.
 
 Why it could hang before (it hung once in a full-suite run; not reproduced since): a call to a
@@ -178,6 +181,10 @@ async def _run(child: Child) -> None:
     await child.retried("inbox.register", inbox="chaos-bot", owner_agent="chaos-bot", default_lease_seconds=600)
     acked_creates: dict[str, str] = {}  # idempotency key -> task_id
     acked_done: list[str] = []
+    # Completes whose answer was lost to a kill: applied or not. Each is settled by task.get (the
+    # truth): done, or back to todo once its lease runs out and pulled again.
+    unsure: set[str] = set()
+    done_unacked: set[str] = set()
     fences: list[int] = []
     finished = asyncio.Event()
 
@@ -200,16 +207,27 @@ async def _run(child: Child) -> None:
                 await asyncio.sleep(0.2)
                 continue
             if not got:
+                for task_id in list(unsure):
+                    try:
+                        status = (await child.call("task.get", task_id=task_id))["task"]["status"]
+                    except Down:
+                        break
+                    unsure.discard(task_id)
+                    if status == "done":
+                        done_unacked.add(task_id)
+                if len(set(acked_done) | done_unacked) >= TASKS:
+                    finished.set()
                 continue
             fences.extend(int(t["fence"]) for t in got)
             try:
                 out = await child.call("task.complete_many", tasks=[{"task_id": t["task_id"], "fence": t["fence"]} for t in got])
             except Down:
-                continue  # not acknowledged: their leases run out and they come back
+                unsure.update(t["task_id"] for t in got)  # not acknowledged: done, or back once their leases run out
+                continue
             for t, res in zip(got, out["results"], strict=True):
                 if "task" in res:
                     acked_done.append(t["task_id"])
-            if len(set(acked_done)) >= TASKS:
+            if len(set(acked_done) | done_unacked) >= TASKS:
                 finished.set()
 
     async def killer() -> None:
@@ -229,7 +247,8 @@ async def _run(child: Child) -> None:
     except TimeoutError:
         raise AssertionError(
             f"chaos run over its {RUN_SECONDS:.0f} s deadline: {len(acked_creates)} creates and"
-            f" {len(set(acked_done))} completes acknowledged of {TASKS}, {child.starts} starts"
+            f" {len(set(acked_done))} completes acknowledged and {len(done_unacked)} found done after a lost answer"
+            f" of {TASKS}, {child.starts} starts"
         ) from None
     assert child.starts == KILLS + 1
     elapsed = time.monotonic() - started
@@ -253,8 +272,10 @@ async def _run(child: Child) -> None:
         if not token:
             break
     assert listed == set(acked_creates.values())
-    # Every acknowledged complete is done; none twice; no fence handed out twice.
-    assert len(acked_done) == len(set(acked_done)) == TASKS
+    # Every task is done, by an acknowledged complete or one whose answer a kill lost; no complete
+    # acknowledged twice; no fence handed out twice.
+    assert len(acked_done) == len(set(acked_done))
+    assert set(acked_done) | done_unacked == listed
     assert len(fences) == len(set(fences))
     counts = (await child.retried("task.counts", inbox="chaos-bot"))["counts"]
     assert counts == {"done": TASKS}
