@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.pyast import parse_file
+
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "architecture.md"
 SECTION = "### One op of each plane, proto to store"
@@ -59,7 +61,7 @@ def _resolve(plane: str, pkg: Path, path: str) -> Path:
 def _defines(file: Path, name: str) -> bool:
     if file.suffix == ".proto":
         return re.search(rf"\brpc\s+{re.escape(name)}\s*\(", file.read_text()) is not None
-    tree = ast.parse(file.read_text())
+    tree = parse_file(file)
     scope: list[ast.stmt] = tree.body
     for part in name.split("."):
         found = next(

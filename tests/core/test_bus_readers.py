@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.pyast import parse_file
+
 ROOT = Path(__file__).resolve().parents[2]
 READS = {"subscribe", "pull_subscribe", "pull_subscribe_bind", "subscribe_bind", "watch", "watchall", "fetch"}
 # Per-request reads that are not consumers, each said why at the call.
@@ -20,7 +22,7 @@ def _direct_reads() -> list[tuple[str, int, str]]:
     files = [*ROOT.joinpath("core/loom_core").rglob("*.py"), *ROOT.joinpath("services").glob("*/loom_*/**/*.py")]
     for path in files:
         rel = path.relative_to(ROOT).as_posix()
-        for node in ast.walk(ast.parse(path.read_text(), rel)):
+        for node in ast.walk(parse_file(path)):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
             if node.func.attr in READS and (rel, node.func.attr) not in ALLOWED:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.pyast import parse_file
+
 SERVICES = Path(__file__).resolve().parents[2] / "services"
 # The runner builds the gateway (the HTTP door, not a plane) around the planes it finds by entry point.
 ALLOWED = {"loom_runner": {"loom_gateway"}}
@@ -16,7 +18,7 @@ PACKAGES = {p.name: p for d in SERVICES.iterdir() for p in d.glob("loom_*") if p
 
 def imported_packages(path: Path) -> set[str]:
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parse_file(path)):
         if isinstance(node, ast.Import):
             found |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:

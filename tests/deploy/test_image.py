@@ -11,6 +11,8 @@ import sys
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
+from tests.pyast import parse_file
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPILERS = re.compile(r"\b(gcc|g\+\+|clang|cc|make|build-essential|cmake|rustc|cargo|grpc_tools|grpcio-tools|protoc)\b")
 
@@ -99,7 +101,7 @@ def test_the_runtime_venv_leaves_out_test_lint_and_compiler_packages_but_has_eve
         for path in (ROOT / base).rglob("*.py"):
             if "_pb2" in path.name or "/tests/" in str(path):
                 continue
-            for node in ast.walk(ast.parse(path.read_text())):
+            for node in ast.walk(parse_file(path)):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
                 if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                     names = [node.module]

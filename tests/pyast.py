@@ -1,0 +1,40 @@
+"""`ast.parse` for the tests that read Loom's source, immune to CPython 3.11's AST recursion-depth
+bug (gh-106905, fixed in later releases): once an AST conversion elsewhere in the process ended
+in an exception, every later `ast.parse` may raise `SystemError: AST constructor recursion depth
+mismatch`. Then the source is parsed in a fresh interpreter instead (all of it at once, pickled
+back: AST nodes pickle), so a test's verdict never depends on what ran before it."""
+
+from __future__ import annotations
+
+import ast
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+_CHILD = """
+import ast, pickle, sys
+from pathlib import Path
+trees = {}
+for arg in sys.argv[1:]:
+    for path in ([Path(arg)] if arg.endswith(".py") else [p for p in Path(arg).rglob("*.py") if ".venv" not in p.parts]):
+        trees[str(path.resolve())] = ast.parse(path.read_text(), str(path))
+sys.stdout.buffer.write(pickle.dumps(trees))
+"""
+_parsed_elsewhere: dict[str, ast.Module] = {}
+
+
+def parse_file(path: Path) -> ast.Module:
+    key = str(path.resolve())
+    if key in _parsed_elsewhere:
+        return _parsed_elsewhere[key]
+    if not _parsed_elsewhere:
+        try:
+            return ast.parse(path.read_text(), str(path))
+        except SystemError:
+            pass  # the bug: from here on, parse in a child
+    roots = [str(ROOT / d) for d in ("core", "services", "sdk") if (ROOT / d).is_dir()]
+    out = subprocess.run([sys.executable, "-c", _CHILD, *roots, key], capture_output=True, check=True)
+    _parsed_elsewhere.update(pickle.loads(out.stdout))
+    return _parsed_elsewhere[key]
