@@ -29,7 +29,7 @@ sampler=$!
 trap 'kill $burner $sampler 2>/dev/null; pkill -P $burner 2>/dev/null' EXIT
 for i in $(seq 1 "$runs"); do
   started=$(date +%s)
-  ./loom test -q "$@" >"$out/run$i.log" 2>&1
+  ./loom test "$@" >"$out/run$i.log" 2>&1
   rc=$?
   echo "run $i: exit $rc in $(( $(date +%s) - started )) s; $(grep -E '^[=]+ .*(passed|failed)' "$out/run$i.log" | tail -1)"
   [ $rc -eq 0 ] || { echo "logs: $out"; exit $rc; }
