@@ -4,8 +4,11 @@ budget.get, daily_cost_cap_usd), over REST and the SDK, with their refusals."""
 
 from __future__ import annotations
 
+import grpc
 import pytest
 from loom import Agent
+from loom_api.assistant.v1 import assistant_pb2 as pb
+from loom_api.assistant.v1 import assistant_pb2_grpc
 from loom._errors import ForbiddenError, LoomError
 
 from tests.conftest import call
@@ -109,6 +112,22 @@ async def test_the_switch_needs_its_enabled_argument(bench: Bench, asker: Asker)
     async with asker.client(asker.admin) as c:
         r = await call(c, "org.set_model_calls")
     assert r.status_code == 422 and r.json()["error"]["detail"]["field"] == "enabled"
+
+
+async def test_a_grpc_caller_switches_model_calls_off_with_an_explicit_false(bench: Bench, asker: Asker) -> None:
+    # A plain proto3 bool drops `false` from the wire, so the required check read it as absent.
+    md = [("authorization", f"Bearer {asker.admin}")]
+    async with grpc.aio.insecure_channel(bench.inst.grpc_address("assistant")) as channel:
+        stub = assistant_pb2_grpc.AssistantServiceStub(channel)
+        off = await stub.SetModelCalls(pb.SetModelCallsRequest(enabled=False), metadata=md)
+        assert (off.org, off.enabled) == (asker.org, False)
+        assert (await _ask(asker))[0] != 200
+        with pytest.raises(grpc.aio.AioRpcError) as missing:
+            await stub.SetModelCalls(pb.SetModelCallsRequest(), metadata=md)
+        assert missing.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        on = await stub.SetModelCalls(pb.SetModelCallsRequest(enabled=True), metadata=md)
+        assert (on.org, on.enabled) == (asker.org, True)
+    assert (await _ask(asker))[0] == 200
 
 
 # -- the namespace's daily cost cap ----------------------------------------------------------
