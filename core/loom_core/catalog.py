@@ -315,12 +315,18 @@ def struct_to_dict(msg: Any) -> dict[str, Any]:
     the printer's per-value dispatch; anything it would refuse (a non-finite number, a Value
     with no kind) goes through the printer itself."""
     try:
-        return {k: _value_to_py(v) for k, v in msg.fields.items()}
+        return {k: _value_to_py(v, 0) for k, v in msg.fields.items()}
     except _Slow:
         return json_format.MessageToDict(msg)  # type: ignore[no-any-return]
 
 
-def _value_to_py(v: Any) -> Any:
+# Deeper values than this go through protobuf's own code, which refuses them as it always did.
+_FAST_DEPTH = 64
+
+
+def _value_to_py(v: Any, depth: int) -> Any:
+    if depth > _FAST_DEPTH:
+        raise _Slow
     kind = v.WhichOneof("kind")
     if kind == "string_value":
         return v.string_value
@@ -332,9 +338,9 @@ def _value_to_py(v: Any) -> Any:
     if kind == "bool_value":
         return v.bool_value
     if kind == "struct_value":
-        return {k: _value_to_py(x) for k, x in v.struct_value.fields.items()}
+        return {k: _value_to_py(x, depth + 1) for k, x in v.struct_value.fields.items()}
     if kind == "list_value":
-        return [_value_to_py(x) for x in v.list_value.values]
+        return [_value_to_py(x, depth + 1) for x in v.list_value.values]
     if kind == "null_value":
         return None
     raise _Slow
@@ -407,12 +413,12 @@ def _sparse_value(f: FieldDescriptor) -> _Convert | None:
     return _value_converter(f)
 
 
-def _parse_into(args: Any, msg: Any) -> None:
+def _parse_into(args: Any, msg: Any, depth: int = 0) -> None:
     """JSON arguments (already checked against the op's schema) into a message, the common
     shapes only: strings, booleans, integers, doubles, enum names, nested and repeated messages,
     Struct. Anything else raises _Slow and the caller parses with json_format.ParseDict, whose
     result and refusals this must equal (tests/core/test_fast_validation.py)."""
-    if not isinstance(args, dict):
+    if not isinstance(args, dict) or depth > _FAST_DEPTH:
         raise _Slow
     desc = msg.DESCRIPTOR
     fields = desc.fields_by_name
@@ -437,19 +443,19 @@ def _parse_into(args: Any, msg: Any) -> None:
                     raise _Slow
                 container = getattr(msg, key)
                 for item in value:
-                    _parse_into(item, container.add())
+                    _parse_into(item, container.add(), depth + 1)
             elif full == "google.protobuf.Struct":
                 if not isinstance(value, dict):
                     raise _Slow
                 target = getattr(msg, key)
                 target.SetInParent()
-                _struct_into(value, target)
+                _struct_into(value, target, depth + 1)
             elif full.startswith("google.protobuf."):
                 raise _Slow
             else:
                 target = getattr(msg, key)
                 target.SetInParent()
-                _parse_into(value, target)
+                _parse_into(value, target, depth + 1)
         elif f.is_repeated:
             if not isinstance(value, list):
                 raise _Slow
@@ -480,15 +486,17 @@ def _scalar(f: FieldDescriptor, t: int, value: Any) -> Any:
     raise _Slow
 
 
-def _struct_into(value: dict[str, Any], target: Any) -> None:
+def _struct_into(value: dict[str, Any], target: Any, depth: int) -> None:
     """ParseDict's Struct: every number a double; a non-finite one or a non-string key is its call."""
     for k, v in value.items():
         if not isinstance(k, str):
             raise _Slow
-        _value_into(v, target.fields[k])
+        _value_into(v, target.fields[k], depth + 1)
 
 
-def _value_into(v: Any, target: Any) -> None:
+def _value_into(v: Any, target: Any, depth: int) -> None:
+    if depth > _FAST_DEPTH:
+        raise _Slow
     if isinstance(v, str):
         target.string_value = v
     elif isinstance(v, bool):
@@ -499,12 +507,12 @@ def _value_into(v: Any, target: Any) -> None:
         target.number_value = v
     elif isinstance(v, dict):
         target.struct_value.SetInParent()
-        _struct_into(v, target.struct_value)
+        _struct_into(v, target.struct_value, depth)
     elif isinstance(v, list):
         lst = target.list_value
         lst.SetInParent()
         for item in v:
-            _value_into(item, lst.values.add())
+            _value_into(item, lst.values.add(), depth + 1)
     elif v is None:
         target.null_value = 0
     else:
