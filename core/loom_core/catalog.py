@@ -12,6 +12,7 @@ import copy
 import importlib
 import importlib.resources
 import json
+import keyword
 import math
 import pkgutil
 import re
@@ -371,36 +372,25 @@ def _sparse(desc: Descriptor) -> Callable[[Message], dict[str, Any]]:
 
         _SPARSE[desc.full_name] = printer
         return printer
+    compiled: list[Callable[[Message], dict[str, Any]]] = []
+
+    def recursive(msg: Message) -> dict[str, Any]:
+        return compiled[0](msg)
+
+    _SPARSE[desc.full_name] = recursive
     plan: list[tuple[str, bool, _Convert | None, bool]] = []
-
-    def convert(msg: Message) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, presence, value_conv, repeated in plan:
-            if presence:
-                if not msg.HasField(name):
-                    continue
-                value = getattr(msg, name)
-            else:
-                value = getattr(msg, name)
-                if not value:
-                    continue  # the default (0, "", False, no items): not printed
-            if value_conv is None:
-                out[name] = list(value) if repeated else value
-            elif repeated:
-                out[name] = [value_conv(v) for v in value]
-            else:
-                out[name] = value_conv(value)
-        return out
-
-    _SPARSE[desc.full_name] = convert
     for f in desc.fields:
         if f.message_type is not None and f.message_type.GetOptions().map_entry:
             key_f, val_f = f.message_type.fields_by_name["key"], f.message_type.fields_by_name["value"]
-            vconv = _sparse_value(val_f)
+            # MessageToDict prints a map's 64-bit values as strings (and the checks took them so).
+            vconv = str if val_f.type in _INT64_TYPES else _sparse_value(val_f)
             plan.append((f.name, False, _map_converter(vconv, key_f.type != FieldDescriptor.TYPE_STRING), False))
         else:
             plan.append((f.name, (not f.is_repeated) and f.has_presence, _sparse_value(f), f.is_repeated))
-    return convert
+    conv = _compile_plan(desc.full_name, plan, sparse=True)
+    compiled.append(conv)
+    _SPARSE[desc.full_name] = conv
+    return conv
 
 
 def _sparse_value(f: FieldDescriptor) -> _Convert | None:
@@ -557,23 +547,13 @@ def _converter(desc: Descriptor) -> Callable[[Message], dict[str, Any]]:
     conv = _CONVERTERS.get(desc.full_name)
     if conv is None:
         # Registered before its fields are compiled, so a recursive message finds itself.
+        compiled: list[Callable[[Message], dict[str, Any]]] = []
+
+        def recursive(msg: Message) -> dict[str, Any]:
+            return compiled[0](msg)
+
+        _CONVERTERS[desc.full_name] = recursive
         plan: list[tuple[str, bool, _Convert | None, bool]] = []
-
-        def convert(msg: Message) -> dict[str, Any]:
-            out: dict[str, Any] = {}
-            for name, presence, value_conv, repeated in plan:
-                if presence and not msg.HasField(name):
-                    continue
-                value = getattr(msg, name)
-                if value_conv is None:
-                    out[name] = list(value) if repeated else value
-                elif repeated:
-                    out[name] = [value_conv(v) for v in value]
-                else:
-                    out[name] = value_conv(value)
-            return out
-
-        _CONVERTERS[desc.full_name] = convert
         for f in desc.fields:
             if f.message_type is not None and f.message_type.GetOptions().map_entry:
                 key_f, val_f = f.message_type.fields_by_name["key"], f.message_type.fields_by_name["value"]
@@ -582,8 +562,35 @@ def _converter(desc: Descriptor) -> Callable[[Message], dict[str, Any]]:
                 plan.append((f.name, False, _map_converter(vconv, kstr), False))
                 continue
             plan.append((f.name, (not f.is_repeated) and f.has_presence, _value_converter(f), f.is_repeated))
-        conv = convert
+        conv = _compile_plan(desc.full_name, plan, sparse=False)
+        compiled.append(conv)
+        _CONVERTERS[desc.full_name] = conv
     return conv
+
+
+def _compile_plan(name: str, plan: list[tuple[str, bool, _Convert | None, bool]], *, sparse: bool) -> Callable[[Message], dict[str, Any]]:
+    """One message type's converter as straight-line Python (no per-field loop or branch on the
+    field's kind): each field read once, converted, stored. `sparse`: a field without presence
+    at its default (falsy) is left out, as protobuf's MessageToDict does."""
+    env: dict[str, Any] = {}
+    lines = ["def convert(msg):", "    out = {}"]
+    for i, (field_name, presence, value_conv, repeated) in enumerate(plan):
+        key = repr(field_name)
+        read = f"msg.{field_name}" if field_name.isidentifier() and not keyword.iskeyword(field_name) else f"getattr(msg, {key})"
+        if value_conv is None:
+            expr = "list(v)" if repeated else "v"
+        else:
+            env[f"c{i}"] = value_conv
+            expr = f"[c{i}(x) for x in v]" if repeated else f"c{i}(v)"
+        if presence:
+            lines += [f"    if msg.HasField({key}):", f"        v = {read}", f"        out[{key}] = {expr}"]
+        elif sparse:
+            lines += [f"    v = {read}", "    if v:", f"        out[{key}] = {expr}"]
+        else:
+            lines += [f"    v = {read}", f"    out[{key}] = {expr}"]
+    lines.append("    return out")
+    exec(compile("\n".join(lines), f"<json converter {name}>", "exec"), env)
+    return env["convert"]  # type: ignore[no-any-return]
 
 
 def _map_converter(vconv: _Convert | None, key_to_str: bool) -> _Convert:
