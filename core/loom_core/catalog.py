@@ -318,7 +318,7 @@ def struct_to_dict(msg: Any) -> dict[str, Any]:
     try:
         return {k: _value_to_py(v, 0) for k, v in msg.fields.items()}
     except _Slow:
-        return json_format.MessageToDict(msg)  # type: ignore[no-any-return]
+        return json_format.MessageToDict(msg)
 
 
 # Deeper values than this go through protobuf's own code, which refuses them as it always did.
@@ -368,7 +368,7 @@ def _sparse(desc: Descriptor) -> Callable[[Message], dict[str, Any]]:
     if desc.full_name.startswith("google.protobuf."):
 
         def printer(msg: Message) -> dict[str, Any]:
-            return json_format.MessageToDict(msg, preserving_proto_field_name=True)  # type: ignore[no-any-return]
+            return json_format.MessageToDict(msg, preserving_proto_field_name=True)
 
         _SPARSE[desc.full_name] = printer
         return printer
@@ -590,7 +590,7 @@ def _compile_plan(name: str, plan: list[tuple[str, bool, _Convert | None, bool]]
             lines += [f"    v = {read}", f"    out[{key}] = {expr}"]
     lines.append("    return out")
     exec(compile("\n".join(lines), f"<json converter {name}>", "exec"), env)
-    return env["convert"]  # type: ignore[no-any-return]
+    return env["convert"]
 
 
 def _map_converter(vconv: _Convert | None, key_to_str: bool) -> _Convert:
