@@ -423,8 +423,11 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         runs[-1]["cpu_ms_per_lifecycle"] = lc["total"] * 1000 / runs[-1]["lifecycles"]
                         runs[-1]["jetstream_cpu_ms_per_message"] = bc["total"] * 1000 / base["messages"]
                         runs[-1]["ratio_cpu"] = runs[-1]["jetstream_cpu_ms_per_message"] / runs[-1]["cpu_ms_per_lifecycle"]
-                wakes = [(await run_client({**cfg, "door": doors[0], "phase": "wake", "wake_replicas": 1}))["wake"]]
-                if args.replicas > 1:
+                # --wake 0: no wake rounds, no wake figures (statistics.median of nothing raises).
+                wakes = (
+                    [(await run_client({**cfg, "door": doors[0], "phase": "wake", "wake_replicas": 1}))["wake"]] if args.wake > 0 else []
+                )
+                if args.replicas > 1 and args.wake > 0:
                     wakes.append((await run_client({**cfg, "door": doors[0], "phase": "wake", "wake_replicas": 2}))["wake"])
             finally:
                 for inst in reversed(instances):

@@ -12,6 +12,7 @@ import copy
 import importlib
 import importlib.resources
 import json
+import keyword
 import math
 import pkgutil
 import re
@@ -21,6 +22,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+import jsonschema_rs
 import loom_api
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescriptor
@@ -47,6 +49,39 @@ def _is_date_time(value: object) -> bool:
         return False
     parsed = datetime.fromisoformat(value)
     return parsed.tzinfo is not None
+
+
+def _date_time_ok(value: str) -> bool:
+    try:
+        return _is_date_time(value)
+    except ValueError:
+        return False
+
+
+# Python's `\S` is "not str.isspace()" (U+001C..U+001F and U+0085 included); Rust's regex has
+# its own whitespace set. The compiled validator's copy of a schema names Python's set, so it
+# is never looser than `re` (tests/core/test_fast_validation.py checks every pattern).
+_PY_SPACE = "".join(f"\\u{c:04x}" for c in range(0x10000) if chr(c).isspace())
+_RUST_PATTERNS = {r"\S": f"[^{_PY_SPACE}]"}
+
+
+def _fast_schema(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: (_RUST_PATTERNS.get(v, v) if k == "pattern" and isinstance(v, str) else _fast_schema(v)) for k, v in schema.items()}
+    if isinstance(schema, list):
+        return [_fast_schema(v) for v in schema]
+    return schema
+
+
+def _fast_validator(schema: dict[str, Any]) -> Any:
+    """The op's input schema compiled (jsonschema-rs): decides valid or not in a fraction of
+    `jsonschema`'s time (~0.1 ms against ~5 ms for a batch of 100). Only "valid" is taken from
+    it; anything else goes to `jsonschema`, which names the refusal. None: it cannot compile
+    the schema (that op is checked by `jsonschema` alone)."""
+    try:
+        return jsonschema_rs.validator_for(_fast_schema(schema), formats={"date-time": _date_time_ok}, validate_formats=True)
+    except Exception:  # noqa: BLE001 - a schema it cannot take is checked the slow way
+        return None
 
 
 _PARSE_FIELD = re.compile(r"Failed to parse (\w+) field")
@@ -116,6 +151,7 @@ class Catalog:
         self.ops: dict[str, OpSpec] = {op.name: op for op in sorted(ops, key=lambda o: o.name)}
         self.by_path: dict[str, OpSpec] = {op.grpc_path: op for op in ops}
         self._validators = {op.name: Draft202012Validator(op.input_schema, format_checker=FORMATS) for op in ops}
+        self._fast = {op.name: _fast_validator(op.input_schema) for op in ops}
         # Ops whose schema takes `{}` (no required argument): a call without arguments skips
         # the validator (its ~25 µs are a fifth of a whole embedded request).
         self._empty_ok = {op.name for op in ops if self._validators[op.name].is_valid({})}
@@ -161,7 +197,11 @@ class Catalog:
             args = {k: v for k, v in args.items() if k != "namespace"}
         msg = op.request_cls()
         try:
-            json_format.ParseDict(args, msg)
+            try:
+                _parse_into(args, msg)
+            except (_Slow, TypeError, ValueError, OverflowError):
+                msg = op.request_cls()
+                json_format.ParseDict(args, msg)
         except RecursionError:
             raise ValidationFailed("the body nests too deeply", {"field": "(body)", "reason": "too deep"}) from None
         except json_format.ParseError as exc:
@@ -181,12 +221,19 @@ class Catalog:
         is absent, as protobuf's JSON prints it: a required one is refused as required."""
         if op.name in self._empty_ok and not msg.ListFields():
             return
-        args = json_format.MessageToDict(msg, preserving_proto_field_name=True)
-        _ints_back(msg.DESCRIPTOR, args)
-        self._check(op, args)
+        self._check(op, message_to_sparse_json(msg))
 
     def _check(self, op: OpSpec, args: dict[str, Any]) -> None:
-        """The op's input schema over JSON arguments; the first error as a 422 naming its field."""
+        """The op's input schema over JSON arguments; the first error as a 422 naming its field.
+        The compiled validator passes what is valid; only what it refuses (or cannot read) is
+        checked again by `jsonschema`, whose verdict and first error stand."""
+        fast = self._fast.get(op.name)
+        if fast is not None:
+            try:
+                if fast.is_valid(args):
+                    return
+            except Exception:  # noqa: BLE001 - a value it cannot convert (a huge int, deep nesting): the slow path judges
+                pass
         try:
             errors = sorted(self._validators[op.name].iter_errors(args), key=lambda e: list(e.absolute_path))
         except RecursionError:
@@ -264,6 +311,204 @@ def _field_path(parts: Any) -> str:
     return out
 
 
+def struct_to_dict(msg: Any) -> dict[str, Any]:
+    """A google.protobuf.Struct as protobuf's JSON printer gives it (numbers as floats), without
+    the printer's per-value dispatch; anything it would refuse (a non-finite number, a Value
+    with no kind) goes through the printer itself."""
+    try:
+        return {k: _value_to_py(v, 0) for k, v in msg.fields.items()}
+    except _Slow:
+        return json_format.MessageToDict(msg)
+
+
+# Deeper values than this go through protobuf's own code, which refuses them as it always did.
+_FAST_DEPTH = 64
+
+
+def _value_to_py(v: Any, depth: int) -> Any:
+    if depth > _FAST_DEPTH:
+        raise _Slow
+    kind = v.WhichOneof("kind")
+    if kind == "string_value":
+        return v.string_value
+    if kind == "number_value":
+        n = v.number_value
+        if not math.isfinite(n):
+            raise _Slow
+        return n
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "struct_value":
+        return {k: _value_to_py(x, depth + 1) for k, x in v.struct_value.fields.items()}
+    if kind == "list_value":
+        return [_value_to_py(x, depth + 1) for x in v.list_value.values]
+    if kind == "null_value":
+        return None
+    raise _Slow
+
+
+class _Slow(Exception):
+    """The fast converter met something only protobuf's json_format handles exactly."""
+
+
+_SPARSE: dict[str, Callable[[Message], dict[str, Any]]] = {}
+
+
+def message_to_sparse_json(msg: Message) -> dict[str, Any]:
+    """A message as MessageToDict(preserving_proto_field_name=True) prints it (fields at their
+    default left out, 64-bit ints as numbers): the JSON a direct gRPC call is checked as.
+    Built once per message type from its descriptor."""
+    return _sparse(msg.DESCRIPTOR)(msg)
+
+
+def _sparse(desc: Descriptor) -> Callable[[Message], dict[str, Any]]:
+    conv = _SPARSE.get(desc.full_name)
+    if conv is not None:
+        return conv
+    if desc.full_name.startswith("google.protobuf."):
+
+        def printer(msg: Message) -> dict[str, Any]:
+            return json_format.MessageToDict(msg, preserving_proto_field_name=True)
+
+        _SPARSE[desc.full_name] = printer
+        return printer
+    compiled: list[Callable[[Message], dict[str, Any]]] = []
+
+    def recursive(msg: Message) -> dict[str, Any]:
+        return compiled[0](msg)
+
+    _SPARSE[desc.full_name] = recursive
+    plan: list[tuple[str, bool, _Convert | None, bool]] = []
+    for f in desc.fields:
+        if f.message_type is not None and f.message_type.GetOptions().map_entry:
+            key_f, val_f = f.message_type.fields_by_name["key"], f.message_type.fields_by_name["value"]
+            # MessageToDict prints a map's 64-bit values as strings (and the checks took them so).
+            vconv = str if val_f.type in _INT64_TYPES else _sparse_value(val_f)
+            plan.append((f.name, False, _map_converter(vconv, key_f.type != FieldDescriptor.TYPE_STRING), False))
+        else:
+            plan.append((f.name, (not f.is_repeated) and f.has_presence, _sparse_value(f), f.is_repeated))
+    conv = _compile_plan(desc.full_name, plan, sparse=True)
+    compiled.append(conv)
+    _SPARSE[desc.full_name] = conv
+    return conv
+
+
+def _sparse_value(f: FieldDescriptor) -> _Convert | None:
+    if f.type == FieldDescriptor.TYPE_MESSAGE:
+        if f.message_type.full_name == "google.protobuf.Struct":
+            return struct_to_dict
+        return _sparse(f.message_type)
+    if f.type == FieldDescriptor.TYPE_STRING:
+        return None  # as stored (MessageToDict does not reformat instants)
+    return _value_converter(f)
+
+
+def _parse_into(args: Any, msg: Any, depth: int = 0) -> None:
+    """JSON arguments (already checked against the op's schema) into a message, the common
+    shapes only: strings, booleans, integers, doubles, enum names, nested and repeated messages,
+    Struct. Anything else raises _Slow and the caller parses with json_format.ParseDict, whose
+    result and refusals this must equal (tests/core/test_fast_validation.py)."""
+    if not isinstance(args, dict) or depth > _FAST_DEPTH:
+        raise _Slow
+    desc = msg.DESCRIPTOR
+    fields = desc.fields_by_name
+    oneofs: set[str] | None = None
+    for key, value in args.items():
+        f = fields.get(key)
+        if f is None or value is None:
+            raise _Slow
+        if f.containing_oneof is not None:
+            oneofs = oneofs or set()
+            if f.containing_oneof.name in oneofs:
+                raise _Slow
+            oneofs.add(f.containing_oneof.name)
+        t = f.type
+        if t == FieldDescriptor.TYPE_MESSAGE:
+            mt = f.message_type
+            if mt.GetOptions().map_entry:
+                raise _Slow
+            full = mt.full_name
+            if f.is_repeated:
+                if not isinstance(value, list) or full.startswith("google.protobuf."):
+                    raise _Slow
+                container = getattr(msg, key)
+                for item in value:
+                    _parse_into(item, container.add(), depth + 1)
+            elif full == "google.protobuf.Struct":
+                if not isinstance(value, dict):
+                    raise _Slow
+                target = getattr(msg, key)
+                target.SetInParent()
+                _struct_into(value, target, depth + 1)
+            elif full.startswith("google.protobuf."):
+                raise _Slow
+            else:
+                target = getattr(msg, key)
+                target.SetInParent()
+                _parse_into(value, target, depth + 1)
+        elif f.is_repeated:
+            if not isinstance(value, list):
+                raise _Slow
+            getattr(msg, key).extend([_scalar(f, t, v) for v in value])
+        else:
+            setattr(msg, key, _scalar(f, t, value))
+
+
+def _scalar(f: FieldDescriptor, t: int, value: Any) -> Any:
+    if t == FieldDescriptor.TYPE_STRING:
+        if isinstance(value, str):
+            return value
+    elif t == FieldDescriptor.TYPE_BOOL:
+        if isinstance(value, bool):
+            return value
+    elif t in _INT_FIELD_TYPES:
+        if isinstance(value, int) and not isinstance(value, bool):
+            low, high = _INT_RANGES[t]
+            if low <= value <= high:
+                return value
+    elif t == FieldDescriptor.TYPE_DOUBLE:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    elif t == FieldDescriptor.TYPE_ENUM and isinstance(value, str):
+        found = f.enum_type.values_by_name.get(value)
+        if found is not None:
+            return found.number
+    raise _Slow
+
+
+def _struct_into(value: dict[str, Any], target: Any, depth: int) -> None:
+    """ParseDict's Struct: every number a double; a non-finite one or a non-string key is its call."""
+    for k, v in value.items():
+        if not isinstance(k, str):
+            raise _Slow
+        _value_into(v, target.fields[k], depth + 1)
+
+
+def _value_into(v: Any, target: Any, depth: int) -> None:
+    if depth > _FAST_DEPTH:
+        raise _Slow
+    if isinstance(v, str):
+        target.string_value = v
+    elif isinstance(v, bool):
+        target.bool_value = v
+    elif isinstance(v, (int, float)):
+        if not math.isfinite(v):
+            raise _Slow
+        target.number_value = v
+    elif isinstance(v, dict):
+        target.struct_value.SetInParent()
+        _struct_into(v, target.struct_value, depth)
+    elif isinstance(v, list):
+        lst = target.list_value
+        lst.SetInParent()
+        for item in v:
+            _value_into(item, lst.values.add(), depth + 1)
+    elif v is None:
+        target.null_value = 0
+    else:
+        raise _Slow
+
+
 def message_to_json(msg: Message) -> dict[str, Any]:
     """A message as the JSON the spec shows: field names as declared, 64-bit ints as numbers,
     every field without presence printed. Through a converter built once per message type from
@@ -302,23 +547,13 @@ def _converter(desc: Descriptor) -> Callable[[Message], dict[str, Any]]:
     conv = _CONVERTERS.get(desc.full_name)
     if conv is None:
         # Registered before its fields are compiled, so a recursive message finds itself.
+        compiled: list[Callable[[Message], dict[str, Any]]] = []
+
+        def recursive(msg: Message) -> dict[str, Any]:
+            return compiled[0](msg)
+
+        _CONVERTERS[desc.full_name] = recursive
         plan: list[tuple[str, bool, _Convert | None, bool]] = []
-
-        def convert(msg: Message) -> dict[str, Any]:
-            out: dict[str, Any] = {}
-            for name, presence, value_conv, repeated in plan:
-                if presence and not msg.HasField(name):
-                    continue
-                value = getattr(msg, name)
-                if value_conv is None:
-                    out[name] = list(value) if repeated else value
-                elif repeated:
-                    out[name] = [value_conv(v) for v in value]
-                else:
-                    out[name] = value_conv(value)
-            return out
-
-        _CONVERTERS[desc.full_name] = convert
         for f in desc.fields:
             if f.message_type is not None and f.message_type.GetOptions().map_entry:
                 key_f, val_f = f.message_type.fields_by_name["key"], f.message_type.fields_by_name["value"]
@@ -327,8 +562,35 @@ def _converter(desc: Descriptor) -> Callable[[Message], dict[str, Any]]:
                 plan.append((f.name, False, _map_converter(vconv, kstr), False))
                 continue
             plan.append((f.name, (not f.is_repeated) and f.has_presence, _value_converter(f), f.is_repeated))
-        conv = convert
+        conv = _compile_plan(desc.full_name, plan, sparse=False)
+        compiled.append(conv)
+        _CONVERTERS[desc.full_name] = conv
     return conv
+
+
+def _compile_plan(name: str, plan: list[tuple[str, bool, _Convert | None, bool]], *, sparse: bool) -> Callable[[Message], dict[str, Any]]:
+    """One message type's converter as straight-line Python (no per-field loop or branch on the
+    field's kind): each field read once, converted, stored. `sparse`: a field without presence
+    at its default (falsy) is left out, as protobuf's MessageToDict does."""
+    env: dict[str, Any] = {}
+    lines = ["def convert(msg):", "    out = {}"]
+    for i, (field_name, presence, value_conv, repeated) in enumerate(plan):
+        key = repr(field_name)
+        read = f"msg.{field_name}" if field_name.isidentifier() and not keyword.iskeyword(field_name) else f"getattr(msg, {key})"
+        if value_conv is None:
+            expr = "list(v)" if repeated else "v"
+        else:
+            env[f"c{i}"] = value_conv
+            expr = f"[c{i}(x) for x in v]" if repeated else f"c{i}(v)"
+        if presence:
+            lines += [f"    if msg.HasField({key}):", f"        v = {read}", f"        out[{key}] = {expr}"]
+        elif sparse:
+            lines += [f"    v = {read}", "    if v:", f"        out[{key}] = {expr}"]
+        else:
+            lines += [f"    v = {read}", f"    out[{key}] = {expr}"]
+    lines.append("    return out")
+    exec(compile("\n".join(lines), f"<json converter {name}>", "exec"), env)
+    return env["convert"]
 
 
 def _map_converter(vconv: _Convert | None, key_to_str: bool) -> _Convert:
@@ -342,6 +604,8 @@ def _value_converter(f: FieldDescriptor) -> _Convert | None:
     """How one value of the field becomes JSON; None: the Python value already is its JSON."""
     t = f.type
     if t == FieldDescriptor.TYPE_MESSAGE:
+        if f.message_type.full_name == "google.protobuf.Struct":
+            return struct_to_dict
         if f.message_type.full_name.startswith("google.protobuf."):
             return lambda m: json_format.MessageToDict(m, preserving_proto_field_name=True)
         return _converter(f.message_type)
@@ -458,6 +722,7 @@ _INT_RANGES = {
     FieldDescriptor.TYPE_UINT64: (0, 2**64 - 1),
     FieldDescriptor.TYPE_FIXED64: (0, 2**64 - 1),
 }
+_INT_FIELD_TYPES = frozenset(_INT_RANGES)
 # A required string holds a character that is not whitespace (when no pattern says more).
 NOT_BLANK = r"\S"
 

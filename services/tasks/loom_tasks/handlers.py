@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import struct_pb2
 from loom_api.tasks.v1 import tasks_pb2 as pb
+from loom_core.catalog import struct_to_dict
 from loom_core.chain import CallContext
 from loom_core.chain.ledger import ledger_args
 from loom_core.errors import LoomError
@@ -30,7 +31,7 @@ def _struct(value: dict[str, Any]) -> struct_pb2.Struct:
 
 
 def _dict(msg: struct_pb2.Struct) -> dict[str, Any]:
-    return json_format.MessageToDict(msg)
+    return struct_to_dict(msg)  # MessageToDict's answer without its per-value dispatch
 
 
 def task_pb(row: TaskRow, *, fence: bool = False, lease_expires_at: float | None = None) -> pb.Task:
