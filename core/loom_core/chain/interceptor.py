@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 import grpc
 from google.protobuf.message import Message
@@ -225,22 +225,13 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
             hits = ctx.out_hits if ctx is not None and ctx.out_hits is not None else out_hits_of(response)
             self.ledger.record(
                 ledger_row(
-                    org=principal.org if principal else "",
-                    namespace=namespace,
-                    subject=principal.sub if principal else "",
-                    agent=md.get(MD_AGENT, ""),
-                    user=md.get(MD_USER, ""),
-                    session=md.get(MD_SESSION, ""),
+                    **_caller_fields(principal, namespace, md, transport),
                     op=op.name,
-                    transport=transport,
-                    run_id=md.get(MD_RUN_ID, ""),
-                    consumer=principal.consumer if principal else "",
                     ok=error is None,
                     error_code=error.code if error else "",
                     latency_ms=latency * 1000.0,
                     args={**ledger_args(request), **(ctx.ledger_extra or {})} if ctx is not None else ledger_args(request),
                     out_hits=hits if error is None else 0,
-                    token_id=principal.jti if principal else "",
                     request_id=ctx.request_id if ctx else md.get(MD_REQUEST_ID, ""),
                     write_shaped=op.write_shaped,
                 )
@@ -253,29 +244,50 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
     ) -> None:
         """A batch op: one row per item (its own op, args and outcome), the call's latency shared."""
         items = ctx.item_rows or []
+        caller = _caller_fields(principal, namespace, md, transport)
         for op_name, args, code in items:
             self.ledger.record(
                 ledger_row(
-                    org=principal.org if principal else "",
-                    namespace=namespace,
-                    subject=principal.sub if principal else "",
-                    agent=md.get(MD_AGENT, ""),
-                    user=md.get(MD_USER, ""),
-                    session=md.get(MD_SESSION, ""),
+                    **caller,
                     op=op_name,
-                    transport=transport,
-                    run_id=md.get(MD_RUN_ID, ""),
-                    consumer=principal.consumer if principal else "",
                     ok=not code,
                     error_code=code,
                     latency_ms=latency * 1000.0 / len(items),
                     args=args,
                     out_hits=0 if code else 1,
-                    token_id=principal.jti if principal else "",
                     request_id=ctx.request_id,
                     write_shaped=ctx.op.write_shaped,
                 )
             )
+
+
+class _Caller(TypedDict):
+    org: str
+    namespace: str
+    subject: str
+    agent: str
+    user: str
+    session: str
+    transport: str
+    run_id: str
+    consumer: str
+    token_id: str
+
+
+def _caller_fields(principal: Principal | None, namespace: str, md: Mapping[str, str], transport: str) -> _Caller:
+    """Who called, and how: the columns a call's ledger row and each of a batch's item rows share."""
+    return {
+        "org": principal.org if principal else "",
+        "namespace": namespace,
+        "subject": principal.sub if principal else "",
+        "agent": md.get(MD_AGENT, ""),
+        "user": md.get(MD_USER, ""),
+        "session": md.get(MD_SESSION, ""),
+        "transport": transport,
+        "run_id": md.get(MD_RUN_ID, ""),
+        "consumer": principal.consumer if principal else "",
+        "token_id": principal.jti if principal else "",
+    }
 
 
 def _bearer(value: str | None) -> str | None:
