@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 
 import pytest
@@ -85,18 +86,20 @@ def test_a_batch_consumer_is_a_pull_consumer() -> None:
         Consumer("x", "loom.x", ack=AckPolicy.ACK, stream="X", durable="x", batch=True)
 
 
-async def _batch_stream(bus: Bus, *, timeout: float, ack: AckPolicy = AckPolicy.NACK_ON_ERROR) -> tuple[str, str, Consumer]:
+async def _batch_stream(bus: Bus, *, fetch_wait: float, ack: AckPolicy = AckPolicy.NACK_ON_ERROR) -> tuple[str, str, Consumer]:
     stream, subject = _name("LOOM_TEST"), f"loom.test.{uuid.uuid4().hex}"
     await bus.ensure_stream(StreamConfig(name=stream, subjects=[subject]))
     durable = _name("d")
-    consumer = Consumer("test-batch", subject, stream=stream, durable=durable, ack=ack, pull_batch=100, pull_timeout_seconds=timeout, batch=True)
+    consumer = Consumer(
+        "test-batch", subject, stream=stream, durable=durable, ack=ack, pull_batch=100, pull_timeout_seconds=fetch_wait, batch=True
+    )
     return stream, subject, consumer
 
 
 async def test_a_batch_consumer_hands_a_lone_message_over_at_once_not_after_its_fetch_timeout(bus: Bus) -> None:
     """FastStream's own batch loop waits for a full batch or its timeout (here 60 s); the prompt
     loop hands a lone message over as soon as it is stored, and acks it after the handler."""
-    stream, subject, consumer = await _batch_stream(bus, timeout=60.0)
+    stream, subject, consumer = await _batch_stream(bus, fetch_wait=60.0)
     got: asyncio.Queue[list[bytes]] = asyncio.Queue()
 
     async def on(batch: NatsBatchMessage) -> None:
@@ -119,7 +122,7 @@ async def test_a_batch_consumer_hands_a_lone_message_over_at_once_not_after_its_
 
 
 async def test_a_batch_consumer_hands_what_is_ready_over_in_one_call_in_stream_order(bus: Bus) -> None:
-    stream, subject, consumer = await _batch_stream(bus, timeout=60.0)
+    stream, subject, consumer = await _batch_stream(bus, fetch_wait=60.0)
     for i in range(250):
         await bus.js.publish(subject, str(i).encode())
     calls: list[list[bytes]] = []
@@ -141,7 +144,7 @@ async def test_a_batch_consumer_hands_what_is_ready_over_in_one_call_in_stream_o
 
 
 async def test_a_batch_whose_handler_raises_comes_back_whole_and_is_acked_after_it_succeeds(bus: Bus) -> None:
-    stream, subject, consumer = await _batch_stream(bus, timeout=60.0)
+    stream, subject, consumer = await _batch_stream(bus, fetch_wait=60.0)
     for i in range(3):
         await bus.js.publish(subject, str(i).encode())
     calls: list[list[tuple[bytes, int]]] = []
@@ -170,7 +173,7 @@ async def test_a_batch_whose_handler_raises_comes_back_whole_and_is_acked_after_
 async def test_an_idle_batch_consumer_waits_on_one_lingering_pull_request_per_timeout(bus: Bus) -> None:
     """No fetch storm while idle: between two lingering pull requests (each expiring after the
     consumer's timeout) there is at most one `no_wait` request asking for what is ready."""
-    stream, subject, consumer = await _batch_stream(bus, timeout=0.3)
+    stream, _subject, consumer = await _batch_stream(bus, fetch_wait=0.3)
     requests: list[dict[str, object]] = []
     four_lingering = asyncio.Event()
 
@@ -194,5 +197,5 @@ async def test_an_idle_batch_consumer_waits_on_one_lingering_pull_request_per_ti
         await watch.stop()
         await bus.js.delete_stream(stream)
     kinds = ["wait" if "expires" in r else "ready" for r in requests]
-    assert all(not (a == "ready" and b == "ready") for a, b in zip(kinds, kinds[1:], strict=False)), kinds
+    assert all(not (a == "ready" and b == "ready") for a, b in itertools.pairwise(kinds)), kinds
     assert all(r["batch"] == 1 and 0.2e9 < int(str(r["expires"])) <= 0.3e9 for r in requests if "expires" in r)

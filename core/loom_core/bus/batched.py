@@ -85,14 +85,14 @@ async def take_ready(psub: Any, limit: int) -> list[Msg]:
     return msgs
 
 
-async def fetch_prompt(psub: Any, limit: int, timeout: float) -> list[Msg]:
-    """What is ready (up to `limit`); when nothing is, wait up to `timeout` for one message
-    and take what else is ready with it. [] when `timeout` passed with nothing."""
+async def fetch_prompt(psub: Any, limit: int, wait: float) -> list[Msg]:
+    """What is ready (up to `limit`); when nothing is, wait up to `wait` seconds for one message
+    and take what else is ready with it. [] when `wait` passed with nothing."""
     msgs = await take_ready(psub, limit)
     if msgs:
         return msgs
     try:
-        msgs = await psub.fetch(1, timeout=timeout)
+        msgs = await psub.fetch(1, timeout=wait)
     except NatsTimeoutError:
         return []
     if limit > 1:

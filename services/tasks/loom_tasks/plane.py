@@ -1,8 +1,8 @@
 """The tasks plane: `build(runtime)` for the runner (entry point `loom.planes: tasks`).
 
 On start it declares its JetStream streams (LOOM_TASK_STATE: the tasks' state, the truth;
-LOOM_TASK_EVENTS: the events derived from it), starts the projector (state -> events and the
-ClickHouse projection), the history writer (events -> task.history's table), the pull wake-ups,
+LOOM_TASK_EVENTS: the events derived from it), starts the projector (state -> events, the
+ClickHouse projection and task.history's table; an earlier version's history writer is deleted), the pull wake-ups,
 the sweep (LOOM_TASK_LEASE_SWEEP_ENABLED) and the webhook deliverer
 (LOOM_TASK_WEBHOOK_DELIVER_ENABLED).
 """
@@ -16,8 +16,7 @@ from loom_core.plane import bind_handlers
 from loom_core.runtime import Handler, Runtime
 from loom_core.store import Migration
 
-from .consumers.history import HistoryWriter
-from .consumers.layout import PROJECTOR_LEASE
+from .consumers.layout import PROJECTOR_LEASE, retire_consumers
 from .consumers.leased import Leased
 from .consumers.projector import Projector
 from .consumers.pushes import Pushes
@@ -49,7 +48,6 @@ class TasksPlane:
         self.inboxes = InboxStore(runtime.store)
         self.truth = TaskTruth(runtime.bus, s.task_state_replicas)
         self.directory = Directory(self.inboxes, runtime.bus, s.task_config_cache_ttl_seconds)
-        self.history = HistoryWriter(runtime.bus, runtime.store)
         self.publisher = EventPublisher(runtime.bus, s.task_state_replicas)
         self.projector = Projector(runtime.bus, self.tasks, self.publisher)
         # One replica projects at a time, so each task's events are published in revision order.
@@ -97,8 +95,8 @@ class TasksPlane:
         await self.truth.ensure()
         await self.publisher.ensure_stream(float(s.task_events_max_age_seconds))
         await self.pushes.start()
+        await retire_consumers(self.runtime.bus)
         await self.projecting.start()
-        await self.history.start()
         await self.sweeper.start()
         if s.task_webhook_deliver_enabled:
             self.deliverer = WebhookDeliverer(self.runtime, self.directory, settings=s)
@@ -108,7 +106,6 @@ class TasksPlane:
         if self.deliverer is not None:
             await self.deliverer.stop()
         await self.sweeper.stop()
-        await self.history.stop()
         await self.projecting.stop()
         await self.pushes.stop()
         await self.hub.stop()
