@@ -6,7 +6,7 @@ acks, and a batch consumer (one handler call per fetch, as soon as anything is r
 core/loom_core/bus/batched.py): NACK_ON_ERROR, so a fetch is acked when its handler returns, which
 is after it is written (consumers/batches.py retries a failed fetch in place, so the handler
 returns only then, or gives the fetch up unacked when the consumer stops).
-SWEEP_WATCH is each replica's own watch of the tasks' state (the sweep's due index): an ordered
+SWEEP_WATCH is the sweep lease holder's watch of the tasks' state (the sweep's due index): an ordered
 push consumer (ephemeral, nothing to ack, recreated by the client from the last sequence it saw
 when it misses a message or its server goes away). WAKE and CONFIG are core NATS
 subscriptions (no stream, at most once, nothing to ack) every replica holds: the pull wake-ups
@@ -62,7 +62,7 @@ SWEEP_WATCH = Consumer(
     ordered=True,
     deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
     config=ConsumerConfig(inactive_threshold=300.0),
-    description="every task's last state write, then each new one -> this replica's sweep due index",
+    description="every task's last state write, then each new one -> the sweep lease holder's due index",
 )
 
 WAKE = Consumer(

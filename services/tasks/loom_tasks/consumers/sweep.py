@@ -2,14 +2,19 @@
 `tasks.sweep`, acting on what comes due in the tasks' state on NATS (the truth, heartbeats
 included), never on the projection.
 
-Every replica watches LOOM_TASK_STATE (consumers/layout.py SWEEP_WATCH, an ordered consumer on
-the runtime's FastStream broker: the last write of every task, then each new write) and keeps a due index: for each task, the time its current state next needs the
-sweep and the revision that said so —
+The replica holding the lease watches LOOM_TASK_STATE (consumers/layout.py SWEEP_WATCH, an
+ordered consumer on the runtime's FastStream broker: the last write of every task, then each new
+write) and keeps a due index: for each task, the time its current state next needs the sweep and
+the revision that said so —
 - an in_progress task: its lease's expiry (a heartbeat's write moves it);
 - a deferred task: its resume_at;
 - a triage item not yet escalated: its escalate_at;
 - a finished task: LOOM_TASK_TERMINAL_RETENTION_SECONDS after it finished, when it leaves
   NATS for the projection (a tombstone; only once the projector has applied it).
+The watch starts when the lease is taken and stops (its index dropped) when the lease is lost or
+held by another replica, so only the holder decodes every state write; a pass runs only once the
+watch has caught up (it has delivered the last write of every task the stream held when it
+started: `caught_up`), so a new holder does not pass over work its index has not seen yet.
 Each pass (every LOOM_TASK_SWEEP_INTERVAL_SECONDS) takes what is due in due order, oldest first,
 up to BATCH, skipping entries a newer write replaced: so every pass makes progress on the
 oldest work, however many tasks are alive. Each action is the engine's compare-and-set on the
@@ -143,18 +148,17 @@ class Sweeper:
         self._lease: Lease | None = None
         self._task: asyncio.Task[None] | None = None
         self._watch: Consuming | None = None
+        self.caught_up = asyncio.Event()  # the watch has replayed every task's last write
+        self.watches = 0  # watches this replica started (tests)
 
     async def start(self) -> None:
         if self.enabled and self._task is None:
-            await self._start_watch()
             self._task = asyncio.create_task(self._run(), name="loom-task-sweep")
 
     async def stop(self) -> None:
         await cancel_and_wait(self._task)
         self._task = None
-        if self._watch is not None:
-            await self._watch.stop()
-            self._watch = None
+        await self._stop_watch()
         if self._lease is not None:
             with contextlib.suppress(Exception):
                 await self.leases.release(self._lease)
@@ -162,11 +166,37 @@ class Sweeper:
 
     # --- the due index ------------------------------------------------------------------------
 
+    @property
+    def watching(self) -> bool:
+        return self._watch is not None
+
     async def _start_watch(self) -> None:
+        """A fresh index from a fresh watch (the lease was just taken)."""
+        self.index = DueIndex()
+        self.caught_up.clear()
         self._watch = await self.bus.consume(SWEEP_WATCH, self._on_state)
+        self.watches += 1
+        await self._check_empty()
+
+    async def _stop_watch(self) -> None:
+        """The lease is lost: stop decoding writes, drop the index (the next holder has its own)."""
+        if self._watch is not None:
+            watch, self._watch = self._watch, None
+            await watch.stop()
+        self.index = DueIndex()
+        self.caught_up.clear()
+
+    async def _check_empty(self) -> None:
+        """A stream with nothing in it replays nothing: the watch is caught up at once."""
+        with contextlib.suppress(Exception):  # asked again before the next pass
+            info = await self.bus.js.stream_info(truth.STREAM)
+            if not info.state.messages:
+                self.caught_up.set()
 
     async def _on_state(self, message: NatsMessage) -> None:
         msg = message.raw_message
+        if not msg.metadata.num_pending:  # the last of the replay (or a new write after it)
+            self.caught_up.set()
         ids = truth.split_subject(msg.subject)
         if ids is None:
             return
@@ -196,7 +226,14 @@ class Sweeper:
         while True:
             try:
                 if await self._hold():
-                    await self.sweep_once()
+                    if self._watch is None:
+                        await self._start_watch()
+                    elif not self.caught_up.is_set():
+                        await self._check_empty()
+                    if self.caught_up.is_set():
+                        await self.sweep_once()
+                else:
+                    await self._stop_watch()
             except asyncio.CancelledError:
                 raise
             except LoomError as exc:
