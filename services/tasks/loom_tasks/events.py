@@ -48,6 +48,8 @@ CONFIG_PREFIX = "loom.task_config"
 DUPLICATE_WINDOW_SECONDS = 600.0
 #: The durable consumer: task state -> events, the projection and task.history's table.
 PROJECTOR_DURABLE = "loom-task-projector"
+#: task.progress notes (no state write) -> task.history's table.
+NOTES_DURABLE = "loom-task-notes"
 #: Earlier versions' history writer (events -> task.history's table): deleted at start.
 HISTORY_DURABLE = "loom-task-history"
 

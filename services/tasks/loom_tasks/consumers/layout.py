@@ -5,7 +5,9 @@ each task's events are published in order; it also writes task.history's rows), 
 acks, and a batch consumer (one handler call per fetch, as soon as anything is ready:
 core/loom_core/bus/batched.py): NACK_ON_ERROR, so a fetch is acked when its handler returns, which
 is after it is written (consumers/batches.py retries a failed fetch in place, so the handler
-returns only then, or gives the fetch up unacked when the consumer stops).
+returns only then, or gives the fetch up unacked when the consumer stops). NOTES is the same
+kind of consumer, shared by every replica, over the one kind of event no state write carries
+(task.progress notes, published by the op itself): it writes their task.history rows.
 SWEEP_WATCH is the sweep lease holder's watch of the tasks' state (the sweep's due index): an ordered
 push consumer (ephemeral, nothing to ack, recreated by the client from the last sequence it saw
 when it misses a message or its server goes away). WAKE and CONFIG are core NATS
@@ -24,7 +26,7 @@ from loom_core.bus import AckPolicy, Bus, Consumer
 from nats.js.api import AckPolicy as JsAckPolicy
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from ..events import CONFIG_PREFIX, HISTORY_DURABLE, PROJECTOR_DURABLE, STREAM, WAKE_PREFIX
+from ..events import CONFIG_PREFIX, HISTORY_DURABLE, NOTES_DURABLE, PREFIX, PROJECTOR_DURABLE, STREAM, WAKE_PREFIX
 from ..store import truth
 
 #: Most writes one fetch hands over (one projection insert, one event-table insert).
@@ -48,6 +50,26 @@ PROJECTOR = Consumer(
         filter_subject=truth.SUBJECTS[0],
     ),
     description="task state writes -> task.updates events and the ClickHouse projection task_state (acked after both)",
+)
+
+NOTES = Consumer(
+    "task-notes",
+    f"{PREFIX}.*.*.*.progress",
+    stream=STREAM,
+    durable=NOTES_DURABLE,
+    ack=AckPolicy.NACK_ON_ERROR,
+    pull_batch=FETCH,
+    pull_timeout_seconds=1.0,
+    batch=True,
+    config=ConsumerConfig(
+        durable_name=NOTES_DURABLE,
+        ack_policy=JsAckPolicy.EXPLICIT,
+        ack_wait=30.0,
+        deliver_policy=DeliverPolicy.ALL,
+        max_ack_pending=50_000,
+        filter_subject=f"{PREFIX}.*.*.*.progress",
+    ),
+    description="task.progress notes (events with no state write) -> task.history's table task_events (acked after the insert)",
 )
 
 #: Durable consumers earlier versions kept, deleted at start (best effort) so none piles up

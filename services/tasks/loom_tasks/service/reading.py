@@ -13,7 +13,7 @@ from loom_core.roles import Role
 from ..domain import model
 from ..domain import validate as v
 from ..domain.model import TaskRow
-from ..events import PROJECTOR_DURABLE, READ_WAIT_SECONDS, caught_up
+from ..events import NOTES_DURABLE, PROJECTOR_DURABLE, READ_WAIT_SECONDS, STREAM, caught_up
 from ..store import truth
 from .access import no_task
 from .deps import Deps
@@ -118,9 +118,11 @@ class ReadingOps:
         await self.d.access.reader(ctx, row)
         if limit < 0 or limit > 1000:
             raise v.invalid_field("limit", "between 1 and 1000")
-        # The projector writes the events' rows with the task rows: wait (briefly) until it has
-        # applied every write made before this call, the caller's own included.
+        # The projector writes the events' rows with the task rows, the notes writer those of
+        # progress notes: wait (briefly) until both have applied every write made before this
+        # call, the caller's own included.
         await self._projected()
+        await caught_up(self.d.runtime.bus.js, STREAM, NOTES_DURABLE, READ_WAIT_SECONDS)
         events = await self.d.tasks.history(ctx.org, task_id, limit or 200)
         ctx.out_hits = len(events)
         return events
