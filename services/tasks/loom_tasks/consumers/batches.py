@@ -1,4 +1,4 @@
-"""A fetch applied in place: the tasks plane's batch consumers (projector, history writer).
+"""A fetch applied in place: the tasks plane's batch consumers (projector, notes writer).
 
 Each is a batch pull consumer (consumers/layout.py: `batch=True`, core/loom_core/bus/batched.py):
 its handler gets one fetch whole, as soon as the consumer has anything ready, and FastStream's
