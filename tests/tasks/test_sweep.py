@@ -247,3 +247,21 @@ async def test_only_the_sweep_lease_holder_watches_and_a_handover_still_releases
 
 async def _more(s: Sweeper, passes: int, n: int) -> bool:
     return s.passes >= passes + n
+
+
+async def test_a_sweep_watch_whose_consumer_is_gone_is_replaced_index_and_all(tasks_a: Instance) -> None:
+    from loom_tasks.store import truth
+
+    s = _sweeper(tasks_a, f"tasks.sweep.test-{uuid.uuid4().hex[:8]}")
+    await s.start()
+    try:
+        await asyncio.wait_for(s.caught_up.wait(), 30)
+        assert s.watches == 1
+        await tasks_a.runtime.bus.js.delete_consumer(truth.STREAM, s._watch_name)  # as a lost NATS node would
+
+        async def rewatched() -> bool:
+            return s.watches == 2 and s.caught_up.is_set()
+
+        await eventually(rewatched, within=20)
+    finally:
+        await s.stop()

@@ -8,9 +8,9 @@ is after it is written (consumers/batches.py retries a failed fetch in place, so
 returns only then, or gives the fetch up unacked when the consumer stops). NOTES is the same
 kind of consumer, shared by every replica, over the one kind of event no state write carries
 (task.progress notes, published by the op itself): it writes their task.history rows.
-SWEEP_WATCH is the sweep lease holder's watch of the tasks' state (the sweep's due index): an ordered
-push consumer (ephemeral, nothing to ack, recreated by the client from the last sequence it saw
-when it misses a message or its server goes away). WAKE and CONFIG are core NATS
+SWEEP_WATCH is the sweep lease holder's watch of the tasks' state (the sweep's due index): a
+batch pull consumer of its own (a durable name per watch, acking nothing, removed by the server
+once unused; consumers/sweep.py starts a new watch, index and all, when it finds it gone). WAKE and CONFIG are core NATS
 subscriptions (no stream, at most once, nothing to ack) every replica holds: the pull wake-ups
 (a lost one costs at most LOOM_TASK_PULL_POLL_SECONDS) and the directory's cache drops (a lost
 one costs at most LOOM_TASK_CONFIG_CACHE_TTL_SECONDS). The webhook deliverer's durable consumer is
@@ -31,6 +31,8 @@ from ..store import truth
 
 #: Most writes one fetch hands over (one projection insert, one event-table insert).
 FETCH = 1000
+#: A sweep watch's consumer outlives its last fetch this long (a holder that died leaves none behind).
+WATCH_INACTIVE_SECONDS = 30.0
 
 PROJECTOR = Consumer(
     "task-projector",
@@ -80,10 +82,18 @@ SWEEP_WATCH = Consumer(
     "task-sweep-watch",
     truth.SUBJECTS[0],
     stream=truth.STREAM,
-    ack=AckPolicy.ACK_FIRST,  # an ordered consumer acks nothing
-    ordered=True,
+    ack=AckPolicy.MANUAL,  # its JetStream consumer acks nothing (AckPolicy none)
+    pull_batch=FETCH,
+    pull_timeout_seconds=1.0,
+    batch=True,
     deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-    config=ConsumerConfig(inactive_threshold=300.0),
+    # The durable name is the watch's own (consumers/sweep.py); it goes away once unused.
+    config=ConsumerConfig(
+        ack_policy=JsAckPolicy.NONE,
+        deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+        inactive_threshold=WATCH_INACTIVE_SECONDS,
+        filter_subject=truth.SUBJECTS[0],
+    ),
     description="every task's last state write, then each new one -> the sweep lease holder's due index",
 )
 

@@ -2,9 +2,9 @@
 `tasks.sweep`, acting on what comes due in the tasks' state on NATS (the truth, heartbeats
 included), never on the projection.
 
-The replica holding the lease watches LOOM_TASK_STATE (consumers/layout.py SWEEP_WATCH, an
-ordered consumer on the runtime's FastStream broker: the last write of every task, then each new
-write) and keeps a due index: for each task, the time its current state next needs the sweep and
+The replica holding the lease watches LOOM_TASK_STATE (consumers/layout.py SWEEP_WATCH, a batch
+pull consumer of its own on the runtime's FastStream broker: the last write of every task, then
+each new write, a fetch per handler call) and keeps a due index: for each task, the time its current state next needs the sweep and
 the revision that said so —
 - an in_progress task: its lease's expiry (a heartbeat's write moves it);
 - a deferred task: its resume_at;
@@ -14,7 +14,8 @@ the revision that said so —
 The watch starts when the lease is taken and stops (its index dropped) when the lease is lost or
 held by another replica, so only the holder decodes every state write; a pass runs only once the
 watch has caught up (it has delivered the last write of every task the stream held when it
-started: `caught_up`), so a new holder does not pass over work its index has not seen yet.
+started: `caught_up`), so a new holder does not pass over work its index has not seen yet. A
+watch whose consumer is gone (its NATS node lost it) is replaced by a new one, index and all.
 Each pass (every LOOM_TASK_SWEEP_INTERVAL_SECONDS) takes what is due in due order, oldest first,
 up to BATCH, skipping entries a newer write replaced: so every pass makes progress on the
 oldest work, however many tasks are alive. Each action is the engine's compare-and-set on the
@@ -25,18 +26,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import heapq
 import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from faststream.nats.message import NatsMessage
+from faststream.nats.message import NatsBatchMessage
 from loom_core.aio import cancel_and_wait
 from loom_core.bus import Bus, Consuming, LeaseHeld, LeaseStore
 from loom_core.bus.leases import Lease
 from loom_core.errors import ErrorCode, LoomError
+from nats.js.errors import NotFoundError
 
 from ..directory import Directory
 from ..domain import model, transitions
@@ -148,6 +151,7 @@ class Sweeper:
         self._lease: Lease | None = None
         self._task: asyncio.Task[None] | None = None
         self._watch: Consuming | None = None
+        self._watch_name = ""
         self.caught_up = asyncio.Event()  # the watch has replayed every task's last write
         self.watches = 0  # watches this replica started (tests)
 
@@ -174,8 +178,12 @@ class Sweeper:
         """A fresh index from a fresh watch (the lease was just taken)."""
         self.index = DueIndex()
         self.caught_up.clear()
-        self._watch = await self.bus.consume(SWEEP_WATCH, self._on_state)
         self.watches += 1
+        name = f"loom-{self.holder}-{self.watches}"
+        assert SWEEP_WATCH.config is not None
+        consumer = dataclasses.replace(SWEEP_WATCH, durable=name, config=dataclasses.replace(SWEEP_WATCH.config, durable_name=name))
+        self._watch = await self.bus.consume(consumer, self._on_states)
+        self._watch_name = name
         await self._check_empty()
 
     async def _stop_watch(self) -> None:
@@ -183,8 +191,20 @@ class Sweeper:
         if self._watch is not None:
             watch, self._watch = self._watch, None
             await watch.stop()
+            with contextlib.suppress(Exception):  # else the server removes it once unused
+                await self.bus.js.delete_consumer(truth.STREAM, self._watch_name)
         self.index = DueIndex()
         self.caught_up.clear()
+
+    async def _watch_lost(self) -> bool:
+        """The watch's consumer is gone (a NATS node lost it): its index may miss writes."""
+        try:
+            await self.bus.js.consumer_info(truth.STREAM, self._watch_name)
+        except NotFoundError:
+            return True
+        except Exception:  # noqa: BLE001 - not answering is not gone
+            return False
+        return False
 
     async def _check_empty(self) -> None:
         """A stream with nothing in it replays nothing: the watch is caught up at once."""
@@ -193,14 +213,18 @@ class Sweeper:
             if not info.state.messages:
                 self.caught_up.set()
 
-    async def _on_state(self, message: NatsMessage) -> None:
-        msg = message.raw_message
-        if not msg.metadata.num_pending:  # the last of the replay (or a new write after it)
+    async def _on_states(self, batch: NatsBatchMessage) -> None:
+        for msg in batch.raw_message:
+            self._on_state(msg)
+
+    def _on_state(self, msg: Any) -> None:
+        meta = msg.metadata
+        if not meta.num_pending:  # the last of the replay (or a new write after it)
             self.caught_up.set()
         ids = truth.split_subject(msg.subject)
         if ids is None:
             return
-        rev = int(msg.metadata.sequence.stream)
+        rev = int(meta.sequence.stream)
         try:
             st = truth.decode(msg.data, rev)
         except (ValueError, TypeError):
@@ -226,6 +250,9 @@ class Sweeper:
         while True:
             try:
                 if await self._hold():
+                    if self._watch is not None and await self._watch_lost():
+                        log.warning("task sweep: the state watch's consumer is gone; watching again")
+                        await self._stop_watch()
                     if self._watch is None:
                         await self._start_watch()
                     elif not self.caught_up.is_set():
