@@ -104,14 +104,22 @@ class _Slot:
 
 
 def _event_key(msg: Msg) -> tuple[str, str, str, int] | None:
-    """(org, namespace, inbox, seq) of a task event, or None when it is not one."""
+    """(org, namespace, inbox, seq) of a task event, or None when it is not one. The subject
+    (`loom.tasks.<org>.<namespace>.<inbox>.<kind>`, built from the event's own fields) says where
+    it belongs and its stream sequence is its seq, so the body is parsed only for a subject of
+    another shape."""
+    tokens = msg.subject.split(".")
+    if len(tokens) == 6 and tokens[0] == "loom" and tokens[1] == "tasks" and tokens[2] and tokens[4]:
+        try:
+            return tokens[2], tokens[3], tokens[4], int(msg.metadata.sequence.stream)
+        except Exception:  # noqa: BLE001 - no JetStream metadata: read the body
+            pass
     try:
         data: dict[str, Any] = json.loads(msg.data)
     except ValueError:
         data = {}
     if not isinstance(data, dict):
         data = {}
-    tokens = msg.subject.split(".")
     from_subject = tokens[2:5] if len(tokens) >= 6 else ["", "", ""]
     org = str(data.get("org") or from_subject[0])
     namespace = str(data.get("namespace") or from_subject[1])
