@@ -107,9 +107,9 @@ def _event_key(msg: Msg) -> tuple[str, str, str, int] | None:
     """(org, namespace, inbox, seq) of a task event, or None when it is not one. The subject
     (`loom.tasks.<org>.<namespace>.<inbox>.<kind>`, built from the event's own fields) says where
     it belongs and its stream sequence is its seq, so the body is parsed only for a subject of
-    another shape."""
+    another shape or a body that names a seq of its own (Loom's events carry none)."""
     tokens = msg.subject.split(".")
-    if len(tokens) == 6 and tokens[0] == "loom" and tokens[1] == "tasks" and tokens[2] and tokens[4]:
+    if len(tokens) == 6 and tokens[0] == "loom" and tokens[1] == "tasks" and tokens[2] and tokens[4] and b'"seq"' not in msg.data:
         try:
             return tokens[2], tokens[3], tokens[4], int(msg.metadata.sequence.stream)
         except Exception:  # noqa: BLE001 - no JetStream metadata: read the body
