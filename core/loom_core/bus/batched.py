@@ -37,8 +37,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Longest the server takes to answer a `no_wait` request before the turn gives up on it.
-READY_ANSWER_SECONDS = 5.0
+#: Longest a turn waits for the answer to a `no_wait` request (one round trip; a late answer
+#: lands in the queue and is taken next turn). A consumer without a leader answers nothing.
+READY_ANSWER_SECONDS = 1.0
 #: Pause after a failed fetch (connection closed, consumer gone) before the next turn.
 ERROR_PAUSE_SECONDS = 0.1
 
