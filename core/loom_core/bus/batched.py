@@ -93,12 +93,12 @@ async def fetch_prompt(psub: Any, limit: int, wait: float) -> list[Msg]:
     if msgs:
         return msgs
     try:
-        msgs = await psub.fetch(1, timeout=wait)
+        first: list[Msg] = await psub.fetch(1, timeout=wait)
     except NatsTimeoutError:
         return []
     if limit > 1:
-        msgs += await take_ready(psub, limit - len(msgs))
-    return msgs
+        first += await take_ready(psub, limit - len(first))
+    return first
 
 
 class PromptBatchSubscriber(BatchPullStreamSubscriber):
@@ -128,4 +128,4 @@ class PromptBatchSubscriber(BatchPullStreamSubscriber):
                     with contextlib.suppress(Exception):
                         await m.nak()
                 return
-            await self.consume(messages)  # type: ignore[arg-type]  # FastStream's batch type is the list
+            await self.consume(messages)
