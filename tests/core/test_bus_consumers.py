@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 
 import pytest
-from faststream.nats.message import NatsMessage
+from faststream.nats.message import NatsBatchMessage, NatsMessage
 from loom_core.bus import AckPolicy, Bus, BusLayout, Consumer, KVBucket
 from nats.js.api import StreamConfig
 
@@ -78,3 +79,123 @@ async def test_a_durable_consumer_with_nack_on_error_gets_a_failed_message_again
     await consuming.stop()
     assert deliveries == [(b"fails-once", 1), (b"fails-once", 2)]
     await bus.js.delete_stream(stream)
+
+
+def test_a_batch_consumer_is_a_pull_consumer() -> None:
+    with pytest.raises(ValueError, match="batch consumer is a pull consumer"):
+        Consumer("x", "loom.x", ack=AckPolicy.ACK, stream="X", durable="x", batch=True)
+
+
+async def _batch_stream(bus: Bus, *, fetch_wait: float, ack: AckPolicy = AckPolicy.NACK_ON_ERROR) -> tuple[str, str, Consumer]:
+    stream, subject = _name("LOOM_TEST"), f"loom.test.{uuid.uuid4().hex}"
+    await bus.ensure_stream(StreamConfig(name=stream, subjects=[subject]))
+    durable = _name("d")
+    consumer = Consumer(
+        "test-batch", subject, stream=stream, durable=durable, ack=ack, pull_batch=100, pull_timeout_seconds=fetch_wait, batch=True
+    )
+    return stream, subject, consumer
+
+
+async def test_a_batch_consumer_hands_a_lone_message_over_at_once_not_after_its_fetch_timeout(bus: Bus) -> None:
+    """FastStream's own batch loop waits for a full batch or its timeout (here 60 s); the prompt
+    loop hands a lone message over as soon as it is stored, and acks it after the handler."""
+    stream, subject, consumer = await _batch_stream(bus, fetch_wait=60.0)
+    got: asyncio.Queue[list[bytes]] = asyncio.Queue()
+
+    async def on(batch: NatsBatchMessage) -> None:
+        await got.put([m.data for m in batch.raw_message])
+
+    consuming = await bus.consume(consumer, on)
+    try:
+        await bus.js.publish(subject, b"lone")
+        assert await asyncio.wait_for(got.get(), 10) == [b"lone"]
+        await bus.js.publish(subject, b"second")
+        assert await asyncio.wait_for(got.get(), 10) == [b"second"]
+        info = await bus.js.consumer_info(stream, consumer.durable or "")
+        while info.num_ack_pending:  # the ack follows the handler's return
+            await asyncio.sleep(0.01)
+            info = await bus.js.consumer_info(stream, consumer.durable or "")
+        assert info.ack_floor.stream_seq == 2
+    finally:
+        await consuming.stop()
+        await bus.js.delete_stream(stream)
+
+
+async def test_a_batch_consumer_hands_what_is_ready_over_in_one_call_in_stream_order(bus: Bus) -> None:
+    stream, subject, consumer = await _batch_stream(bus, fetch_wait=60.0)
+    for i in range(250):
+        await bus.js.publish(subject, str(i).encode())
+    calls: list[list[bytes]] = []
+    all_in = asyncio.Event()
+
+    async def on(batch: NatsBatchMessage) -> None:
+        calls.append([m.data for m in batch.raw_message])
+        if sum(len(c) for c in calls) == 250:
+            all_in.set()
+
+    consuming = await bus.consume(consumer, on)
+    try:
+        await asyncio.wait_for(all_in.wait(), 10)
+        assert [len(c) for c in calls] == [100, 100, 50]  # pull_batch at most, everything ready at once
+        assert [b for c in calls for b in c] == [str(i).encode() for i in range(250)]
+    finally:
+        await consuming.stop()
+        await bus.js.delete_stream(stream)
+
+
+async def test_a_batch_whose_handler_raises_comes_back_whole_and_is_acked_after_it_succeeds(bus: Bus) -> None:
+    stream, subject, consumer = await _batch_stream(bus, fetch_wait=60.0)
+    for i in range(3):
+        await bus.js.publish(subject, str(i).encode())
+    calls: list[list[tuple[bytes, int]]] = []
+    done = asyncio.Event()
+
+    async def on(batch: NatsBatchMessage) -> None:
+        calls.append([(m.data, m.metadata.num_delivered) for m in batch.raw_message])
+        if len(calls) == 1:
+            raise RuntimeError("the first attempt fails")
+        done.set()
+
+    consuming = await bus.consume(consumer, on)
+    try:
+        await asyncio.wait_for(done.wait(), 20)
+        assert calls == [[(b"0", 1), (b"1", 1), (b"2", 1)], [(b"0", 2), (b"1", 2), (b"2", 2)]]
+        info = await bus.js.consumer_info(stream, consumer.durable or "")
+        while info.num_ack_pending:
+            await asyncio.sleep(0.01)
+            info = await bus.js.consumer_info(stream, consumer.durable or "")
+        assert info.ack_floor.stream_seq == 3 and info.num_redelivered == 0
+    finally:
+        await consuming.stop()
+        await bus.js.delete_stream(stream)
+
+
+async def test_an_idle_batch_consumer_waits_on_one_lingering_pull_request_per_timeout(bus: Bus) -> None:
+    """No fetch storm while idle: between two lingering pull requests (each expiring after the
+    consumer's timeout) there is at most one `no_wait` request asking for what is ready."""
+    stream, _subject, consumer = await _batch_stream(bus, fetch_wait=0.3)
+    requests: list[dict[str, object]] = []
+    four_lingering = asyncio.Event()
+
+    async def seen(msg: NatsMessage) -> None:
+        import json
+
+        requests.append(json.loads(msg.body))
+        if sum(1 for r in requests if "expires" in r) >= 4:
+            four_lingering.set()
+
+    watch = await bus.consume(Consumer("test-pull-requests", f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer.durable}", ack=None), seen)
+
+    async def on(batch: NatsBatchMessage) -> None:
+        raise AssertionError("nothing was published")
+
+    consuming = await bus.consume(consumer, on)
+    try:
+        await asyncio.wait_for(four_lingering.wait(), 20)
+    finally:
+        await consuming.stop()
+        await watch.stop()
+        await bus.js.delete_stream(stream)
+    kinds = ["wait" if "expires" in r else "ready" for r in requests]
+    assert all(not (a == "ready" and b == "ready") for a, b in itertools.pairwise(kinds)), kinds
+    assert all(r["batch"] == 1 and 0.2e9 < int(str(r["expires"])) <= 0.3e9 for r in requests if "expires" in r)

@@ -14,6 +14,9 @@ READS = {"subscribe", "pull_subscribe", "pull_subscribe_bind", "subscribe_bind",
 ALLOWED = {
     ("services/tasks/loom_tasks/service/posting.py", "pull_subscribe_bind"),
     ("services/tasks/loom_tasks/service/posting.py", "fetch"),
+    # The broker's own fetch loop: FastStream's batch pull subscriber with a prompt fetch
+    # (a subclass run by Bus.consume for Consumer(batch=True)), not a reader of its own.
+    ("core/loom_core/bus/batched.py", "fetch"),
 }
 
 

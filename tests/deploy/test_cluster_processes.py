@@ -330,7 +330,7 @@ async def test_a_nats_node_killed_during_creates_and_completes_loses_no_task_and
         r = await call_retrying(c, "task.list", retries, inbox="storm", limit=500)
         assert r.status_code == 200, r.text
         listed = r.json()
-        # task.history is filled from the event stream by a batching consumer: wait until each
+        # task.history is written by the projector (batches, behind the write): wait until each
         # task's history has caught up with its done state (or the deadline), then count.
         histories = [await history_through_done(c, t, retries) for t in created.values()]
     # No task lost: one task per key, every one listed and done; none done twice.

@@ -188,3 +188,80 @@ def test_the_due_index_hands_out_the_oldest_due_first_and_skips_replaced_entries
     second = idx.take(now=600.0, limit=1000)
     assert [t for _, t, _ in second] == [f"t{n}" for n in range(102, 601)]
     assert idx.take(now=600.0, limit=10) == []
+
+
+# --- the watch follows the lease ----------------------------------------------------------------
+
+
+def _sweeper(inst: Instance, key: str) -> Sweeper:
+    p = plane(inst)
+    return Sweeper(
+        p.engine,
+        p.truth,
+        inst.runtime.bus,
+        p.directory,
+        inst.runtime.leases,
+        interval=0.1,
+        retention=900.0,
+        tombstone_ttl=3600.0,
+        lease_key=key,
+    )
+
+
+async def test_only_the_sweep_lease_holder_watches_and_a_handover_still_releases_an_expired_lease(org: Org, tasks_b: Instance) -> None:
+    """Two sweepers share a lease key (the plane's own sweepers paused): only the holder watches the
+    state; when it stops, the other takes the lease, starts its watch (which replays each task's
+    last write), catches up, and releases a lease that expired before it ever watched."""
+    admin = await org.admin()
+    await register(admin)
+    owner = await org.owner()
+    own = [plane(org.inst).sweeper, plane(tasks_b).sweeper]
+    for s in own:
+        await s.stop()
+    key = f"tasks.sweep.test-{uuid.uuid4().hex[:8]}"
+    a, b = _sweeper(org.inst, key), _sweeper(tasks_b, key)
+    try:
+        await a.start()
+        await asyncio.wait_for(a.caught_up.wait(), 30)
+        await b.start()
+        passes = a.passes
+        await eventually(lambda: _more(a, passes, 3), within=10)
+        assert (a.watching, b.watching, b.watches) == (True, False, 0)  # the stand-by decodes nothing
+
+        await owner("task.create", inbox="private-bot", kind="chore", title="handed over")
+        got = (await owner("task.pull", inbox="private-bot", lease_seconds=1))["tasks"][0]
+        await a.stop()  # before the task's lease expires: the other sweeper must release it
+        assert not a.watching
+
+        async def released() -> bool:
+            return (await status(owner, got["task_id"]))["status"] == "todo"
+
+        await eventually(released, within=20)
+        assert (b.watching, b.watches) == (True, 1)
+    finally:
+        await a.stop()
+        await b.stop()
+        for s in own:
+            await s.start()
+
+
+async def _more(s: Sweeper, passes: int, n: int) -> bool:
+    return s.passes >= passes + n
+
+
+async def test_a_sweep_watch_whose_consumer_is_gone_is_replaced_index_and_all(tasks_a: Instance) -> None:
+    from loom_tasks.store import truth
+
+    s = _sweeper(tasks_a, f"tasks.sweep.test-{uuid.uuid4().hex[:8]}")
+    await s.start()
+    try:
+        await asyncio.wait_for(s.caught_up.wait(), 30)
+        assert s.watches == 1
+        await tasks_a.runtime.bus.js.delete_consumer(truth.STREAM, s._watch_name)  # as a lost NATS node would
+
+        async def rewatched() -> bool:
+            return s.watches == 2 and s.caught_up.is_set()
+
+        await eventually(rewatched, within=20)
+    finally:
+        await s.stop()

@@ -721,3 +721,19 @@ async def test_registered_webhook_gets_a_signed_notice_for_a_created_task(hooked
     await recv.stop()
     assert rows[0]["outcome"] == "delivered" and rows[0]["status_code"] == 200
     assert rows[0]["url"] == recv.url.split("?")[0]
+
+
+def test_an_events_inbox_and_seq_come_from_its_subject_and_stream_sequence() -> None:
+    from types import SimpleNamespace
+
+    from loom_tasks.webhooks._deliverer import _event_key
+
+    def msg(subject: str, body: dict[str, Any], seq: int) -> Any:
+        return SimpleNamespace(
+            subject=subject, data=json.dumps(body).encode(), metadata=SimpleNamespace(sequence=SimpleNamespace(stream=seq))
+        )
+
+    loom_event = {"org": "acme", "namespace": "ops", "inbox": "bot", "kind": "created", "task_id": "t-1"}
+    assert _event_key(msg("loom.tasks.acme.ops.bot.created", loom_event, 77)) == ("acme", "ops", "bot", 77)
+    assert _event_key(msg("loom.tasks.acme.ops.bot.created", {**loom_event, "seq": 5}, 77)) == ("acme", "ops", "bot", 5)
+    assert _event_key(msg("loom.tasks.odd", {}, 3)) is None

@@ -3,11 +3,12 @@ streams/buckets/consumers, and KV leases."""
 
 from .layout import AckPolicy, BusLayout, Consumer, KVBucket, ensure_bucket
 from .leases import Lease, LeaseHeld, LeaseStore
-from .nats import Bus, Consuming, MessageHandler, connect_bus, make_broker
+from .nats import BatchHandler, Bus, Consuming, MessageHandler, connect_bus, make_broker
 from .natsserver import NatsServer
 
 __all__ = [
     "AckPolicy",
+    "BatchHandler",
     "Bus",
     "BusLayout",
     "Consumer",

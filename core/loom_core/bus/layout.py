@@ -15,7 +15,7 @@ NATS consumer (no stream) has nothing to ack: its delivery is at most once, and 
         streams=(StreamConfig(name="LOOM_X", subjects=["loom.x.>"], max_age=86400),),
         buckets=(KVBucket("loom_x_keys", ttl=3600),),
         consumers=(
-            Consumer("x-writer", "loom.x.>", stream="LOOM_X", durable="x-writer", ack=AckPolicy.NACK_ON_ERROR, pull_batch=100),
+            Consumer("x-writer", "loom.x.>", stream="LOOM_X", durable="x-writer", ack=AckPolicy.NACK_ON_ERROR, pull_batch=100, batch=True),
             Consumer("x-pushes", "loom.x.changed", ack=None),
         ),
     )
@@ -50,6 +50,10 @@ class Consumer:
     config: ConsumerConfig | None = None
     pull_batch: int = 0  # > 0: a pull consumer fetching this many at a time
     pull_timeout_seconds: float = 5.0
+    #: A pull consumer whose handler gets each fetch whole (a `NatsBatchMessage`: `raw_message` is
+    #: the list of nats-py messages), as soon as anything is ready (bus/batched.py); the ack
+    #: policy acks or naks the whole fetch.
+    batch: bool = False
     max_workers: int = 1
     #: A JetStream push consumer that is ordered (ephemeral, no acks, recreated by the client
     #: from the last sequence it saw after a gap or a lost server): a watch. Declare ack=ACK_FIRST.
@@ -63,6 +67,8 @@ class Consumer:
             raise ValueError(f"consumer {self.name}: a JetStream consumer declares its ack policy")
         if self.stream is None and (self.durable or self.pull_batch or self.ordered):
             raise ValueError(f"consumer {self.name}: durable, pull and ordered consumers read a stream")
+        if self.batch and not self.pull_batch:
+            raise ValueError(f"consumer {self.name}: a batch consumer is a pull consumer (declare pull_batch)")
         if self.ordered and (self.durable or self.pull_batch or self.ack is not AckPolicy.ACK_FIRST):
             raise ValueError(f"consumer {self.name}: an ordered consumer is an ephemeral push consumer with nothing to ack (ack=ACK_FIRST)")
 

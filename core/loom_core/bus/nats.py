@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import nats
 from faststream.nats import NatsBroker, PullSub
-from faststream.nats.message import NatsMessage
+from faststream.nats.message import NatsBatchMessage, NatsMessage
 from faststream.security import SASLPlaintext
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MessageHandler = Callable[[NatsMessage], Awaitable[None]]
+#: A batch consumer's handler (`Consumer(batch=True)`): one call per fetch.
+BatchHandler = Callable[[NatsBatchMessage], Awaitable[None]]
 GRACEFUL_STOP_SECONDS = 5.0
 
 
@@ -72,14 +74,16 @@ class Bus:
         except nats.js.errors.BadRequestError:
             await self.js.update_stream(config)
 
-    async def consume(self, consumer: Consumer, handler: MessageHandler) -> Consuming:
-        """Run `handler` for every message `consumer` receives, on the runtime's broker, with
-        the consumer's declared ack policy. A handler that raises is logged; on a JetStream
-        consumer the ack policy decides what happens to the message (e.g. NACK_ON_ERROR
-        redelivers it)."""
+    async def consume(self, consumer: Consumer, handler: MessageHandler | BatchHandler) -> Consuming:
+        """Run `handler` for every message `consumer` receives (for a batch consumer: for every
+        fetch, see bus/batched.py), on the runtime's broker, with the consumer's declared ack
+        policy. A handler that raises is logged; on a JetStream consumer the ack policy decides
+        what happens to the message (e.g. NACK_ON_ERROR redelivers it)."""
+        from .batched import PromptBatchSubscriber
+
         name = consumer.name
 
-        async def call(msg: NatsMessage) -> None:
+        async def call(msg: Any) -> None:
             try:
                 await handler(msg)
             except Exception:
@@ -109,12 +113,16 @@ class Bus:
             if consumer.deliver_policy is not None:
                 kwargs["deliver_policy"] = consumer.deliver_policy
             if consumer.pull_batch:
-                kwargs["pull_sub"] = PullSub(batch_size=consumer.pull_batch, timeout=consumer.pull_timeout_seconds)
+                kwargs["pull_sub"] = PullSub(batch_size=consumer.pull_batch, timeout=consumer.pull_timeout_seconds, batch=consumer.batch)
             if consumer.ordered:
                 kwargs["ordered_consumer"] = True
         if consumer.max_workers > 1:
             kwargs["max_workers"] = consumer.max_workers
         subscriber = self.broker.subscriber(consumer.subject, **kwargs)
+        if consumer.batch:
+            # FastStream's batch subscriber with the prompt fetch loop (bus/batched.py): a
+            # subclass with no slots of its own, so the instance is the same but for its loop.
+            subscriber.__class__ = PromptBatchSubscriber
         subscriber(call)
         await subscriber.start()
         return Consuming(consumer, subscriber)

@@ -46,9 +46,11 @@ WAKE_PREFIX = "loom.task_wake"
 CONFIG_PREFIX = "loom.task_config"
 #: A re-published event (the projector redelivered after a crash) inside this window is stored once.
 DUPLICATE_WINDOW_SECONDS = 600.0
-#: The durable consumers (shared by every replica): task state -> events + projection, and
-#: events -> task.history's table.
+#: The durable consumer: task state -> events, the projection and task.history's table.
 PROJECTOR_DURABLE = "loom-task-projector"
+#: task.progress notes (no state write) -> task.history's table.
+NOTES_DURABLE = "loom-task-notes"
+#: Earlier versions' history writer (events -> task.history's table): deleted at start.
 HISTORY_DURABLE = "loom-task-history"
 
 
@@ -151,3 +153,21 @@ class EventPublisher:
                 await asyncio.sleep(0.05 * (attempt + 1))
         log.warning("task event %s not published: %s", event["event_id"], type(last).__name__)
         raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the event stream did not answer")
+
+    async def publish_all(self, events: list[dict[str, Any]], wait: float = 5.0) -> list[int]:
+        """Publish `events` pipelined: all sent, then all acks awaited (JetStream stores one
+        connection's publishes in the order sent). Their stream sequences, in order. Raises when
+        any ack fails or does not come within `wait` seconds (the caller sends them again: `Nats-Msg-Id`
+        stores a re-published event once); an event sent after one that failed may be stored."""
+        js = self.bus.js
+        futures: list[asyncio.Future[Any]] = []
+        try:
+            for event in events:
+                subject = event_subject(event["org"], event["namespace"], event["inbox"], event["kind"])
+                futures.append(await js.publish_async(subject, fastjson.dumps(event), headers={"Nats-Msg-Id": event["event_id"]}))
+            acks = await asyncio.wait_for(asyncio.gather(*futures), wait)
+        except BaseException:
+            for f in futures:
+                f.cancel()  # an ack that never comes must not hold a pending slot
+            raise
+        return [int(a.seq) for a in acks]

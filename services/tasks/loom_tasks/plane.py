@@ -1,8 +1,9 @@
 """The tasks plane: `build(runtime)` for the runner (entry point `loom.planes: tasks`).
 
 On start it declares its JetStream streams (LOOM_TASK_STATE: the tasks' state, the truth;
-LOOM_TASK_EVENTS: the events derived from it), starts the projector (state -> events and the
-ClickHouse projection), the history writer (events -> task.history's table), the pull wake-ups,
+LOOM_TASK_EVENTS: the events derived from it), starts the projector (state -> events, the
+ClickHouse projection and task.history's table), the notes writer (task.progress notes ->
+task.history's table; an earlier version's history writer is deleted), the pull wake-ups,
 the sweep (LOOM_TASK_LEASE_SWEEP_ENABLED) and the webhook deliverer
 (LOOM_TASK_WEBHOOK_DELIVER_ENABLED).
 """
@@ -16,9 +17,9 @@ from loom_core.plane import bind_handlers
 from loom_core.runtime import Handler, Runtime
 from loom_core.store import Migration
 
-from .consumers.history import HistoryWriter
-from .consumers.layout import PROJECTOR_LEASE
+from .consumers.layout import PROJECTOR_LEASE, retire_consumers
 from .consumers.leased import Leased
+from .consumers.notes import NotesWriter
 from .consumers.projector import Projector
 from .consumers.pushes import Pushes
 from .consumers.sweep import Sweeper
@@ -49,9 +50,9 @@ class TasksPlane:
         self.inboxes = InboxStore(runtime.store)
         self.truth = TaskTruth(runtime.bus, s.task_state_replicas)
         self.directory = Directory(self.inboxes, runtime.bus, s.task_config_cache_ttl_seconds)
-        self.history = HistoryWriter(runtime.bus, runtime.store)
         self.publisher = EventPublisher(runtime.bus, s.task_state_replicas)
         self.projector = Projector(runtime.bus, self.tasks, self.publisher)
+        self.notes = NotesWriter(runtime.bus, self.tasks)
         # One replica projects at a time, so each task's events are published in revision order.
         self.projecting = Leased(self.projector, runtime.leases, PROJECTOR_LEASE)
         self.hub = WakeHub(runtime.bus, self._candidates, s.task_pull_poll_seconds)
@@ -97,8 +98,9 @@ class TasksPlane:
         await self.truth.ensure()
         await self.publisher.ensure_stream(float(s.task_events_max_age_seconds))
         await self.pushes.start()
+        await retire_consumers(self.runtime.bus)
         await self.projecting.start()
-        await self.history.start()
+        await self.notes.start()
         await self.sweeper.start()
         if s.task_webhook_deliver_enabled:
             self.deliverer = WebhookDeliverer(self.runtime, self.directory, settings=s)
@@ -108,7 +110,7 @@ class TasksPlane:
         if self.deliverer is not None:
             await self.deliverer.stop()
         await self.sweeper.stop()
-        await self.history.stop()
+        await self.notes.stop()
         await self.projecting.stop()
         await self.pushes.stop()
         await self.hub.stop()

@@ -6,9 +6,9 @@
   ReplacingMergeTree(rev): the revision of the state it was made from, so a batch applied twice
   or late never wins over a newer one; each batch's insert carries its dedup token. The sorting
   key is (org, task_id) alone, since task.reassign moves a task between inboxes.
-- task_events: append-only, one row per event (task.history), copied from the event stream by
-  consumers/history.py; readers keep the first row of an event_id, so an event written twice
-  is read once.
+- task_events: append-only, one row per event (task.history), written by consumers/projector.py
+  with the task rows of the same batch (progress notes: consumers/notes.py); readers keep the
+  first row of an event_id, so an event written twice is read once.
 """
 
 from __future__ import annotations

@@ -1,13 +1,16 @@
 """The tasks plane's consumers of JetStream on the runtime's FastStream broker, declared in one place.
 
-PROJECTOR and HISTORY are durable pull consumers (PROJECTOR runs on one replica at a time, under
-PROJECTOR_LEASE, so each task's events are published in order; HISTORY is shared: each message is handed
-to one replica), with explicit acks: NACK_ON_ERROR, so a message is acked when its handler returns, which is after
-its batch is written (consumers/batches.py retries a failed batch in place, so a handler
-returns only then, or is cancelled at shutdown and the message comes back after `ack_wait`).
-SWEEP_WATCH is each replica's own watch of the tasks' state (the sweep's due index): an ordered
-push consumer (ephemeral, nothing to ack, recreated by the client from the last sequence it saw
-when it misses a message or its server goes away). WAKE and CONFIG are core NATS
+PROJECTOR is a durable pull consumer (run on one replica at a time, under PROJECTOR_LEASE, so
+each task's events are published in order; it also writes task.history's rows), with explicit
+acks, and a batch consumer (one handler call per fetch, as soon as anything is ready:
+core/loom_core/bus/batched.py): NACK_ON_ERROR, so a fetch is acked when its handler returns, which
+is after it is written (consumers/batches.py retries a failed fetch in place, so the handler
+returns only then, or gives the fetch up unacked when the consumer stops). NOTES is the same
+kind of consumer, shared by every replica, over the one kind of event no state write carries
+(task.progress notes, published by the op itself): it writes their task.history rows.
+SWEEP_WATCH is the sweep lease holder's watch of the tasks' state (the sweep's due index): a
+batch pull consumer of its own (a durable name per watch, acking nothing, removed by the server
+once unused; consumers/sweep.py starts a new watch, index and all, when it finds it gone). WAKE and CONFIG are core NATS
 subscriptions (no stream, at most once, nothing to ack) every replica holds: the pull wake-ups
 (a lost one costs at most LOOM_TASK_PULL_POLL_SECONDS) and the directory's cache drops (a lost
 one costs at most LOOM_TASK_CONFIG_CACHE_TTL_SECONDS). The webhook deliverer's durable consumer is
@@ -17,15 +20,19 @@ their owners (store/truth.py, events.py).
 
 from __future__ import annotations
 
-from loom_core.bus import AckPolicy, Consumer
+import contextlib
+
+from loom_core.bus import AckPolicy, Bus, Consumer
 from nats.js.api import AckPolicy as JsAckPolicy
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from ..events import CONFIG_PREFIX, HISTORY_DURABLE, PROJECTOR_DURABLE, STREAM, STREAM_SUBJECTS, WAKE_PREFIX
+from ..events import CONFIG_PREFIX, HISTORY_DURABLE, NOTES_DURABLE, PREFIX, PROJECTOR_DURABLE, STREAM, WAKE_PREFIX
 from ..store import truth
 
 #: Most writes one fetch hands over (one projection insert, one event-table insert).
 FETCH = 1000
+#: A sweep watch's consumer outlives its last fetch this long (a holder that died leaves none behind).
+WATCH_INACTIVE_SECONDS = 30.0
 
 PROJECTOR = Consumer(
     "task-projector",
@@ -35,6 +42,7 @@ PROJECTOR = Consumer(
     ack=AckPolicy.NACK_ON_ERROR,
     pull_batch=FETCH,
     pull_timeout_seconds=1.0,
+    batch=True,
     config=ConsumerConfig(
         durable_name=PROJECTOR_DURABLE,
         ack_policy=JsAckPolicy.EXPLICIT,
@@ -46,34 +54,47 @@ PROJECTOR = Consumer(
     description="task state writes -> task.updates events and the ClickHouse projection task_state (acked after both)",
 )
 
-HISTORY = Consumer(
-    "task-history",
-    STREAM_SUBJECTS[0],
+NOTES = Consumer(
+    "task-notes",
+    f"{PREFIX}.*.*.*.progress",
     stream=STREAM,
-    durable=HISTORY_DURABLE,
+    durable=NOTES_DURABLE,
     ack=AckPolicy.NACK_ON_ERROR,
     pull_batch=FETCH,
     pull_timeout_seconds=1.0,
+    batch=True,
     config=ConsumerConfig(
-        durable_name=HISTORY_DURABLE,
+        durable_name=NOTES_DURABLE,
         ack_policy=JsAckPolicy.EXPLICIT,
         ack_wait=30.0,
         deliver_policy=DeliverPolicy.ALL,
         max_ack_pending=50_000,
-        filter_subject=STREAM_SUBJECTS[0],
+        filter_subject=f"{PREFIX}.*.*.*.progress",
     ),
-    description="task events -> task.history's table task_events (acked after the insert)",
+    description="task.progress notes (events with no state write) -> task.history's table task_events (acked after the insert)",
 )
+
+#: Durable consumers earlier versions kept, deleted at start (best effort) so none piles up
+#: pending messages: (stream, durable). The history writer's rows now come from the projector.
+RETIRED = ((STREAM, HISTORY_DURABLE),)
 
 SWEEP_WATCH = Consumer(
     "task-sweep-watch",
     truth.SUBJECTS[0],
     stream=truth.STREAM,
-    ack=AckPolicy.ACK_FIRST,  # an ordered consumer acks nothing
-    ordered=True,
+    ack=AckPolicy.MANUAL,  # its JetStream consumer acks nothing (AckPolicy none)
+    pull_batch=FETCH,
+    pull_timeout_seconds=1.0,
+    batch=True,
     deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-    config=ConsumerConfig(inactive_threshold=300.0),
-    description="every task's last state write, then each new one -> this replica's sweep due index",
+    # The durable name is the watch's own (consumers/sweep.py); it goes away once unused.
+    config=ConsumerConfig(
+        ack_policy=JsAckPolicy.NONE,
+        deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+        inactive_threshold=WATCH_INACTIVE_SECONDS,
+        filter_subject=truth.SUBJECTS[0],
+    ),
+    description="every task's last state write, then each new one -> the sweep lease holder's due index",
 )
 
 WAKE = Consumer(
@@ -92,3 +113,11 @@ CONFIG = Consumer(
 
 #: The cluster lease under which one replica at a time runs PROJECTOR (consumers/leased.py).
 PROJECTOR_LEASE = "tasks.projector"
+
+
+async def retire_consumers(bus: Bus) -> None:
+    """Delete the RETIRED durables still on their streams (best effort: absent, or the bus not
+    answering, is fine; the next start tries again)."""
+    for stream, durable in RETIRED:
+        with contextlib.suppress(Exception):
+            await bus.js.delete_consumer(stream, durable)

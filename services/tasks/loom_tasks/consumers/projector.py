@@ -1,46 +1,48 @@
 """The projector: everything derived from a task's state writes (store/truth.py).
 
 One durable pull consumer on LOOM_TASK_STATE (consumers/layout.py: PROJECTOR), on the runtime's
-FastStream broker, shared by every replica: each write is handed to one replica. Each fetch's
-writes are one batch (consumers/batches.py); for each batch, in this order:
+FastStream broker, run by one replica at a time (consumers/leased.py). It is a batch consumer:
+one handler call per fetch, as soon as the consumer has anything ready (core/loom_core/bus/batched.py).
+For each fetch, in this order:
 1. the events the writes carry go to LOOM_TASK_EVENTS (`Nats-Msg-Id` = event_id, so a batch
-   redelivered after a crash is stored once inside the duplicate window); one task's events are
-   published in revision order;
-2. the newest row of each task in the batch goes to the ClickHouse projection (`task_state`),
-   its revision as the row version and a digest of the batch's writes as the insert's dedup
-   token (batch_token);
-3. the writes are acknowledged (each handler returns; the consumer's ack policy acks).
-A crash anywhere in between redelivers the batch, and every step is idempotent, so the
-projection and the event stream converge to the acknowledged state. Tombstones (a finished
-task leaving NATS) change nothing here: the projection already holds the task.
+   redelivered after a crash is stored once inside the duplicate window), pipelined: each round
+   sends the next event of every task in the batch and then awaits their acks, so one task's
+   events are stored in revision order even when a publish fails;
+2. one insert each into the ClickHouse projection: the newest row of each task in the batch into
+   `task_state` (its revision as the row version) and every event into `task.history`'s table
+   `task_events`, each insert deduplicated by a digest of the batch's writes (batch_token);
+3. the fetch is acknowledged (the handler returns; the consumer's ack policy acks it).
+A crash anywhere in between redelivers the batch, and every step is idempotent (an event row
+inserted twice by a redelivery in another batch is read once: readers keep the first row of an
+event_id), so the projection, the history and the event stream converge to the acknowledged
+state. Tombstones (a finished task leaving NATS) change nothing here: the projection already holds the task.
 
 A batch that fails (the event stream or the store not answering while a NATS node fails over)
-is retried in place until it applies; nothing newer is fetched meanwhile. Before, the loop
-dropped the failed batch and went on fetching newer writes: the dropped writes came back only
-after the consumer's ack wait, so the projection (and read-your-writes, which waits 3 s at most)
-lacked them for that long, and their events could be published after newer ones of the same task.
+is retried in place until it applies (consumers/batches.py); nothing newer is fetched meanwhile.
+Before, the loop dropped the failed batch and went on fetching newer writes: the dropped writes
+came back only after the consumer's ack wait, so the projection (and read-your-writes, which
+waits 3 s at most) lacked them for that long, and their events could be published after newer
+ones of the same task.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
+import time
 from typing import Any
 
-from faststream.nats.message import NatsMessage
+from faststream.nats.message import NatsBatchMessage
 from loom_core.bus import Bus, Consumer, Consuming
 
+from ..domain.validate import parse_time
 from ..events import EventPublisher
 from ..store import truth
-from ..store.tasks import TaskStore, to_store
-from .batches import Batches
-from .layout import FETCH, PROJECTOR
+from ..store.tasks import TaskStore, event_row, to_store
+from .batches import apply_in_place
+from .layout import PROJECTOR
 
 log = logging.getLogger(__name__)
-
-#: Longest a batch stays open for more of its fetch's writes (the projection's insert is per batch).
-GATHER_SECONDS = 0.005
 
 
 class Projector:
@@ -49,27 +51,30 @@ class Projector:
         self.projection = projection
         self.publisher = publisher
         self.consumer = consumer
-        self._gather = Batches("task projector", self._apply_batch, window=GATHER_SECONDS, max_size=FETCH)
         self._consuming: Consuming | None = None
+        self._stopping = False
         self.applied = 0  # writes applied by this replica (the benchmark's report)
         self.batches = 0
 
     async def start(self) -> None:
         if self._consuming is None:
-            self._consuming = await self.bus.consume(self.consumer, self._gather.add)
+            self._stopping = False
+            self._consuming = await self.bus.consume(self.consumer, self._on_fetch)
 
     async def stop(self) -> None:
+        """A fetch being applied finishes (and is acked) first; one still failing is given up, unacked."""
+        self._stopping = True
         if self._consuming is not None:
             await self._consuming.stop()
             self._consuming = None
-        await self._gather.stop()
 
-    async def _apply_batch(self, msgs: list[NatsMessage]) -> None:
-        await self.apply([m.raw_message for m in msgs])
+    async def _on_fetch(self, batch: NatsBatchMessage) -> None:
+        msgs = batch.raw_message
+        await apply_in_place("task projector", lambda: self.apply(msgs), msgs, stopping=lambda: self._stopping)
 
     async def apply(self, msgs: list[Any]) -> None:
-        """Apply nats-py messages of LOOM_TASK_STATE (events, then the projection); raises when
-        either fails (nothing is acknowledged here: the caller acks once this returns)."""
+        """Apply nats-py messages of LOOM_TASK_STATE (events, then the projection and the history);
+        raises when any step fails (nothing is acknowledged here: the caller acks once this returns)."""
         newest: dict[tuple[str, str], truth.State] = {}
         events: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for m in msgs:
@@ -88,16 +93,26 @@ class Projector:
             if st.event:
                 events.setdefault(key, []).append(st.event)
 
-        async def publish(evs: list[dict[str, Any]]) -> None:
-            for e in sorted(evs, key=lambda e: int(e.get("version") or 0)):
-                await self.publisher.publish(e)
-
-        await asyncio.gather(*(publish(evs) for evs in events.values()))
+        per_task = [sorted(evs, key=lambda e: int(e.get("version") or 0)) for evs in events.values()]
+        for r in range(max((len(evs) for evs in per_task), default=0)):
+            await self.publisher.publish_all([evs[r] for evs in per_task if r < len(evs)])
         rows = [to_store(st.row, st.rev) for st in newest.values() if st.row is not None]
-        if rows:
-            await self.projection.write(rows, [], batch_token(msgs))
+        history = [row for evs in per_task for e in evs if (row := history_row(e)) is not None]
+        if rows or history:
+            await self.projection.write(rows, history, batch_token(msgs))
         self.applied += len(msgs)
         self.batches += 1
+
+
+def history_row(event: dict[str, Any]) -> dict[str, Any] | None:
+    """An event's row of `task_events`, at the event's own time; None for a malformed event
+    (logged and left out: it must not hold the projection back for ever)."""
+    try:
+        at = parse_time(str(event.get("at") or ""), "at") or time.time()
+        return event_row(event, at)
+    except Exception:  # noqa: BLE001 - a malformed event (a bad time, a missing field)
+        log.warning("task projector: left a malformed event out of the history")
+        return None
 
 
 def batch_token(msgs: list[Any]) -> str:

@@ -2,14 +2,20 @@
 `tasks.sweep`, acting on what comes due in the tasks' state on NATS (the truth, heartbeats
 included), never on the projection.
 
-Every replica watches LOOM_TASK_STATE (consumers/layout.py SWEEP_WATCH, an ordered consumer on
-the runtime's FastStream broker: the last write of every task, then each new write) and keeps a due index: for each task, the time its current state next needs the
-sweep and the revision that said so —
+The replica holding the lease watches LOOM_TASK_STATE (consumers/layout.py SWEEP_WATCH, a batch
+pull consumer of its own on the runtime's FastStream broker: the last write of every task, then
+each new write, a fetch per handler call) and keeps a due index: for each task, the time its current state next needs the sweep and
+the revision that said so —
 - an in_progress task: its lease's expiry (a heartbeat's write moves it);
 - a deferred task: its resume_at;
 - a triage item not yet escalated: its escalate_at;
 - a finished task: LOOM_TASK_TERMINAL_RETENTION_SECONDS after it finished, when it leaves
   NATS for the projection (a tombstone; only once the projector has applied it).
+The watch starts when the lease is taken and stops (its index dropped) when the lease is lost or
+held by another replica, so only the holder decodes every state write; a pass runs only once the
+watch has caught up (it has delivered the last write of every task the stream held when it
+started: `caught_up`), so a new holder does not pass over work its index has not seen yet. A
+watch whose consumer is gone (its NATS node lost it) is replaced by a new one, index and all.
 Each pass (every LOOM_TASK_SWEEP_INTERVAL_SECONDS) takes what is due in due order, oldest first,
 up to BATCH, skipping entries a newer write replaced: so every pass makes progress on the
 oldest work, however many tasks are alive. Each action is the engine's compare-and-set on the
@@ -20,18 +26,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import heapq
 import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from faststream.nats.message import NatsMessage
+from faststream.nats.message import NatsBatchMessage
 from loom_core.aio import cancel_and_wait
 from loom_core.bus import Bus, Consuming, LeaseHeld, LeaseStore
 from loom_core.bus.leases import Lease
 from loom_core.errors import ErrorCode, LoomError
+from nats.js.errors import NotFoundError
 
 from ..directory import Directory
 from ..domain import model, transitions
@@ -143,18 +151,18 @@ class Sweeper:
         self._lease: Lease | None = None
         self._task: asyncio.Task[None] | None = None
         self._watch: Consuming | None = None
+        self._watch_name = ""
+        self.caught_up = asyncio.Event()  # the watch has replayed every task's last write
+        self.watches = 0  # watches this replica started (tests)
 
     async def start(self) -> None:
         if self.enabled and self._task is None:
-            await self._start_watch()
             self._task = asyncio.create_task(self._run(), name="loom-task-sweep")
 
     async def stop(self) -> None:
         await cancel_and_wait(self._task)
         self._task = None
-        if self._watch is not None:
-            await self._watch.stop()
-            self._watch = None
+        await self._stop_watch()
         if self._lease is not None:
             with contextlib.suppress(Exception):
                 await self.leases.release(self._lease)
@@ -162,15 +170,61 @@ class Sweeper:
 
     # --- the due index ------------------------------------------------------------------------
 
-    async def _start_watch(self) -> None:
-        self._watch = await self.bus.consume(SWEEP_WATCH, self._on_state)
+    @property
+    def watching(self) -> bool:
+        return self._watch is not None
 
-    async def _on_state(self, message: NatsMessage) -> None:
-        msg = message.raw_message
+    async def _start_watch(self) -> None:
+        """A fresh index from a fresh watch (the lease was just taken)."""
+        self.index = DueIndex()
+        self.caught_up.clear()
+        self.watches += 1
+        name = f"loom-{self.holder}-{self.watches}"
+        assert SWEEP_WATCH.config is not None
+        consumer = dataclasses.replace(SWEEP_WATCH, durable=name, config=dataclasses.replace(SWEEP_WATCH.config, durable_name=name))
+        self._watch = await self.bus.consume(consumer, self._on_states)
+        self._watch_name = name
+        await self._check_empty()
+
+    async def _stop_watch(self) -> None:
+        """The lease is lost: stop decoding writes, drop the index (the next holder has its own)."""
+        if self._watch is not None:
+            watch, self._watch = self._watch, None
+            await watch.stop()
+            with contextlib.suppress(Exception):  # else the server removes it once unused
+                await self.bus.js.delete_consumer(truth.STREAM, self._watch_name)
+        self.index = DueIndex()
+        self.caught_up.clear()
+
+    async def _watch_lost(self) -> bool:
+        """The watch's consumer is gone (a NATS node lost it): its index may miss writes."""
+        try:
+            await self.bus.js.consumer_info(truth.STREAM, self._watch_name)
+        except NotFoundError:
+            return True
+        except Exception:  # noqa: BLE001 - not answering is not gone
+            return False
+        return False
+
+    async def _check_empty(self) -> None:
+        """A stream with nothing in it replays nothing: the watch is caught up at once."""
+        with contextlib.suppress(Exception):  # asked again before the next pass
+            info = await self.bus.js.stream_info(truth.STREAM)
+            if not info.state.messages:
+                self.caught_up.set()
+
+    async def _on_states(self, batch: NatsBatchMessage) -> None:
+        for msg in batch.raw_message:
+            self._on_state(msg)
+
+    def _on_state(self, msg: Any) -> None:
+        meta = msg.metadata
+        if not meta.num_pending:  # the last of the replay (or a new write after it)
+            self.caught_up.set()
         ids = truth.split_subject(msg.subject)
         if ids is None:
             return
-        rev = int(msg.metadata.sequence.stream)
+        rev = int(meta.sequence.stream)
         try:
             st = truth.decode(msg.data, rev)
         except (ValueError, TypeError):
@@ -196,7 +250,17 @@ class Sweeper:
         while True:
             try:
                 if await self._hold():
-                    await self.sweep_once()
+                    if self._watch is not None and await self._watch_lost():
+                        log.warning("task sweep: the state watch's consumer is gone; watching again")
+                        await self._stop_watch()
+                    if self._watch is None:
+                        await self._start_watch()
+                    elif not self.caught_up.is_set():
+                        await self._check_empty()
+                    if self.caught_up.is_set():
+                        await self.sweep_once()
+                else:
+                    await self._stop_watch()
             except asyncio.CancelledError:
                 raise
             except LoomError as exc:

@@ -13,7 +13,7 @@ from loom_core.roles import Role
 from ..domain import model
 from ..domain import validate as v
 from ..domain.model import TaskRow
-from ..events import HISTORY_DURABLE, PROJECTOR_DURABLE, READ_WAIT_SECONDS, STREAM, caught_up
+from ..events import NOTES_DURABLE, PROJECTOR_DURABLE, READ_WAIT_SECONDS, STREAM, caught_up
 from ..store import truth
 from .access import no_task
 from .deps import Deps
@@ -118,11 +118,11 @@ class ReadingOps:
         await self.d.access.reader(ctx, row)
         if limit < 0 or limit > 1000:
             raise v.invalid_field("limit", "between 1 and 1000")
-        # The events reach the table through the projector (state -> event stream) and the
-        # history consumer (event stream -> table): wait (briefly) until both have applied
-        # every write made before this call, the caller's own included.
+        # The projector writes the events' rows with the task rows, the notes writer those of
+        # progress notes: wait (briefly) until both have applied every write made before this
+        # call, the caller's own included.
         await self._projected()
-        await self._history_caught_up()
+        await caught_up(self.d.runtime.bus.js, STREAM, NOTES_DURABLE, READ_WAIT_SECONDS)
         events = await self.d.tasks.history(ctx.org, task_id, limit or 200)
         ctx.out_hits = len(events)
         return events
@@ -144,6 +144,3 @@ class ReadingOps:
                 "the task projection has not applied the writes made before this read yet; retry",
                 {"reason": "projection_behind", "retry_after_s": 1},
             )
-
-    async def _history_caught_up(self) -> None:
-        await caught_up(self.d.runtime.bus.js, STREAM, HISTORY_DURABLE, READ_WAIT_SECONDS)

@@ -2,7 +2,8 @@
 
 A durable JetStream pull consumer on LOOM_TASK_EVENTS (WEBHOOKS below) on the runtime's
 FastStream broker, shared by every replica (one consumer, so each event is handed to one
-replica); its ack policy is MANUAL: the handler only hands each event to its inbox's notice and
+replica), a batch consumer (one handler call per fetch: core/loom_core/bus/batched.py); its ack
+policy is MANUAL: the handler only hands each fetch's events to their inboxes' notices and
 returns, and the notice acks its events once delivered or given up on. Events are grouped by inbox; each
 group becomes one notice {org, namespace, inbox, newest_seq, count} and no task content. While
 an inbox's notice is being sent (or retried), events arriving for it are merged into one queued
@@ -34,7 +35,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from faststream.nats.message import NatsMessage
+from faststream.nats.message import NatsBatchMessage
 from loom_core.bus import AckPolicy, Consumer, Consuming
 from loom_core.runtime import Runtime
 from nats.aio.msg import Msg
@@ -66,6 +67,7 @@ WEBHOOKS = Consumer(
     ack=AckPolicy.MANUAL,  # a notice acks its events once delivered or given up on
     pull_batch=256,
     pull_timeout_seconds=1.0,
+    batch=True,
     # A first deployment does not wake every inbox for its whole history.
     deliver_policy=DeliverPolicy.NEW,
     config=ConsumerConfig(ack_wait=ACK_WAIT_SECONDS, deliver_policy=DeliverPolicy.NEW, max_ack_pending=20_000),
@@ -102,14 +104,22 @@ class _Slot:
 
 
 def _event_key(msg: Msg) -> tuple[str, str, str, int] | None:
-    """(org, namespace, inbox, seq) of a task event, or None when it is not one."""
+    """(org, namespace, inbox, seq) of a task event, or None when it is not one. The subject
+    (`loom.tasks.<org>.<namespace>.<inbox>.<kind>`, built from the event's own fields) says where
+    it belongs and its stream sequence is its seq, so the body is parsed only for a subject of
+    another shape or a body that names a seq of its own (Loom's events carry none)."""
+    tokens = msg.subject.split(".")
+    if len(tokens) == 6 and tokens[0] == "loom" and tokens[1] == "tasks" and tokens[2] and tokens[4] and b'"seq"' not in msg.data:
+        try:
+            return tokens[2], tokens[3], tokens[4], int(msg.metadata.sequence.stream)
+        except Exception:  # noqa: BLE001 - no JetStream metadata: read the body
+            pass
     try:
         data: dict[str, Any] = json.loads(msg.data)
     except ValueError:
         data = {}
     if not isinstance(data, dict):
         data = {}
-    tokens = msg.subject.split(".")
     from_subject = tokens[2:5] if len(tokens) >= 6 else ["", "", ""]
     org = str(data.get("org") or from_subject[0])
     namespace = str(data.get("namespace") or from_subject[1])
@@ -212,8 +222,8 @@ class WebhookDeliverer:
                 log.debug("webhook consumer not bound yet: %s", type(exc).__name__)
                 await asyncio.sleep(0.5)
 
-    async def _on_event(self, msg: NatsMessage) -> None:
-        self._dispatch([msg.raw_message])
+    async def _on_event(self, batch: NatsBatchMessage) -> None:
+        self._dispatch(list(batch.raw_message))
 
     # --- grouping
 

@@ -1,0 +1,65 @@
+"""task.history's rows for progress notes, the one kind of task event no state write carries.
+
+Every other event's row is written by the projector with the state write that carries it
+(consumers/projector.py). A progress note changes no state, so task.progress publishes its event
+to LOOM_TASK_EVENTS itself; this consumer copies those events (and only those: NOTES filters on
+`loom.tasks.*.*.*.progress`) into `task_events`. A durable batch consumer (consumers/layout.py:
+NOTES) shared by every replica: each fetch is inserted in place, retried until it lands
+(consumers/batches.py), and only then acked. A note inserted twice (a redelivery) is read once:
+readers keep the first row of an event_id. task.history waits for it as for the projector.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from faststream.nats.message import NatsBatchMessage
+from loom_core.bus import Bus, Consumer, Consuming
+
+from ..store.tasks import TaskStore
+from .batches import apply_in_place
+from .layout import NOTES
+from .projector import batch_token, history_row
+
+log = logging.getLogger(__name__)
+
+
+class NotesWriter:
+    def __init__(self, bus: Bus, projection: TaskStore, *, consumer: Consumer = NOTES) -> None:
+        self.bus = bus
+        self.projection = projection
+        self.consumer = consumer
+        self._consuming: Consuming | None = None
+        self._stopping = False
+
+    async def start(self) -> None:
+        if self._consuming is None:
+            self._stopping = False
+            self._consuming = await self.bus.consume(self.consumer, self._on_fetch)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._consuming is not None:
+            await self._consuming.stop()
+            self._consuming = None
+
+    async def _on_fetch(self, batch: NatsBatchMessage) -> None:
+        msgs = batch.raw_message
+        await apply_in_place("task notes writer", lambda: self.write(msgs), msgs, stopping=lambda: self._stopping)
+
+    async def write(self, msgs: list[Any]) -> None:
+        rows: list[dict[str, Any]] = []
+        for m in msgs:
+            try:
+                event = json.loads(m.data)
+            except ValueError:
+                event = None
+            row = history_row(event) if isinstance(event, dict) else None
+            if row is None:
+                log.warning("task notes writer: skipped a malformed event")
+                continue
+            rows.append(row)
+        if rows:
+            await self.projection.write([], rows, batch_token(msgs))
