@@ -23,6 +23,9 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from faststream.nats.message import NatsBatchMessage
+from loom_core.bus import Bus, Consumer, Consuming
+
 log = logging.getLogger(__name__)
 
 #: Longest pause between two attempts at a failed batch.
@@ -50,3 +53,34 @@ async def apply_in_place(name: str, apply: Callable[[], Awaitable[None]], msgs: 
         for m in msgs:  # still working on them: JetStream keeps them ours
             with contextlib.suppress(Exception):
                 await m.in_progress()
+
+
+class BatchConsumer:
+    """A batch consumer whose every fetch is applied in place by `apply` (the subclass's)."""
+
+    name = "batch consumer"
+
+    def __init__(self, bus: Bus, consumer: Consumer) -> None:
+        self.bus = bus
+        self.consumer = consumer
+        self._consuming: Consuming | None = None
+        self._stopping = False
+
+    async def start(self) -> None:
+        if self._consuming is None:
+            self._stopping = False
+            self._consuming = await self.bus.consume(self.consumer, self._on_fetch)
+
+    async def stop(self) -> None:
+        """A fetch being applied finishes (and is acked) first; one still failing is given up, unacked."""
+        self._stopping = True
+        if self._consuming is not None:
+            await self._consuming.stop()
+            self._consuming = None
+
+    async def _on_fetch(self, batch: NatsBatchMessage) -> None:
+        msgs = batch.raw_message
+        await apply_in_place(self.name, lambda: self.apply(msgs), msgs, stopping=lambda: self._stopping)
+
+    async def apply(self, msgs: list[Any]) -> None:
+        raise NotImplementedError

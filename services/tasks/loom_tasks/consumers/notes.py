@@ -15,41 +15,24 @@ import json
 import logging
 from typing import Any
 
-from faststream.nats.message import NatsBatchMessage
-from loom_core.bus import Bus, Consumer, Consuming
+from loom_core.bus import Bus, Consumer
 
 from ..store.tasks import TaskStore
-from .batches import apply_in_place
+from .batches import BatchConsumer
 from .layout import NOTES
 from .projector import batch_token, history_row
 
 log = logging.getLogger(__name__)
 
 
-class NotesWriter:
+class NotesWriter(BatchConsumer):
+    name = "task notes writer"
+
     def __init__(self, bus: Bus, projection: TaskStore, *, consumer: Consumer = NOTES) -> None:
-        self.bus = bus
+        super().__init__(bus, consumer)
         self.projection = projection
-        self.consumer = consumer
-        self._consuming: Consuming | None = None
-        self._stopping = False
 
-    async def start(self) -> None:
-        if self._consuming is None:
-            self._stopping = False
-            self._consuming = await self.bus.consume(self.consumer, self._on_fetch)
-
-    async def stop(self) -> None:
-        self._stopping = True
-        if self._consuming is not None:
-            await self._consuming.stop()
-            self._consuming = None
-
-    async def _on_fetch(self, batch: NatsBatchMessage) -> None:
-        msgs = batch.raw_message
-        await apply_in_place("task notes writer", lambda: self.write(msgs), msgs, stopping=lambda: self._stopping)
-
-    async def write(self, msgs: list[Any]) -> None:
+    async def apply(self, msgs: list[Any]) -> None:
         rows: list[dict[str, Any]] = []
         for m in msgs:
             try:

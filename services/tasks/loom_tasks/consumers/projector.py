@@ -32,45 +32,27 @@ import logging
 import time
 from typing import Any
 
-from faststream.nats.message import NatsBatchMessage
-from loom_core.bus import Bus, Consumer, Consuming
+from loom_core.bus import Bus, Consumer
 
 from ..domain.validate import parse_time
 from ..events import EventPublisher
 from ..store import truth
 from ..store.tasks import TaskStore, event_row, to_store
-from .batches import apply_in_place
+from .batches import BatchConsumer
 from .layout import PROJECTOR
 
 log = logging.getLogger(__name__)
 
 
-class Projector:
+class Projector(BatchConsumer):
+    name = "task projector"
+
     def __init__(self, bus: Bus, projection: TaskStore, publisher: EventPublisher, *, consumer: Consumer = PROJECTOR) -> None:
-        self.bus = bus
+        super().__init__(bus, consumer)
         self.projection = projection
         self.publisher = publisher
-        self.consumer = consumer
-        self._consuming: Consuming | None = None
-        self._stopping = False
         self.applied = 0  # writes applied by this replica (the benchmark's report)
         self.batches = 0
-
-    async def start(self) -> None:
-        if self._consuming is None:
-            self._stopping = False
-            self._consuming = await self.bus.consume(self.consumer, self._on_fetch)
-
-    async def stop(self) -> None:
-        """A fetch being applied finishes (and is acked) first; one still failing is given up, unacked."""
-        self._stopping = True
-        if self._consuming is not None:
-            await self._consuming.stop()
-            self._consuming = None
-
-    async def _on_fetch(self, batch: NatsBatchMessage) -> None:
-        msgs = batch.raw_message
-        await apply_in_place("task projector", lambda: self.apply(msgs), msgs, stopping=lambda: self._stopping)
 
     async def apply(self, msgs: list[Any]) -> None:
         """Apply nats-py messages of LOOM_TASK_STATE (events, then the projection and the history);
