@@ -7,9 +7,9 @@ from __future__ import annotations
 import grpc
 import pytest
 from loom import Agent
+from loom._errors import ForbiddenError, LoomError
 from loom_api.assistant.v1 import assistant_pb2 as pb
 from loom_api.assistant.v1 import assistant_pb2_grpc
-from loom._errors import ForbiddenError, LoomError
 
 from tests.conftest import call
 
