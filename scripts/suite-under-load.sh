@@ -31,7 +31,7 @@ for i in $(seq 1 "$runs"); do
   started=$(date +%s)
   ./loom test "$@" >"$out/run$i.log" 2>&1
   rc=$?
-  echo "run $i: exit $rc in $(( $(date +%s) - started )) s; $(grep -E '^[=]+ .*(passed|failed)' "$out/run$i.log" | tail -1)"
+  echo "run $i: exit $rc in $(( $(date +%s) - started )) s; $(grep -E '[0-9]+ (passed|failed)' "$out/run$i.log" | tail -1)"
   [ $rc -eq 0 ] || { echo "logs: $out"; exit $rc; }
 done
 echo "logs: $out"
