@@ -362,35 +362,14 @@ def message_to_sparse_json(msg: Message) -> dict[str, Any]:
 
 
 def _sparse(desc: Descriptor) -> Callable[[Message], dict[str, Any]]:
-    conv = _SPARSE.get(desc.full_name)
-    if conv is not None:
-        return conv
-    if desc.full_name.startswith("google.protobuf."):
+    if desc.full_name.startswith("google.protobuf.") and desc.full_name not in _SPARSE:
 
         def printer(msg: Message) -> dict[str, Any]:
             return json_format.MessageToDict(msg, preserving_proto_field_name=True)
 
         _SPARSE[desc.full_name] = printer
-        return printer
-    compiled: list[Callable[[Message], dict[str, Any]]] = []
-
-    def recursive(msg: Message) -> dict[str, Any]:
-        return compiled[0](msg)
-
-    _SPARSE[desc.full_name] = recursive
-    plan: list[tuple[str, bool, _Convert | None, bool]] = []
-    for f in desc.fields:
-        if f.message_type is not None and f.message_type.GetOptions().map_entry:
-            key_f, val_f = f.message_type.fields_by_name["key"], f.message_type.fields_by_name["value"]
-            # MessageToDict prints a map's 64-bit values as strings (and the checks took them so).
-            vconv = str if val_f.type in _INT64_TYPES else _sparse_value(val_f)
-            plan.append((f.name, False, _map_converter(vconv, key_f.type != FieldDescriptor.TYPE_STRING), False))
-        else:
-            plan.append((f.name, (not f.is_repeated) and f.has_presence, _sparse_value(f), f.is_repeated))
-    conv = _compile_plan(desc.full_name, plan, sparse=True)
-    compiled.append(conv)
-    _SPARSE[desc.full_name] = conv
-    return conv
+    # MessageToDict prints a map's 64-bit values as strings (and the checks took them so).
+    return _built(desc, _SPARSE, _sparse_value, lambda f: str if f.type in _INT64_TYPES else _sparse_value(f), sparse=True)
 
 
 def _sparse_value(f: FieldDescriptor) -> _Convert | None:
@@ -544,27 +523,39 @@ _CONVERTERS: dict[str, Callable[[Message], dict[str, Any]]] = {}
 
 
 def _converter(desc: Descriptor) -> Callable[[Message], dict[str, Any]]:
-    conv = _CONVERTERS.get(desc.full_name)
-    if conv is None:
-        # Registered before its fields are compiled, so a recursive message finds itself.
-        compiled: list[Callable[[Message], dict[str, Any]]] = []
+    return _built(desc, _CONVERTERS, _value_converter, _value_converter, sparse=False)
 
-        def recursive(msg: Message) -> dict[str, Any]:
-            return compiled[0](msg)
 
-        _CONVERTERS[desc.full_name] = recursive
-        plan: list[tuple[str, bool, _Convert | None, bool]] = []
-        for f in desc.fields:
-            if f.message_type is not None and f.message_type.GetOptions().map_entry:
-                key_f, val_f = f.message_type.fields_by_name["key"], f.message_type.fields_by_name["value"]
-                vconv = _value_converter(val_f)
-                kstr = key_f.type != FieldDescriptor.TYPE_STRING
-                plan.append((f.name, False, _map_converter(vconv, kstr), False))
-                continue
-            plan.append((f.name, (not f.is_repeated) and f.has_presence, _value_converter(f), f.is_repeated))
-        conv = _compile_plan(desc.full_name, plan, sparse=False)
-        compiled.append(conv)
-        _CONVERTERS[desc.full_name] = conv
+def _built(
+    desc: Descriptor,
+    cache: dict[str, Callable[[Message], dict[str, Any]]],
+    value_of: Callable[[FieldDescriptor], _Convert | None],
+    map_value_of: Callable[[FieldDescriptor], _Convert | None],
+    *,
+    sparse: bool,
+) -> Callable[[Message], dict[str, Any]]:
+    """`desc`'s converter from `cache`, compiled on first use (`_compile_plan`), each field's
+    value converted by `value_of` (a map's values by `map_value_of`)."""
+    conv = cache.get(desc.full_name)
+    if conv is not None:
+        return conv
+    # Registered before its fields are compiled, so a recursive message finds itself.
+    compiled: list[Callable[[Message], dict[str, Any]]] = []
+
+    def recursive(msg: Message) -> dict[str, Any]:
+        return compiled[0](msg)
+
+    cache[desc.full_name] = recursive
+    plan: list[tuple[str, bool, _Convert | None, bool]] = []
+    for f in desc.fields:
+        if f.message_type is not None and f.message_type.GetOptions().map_entry:
+            key_f, val_f = f.message_type.fields_by_name["key"], f.message_type.fields_by_name["value"]
+            plan.append((f.name, False, _map_converter(map_value_of(val_f), key_f.type != FieldDescriptor.TYPE_STRING), False))
+        else:
+            plan.append((f.name, (not f.is_repeated) and f.has_presence, value_of(f), f.is_repeated))
+    conv = _compile_plan(desc.full_name, plan, sparse=sparse)
+    compiled.append(conv)
+    cache[desc.full_name] = conv
     return conv
 
 
