@@ -540,6 +540,9 @@ def main() -> int:
         print(json.dumps(asyncio.run(_client(args.client_url, args.token, args.requests, args.concurrency))))
         return 0
     logging.basicConfig(level=logging.WARNING)
+    from loom_core.process import tune_gc
+
+    tune_gc()  # server processes are set up as `loom up`'s and `loom serve`'s (the baseline shares the process)
     if args.serve_plane:
         uvloop.run(serve_plane(args.serve_plane, args.nats))
         return 0

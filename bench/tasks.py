@@ -315,6 +315,7 @@ async def run_client(cfg: dict[str, Any]) -> dict[str, Any]:
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     sys.path[:0] = [str(ROOT)]
     from loom_core.bus import NatsServer
+    from loom_core.process import freeze_startup_heap
     from loom_core.settings import Settings
     from loom_core.store.embedded import EmbeddedStore
     from loom_gateway.identity import bootstrap_org
@@ -341,6 +342,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             instances: list[Instance] = []
             for i in range(args.replicas):
                 instances.append(await start_instance(settings, store=store, nats_url=nats.url, name=f"bench-{i}", only_planes=planes))
+            freeze_startup_heap()
             a = instances[0]
             token, _ = await bootstrap_org(a.runtime.identity, a.runtime.codec, "bench", "main", 3600)
             import httpx
@@ -545,6 +547,9 @@ def main() -> int:
         print(json.dumps(asyncio.run(_client(json.loads(args.client)))))
         return 0
     logging.basicConfig(level=logging.WARNING)
+    from loom_core.process import tune_gc
+
+    tune_gc()  # the server's process is set up as `loom up`'s (loom_core/process.py); the client's is not
     try:
         import uvloop
 

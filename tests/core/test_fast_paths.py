@@ -1,15 +1,25 @@
-"""The hot-path replacements give what they replace: NATS header parsing and compact JSON."""
+"""The hot-path replacements give what they replace: NATS header parsing, compact JSON, a
+JetStream message's position, a compare-and-set write's answer."""
 
 from __future__ import annotations
 
 import datetime
 import enum
 import json
+import secrets
 
 import pytest
 from loom_core import fastjson
+from loom_core.bus import Bus, kv
 from loom_core.bus.headers import parse_header_lines
+from loom_core.bus.position import position, stream_seq
+from loom_core.bus.protocol import FastParser
+from loom_core.errors import Unavailable
 from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.errors import NotJSMessageError, ProtocolError
+from nats.js.api import StreamConfig
+from nats.protocol.parser import Parser
 
 HEADER_BLOCKS = [
     b"Nats-Expected-Last-Subject-Sequence: 12\r\n\r\n",
@@ -47,3 +57,145 @@ def test_fastjson_reads_back_as_the_standard_library_writes(value: object) -> No
     theirs = json.dumps(value, separators=(",", ":"), default=str)
     assert json.loads(ours) == json.loads(theirs)
     assert fastjson.loads(ours) == json.loads(theirs)
+
+
+# --- a JetStream message's position (loom_core/bus/position.py) against nats-py's Msg.metadata
+
+ACK_SUBJECTS = [
+    "$JS.ACK.LOOM_TASK_STATE.loom-task-projector.1.42.3.1764547200000000000.7",  # v1
+    "$JS.ACK._.ACCHASH.LOOM_TASK_STATE.proj.2.43.9.1764547200000000000.0.r4nd0m",  # v2, no domain
+    "$JS.ACK.hub.ACCHASH.S.C.1.18446744073709551615.9.1764547200000000000.12",  # v2 without the random token
+]
+
+
+@pytest.mark.parametrize("reply", ACK_SUBJECTS)
+def test_position_reads_what_nats_py_metadata_reads(reply: str) -> None:
+    msg = Msg(_client=None, reply=reply)  # type: ignore[arg-type]
+    assert position(msg) == (msg.metadata.sequence.stream, msg.metadata.num_pending)
+
+
+@pytest.mark.parametrize("reply", ["", "_INBOX.abc.def", "$JS.ACK.S.C.1.2", "$JS.API.S.C.1.42.3.1764547200000000000.7"])
+def test_position_refuses_what_nats_py_refuses(reply: str) -> None:
+    msg = Msg(_client=None, reply=reply)  # type: ignore[arg-type]
+    with pytest.raises(NotJSMessageError):
+        position(msg)
+    with pytest.raises(NotJSMessageError):
+        _ = msg.metadata
+
+
+async def test_position_of_real_deliveries(bus: Bus) -> None:
+    stream = f"POS_{secrets.token_hex(4)}"
+    await bus.js.add_stream(name=stream, subjects=[f"{stream.lower()}.>"])
+    try:
+        for i in range(5):
+            await bus.js.publish(f"{stream.lower()}.{i}", b"x")
+        sub = await bus.js.pull_subscribe(f"{stream.lower()}.>", durable="pos", stream=stream)
+        msgs = await sub.fetch(5, timeout=5)
+        assert [position(m) for m in msgs] == [(m.metadata.sequence.stream, m.metadata.num_pending) for m in msgs]
+        assert [stream_seq(m) for m in msgs] == [1, 2, 3, 4, 5]
+    finally:
+        await bus.js.delete_stream(stream)
+
+
+# --- a compare-and-set write's answer, read by loom_core/bus/kv.py itself
+
+
+async def test_compare_and_set_answers_as_jetstream_decides(bus: Bus) -> None:
+    stream = f"CAS_{secrets.token_hex(4)}"
+    subject = f"{stream.lower()}.key"
+    await kv.ensure_stream(
+        bus.js, StreamConfig(name=stream, subjects=[f"{stream.lower()}.>"], allow_msg_ttl=True, allow_rollup_hdrs=True, allow_direct=True)
+    )
+    try:
+        first = await kv.update_at(bus.js, subject, b"1", 0)
+        with pytest.raises(kv.WrongRevision):
+            await kv.update_at(bus.js, subject, b"again", 0)  # create-if-absent over a value
+        second = await kv.update_at(bus.js, subject, b"2", first)
+        with pytest.raises(kv.WrongRevision):
+            await kv.update_at(bus.js, subject, b"stale", first)
+        assert second > first
+        entry = await kv.read(bus.js, stream, subject)
+        assert entry is not None and (entry.data, entry.revision) == (b"2", second)
+        # a TTL and a rollup ride along as headers; the server honours them
+        third = await kv.update_at(bus.js, subject, b"3", second, ttl=60, headers={kv.ROLLUP: "sub"})
+        info = await bus.js.stream_info(stream)
+        assert (info.state.messages, info.state.last_seq) == (1, third)
+        with pytest.raises(Unavailable):
+            await kv.update_at(bus.js, "no.stream.listens.here", b"x", 0)  # no responders
+    finally:
+        await bus.js.delete_stream(stream)
+
+
+# --- the protocol parser (loom_core/bus/protocol.py) against nats-py's, on the same streams
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[object, ...]] = []
+
+    async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+        self.calls.append(("msg", sid, bytes(subject), bytes(reply), data, headers))
+
+    async def _process_ping(self) -> None:
+        self.calls.append(("ping",))
+
+    async def _process_pong(self) -> None:
+        self.calls.append(("pong",))
+
+    async def _process_info(self, info: dict[str, object]) -> None:
+        self.calls.append(("info", info))
+
+    async def _process_err(self, err: str) -> None:
+        self.calls.append(("err", err))
+
+
+_HDR = b"NATS/1.0\r\nNats-Expected-Last-Subject-Sequence: 12\r\n\r\n"
+PROTOCOL_STREAM = b"".join(
+    [
+        b'INFO {"server_id":"x","max_payload":1048576}\r\n',
+        b"MSG loom.task_wake.o.i 7 5\r\nhello\r\n",
+        b"MSG _INBOX.abc.def 3 $JS.ACK.S.C.1.42.3.1764547200000000000.7 0\r\n\r\n",
+        b'HMSG loom.task_state.o.t 12 $JS.ACK.S.C.1.43.4.1764547200000000000.6 %d %d\r\n%s{"row":1}\r\n' % (len(_HDR), len(_HDR) + 9, _HDR),
+        b"PING\r\n",
+        b"HMSG _INBOX.x.y 2 %d %d\r\n%s\r\n" % (len(b"NATS/1.0 503\r\n\r\n"), len(b"NATS/1.0 503\r\n\r\n"), b"NATS/1.0 503\r\n\r\n"),
+        b"+OK\r\n",
+        b"MSG a.b 9 _INBOX.r 4\r\nx\r\ny\r\n",  # a payload holding CRLF
+        b"PONG\r\n",
+        b"-ERR 'Stale Connection'\r\n",
+        b"MSG after.err 1 2\r\nok\r\n",
+    ]
+)
+
+
+async def _parse_in_pieces(parser_type: type, stream: bytes, cuts: list[int]) -> list[tuple[object, ...]]:
+    nc = _Recorder()
+    parser = parser_type(nc)
+    last = 0
+    for cut in [*cuts, len(stream)]:
+        await parser.parse(stream[last:cut])
+        last = cut
+    return nc.calls
+
+
+async def test_the_protocol_parser_reads_what_nats_py_reads_however_the_stream_is_split() -> None:
+    whole = await _parse_in_pieces(Parser, PROTOCOL_STREAM, [])
+    assert [c[0] for c in whole] == ["info", "msg", "msg", "msg", "ping", "msg", "msg", "pong", "err", "msg"]
+    assert await _parse_in_pieces(FastParser, PROTOCOL_STREAM, []) == whole
+    for cut in range(1, len(PROTOCOL_STREAM)):
+        assert await _parse_in_pieces(FastParser, PROTOCOL_STREAM, [cut]) == whole, cut
+    for size in (1, 2, 3, 7, 64):
+        cuts = list(range(size, len(PROTOCOL_STREAM), size))
+        assert await _parse_in_pieces(FastParser, PROTOCOL_STREAM, cuts) == whole, size
+
+
+@pytest.mark.parametrize("line", [b"MSG a.b x 5\r\nhello\r\n", b"HMSG a.b 1 x 5\r\nhello\r\n", b"BOGUS line\r\n", b"MSG a.b 1 2 3 4 5\r\n"])
+async def test_the_protocol_parser_refuses_what_nats_py_refuses(line: bytes) -> None:
+    for parser_type in (Parser, FastParser):
+        with pytest.raises(ProtocolError):
+            await parser_type(_Recorder()).parse(line)
+
+
+async def test_the_runtimes_connection_parses_with_the_fast_parser(bus: Bus) -> None:
+    assert isinstance(bus.nc._ps, FastParser)
+    got = await bus.nc.request("$JS.API.INFO", b"", timeout=5)  # a round trip through it
+    assert b"memory" in got.data

@@ -40,7 +40,10 @@ async def test_a_failed_projection_write_is_retried_in_place_and_a_read_sees_it_
 
 
 def _msg(seq: int, data: bytes, subject: str = "loom.task_state.o.t") -> Any:
-    return SimpleNamespace(metadata=SimpleNamespace(sequence=SimpleNamespace(stream=seq)), subject=subject, data=data)
+    """A delivered message as the projector reads it: its subject, data and ack subject."""
+    return SimpleNamespace(
+        reply=f"$JS.ACK.LOOM_TASK_STATE.loom-task-projector.1.{seq}.{seq}.1764547200000000000.0", subject=subject, data=data
+    )
 
 
 def test_the_projection_dedup_token_is_the_batchs_exact_writes() -> None:

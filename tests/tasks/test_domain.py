@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from loom_core.errors import Conflict, Forbidden, ValidationFailed
 from loom_tasks.domain import model, transitions, trust
@@ -227,3 +229,26 @@ def test_event_subjects_have_four_tokens_after_the_prefix() -> None:
     assert s == "loom.tasks.acme.private.private-bot.done"
     assert parse_subject(s) == ("acme", "private", "private-bot", "done")
     assert namespace_filter("acme", "private") == "loom.tasks.acme.private.>"
+
+
+# --- a stored task read back (model.stored / model.from_stored)
+
+
+def test_a_stored_task_reads_back_as_it_was_except_its_revision() -> None:
+    r = row(model.IN_PROGRESS, brief={"a": [1, 2]}, outcome={}, deadline=1764547200.5, claimed_by="sa:x", fence=9)
+    r.rev = 41
+    back = model.from_stored(json.loads(json.dumps(model.stored(r))))
+    assert back.rev == 0  # a value never carries the revision it is stored at
+    back.rev = r.rev
+    assert back == r
+
+
+def test_a_stored_task_of_another_version_reads_with_defaults_and_without_unknown_keys() -> None:
+    d = model.stored(row(title="older"))
+    del d["escalated_at"]  # written before the field existed
+    d["rev"] = 7  # a stray revision (an older wake-up carried one)
+    d["from_a_newer_version"] = True
+    back = model.from_stored(d)
+    assert (back.title, back.escalated_at, back.rev) == ("older", None, 0)
+    reordered = dict(reversed(list(model.stored(row(title="older")).items())))
+    assert model.from_stored(reordered) == model.from_stored(model.stored(row(title="older")))

@@ -729,9 +729,8 @@ def test_an_events_inbox_and_seq_come_from_its_subject_and_stream_sequence() -> 
     from loom_tasks.webhooks._deliverer import _event_key
 
     def msg(subject: str, body: dict[str, Any], seq: int) -> Any:
-        return SimpleNamespace(
-            subject=subject, data=json.dumps(body).encode(), metadata=SimpleNamespace(sequence=SimpleNamespace(stream=seq))
-        )
+        reply = f"$JS.ACK.LOOM_TASK_EVENTS.loom-task-webhooks.1.{seq}.{seq}.1764547200000000000.0"
+        return SimpleNamespace(subject=subject, data=json.dumps(body).encode(), reply=reply)
 
     loom_event = {"org": "acme", "namespace": "ops", "inbox": "bot", "kind": "created", "task_id": "t-1"}
     assert _event_key(msg("loom.tasks.acme.ops.bot.created", loom_event, 77)) == ("acme", "ops", "bot", 77)

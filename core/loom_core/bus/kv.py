@@ -24,10 +24,12 @@ from nats.js.client import JetStreamContext
 
 from .. import fastjson
 from ..errors import ErrorCode, Unavailable
+from . import jspublish
 
 EXPECTED_LAST = "Nats-Expected-Last-Subject-Sequence"
 KV_OPERATION = "KV-Operation"
 ROLLUP = "Nats-Rollup"
+MSG_TTL = "Nats-TTL"
 #: JetStream "wrong last sequence" error codes (JSStreamWrongLastSequenceErr and its constant form).
 WRONG_LAST_SEQUENCE = (10071, 10164)
 
@@ -80,15 +82,14 @@ async def update_at(
 ) -> int:
     """Write at revision `last` (0: the subject must hold nothing); the new revision."""
     h = {EXPECTED_LAST: str(last), **(headers or {})}
+    if ttl is not None:
+        h[MSG_TTL] = str(int(ttl))
     try:
-        ack = await js.publish(subject, data, headers=h, msg_ttl=ttl)
-    except nats.js.errors.APIError as exc:
+        return await jspublish.publish(js._nc, subject, data, h, answer_within=js._timeout)
+    except jspublish.Rejected as exc:
         if exc.err_code in WRONG_LAST_SEQUENCE:
             raise WrongRevision(subject) from None
         raise unavailable() from exc
-    except Exception as exc:
-        raise unavailable() from exc
-    return int(ack.seq)
 
 
 async def create_if_absent(

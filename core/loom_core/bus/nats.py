@@ -25,7 +25,7 @@ from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 
 from ..errors import ErrorCode, Unavailable
-from . import headers
+from . import headers, protocol
 
 if TYPE_CHECKING:
     from .layout import Consumer
@@ -164,6 +164,7 @@ async def connect_bus(url: str, name: str = "loom", *, user: str = "", password:
     try:
         nc = await broker.connect()
         headers.install(nc)
+        protocol.install(nc)
         await broker.start()
     except Exception as exc:
         raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "cannot reach the bus") from exc

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import uvloop
 from loom_core.local_secrets import WeakSecret, check_jwt_secret, with_local_secrets
+from loom_core.process import freeze_startup_heap, tune_gc
 from loom_core.settings import Settings, render_markdown
 
 from . import secrets_cli
@@ -58,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     for command in commands:
         if args.cmd in command.COMMANDS:
             return int(command.run_command(args, settings))
+    if args.cmd in ("up", "serve"):
+        tune_gc()
     if args.cmd == "up":
         return uvloop.run(_up(settings))  # uvloop: about twice the HTTP and gRPC throughput of asyncio's loop (docs/benchmarks.md)
     if args.cmd == "serve":
@@ -131,6 +134,7 @@ async def _serve(settings: Settings, planes: set[str], gateway: bool) -> int:
     )
     for plane, addr in inst.addresses.items():
         print(f"loom: plane {plane} grpc {addr}", flush=True)
+    freeze_startup_heap()
     await stop.wait()
     await inst.stop()
     return 0

@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from loom_core.bus import NatsServer
 from loom_core.bus.auth_callout import NatsAuthCallout, embedded_nats_auth
 from loom_core.errors import ErrorCode, LoomError, Unavailable
+from loom_core.process import freeze_startup_heap
 from loom_core.runtime import Plane, PlaneServer, Runtime
 from loom_core.settings import Settings
 from loom_core.store import Store, run_migrations
@@ -248,6 +249,7 @@ async def run_embedded(settings: Settings, stop: asyncio.Event) -> int:
         admin = HttpServer(admin_app(inst.runtime), uds=str(sock))
         await admin.start()
         os.chmod(sock, 0o600)
+        freeze_startup_heap()
         print(f"loom: up. gateway http://{settings.http_host}:{inst.http.port if inst.http else '-'}  data {data}", flush=True)
         for name, addr in inst.addresses.items():
             print(f"loom:   plane {name:<10} grpc {addr}", flush=True)

@@ -32,7 +32,7 @@ import time
 from typing import Any
 
 from loom_core import fastjson
-from loom_core.bus import Bus
+from loom_core.bus import Bus, jspublish
 from loom_core.errors import ErrorCode, Unavailable
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.client import JetStreamContext
@@ -146,8 +146,7 @@ class EventPublisher:
         last: Exception | None = None
         for attempt in range(3):
             try:
-                ack = await self.bus.js.publish(subject, body, headers=headers, timeout=5)
-                return int(ack.seq)
+                return await jspublish.publish(self.bus.nc, subject, body, headers)
             except Exception as exc:  # noqa: BLE001 - retried, then reported as 503
                 last = exc
                 await asyncio.sleep(0.05 * (attempt + 1))
@@ -159,15 +158,8 @@ class EventPublisher:
         connection's publishes in the order sent). Their stream sequences, in order. Raises when
         any ack fails or does not come within `wait` seconds (the caller sends them again: `Nats-Msg-Id`
         stores a re-published event once); an event sent after one that failed may be stored."""
-        js = self.bus.js
-        futures: list[asyncio.Future[Any]] = []
-        try:
-            for event in events:
-                subject = event_subject(event["org"], event["namespace"], event["inbox"], event["kind"])
-                futures.append(await js.publish_async(subject, fastjson.dumps(event), headers={"Nats-Msg-Id": event["event_id"]}))
-            acks = await asyncio.wait_for(asyncio.gather(*futures), wait)
-        except BaseException:
-            for f in futures:
-                f.cancel()  # an ack that never comes must not hold a pending slot
-            raise
-        return [int(a.seq) for a in acks]
+        messages = [
+            (event_subject(e["org"], e["namespace"], e["inbox"], e["kind"]), fastjson.dumps(e), {"Nats-Msg-Id": e["event_id"]})
+            for e in events
+        ]
+        return await jspublish.publish_many(self.bus.nc, messages, answer_within=wait)

@@ -33,6 +33,7 @@ import time
 from typing import Any
 
 from loom_core.bus import Bus, Consumer
+from loom_core.bus.position import stream_seq
 
 from ..domain.validate import parse_time
 from ..events import EventPublisher
@@ -60,7 +61,7 @@ class Projector(BatchConsumer):
         newest: dict[tuple[str, str], truth.State] = {}
         events: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for m in msgs:
-            seq = int(m.metadata.sequence.stream)
+            seq = stream_seq(m)
             try:
                 st = truth.decode(m.data, seq)
             except (ValueError, TypeError):
@@ -105,7 +106,7 @@ def batch_token(msgs: list[Any]) -> str:
     insert would be dropped as a duplicate of the first. A digest of the content drops only an
     insert of the very same rows."""
     h = hashlib.blake2b(digest_size=16)
-    for m in sorted(msgs, key=lambda m: int(m.metadata.sequence.stream)):
-        h.update(f"{int(m.metadata.sequence.stream)}\x00{m.subject}\x00{len(m.data)}\x00".encode())
+    for m in sorted(msgs, key=stream_seq):
+        h.update(f"{stream_seq(m)}\x00{m.subject}\x00{len(m.data)}\x00".encode())
         h.update(m.data)
     return f"proj-{h.hexdigest()}"

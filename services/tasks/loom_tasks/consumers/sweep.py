@@ -38,6 +38,7 @@ from faststream.nats.message import NatsBatchMessage
 from loom_core.aio import cancel_and_wait
 from loom_core.bus import Bus, Consuming, LeaseHeld, LeaseStore
 from loom_core.bus.leases import Lease
+from loom_core.bus.position import position
 from loom_core.errors import ErrorCode, LoomError
 from nats.js.errors import NotFoundError
 
@@ -218,13 +219,12 @@ class Sweeper:
             self._on_state(msg)
 
     def _on_state(self, msg: Any) -> None:
-        meta = msg.metadata
-        if not meta.num_pending:  # the last of the replay (or a new write after it)
+        rev, pending = position(msg)
+        if not pending:  # the last of the replay (or a new write after it)
             self.caught_up.set()
         ids = truth.split_subject(msg.subject)
         if ids is None:
             return
-        rev = int(meta.sequence.stream)
         try:
             st = truth.decode(msg.data, rev)
         except (ValueError, TypeError):

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from loom_core.bus.position import position
 from loom_core.chain import CallContext
 from loom_core.errors import ErrorCode, Forbidden, LoomError, NotFound, Unavailable, ValidationFailed
 from loom_core.roles import Role
@@ -218,8 +219,7 @@ class PostingOps:
                         break
                     continue
                 for m in msgs:
-                    seq = int(m.metadata.sequence.stream)
-                    pending = int(m.metadata.num_pending)
+                    seq, pending = position(m)
                     if seq <= next_seq:
                         continue
                     next_seq = seq

@@ -16,7 +16,6 @@ kinds filter; a lost wake-up costs at most that long.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import secrets
 import time
@@ -26,13 +25,13 @@ from typing import Any
 from loom_core import fastjson
 from loom_core.bus import Bus
 
+from ..domain import model
 from ..domain.model import TaskRow
 from ..events import WAKE_PREFIX, wake_subject
 
 log = logging.getLogger(__name__)
 
 QUERY_LIMIT = 200
-_ROW_FIELDS = tuple(f.name for f in dataclasses.fields(TaskRow))
 IDLE_QUEUE_SECONDS = 120.0
 Loader = Callable[[str, str, Sequence[str], int], Awaitable[list[TaskRow]]]
 
@@ -167,8 +166,7 @@ class WakeHub:
         """The task is todo (again): wake pulls on every replica, handing them the row and its
         lease row's revision."""
         self._local(row.org, row.inbox, lambda q: q.offer(row, revision))
-        wire = {f: getattr(row, f) for f in _ROW_FIELDS}
-        self._send(row.org, row.inbox, {"op": "ready", "row": wire, "rev": revision})
+        self._send(row.org, row.inbox, {"op": "ready", "row": model.stored(row), "rev": revision})
 
     async def gone(self, org: str, inbox: str, task_id: str, version: int) -> None:
         """The task left todo (claimed, cancelled, …): forget it everywhere."""
@@ -214,7 +212,7 @@ class WakeHub:
             body = fastjson.loads(data)
             for op in body.get("ops", [body]):
                 if op.get("op") == "ready":
-                    q.offer(TaskRow(**op["row"]), int(op.get("rev") or 0))
+                    q.offer(model.from_stored(op["row"]), int(op.get("rev") or 0))
                 elif op.get("op") == "gone":
                     q.drop(str(op["task_id"]), int(op["version"]))
         except (ValueError, KeyError, TypeError):

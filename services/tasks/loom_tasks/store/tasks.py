@@ -9,6 +9,7 @@ from typing import Any
 from loom_core import fastjson
 from loom_core.store import Store
 
+from ..domain import model
 from ..domain.model import TERMINAL, TaskRow
 
 TASKS = "{db}.task_state"
@@ -32,14 +33,13 @@ def to_store(row: TaskRow, rev: int) -> dict[str, Any]:
         t = getattr(row, c)
         d[c] = None if t is None else t  # JSONEachRow reads a float as seconds
     d["rev"] = rev
-    doc = {f: getattr(row, f) for f in row.__dataclass_fields__ if f != "rev"}
-    d["doc"] = fastjson.dumps_str(doc)
+    d["doc"] = fastjson.dumps_str(model.stored(row))
     return d
 
 
 def from_store(d: dict[str, Any]) -> TaskRow:
     doc = fastjson.loads(d["doc"])
-    row = TaskRow(**{k: v for k, v in doc.items() if k in TaskRow.__dataclass_fields__})
+    row = model.from_stored(doc)
     row.rev = int(d.get("rev") or 0)
     if d.get("created_us") is not None:
         row.created_at = int(d["created_us"]) / 1_000_000

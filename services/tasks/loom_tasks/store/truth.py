@@ -23,8 +23,7 @@ create-if-absent write IS the idempotency check: one key stores one task, howeve
 from __future__ import annotations
 
 import hashlib
-import operator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from loom_core import fastjson
@@ -38,9 +37,6 @@ STREAM = "LOOM_TASK_STATE"
 PREFIX = "loom.task_state"
 SUBJECTS = [f"{PREFIX}.>"]
 HISTORY = 64
-_ROW_FIELDS = tuple(f.name for f in fields(TaskRow) if f.name != "rev")
-_ROW_FIELD_SET = frozenset(_ROW_FIELDS)
-_row_values = operator.attrgetter(*_ROW_FIELDS)
 
 WrongRevision = kv.WrongRevision
 
@@ -77,7 +73,7 @@ def stream_config(replicas: int) -> StreamConfig:
 
 
 def encode(row: TaskRow, event: dict[str, Any] | None) -> bytes:
-    return kv.dumps({"row": dict(zip(_ROW_FIELDS, _row_values(row), strict=True)), "event": event})
+    return kv.dumps({"row": model.stored(row), "event": event})
 
 
 @dataclass(slots=True)
@@ -95,10 +91,7 @@ def decode(data: bytes | None, rev: int) -> State:
     d = fastjson.loads(data)
     if not isinstance(d, dict) or not isinstance(d.get("row"), dict):
         return State(None, rev)
-    try:
-        row = TaskRow(**d["row"])
-    except TypeError:  # a field this version does not know (or a stray "rev"): leave it out
-        row = TaskRow(**{k: v for k, v in d["row"].items() if k in _ROW_FIELD_SET})
+    row = model.from_stored(d["row"])
     row.rev = rev
     if row.status == model.IN_PROGRESS and not row.fence:
         row.fence = rev  # the claim's own write: its revision is the fence

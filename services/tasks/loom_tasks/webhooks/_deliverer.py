@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 from faststream.nats.message import NatsBatchMessage
 from loom_core.bus import AckPolicy, Consumer, Consuming
+from loom_core.bus.position import stream_seq
 from loom_core.runtime import Runtime
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
@@ -111,7 +112,7 @@ def _event_key(msg: Msg) -> tuple[str, str, str, int] | None:
     tokens = msg.subject.split(".")
     if len(tokens) == 6 and tokens[0] == "loom" and tokens[1] == "tasks" and tokens[2] and tokens[4] and b'"seq"' not in msg.data:
         try:
-            return tokens[2], tokens[3], tokens[4], int(msg.metadata.sequence.stream)
+            return tokens[2], tokens[3], tokens[4], stream_seq(msg)
         except Exception:  # noqa: BLE001 - no JetStream metadata: read the body
             pass
     try:
@@ -132,7 +133,7 @@ def _event_key(msg: Msg) -> tuple[str, str, str, int] | None:
         seq = 0
     if not seq:
         with contextlib.suppress(Exception):
-            seq = int(msg.metadata.sequence.stream)
+            seq = stream_seq(msg)
     return org, namespace, inbox, seq
 
 

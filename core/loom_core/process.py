@@ -1,0 +1,30 @@
+"""How a long-running Loom server process (`loom up`, `loom serve`) sets up the interpreter.
+
+The cyclic garbage collector. At CPython's default thresholds (700, 10, 10) a busy server runs a
+young-generation collection every few hundred allocations, and a full one, walking every object
+the planes hold (the catalog, the generated protobuf and pydantic classes), every hundred of
+those. Measured on the task lifecycle benchmark (bench/tasks.py, 2 cores): about a quarter of
+the server's CPU went to collections that found next to nothing, since almost everything a
+request makes is freed by reference counting. Server processes therefore collect the young
+generation every 50,000 net allocations, and move what start-up built out of the collector's
+sight (`gc.freeze`) once the server is up. Reference cycles are still collected, later.
+"""
+
+from __future__ import annotations
+
+import gc
+
+#: gc.set_threshold for server processes (docs/benchmarks.md, "Tasks": the A/B).
+SERVER_GC_THRESHOLDS = (50_000, 20, 100)
+
+
+def tune_gc() -> None:
+    """Collect less often: called first thing by a server process."""
+    gc.set_threshold(*SERVER_GC_THRESHOLDS)
+
+
+def freeze_startup_heap() -> None:
+    """Once a server is up: what start-up built stays for the process's life; keep the
+    collector from walking it again on every full collection."""
+    gc.collect()
+    gc.freeze()
