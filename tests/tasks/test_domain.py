@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import random
+from datetime import UTC, datetime
 
 import pytest
 from loom_core.errors import Conflict, Forbidden, ValidationFailed
@@ -252,3 +254,16 @@ def test_a_stored_task_of_another_version_reads_with_defaults_and_without_unknow
     assert (back.title, back.escalated_at, back.rev) == ("older", None, 0)
     reordered = dict(reversed(list(model.stored(row(title="older")).items())))
     assert model.from_stored(reordered) == model.from_stored(model.stored(row(title="older")))
+
+
+def test_format_time_writes_what_datetime_writes() -> None:
+    def reference(t: float) -> str:
+        return datetime.fromtimestamp(t, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+    rng = random.Random(8)
+    edges = [1764547200.0, 1764547200.9999995, 1764547200.0000005, 1764547200.0000015, 1764547199.9999996, 1.5, 5e-7, 1.5e-6, 1e-7]
+    values = (
+        edges + [rng.uniform(0, 4e9) for _ in range(5000)] + [int(rng.uniform(1.7e9, 1.8e9)) + k / 1e6 + 5e-7 for k in range(0, 10**6, 97)]
+    )
+    assert [v.format_time(t) for t in values] == [reference(t) for t in values]
+    assert v.format_time(None) == v.format_time(0) == ""

@@ -121,7 +121,8 @@ class EmbeddedStore:
         if not rows:
             return
         settings = f" SETTINGS insert_deduplication_token='{check_token(dedup_token)}'" if dedup_token else ""
-        body = b"\n".join(fastjson.dumps(r) for r in rows).decode()
+        # One JSON array (JSONEachRow reads an array of rows as well): one encoder call per insert.
+        body = fastjson.dumps(rows if isinstance(rows, list) else list(rows)).decode()
         # Row data travels in the format's payload, parsed by ClickHouse's JSON reader, never as SQL.
         if self._closed:
             raise StoreError("the store is closed")

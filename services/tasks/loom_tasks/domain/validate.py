@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -200,9 +202,24 @@ def parse_time(value: str, field: str) -> float | None:
 
 
 def format_time(value: float | None) -> str:
+    """Epoch seconds -> RFC 3339 in UTC with microseconds ("" for unset): exactly
+    `datetime.fromtimestamp(value, UTC).isoformat(timespec="microseconds")` with a Z, which rounds
+    the fraction half to even in doubles as done here; the whole second's text is cached, since
+    every task answer formats several times and most fall in the same few seconds."""
     if value is None or value == 0:
         return ""
-    return datetime.fromtimestamp(value, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    frac, whole = math.modf(value)
+    micros = round(frac * 1e6)
+    if micros >= 1_000_000:
+        whole, micros = whole + 1, micros - 1_000_000
+    elif micros < 0:
+        whole, micros = whole - 1, micros + 1_000_000
+    return f"{_utc_second(int(whole))}.{micros:06d}Z"
+
+
+@functools.lru_cache(maxsize=4096)
+def _utc_second(second: int) -> str:
+    return datetime.fromtimestamp(second, UTC).replace(tzinfo=None).isoformat(timespec="seconds")
 
 
 MAX_BATCH = 100
