@@ -312,6 +312,24 @@ async def run_client(cfg: dict[str, Any]) -> dict[str, Any]:
 # --- the servers ----------------------------------------------------------------------------------
 
 
+async def derived_work_done(js: Any, webhooks: bool) -> float:
+    """Seconds until the tasks plane's derived consumers (the projector, and the webhook
+    deliverer when it runs) have nothing pending or unacknowledged."""
+    from loom_tasks.events import PROJECTOR_DURABLE
+    from loom_tasks.events import STREAM as EVENTS
+    from loom_tasks.store.truth import STREAM as STATE
+    from loom_tasks.webhooks._deliverer import DURABLE as WEBHOOKS
+
+    started = time.perf_counter()
+    for stream, durable in ((STATE, PROJECTOR_DURABLE), *([(EVENTS, WEBHOOKS)] if webhooks else [])):
+        while True:
+            info = await js.consumer_info(stream, durable)
+            if not info.num_pending and not info.num_ack_pending:
+                break
+            await asyncio.sleep(0.005)
+    return time.perf_counter() - started
+
+
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     sys.path[:0] = [str(ROOT)]
     from loom_core.bus import NatsServer
@@ -394,6 +412,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                             profiler.enable()
                         cpu0, loop0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
                         loom = (await run_client({**cfg, "door": door, "batch": batch, "phase": "lifecycles"}))["loom"]
+                        derived_lag = await derived_work_done(instances[0].runtime.bus.js, not args.no_webhooks)
                         cpu, loop_cpu, wall = time.process_time() - cpu0, time.thread_time() - loop0, time.perf_counter() - wall0
                         if profiler:
                             profiler.disable()
@@ -408,6 +427,10 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                                 "jetstream_before": base["per_second"],
                                 "loadavg": os.getloadavg()[0],
                                 "state_writes_per_projection_batch": applied / max(flushes, 1),
+                                # After the last complete, how long until the projector and the
+                                # webhook deliverer had nothing left (the rate is not borrowed
+                                # from a backlog; their CPU until then is in the server's).
+                                "derived_lag_ms": derived_lag * 1000,
                                 # CPU of the server process (every thread) while the client ran.
                                 "server_cpu_ms_per_lifecycle": cpu * 1000 / (args.tasks + args.warmup),
                                 "server_cpu_busy": cpu / wall,
@@ -507,7 +530,7 @@ def report(r: dict[str, Any]) -> str:
             f"nats {x['cpu']['nats'] * 1000 / x['lifecycles']:.2f}) vs {x['jetstream_cpu_ms_per_message']:.3f} ms/msg: "
             f"ratio_cpu {x['ratio_cpu']:.3f}  "
             f"({x['seconds']:.2f} s, each completed once: {x['checked']}; server {x['server_cpu_ms_per_lifecycle']:.2f} ms CPU/lifecycle, "
-            f"{x['state_writes_per_projection_batch']:.0f} writes per projection batch)"
+            f"{x['state_writes_per_projection_batch']:.0f} writes per projection batch, derived work done {x['derived_lag_ms']:.0f} ms after)"
         )
     for wk in r["wake"]:
         where = "across replicas" if wk["across_replicas"] else "same replica"

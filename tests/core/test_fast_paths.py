@@ -3,6 +3,7 @@ JetStream message's position, a compare-and-set write's answer."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import enum
 import json
@@ -17,7 +18,7 @@ from loom_core.bus.protocol import FastParser
 from loom_core.errors import Unavailable
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.errors import NotJSMessageError, ProtocolError
+from nats.errors import NoRespondersError, NotJSMessageError, ProtocolError
 from nats.js.api import StreamConfig
 from nats.protocol.parser import Parser
 
@@ -197,5 +198,22 @@ async def test_the_protocol_parser_refuses_what_nats_py_refuses(line: bytes) -> 
 
 async def test_the_runtimes_connection_parses_with_the_fast_parser(bus: Bus) -> None:
     assert isinstance(bus.nc._ps, FastParser)
-    got = await bus.nc.request("$JS.API.INFO", b"", timeout=5)  # a round trip through it
-    assert b"memory" in got.data
+    before = bus.nc.stats["in_msgs"]
+    got = await bus.nc.request("$JS.API.INFO", b"", timeout=5)  # nats-py's own request, answered by the fast path
+    assert b"memory" in got.data and bus.nc._ps._replies is not None
+    assert bus.nc.stats["in_msgs"] > before
+    # many at once, each answered to its own caller
+    subject = f"echo.{secrets.token_hex(4)}"
+
+    async def echo(msg: Msg) -> None:
+        await msg.respond(msg.data + b"!")
+
+    sub = await bus.nc.subscribe(subject, cb=echo)
+    try:
+        answers = await asyncio.gather(*(bus.nc.request(subject, str(i).encode(), timeout=5) for i in range(200)))
+        assert [a.data for a in answers] == [f"{i}!".encode() for i in range(200)]
+    finally:
+        await sub.unsubscribe()
+    with pytest.raises(NoRespondersError):
+        await bus.nc.request(subject, b"x", timeout=5)  # the 503 status reaches the caller
+    assert not bus.nc._resp_map  # nothing left waiting

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -12,6 +13,7 @@ from loom_tasks.domain import model, transitions, trust
 from loom_tasks.domain import validate as v
 from loom_tasks.domain.model import Actor, InboxRow, PolicyRow, TaskRow
 from loom_tasks.events import event_subject, namespace_filter, parse_subject
+from loom_tasks.service.wake import InboxQueue
 
 OWNER = Actor("sa:private-bot", "private-bot", owner=True)
 POSTER = Actor("sa:public-bot", "public-bot", owner=False)
@@ -267,3 +269,43 @@ def test_format_time_writes_what_datetime_writes() -> None:
     )
     assert [v.format_time(t) for t in values] == [reference(t) for t in values]
     assert v.format_time(None) == v.format_time(0) == ""
+
+
+# --- a replica's pull queue (service/wake.py InboxQueue): what a store query's answer changes
+
+
+def _todo(task_id: str, created_at: float, priority: int = 3) -> TaskRow:
+    r = row(model.TODO, task_id=task_id, priority=priority)
+    r.created_at = created_at
+    return r
+
+
+def test_a_query_cut_at_its_limit_forgets_nothing_past_its_last_row() -> None:
+    q = InboxQueue()
+    for i in range(10):
+        q.offer(_todo(f"t{i}", 100.0 + i))
+    started = time.monotonic()
+    # the store's first four in pull order; t1 was claimed elsewhere (the query no longer has it)
+    q.replace([_todo("t0", 100.0), _todo("t2", 102.0), _todo("t3", 103.0), _todo("t4", 104.0)], started, complete=False)
+    assert sorted(q.rows) == ["t0", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9"]
+    # a complete answer is the whole truth: what it does not hold goes
+    q.replace([_todo("t9", 109.0)], time.monotonic(), complete=True)
+    assert sorted(q.rows) == ["t9"]
+
+
+def test_rows_offered_while_a_query_ran_stay() -> None:
+    q = InboxQueue()
+    started = time.monotonic()
+    q.offer(_todo("late", 200.0))
+    q.replace([], started, complete=True)
+    assert list(q.rows) == ["late"]
+
+
+def test_the_queue_hands_out_the_first_rows_in_pull_order() -> None:
+    q = InboxQueue()
+    rows = [_todo(f"t{i:03d}", 100.0 + (i * 37) % 500, priority=1 + i % 3) for i in range(500)]
+    for r in rows:
+        q.offer(r)
+    q.reserved.add(rows[0].task_id)
+    want = sorted((r for r in rows[1:]), key=TaskRow.pull_order)[:25]
+    assert q.ordered([], time.time(), 25) == want

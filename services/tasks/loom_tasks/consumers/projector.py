@@ -3,15 +3,16 @@
 One durable pull consumer on LOOM_TASK_STATE (consumers/layout.py: PROJECTOR), on the runtime's
 FastStream broker, run by one replica at a time (consumers/leased.py). It is a batch consumer:
 one handler call per fetch, as soon as the consumer has anything ready (core/loom_core/bus/batched.py).
-For each fetch, in this order:
+For each fetch:
 1. the events the writes carry go to LOOM_TASK_EVENTS (`Nats-Msg-Id` = event_id, so a batch
    redelivered after a crash is stored once inside the duplicate window), pipelined: each round
    sends the next event of every task in the batch and then awaits their acks, so one task's
    events are stored in revision order even when a publish fails;
-2. one insert each into the ClickHouse projection: the newest row of each task in the batch into
-   `task_state` (its revision as the row version) and every event into `task.history`'s table
-   `task_events`, each insert deduplicated by a digest of the batch's writes (batch_token);
-3. the fetch is acknowledged (the handler returns; the consumer's ack policy acks it).
+2. at the same time, one insert each into the ClickHouse projection: the newest row of each task
+   in the batch into `task_state` (its revision as the row version) and every event into
+   `task.history`'s table `task_events`, each insert deduplicated by a digest of the batch's
+   writes (batch_token);
+3. once both are done, the fetch is acknowledged (the handler returns; the consumer's ack policy acks it).
 A crash anywhere in between redelivers the batch, and every step is idempotent (an event row
 inserted twice by a redelivery in another batch is read once: readers keep the first row of an
 event_id), so the projection, the history and the event stream converge to the acknowledged
@@ -27,6 +28,7 @@ ones of the same task.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import time
@@ -77,12 +79,21 @@ class Projector(BatchConsumer):
                 events.setdefault(key, []).append(st.event)
 
         per_task = [sorted(evs, key=lambda e: int(e.get("version") or 0)) for evs in events.values()]
-        for r in range(max((len(evs) for evs in per_task), default=0)):
-            await self.publisher.publish_all([evs[r] for evs in per_task if r < len(evs)])
+
+        async def publish_events() -> None:
+            for r in range(max((len(evs) for evs in per_task), default=0)):
+                await self.publisher.publish_all([evs[r] for evs in per_task if r < len(evs)])
+
         rows = [to_store(st.row, st.rev) for st in newest.values() if st.row is not None]
         history = [row for evs in per_task for e in evs if (row := history_row(e)) is not None]
-        if rows or history:
-            await self.projection.write(rows, history, batch_token(msgs))
+        # The events and the inserts depend on nothing of each other: they run side by side
+        # (the insert waits in chDB's thread, the publishes on the NATS server), and the fetch is
+        # acknowledged only once both are done. One failing cancels the other; the fetch is
+        # then applied again whole (both steps are idempotent).
+        async with asyncio.TaskGroup() as both:
+            both.create_task(publish_events())
+            if rows or history:
+                both.create_task(self.projection.write(rows, history, batch_token(msgs)))
         self.applied += len(msgs)
         self.batches += 1
 

@@ -16,6 +16,7 @@ kinds filter; a lost wake-up costs at most that long.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import secrets
 import time
@@ -81,13 +82,14 @@ class InboxQueue:
         except TimeoutError:
             return False
 
-    def ordered(self, kinds: Sequence[str], now: float) -> list[TaskRow]:
+    def ordered(self, kinds: Sequence[str], now: float, limit: int) -> list[TaskRow]:
+        """The first `limit` claimable rows in pull order (a partial sort: a backlog of
+        thousands is not sorted whole for every pull)."""
         wanted = set(kinds)
         rows = [
             r for r in self.rows.values() if r.task_id not in self.reserved and r.visible_to_pull(now) and (not wanted or r.kind in wanted)
         ]
-        rows.sort(key=TaskRow.pull_order)
-        return rows
+        return heapq.nsmallest(limit, rows, key=TaskRow.pull_order)
 
     def next_due(self, now: float) -> float | None:
         """When the earliest hidden (not_before) candidate becomes visible."""
@@ -96,13 +98,20 @@ class InboxQueue:
 
     def replace(self, rows: list[TaskRow], started: float, complete: bool) -> None:
         """Merge a store query that started at `started` (monotonic): keep what wake-ups added
-        since, drop what the query no longer returns."""
+        since, drop what the query no longer returns. A query cut at its limit (`complete`
+        False) says nothing about rows past its last one in pull order: those stay (a stale one
+        costs a failed claim), so a backlog longer than the limit is not forgotten and queried
+        again for every few pulls."""
         fresh = {r.task_id: r for r in rows}
-        for task_id in list(self.rows):
-            if task_id not in fresh and self.added.get(task_id, 0.0) < started:
-                self.rows.pop(task_id, None)
-                self.added.pop(task_id, None)
-                self.revs.pop(task_id, None)
+        horizon = None if complete or not rows else max(r.pull_order() for r in rows)
+        for task_id, have in list(self.rows.items()):
+            if task_id in fresh or self.added.get(task_id, 0.0) >= started:
+                continue
+            if horizon is not None and have.pull_order() > horizon:
+                continue
+            self.rows.pop(task_id, None)
+            self.added.pop(task_id, None)
+            self.revs.pop(task_id, None)
         for r in rows:
             have = self.rows.get(r.task_id)
             if have is None or have.version <= r.version:
@@ -110,6 +119,8 @@ class InboxQueue:
                 self.added.setdefault(r.task_id, started)
         self.loaded_at = started
         self.complete = complete
+        if rows:
+            self.notify()  # pulls that waited for this query look again
 
 
 class WakeHub:
@@ -147,7 +158,12 @@ class WakeHub:
             del self.queues[key]
 
     async def refresh(self, org: str, inbox: str, q: InboxQueue, kinds: Sequence[str] = (), force: bool = False) -> None:
-        """Query the store unless a fresh enough answer is there (one query at a time per inbox)."""
+        """Query the store unless a fresh enough answer is there (one query at a time per inbox).
+        Unless forced, a pull that finds rows in the queue does not wait for another pull's
+        query (which waits for the projection first, up to READ_WAIT_SECONDS under load): it
+        claims what the queue holds, and a waiting pull is woken when that query's rows land."""
+        if not force and q.rows and q.lock.locked():
+            return
         async with q.lock:
             started = time.monotonic()
             if not force and q.loaded_at and started - q.loaded_at < self.poll_seconds and (q.rows or q.complete):

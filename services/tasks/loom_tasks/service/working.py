@@ -100,7 +100,7 @@ class WorkingOps:
         tried_filtered = False
         while len(out) < want:
             now = time.time()
-            candidates = q.ordered(kinds, now)
+            candidates = q.ordered(kinds, now, want - len(out))
             if not candidates:
                 if kinds and not q.complete and not tried_filtered:
                     # The queue holds the first rows of every kind; ask for these kinds alone.
