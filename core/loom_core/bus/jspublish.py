@@ -60,6 +60,7 @@ async def publish_many(nc: Client, messages: Sequence[Publish], *, answer_within
     stored)."""
     if not nc._resp_sub_prefix:
         await nc._init_request_sub()
+    assert nc._resp_sub_prefix is not None  # set by _init_request_sub
     prefix = nc._resp_sub_prefix.decode()
     loop = asyncio.get_running_loop()
     pending: list[tuple[str, asyncio.Future[Msg]]] = []

@@ -104,10 +104,10 @@ class InboxQueue:
         again for every few pulls."""
         fresh = {r.task_id: r for r in rows}
         horizon = None if complete or not rows else max(r.pull_order() for r in rows)
-        for task_id, have in list(self.rows.items()):
+        for task_id, queued in list(self.rows.items()):
             if task_id in fresh or self.added.get(task_id, 0.0) >= started:
                 continue
-            if horizon is not None and have.pull_order() > horizon:
+            if horizon is not None and queued.pull_order() > horizon:
                 continue
             self.rows.pop(task_id, None)
             self.added.pop(task_id, None)
