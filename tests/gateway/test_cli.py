@@ -232,3 +232,30 @@ async def test_up_refuses_a_short_secret_set_in_the_environment(tmp_path: Path) 
     code, out = await run_cli(d, "up")
     assert code != 0
     assert "LOOM_JWT_SECRET is 9 bytes" in out
+
+
+@pytest.mark.parametrize("argv", [["up"], ["serve", "--planes", "tasks"]])
+def test_server_commands_run_with_the_server_gc_settings(argv: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`loom up` and `loom serve` collect garbage at core's server thresholds (loom_core/process.py);
+    the command's server itself is not started here (its loop runner is replaced)."""
+    import gc
+
+    from loom_core.process import SERVER_GC_THRESHOLDS
+    from loom_runner import cli
+
+    ran: list[str] = []
+
+    def run(coro: object) -> int:
+        ran.append(getattr(coro, "__name__", ""))
+        coro.close()  # type: ignore[attr-defined]
+        return 0
+
+    monkeypatch.setattr(cli.uvloop, "run", run)
+    monkeypatch.setenv("LOOM_DATA_DIR", str(tmp_path))
+    before = gc.get_threshold()
+    try:
+        assert cli.main(argv) == 0
+        assert gc.get_threshold() == SERVER_GC_THRESHOLDS
+    finally:
+        gc.set_threshold(*before)
+    assert ran == ["_up" if argv[0] == "up" else "_serve"]
