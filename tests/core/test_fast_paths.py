@@ -14,7 +14,7 @@ from loom_core import fastjson
 from loom_core.bus import Bus, kv
 from loom_core.bus.headers import parse_header_lines
 from loom_core.bus.position import position, stream_seq
-from loom_core.bus.protocol import FastParser
+from loom_core.bus.protocol import FastParser, install
 from loom_core.errors import Unavailable
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -217,3 +217,16 @@ async def test_the_runtimes_connection_parses_with_the_fast_parser(bus: Bus) -> 
     with pytest.raises(NoRespondersError):
         await bus.nc.request(subject, b"x", timeout=5)  # the 503 status reaches the caller
     assert not bus.nc._resp_map  # nothing left waiting
+
+
+async def test_installing_the_parser_keeps_what_the_old_one_held() -> None:
+    nc = _Recorder()
+    parser = Parser(nc)
+    split = PROTOCOL_STREAM.index(b'{"row":1}') + 3  # inside a message's payload
+    await parser.parse(PROTOCOL_STREAM[:split])
+    holder = type("Conn", (), {})()
+    holder._ps = parser
+    install(holder)
+    assert holder._ps is parser and isinstance(parser, FastParser)
+    await parser.parse(PROTOCOL_STREAM[split:])
+    assert nc.calls == await _parse_in_pieces(Parser, PROTOCOL_STREAM, [])

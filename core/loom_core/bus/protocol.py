@@ -13,7 +13,7 @@ behaviour exactly. `_process_msg` gets the same arguments in the same order
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from nats.errors import ProtocolError
 from nats.protocol.parser import AWAITING_CONTROL_LINE, AWAITING_MSG_PAYLOAD, Parser
@@ -125,6 +125,13 @@ class FastParser(Parser):
 
 
 def install(nc: Any) -> None:
-    """Parse this connection's protocol with FastParser (nats-py keeps its parser in `_ps`)."""
-    if isinstance(getattr(nc, "_ps", None), Parser):
-        nc._ps = FastParser(nc)
+    """Parse this connection's protocol with FastParser (nats-py keeps its parser in `_ps`).
+
+    The connection is already reading (a cluster's server sends INFO updates right after the
+    handshake), so the parser object is kept, with whatever it holds (a partial line or
+    message, its state), and only its class changes: a new parser would lose those bytes and
+    read the rest of the stream from the middle of a message."""
+    ps = getattr(nc, "_ps", None)
+    if type(ps) is Parser:
+        ps.__class__ = FastParser
+        cast(FastParser, ps)._replies = None
