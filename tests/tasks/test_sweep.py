@@ -237,6 +237,13 @@ async def test_only_the_sweep_lease_holder_watches_and_a_handover_still_releases
             return (await status(owner, got["task_id"]))["status"] == "todo"
 
         await eventually(released, within=20)
+
+        # Other replicas' sweepers in the session (their own lease key) may release it first; the
+        # stand-by must take over all the same: its lease waits out the stopped holder's TTL.
+        async def taken_over() -> bool:
+            return b.watching
+
+        await eventually(taken_over, within=20)
         assert (b.watching, b.watches) == (True, 1)
     finally:
         await a.stop()
