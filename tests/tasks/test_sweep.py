@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 from loom_runner.embedded import Instance
 from loom_tasks.consumers import sweep as sweep_mod
 from loom_tasks.consumers.sweep import DueIndex, Sweeper
@@ -193,7 +195,7 @@ def test_the_due_index_hands_out_the_oldest_due_first_and_skips_replaced_entries
 # --- the watch follows the lease ----------------------------------------------------------------
 
 
-def _sweeper(inst: Instance, key: str) -> Sweeper:
+def _sweeper(inst: Instance, key: str, feed: Callable[[], bool] | None = None) -> Sweeper:
     p = plane(inst)
     return Sweeper(
         p.engine,
@@ -205,6 +207,7 @@ def _sweeper(inst: Instance, key: str) -> Sweeper:
         retention=900.0,
         tombstone_ttl=3600.0,
         lease_key=key,
+        feed=feed,
     )
 
 
@@ -272,3 +275,69 @@ async def test_a_sweep_watch_whose_consumer_is_gone_is_replaced_index_and_all(ta
         await eventually(rewatched, within=20)
     finally:
         await s.stop()
+
+
+async def test_a_fed_sweeper_replays_once_then_lives_on_the_feed_and_follows_it_to_another_replica(org: Org, tasks_b: Instance) -> None:
+    """The plane's sweeper is fed by the projector (`feed`: the projector runs here): its watch
+    only replays each task's last write, then its consumer is deleted and the index takes the
+    projector's states; when the projector moves, the lease moves with it."""
+    from loom_tasks.store import truth
+    from nats.js.errors import NotFoundError
+
+    admin = await org.admin()
+    await register(admin)
+    owner = await org.owner()
+    projects = {"a": True, "b": False}
+    key = f"tasks.sweep.test-{uuid.uuid4().hex[:8]}"
+    a, b = _sweeper(org.inst, key, feed=lambda: projects["a"]), _sweeper(tasks_b, key, feed=lambda: projects["b"])
+    try:
+        await a.start()
+        await b.start()
+        await asyncio.wait_for(a.caught_up.wait(), 30)
+
+        async def replay_ended(s: Sweeper) -> bool:
+            return s.caught_up.is_set() and s._watch is None
+
+        await eventually(lambda: replay_ended(a), within=10)
+        with pytest.raises(NotFoundError):
+            await org.inst.runtime.bus.js.consumer_info(truth.STREAM, a._watch_name)
+        assert (a.watching, b.watching, b.watches) == (True, False, 0)
+
+        # Written after the replay: the index has it from the feed only.
+        t = (await owner("task.create", inbox="private-bot", kind="chore", title="fed"))["task"]
+        await owner("task.pull", inbox="private-bot", lease_seconds=600)
+        st = await plane(org.inst).truth.read(org.name, t["task_id"])
+        assert st is not None and st.row is not None and st.row.status == "in_progress"
+        assert (org.name, t["task_id"]) not in a.index._rev
+        a.offer_states([(org.name, t["task_id"], st.rev, st.row)])
+        assert a.index._rev[(org.name, t["task_id"])] == st.rev
+        a.offer_states([(org.name, t["task_id"], st.rev - 1, None)])  # an older state changes nothing
+        assert a.index._rev[(org.name, t["task_id"])] == st.rev
+
+        # The projector moves to b: a lets the sweep lease go, b takes it and replays (the task with it).
+        projects["a"], projects["b"] = False, True
+
+        async def moved() -> bool:
+            return not a.watching and await replay_ended(b)
+
+        await eventually(moved, within=20)
+        assert b.index._rev[(org.name, t["task_id"])] == st.rev
+        a.offer_states([(org.name, "another", 1, st.row)])  # a no longer keeps an index
+        assert len(a.index) == 0
+    finally:
+        await a.stop()
+        await b.stop()
+
+
+def test_the_projector_tells_its_taps_each_tasks_newest_state_a_tombstone_included() -> None:
+    from loom_tasks.consumers.projector import Projector
+    from loom_tasks.domain.model import TaskRow
+    from loom_tasks.store.truth import State
+
+    heard: list[Any] = []
+    projector = Projector.__new__(Projector)
+    projector.taps = [heard.extend]
+    row = TaskRow.__new__(TaskRow)
+    newest = {("o", "t1"): State(row, 5), ("o", "t2"): State(row, 7)}
+    projector._tell_taps(newest, [("o", "t1", 9), ("o", "t2", 6), ("o", "t3", 2)])
+    assert sorted(heard, key=lambda s: s[1]) == [("o", "t1", 9, None), ("o", "t2", 7, row), ("o", "t3", 2, None)]

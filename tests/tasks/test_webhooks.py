@@ -258,6 +258,9 @@ class Lookup:
     async def webhook_for(self, org: str, inbox: str) -> tuple[str, str] | None:
         return self.hooks.get((org, inbox))
 
+    async def webhook_inboxes(self) -> list[tuple[str, str]]:
+        return list(self.hooks)
+
 
 # --- fixtures: a nats-server of our own, a runtime on it, the events stream
 
@@ -658,6 +661,116 @@ async def test_delivery_log_lists_newest_first_and_is_per_inbox(rt: Runtime, h: 
     assert [r["inbox"] for r in await list_deliveries(rt.store, h.org, "other-bot")] == ["other-bot"]
 
 
+# --- the consumer's filter: only inboxes with a webhook reach the deliverer
+
+
+def test_the_filter_names_each_webhook_inbox_then_each_org_then_the_whole_stream() -> None:
+    from loom_tasks.webhooks._deliverer import MAX_FILTERS, NO_WEBHOOKS, filter_subjects
+
+    assert filter_subjects([]) == [NO_WEBHOOKS]
+    assert filter_subjects([("o2", "b"), ("o1", "a"), ("o1", "a")]) == ["loom.tasks.o1.*.a.*", "loom.tasks.o2.*.b.*"]
+    assert filter_subjects([("o1", f"bot-{n}") for n in range(MAX_FILTERS + 1)]) == ["loom.tasks.o1.>"]
+    assert filter_subjects([(f"o{n}", "bot") for n in range(MAX_FILTERS + 1)]) == ["loom.tasks.>"]
+    # A name that is not a plain subject token cannot be filtered on: the whole stream then.
+    assert filter_subjects([("o1", "a.b")]) == filter_subjects([("o1", "a*")]) == ["loom.tasks.>"]
+
+
+async def test_events_of_an_inbox_without_a_webhook_never_reach_the_deliverer(rt: Runtime, h: Hook) -> None:
+    recv = await Receiver().start()
+    lookup = Lookup()
+    lookup.hooks[(h.org, h.inbox)] = (recv.url, h.secret_ref)
+    d = deliverer(rt, lookup, allow_loopback_for_tests=True)
+    try:
+        async with running(d):
+            assert d.filter == [f"loom.tasks.{h.org}.*.{h.inbox}.*"]
+            for seq in range(1, 4):
+                await publish(rt, h, seq, inbox="no-hook-bot")
+            await publish(rt, h, 4)
+            await log_rows(rt, h, 1)
+            info = await rt.bus.js.consumer_info(webhooks.STREAM, d.durable)
+            # The server handed the deliverer the one event of the inbox with a webhook, nothing else.
+            assert (info.delivered.consumer_seq, info.num_pending) == (1, 0)
+
+            # A webhook set later: once the refresh returns, the inbox's events are delivered.
+            lookup.hooks[(h.org, "late-bot")] = (recv.url, h.secret_ref)
+            assert f"loom.tasks.{h.org}.*.late-bot.*" in await d.refresh_filter()
+            await publish(rt, h, 5, inbox="late-bot")
+            assert len(await log_rows(rt, h, 1, inbox="late-bot")) == 1
+
+            # And removed: the inbox's events are filtered out again.
+            del lookup.hooks[(h.org, "late-bot")]
+            await d.refresh_filter()
+            await publish(rt, h, 6, inbox="late-bot")
+            await publish(rt, h, 7)
+            await log_rows(rt, h, 2)
+            info = await rt.bus.js.consumer_info(webhooks.STREAM, d.durable)
+            assert (info.delivered.consumer_seq, info.num_pending) == (3, 0)
+    finally:
+        await recv.stop()
+    assert {json.loads(r.body)["inbox"] for r in recv.requests} == {h.inbox, "late-bot"}
+
+
+async def test_an_inbox_change_here_is_awaited_and_one_on_another_replica_reaches_the_listeners() -> None:
+    from loom_tasks.directory import Directory
+
+    heard: list[str] = []
+    directory = Directory(inboxes=None, bus=None, ttl=60.0)  # type: ignore[arg-type]  # no store read here
+
+    async def listener() -> None:
+        await asyncio.sleep(0)
+        heard.append("refreshed")
+
+    async def broken() -> None:
+        raise RuntimeError("a listener's failure is not the change's")
+
+    directory.on_change(broken)
+    directory.on_change(listener)
+    await directory.changed("org-a", "bot")
+    assert heard == ["refreshed"]  # before changed() returned
+    directory.dropped(json.dumps({"org": "org-a", "inbox": "bot"}).encode())  # another replica's notice
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert heard == ["refreshed", "refreshed"]
+
+
+async def test_replicas_refreshing_at_once_leave_the_filter_as_the_store_is(
+    rt: Runtime, data_dir: Path, store: Any, wh_nats: NatsServer, h: Hook
+) -> None:
+    """Each replica reads the store, sets the filter, and reads again: a replica whose read went
+    stale while another set a newer filter writes the old set, then its next read corrects it."""
+    import random
+
+    from loom_tasks.webhooks._deliverer import filter_subjects
+
+    class SlowStore(Lookup):
+        async def webhook_inboxes(self) -> list[tuple[str, str]]:
+            snapshot = list(self.hooks)
+            await asyncio.sleep(random.uniform(0, 0.01))  # the store changes meanwhile
+            return snapshot
+
+    other = await Runtime.start(make_settings(data_dir), store=store, nats_url=wh_nats.url, name="loom-webhooks-test-c")
+    lookup = SlowStore()
+    durable = f"wh-race-{uuid.uuid4().hex[:6]}"
+    a, b = deliverer(rt, lookup, durable=durable), deliverer(other, lookup, durable=durable)
+    try:
+        async with running(a), running(b):
+
+            async def change(i: int) -> None:
+                await asyncio.sleep(random.uniform(0, 0.02))
+                if i % 3 == 2:
+                    lookup.hooks.pop((h.org, f"bot-{i - 1}"), None)
+                else:
+                    lookup.hooks[(h.org, f"bot-{i}")] = ("https://hooks.example.test/", h.secret_ref)
+                await (a if i % 2 else b).refresh_filter()  # the replica that took the op
+                await (b if i % 2 else a).refresh_filter()  # the other one, on the change notice
+
+            await asyncio.gather(*(change(i) for i in range(30)))
+            info = await rt.bus.js.consumer_info(webhooks.STREAM, durable)
+            assert sorted(info.config.filter_subjects or []) == filter_subjects(lookup.hooks)
+    finally:
+        await other.stop()
+
+
 # --- through the plane: inbox.register, task.create, inbox.deliveries over REST
 
 
@@ -697,6 +810,9 @@ async def test_registered_webhook_gets_a_signed_notice_for_a_created_task(hooked
         assert r.json()["error"]["detail"]["field"] == "webhook_secret_ref"
         r = await c.post("/v1/inbox.register", json={"inbox": h.inbox, "webhook_url": recv.url, "webhook_secret_ref": h.secret_ref})
         assert r.status_code == 200, r.text
+        # The op answered after the webhook consumer's filter took the inbox in.
+        deliverer = next(p for p in hooked.planes if p.name == "tasks").deliverer
+        assert f"loom.tasks.{h.org}.*.{h.inbox}.*" in deliverer.filter
         r = await c.post(
             "/v1/task.create", json={"inbox": h.inbox, "kind": "chore", "title": "secret title", "brief": {"objective": "private words"}}
         )

@@ -4,7 +4,9 @@ A change (inbox.register, inbox.policy_set) drops the local entries at once and 
 replica over NATS (`loom.task_config.<org>`, read by consumers/pushes.py on the runtime's
 FastStream broker, consumers/layout.py CONFIG, which calls `Directory.dropped`); entries also age out after
 LOOM_TASK_CONFIG_CACHE_TTL_SECONDS, in case a notice is lost. Also the webhook deliverer's
-lookup: `webhook_for(org, inbox)`.
+lookup (`webhook_for(org, inbox)`, `webhook_inboxes()`), and what it hears of changes
+(`on_change`: a change made here is awaited by the op that made it; another replica's notice
+runs the listeners in the background).
 """
 
 from __future__ import annotations
@@ -34,6 +36,19 @@ class Directory:
         self._inbox: dict[tuple[str, str], tuple[float, InboxRow | None]] = {}
         self._policies: dict[tuple[str, str], tuple[float, list[PolicyRow]]] = {}
         self._flights: dict[tuple[str, str, str], asyncio.Future[Any]] = {}
+        self._listeners: list[Callable[[], Awaitable[Any]]] = []
+        self._background: set[asyncio.Task[Any]] = set()
+
+    def on_change(self, listener: Callable[[], Awaitable[Any]]) -> None:
+        """Call `listener` after every inbox change, here or on another replica."""
+        self._listeners.append(listener)
+
+    async def _tell_listeners(self) -> None:
+        for listener in self._listeners:
+            try:
+                await listener()
+            except Exception as exc:  # noqa: BLE001 - a listener's failure is not the change's
+                log.warning("directory: a change listener failed: %s", type(exc).__name__)
 
     async def inbox(self, org: str, name: str) -> InboxRow | None:
         key = (org, name)
@@ -66,11 +81,12 @@ class Directory:
         return await asyncio.shield(pending)
 
     async def changed(self, org: str, inbox: str) -> None:
-        """Drop the entries here and on every replica."""
+        """Drop the entries here and on every replica; this replica's listeners run before it returns."""
         self._forget(org, inbox)
         if self.bus is not None:
             with contextlib.suppress(Exception):
                 await self.bus.nc.publish(config_subject(org), json.dumps({"org": org, "inbox": inbox}).encode())
+        await self._tell_listeners()
 
     def _forget(self, org: str, inbox: str) -> None:
         self._inbox.pop((org, inbox), None)
@@ -84,6 +100,10 @@ class Directory:
         except (ValueError, KeyError, TypeError):
             self._inbox.clear()
             self._policies.clear()
+        if self._listeners:
+            task = asyncio.create_task(self._tell_listeners())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     # --- the webhook deliverer's lookup
 
@@ -92,3 +112,6 @@ class Directory:
         if row is None or not row.webhook_url:
             return None
         return row.webhook_url, row.webhook_secret_ref
+
+    async def webhook_inboxes(self) -> list[tuple[str, str]]:
+        return await self.inboxes.with_webhooks()

@@ -29,6 +29,7 @@ from .events import PROJECTOR_DURABLE, READ_WAIT_SECONDS, EventPublisher, caught
 from .handlers import Handlers
 from .schema import MIGRATIONS
 from .service.access import Access
+from .service.admission import REMOTE_POSITION_SECONDS, Admission
 from .service.deps import Deps
 from .service.engine import Engine
 from .service.wake import WakeHub
@@ -56,7 +57,9 @@ class TasksPlane:
         # One replica projects at a time, so each task's events are published in revision order.
         self.projecting = Leased(self.projector, runtime.leases, PROJECTOR_LEASE)
         self.hub = WakeHub(runtime.bus, self._candidates, s.task_pull_poll_seconds)
-        self.engine = Engine(self.truth, self.tasks, self.hub)
+        self.admission = Admission(self._projected, max_behind=s.task_projection_max_behind, max_wait=s.task_projection_admit_wait_seconds)
+        self._remote_position = (0.0, 0)  # (when read, the projector's ack floor)
+        self.engine = Engine(self.truth, self.tasks, self.hub, self.admission)
         self.pushes = Pushes(runtime.bus, self.hub, self.directory)
         self.deps = Deps(
             runtime=runtime,
@@ -79,7 +82,9 @@ class TasksPlane:
             retention=s.task_terminal_retention_seconds,
             tombstone_ttl=s.task_idempotency_window_seconds,
             enabled=s.task_lease_sweep_enabled,
+            feed=lambda: self.projecting.running,
         )
+        self.projector.taps.append(self.sweeper.offer_states)
         self.deliverer: WebhookDeliverer | None = None
         self._handlers = Handlers(self.deps)
 
@@ -89,6 +94,20 @@ class TasksPlane:
         # before the query (read-your-writes: a pull right after a create sees it).
         await caught_up(self.runtime.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
         return await self.tasks.candidates(org, inbox, time.time() + 60.0, kinds, limit)
+
+    async def _projected(self) -> int:
+        """The projector's position: its own count where it runs here, else its ack floor."""
+        if self.projecting.running and self.projector.applied_seq:
+            return self.projector.applied_seq
+        if time.monotonic() - self._remote_position[0] < REMOTE_POSITION_SECONDS:
+            return self._remote_position[1]
+        try:
+            info = await self.runtime.bus.js.consumer_info(truth.STREAM, PROJECTOR_DURABLE, timeout=1.0)
+        except Exception:  # noqa: BLE001 - not answering: the write's wait is bounded anyway
+            return 0
+        seq = int(info.ack_floor.stream_seq or 0) if info.ack_floor is not None else 0
+        self._remote_position = (time.monotonic(), seq)
+        return seq
 
     def handlers(self) -> dict[str, Handler]:
         return bind_handlers(self.runtime.catalog, self.name, self._handlers)
@@ -104,6 +123,7 @@ class TasksPlane:
         await self.sweeper.start()
         if s.task_webhook_deliver_enabled:
             self.deliverer = WebhookDeliverer(self.runtime, self.directory, settings=s)
+            self.directory.on_change(self.deliverer.refresh_filter)
             await self.deliverer.start()
 
     async def stop(self) -> None:

@@ -37,6 +37,13 @@ class TasksSettings(PlaneSettings):
     task_events_max_age_seconds: int = Field(
         7 * 86400, description="How long task events stay in the LOOM_TASK_EVENTS stream (the task.updates cursor's reach)."
     )
+    task_projection_max_behind: int = Field(
+        2000,
+        description="Most state writes the projector may be behind a replica's last write before that replica's writes wait for it (bounded projection lag; 0: unbounded).",
+    )
+    task_projection_admit_wait_seconds: float = Field(
+        2.0, description="Longest a write waits for the projector to come within task_projection_max_behind; then it goes ahead."
+    )
     task_webhook_timeout_seconds: float = Field(5.0, description="Timeout of one webhook POST (connect is capped at 3 s).")
     task_webhook_max_attempts: int = Field(
         5, description="Attempts per webhook notice (a refused address, a redirect or a 4xx is not retried)."

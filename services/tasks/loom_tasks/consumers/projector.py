@@ -13,6 +13,8 @@ For each fetch:
    `task.history`'s table `task_events`, each insert deduplicated by a digest of the batch's
    writes (batch_token);
 3. once both are done, the fetch is acknowledged (the handler returns; the consumer's ack policy acks it).
+Before all that, its `taps` are told each task's newest state in the fetch (the sweep's due
+index, when the sweep runs on this replica: consumers/sweep.py).
 A crash anywhere in between redelivers the batch, and every step is idempotent (an event row
 inserted twice by a redelivery in another batch is read once: readers keep the first row of an
 event_id), so the projection, the history and the event stream converge to the acknowledged
@@ -32,11 +34,13 @@ import asyncio
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from loom_core.bus import Bus, Consumer
 from loom_core.bus.position import stream_seq
 
+from ..domain.model import TaskRow
 from ..domain.validate import parse_time
 from ..events import EventPublisher
 from ..store import truth
@@ -45,6 +49,9 @@ from .batches import BatchConsumer
 from .layout import PROJECTOR
 
 log = logging.getLogger(__name__)
+
+#: (org, task_id, revision, row; None for a tombstone): a task's newest state in a fetch.
+StateSeen = tuple[str, str, int, TaskRow | None]
 
 
 class Projector(BatchConsumer):
@@ -56,12 +63,27 @@ class Projector(BatchConsumer):
         self.publisher = publisher
         self.applied = 0  # writes applied by this replica (the benchmark's report)
         self.batches = 0
+        self.applied_seq = 0  # the newest stream sequence this replica has applied (service/admission.py)
+        #: Told each fetch's newest state of every task in it, as soon as it is decoded (the
+        #: sweep's due index: consumers/sweep.py). A fetch applied again tells them again.
+        self.taps: list[Callable[[list[StateSeen]], None]] = []
+
+    def _tell_taps(self, newest: dict[tuple[str, str], truth.State], tombstones: list[tuple[str, str, int]]) -> None:
+        latest: dict[tuple[str, str], StateSeen] = {key: (key[0], key[1], st.rev, st.row) for key, st in newest.items()}
+        for org, task_id, rev in tombstones:
+            seen = latest.get((org, task_id))
+            if seen is None or seen[2] < rev:
+                latest[(org, task_id)] = (org, task_id, rev, None)
+        states = list(latest.values())
+        for tap in self.taps:
+            tap(states)
 
     async def apply(self, msgs: list[Any]) -> None:
         """Apply nats-py messages of LOOM_TASK_STATE (events, then the projection and the history);
         raises when any step fails (nothing is acknowledged here: the caller acks once this returns)."""
         newest: dict[tuple[str, str], truth.State] = {}
         events: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        tombstones: list[tuple[str, str, int]] = []
         for m in msgs:
             seq = stream_seq(m)
             try:
@@ -70,6 +92,8 @@ class Projector(BatchConsumer):
                 log.warning("task projector: skipped a malformed state at %d", seq)
                 continue
             if st.row is None:
+                if self.taps and (ids := truth.split_subject(m.subject)) is not None:
+                    tombstones.append((ids[0], ids[1], seq))
                 continue
             key = (st.row.org, st.row.task_id)
             have = newest.get(key)
@@ -78,6 +102,8 @@ class Projector(BatchConsumer):
             if st.event:
                 events.setdefault(key, []).append(st.event)
 
+        if self.taps:
+            self._tell_taps(newest, tombstones)
         per_task = [sorted(evs, key=lambda e: int(e.get("version") or 0)) for evs in events.values()]
 
         async def publish_events() -> None:
@@ -96,6 +122,7 @@ class Projector(BatchConsumer):
                 both.create_task(self.projection.write(rows, history, batch_token(msgs)))
         self.applied += len(msgs)
         self.batches += 1
+        self.applied_seq = max(self.applied_seq, max(stream_seq(m) for m in msgs))
 
 
 def history_row(event: dict[str, Any]) -> dict[str, Any] | None:

@@ -16,6 +16,18 @@ held by another replica, so only the holder decodes every state write; a pass ru
 watch has caught up (it has delivered the last write of every task the stream held when it
 started: `caught_up`), so a new holder does not pass over work its index has not seen yet. A
 watch whose consumer is gone (its NATS node lost it) is replaced by a new one, index and all.
+
+The plane's sweeper (given `feed`: is the projector running on this replica) holds the lease
+only where the projector runs, and there its watch only replays: the projector already decodes
+every write, and tells the index each fetch's newest states (`offer_states`, the projector's
+tap), so once the replay has caught up the watch's consumer is deleted and the index lives on
+the projector's fetches (a second reader of every write cost a busy server ~9% of its CPU). The
+tap is listening before the replay starts, so no write falls between the two: a write the
+projector applied before is in the replay (as its task's last write or an older one), a later
+one reaches the tap. The index then follows the projection's pace: a heartbeat the projector
+has not applied yet leaves an older expiry in it, and the pass re-reads the truth before it
+acts (as always), so a stale entry is skipped, not acted on. When the projector moves to
+another replica, this one lets the sweep lease go and the new projector's replica takes it.
 Each pass (every LOOM_TASK_SWEEP_INTERVAL_SECONDS) takes what is due in due order, oldest first,
 up to BATCH, skipping entries a newer write replaced: so every pass makes progress on the
 oldest work, however many tasks are alive. Each action is the engine's compare-and-set on the
@@ -31,6 +43,7 @@ import heapq
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -95,7 +108,7 @@ class DueIndex:
 
     def offer(self, org: str, task_id: str, rev: int, due: float | None) -> None:
         key = (org, task_id)
-        if self._rev.get(key, 0) > rev:
+        if self._rev.get(key, 0) >= rev:  # older, or this very state again (a replay, a fetch applied twice)
             return
         if due is None:
             self._rev.pop(key, None)
@@ -134,6 +147,7 @@ class Sweeper:
         tombstone_ttl: float,
         enabled: bool = True,
         lease_key: str = LEASE_KEY,
+        feed: Callable[[], bool] | None = None,
     ) -> None:
         self.engine = engine
         self.state = state
@@ -145,6 +159,8 @@ class Sweeper:
         self.tombstone_ttl = tombstone_ttl
         self.enabled = enabled
         self.lease_key = lease_key
+        self.feed = feed
+        self._indexing = False  # the index is kept (by the watch, then by the feed)
         self.holder = f"sweep-{uuid.uuid4().hex[:12]}"
         self.index = DueIndex()
         self.passes = 0  # passes this replica ran
@@ -173,12 +189,20 @@ class Sweeper:
 
     @property
     def watching(self) -> bool:
-        return self._watch is not None
+        """The index is being kept (this replica holds the lease)."""
+        return self._indexing
+
+    def offer_states(self, states: list[tuple[str, str, int, TaskRow | None]]) -> None:
+        """The feed's states (the projector's tap): ignored unless the index is being kept."""
+        if self._indexing:
+            for org, task_id, rev, row in states:
+                self.index.offer(org, task_id, rev, None if row is None else due_at(row, self.retention))
 
     async def _start_watch(self) -> None:
         """A fresh index from a fresh watch (the lease was just taken)."""
         self.index = DueIndex()
         self.caught_up.clear()
+        self._indexing = True  # the feed's states count from now: before the replay starts
         self.watches += 1
         name = f"loom-{self.holder}-{self.watches}"
         assert SWEEP_WATCH.config is not None
@@ -187,13 +211,17 @@ class Sweeper:
         self._watch_name = name
         await self._check_empty()
 
-    async def _stop_watch(self) -> None:
-        """The lease is lost: stop decoding writes, drop the index (the next holder has its own)."""
+    async def _end_watch(self) -> None:
         if self._watch is not None:
             watch, self._watch = self._watch, None
             await watch.stop()
             with contextlib.suppress(Exception):  # else the server removes it once unused
                 await self.bus.js.delete_consumer(truth.STREAM, self._watch_name)
+
+    async def _stop_watch(self) -> None:
+        """The lease is lost: stop decoding writes, drop the index (the next holder has its own)."""
+        self._indexing = False
+        await self._end_watch()
         self.index = DueIndex()
         self.caught_up.clear()
 
@@ -234,7 +262,14 @@ class Sweeper:
     # --- the lease ----------------------------------------------------------------------------
 
     async def _hold(self) -> bool:
-        """Take or keep the cluster lease; False when another replica holds it."""
+        """Take or keep the cluster lease; False when another replica holds it (or, for the
+        plane's sweeper, when the projector does not run here: the lease is let go)."""
+        if self.feed is not None and not self.feed():
+            if self._lease is not None:
+                lease, self._lease = self._lease, None
+                with contextlib.suppress(Exception):
+                    await self.leases.release(lease)
+            return False
         ttl = max(self.interval * 3, 3.0)
         try:
             if self._lease is not None and not self._lease.expired:
@@ -253,11 +288,13 @@ class Sweeper:
                     if self._watch is not None and await self._watch_lost():
                         log.warning("task sweep: the state watch's consumer is gone; watching again")
                         await self._stop_watch()
-                    if self._watch is None:
+                    if not self._indexing:
                         await self._start_watch()
                     elif not self.caught_up.is_set():
                         await self._check_empty()
                     if self.caught_up.is_set():
+                        if self.feed is not None and self._watch is not None:
+                            await self._end_watch()  # replayed: the projector's tap from here on
                         await self.sweep_once()
                 else:
                     await self._stop_watch()

@@ -29,6 +29,7 @@ from ..domain.model import Actor, TaskRow
 from ..domain.transitions import Change
 from ..store.tasks import TaskStore
 from ..store.truth import TaskTruth, WrongRevision
+from .admission import Admission
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +61,11 @@ def no_task(task_id: str) -> NotFound:
 
 
 class Engine:
-    def __init__(self, truth: TaskTruth, projection: TaskStore, waker: Waker) -> None:
+    def __init__(self, truth: TaskTruth, projection: TaskStore, waker: Waker, admission: Admission | None = None) -> None:
         self.truth = truth
         self.projection = projection
         self.waker = waker
+        self.admission = admission  # bounded projection lag (service/admission.py)
         # The row (with its revision) of each task in progress whose last write this replica
         # made: a fenced write from the holder is decided on it and written at its revision, so
         # it needs no read first. A stale entry costs nothing but a retry: the compare-and-set
@@ -104,11 +106,15 @@ class Engine:
     async def _write(self, change: Change, last: int, before: TaskRow | None) -> Committed:
         row = change.row
         event = ev.build(row, change.event, at=row.updated_at, data=change.data, actor=change.actor, actor_agent=change.actor_agent)
+        if self.admission is not None:
+            await self.admission.admit()
         try:
             rev = await self.truth.write(row, event, last)
         except WrongRevision:
             self._held.pop((row.org, row.task_id), None)
             raise
+        if self.admission is not None:
+            self.admission.wrote(rev)
         row.rev = rev
         if row.status == model.IN_PROGRESS and not row.fence:
             row.fence = rev
@@ -149,6 +155,8 @@ class Engine:
         except WrongRevision:
             self._held.pop((row.org, row.task_id), None)
             raise
+        if self.admission is not None:  # counted, not held back: a heartbeat keeps a lease alive
+            self.admission.wrote(rev)
         row.rev = rev
         self._remember(row)
         return rev

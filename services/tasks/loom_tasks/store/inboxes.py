@@ -58,6 +58,14 @@ class InboxStore:
         )
         return [_inbox(r) for r in rows]
 
+    async def with_webhooks(self) -> list[tuple[str, str]]:
+        """(org, inbox) of every inbox that has a webhook, across orgs (the webhook consumer's filter)."""
+        rows = await self.store.query(
+            f"SELECT org, name FROM {INBOXES} FINAL WHERE webhook_url != {{none:String}} AND tombstoned_at IS NULL",
+            {"none": ""},
+        )
+        return [(r["org"], r["name"]) for r in rows]
+
     async def put(self, row: InboxRow) -> None:
         await self.store.insert(
             INBOXES,

@@ -2,7 +2,7 @@
 
 A durable JetStream pull consumer on LOOM_TASK_EVENTS (WEBHOOKS below) on the runtime's
 FastStream broker, shared by every replica (one consumer, so each event is handed to one
-replica), a batch consumer (one handler call per fetch: core/loom_core/bus/batched.py); its ack
+replica), filtered by the server to the inboxes that have a webhook (`filter_subjects`), a batch consumer (one handler call per fetch: core/loom_core/bus/batched.py); its ack
 policy is MANUAL: the handler only hands each fetch's events to their inboxes' notices and
 returns, and the notice acks its events once delivered or given up on. Events are grouped by inbox; each
 group becomes one notice {org, namespace, inbox, newest_seq, count} and no task content. While
@@ -12,6 +12,17 @@ notice, so a burst never becomes a burst of POSTs.
 A group's messages are acked after its notice was delivered or given up on, so a replica that
 dies mid-delivery leaves them to be redelivered (a receiver may see a wake-up twice; a wake-up
 only says "pull now").
+
+The filter: each replica's deliverer sets the consumer's subject filters to the inboxes the
+store says have a webhook (`refresh_filter`): at start, when an inbox changes (inbox.register on
+this replica awaits it, so once the op answers every later event of the inbox is delivered; the
+change notice makes the other replicas refresh too) and every FILTER_REFRESH_SECONDS. Before,
+the consumer read (and acked, one by one) every event of every inbox, a quarter of a busy
+server's CPU, to find the few inboxes with a webhook. A refresh reads the store again after each
+change it makes and stops only when the consumer already matches what it read, so of two
+replicas racing, the last to change the filter also checks it last: the filter ends as the
+store is. Events of an inbox published before its webhook's filter was in place are not woken
+for (as events before the webhook was registered never were).
 
 Every attempt is a row in the delivery log. Before any attempt the stored webhook_url and
 webhook_secret_ref are checked again: a secret_ref that is not this org's own
@@ -31,7 +42,7 @@ import random
 import ssl
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -40,7 +51,9 @@ from loom_core.bus import AckPolicy, Consumer, Consuming
 from loom_core.bus.position import stream_seq
 from loom_core.runtime import Runtime
 from nats.aio.msg import Msg
+from nats.js.api import AckPolicy as JsAckPolicy
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
 
 from ..settings import TasksSettings
 from ._config import secret_ref_is_valid, url_problem
@@ -59,6 +72,16 @@ ACK_WAIT_SECONDS = 300.0  # well above the longest a notice can take (attempts x
 MAX_BACKOFF_SECONDS = 30.0
 CONCURRENT_SENDS = 32
 STOP_GRACE_SECONDS = 2.0
+#: The consumer's filter is set again from the store this often (a lost change notice).
+FILTER_REFRESH_SECONDS = 30.0
+#: Most subject filters the consumer gets: past this many inboxes, one filter per org; past
+#: this many orgs, the whole stream.
+MAX_FILTERS = 256
+#: Most rounds of one refresh (set, read again) before it gives up until the next.
+FILTER_ROUNDS = 5
+#: The filter when no inbox has a webhook: a subject no event has (org ids never hold "~").
+NO_WEBHOOKS = "loom.tasks.~.~.~.~"
+MAX_ACK_PENDING = 20_000
 
 WEBHOOKS = Consumer(
     "task-webhooks",
@@ -71,15 +94,40 @@ WEBHOOKS = Consumer(
     batch=True,
     # A first deployment does not wake every inbox for its whole history.
     deliver_policy=DeliverPolicy.NEW,
-    config=ConsumerConfig(ack_wait=ACK_WAIT_SECONDS, deliver_policy=DeliverPolicy.NEW, max_ack_pending=20_000),
-    description="task events -> one signed wake-up notice per inbox (no task content)",
+    config=ConsumerConfig(ack_wait=ACK_WAIT_SECONDS, deliver_policy=DeliverPolicy.NEW, max_ack_pending=MAX_ACK_PENDING),
+    description="task events of the inboxes with a webhook (the consumer's subject filters) -> one signed wake-up notice per inbox (no task content)",
 )
+
+
+def _plain_token(token: str) -> bool:
+    return bool(token) and not any(c in token for c in ".*> \t\r\n")
+
+
+def filter_subjects(inboxes: Iterable[tuple[str, str]]) -> list[str]:
+    """The consumer's subject filters for these (org, inbox) pairs: one per inbox, one per org
+    past MAX_FILTERS inboxes, the whole stream past MAX_FILTERS orgs (or for a name that is not
+    a plain subject token); NO_WEBHOOKS for none. Sorted, so equal sets compare equal."""
+    pairs = sorted(set(inboxes))
+    if not pairs:
+        return [NO_WEBHOOKS]
+    if not all(_plain_token(org) and _plain_token(inbox) for org, inbox in pairs):
+        return [SUBJECTS]
+    if len(pairs) <= MAX_FILTERS:
+        return [f"loom.tasks.{org}.*.{inbox}.*" for org, inbox in pairs]
+    orgs = sorted({org for org, _ in pairs})
+    if len(orgs) <= MAX_FILTERS:
+        return [f"loom.tasks.{org}.>" for org in orgs]
+    return [SUBJECTS]
 
 
 class WebhookLookup(Protocol):
     """The plane's answer to "where do this inbox's notices go" (sync or async)."""
 
     def webhook_for(self, org: str, inbox: str) -> tuple[str, str] | Awaitable[tuple[str, str] | None] | None: ...
+
+    def webhook_inboxes(self) -> Awaitable[Iterable[tuple[str, str]]]:
+        """Every (org, inbox) that has a webhook, as the store holds it now."""
+        ...
 
 
 @dataclass(slots=True)
@@ -178,6 +226,10 @@ class WebhookDeliverer:
         self._stopping = False
         self._consuming: Consuming | None = None
         self.ready = asyncio.Event()  # set once the consumer is bound (tests wait on it)
+        self._filter_lock = asyncio.Lock()
+        self._filter_asked = 0  # refresh_filter calls so far
+        self._filter_covered = 0  # the calls the last finished refresh answered
+        self.filter: list[str] = []  # the consumer's subject filters as last set or checked
 
     # --- lifecycle
 
@@ -215,6 +267,7 @@ class WebhookDeliverer:
     async def _run(self) -> None:
         while not self._stopping and self._consuming is None:
             try:
+                await self.refresh_filter()  # the consumer exists, filtered, before it is bound
                 self._consuming = await self.runtime.bus.consume(self.consumer(), self._on_event)
                 self.ready.set()
             except asyncio.CancelledError:
@@ -222,6 +275,56 @@ class WebhookDeliverer:
             except Exception as exc:  # noqa: BLE001 - the stream may not exist yet; keep trying
                 log.debug("webhook consumer not bound yet: %s", type(exc).__name__)
                 await asyncio.sleep(0.5)
+        while not self._stopping:
+            await asyncio.sleep(FILTER_REFRESH_SECONDS)
+            try:
+                await self.refresh_filter()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the next round tries again
+                log.warning("webhook filter refresh failed: %s", type(exc).__name__)
+
+    # --- the consumer's filter
+
+    def _consumer_config(self, subjects: list[str]) -> ConsumerConfig:
+        return ConsumerConfig(
+            durable_name=self.durable,
+            ack_policy=JsAckPolicy.EXPLICIT,
+            ack_wait=ACK_WAIT_SECONDS,
+            deliver_policy=DeliverPolicy.NEW,
+            max_ack_pending=MAX_ACK_PENDING,
+            filter_subjects=subjects,
+        )
+
+    async def _filter_now(self) -> list[str] | None:
+        """The consumer's subject filters now; None when it does not exist."""
+        try:
+            info = await self.runtime.bus.js.consumer_info(self.stream, self.durable)
+        except NotFoundError:
+            return None
+        c = info.config
+        return sorted(c.filter_subjects or ([c.filter_subject] if c.filter_subject else [SUBJECTS]))
+
+    async def refresh_filter(self) -> list[str]:
+        """Set the consumer's subject filters to the inboxes the store says have a webhook
+        (creating the consumer if it is missing); returns them. Calls that arrive while a
+        refresh runs share the next one."""
+        if self._stopping:  # a stopped deliverer leaves the consumer as it is
+            return self.filter
+        self._filter_asked += 1
+        asked = self._filter_asked
+        async with self._filter_lock:
+            covers = self._filter_asked
+            if self._filter_covered >= asked:  # a refresh that began after this call finished
+                return self.filter
+            for _ in range(FILTER_ROUNDS):
+                wanted = filter_subjects(await self.lookup.webhook_inboxes())
+                if await self._filter_now() == wanted:
+                    self.filter = wanted
+                    self._filter_covered = covers
+                    return wanted
+                await self.runtime.bus.js.add_consumer(self.stream, self._consumer_config(wanted))
+            raise RuntimeError("the webhook consumer's filter kept changing")
 
     async def _on_event(self, batch: NatsBatchMessage) -> None:
         self._dispatch(list(batch.raw_message))
