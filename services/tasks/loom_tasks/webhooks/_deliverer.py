@@ -77,8 +77,8 @@ FILTER_REFRESH_SECONDS = 30.0
 #: Most subject filters the consumer gets: past this many inboxes, one filter per org; past
 #: this many orgs, the whole stream.
 MAX_FILTERS = 256
-#: Most rounds of one refresh (set, read again) before it gives up until the next.
-FILTER_ROUNDS = 5
+#: Most rounds of one refresh (set, read again) before it leaves the rest to the next.
+FILTER_ROUNDS = 50
 #: The filter when no inbox has a webhook: a subject no event has (org ids never hold "~").
 NO_WEBHOOKS = "loom.tasks.~.~.~.~"
 MAX_ACK_PENDING = 20_000
@@ -324,7 +324,9 @@ class WebhookDeliverer:
                     self._filter_covered = covers
                     return wanted
                 await self.runtime.bus.js.add_consumer(self.stream, self._consumer_config(wanted))
-            raise RuntimeError("the webhook consumer's filter kept changing")
+            # The store kept changing under every round: the next change or FILTER_REFRESH_SECONDS settles it.
+            log.warning("webhook filter: the inboxes kept changing for %d rounds; left for the next refresh", FILTER_ROUNDS)
+            return self.filter
 
     async def _on_event(self, batch: NatsBatchMessage) -> None:
         self._dispatch(list(batch.raw_message))
