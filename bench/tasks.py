@@ -9,7 +9,9 @@ the gateway, on uvloop as `loom up` runs them), bootstraps an org, registers an 
 drives it from a separate client process (so the client does not share the servers' loop):
 
 - lifecycles/s, unbatched: `-p` producers create `-n` tasks while `-w` workers each loop
-  task.pull (long poll) -> task.complete (fenced); from the first create to the last complete.
+  task.pull (long poll) -> task.complete (fenced); from the first create until the derived work
+  (the projector, the webhook deliverer) has caught up with the last complete (the client's own
+  view, to the last complete, is `client_per_second`).
   Batched (`--batch B`): task.create_many of B tasks, task.pull with max_tasks B,
   task.complete_many of what each pull returned. Over gRPC and over REST (`--door both`).
   Every lifecycle is checked: each task completed once, no fence seen twice.
