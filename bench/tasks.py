@@ -444,6 +444,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     for batch in batches:
                         applied0 = sum(p.projector.applied for p in tasks_planes)  # type: ignore[attr-defined]
                         batches0 = sum(p.projector.batches for p in tasks_planes)  # type: ignore[attr-defined]
+                        held0 = sum(p.admission.waits for p in tasks_planes)  # type: ignore[attr-defined]
                         if statements is not None:
                             statements.clear()
                         # The baseline right before and right after each Loom run: the run's ratio is
@@ -476,6 +477,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                                 "jetstream_before": base["per_second"],
                                 "loadavg": os.getloadavg()[0],
                                 "state_writes_per_projection_batch": applied / max(flushes, 1),
+                                # Writes that waited for the projector (LOOM_TASK_PROJECTION_MAX_BEHIND).
+                                "writes_held_back": sum(p.admission.waits for p in tasks_planes) - held0,  # type: ignore[attr-defined]
                                 # After the last complete, how long until the projector and the
                                 # webhook deliverer had nothing left (their CPU until then is in the server's).
                                 "derived_lag_ms": derived_lag * 1000,
@@ -578,7 +581,8 @@ def report(r: dict[str, Any]) -> str:
             f"nats {x['cpu']['nats'] * 1000 / x['lifecycles']:.2f}) vs {x['jetstream_cpu_ms_per_message']:.3f} ms/msg: "
             f"ratio_cpu {x['ratio_cpu']:.3f}  "
             f"({x['seconds']:.2f} s to the last complete, {x['client_per_second']:.0f}/s as the client saw it; each completed once: {x['checked']}; server {x['server_cpu_ms_per_lifecycle']:.2f} ms CPU/lifecycle, "
-            f"{x['state_writes_per_projection_batch']:.0f} writes per projection batch, derived work done {x['derived_lag_ms']:.0f} ms after it)"
+            f"{x['state_writes_per_projection_batch']:.0f} writes per projection batch, {x['writes_held_back']} writes held back for it, "
+            f"derived work done {x['derived_lag_ms']:.0f} ms after it)"
         )
     for wk in r["wake"]:
         where = "across replicas" if wk["across_replicas"] else "same replica"
