@@ -25,6 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 ACCOUNTS_CONF = ROOT / "deploy" / "nats" / "loom-accounts.conf"
 LOOM = Path(sys.executable).parent / "loom"
 SECRET = "cluster-test-secret-0123456789abcdef0123456789abcdef"
+#: Tries at starting a NATS cluster, and how long a node that cannot bind its ports takes to exit.
+START_ATTEMPTS = 3
+BIND_SETTLE_SECONDS = 0.5
 
 
 def account_seed() -> tuple[str, str]:
@@ -65,6 +68,21 @@ class NatsCluster:
         return ",".join(n.url for n in self.nodes)
 
     def start(self) -> None:
+        """Start the nodes. A port taken by another process between `free_port()` and the node's
+        bind (the node exits at once: "address already in use") starts the cluster again on new
+        ports, from empty store directories."""
+        for attempt in range(START_ATTEMPTS):
+            if attempt:
+                for n in self.nodes:
+                    shutil.rmtree(n.dir, ignore_errors=True)
+            self._start_nodes()
+            time.sleep(BIND_SETTLE_SECONDS)
+            if all(n.proc is not None and n.proc.poll() is None for n in self.nodes):
+                return
+            self.stop()
+        raise AssertionError(f"the NATS cluster did not start in {START_ATTEMPTS} attempts; see {self.base}/*/nats.log")
+
+    def _start_nodes(self) -> None:
         self.nodes = [NatsNode(f"n{i + 1}", free_port(), free_port(), free_port(), self.base / f"n{i + 1}") for i in range(self.size)]
         routes = ", ".join(f"nats-route://127.0.0.1:{n.cluster_port}" for n in self.nodes)
         for n in self.nodes:
