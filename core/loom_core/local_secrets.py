@@ -11,6 +11,7 @@ built-in default or a secret shorter than 32 bytes.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import secrets
@@ -21,6 +22,7 @@ from .settings import DEFAULT_JWT_SECRET, Settings
 
 MIN_SECRET_BYTES = 32
 FILE_NAME = "secrets.json"
+LOCK_NAME = "secrets.json.lock"
 HOW_TO_SET = (
     "set LOOM_JWT_SECRET to at least 32 random bytes, e.g. "
     "export LOOM_JWT_SECRET=\"$(python3 -c 'import secrets; print(secrets.token_urlsafe(48))')\" "
@@ -51,9 +53,17 @@ def _generated() -> dict[str, str]:
 
 def load_or_create(data_dir: Path) -> dict[str, str]:
     """The data dir's secrets, generated (mode 0600) on first use; keys missing from an older
-    file are added. Never logged."""
+    file are added. Never logged. Processes starting on one data dir at once (`loom up` and
+    `loom admin bootstrap` in the README's first steps) take turns under a lock file: one
+    creates the file whole, the others read it (unlocked, a reader could find the file created
+    and still empty)."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    path = data_dir / FILE_NAME
+    with open(data_dir / LOCK_NAME, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        return _load_or_create(data_dir / FILE_NAME)
+
+
+def _load_or_create(path: Path) -> dict[str, str]:
     fresh = _generated()
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -46,3 +46,22 @@ def test_environment_values_win_over_the_file_and_an_external_nats_gets_no_gener
     assert env.nats_internal_user == "" and env.nats_auth_callout_issuer_seed == ""
     with pytest.raises(WeakSecret):
         with_local_secrets(Settings(data_dir=tmp_path, jwt_secret="short"))
+
+
+def test_processes_starting_on_one_fresh_data_dir_at_once_all_get_the_same_secrets(tmp_path: Path) -> None:
+    """`loom up` and `loom admin bootstrap` may start on a fresh data dir together (the README's
+    first steps): one creates the file, every other reads the whole of it, never an empty file."""
+    import subprocess
+    import sys
+
+    code = "import json, sys; from pathlib import Path; from loom_core.local_secrets import load_or_create; print(json.dumps(load_or_create(Path(sys.argv[1]))))"
+    for round_ in range(5):
+        data = tmp_path / f"data-{round_}"
+        procs = [
+            subprocess.Popen([sys.executable, "-c", code, str(data)], stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(6)
+        ]
+        outs = [p.communicate(timeout=60) for p in procs]
+        assert all(p.returncode == 0 for p in procs), [err.decode()[-500:] for _, err in outs]
+        seen = {out for out, _ in outs}
+        assert len(seen) == 1
+        assert json.loads(seen.pop()) == json.loads((data / FILE_NAME).read_text())
