@@ -128,6 +128,16 @@ async def caught_up(js: JetStreamContext, stream: str, durable: str, wait: float
         delay = min(delay * 2, 0.05)
 
 
+async def ack_floor(js: JetStreamContext, stream: str, durable: str, answer_within: float | None = None) -> int:
+    """The stream sequence up to which `durable` has acknowledged everything (the projector's
+    applied position); 0 when the bus does not answer (callers then act as if nothing was applied)."""
+    try:
+        info = await js.consumer_info(stream, durable, timeout=answer_within)
+    except Exception:  # noqa: BLE001 - not answering: nothing known to be applied
+        return 0
+    return int(info.ack_floor.stream_seq or 0) if info.ack_floor is not None else 0
+
+
 class EventPublisher:
     """Appends events to LOOM_TASK_EVENTS and waits for the stream's ack."""
 

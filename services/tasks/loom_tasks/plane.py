@@ -25,7 +25,7 @@ from .consumers.pushes import Pushes
 from .consumers.sweep import Sweeper
 from .directory import Directory
 from .domain.model import TaskRow
-from .events import PROJECTOR_DURABLE, READ_WAIT_SECONDS, EventPublisher, caught_up
+from .events import PROJECTOR_DURABLE, READ_WAIT_SECONDS, EventPublisher, ack_floor, caught_up
 from .handlers import Handlers
 from .schema import MIGRATIONS
 from .service.access import Access
@@ -101,12 +101,9 @@ class TasksPlane:
             return self.projector.applied_seq
         if time.monotonic() - self._remote_position[0] < REMOTE_POSITION_SECONDS:
             return self._remote_position[1]
-        try:
-            info = await self.runtime.bus.js.consumer_info(truth.STREAM, PROJECTOR_DURABLE, timeout=1.0)
-        except Exception:  # noqa: BLE001 - not answering: the write's wait is bounded anyway
-            return 0
-        seq = int(info.ack_floor.stream_seq or 0) if info.ack_floor is not None else 0
-        self._remote_position = (time.monotonic(), seq)
+        seq = await ack_floor(self.runtime.bus.js, truth.STREAM, PROJECTOR_DURABLE, answer_within=1.0)
+        if seq:  # 0: not answering (asked again next look; the write's wait is bounded anyway)
+            self._remote_position = (time.monotonic(), seq)
         return seq
 
     def handlers(self) -> dict[str, Handler]:

@@ -58,7 +58,7 @@ from nats.js.errors import NotFoundError
 from ..directory import Directory
 from ..domain import model, transitions
 from ..domain.model import TaskRow
-from ..events import PROJECTOR_DURABLE
+from ..events import PROJECTOR_DURABLE, ack_floor
 from ..service.engine import Engine, Skip
 from ..store import truth
 from ..store.truth import TaskTruth, WrongRevision
@@ -349,11 +349,7 @@ class Sweeper:
         return report
 
     async def _projected_rev(self) -> int:
-        try:
-            info = await self.bus.js.consumer_info(truth.STREAM, PROJECTOR_DURABLE)
-        except Exception:  # noqa: BLE001 - then nothing retires this pass
-            return 0
-        return int(info.ack_floor.stream_seq or 0) if info.ack_floor is not None else 0
+        return await ack_floor(self.bus.js, truth.STREAM, PROJECTOR_DURABLE)  # 0: nothing retires this pass
 
     async def _act(self, org: str, task_id: str, rev: int, now: float, applied: int, report: SweepReport) -> None:
         st = await self.state.read(org, task_id)
