@@ -84,8 +84,10 @@ class Projector(BatchConsumer):
         newest: dict[tuple[str, str], truth.State] = {}
         events: dict[tuple[str, str], list[dict[str, Any]]] = {}
         tombstones: list[tuple[str, str, int]] = []
+        last_seq = 0
         for m in msgs:
             seq = stream_seq(m)
+            last_seq = max(last_seq, seq)
             try:
                 st = truth.decode(m.data, seq)
             except (ValueError, TypeError):
@@ -122,7 +124,7 @@ class Projector(BatchConsumer):
                 both.create_task(self.projection.write(rows, history, batch_token(msgs)))
         self.applied += len(msgs)
         self.batches += 1
-        self.applied_seq = max(self.applied_seq, max(stream_seq(m) for m in msgs))
+        self.applied_seq = max(self.applied_seq, last_seq)
 
 
 def history_row(event: dict[str, Any]) -> dict[str, Any] | None:
