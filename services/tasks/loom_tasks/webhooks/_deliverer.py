@@ -81,7 +81,6 @@ MAX_FILTERS = 256
 FILTER_ROUNDS = 50
 #: The filter when no inbox has a webhook: a subject no event has (org ids never hold "~").
 NO_WEBHOOKS = "loom.tasks.~.~.~.~"
-MAX_ACK_PENDING = 20_000
 
 WEBHOOKS = Consumer(
     "task-webhooks",
@@ -94,7 +93,7 @@ WEBHOOKS = Consumer(
     batch=True,
     # A first deployment does not wake every inbox for its whole history.
     deliver_policy=DeliverPolicy.NEW,
-    config=ConsumerConfig(ack_wait=ACK_WAIT_SECONDS, deliver_policy=DeliverPolicy.NEW, max_ack_pending=MAX_ACK_PENDING),
+    config=ConsumerConfig(ack_wait=ACK_WAIT_SECONDS, deliver_policy=DeliverPolicy.NEW, max_ack_pending=20_000),
     description="task events of the inboxes with a webhook (the consumer's subject filters) -> one signed wake-up notice per inbox (no task content)",
 )
 
@@ -287,14 +286,9 @@ class WebhookDeliverer:
     # --- the consumer's filter
 
     def _consumer_config(self, subjects: list[str]) -> ConsumerConfig:
-        return ConsumerConfig(
-            durable_name=self.durable,
-            ack_policy=JsAckPolicy.EXPLICIT,
-            ack_wait=ACK_WAIT_SECONDS,
-            deliver_policy=DeliverPolicy.NEW,
-            max_ack_pending=MAX_ACK_PENDING,
-            filter_subjects=subjects,
-        )
+        """WEBHOOKS' declared config, for this deliverer's durable, filtered to `subjects`."""
+        assert WEBHOOKS.config is not None
+        return dataclasses.replace(WEBHOOKS.config, durable_name=self.durable, ack_policy=JsAckPolicy.EXPLICIT, filter_subjects=subjects)
 
     async def _filter_now(self) -> list[str] | None:
         """The consumer's subject filters now; None when it does not exist."""
