@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import uuid
 
@@ -199,3 +200,93 @@ async def test_an_idle_batch_consumer_waits_on_one_lingering_pull_request_per_ti
     kinds = ["wait" if "expires" in r else "ready" for r in requests]
     assert all(not (a == "ready" and b == "ready") for a, b in itertools.pairwise(kinds)), kinds
     assert all(r["batch"] == 1 and 0.2e9 < int(str(r["expires"])) <= 0.3e9 for r in requests if "expires" in r)
+
+
+async def _ack_pending(bus: Bus, stream: str, durable: str, want: int, *, at_least: bool = False) -> None:
+    while True:
+        have = (await bus.js.consumer_info(stream, durable)).num_ack_pending
+        if have == want or (at_least and have >= want):
+            return
+        await asyncio.sleep(0.01)
+
+
+async def test_what_is_ready_is_taken_while_the_handler_applies_a_fetch_and_handed_over_after_it(bus: Bus) -> None:
+    stream, subject, consumer = await _batch_stream(bus, fetch_wait=60.0)
+    durable = consumer.durable or ""
+    for i in range(150):
+        await bus.js.publish(subject, str(i).encode())
+    calls: list[list[bytes]] = []
+    release, all_in = asyncio.Event(), asyncio.Event()
+
+    async def on(batch: NatsBatchMessage) -> None:
+        calls.append([m.data for m in batch.raw_message])
+        if len(calls) == 1:
+            await release.wait()
+        if sum(len(c) for c in calls) == 150:
+            all_in.set()
+
+    consuming = await bus.consume(consumer, on)
+    try:
+        # all 150 delivered while the first fetch (pull_batch 100) is still being applied
+        await asyncio.wait_for(_ack_pending(bus, stream, durable, 150), 10)
+        assert len(calls) == 1
+        release.set()
+        await asyncio.wait_for(all_in.wait(), 10)
+        assert [len(c) for c in calls] == [100, 50]
+        assert [b for c in calls for b in c] == [str(i).encode() for i in range(150)]
+        await asyncio.wait_for(_ack_pending(bus, stream, durable, 0), 10)
+    finally:
+        await consuming.stop()
+        await bus.js.delete_stream(stream)
+
+
+async def test_a_fetch_whose_handler_raises_comes_back_before_the_one_taken_ahead(bus: Bus) -> None:
+    stream, subject, consumer = await _batch_stream(bus, fetch_wait=60.0)
+    for i in range(150):
+        await bus.js.publish(subject, str(i).encode())
+    calls: list[list[bytes]] = []
+    all_in = asyncio.Event()
+
+    async def on(batch: NatsBatchMessage) -> None:
+        calls.append([m.data for m in batch.raw_message])
+        if len(calls) == 1:
+            await asyncio.sleep(0.2)  # the fetch ahead is taken meanwhile
+            raise RuntimeError("the first attempt fails")
+        if sum(len(c) for c in calls[1:]) == 150:
+            all_in.set()
+
+    consuming = await bus.consume(consumer, on)
+    try:
+        await asyncio.wait_for(all_in.wait(), 20)
+        assert [b for c in calls[1:] for b in c] == [str(i).encode() for i in range(150)]
+    finally:
+        await consuming.stop()
+        await bus.js.delete_stream(stream)
+
+
+async def test_a_fetch_made_ahead_is_handed_back_when_the_consumer_stops(bus: Bus) -> None:
+    """The consumer's ack wait is 30 s: the fetch ahead's message is another holder's at once."""
+    stream, subject, consumer = await _batch_stream(bus, fetch_wait=60.0)
+    durable = consumer.durable or ""
+    consumer = dataclasses.replace(consumer, pull_batch=1)  # one message a fetch: the second is taken ahead
+    await bus.js.publish(subject, b"first")
+    await bus.js.publish(subject, b"ahead")
+    calls: list[list[bytes]] = []
+
+    async def on(batch: NatsBatchMessage) -> None:
+        calls.append([m.data for m in batch.raw_message])
+        await asyncio.Event().wait()  # applied for ever: the stop cuts it off (unacked)
+
+    consuming = await bus.consume(consumer, on)
+    try:
+        await asyncio.wait_for(_ack_pending(bus, stream, durable, 2), 10)
+        await consuming.stop()
+        assert calls == [[b"first"]]  # the fetch ahead never reached the handler
+        # handed back (nak): the next holder gets it now, not after the 30 s ack wait ("first",
+        # cut off mid-apply and never acked, comes back only then)
+        psub = await bus.js.pull_subscribe_bind(durable, stream=stream)
+        (msg,) = await psub.fetch(1, timeout=5)
+        assert (msg.data, msg.metadata.num_delivered) == (b"ahead", 2)
+        await msg.ack()
+    finally:
+        await bus.js.delete_stream(stream)

@@ -230,3 +230,85 @@ async def test_installing_the_parser_keeps_what_the_old_one_held() -> None:
     assert holder._ps is parser and isinstance(parser, FastParser)
     await parser.parse(PROTOCOL_STREAM[split:])
     assert nc.calls == await _parse_in_pieces(Parser, PROTOCOL_STREAM, [])
+
+
+# --- JetStream publishes (loom_core/bus/jspublish.py): hand-written frames, atomic batches
+
+
+_FRAME_CASES: list[tuple[str, str, dict[str, str] | None, bytes]] = [
+    ("fp.plain", "", None, b"hello"),
+    ("fp.reply", "fp-reply.1", None, b""),
+    ("fp.headers", "fp-reply.2", {"Nats-Msg-Id": "abc", "X-Two": " padded "}, b"x\r\ny"),
+    ("fp.headers.noreply", "", {"Nats-Expected-Last-Subject-Sequence": "12", "X-Crlf": "a\r\nPUB evil 1\r\n"}, b"\x00\xff"),
+]
+
+
+async def test_hand_written_frames_arrive_as_nats_py_publishes_them(bus: Bus) -> None:
+    from loom_core.bus import jspublish
+
+    sub = await bus.nc.subscribe("fp.>")
+    try:
+        for subject, reply, headers, data in _FRAME_CASES:
+            await bus.nc.publish(subject, data, reply=reply, headers=dict(headers) if headers else None)
+            await jspublish._send(bus.nc, [jspublish._frame(bus.nc, subject, reply, headers, data)], len(data))
+            theirs, ours = await sub.next_msg(5), await sub.next_msg(5)
+            assert (ours.subject, ours.reply, ours.headers, ours.data) == (theirs.subject, theirs.reply, theirs.headers, theirs.data)
+    finally:
+        await sub.unsubscribe()
+
+
+@pytest.mark.parametrize(
+    ("subject", "headers", "data"),
+    [("fp.with space", None, b""), ("fp.crlf\r\nPUB x 0", None, b""), ("", None, b""), ("fp.ok", {"Bad Key": "v"}, b"")],
+)
+async def test_hand_written_frames_refuse_what_nats_py_refuses(bus: Bus, subject: str, headers: dict[str, str] | None, data: bytes) -> None:
+    from loom_core.bus import jspublish
+
+    with pytest.raises(Exception) as theirs:
+        await bus.nc.publish(subject, data, headers=headers)
+    with pytest.raises(type(theirs.value)):
+        jspublish._frame(bus.nc, subject, "", headers, data)
+
+
+async def test_hand_written_frames_refuse_a_payload_over_the_servers_limit(bus: Bus) -> None:
+    from loom_core.bus import jspublish
+    from nats.errors import MaxPayloadError
+
+    with pytest.raises(MaxPayloadError):
+        jspublish._frame(bus.nc, "fp.big", "", None, b"x" * (bus.nc.max_payload + 1))
+
+
+async def test_an_atomic_batch_is_stored_whole_and_contiguous_or_not_at_all(bus: Bus) -> None:
+    from loom_core.bus import jspublish
+
+    stream = f"ATOMIC_{secrets.token_hex(4)}"
+    subject = stream.lower()
+    await bus.ensure_stream(StreamConfig(name=stream, subjects=[f"{subject}.>"], allow_atomic=True, duplicate_window=60))
+    plain = f"PLAIN_{secrets.token_hex(4)}"
+    await bus.ensure_stream(StreamConfig(name=plain, subjects=[f"{plain.lower()}.>"]))
+    try:
+        await bus.js.publish(f"{subject}.a", b"before", headers={"Nats-Msg-Id": "m-0"})
+        batch = [(f"{subject}.{i % 3}", f"v{i}".encode(), {"Nats-Msg-Id": f"m-{i}"}) for i in range(1, 251)]
+        seqs = await jspublish.publish_atomic(bus.nc, batch)
+        assert seqs == list(range(2, 252))
+        stored = await bus.js.get_msg(stream, 251)
+        assert (stored.data, stored.headers and stored.headers.get("Nats-Msg-Id")) == (b"v250", "m-250")
+        # one message already stored (by its Nats-Msg-Id): JetStream refuses the whole batch
+        with pytest.raises(jspublish.Rejected):
+            await jspublish.publish_atomic(
+                bus.nc, [(f"{subject}.a", b"new", {"Nats-Msg-Id": "m-300"}), (f"{subject}.a", b"again", {"Nats-Msg-Id": "m-7"})]
+            )
+        # a stream that does not allow batches refuses them
+        with pytest.raises(jspublish.Rejected):
+            await jspublish.publish_atomic(bus.nc, [(f"{plain.lower()}.a", b"x", None), (f"{plain.lower()}.a", b"y", None)])
+        assert (await bus.js.stream_info(stream)).state.messages == 251
+        assert (await bus.js.stream_info(plain)).state.messages == 0
+        with pytest.raises(ValueError):
+            await jspublish.publish_atomic(bus.nc, [])
+        # the refused batch goes in one by one: the stored message dropped as a duplicate
+        again = [(f"{subject}.a", b"new", {"Nats-Msg-Id": "m-300"}), (f"{subject}.a", b"again", {"Nats-Msg-Id": "m-7"})]
+        assert await jspublish.publish_many(bus.nc, again) == [252, 8]
+        assert (await bus.js.stream_info(stream)).state.messages == 252
+    finally:
+        await bus.js.delete_stream(stream)
+        await bus.js.delete_stream(plain)

@@ -88,6 +88,8 @@ class Bus:
                 await handler(msg)
             except Exception:
                 log.warning("bus: consumer %s failed on a message", name, exc_info=True)
+                if isinstance(subscriber, PromptBatchSubscriber):
+                    subscriber.handler_failed()
                 raise
 
         # no_reply: a handler answers a request itself (msg.raw_message.respond); FastStream must
