@@ -312,3 +312,30 @@ async def test_an_atomic_batch_is_stored_whole_and_contiguous_or_not_at_all(bus:
     finally:
         await bus.js.delete_stream(stream)
         await bus.js.delete_stream(plain)
+
+
+async def test_ack_all_acknowledges_a_fetch_as_msg_ack_does_each(bus: Bus) -> None:
+    from loom_core.bus import jspublish
+    from nats.js.api import AckPolicy, ConsumerConfig
+
+    stream, subject = f"FP_ACK_{secrets.token_hex(4)}", f"fp.ack.{secrets.token_hex(4)}"
+    await bus.js.add_stream(StreamConfig(name=stream, subjects=[subject]))
+    try:
+        await bus.js.add_consumer(stream, ConsumerConfig(durable_name="d", ack_policy=AckPolicy.EXPLICIT, ack_wait=1.0))
+        for i in range(120):
+            await bus.js.publish(subject, str(i).encode())
+        psub = await bus.js.pull_subscribe_bind("d", stream=stream)
+        msgs = await psub.fetch(120, timeout=5)
+        await msgs[0].ack()  # acked already: skipped, not acked twice
+        await jspublish.ack_all(bus.nc, msgs)
+        assert all(m._ackd for m in msgs)
+        await bus.nc.flush()
+        info = await bus.js.consumer_info(stream, "d")
+        assert (info.num_ack_pending, info.ack_floor.stream_seq, info.num_redelivered) == (0, 120, 0)
+        await asyncio.sleep(1.2)  # past the ack wait: nothing comes back
+        with pytest.raises(asyncio.TimeoutError):
+            await psub.fetch(1, timeout=0.5)
+        with pytest.raises(NotJSMessageError):
+            await jspublish.ack_all(bus.nc, [Msg(bus.nc, subject="x", reply="", data=b"")])
+    finally:
+        await bus.js.delete_stream(stream)

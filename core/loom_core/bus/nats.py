@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import nats
+from faststream import AckPolicy
 from faststream.nats import NatsBroker, PullSub
 from faststream.nats.message import NatsBatchMessage, NatsMessage
 from faststream.security import SASLPlaintext
@@ -25,7 +26,7 @@ from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 
 from ..errors import ErrorCode, Unavailable
-from . import headers, protocol
+from . import headers, jspublish, protocol
 
 if TYPE_CHECKING:
     from .layout import Consumer
@@ -83,6 +84,10 @@ class Bus:
 
         name = consumer.name
 
+        # A batch that its handler applied is acknowledged here in one write (jspublish.ack_all)
+        # rather than message by message by FastStream's ack policy, which then finds it acked.
+        acks_here = consumer.batch and consumer.ack in (AckPolicy.ACK, AckPolicy.NACK_ON_ERROR)
+
         async def call(msg: Any) -> None:
             try:
                 await handler(msg)
@@ -91,6 +96,8 @@ class Bus:
                 if isinstance(subscriber, PromptBatchSubscriber):
                     subscriber.handler_failed()
                 raise
+            if acks_here:
+                await jspublish.ack_all(self.nc, msg.raw_message)
 
         # no_reply: a handler answers a request itself (msg.raw_message.respond); FastStream must
         # not reply with the handler's return value.

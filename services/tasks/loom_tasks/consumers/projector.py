@@ -35,6 +35,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 from loom_core.bus import Bus, Consumer
@@ -84,10 +85,9 @@ class Projector(BatchConsumer):
         newest: dict[tuple[str, str], truth.State] = {}
         events: dict[tuple[str, str], list[dict[str, Any]]] = {}
         tombstones: list[tuple[str, str, int]] = []
-        last_seq = 0
-        for m in msgs:
-            seq = stream_seq(m)
-            last_seq = max(last_seq, seq)
+        seqs = [stream_seq(m) for m in msgs]
+        last_seq = max(seqs, default=0)
+        for m, seq in zip(msgs, seqs, strict=True):
             try:
                 st = truth.decode(m.data, seq)
             except (ValueError, TypeError):
@@ -121,7 +121,7 @@ class Projector(BatchConsumer):
         async with asyncio.TaskGroup() as both:
             both.create_task(publish_events())
             if rows or history:
-                both.create_task(self.projection.write(rows, history, batch_token(msgs)))
+                both.create_task(self.projection.write(rows, history, batch_token(msgs, seqs)))
         self.applied += len(msgs)
         self.batches += 1
         self.applied_seq = max(self.applied_seq, last_seq)
@@ -138,15 +138,16 @@ def history_row(event: dict[str, Any]) -> dict[str, Any] | None:
         return None
 
 
-def batch_token(msgs: list[Any]) -> str:
+def batch_token(msgs: list[Any], seqs: list[int] | None = None) -> str:
     """The projection insert's dedup token: a digest of the batch's exact writes (sequence,
     subject and value of each). The sequence range and count alone are not enough: after
     redeliveries two different sets of writes can share them, and a stream that starts again
     (a new NATS deployment, an existing ClickHouse) reuses sequences; either way the second
     insert would be dropped as a duplicate of the first. A digest of the content drops only an
-    insert of the very same rows."""
+    insert of the very same rows. `seqs`: the messages' stream sequences, in the same order,
+    when the caller has read them already."""
     h = hashlib.blake2b(digest_size=16)
-    for m in sorted(msgs, key=stream_seq):
-        h.update(f"{stream_seq(m)}\x00{m.subject}\x00{len(m.data)}\x00".encode())
+    for seq, m in sorted(zip(seqs if seqs is not None else map(stream_seq, msgs), msgs, strict=True), key=itemgetter(0)):
+        h.update(f"{seq}\x00{m.subject}\x00{len(m.data)}\x00".encode())
         h.update(m.data)
     return f"proj-{h.hexdigest()}"

@@ -164,6 +164,8 @@ def blocked_on(value: str) -> str:
 
 
 def payload(value: dict[str, Any], field: str) -> dict[str, Any]:
+    if not value:  # most briefs and outcomes: nothing to measure
+        return value
     size = len(json.dumps(value, separators=(",", ":"), default=str).encode())
     if size > MAX_JSON_BYTES:
         raise invalid_field(field, f"at most {MAX_JSON_BYTES} bytes of JSON")
