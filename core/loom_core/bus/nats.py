@@ -91,13 +91,13 @@ class Bus:
         async def call(msg: Any) -> None:
             try:
                 await handler(msg)
+                if acks_here:
+                    await jspublish.ack_all(self.nc, msg.raw_message)
             except Exception:
                 log.warning("bus: consumer %s failed on a message", name, exc_info=True)
                 if isinstance(subscriber, PromptBatchSubscriber):
                     subscriber.handler_failed()
                 raise
-            if acks_here:
-                await jspublish.ack_all(self.nc, msg.raw_message)
 
         # no_reply: a handler answers a request itself (msg.raw_message.respond); FastStream must
         # not reply with the handler's return value.
