@@ -339,3 +339,21 @@ async def test_ack_all_acknowledges_a_fetch_as_msg_ack_does_each(bus: Bus) -> No
             await jspublish.ack_all(bus.nc, [Msg(bus.nc, subject="x", reply="", data=b"")])
     finally:
         await bus.js.delete_stream(stream)
+
+
+async def test_a_publish_no_one_answers_is_unavailable_within_its_bound_and_leaves_no_waiter(bus: Bus) -> None:
+    """A subscriber that never replies stands in for a stream that does not answer in time."""
+    from loom_core.bus import jspublish
+
+    subject = f"fp.silent.{secrets.token_hex(4)}"
+    silent = await bus.nc.subscribe(subject)
+    try:
+        waiting = set(bus.nc._resp_map)
+        for publish in (jspublish.publish_many, jspublish.publish_atomic):
+            started = asyncio.get_running_loop().time()
+            with pytest.raises(Unavailable):
+                await publish(bus.nc, [(subject, b"a", None), (subject, b"b", None)], answer_within=0.2)
+            assert 0.2 <= asyncio.get_running_loop().time() - started < 5  # its own bound, not the 5 s default
+            assert set(bus.nc._resp_map) == waiting
+    finally:
+        await silent.unsubscribe()

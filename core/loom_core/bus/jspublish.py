@@ -23,8 +23,9 @@ that lost is 10071); no stream, no answer in time, or a broken connection raise 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from nats import errors as nats_errors
@@ -77,26 +78,13 @@ async def publish_many(nc: Client, messages: Sequence[Publish], *, answer_within
     refusal raises `Rejected` once every answer is in (a message sent after a refused one may be
     stored)."""
     prefix = await _reply_prefix(nc)
-    loop = asyncio.get_running_loop()
-    pending: list[tuple[str, asyncio.Future[Msg]]] = []
-    timer = loop.call_later(answer_within, _expire, pending)
-    try:
-        frames = []
-        for subject, data, headers in messages:
-            token = f"-{next(_tokens)}"
-            future: asyncio.Future[Msg] = loop.create_future()
-            nc._resp_map[token] = future
-            pending.append((token, future))
-            frames.append(_frame(nc, subject, prefix + token, headers, data))
+    tokens = [f"-{next(_tokens)}" for _ in messages]
+    with _answers_to(nc, tokens, answer_within) as futures:
+        frames = [
+            _frame(nc, subject, prefix + token, headers, data) for (subject, data, headers), token in zip(messages, tokens, strict=True)
+        ]
         await _send(nc, frames, sum(len(data) for _, data, _ in messages))
-        answers = [await future for _, future in pending]
-    except Exception as exc:
-        raise unavailable() from exc
-    finally:
-        timer.cancel()
-        for token, future in pending:
-            nc._resp_map.pop(token, None)
-            future.cancel()
+        answers = [await future for future in futures]
     seqs: list[int] = []
     refusal: Rejected | None = None
     for (subject, _, _), answer in zip(messages, answers, strict=True):
@@ -118,29 +106,19 @@ async def publish_atomic(nc: Client, messages: Sequence[Publish], *, answer_with
     if not 0 < len(messages) <= ATOMIC_BATCH_MAX:
         raise ValueError(f"an atomic batch holds 1 to {ATOMIC_BATCH_MAX} messages, not {len(messages)}")
     prefix = await _reply_prefix(nc)
-    loop = asyncio.get_running_loop()
     batch_id = nc._nuid.next().decode()
     token = f"-{next(_tokens)}"
     last = len(messages)
-    frames = []
-    for n, (subject, data, headers) in enumerate(messages, 1):
-        batch = {**(headers or {}), _BATCH_ID: batch_id, _BATCH_SEQUENCE: str(n)}
-        if n == last:
-            batch[_BATCH_COMMIT] = "1"
-        # Only the commit asks for an answer: it reports the batch's fate, a refusal included.
-        frames.append(_frame(nc, subject, prefix + token if n == last else "", batch, data))
-    future: asyncio.Future[Msg] = loop.create_future()
-    nc._resp_map[token] = future
-    timer = loop.call_later(answer_within, _expire, [(token, future)])
-    try:
+    with _answers_to(nc, [token], answer_within) as (future,):
+        frames = []
+        for n, (subject, data, headers) in enumerate(messages, 1):
+            batch = {**(headers or {}), _BATCH_ID: batch_id, _BATCH_SEQUENCE: str(n)}
+            if n == last:
+                batch[_BATCH_COMMIT] = "1"
+            # Only the commit asks for an answer: it reports the batch's fate, a refusal included.
+            frames.append(_frame(nc, subject, prefix + token if n == last else "", batch, data))
         await _send(nc, frames, sum(len(data) for _, data, _ in messages))
         answer = await future
-    except Exception as exc:
-        raise unavailable() from exc
-    finally:
-        timer.cancel()
-        nc._resp_map.pop(token, None)
-        future.cancel()
     seq = _sequence(messages[-1][0], answer)
     return list(range(seq - last + 1, seq + 1))
 
@@ -215,8 +193,29 @@ async def _send(nc: Client, frames: list[bytes], payload_bytes: int) -> None:
         await nc._flush_pending()
 
 
-def _expire(pending: list[tuple[str, asyncio.Future[Msg]]]) -> None:
-    for _, future in pending:
+@contextlib.contextmanager
+def _answers_to(nc: Client, tokens: list[str], answer_within: float) -> Iterator[list[asyncio.Future[Msg]]]:
+    """A future for the answer to each reply token on nats-py's response inbox, failed when none
+    came within `answer_within` seconds (one timer for them all), and gone when the block ends;
+    anything the block raises (a broken connection, no answer in time) is `Unavailable`."""
+    loop = asyncio.get_running_loop()
+    futures: list[asyncio.Future[Msg]] = [loop.create_future() for _ in tokens]
+    for token, future in zip(tokens, futures, strict=True):
+        nc._resp_map[token] = future
+    timer = loop.call_later(answer_within, _expire, futures)
+    try:
+        yield futures
+    except Exception as exc:
+        raise unavailable() from exc
+    finally:
+        timer.cancel()
+        for token, future in zip(tokens, futures, strict=True):
+            nc._resp_map.pop(token, None)
+            future.cancel()
+
+
+def _expire(futures: list[asyncio.Future[Msg]]) -> None:
+    for future in futures:
         if not future.done():
             future.set_exception(TimeoutError("no answer from the stream"))
 
