@@ -362,5 +362,59 @@ async def test_a_publish_no_one_answers_is_unavailable_within_its_bound_and_leav
                 await publish(bus.nc, [(subject, b"a", None), (subject, b"b", None)], answer_within=0.2)
             assert 0.2 <= asyncio.get_running_loop().time() - started < 5  # its own bound, not the 5 s default
             assert set(bus.nc._resp_map) == waiting
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(Unavailable):
+            await jspublish.publish(bus.nc, subject, b"c", answer_within=0.2)
+        assert 0.2 <= asyncio.get_running_loop().time() - started < 5
+        assert set(bus.nc._resp_map) == waiting
     finally:
         await silent.unsubscribe()
+
+
+async def test_single_publishes_of_one_turn_share_a_timer_and_each_gets_its_own_answer(bus: Bus) -> None:
+    """The publishes one turn of the loop starts share one round (one timer): the answered ones
+    return their own sequences at once, the one nobody answers fails at the bound, and the
+    round's timer goes once the last of them is over."""
+    from loom_core.bus import jspublish
+
+    stream = f"FPR{secrets.token_hex(3).upper()}"
+    await bus.js.add_stream(StreamConfig(name=stream, subjects=[f"{stream.lower()}.>"]))
+    silent_subject = f"fp.silent.{secrets.token_hex(4)}"
+    silent = await bus.nc.subscribe(silent_subject)
+    try:
+        waiting = set(bus.nc._resp_map)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        stored = [asyncio.ensure_future(jspublish.publish(bus.nc, f"{stream.lower()}.{i}", b"x", answer_within=0.5)) for i in range(50)]
+        lost = asyncio.ensure_future(jspublish.publish(bus.nc, silent_subject, b"y", answer_within=0.5))
+        await asyncio.sleep(0)  # every publish has started, in this one turn
+        rounds = [r for (lp, within), r in jspublish._Round._open.items() if lp is loop and within == 0.5]
+        assert len(rounds) == 1 and rounds[0].left == 51
+        the_round = rounds[0]
+        assert sorted(await asyncio.gather(*stored)) == list(range(1, 51))
+        assert loop.time() - started < 0.5  # answered ones did not wait for the silent one
+        assert the_round.left == 1 and not the_round.timer.cancelled()
+        with pytest.raises(Unavailable):
+            await lost
+        assert 0.5 <= loop.time() - started < 5
+        assert the_round.left == 0 and not the_round.futures
+        assert set(bus.nc._resp_map) == waiting
+        assert not [r for (lp, _), r in jspublish._Round._open.items() if lp is loop]
+    finally:
+        await silent.unsubscribe()
+        await bus.js.delete_stream(stream)
+
+
+async def test_a_round_over_before_its_turn_ends_leaves_the_turns_later_publishes_a_timer(bus: Bus) -> None:
+    """A round whose only publish ended in the same turn (refused at once) is closed: a publish
+    started later in that turn gets a new round whose timer still bounds its answer."""
+    from loom_core.bus import jspublish
+
+    first, _ = jspublish._Round.join(0.3)
+    first.answered()
+    assert first.timer.cancelled()
+    second, future = jspublish._Round.join(0.3)
+    assert second is not first and not second.timer.cancelled()
+    with pytest.raises(TimeoutError):
+        await future
+    second.answered()

@@ -11,7 +11,11 @@ the reply token; nats-py is pinned and tests/core/test_fast_paths.py checks this
 server), with one timer per call and orjson for the answers. The messages' protocol frames are
 written here, all of a call's as one chunk on nats-py's outgoing buffer, with the checks
 `Client.publish` makes (subject, payload size, connection state); `Client.publish` built,
-checked and queued each frame on its own (a quarter of a state write's CPU).
+checked and queued each frame on its own (a quarter of a state write's CPU). A single `publish`
+(each task state write) shares its answer's timer with every publish started in the same turn of
+the loop (`_Round`), and wakes nats-py's flusher only when no wake-up is queued already: a timer
+and a flush coroutine per write had cost more than the rest of it (loop CPU per write 37-41 ->
+14-16 us, 100 writes at a time, against a real server).
 
 `publish_atomic` stores a list as one JetStream atomic batch (nats-server 2.12+, a stream with
 `allow_atomic`): every message is stored or none is, and only the last one is answered.
@@ -68,8 +72,25 @@ Publish = tuple[str, bytes, dict[str, str] | None]
 async def publish(
     nc: Client, subject: str, data: bytes, headers: dict[str, str] | None = None, *, answer_within: float = TIMEOUT_SECONDS
 ) -> int:
-    """Store one message; its stream sequence."""
-    return (await publish_many(nc, [(subject, data, headers)], answer_within=answer_within))[0]
+    """Store one message; its stream sequence. Every task state write is one of these: written
+    out flat (no lists, no context manager), its answer's timer shared with the publishes the
+    same turn of the loop starts (`_Round`)."""
+    prefix = nc._resp_sub_prefix or await _reply_prefix(nc)
+    token = f"-{next(_tokens)}"
+    frame = _frame(nc, subject, prefix.decode() + token, headers, data)
+    rnd, future = _Round.join(answer_within)
+    nc._resp_map[token] = future
+    try:
+        if _queue(nc, frame, len(data)):
+            await nc._flush_pending()
+        answer = await future
+    except Exception as exc:
+        raise unavailable() from exc
+    finally:
+        nc._resp_map.pop(token, None)  # gone already if the connection was reset meanwhile
+        future.cancel()
+        rnd.answered()
+    return _sequence(subject, answer)
 
 
 async def publish_many(nc: Client, messages: Sequence[Publish], *, answer_within: float = TIMEOUT_SECONDS) -> list[int]:
@@ -77,7 +98,7 @@ async def publish_many(nc: Client, messages: Sequence[Publish], *, answer_within
     one connection's publishes in the order sent). Their stream sequences, in order. The first
     refusal raises `Rejected` once every answer is in (a message sent after a refused one may be
     stored)."""
-    prefix = await _reply_prefix(nc)
+    prefix = (await _reply_prefix(nc)).decode()
     tokens = [f"-{next(_tokens)}" for _ in messages]
     with _answers_to(nc, tokens, answer_within) as futures:
         frames = [
@@ -105,7 +126,7 @@ async def publish_atomic(nc: Client, messages: Sequence[Publish], *, answer_with
     already stored (JetStream refuses the whole batch then) or the stream not allowing batches."""
     if not 0 < len(messages) <= ATOMIC_BATCH_MAX:
         raise ValueError(f"an atomic batch holds 1 to {ATOMIC_BATCH_MAX} messages, not {len(messages)}")
-    prefix = await _reply_prefix(nc)
+    prefix = (await _reply_prefix(nc)).decode()
     batch_id = nc._nuid.next().decode()
     token = f"-{next(_tokens)}"
     last = len(messages)
@@ -141,11 +162,11 @@ async def ack_all(nc: Client, msgs: Sequence[Msg]) -> None:
         m._ackd = True
 
 
-async def _reply_prefix(nc: Client) -> str:
+async def _reply_prefix(nc: Client) -> bytearray:
     if not nc._resp_sub_prefix:
         await nc._init_request_sub()
     assert nc._resp_sub_prefix is not None  # set by _init_request_sub
-    return nc._resp_sub_prefix.decode()
+    return nc._resp_sub_prefix
 
 
 def _frame(nc: Client, subject: str, reply: str, headers: dict[str, str] | None, data: bytes) -> bytes:
@@ -176,21 +197,76 @@ def _frame(nc: Client, subject: str, reply: str, headers: dict[str, str] | None,
 async def _send(nc: Client, frames: list[bytes], payload_bytes: int) -> None:
     """Queue `frames` on the connection's outgoing buffer as one chunk and wake its flusher, as
     `Client.publish` does for each (buffered while reconnecting, within the pending limit)."""
+    if _queue(nc, b"".join(frames), payload_bytes, len(frames)):
+        await nc._flush_pending()
+
+
+def _queue(nc: Client, chunk: bytes, payload_bytes: int, count: int = 1) -> bool:
+    """Append `chunk` (`count` messages) to the connection's outgoing buffer; True when its
+    flusher must be woken (`Client._flush_pending`): nats-py wakes it once per batch of writes,
+    when its queue is empty, and a whole turn of the loop's publishes share that one wake-up."""
     if nc.is_closed:
         raise nats_errors.ConnectionClosedError
     if nc.is_draining_pubs:
         raise nats_errors.ConnectionDrainingError
-    chunk = b"".join(frames)
     if not nc.is_connected and (nc._max_pending_size <= 0 or len(chunk) + nc._pending_data_size > nc._max_pending_size):
         raise nats_errors.OutboundBufferLimitError
-    nc.stats["out_msgs"] += len(frames)
-    nc.stats["out_bytes"] += payload_bytes
+    stats = nc.stats
+    stats["out_msgs"] += count
+    stats["out_bytes"] += payload_bytes
     nc._pending.append(chunk)
     nc._pending_data_size += len(chunk)
     if nc._max_pending_size > 0 and nc._pending_data_size > nc._max_pending_size:
-        await nc._flush_pending(force_flush=True)
-    elif nc._flush_queue is not None and nc._flush_queue.empty():
-        await nc._flush_pending()
+        return True  # nats-py flushes at once then (force_flush); the flusher does the same
+    return nc._flush_queue is not None and nc._flush_queue.empty()
+
+
+class _Round:
+    """The single publishes one turn of the loop starts, with one timer for their answers: a
+    batch op's hundred state writes start in the same turn, and a timer each (`call_later`, then
+    its cancel) cost more than the rest of the bookkeeping. The timer fails whatever is still
+    unanswered `answer_within` seconds after the round began; the round closes at the end of
+    the turn (`call_soon`), and its timer goes as soon as its last answer is in."""
+
+    __slots__ = ("futures", "key", "left", "timer")
+    _open: dict[tuple[asyncio.AbstractEventLoop, float], _Round] = {}
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, answer_within: float) -> None:
+        self.futures: list[asyncio.Future[Msg]] = []
+        self.key = (loop, answer_within)
+        self.left = 0
+        self.timer = loop.call_later(answer_within, self._expire)
+
+    @classmethod
+    def join(cls, answer_within: float) -> tuple[_Round, asyncio.Future[Msg]]:
+        """The open round's (or a new round's) future for one more answer."""
+        loop = asyncio.get_running_loop()
+        key = (loop, answer_within)
+        rnd = cls._open.get(key)
+        if rnd is None:
+            rnd = cls._open[key] = _Round(loop, answer_within)
+            loop.call_soon(rnd._close)
+        future: asyncio.Future[Msg] = loop.create_future()
+        rnd.futures.append(future)
+        rnd.left += 1
+        return rnd, future
+
+    def answered(self) -> None:
+        """One of the round's publishes is over (answered, failed or cancelled)."""
+        self.left -= 1
+        if not self.left:
+            # Over before the turn ended (a publish refused at once): the turn's later publishes
+            # start a round of their own, with a timer of its own.
+            self._close()
+            self.timer.cancel()
+            self.futures.clear()
+
+    def _close(self) -> None:
+        if self._open.get(self.key) is self:
+            del self._open[self.key]
+
+    def _expire(self) -> None:
+        _expire(self.futures)
 
 
 @contextlib.contextmanager
