@@ -127,6 +127,29 @@ async def test_compare_and_set_answers_as_jetstream_decides(bus: Bus) -> None:
         await bus.js.delete_stream(stream)
 
 
+async def test_a_direct_read_answers_as_nats_pys_get_msg_does(bus: Bus) -> None:
+    """kv.read's own direct get against nats-py's `get_msg(direct=True)` and its leader read:
+    the same value and revision for a value, a delete marker and a subject that holds nothing;
+    a stream that is not there is Unavailable."""
+    stream = f"RD_{secrets.token_hex(4)}"
+    await kv.ensure_stream(bus.js, StreamConfig(name=stream, subjects=[f"{stream.lower()}.>"], allow_direct=True))
+    value, deleted, empty = (f"{stream.lower()}.{k}" for k in ("value", "deleted", "empty"))
+    try:
+        rev = await kv.update_at(bus.js, value, b'{"v":1}', 0, headers={"X-Loom-Note": "kept"})
+        await kv.update_at(bus.js, deleted, b"gone soon", 0)
+        marker = await kv.update_at(bus.js, deleted, b"", rev + 1, headers={kv.KV_OPERATION: "DEL"})
+        for direct in (True, False):
+            assert await kv.read(bus.js, stream, value, direct=direct) == kv.Entry(b'{"v":1}', rev)
+            assert await kv.read(bus.js, stream, deleted, direct=direct) == kv.Entry(None, marker)
+            assert await kv.read(bus.js, stream, empty, direct=direct) is None
+        raw = await bus.js.get_msg(stream, subject=value, direct=True)
+        assert (raw.data, raw.seq) == (b'{"v":1}', rev)
+        with pytest.raises(Unavailable):
+            await kv.read(bus.js, f"NOPE_{secrets.token_hex(4)}", value)
+    finally:
+        await bus.js.delete_stream(stream)
+
+
 # --- the protocol parser (loom_core/bus/protocol.py) against nats-py's, on the same streams
 
 

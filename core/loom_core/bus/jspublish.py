@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from nats import errors as nats_errors
-from nats.aio.client import _HEADER_KEY_RE, _HEADER_VALUE_NEWLINES, Client, _validate_subject
+from nats.aio.client import _HEADER_KEY_RE, _HEADER_VALUE_NEWLINES, _SUBJECT_INVALID_RE, Client
 from nats.aio.msg import Msg
 
 from .. import fastjson
@@ -72,9 +72,18 @@ Publish = tuple[str, bytes, dict[str, str] | None]
 async def publish(
     nc: Client, subject: str, data: bytes, headers: dict[str, str] | None = None, *, answer_within: float = TIMEOUT_SECONDS
 ) -> int:
-    """Store one message; its stream sequence. Every task state write is one of these: written
-    out flat (no lists, no context manager), its answer's timer shared with the publishes the
-    same turn of the loop starts (`_Round`)."""
+    """Store one message; its stream sequence."""
+    return _sequence(subject, await request(nc, subject, data, headers, answer_within=answer_within))
+
+
+async def request(
+    nc: Client, subject: str, data: bytes = b"", headers: dict[str, str] | None = None, *, answer_within: float = TIMEOUT_SECONDS
+) -> Msg:
+    """One request on the connection's response inbox, answered as `Client.request` answers it
+    (a no-responders answer is returned, not raised). Every task state write is one (`publish`),
+    and every read of a task's state (a direct get): written out flat (no lists, no context
+    manager), its answer's timer shared with the requests the same turn of the loop starts
+    (`_Round`). No answer within `answer_within`, or a broken connection: `Unavailable`."""
     prefix = nc._resp_sub_prefix or await _reply_prefix(nc)
     token = f"-{next(_tokens)}"
     frame = _frame(nc, subject, prefix.decode() + token, headers, data)
@@ -83,14 +92,13 @@ async def publish(
     try:
         if _queue(nc, frame, len(data)):
             await nc._flush_pending()
-        answer = await future
+        return await future
     except Exception as exc:
         raise unavailable() from exc
     finally:
         nc._resp_map.pop(token, None)  # gone already if the connection was reset meanwhile
         future.cancel()
         rnd.answered()
-    return _sequence(subject, answer)
 
 
 async def publish_many(nc: Client, messages: Sequence[Publish], *, answer_within: float = TIMEOUT_SECONDS) -> list[int]:
@@ -171,15 +179,16 @@ async def _reply_prefix(nc: Client) -> bytearray:
 
 def _frame(nc: Client, subject: str, reply: str, headers: dict[str, str] | None, data: bytes) -> bytes:
     """One message's PUB / HPUB frame, checked and written as `Client.publish` does (the subject
-    and header keys checked, header values trimmed and CR/LF made spaces: nothing a caller
-    passes can end a line and inject protocol)."""
-    _validate_subject(subject)
+    checked as `_validate_subject` does, header keys checked, header values trimmed and CR/LF
+    made spaces: nothing a caller passes can end a line and inject protocol)."""
+    if not subject or _SUBJECT_INVALID_RE.search(subject):
+        raise nats_errors.BadSubjectError
     if len(data) > nc._max_payload:
         raise nats_errors.MaxPayloadError
     to = f"{subject} {reply}".encode() if reply else subject.encode()
     if not headers:
         return b"PUB %s %d\r\n%s\r\n" % (to, len(data), data)
-    lines = ["NATS/1.0\r\n"]
+    block = "NATS/1.0\r\n"
     for key, value in headers.items():
         if key not in _checked_keys:
             key = key.strip()
@@ -188,10 +197,12 @@ def _frame(nc: Client, subject: str, reply: str, headers: dict[str, str] | None,
             if not _HEADER_KEY_RE.fullmatch(key):
                 raise nats_errors.BadHeaderError(key)
             _checked_keys.add(key)
-        lines.append(f"{key}: {value.strip().translate(_HEADER_VALUE_NEWLINES)}\r\n")
-    lines.append("\r\n")
-    block = "".join(lines).encode()
-    return b"HPUB %s %d %d\r\n%s%s\r\n" % (to, len(block), len(block) + len(data), block, data)
+        value = value.strip()
+        if "\r" in value or "\n" in value:
+            value = value.translate(_HEADER_VALUE_NEWLINES)
+        block += f"{key}: {value}\r\n"
+    head = (block + "\r\n").encode()
+    return b"HPUB %s %d %d\r\n%s%s\r\n" % (to, len(head), len(head) + len(data), head, data)
 
 
 async def _send(nc: Client, frames: list[bytes], payload_bytes: int) -> None:

@@ -29,6 +29,9 @@ from . import jspublish
 EXPECTED_LAST = "Nats-Expected-Last-Subject-Sequence"
 KV_OPERATION = "KV-Operation"
 ROLLUP = "Nats-Rollup"
+NATS_SEQUENCE = "Nats-Sequence"  # a direct get's answer: the message's stream sequence
+STATUS = "Status"  # nats-py's key for an answer's status line
+NOT_FOUND = "404"
 MSG_TTL = "Nats-TTL"
 #: JetStream "wrong last sequence" error codes (JSStreamWrongLastSequenceErr and its constant form).
 WRONG_LAST_SEQUENCE = (10071, 10164)
@@ -64,17 +67,33 @@ async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
 
 async def read(js: JetStreamContext, stream: str, subject: str, *, direct: bool = True) -> Entry | None:
     """The subject's last message, or None when the subject holds none. `direct`: any replica
-    answers (the stream must allow direct gets); else the stream's leader."""
+    answers (the stream must allow direct gets: `$JS.API.DIRECT.GET.<stream>.<subject>`, as
+    nats-py's `get_msg(direct=True)` asks, through `jspublish.request`); else the stream's leader."""
+    if direct:
+        try:
+            msg = await jspublish.request(js._nc, f"{js._prefix}.DIRECT.GET.{stream}.{subject}", answer_within=js._timeout)
+        except Unavailable:
+            raise unavailable() from None
+        headers = msg.headers or {}
+        status = headers.get(STATUS)
+        if status == NOT_FOUND:
+            return None
+        if status or NATS_SEQUENCE not in headers:
+            raise unavailable()  # no stream answers (503), or it refused the request
+        return _entry(msg.data, int(headers[NATS_SEQUENCE]), headers)
     try:
-        msg = await js.get_msg(stream, subject=subject, direct=direct)
+        raw = await js.get_msg(stream, subject=subject)
     except nats.js.errors.NotFoundError:
         return None
     except Exception as exc:
         raise unavailable() from exc
-    seq = int(msg.seq or 0)
-    if msg.headers and msg.headers.get(KV_OPERATION) in ("DEL", "PURGE"):
+    return _entry(raw.data, int(raw.seq or 0), raw.headers)
+
+
+def _entry(data: bytes | None, seq: int, headers: dict[str, str] | None) -> Entry:
+    if headers and headers.get(KV_OPERATION) in ("DEL", "PURGE"):
         return Entry(None, seq)
-    return Entry(msg.data or None, seq)
+    return Entry(data or None, seq)
 
 
 async def update_at(

@@ -57,7 +57,8 @@ class FastParser(Parser):
         future = nc._resp_map.get(token)
         if future is None or future.done():
             return
-        msg = nc._build_message(sid, subject, reply, payload, await nc._process_headers(hdr))
+        # A JetStream publish's answer has no headers (but a status one): no coroutine for it then.
+        msg = nc._build_message(sid, subject, reply, payload, await nc._process_headers(hdr) if hdr else None)
         future.set_result(msg)
 
     async def parse(self, data: bytes = b"") -> None:
