@@ -60,3 +60,26 @@ async def test_no_bound_when_max_behind_is_zero() -> None:
     a.wrote(10**9)
     await asyncio.wait_for(a.admit(), 0.1)
     assert p.looks == 0
+
+
+async def test_the_projector_here_lets_waiting_writes_go_as_soon_as_it_is_within_the_bound() -> None:
+    """`projected` (the in-process projector, after each fetch) opens the gate in the same turn,
+    not at the poller's next look; one short of the bound keeps it shut."""
+    p = Projector(at=0)
+    a = Admission(p.position, max_behind=100, max_wait=5.0)
+    a.wrote(500)
+    waiting = [asyncio.create_task(a.admit()) for _ in range(20)]
+    await asyncio.sleep(0.02)
+    a.projected(399)  # 101 behind: still past the bound
+    await asyncio.sleep(0)
+    assert not any(t.done() for t in waiting)
+    looks = p.looks
+    a.projected(400)
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert all(t.done() for t in waiting)
+    assert a.known == 400
+    await asyncio.sleep(0.02)
+    assert p.looks <= looks + 1  # the poller stopped with the gate open
+    a.projected(300)  # a position never goes back
+    assert a.known == 400

@@ -59,6 +59,7 @@ class TasksPlane:
         self.hub = WakeHub(runtime.bus, self._candidates, s.task_pull_poll_seconds)
         self.admission = Admission(self._projected, max_behind=s.task_projection_max_behind, max_wait=s.task_projection_admit_wait_seconds)
         self._remote_position = (0.0, 0)  # (when read, the projector's ack floor)
+        self.projector.on_applied = self.admission.projected
         self.engine = Engine(self.truth, self.tasks, self.hub, self.admission)
         self.pushes = Pushes(runtime.bus, self.hub, self.directory)
         self.deps = Deps(

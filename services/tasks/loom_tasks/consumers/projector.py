@@ -68,6 +68,8 @@ class Projector(BatchConsumer):
         #: Told each fetch's newest state of every task in it, as soon as it is decoded (the
         #: sweep's due index: consumers/sweep.py). A fetch applied again tells them again.
         self.taps: list[Callable[[list[StateSeen]], None]] = []
+        #: Told the newest stream sequence applied, after each fetch (service/admission.py).
+        self.on_applied: Callable[[int], None] | None = None
 
     def _tell_taps(self, newest: dict[tuple[str, str], truth.State], tombstones: list[tuple[str, str, int]]) -> None:
         latest: dict[tuple[str, str], StateSeen] = {key: (key[0], key[1], st.rev, st.row) for key, st in newest.items()}
@@ -125,6 +127,8 @@ class Projector(BatchConsumer):
         self.applied += len(msgs)
         self.batches += 1
         self.applied_seq = max(self.applied_seq, last_seq)
+        if self.on_applied is not None:
+            self.on_applied(self.applied_seq)
 
 
 def history_row(event: dict[str, Any]) -> dict[str, Any] | None:

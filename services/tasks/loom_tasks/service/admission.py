@@ -11,7 +11,8 @@ followed at ~1,300/s, seconds behind at the end of a run.
 
 So before a write, `admit` compares this replica's last write (its stream sequence) with the
 projector's position: while more than `max_behind` writes are unapplied, it waits (polling the
-position) until the projector is back within the bound, at most `max_wait` seconds; then the
+position, or told by the projector running in this process: `projected`) until the projector
+is back within the bound, at most `max_wait` seconds; then the
 write goes ahead anyway, so a stalled projector costs writes a bounded delay, never their
 availability. The position is the projector's own count when it runs in this process, else the
 durable consumer's ack floor (the plane reuses one answer for REMOTE_POSITION_SECONDS); writes
@@ -48,6 +49,16 @@ class Admission:
         if seq > self.written:
             self.written = seq
 
+    def projected(self, seq: int) -> None:
+        """The projector in this process applied up to `seq`: the waiting writes go at once when
+        that brings it within the bound, not at the poller's next look (up to POLL_SECONDS
+        later, while the loop may have nothing else to do)."""
+        if seq > self.known:
+            self.known = seq
+            gate = self._gate
+            if gate is not None and not gate.is_set() and self._within():
+                gate.set()
+
     def _within(self) -> bool:
         return self.written - self.known <= self.max_behind
 
@@ -66,9 +77,10 @@ class Admission:
         less than max_wait, none more)."""
         deadline = time.monotonic() + self.max_wait
         try:
-            while time.monotonic() < deadline:
+            while not gate.is_set() and time.monotonic() < deadline:
                 self.looks += 1
-                self.known = max(self.known, await self.position())
+                seen = await self.position()  # read before `known`: `projected` may move it meanwhile
+                self.known = max(self.known, seen)
                 if self._within():
                     break
                 await asyncio.sleep(POLL_SECONDS)
