@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -156,10 +157,13 @@ class TaskStore:
 
     async def write(self, rows: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]], token: str) -> None:
         """One projector batch: its task rows and event rows, each insert deduplicated by `token`."""
-        if rows:
-            await self.store.insert(TASKS, rows, dedup_token=f"{token}-t")
-        if events:
-            await self.store.insert(EVENTS, events, dedup_token=f"{token}-e")
+        # Side by side, each in a chDB thread of its own: the projector's cycle waits for the
+        # slower one, not for both in turn. Either failing fails the batch (applied again whole).
+        async with asyncio.TaskGroup() as both:
+            if rows:
+                both.create_task(self.store.insert(TASKS, rows, dedup_token=f"{token}-t"))
+            if events:
+                both.create_task(self.store.insert(EVENTS, events, dedup_token=f"{token}-e"))
 
     async def open_counts_by_inbox(self, org: str, namespace: str) -> dict[str, dict[str, int]]:
         rows = await self.store.query(
