@@ -11,7 +11,7 @@ import secrets
 
 import pytest
 from loom_core import fastjson
-from loom_core.bus import Bus, kv
+from loom_core.bus import Bus, NatsServer, kv
 from loom_core.bus.headers import parse_header_lines
 from loom_core.bus.position import position, stream_seq
 from loom_core.bus.protocol import FastParser, install
@@ -441,3 +441,24 @@ async def test_a_round_over_before_its_turn_ends_leaves_the_turns_later_publishe
     with pytest.raises(TimeoutError):
         await future
     second.answered()
+
+
+async def test_a_publish_past_the_pending_limit_flushes_and_is_stored(nats_server: NatsServer) -> None:
+    """Over the connection's pending limit a publish flushes at once and waits for it (what
+    `Client.publish` does with force_flush), then gets its answer as any other."""
+    import nats
+    from loom_core.bus import jspublish
+
+    nc = await nats.connect(nats_server.url, pending_size=1024)
+    try:
+        stream = f"FPP{secrets.token_hex(3).upper()}"
+        await nc.jetstream().add_stream(StreamConfig(name=stream, subjects=[f"{stream.lower()}.>"]))
+        big = b"x" * 4096
+        assert jspublish._queue(nc, b"", 0) == jspublish._KICK  # an empty buffer: wake the flusher
+        seqs = await asyncio.gather(*(jspublish.publish(nc, f"{stream.lower()}.{i}", big) for i in range(5)))
+        assert sorted(seqs) == [1, 2, 3, 4, 5]
+        assert (await nc.jetstream().stream_info(stream)).state.messages == 5
+        assert nc._pending_data_size == 0
+        await nc.jetstream().delete_stream(stream)
+    finally:
+        await nc.close()

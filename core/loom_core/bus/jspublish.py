@@ -90,8 +90,8 @@ async def request(
     rnd, future = _Round.join(answer_within)
     nc._resp_map[token] = future
     try:
-        if _queue(nc, frame, len(data)):
-            await nc._flush_pending()
+        if todo := _queue(nc, frame, len(data)):
+            await nc._flush_pending(force_flush=todo == _FORCE)
         return await future
     except Exception as exc:
         raise unavailable() from exc
@@ -208,14 +208,18 @@ def _frame(nc: Client, subject: str, reply: str, headers: dict[str, str] | None,
 async def _send(nc: Client, frames: list[bytes], payload_bytes: int) -> None:
     """Queue `frames` on the connection's outgoing buffer as one chunk and wake its flusher, as
     `Client.publish` does for each (buffered while reconnecting, within the pending limit)."""
-    if _queue(nc, b"".join(frames), payload_bytes, len(frames)):
-        await nc._flush_pending()
+    if todo := _queue(nc, b"".join(frames), payload_bytes, len(frames)):
+        await nc._flush_pending(force_flush=todo == _FORCE)
 
 
-def _queue(nc: Client, chunk: bytes, payload_bytes: int, count: int = 1) -> bool:
-    """Append `chunk` (`count` messages) to the connection's outgoing buffer; True when its
-    flusher must be woken (`Client._flush_pending`): nats-py wakes it once per batch of writes,
-    when its queue is empty, and a whole turn of the loop's publishes share that one wake-up."""
+_KICK, _FORCE = 1, 2
+
+
+def _queue(nc: Client, chunk: bytes, payload_bytes: int, count: int = 1) -> int:
+    """Append `chunk` (`count` messages) to the connection's outgoing buffer. What the caller
+    must then do, as `Client.publish` does: 0 nothing (a wake-up of nats-py's flusher is queued
+    already: a whole turn of the loop's publishes share one), _KICK wake the flusher, _FORCE
+    flush and wait for it (the buffer is past its pending limit)."""
     if nc.is_closed:
         raise nats_errors.ConnectionClosedError
     if nc.is_draining_pubs:
@@ -228,8 +232,8 @@ def _queue(nc: Client, chunk: bytes, payload_bytes: int, count: int = 1) -> bool
     nc._pending.append(chunk)
     nc._pending_data_size += len(chunk)
     if nc._max_pending_size > 0 and nc._pending_data_size > nc._max_pending_size:
-        return True  # nats-py flushes at once then (force_flush); the flusher does the same
-    return nc._flush_queue is not None and nc._flush_queue.empty()
+        return _FORCE
+    return _KICK if nc._flush_queue is not None and nc._flush_queue.empty() else 0
 
 
 class _Round:
