@@ -8,11 +8,11 @@ about a third of the Python CPU of a task state write (measured with py-spy on b
 and every task transition is one write and one event. `publish_many` sends on nats-py's own
 response inbox (the connection's one wildcard subscription, its `_resp_map` of futures keyed by
 the reply token; nats-py is pinned and tests/core/test_fast_paths.py checks this against a real
-server), with one timer per call and orjson for the answers. The messages' protocol frames are
+server), with one timer per turn of the loop and orjson for the answers. The messages' protocol frames are
 written here, all of a call's as one chunk on nats-py's outgoing buffer, with the checks
 `Client.publish` makes (subject, payload size, connection state); `Client.publish` built,
 checked and queued each frame on its own (a quarter of a state write's CPU). A single `publish`
-(each task state write) shares its answer's timer with every publish started in the same turn of
+(each task state write) shares its answer's timer with every request started in the same turn of
 the loop (`_Round`), and wakes nats-py's flusher only when no wake-up is queued already: a timer
 and a flush coroutine per write had cost more than the rest of it (loop CPU per write 37-41 ->
 14-16 us, 100 writes at a time, against a real server).
@@ -237,7 +237,7 @@ def _queue(nc: Client, chunk: bytes, payload_bytes: int, count: int = 1) -> int:
 
 
 class _Round:
-    """The single publishes one turn of the loop starts, with one timer for their answers: a
+    """The requests one turn of the loop starts, with one timer for their answers: a
     batch op's hundred state writes start in the same turn, and a timer each (`call_later`, then
     its cancel) cost more than the rest of the bookkeeping. The timer fails whatever is still
     unanswered `answer_within` seconds after the round began; the round closes at the end of
@@ -281,34 +281,29 @@ class _Round:
             del self._open[self.key]
 
     def _expire(self) -> None:
-        _expire(self.futures)
+        for future in self.futures:
+            if not future.done():
+                future.set_exception(TimeoutError("no answer from the stream"))
 
 
 @contextlib.contextmanager
 def _answers_to(nc: Client, tokens: list[str], answer_within: float) -> Iterator[list[asyncio.Future[Msg]]]:
-    """A future for the answer to each reply token on nats-py's response inbox, failed when none
-    came within `answer_within` seconds (one timer for them all), and gone when the block ends;
-    anything the block raises (a broken connection, no answer in time) is `Unavailable`."""
-    loop = asyncio.get_running_loop()
-    futures: list[asyncio.Future[Msg]] = [loop.create_future() for _ in tokens]
-    for token, future in zip(tokens, futures, strict=True):
+    """A future for the answer to each reply token on nats-py's response inbox, in this turn's
+    round (`_Round`: one timer for them all), gone when the block ends; anything the block
+    raises (a broken connection, no answer in time) is `Unavailable`. `request` does the same
+    for one token, written out flat (every state write is one)."""
+    joined = [_Round.join(answer_within) for _ in tokens]
+    for token, (_, future) in zip(tokens, joined, strict=True):
         nc._resp_map[token] = future
-    timer = loop.call_later(answer_within, _expire, futures)
     try:
-        yield futures
+        yield [future for _, future in joined]
     except Exception as exc:
         raise unavailable() from exc
     finally:
-        timer.cancel()
-        for token, future in zip(tokens, futures, strict=True):
+        for token, (rnd, future) in zip(tokens, joined, strict=True):
             nc._resp_map.pop(token, None)
             future.cancel()
-
-
-def _expire(futures: list[asyncio.Future[Msg]]) -> None:
-    for future in futures:
-        if not future.done():
-            future.set_exception(TimeoutError("no answer from the stream"))
+            rnd.answered()
 
 
 def _sequence(subject: str, msg: Msg) -> int:
