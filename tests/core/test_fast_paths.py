@@ -454,7 +454,13 @@ async def test_a_publish_past_the_pending_limit_flushes_and_is_stored(nats_serve
         stream = f"FPP{secrets.token_hex(3).upper()}"
         await nc.jetstream().add_stream(StreamConfig(name=stream, subjects=[f"{stream.lower()}.>"]))
         big = b"x" * 4096
-        assert jspublish._queue(nc, b"", 0) == jspublish._KICK  # an empty buffer: wake the flusher
+        # What the caller is told to do: a small frame into an idle buffer wakes the flusher; a
+        # frame past the limit flushes at once and waits, as Client.publish's force_flush.
+        assert jspublish._queue(nc, jspublish._frame(nc, "fp.pending", "", None, b"x"), 1) == jspublish._KICK
+        await nc._flush_pending()
+        assert jspublish._queue(nc, jspublish._frame(nc, "fp.pending", "", None, big), len(big)) == jspublish._FORCE
+        await nc._flush_pending(force_flush=True)
+        assert nc._pending_data_size == 0
         seqs = await asyncio.gather(*(jspublish.publish(nc, f"{stream.lower()}.{i}", big) for i in range(5)))
         assert sorted(seqs) == [1, 2, 3, 4, 5]
         assert (await nc.jetstream().stream_info(stream)).state.messages == 5
