@@ -32,6 +32,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from loom_api.options.v1 import options_pb2
 
 from .errors import BadRequest, ErrorCode, ValidationFailed
+from .json_limits import QUOTE_CHARS, check_value, clip
 from .roles import Role
 
 _WELL_KNOWN_OBJECT = {"google.protobuf.Struct"}
@@ -221,7 +222,9 @@ class Catalog:
         is absent, as protobuf's JSON prints it: a required one is refused as required."""
         if op.name in self._empty_ok and not msg.ListFields():
             return
-        self._check(op, message_to_sparse_json(msg))
+        args = message_to_sparse_json(msg)
+        check_value(args)  # what REST's JSON parser refuses (json_limits), refused here too
+        self._check(op, args)
 
     def _check(self, op: OpSpec, args: dict[str, Any]) -> None:
         """The op's input schema over JSON arguments; the first error as a 422 naming its field.
@@ -252,6 +255,7 @@ class Catalog:
             if err.validator == "additionalProperties":
                 extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
                 field_name = ".".join(filter(None, [path, extra[0] if extra else ""]))
+                field_name = clip(field_name)
                 raise ValidationFailed(f"unknown field {field_name!r}", {"field": field_name, "reason": "unknown field"})
             if err.validator == "required":
                 missing = [m for m in err.validator_value if m not in err.instance]
@@ -279,7 +283,10 @@ class Catalog:
                     f"{field_name}: one of {', '.join(map(str, err.validator_value))}",
                     {"field": field_name, "reason": "not one of the accepted values", "accepted": list(err.validator_value)},
                 )
-            raise ValidationFailed(f"{field_name}: {err.message}", {"field": field_name, "reason": err.message})
+            # jsonschema quotes the refused value whole: quote at most QUOTE_CHARS of it.
+            quoted = repr(err.instance)
+            message = err.message.replace(quoted, clip(quoted)) if len(quoted) > QUOTE_CHARS else err.message
+            raise ValidationFailed(f"{field_name}: {message}", {"field": field_name, "reason": message})
 
 
 def _chosen_branch(err: Any) -> Any:

@@ -1,11 +1,14 @@
 """One error model for every door.
 
 LoomError
- ├── BadRequest                400 MISSING_IDENTITY_FIELD
+ ├── BadRequest                400 MISSING_IDENTITY_FIELD, REQUEST_TOO_DEEP, UNKNOWN_TOOLSET
  ├── Unauthenticated           401 AUTH_REQUIRED / AUTH_INVALID / AUTH_EXPIRED / AUTH_REVOKED
  ├── Forbidden                 403 AUTH_INSUFFICIENT, POLICY_FORBIDDEN, TASK_POSTER_DENIED, ...
  ├── NotFound                  404 RESOURCE_NOT_FOUND, UNKNOWN_OP
  ├── Conflict                  409 TASK_TERMINAL, TASK_FENCE_STALE, PRECONDITION_FAILED, ...
+ ├── RequestTimeout            408 REQUEST_TIMEOUT
+ ├── TooLarge                  413 REQUEST_TOO_LARGE
+ ├── UnsupportedMediaType      415 UNSUPPORTED_MEDIA_TYPE
  ├── ValidationFailed          422 VALIDATION_FAILED
  ├── Locked                    423 LOCKED
  ├── RateLimited               429 RATE_LIMITED
@@ -54,6 +57,10 @@ class ErrorCode(StrEnum):
     MISSING_IDENTITY_FIELD = "MISSING_IDENTITY_FIELD"
     PINNED_CONFLICT = "PINNED_CONFLICT"
     UNKNOWN_TOOLSET = "UNKNOWN_TOOLSET"
+    REQUEST_TOO_DEEP = "REQUEST_TOO_DEEP"
+    REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
+    UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
+    REQUEST_TIMEOUT = "REQUEST_TIMEOUT"
 
 
 # code -> (http status, grpc status code, retryable)
@@ -79,6 +86,11 @@ CODES: dict[ErrorCode, tuple[int, grpc.StatusCode, bool]] = {
     ErrorCode.MISSING_IDENTITY_FIELD: (400, grpc.StatusCode.INVALID_ARGUMENT, False),
     ErrorCode.PINNED_CONFLICT: (409, grpc.StatusCode.FAILED_PRECONDITION, False),
     ErrorCode.UNKNOWN_TOOLSET: (400, grpc.StatusCode.INVALID_ARGUMENT, False),
+    ErrorCode.REQUEST_TOO_DEEP: (400, grpc.StatusCode.INVALID_ARGUMENT, False),
+    ErrorCode.REQUEST_TOO_LARGE: (413, grpc.StatusCode.RESOURCE_EXHAUSTED, False),
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: (415, grpc.StatusCode.INVALID_ARGUMENT, False),
+    # The client sent its request too slowly; the same request sent promptly succeeds.
+    ErrorCode.REQUEST_TIMEOUT: (408, grpc.StatusCode.DEADLINE_EXCEEDED, True),
     ErrorCode.RATE_LIMITED: (429, grpc.StatusCode.RESOURCE_EXHAUSTED, True),
     ErrorCode.OVERLOADED: (503, grpc.StatusCode.UNAVAILABLE, True),
     ErrorCode.BACKEND_UNAVAILABLE: (503, grpc.StatusCode.UNAVAILABLE, True),

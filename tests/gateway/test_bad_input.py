@@ -6,11 +6,17 @@ from __future__ import annotations
 
 import logging
 import re
+import uuid
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from loom_core.json_limits import MAX_JSON_DEPTH
+from loom_gateway.limits import MAX_BODY_BYTES
+from loom_runner.embedded import Instance
 
 from tests.conftest import Tenant, call
+from tests.gateway.test_rest import ledger_rows
 
 DEEP = 100_000
 RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
@@ -19,6 +25,9 @@ RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 def error_of(r: httpx.Response, status: int, code: str) -> dict[str, object]:
     assert r.status_code == status, r.text[:500]
     body = r.json()
+    if "jsonrpc" in body:  # /mcp: a JSON-RPC error object, Loom's error in `data`
+        assert set(body) == {"jsonrpc", "id", "error"} and body["error"]["message"] == body["error"]["data"]["message"]
+        body = {"error": body["error"]["data"]}
     assert set(body) == {"error"}
     err = body["error"]
     assert err["code"] == code and err["message"], err
@@ -26,7 +35,7 @@ def error_of(r: httpx.Response, status: int, code: str) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("with_token", [True, False])
-async def test_json_nested_100000_levels_is_a_422_without_a_traceback(
+async def test_json_nested_100000_levels_is_a_400_too_deep_without_a_traceback(
     tenant: Tenant, with_token: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     body = ("[" * DEEP + "]" * DEEP).encode()
@@ -36,9 +45,128 @@ async def test_json_nested_100000_levels_is_a_422_without_a_traceback(
             r = await c.post("/v1/auth.whoami", content=body, headers=headers)
             nested_object = await c.post("/v1/namespace.create", content=('{"a":' * DEEP + "1" + "}" * DEEP).encode(), headers=headers)
     for response in (r, nested_object):
-        err = error_of(response, 422, "VALIDATION_FAILED")
-        assert err["retryable"] is False
+        err = error_of(response, 400, "REQUEST_TOO_DEEP")
+        assert err["retryable"] is False and err["detail"]["max_depth"] == MAX_JSON_DEPTH  # type: ignore[index]
     assert not [rec for rec in caplog.records if rec.exc_info or "Traceback" in rec.getMessage()]
+
+
+def brief_nested(levels: int) -> bytes:
+    return ('{"inbox":"deep-box","kind":"chore","title":"t","brief":' + '{"a":' * levels + "1" + "}" * levels + "}").encode()
+
+
+async def test_a_brief_nested_past_the_limit_is_refused_and_nothing_is_written(tenant: Tenant, stack: Instance) -> None:
+    """Before the limit, a brief nested ~40 deep answered a retryable 500 yet stored the task,
+    and every later task.list of its inbox answered 500."""
+    async with tenant.client() as c:
+        await call(c, "inbox.register", inbox="deep-box")
+        accepted = await c.post("/v1/task.create", content=brief_nested(MAX_JSON_DEPTH - 1))
+        assert accepted.status_code == 200, accepted.text[:300]
+        for levels in (MAX_JSON_DEPTH, 40, 55):
+            run = f"run-{uuid.uuid4().hex}"
+            r = await c.post("/v1/task.create", content=brief_nested(levels), headers={"X-Loom-Run-Id": run})
+            err = error_of(r, 400, "REQUEST_TOO_DEEP")
+            assert err["retryable"] is False
+            rows = await ledger_rows(stack.runtime.store, run)
+            assert [(row["op"], row["ok"], row["error_code"], row["org"]) for row in rows] == [
+                ("task.create", False, "REQUEST_TOO_DEEP", tenant.org)
+            ]
+        listed = await call(c, "task.list", inbox="deep-box")
+    assert listed.status_code == 200, listed.text[:300]
+    assert [t["task_id"] for t in listed.json()["tasks"]] == [accepted.json()["task"]["task_id"]]
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400", "-1e400"])
+@pytest.mark.parametrize("where", ["top", "brief", "list"])
+async def test_a_number_json_cannot_carry_is_a_422_not_retryable_with_a_ledger_row(
+    tenant: Tenant, stack: Instance, number: str, where: str
+) -> None:
+    bodies = {
+        "top": f'{{"inbox":"n-box","kind":"chore","title":"t","priority":{number}}}',
+        "brief": f'{{"inbox":"n-box","kind":"chore","title":"t","brief":{{"x":{{"y":{number}}}}}}}',
+        "list": f'{{"inbox":"n-box","kind":"chore","title":"t","brief":{{"xs":[1,2,{number}]}}}}',
+    }
+    run = f"run-{uuid.uuid4().hex}"
+    async with tenant.client(**{"X-Loom-Run-Id": run}) as c:
+        await call(c, "inbox.register", inbox="n-box")
+        r = await c.post("/v1/task.create", content=bodies[where].encode(), headers={"Content-Type": "application/json"})
+        err = error_of(r, 422, "VALIDATION_FAILED")
+        assert err["retryable"] is False and number in str(err["message"])
+        assert (await call(c, "task.list", inbox="n-box")).json()["tasks"] == []
+    rows = await ledger_rows(stack.runtime.store, run, expect=3)
+    assert [(row["op"], row["ok"], row["error_code"]) for row in rows if row["op"] == "task.create"] == [
+        ("task.create", False, "VALIDATION_FAILED")
+    ]
+
+
+@pytest.mark.parametrize(("escape", "what"), [("\\u0000", "NUL"), ("\\ud800", "surrogate"), ("\\udc00x", "surrogate")])
+@pytest.mark.parametrize("where", ["title", "brief"])
+async def test_a_nul_or_a_lone_surrogate_in_a_string_is_a_422_naming_the_field(tenant: Tenant, escape: str, what: str, where: str) -> None:
+    value = f'"a{escape}b"'
+    body = (
+        f'{{"inbox":"s-box","kind":"chore","title":{value}}}'
+        if where == "title"
+        else f'{{"inbox":"s-box","kind":"chore","title":"t","brief":{{"k":[{value}]}}}}'
+    )
+    async with tenant.client() as c:
+        await call(c, "inbox.register", inbox="s-box")
+        r = await c.post("/v1/task.create", content=body.encode(), headers={"Content-Type": "application/json"})
+        err = error_of(r, 422, "VALIDATION_FAILED")
+        assert what in str(err["message"])
+        assert err["detail"]["field"] == ("title" if where == "title" else "brief.k[0]")  # type: ignore[index]
+        assert (await call(c, "task.list", inbox="s-box")).json()["tasks"] == []
+
+
+async def test_a_body_over_the_limit_is_a_413_naming_the_limit(tenant: Tenant) -> None:
+    huge = b'{"name":"big","description":"' + b"x" * (MAX_BODY_BYTES + 10) + b'"}'
+    async with tenant.client() as c:
+        declared = await c.post("/v1/namespace.create", content=huge, headers={"Content-Type": "application/json"})
+
+        async def chunks() -> AsyncIterator[bytes]:  # no content-length: refused while it streams
+            for i in range(0, len(huge), 1 << 20):
+                yield huge[i : i + (1 << 20)]
+
+        streamed = await c.post("/v1/namespace.create", content=chunks(), headers={"Content-Type": "application/json"})
+    for r in (declared, streamed):
+        err = error_of(r, 413, "REQUEST_TOO_LARGE")
+        assert str(MAX_BODY_BYTES) in str(err["message"]) and err["detail"]["max_bytes"] == MAX_BODY_BYTES  # type: ignore[index]
+        assert err["retryable"] is False
+
+
+@pytest.mark.parametrize("path", ["/v1/auth.whoami", "/mcp", "/v1/assistant/chat/completions"])
+@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "text/plain", "multipart/form-data; boundary=x"])
+async def test_a_body_that_is_not_json_by_its_content_type_is_a_415_on_every_route(tenant: Tenant, path: str, content_type: str) -> None:
+    async with tenant.client() as c:
+        r = await c.post(path, content=b"{}", headers={"Content-Type": content_type})
+    err = error_of(r, 415, "UNSUPPORTED_MEDIA_TYPE")
+    assert err["retryable"] is False
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "application/json; charset=utf-8", "application/merge-patch+json"])
+async def test_json_content_types_are_accepted(tenant: Tenant, content_type: str) -> None:
+    async with tenant.client() as c:
+        r = await c.post("/v1/auth.whoami", content=b"{}", headers={"Content-Type": content_type})
+    assert r.status_code == 200, r.text[:300]
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/v1/assistant/chat/completions"])
+async def test_the_other_json_routes_meet_the_same_limits(tenant: Tenant, path: str) -> None:
+    async with tenant.client() as c:
+        deep = await c.post(path, content=("[" * 100 + "]" * 100).encode(), headers={"Content-Type": "application/json"})
+        nan = await c.post(
+            path, content=b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":NaN}}', headers={"Content-Type": "application/json"}
+        )
+    error_of(deep, 400, "REQUEST_TOO_DEEP")
+    error_of(nan, 422, "VALIDATION_FAILED")
+
+
+async def test_an_invalid_value_is_quoted_back_at_most_200_characters(tenant: Tenant) -> None:
+    async with tenant.client() as c:
+        long_title = await call(c, "task.create", inbox="q-box", kind="chore", title="x" * 5_000_000)
+        long_key = await call(c, "task.create", inbox="q-box", kind="chore", title="t", **{"y" * 100_000: 1})
+    for r in (long_title, long_key):
+        err = error_of(r, 422, "VALIDATION_FAILED")
+        assert len(r.content) < 1000, r.text[:300]
+        assert "more characters" in str(err["message"])
 
 
 async def test_a_deep_but_parsable_body_is_refused_as_arguments_not_a_5xx(tenant: Tenant) -> None:

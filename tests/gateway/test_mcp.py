@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -180,9 +181,11 @@ async def test_unknown_toolset_is_a_400_naming_the_known_ones(stack: Instance, t
     async with httpx.AsyncClient(base_url=stack.base_url, timeout=30) as http:
         mcp = await http.post("/mcp?toolset=no-such-toolset", json=INIT, headers=headers)
         ops = await http.get("/v1/ops?toolset=no-such-toolset")
+    assert mcp.json()["jsonrpc"] == "2.0" and mcp.json()["id"] == INIT["id"]
     for response in (mcp, ops):
         assert response.status_code == 400
         err = response.json()["error"]
+        err = err.get("data", err)  # MCP: a JSON-RPC error object, Loom's error in `data`
         assert err["code"] == "UNKNOWN_TOOLSET" and err["retryable"] is False
         assert err["detail"]["known"] == stack.relay.catalog.toolsets()
         assert "admin" in err["message"] and "all" in err["message"]
@@ -200,7 +203,7 @@ async def test_mcp_request_without_a_valid_token_is_http_401_with_the_bearer_cha
         assert challenge.startswith("Bearer ")
         metadata_url = challenge.split('resource_metadata="', 1)[1].split('"', 1)[0]
         metadata = (await http.get(metadata_url)).json()
-    assert response.json()["error"]["code"] in ("AUTH_REQUIRED", "AUTH_INVALID")
+    assert response.json()["error"]["data"]["code"] in ("AUTH_REQUIRED", "AUTH_INVALID")
     assert metadata["resource"] == stack.base_url + "/mcp"
     assert metadata["bearer_methods_supported"] == ["header"]
 
@@ -220,13 +223,32 @@ async def test_official_client_without_a_token_gets_no_session_and_no_tools(stac
     assert any(isinstance(leaf, MCPError) for leaf in leaves(caught.value)), caught.value
 
 
+async def test_official_client_shows_looms_message_for_a_refused_request(stack: Instance, tenant: Tenant) -> None:
+    """A refusal of the HTTP request itself is a JSON-RPC error object: the official client
+    raises it with Loom's message and code, not "Server returned an error response"."""
+    with pytest.raises(BaseExceptionGroup) as caught:
+        async with mcp_client(stack.base_url + "/mcp?toolset=no-such-toolset", "legacy", Authorization=bearer(tenant.token)) as (c, _):
+            await c.list_tools()
+    errors = [leaf for leaf in leaves(caught.value) if isinstance(leaf, MCPError)]
+    assert errors, caught.value
+    assert "no-such-toolset" in str(errors[0]) or "toolset" in str(errors[0])
+    assert errors[0].error.data["code"] == "UNKNOWN_TOOLSET"
+
+
+async def test_a_stateless_call_logs_no_terminating_session_line(tenant: Tenant, stack: Instance, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG):
+        async with mcp_client(stack.base_url + "/mcp", "legacy", Authorization=bearer(tenant.token)) as (client, _):
+            await client.call_tool("auth.whoami", {})
+    assert not [r for r in caplog.records if "Terminating session" in r.getMessage()]
+
+
 @pytest.mark.parametrize("method", ["GET", "DELETE", "PUT"])
 async def test_non_post_on_mcp_is_405_and_holds_no_stream(stack: Instance, tenant: Tenant, method: str) -> None:
     async with httpx.AsyncClient(base_url=stack.base_url, timeout=30) as http:
         response = await http.request(method, "/mcp", headers={"Accept": "text/event-stream", "Authorization": bearer(tenant.token)})
     assert response.status_code == 405
     assert response.headers["allow"] == "POST"
-    assert response.json()["error"]["code"] == "VALIDATION_FAILED"
+    assert response.json()["error"]["data"]["code"] == "VALIDATION_FAILED"
 
 
 # -- calls -------------------------------------------------------------------------------------
@@ -316,7 +338,7 @@ async def test_headers_are_read_per_call_and_run_id_lands_in_the_ledger(tenant: 
     run_a, run_b = unique("run"), unique("run")
     async with mcp_client(stack.base_url + "/mcp", era, Authorization=bearer(tenant.token)) as (client, http):
         # One session, headers changed between calls: each call carries its own request's.
-        refused = await client.call_tool("auth.whoami", {"bogus": 1})  # refused before the chain: no ledger row
+        refused = await client.call_tool("auth.whoami", {"bogus": 1})  # refused before the chain, with its ledger row
         http.headers["X-Loom-Run-Id"] = run_a
         http.headers["X-Loom-Agent"] = "mcp-tester"
         first = await client.call_tool("auth.whoami", {})
@@ -327,10 +349,11 @@ async def test_headers_are_read_per_call_and_run_id_lands_in_the_ledger(tenant: 
     assert isinstance(first.structured_content, dict)
     assert first.structured_content["agent"] == "mcp-tester"
 
-    rows = await ledger_rows(stack, tenant.org, want=2)
-    assert [(r["op"], r["run_id"], r["transport"], r["agent"]) for r in rows] == [
-        ("auth.whoami", run_a, "mcp", "mcp-tester"),
-        ("auth.whoami", run_b, "mcp", "mcp-tester"),
+    rows = await ledger_rows(stack, tenant.org, want=3)
+    assert [(r["op"], r["run_id"], r["transport"], r["agent"], r["error_code"]) for r in rows] == [
+        ("auth.whoami", "", "mcp", "", "VALIDATION_FAILED"),
+        ("auth.whoami", run_a, "mcp", "mcp-tester", ""),
+        ("auth.whoami", run_b, "mcp", "mcp-tester", ""),
     ]
 
 

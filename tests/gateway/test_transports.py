@@ -108,7 +108,7 @@ async def test_both_transports_refuse_a_request_over_the_message_limit(stack: In
         finally:
             await relay.close()
     assert errors["inproc"] == errors["grpc"]
-    assert errors["inproc"]["code"] == "VALIDATION_FAILED" and errors["inproc"]["detail"]["reason"] == "too large"
+    assert errors["inproc"]["code"] == "REQUEST_TOO_LARGE" and errors["inproc"]["detail"]["reason"] == "too large"
 
 
 async def test_a_cancelled_call_cancels_the_handler_in_process(stack: Instance, tenant: Tenant) -> None:

@@ -165,6 +165,20 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         assert response is not None
         return response
 
+    def refused(self, op: OpSpec, error: LoomError, md: Mapping[str, str]) -> None:
+        """A call a door refused before it became a request message (a body that is not JSON,
+        nests too deep, holds NaN): the metric and ledger row `call` writes for a call it
+        refuses, the caller named when the token verifies."""
+        transport = md.get(MD_TRANSPORT) or "grpc"
+        principal: Principal | None
+        try:
+            principal = self.auth.verify(_bearer(md.get(MD_AUTHORIZATION)))
+        except LoomError:
+            principal = None
+        namespace = md.get(MD_NAMESPACE, "") or (principal.default_namespace if principal else "")
+        self._observe(op.name, transport, error.code, 0.0)
+        self._record(op, op.request_cls(), None, error, None, principal, namespace, md, transport, 0.0)
+
     def _observe(self, op: str, transport: str, code: str, latency: float) -> None:
         # prometheus_client's labels() costs a lock and a tuple hash per call: keep each child.
         key = (op, transport, code)

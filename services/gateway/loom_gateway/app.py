@@ -16,7 +16,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .asyncapi import router as asyncapi_router
-from .fastpath import OpFastPath, parse_body
+from .fastpath import OpFastPath
+from .limits import BODY_READ_SECONDS, parse_json
 from .mcp import PROTECTED_RESOURCE_PATH, LoomMCP, protected_resource_metadata, tool_name
 from .relay import Relay
 
@@ -44,9 +45,11 @@ def create_app(
     version: str = "0.1.0",
     plane_health: dict[str, PlaneHealth] | None = None,
     verify: Callable[[str | None], Any] | None = None,
+    body_read_seconds: float = BODY_READ_SECONDS,
 ) -> FastAPI:
     """`verify` checks a bearer token (the runtime's Authenticator.verify); with it, an MCP
-    request without a valid token is answered 401 at the HTTP layer, as MCP clients expect."""
+    request without a valid token is answered 401 at the HTTP layer, as MCP clients expect.
+    `body_read_seconds`: how long a request's body may take to arrive (limits.py)."""
     mcp = LoomMCP(relay, version=version, verify=verify)
 
     @contextlib.asynccontextmanager
@@ -65,7 +68,7 @@ def create_app(
         # Served ops are answered by OpFastPath before FastAPI; what reaches here is unknown.
         op = str(request.path_params["op"])
         relay.op(op)  # UNKNOWN_OP before reading the body
-        result = await relay.call(op, parse_body(await request.body()), request.headers, transport_of(request))
+        result = await relay.call(op, parse_json(await request.body()), request.headers, transport_of(request))
         return JSONResponse(result)
 
     # Before /v1/{op}: the assistant's chat route (services/gateway/loom_gateway/assistant_routes.py).
@@ -174,7 +177,7 @@ def create_app(
     build_stack = app.build_middleware_stack
 
     def build_middleware_stack() -> Any:
-        return OpFastPath(build_stack(), relay)
+        return OpFastPath(build_stack(), relay, body_read_seconds)
 
     app.build_middleware_stack = build_middleware_stack  # type: ignore[method-assign]
     return app

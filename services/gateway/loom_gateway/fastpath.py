@@ -1,6 +1,9 @@
-"""`POST /v1/{op}` as raw ASGI, ahead of FastAPI's routing and middleware: the one hot path
-of the gateway. Everything else (GET /v1/ops, health, MCP, OpenAPI, errors for other methods
-and paths) stays with the FastAPI app behind it."""
+"""The gateway's outermost ASGI layer. Every request with a body meets the input limits here
+(limits.py: size, media type, read time, what its JSON may hold), whichever route it is for;
+and `POST /v1/{op}`, the one hot path, is answered here, ahead of FastAPI's routing and
+middleware. Everything else (GET /v1/ops, health, MCP, the chat route, OpenAPI, errors for
+other methods and paths) stays with the FastAPI app behind it, which is handed the body read
+here."""
 
 from __future__ import annotations
 
@@ -9,27 +12,16 @@ import logging
 from typing import Any
 
 import orjson
-from loom_core.errors import ErrorCode, LoomError, ValidationFailed
-from loom_core.runtime import MAX_MESSAGE_BYTES
+from loom_core.errors import ErrorCode, LoomError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .limits import BODY_READ_SECONDS, METHODS_WITH_BODY, check_headers, parse_json, read_body
+from .mcp import is_mcp_path, jsonrpc_error
 from .relay import Relay
 
 log = logging.getLogger(__name__)
 
 PREFIX = "/v1/"
-
-
-def parse_body(raw: bytes) -> Any:
-    """The request body as JSON: no body at all means no arguments; anything else must parse
-    (a whitespace-only body does not: refused, not taken for `{}`), and what does not, nesting
-    past what the parser takes included, is the caller's 422, never a 5xx."""
-    if not raw:
-        return {}
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        raise ValidationFailed("the body is not valid JSON", {"field": "(body)", "reason": "invalid JSON"}) from None
 
 
 def encode(body: Any) -> bytes:
@@ -51,31 +43,45 @@ def error_body(err: LoomError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
 
 
 class OpFastPath:
-    """ASGI middleware: a POST to a served op's URL is answered here; anything else passes on."""
+    """ASGI middleware: the input limits for every request with a body; a POST to a served op's
+    URL answered here; anything else passed on."""
 
-    def __init__(self, app: ASGIApp, relay: Relay) -> None:
+    def __init__(self, app: ASGIApp, relay: Relay, body_read_seconds: float = BODY_READ_SECONDS) -> None:
         self.app = app
         self.relay = relay
+        self.body_read_seconds = body_read_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].startswith(PREFIX):
+        if scope["type"] != "http" or scope["method"] not in METHODS_WITH_BODY:
             await self.app(scope, receive, send)
             return
-        name = scope["path"][len(PREFIX) :]
-        op = self.relay.catalog.get(name)
-        if op is None or op.plane not in self.relay.addresses:
-            await self.app(scope, receive, send)  # UNKNOWN_OP, /v1/ops, health... answered behind
-            return
+        name = scope["path"][len(PREFIX) :] if scope["path"].startswith(PREFIX) else ""
+        op = self.relay.catalog.get(name) if name and scope["method"] == "POST" else None
+        if op is not None and op.plane not in self.relay.addresses:
+            op = None  # UNKNOWN_OP, answered behind
         headers: dict[str, str] = {}
-        for k, v in scope["headers"]:
-            try:
+        if op is not None:
+            for k, v in scope["headers"]:
                 headers[k.decode("latin-1").lower()] = v.decode("latin-1")
-            except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
-                continue
+        transport = "sdk" if headers.get("x-loom-client", "").startswith("sdk") else "rest"
+        # An unknown op's URL: the app behind answers UNKNOWN_OP before it looks at the body.
+        unknown_op = op is None and bool(name) and "/" not in name
         try:
-            raw = await _read_body(receive)
-            args = parse_body(raw)
-            transport = "sdk" if headers.get("x-loom-client", "").startswith("sdk") else "rest"
+            check_headers(scope["headers"])
+            raw = await read_body(receive, self.body_read_seconds)
+            args = None if unknown_op else parse_json(raw)
+        except LoomError as err:
+            if op is not None:
+                self.relay.refused(op, err, headers, transport)
+            if is_mcp_path(scope["path"]):
+                await _answer(send, err.http_status, [(b"content-type", b"application/json")], encode(jsonrpc_error(err)))
+            else:
+                await _answer(send, *error_body(err))
+            return
+        if op is None:
+            await self.app(scope, _replay(raw, receive), send)
+            return
+        try:
             status, out_headers, body = (
                 200,
                 [(b"content-type", b"application/json")],
@@ -83,22 +89,25 @@ class OpFastPath:
             )
         except LoomError as err:
             status, out_headers, body = error_body(err)
-        out_headers.append((b"content-length", str(len(body)).encode()))
-        await send({"type": "http.response.start", "status": status, "headers": out_headers})
-        await send({"type": "http.response.body", "body": body})
+        await _answer(send, status, out_headers, body)
 
 
-async def _read_body(receive: Receive) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message: Message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ValidationFailed("the client went away", {"field": "(body)", "reason": "disconnected"})
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_MESSAGE_BYTES:
-            raise ValidationFailed("the request is too large", {"field": "(body)", "reason": "too large", "max_bytes": MAX_MESSAGE_BYTES})
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+async def _answer(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The body already read, as the app behind reads it; after it, the client's own messages
+    (a disconnect, which a streaming answer listens for)."""
+    sent = False
+
+    async def again() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return again

@@ -31,7 +31,7 @@ from typing import Any
 
 import mcp_types as types
 from loom_core.catalog import OpSpec
-from loom_core.errors import ErrorCode, LoomError, Unauthenticated, Unavailable
+from loom_core.errors import ErrorCode, LoomError, Unauthenticated, Unavailable, ValidationFailed
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -87,6 +87,52 @@ def error_result(err: LoomError) -> types.CallToolResult:
         structured_content=body,
         is_error=True,
     )
+
+
+# JSON-RPC 2.0's own codes for a refusal answered before any tool ran.
+JSONRPC_PARSE_ERROR = -32700
+JSONRPC_INVALID_REQUEST = -32600
+JSONRPC_INTERNAL_ERROR = -32603
+_PARSE_REFUSALS = frozenset({ErrorCode.REQUEST_TOO_DEEP, ErrorCode.REQUEST_TOO_LARGE, ErrorCode.UNSUPPORTED_MEDIA_TYPE})
+
+
+def jsonrpc_error(err: LoomError, request_id: Any = None) -> dict[str, Any]:
+    """A refusal of the HTTP request itself (no token, a body Loom will not read, a wrong
+    method) as the JSON-RPC error object an MCP client reads, Loom's error body in `data`: the
+    official client shows its message instead of "Server returned an error response"."""
+    if err.code in _PARSE_REFUSALS or (err.detail or {}).get("field") == "(body)":
+        code = JSONRPC_PARSE_ERROR
+    elif err.http_status < 500:
+        code = JSONRPC_INVALID_REQUEST
+    else:
+        code = JSONRPC_INTERNAL_ERROR
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": err.message, "data": err.to_payload()}}
+
+
+def is_mcp_path(path: str) -> bool:
+    return path == "/mcp" or path.startswith("/mcp/")
+
+
+async def _request_id(request: Request) -> Any:
+    """The JSON-RPC id of the request being refused, when its body names one (else null)."""
+    try:
+        body = json.loads(await request.body())
+    except ValueError:
+        return None
+    return body.get("id") if isinstance(body, dict) and isinstance(body.get("id"), (str, int)) else None
+
+
+class _QuietStatelessTermination(logging.Filter):
+    """The stateless session manager ends every request's transport with an INFO line
+    "Terminating session: None": one per call, saying nothing. Dropped; others pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "Terminating session: None"
+
+
+_STATELESS_LOGGER = logging.getLogger("mcp.server.streamable_http")
+if not any(isinstance(f, _QuietStatelessTermination) for f in _STATELESS_LOGGER.filters):
+    _STATELESS_LOGGER.addFilter(_QuietStatelessTermination())
 
 
 def forwarded_headers(request: Request | None) -> dict[str, str]:
@@ -184,35 +230,31 @@ class LoomMCP:
         return _Endpoint(self)
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope)
+        request = Request(scope, receive)
+        refusal: tuple[LoomError, dict[str, str]] | None = None
         if request.method != "POST":
             # Stateless: no stream to hold open (GET) and no session to end (DELETE).
-            body = {
-                "error": {
-                    "code": ErrorCode.VALIDATION_FAILED.value,
-                    "message": "MCP is served with POST (stateless, no stream)",
-                    "retryable": False,
-                }
-            }
-            await JSONResponse(body, status_code=405, headers={"Allow": "POST"})(scope, receive, send)
-            return
-        refusal = self._refuse_unauthenticated(request)
+            refusal = ValidationFailed("MCP is served with POST (stateless, no stream)"), {"Allow": "POST"}
+        else:
+            refusal = self._refuse_unauthenticated(request)
+        if refusal is None:
+            try:
+                self.relay.catalog.check_toolset(toolset_of(request))
+                if self._manager is None:
+                    raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the MCP endpoint is not running")
+            except LoomError as err:
+                refusal = err, {}
         if refusal is not None:
-            await refusal(scope, receive, send)
+            err, headers = refusal
+            request_id = await _request_id(request) if request.method == "POST" else None
+            status = 405 if request.method != "POST" else err.http_status
+            await JSONResponse(jsonrpc_error(err, request_id), status_code=status, headers=headers)(scope, receive, send)
             return
-        try:
-            self.relay.catalog.check_toolset(toolset_of(request))
-        except LoomError as err:
-            await JSONResponse({"error": err.to_payload()}, status_code=err.http_status)(scope, receive, send)
-            return
-        manager = self._manager
-        if manager is None:
-            down = Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the MCP endpoint is not running")
-            await JSONResponse({"error": down.to_payload()}, status_code=down.http_status)(scope, receive, send)
-            return
-        await manager.handle_request(scope, receive, send)
+        assert self._manager is not None
+        await self._manager.handle_request(scope, receive, send)
 
-    def _refuse_unauthenticated(self, request: Request) -> JSONResponse | None:
+    def _refuse_unauthenticated(self, request: Request) -> tuple[LoomError, dict[str, str]] | None:
+        """No valid token: 401 with the bearer challenge (RFC 9728) an MCP client follows."""
         if self.verify is None:
             return None
         header = request.headers.get("authorization", "")
@@ -228,7 +270,7 @@ class LoomMCP:
             challenge = f'Bearer resource_metadata="{metadata}"'
             if err.code != ErrorCode.AUTH_REQUIRED:
                 challenge += ', error="invalid_token"'
-            return JSONResponse({"error": err.to_payload()}, status_code=401, headers={"WWW-Authenticate": challenge})
+            return err, {"WWW-Authenticate": challenge}
         return None
 
 
@@ -259,4 +301,14 @@ class _Endpoint:
         await self._mcp.handle(scope, receive, send)
 
 
-__all__ = ["LoomMCP", "error_result", "forwarded_headers", "ok_result", "protected_resource_metadata", "tool_name", "tool_of"]
+__all__ = [
+    "LoomMCP",
+    "error_result",
+    "forwarded_headers",
+    "is_mcp_path",
+    "jsonrpc_error",
+    "ok_result",
+    "protected_resource_metadata",
+    "tool_name",
+    "tool_of",
+]

@@ -27,9 +27,11 @@ from loom_core.chain.context import (
     MD_TRANSPORT,
     MD_USER,
 )
-from loom_core.errors import ErrorCode, LoomError, NotFound, Unauthenticated, Unavailable, ValidationFailed, invalid_field
+from loom_core.errors import ErrorCode, LoomError, NotFound, Unauthenticated, Unavailable, invalid_field
 from loom_core.grpc_errors import from_rpc_error
 from loom_core.runtime import MAX_MESSAGE_BYTES
+
+from .limits import too_large
 
 # HTTP header (lower-case) -> gRPC metadata key
 FORWARDED_HEADERS = {
@@ -56,6 +58,12 @@ class LocalPlane(Protocol):
     async def invoke(self, op: OpSpec, request: Message, metadata: Mapping[str, str]) -> Message: ...
 
 
+class RefusalRecorder(Protocol):
+    """Files the ledger row of a call refused before it became a request message (the chain's)."""
+
+    def refused(self, op: OpSpec, error: LoomError, metadata: Mapping[str, str]) -> None: ...
+
+
 class Relay:
     def __init__(
         self,
@@ -63,8 +71,12 @@ class Relay:
         addresses: Mapping[str, str],
         timeout: float = 60.0,
         local: Mapping[str, LocalPlane] | None = None,
+        recorder: RefusalRecorder | None = None,
     ) -> None:
+        """`recorder`: where a call refused here, before any plane's chain saw it (its body, its
+        arguments), gets its ledger row, as every call the chain refuses does."""
         self.catalog = catalog
+        self.recorder = recorder
         self.addresses = dict(addresses)
         self.local = dict(local or {})
         # Every plane this gateway serves, whichever transport reaches it.
@@ -125,12 +137,29 @@ class Relay:
         md[MD_TRANSPORT] = transport
         return md
 
+    def refused(self, op: OpSpec, error: LoomError, headers: Mapping[str, str], transport: str) -> None:
+        """A call to `op` refused at the door: its ledger row (the forwarded headers that are
+        valid metadata name the caller)."""
+        if self.recorder is None:
+            return
+        md = {}
+        for header, key in FORWARDED_HEADERS.items():
+            value = headers.get(header)
+            if value and len(value) <= MAX_HEADER_BYTES and value.isascii() and value.isprintable():
+                md[key] = value
+        md[MD_TRANSPORT] = transport
+        self.recorder.refused(op, error, md)
+
     async def call(self, name: str, args: Any, headers: Mapping[str, str], transport: str) -> dict[str, Any]:
         op = self.op(name)
-        if not isinstance(args, dict):
-            raise invalid_field("(body)", "must be a JSON object of the op's arguments")
-        request = self.catalog.parse_request(op, args)  # every argument checked, namespace included
-        metadata = self.metadata(op, dict(args), headers, transport)
+        try:
+            if not isinstance(args, dict):
+                raise invalid_field("(body)", "must be a JSON object of the op's arguments")
+            request = self.catalog.parse_request(op, args)  # every argument checked, namespace included
+            metadata = self.metadata(op, dict(args), headers, transport)
+        except LoomError as err:
+            self.refused(op, err, headers, transport)
+            raise
         task = asyncio.current_task()
         if self._draining or task is None:
             raise _shutting_down()
@@ -149,7 +178,7 @@ class Relay:
     async def send(self, op: OpSpec, request: Message, metadata: dict[str, str]) -> Message:
         """One op call on whichever transport reaches its plane; a refusal as its LoomError."""
         if request.ByteSize() > MAX_MESSAGE_BYTES:
-            raise ValidationFailed("the request is too large", {"field": "(body)", "reason": "too large", "max_bytes": MAX_MESSAGE_BYTES})
+            raise too_large(request.ByteSize())
         local = self.local.get(op.plane)
         if local is not None:
             try:
