@@ -32,7 +32,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from loom_api.options.v1 import options_pb2
 
 from .errors import BadRequest, ErrorCode, ValidationFailed
-from .json_limits import QUOTE_CHARS, check_value, clip
+from .json_limits import QUOTE_CHARS, check_value, clip, non_finite
 from .roles import Role
 
 _WELL_KNOWN_OBJECT = {"google.protobuf.Struct"}
@@ -222,7 +222,10 @@ class Catalog:
         is absent, as protobuf's JSON prints it: a required one is refused as required."""
         if op.name in self._empty_ok and not msg.ListFields():
             return
-        args = message_to_sparse_json(msg)
+        try:
+            args = message_to_sparse_json(msg)
+        except ValueError:  # protobuf's JSON printer refuses a non-finite number in a Struct
+            raise non_finite("(body)", "NaN or Infinity") from None
         check_value(args)  # what REST's JSON parser refuses (json_limits), refused here too
         self._check(op, args)
 

@@ -141,3 +141,42 @@ async def test_a_well_formed_grpc_call_still_reaches_its_plane(
         [("inbox.register", {"inbox": box, "posters": ["user:ann"], "default_lease_seconds": 60}, ""), ("namespace.list", {}, "")],
     )
     assert [a["status"] for a in answers] == ["OK", "OK"], answers
+
+
+def nested(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {"leaf": 1}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    ("brief", "title", "code"),
+    [
+        (nested(33), "t", "REQUEST_TOO_DEEP"),
+        ({"x": float("nan")}, "t", "VALIDATION_FAILED"),
+        ({"x": [1.0, float("inf")]}, "t", "VALIDATION_FAILED"),
+        ({}, "a\x00b", "VALIDATION_FAILED"),
+    ],
+)
+async def test_a_direct_grpc_caller_meets_the_same_value_limits_and_nothing_is_written(
+    stack: Instance, tenant: Tenant, brief: dict[str, Any], title: str, code: str
+) -> None:
+    import grpc
+    from google.protobuf import struct_pb2
+    from loom_api.tasks.v1 import tasks_pb2, tasks_pb2_grpc
+    from loom_core.grpc_errors import from_rpc_error
+
+    md = [("authorization", f"Bearer {tenant.token}"), ("x-loom-namespace", tenant.namespace)]
+    async with grpc.aio.insecure_channel(stack.grpc_address("tasks")) as channel:
+        stub = tasks_pb2_grpc.TaskServiceStub(channel)
+        await stub.RegisterInbox(tasks_pb2.RegisterInboxRequest(inbox="grpc-box"), metadata=md)
+        struct = struct_pb2.Struct()
+        struct.update(brief)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.CreateTask(tasks_pb2.CreateTaskRequest(inbox="grpc-box", kind="chore", title=title, brief=struct), metadata=md)
+        listed = await stub.ListTasks(tasks_pb2.ListTasksRequest(inbox="grpc-box"), metadata=md)
+    err = from_rpc_error(caught.value)
+    assert err.code == code and err.retryable is False, err
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert list(listed.tasks) == []

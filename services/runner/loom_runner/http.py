@@ -1,13 +1,20 @@
-"""uvicorn servers run as tasks inside Loom's own loop (signals stay with the runner)."""
+"""uvicorn servers run as tasks inside Loom's own loop (signals stay with the runner), with the
+connection limits a slow or idle client meets: a request's headers must arrive within
+HEADER_READ_SECONDS of its first byte (or of the connection's opening), an idle keep-alive
+connection closes after KEEP_ALIVE_SECONDS; the body's own time limit is the gateway's
+(loom_gateway.limits)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Generator
 from typing import Any
 
 import uvicorn
+from loom_core.errors import ErrorCode, LoomError
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 
 class _Server(uvicorn.Server):
@@ -23,11 +30,74 @@ SHUTDOWN_GRACE_SECONDS = 3.0
 # expiry (httpx 5 s, cloud load balancers 60 s), so the client always closes first: with equal
 # timeouts (uvicorn's default is httpx's 5 s) a request sent as the server closes fails mid-read.
 KEEP_ALIVE_SECONDS = 75
+# How long a client may take to send a request's headers. uvicorn has no such limit: a client
+# sending one header byte a minute (slowloris) held its connection for ever.
+HEADER_READ_SECONDS = 10.0
+
+
+def header_timed_protocol(within: float) -> type[HttpToolsProtocol]:
+    """uvicorn's httptools protocol with a header read timeout: armed when a connection opens and
+    when a request's first byte arrives, disarmed once its headers are complete. On expiry the
+    client gets a 408 in Loom's error body and the connection closes."""
+    error = LoomError(
+        ErrorCode.REQUEST_TIMEOUT,
+        f"the request headers did not arrive within {within:g} s",
+        {"field": "(headers)", "reason": "too slow", "timeout_seconds": within},
+    )
+    body = json.dumps({"error": error.to_payload()}).encode()
+    answer = (
+        b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+        + b"content-length: %d\r\n\r\n" % len(body)
+        + body
+    )
+
+    class HeaderTimedProtocol(HttpToolsProtocol):
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._arm()
+
+        def on_headers_complete(self) -> None:
+            self._disarm()
+            super().on_headers_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            if self._header_timer is None:
+                self._header_timer = self.loop.call_later(within, self._headers_too_slow)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _headers_too_slow(self) -> None:
+            self._header_timer = None
+            if not self.transport.is_closing():
+                self.transport.write(answer)
+                self.transport.close()
+
+    return HeaderTimedProtocol
 
 
 class HttpServer:
     def __init__(
-        self, app: Any, *, host: str = "127.0.0.1", port: int = 0, uds: str | None = None, shutdown_grace: float = SHUTDOWN_GRACE_SECONDS
+        self,
+        app: Any,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        uds: str | None = None,
+        shutdown_grace: float = SHUTDOWN_GRACE_SECONDS,
+        header_read_seconds: float = HEADER_READ_SECONDS,
     ) -> None:
         config = uvicorn.Config(
             app,
@@ -39,6 +109,7 @@ class HttpServer:
             access_log=False,
             loop="none",
             timeout_keep_alive=KEEP_ALIVE_SECONDS,
+            http=header_timed_protocol(header_read_seconds),
             timeout_graceful_shutdown=shutdown_grace,  # type: ignore[arg-type]  # uvicorn takes fractions of a second too
         )
         self.server = _Server(config)
