@@ -90,6 +90,22 @@ MEANING: dict[str, tuple[str, str]] = {
         "Send the missing `X-Loom-Agent` / `X-Loom-User` / `X-Loom-Session` header (or the SDK's field).",
     ),
     "PINNED_CONFLICT": ("The write conflicts with a pinned value.", "Unpin it first, or write another key."),
+    "REQUEST_TOO_DEEP": (
+        "The request's JSON nests deeper than 32 levels (the body's own object is level 1); refused before it is parsed.",
+        "Flatten the value: nest less, or carry the deep part as a string.",
+    ),
+    "REQUEST_TOO_LARGE": (
+        "The request body is over the size limit the message names (16 MiB).",
+        "Send less per call: split a batch, or keep large content outside Loom and pass a reference.",
+    ),
+    "UNSUPPORTED_MEDIA_TYPE": (
+        "The body's `Content-Type` is not JSON (a form, plain text).",
+        "Send `Content-Type: application/json` (curl: `-H 'Content-Type: application/json'`), or no content type.",
+    ),
+    "REQUEST_TIMEOUT": (
+        "The request's headers or body took longer to arrive than the server waits.",
+        "Send the request again, promptly; check for a slow or stalled network or proxy.",
+    ),
 }
 
 # Codes the interceptor chain itself may answer for an op: every op, the gated ones, the namespaced ones.
@@ -288,8 +304,12 @@ def render_errors() -> str:
         "Every door answers a refusal the same way. REST: the HTTP status below and",
         '`{"error": {"code", "message", "detail", "retryable"}}`; gRPC: the status below with a',
         '`google.rpc.ErrorInfo` whose `reason` is the code and `domain` is `"loom"`; MCP: a tool error',
-        "with the same body; the SDK raises `loom.LoomError` with `.code`, `.message`, `.detail` and",
-        "`.retryable`. **Retryable** says whether the same call may succeed later unchanged.",
+        "with the same body (a refusal of the HTTP request itself, such as a missing token or a body",
+        "over the limit, is a JSON-RPC error object with this body in `data`); the SDK raises",
+        "`loom.LoomError` with `.code`, `.message`, `.detail` and `.retryable`. **Retryable** says",
+        "whether the same call may succeed later unchanged. The table gives each code's usual answer;",
+        "the `retryable` field of the refusal itself is what counts (a `PRECONDITION_FAILED` for",
+        "contention is retryable, one for a task in the wrong state is not).",
         "",
         "| code | HTTP | gRPC | retryable |",
         "|---|---|---|---|",

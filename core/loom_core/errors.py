@@ -107,6 +107,9 @@ class LoomError(Exception):
     code: ErrorCode | str = ErrorCode.INTERNAL
     message: str = "internal error"
     detail: dict[str, Any] | None = None
+    # Whether the same call may succeed later unchanged, when this refusal says otherwise than
+    # its code's default (a 409 for a task in the wrong state: no retry moves it); None: CODES.
+    retry: bool | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -125,7 +128,7 @@ class LoomError(Exception):
 
     @property
     def retryable(self) -> bool:
-        return CODES[ErrorCode(self.code)][2]
+        return CODES[ErrorCode(self.code)][2] if self.retry is None else self.retry
 
     def to_payload(self) -> dict[str, Any]:
         body: dict[str, Any] = {"code": self.code, "message": self.message, "retryable": self.retryable}
@@ -139,9 +142,12 @@ class LoomError(Exception):
             code = ErrorCode(str(payload.get("code", ErrorCode.INTERNAL.value)))
         except ValueError:
             code = ErrorCode.INTERNAL
-        return _CLASS_BY_STATUS.get(CODES[code][0], LoomError)(
+        error = _CLASS_BY_STATUS.get(CODES[code][0], LoomError)(
             code=code, message=str(payload.get("message", "")), detail=payload.get("detail") or None
         )
+        if isinstance(payload.get("retryable"), bool) and payload["retryable"] != CODES[code][2]:
+            error.retry = payload["retryable"]
+        return error
 
 
 class Unauthenticated(LoomError):
@@ -170,9 +176,13 @@ class NotFound(LoomError):
 
 class Conflict(LoomError):
     def __init__(
-        self, code: ErrorCode | str = ErrorCode.PRECONDITION_FAILED, message: str = "conflict", detail: dict[str, Any] | None = None
+        self,
+        code: ErrorCode | str = ErrorCode.PRECONDITION_FAILED,
+        message: str = "conflict",
+        detail: dict[str, Any] | None = None,
+        retry: bool | None = None,
     ):
-        super().__init__(code, message, detail)
+        super().__init__(code, message, detail, retry)
 
 
 class ValidationFailed(LoomError):

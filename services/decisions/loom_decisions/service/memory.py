@@ -136,7 +136,7 @@ class MemoryOps:
             if not versions:
                 raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no row under this key and identity", {"key": key})
             if versions[0]["status"] == "active":
-                raise Conflict(ErrorCode.PRECONDITION_FAILED, "the row is live; nothing to restore", {"key": key})
+                raise Conflict(ErrorCode.PRECONDITION_FAILED, "the row is live; nothing to restore", {"key": key}, retry=False)
             last = next((v for v in versions if v["status"] == "active"), None)
             if last is None:
                 raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no live version left to restore", {"key": key})
@@ -178,7 +178,7 @@ class MemoryOps:
         async with self.r.key_lock(org, ns, key):
             row = await self.r.live_head(org, ns, key, ident)
             if if_value_hash and row["value_hash"] != if_value_hash:
-                raise Conflict(ErrorCode.PRECONDITION_FAILED, "the row's value changed since it was read", {"key": key})
+                raise Conflict(ErrorCode.PRECONDITION_FAILED, "the row's value changed since it was read", {"key": key}, retry=False)
             changes: dict[str, Any] = {}
             emb = None
             if value is not None and value != row["value"]:

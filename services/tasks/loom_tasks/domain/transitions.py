@@ -51,6 +51,7 @@ def _expect(row: TaskRow, allowed: frozenset[str] | set[str], move: str) -> None
         ErrorCode.PRECONDITION_FAILED,
         f"{move} needs a task in {' or '.join(sorted(allowed))}; this one is {row.status}",
         {"task_id": row.task_id, "status": row.status, "reason": "status"},
+        retry=False,  # the same call finds the task in the same state
     )
 
 
@@ -200,6 +201,7 @@ def reopen(row: TaskRow, actor: Actor, reason: str, now: float) -> Change:
             ErrorCode.PRECONDITION_FAILED,
             f"task.reopen needs a failed, wont_do or cancelled task; this one is {row.status}",
             {"task_id": row.task_id, "status": row.status, "reason": "status"},
+            retry=False,
         )
     nxt = _moved(row, now, status=model.TODO, reason=reason, attempts=0, defers=0, blocked_on="", outcome={}, **_released())
     return Change(nxt, "reopened", {}, **_by(actor))
@@ -220,6 +222,7 @@ def update(row: TaskRow, actor: Actor, if_match_version: int, changes: dict[str,
             ErrorCode.PRECONDITION_FAILED,
             f"the task is at version {row.version}, not {if_match_version}",
             {"task_id": row.task_id, "version": row.version, "if_match_version": if_match_version, "reason": "version"},
+            retry=False,  # the same call names the same stale version: read the task again
         )
     return Change(_moved(row, now, **changes), "updated", {"fields": sorted(changes)}, **_by(actor))
 

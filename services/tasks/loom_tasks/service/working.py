@@ -162,6 +162,7 @@ class WorkingOps:
                     ErrorCode.PRECONDITION_FAILED,
                     f"only a todo task can be claimed; this one is {row.status}",
                     {"task_id": task_id, "status": row.status, "reason": "status"},
+                    retry=False,
                 )
             got = await self.d.engine.claim(row, actor, lease, time.time())
             if got is not None:
@@ -170,7 +171,7 @@ class WorkingOps:
             if fresh is None:
                 raise no_task(task_id)
             row = fresh
-        raise Conflict(ErrorCode.PRECONDITION_FAILED, "another claim won the task", {"task_id": task_id, "reason": "claimed"})
+        raise Conflict(ErrorCode.PRECONDITION_FAILED, "another claim won the task", {"task_id": task_id, "reason": "claimed"}, retry=False)
 
     # --- fenced writes -------------------------------------------------------------------------
 
