@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -22,6 +23,7 @@ from loom_core.identity.tokens import TokenCodec
 pytestmark = pytest.mark.slow
 
 LOOM = str(Path(sys.executable).parent / "loom")
+ROOT = Path(__file__).resolve().parents[2]
 SECRET = "cli-test-secret-0123456789abcdef0123456789"
 
 
@@ -48,7 +50,7 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> DataDir:
     return DataDir(tmp_path_factory.mktemp("loom-cli"), free_port())
 
 
-async def bootstrap(d: DataDir, org: str, namespace: str) -> str:
+async def bootstrap(d: DataDir, org: str, namespace: str, *extra: str) -> str:
     proc = await asyncio.create_subprocess_exec(
         LOOM,
         "admin",
@@ -57,6 +59,7 @@ async def bootstrap(d: DataDir, org: str, namespace: str) -> str:
         org,
         "--namespace",
         namespace,
+        *extra,
         env=d.env(),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -81,14 +84,18 @@ class Up:
 
 
 @contextlib.asynccontextmanager
-async def loom_up(d: DataDir) -> AsyncIterator[Up]:
+async def loom_up(d: DataDir, stdout: Path | None = None) -> AsyncIterator[Up]:
+    """`loom up` on `d`, once it answers /v1/health; its standard output into `stdout` if given."""
+    out = stdout.open("wb") if stdout is not None else None
     proc = await asyncio.create_subprocess_exec(
         LOOM,
         "up",
         env=d.env(),
-        stdout=asyncio.subprocess.DEVNULL,
+        stdout=out or asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )
+    if out is not None:
+        out.close()  # the child holds its own copy
     up = Up(proc, d)
     try:
         deadline = time.monotonic() + 90  # a bound on failure: a loaded machine starts slowly
@@ -147,8 +154,11 @@ async def test_bootstrap_without_a_server_prints_an_admin_token(fresh: DataDir) 
 # most of a minute, so this test's bound is wider than the suite's 120 s.
 @pytest.mark.timeout(300)
 async def test_up_serves_bootstrap_tokens_stops_cleanly_and_restarts_with_its_data(fresh: DataDir) -> None:
-    # Bootstrapping again is idempotent (same org and namespace, a fresh token).
-    offline = await bootstrap(fresh, "acme", "private")
+    # Bootstrapping an org that exists says so and how to mint another token, minting nothing.
+    code, out = await run_cli(fresh, "admin", "bootstrap", "--org", "acme", "--namespace", "private")
+    assert code != 0 and "exists already" in out and "--new-token" in out and "token.mint" in out, out
+    assert "Traceback" not in out
+    offline = await bootstrap(fresh, "acme", "private", "--new-token")
 
     async with loom_up(fresh) as up:
         # The token bootstrapped with no server running works against the server.
@@ -158,6 +168,8 @@ async def test_up_serves_bootstrap_tokens_stops_cleanly_and_restarts_with_its_da
         # Bootstrap while `loom up` holds the data dir (through its admin socket).
         assert (fresh.path / "admin.sock").exists()
         online = await bootstrap(fresh, "beta", "main")
+        code, out = await run_cli(fresh, "admin", "bootstrap", "--org", "beta", "--namespace", "main")
+        assert code != 0 and "exists already" in out and "Traceback" not in out, out
         r = await whoami(fresh, online)
         assert r.status_code == 200, r.text
         assert (r.json()["org"], r.json()["namespace"], r.json()["role"]) == ("beta", "main", "admin")
@@ -259,3 +271,120 @@ def test_server_commands_run_with_the_server_gc_settings(argv: list[str], monkey
     finally:
         gc.set_threshold(*before)
     assert ran == ["_up" if argv[0] == "up" else "_serve"]
+
+
+def nats_children_of(d: DataDir) -> list[str]:
+    return [cmd for _, cmd in processes_mentioning(str(d.path)) if "nats-server" in cmd]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("how", ["venv", "script"])
+async def test_a_second_up_on_the_same_data_dir_says_so_at_once_and_keeps_the_pid_file(tmp_path: Path, how: str) -> None:
+    d = DataDir(tmp_path / "data", free_port())
+    banner = tmp_path / "banner.txt"
+    async with loom_up(d, stdout=banner) as up:
+        pid_before = (d.path / "loom-up.pid").read_text()
+        assert pid_before.strip() == str(up.proc.pid)
+        second = DataDir(d.path, free_port())  # another port, the same data dir
+        command = [LOOM, "up"] if how == "venv" else [str(ROOT / "loom"), "up"]
+        proc = await asyncio.create_subprocess_exec(
+            *command, env=second.env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=60)  # a bound on failure: it must not hang
+        text = (out + err).decode()
+        assert proc.returncode != 0
+        assert "already running" in text and f"pid {up.proc.pid}" in text and d.base_url in text and f"kill {up.proc.pid}" in text, text
+        assert "Traceback" not in text
+        assert (d.path / "loom-up.pid").read_text() == pid_before
+        assert (await whoami(d, await bootstrap(d, "acme", "private"))).status_code == 200  # the first one still serves
+        code, _ = await up.stop()
+        assert code == 0
+    # The banner says the policy mode (LOOM_POLICY_MODE, off by default) and what it means.
+    assert re.search(r"policy mode\s+off: rules are stored but not evaluated", banner.read_text()), banner.read_text()
+
+
+def text_of(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+async def wait_for_text(path: Path, text: str, proc: asyncio.subprocess.Process) -> None:
+    for _ in range(900):  # a bound on failure
+        if text in text_of(path):
+            return
+        assert proc.returncode is None, text_of(path)
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{text!r} never appeared: {text_of(path)}")
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("phase", ["waiting for the data dir", "starting", "serving"])
+async def test_up_stops_on_a_signal_in_every_phase_leaving_no_child(tmp_path: Path, sig: signal.Signals, phase: str) -> None:
+    from loom_runner.embedded import server_lock
+
+    d = DataDir(tmp_path / "data", free_port())
+    held = server_lock(d.path, wait=False) if phase == "waiting for the data dir" else None  # another command holds it
+    log = tmp_path / "up.txt"
+    with log.open("wb") as out:
+        proc = await asyncio.create_subprocess_exec(LOOM, "up", env=d.env(), stdout=out, stderr=out)
+    try:
+        if phase == "waiting for the data dir":
+            await wait_for_text(log, "waiting for another loom command", proc)
+        elif phase == "starting":
+            for _ in range(600):  # the nats-server child is up; the planes are still starting
+                if nats_children_of(d) or proc.returncode is not None:
+                    break
+                await asyncio.sleep(0.05)
+        else:
+            await wait_for_text(log, "loom: up.", proc)
+        started = time.monotonic()
+        proc.send_signal(sig)
+        code = await asyncio.wait_for(proc.wait(), timeout=60)  # a bound on failure, not the measure
+        print(f"{phase} {sig.name}: exited {code} after {time.monotonic() - started:.2f} s")
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        if held is not None:
+            held.close()
+    text = log.read_text()
+    assert code == 0, text
+    assert "Traceback" not in text, text
+    assert nats_children_of(d) == []
+    assert not (d.path / "loom-up.pid").exists()
+
+
+async def test_bootstrap_says_what_it_waits_for(tmp_path: Path) -> None:
+    d = DataDir(tmp_path / "data", free_port())
+    d.path.mkdir()
+    # A server is starting here (its pid file names a live process) and has no admin socket yet.
+    sleeper = await asyncio.create_subprocess_exec("sleep", "60")
+    (d.path / "loom-up.pid").write_text(str(sleeper.pid))
+    proc = await asyncio.create_subprocess_exec(
+        LOOM, "admin", "bootstrap", "--org", "acme", "--namespace", "private", env=d.env(), stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        assert proc.stderr is not None
+        line = (await asyncio.wait_for(proc.stderr.readline(), timeout=60)).decode()
+    finally:
+        proc.kill()
+        await proc.wait()
+        sleeper.kill()
+        await sleeper.wait()
+    assert "waiting for the server starting on" in line and "admin socket" in line, line
+
+
+async def test_loom_ops_prints_a_table_by_group(tmp_path: Path) -> None:
+    from loom_core.catalog import load_catalog
+
+    d = DataDir(tmp_path, free_port())
+    code, out = await run_cli(d, "ops", "--group", "task")
+    assert code == 0, out
+    lines = out.strip().splitlines()
+    assert lines[0].split()[:4] == ["OP", "ROLE", "WRITES", "LISTING"]
+    names = [line.split()[0] for line in lines[1:]]
+    assert names == [op.name for op in load_catalog().ops.values() if op.group == "task"]
+    code, out = await run_cli(d, "ops")
+    assert code == 0 and "help.search" in out and "experimental" in out
+    code, out = await run_cli(d, "ops", "--group", "nope")
+    assert code == 2 and "groups:" in out and "task" in out

@@ -81,9 +81,14 @@ def create_app(
 
     @app.get("/v1/ops", include_in_schema=False)
     async def list_ops(toolset: str | None = None) -> JSONResponse:
-        # The same listing MCP shows for ?toolset= (no toolset: all; unknown: 400).
-        relay.catalog.check_toolset(toolset)
-        ops = [{**op.describe(), "tool": tool_name(op.name)} for op in relay.catalog.listed(toolset) if op.plane in relay.addresses]
+        # No toolset: every op this gateway serves, the experimental and unlisted ones marked so
+        # (`experimental`, `unlisted`); ?toolset=: the same listing MCP shows for it (unknown: 400).
+        if toolset is None:
+            listed = list(relay.catalog.ops.values())
+        else:
+            relay.catalog.check_toolset(toolset)
+            listed = relay.catalog.listed(toolset)
+        ops = [{**op.describe(), "tool": tool_name(op.name)} for op in listed if op.plane in relay.addresses]
         return JSONResponse({"ops": ops})
 
     async def run_checks() -> tuple[bool, dict[str, dict[str, Any]]]:

@@ -73,6 +73,7 @@ class PolicyHandlers:
             widened_reasons=out.widened_reasons,
             created=out.created,
             warnings=out.warnings,
+            mode_in_effect=out.mode_in_effect,
         )
 
     async def delete_policy(self, req: pb.DeletePolicyRequest, ctx: CallContext) -> pb.DeletePolicyResponse:

@@ -44,7 +44,8 @@ def build(runtime: Runtime) -> PolicyPlane:
     settings = runtime.settings.plane(PolicySettings)
     # The gate is built first (runner: start_gate); the ops read and refresh its rule book.
     gate = runtime.gate if isinstance(runtime.gate, PolicyGate) else None
-    rules = RuleService(RuleStore(runtime.store), runtime.bus, settings, gate)
+    op_arguments = {op.name: frozenset(op.request_cls.DESCRIPTOR.fields_by_name) for op in runtime.catalog.ops.values()}
+    rules = RuleService(RuleStore(runtime.store), runtime.bus, settings, gate, op_arguments)
     handlers = PolicyHandlers(
         rules,
         EvaluationService(runtime.store, runtime.catalog, rules, settings, gate),

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import uvloop
+from loom_core.errors import LoomError
 from loom_core.local_secrets import WeakSecret, check_jwt_secret, with_local_secrets
 from loom_core.process import freeze_startup_heap, tune_gc
 from loom_core.settings import Settings, render_markdown
@@ -44,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     boot.add_argument("--namespace", required=True)
     boot.add_argument("--subject", default="user:admin")
     boot.add_argument("--json", action="store_true", help="print a JSON object instead of the bare token")
+    boot.add_argument("--new-token", action="store_true", help="the org exists already: mint another org-wide admin token for it anyway")
+    ops = sub.add_parser("ops", help="list the ops Loom serves, as a table")
+    ops.add_argument("--group", default=None, help="only this group's ops (task, memory, policy, ...)")
     config = sub.add_parser("config", help="settings")
     config_sub = config.add_subparsers(dest="config_cmd", required=True)
     docs = config_sub.add_parser("docs", help="render docs/configuration.md from the settings definition")
@@ -66,9 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "serve":
         return uvloop.run(_serve(settings, {p for p in args.planes.split(",") if p}, args.gateway))
     if args.cmd == "admin" and args.admin_cmd == "bootstrap":
-        out = asyncio.run(_bootstrap(settings, args.org, args.namespace, args.subject))
+        out = asyncio.run(_bootstrap(settings, args.org, args.namespace, args.subject, again=args.new_token))
         print(json.dumps(out) if args.json else out["token"])
         return 0
+    if args.cmd == "ops":
+        return _ops(args.group)
     if args.cmd == "config" and args.config_cmd == "docs":
         text = render_markdown()
         if args.output:
@@ -156,8 +162,29 @@ def _server_starting(data_dir: Path) -> bool:
     return True
 
 
-async def _bootstrap(settings: Settings, org: str, namespace: str, subject: str) -> dict[str, str]:
-    """Through the running server's admin socket when one holds the data dir; else directly."""
+def _ops(group: str | None) -> int:
+    """Every op this installation serves (the catalog `loom up` serves), one row each: GET /v1/ops
+    of a running server lists the same, with schemas."""
+    from loom_core.catalog import load_catalog
+
+    ops = [op for op in load_catalog().ops.values() if group is None or op.group == group]
+    if not ops:
+        groups = sorted({op.group for op in load_catalog().ops.values()})
+        print(f"loom: no op in group {group!r}; groups: {', '.join(groups)}", file=sys.stderr)
+        return 2
+    rows = [("OP", "ROLE", "WRITES", "LISTING", "SUMMARY")]
+    for op in ops:
+        listing = "experimental" if op.experimental else "unlisted" if op.unlisted else "listed"
+        rows.append((op.name, op.min_role.label, "yes" if op.write_shaped else "no", listing, op.summary))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(r[:4], widths, strict=True)) + "  " + r[4])
+    return 0
+
+
+async def _bootstrap(settings: Settings, org: str, namespace: str, subject: str, *, again: bool = False) -> dict[str, str]:
+    """Through the running server's admin socket when one holds the data dir; else directly.
+    An org that exists already is refused unless `again` (--new-token)."""
     from .embedded import server_lock, socket_path
 
     if not settings.clickhouse_url:
@@ -171,6 +198,12 @@ async def _bootstrap(settings: Settings, org: str, namespace: str, subject: str)
         # starting; else take the lock and open the store directly.
         lock = None if _server_starting(settings.data_dir) else server_lock(settings.data_dir, wait=False)
         if lock is None:
+            print(
+                f"loom: waiting for the server starting on {settings.data_dir} to open its admin socket "
+                f"(up to {BOOTSTRAP_WAIT_SECONDS:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
             deadline = time.monotonic() + BOOTSTRAP_WAIT_SECONDS
             while not sock.exists() and time.monotonic() < deadline:  # noqa: ASYNC110 - another process creates the socket
                 await asyncio.sleep(0.1)
@@ -181,7 +214,9 @@ async def _bootstrap(settings: Settings, org: str, namespace: str, subject: str)
     if not settings.clickhouse_url and sock.exists():
         try:
             async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=str(sock)), base_url="http://loom") as client:
-                r = await client.post("/bootstrap", json={"org": org, "namespace": namespace, "subject": subject}, timeout=30)
+                r = await client.post(
+                    "/bootstrap", json={"org": org, "namespace": namespace, "subject": subject, "again": again}, timeout=30
+                )
         except httpx.TransportError:
             sock.unlink(missing_ok=True)  # a server that died left it behind
         else:
@@ -195,7 +230,10 @@ async def _bootstrap(settings: Settings, org: str, namespace: str, subject: str)
     from loom_gateway.identity import bootstrap_org
 
     if lock is None and not settings.clickhouse_url:
-        lock = server_lock(settings.data_dir, wait=True)  # a dead server's socket was left behind
+        lock = server_lock(settings.data_dir, wait=False)
+        if lock is None:  # a dead server's socket was left behind, and another command holds the dir
+            print(f"loom: waiting for another loom command that holds {settings.data_dir}", file=sys.stderr, flush=True)
+            lock = server_lock(settings.data_dir, wait=True)
     store = await open_store(settings)
     try:
         await run_migrations(store, CORE_MIGRATIONS)
@@ -206,7 +244,10 @@ async def _bootstrap(settings: Settings, org: str, namespace: str, subject: str)
             namespace,
             settings.bootstrap_token_ttl_seconds,
             subject,
+            again=again,
         )
+    except LoomError as exc:
+        raise SystemExit(f"loom: bootstrap refused: {exc.message}") from None
     finally:
         await store.close()
     return {"token": token, "token_id": p.jti, "subject": p.sub, "org": p.org}

@@ -4,6 +4,7 @@ process. Also the admin socket `loom admin` uses while this process holds the ch
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import logging
 import os
@@ -136,6 +137,7 @@ def admin_app(runtime: Runtime) -> FastAPI:
                 str(body["namespace"]),
                 runtime.settings.bootstrap_token_ttl_seconds,
                 str(body.get("subject") or "user:admin"),
+                again=bool(body.get("again")),
             )
         except LoomError as exc:
             return error_response(exc)
@@ -220,47 +222,67 @@ class NatsChild:
 
 
 async def run_embedded(settings: Settings, stop: asyncio.Event) -> int:
-    """Run until `stop` is set; the process's exit code (non-zero when Loom had to stop itself)."""
+    """Run until `stop` is set; the process's exit code (non-zero when Loom had to stop itself,
+    or another `loom up` already serves this data dir). `stop` is honoured in every phase:
+    waiting for the data dir, starting, serving."""
     data = settings.data_dir.resolve()
     data.mkdir(parents=True, exist_ok=True)
     # The data dir's lock, held for the server's life: `loom admin bootstrap` run meanwhile
-    # waits for the admin socket instead of opening chDB itself (and one that holds the lock
-    # first, bootstrapping directly, makes this start wait for it).
-    lock = await asyncio.to_thread(server_lock, data, True)
+    # goes through the admin socket instead of opening chDB itself. Another `loom up` holding
+    # it is refused at once; another command holding it briefly is waited for.
+    try:
+        lock = await _data_dir_lock(data, stop)
+    except AlreadyRunning as exc:
+        print(f"loom: {exc}", file=sys.stderr, flush=True)
+        return 1
+    if lock is None:
+        return 0  # stopped while waiting
     pid_file = data / STARTING_PID
     pid_file.write_text(str(os.getpid()))
+    url_file = data / URL_FILE
     nats: NatsServer | None = None
     nats_url = settings.nats_url
-    if not nats_url:
-        config, settings = embedded_nats_auth(settings)
-        config = (config or "") + f"\njetstream {{ sync_interval: {settings.nats_sync_interval} }}\n"  # docs/operations/durability.md
-        nats = NatsServer(data / "nats", port=settings.nats_port, config=config)
-        await nats.__aenter__()
-        nats_url = nats.url
     inst: Instance | None = None
     admin: HttpServer | None = None
     sock = data / "admin.sock"
-    child = NatsChild(nats) if nats is not None else None
+    child: NatsChild | None = None
     supervisor: asyncio.Task[None] | None = None
     try:
-        inst = await start_instance(settings, nats_url=nats_url, extra_checks={"nats_server": child.check} if child else None)
+        if not nats_url:
+            config, settings = embedded_nats_auth(settings)
+            config = (config or "") + f"\njetstream {{ sync_interval: {settings.nats_sync_interval} }}\n"  # docs/operations/durability.md
+            nats = NatsServer(data / "nats", port=settings.nats_port, config=config)
+            await nats.__aenter__()
+            nats_url = nats.url
+            child = NatsChild(nats)
+        inst = await _unless_stopped(
+            start_instance(settings, nats_url=nats_url, extra_checks={"nats_server": child.check} if child else None), stop
+        )
+        if inst is None:
+            print("loom: stopped while starting", flush=True)
+            return 0
         if sock.exists():
             sock.unlink()
         admin = HttpServer(admin_app(inst.runtime), uds=str(sock))
         await admin.start()
         os.chmod(sock, 0o600)
         freeze_startup_heap()
-        print(f"loom: up. gateway http://{settings.http_host}:{inst.http.port if inst.http else '-'}  data {data}", flush=True)
+        url = f"http://{settings.http_host}:{inst.http.port if inst.http else '-'}"
+        url_file.write_text(url)
+        print(f"loom: up. gateway {url}  data {data}", flush=True)
         for name, addr in inst.addresses.items():
             print(f"loom:   plane {name:<10} grpc {addr}", flush=True)
         if inst.nats_auth is not None:
             print(f"loom:   task events      {nats_url} (subscribe with your Loom token)", flush=True)
+        print(f"loom:   policy mode      {policy_mode_line(inst.runtime)}", flush=True)
         if child is not None:
             supervisor = asyncio.create_task(child.supervise(stop))
         await stop.wait()
         print("loom: stopping", flush=True)
     finally:
-        pid_file.unlink(missing_ok=True)
+        url_file.unlink(missing_ok=True)
+        if pid_file.exists() and pid_file.read_text().strip() == str(os.getpid()):
+            pid_file.unlink(missing_ok=True)
         if supervisor is not None:
             supervisor.cancel()
             await asyncio.gather(supervisor, return_exceptions=True)
@@ -272,12 +294,78 @@ async def run_embedded(settings: Settings, stop: asyncio.Event) -> int:
             await inst.stop()
         if nats is not None:
             await nats.__aexit__(None, None, None)
-        if lock is not None:
-            lock.close()  # last: the store is closed, another process may open it now
+        lock.close()  # last: the store is closed, another process may open it now
     return 1 if child is not None and child.failed else 0
 
 
+def policy_mode_line(runtime: Runtime) -> str:
+    """The banner's policy line: the history-policy gate's mode (LOOM_POLICY_MODE) and what it
+    means for the rules policy.set stores. The gate is a plane's (entry point `loom.gate`)."""
+    mode = str(getattr(runtime.gate, "mode", "off"))
+    meaning = {
+        "off": "rules are stored but not evaluated (LOOM_POLICY_MODE=shadow logs, enforce denies)",
+        "shadow": "rules log what they would deny and refuse nothing (LOOM_POLICY_MODE=enforce denies)",
+        "enforce": "rules deny",
+    }.get(mode, "")
+    return f"{mode}: {meaning}" if meaning else mode
+
+
+class AlreadyRunning(Exception):
+    """Another `loom up` serves this data dir."""
+
+
+async def _data_dir_lock(data: Path, stop: asyncio.Event) -> IO[bytes] | None:
+    """The data dir's lock; None when `stop` was set while another command held it. Raises
+    AlreadyRunning, saying how to reach and stop it, when the holder is another `loom up`."""
+    waiting_said = False
+    while True:
+        lock = server_lock(data, wait=False)
+        if lock is not None:
+            return lock
+        other = running_pid(data)
+        if other is not None:
+            url = (data / URL_FILE).read_text().strip() if (data / URL_FILE).exists() else "still starting"
+            raise AlreadyRunning(
+                f"Loom is already running on {data} (pid {other}, {url}); stop it with `kill {other}` "
+                "(or Ctrl-C where it runs), or give this one another LOOM_DATA_DIR"
+            )
+        if not waiting_said:
+            print(f"loom: waiting for another loom command that holds {data}", file=sys.stderr, flush=True)
+            waiting_said = True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.1)
+        if stop.is_set():
+            return None
+
+
+async def _unless_stopped(start: Awaitable[Instance], stop: asyncio.Event) -> Instance | None:
+    """`start`'s result, or None (it cancelled) when `stop` is set first."""
+    task = asyncio.ensure_future(start)
+    waiter = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return None
+
+
+def running_pid(data_dir: Path) -> int | None:
+    """The pid of another live `loom up` on this data dir (its pid file names it), else None."""
+    try:
+        pid = int((data_dir / STARTING_PID).read_text().strip())
+        if pid == os.getpid():
+            return None
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
+
+
 STARTING_PID = "loom-up.pid"
+# The gateway's URL, written once `loom up` serves (a second `loom up` names it).
+URL_FILE = "loom-up.url"
 
 
 LOCK_FILE = "loom.lock"

@@ -4,6 +4,7 @@ list a namespace's rules; after a change, reload it here and tell the other repl
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +13,9 @@ from loom_core.chain import CallContext
 from loom_core.errors import ErrorCode, NotFound
 
 from ..bus import RULES_SUBJECT
+from ..domain.arguments import argument_warnings
 from ..domain.compiler import CompiledRule
+from ..domain.evaluator import effective_mode
 from ..domain.parser import parse_rule
 from ..domain.timeutil import us_to_ch
 from ..domain.widening import widened
@@ -32,10 +35,22 @@ class SetOutcome:
     widened_reasons: list[str]
     created: bool
     warnings: list[str]
+    # The mode the gate applies the rule in: off, shadow or enforce (its own over the deployment's).
+    mode_in_effect: str
 
 
 class RuleService:
-    def __init__(self, rules: RuleStore, bus: Bus | None, settings: PolicySettings, gate: PolicyGate | None) -> None:
+    def __init__(
+        self,
+        rules: RuleStore,
+        bus: Bus | None,
+        settings: PolicySettings,
+        gate: PolicyGate | None,
+        op_arguments: Mapping[str, frozenset[str]] | None = None,
+    ) -> None:
+        """`op_arguments`: each op's argument names (its input message's fields), for the
+        warning about a rule naming one an op does not take."""
+        self.op_arguments = dict(op_arguments or {})
         self.rules = rules
         self.bus = bus
         self.settings = settings
@@ -52,6 +67,18 @@ class RuleService:
 
     async def set(self, ctx: CallContext, raw: dict[str, Any]) -> SetOutcome:
         rule, warnings = parse_rule(raw, max_window_seconds=self.settings.policy_max_window_seconds)
+        warnings += argument_warnings(rule, self.op_arguments)
+        mode = effective_mode(rule.mode, self.settings.policy_mode)
+        if mode == "off":
+            warnings.append(
+                "the deployment's policy mode is off (LOOM_POLICY_MODE): no rule is evaluated, so this one refuses nothing; "
+                "set LOOM_POLICY_MODE=shadow to log what it would deny, enforce to deny"
+            )
+        elif mode == "shadow":
+            warnings.append(
+                "this rule runs in shadow mode: it logs what it would deny and refuses nothing; "
+                "set its mode to enforce (or LOOM_POLICY_MODE=enforce) to deny"
+            )
         old_row = await self.rules.get(ctx.org, ctx.namespace, rule.name)
         old = self.compile_stored(old_row).definition if old_row else None
         wide, reasons = widened(old, rule)
@@ -64,7 +91,7 @@ class RuleService:
         if wide:
             await self._audit(ctx, rule.name, "set", reasons, old_row, row)
         await self._changed(ctx.org, ctx.namespace)
-        return SetOutcome(row, rule.leaf_count, wide, reasons, old_row is None, warnings)
+        return SetOutcome(row, rule.leaf_count, wide, reasons, old_row is None, warnings, mode)
 
     async def delete(self, ctx: CallContext, name: str) -> None:
         old_row = await self.rules.get(ctx.org, ctx.namespace, name)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from loom_core.chain import CallContext
-from loom_core.errors import ErrorCode, Forbidden, invalid_field
+from loom_core.errors import Conflict, ErrorCode, Forbidden, invalid_field
 from loom_core.identity import Authenticator, TokenCodec
 from loom_core.identity.delegation import delegate
 from loom_core.identity.store import IdentityStore
@@ -39,11 +39,27 @@ class MintRequest:
 
 
 async def bootstrap_org(
-    identity: IdentityStore, codec: TokenCodec, org: str, namespace: str, ttl_seconds: int, subject: str = "user:admin"
+    identity: IdentityStore,
+    codec: TokenCodec,
+    org: str,
+    namespace: str,
+    ttl_seconds: int,
+    subject: str = "user:admin",
+    *,
+    again: bool = True,
 ) -> tuple[str, Principal]:
-    """Create the org and its first namespace, make `subject` org-wide admin, and mint its token."""
+    """Create the org and its first namespace, make `subject` org-wide admin, and mint its token.
+    `again=False`: an org that exists already is refused (ALREADY_EXISTS) instead of minting
+    another org-wide admin token for it unasked."""
     check_name("org", org)
     check_name("namespace", namespace)
+    if not again and await identity.list_namespaces(org):
+        raise Conflict(
+            ErrorCode.ALREADY_EXISTS,
+            f"org {org!r} exists already: its admins mint more tokens with token.mint; "
+            f"to mint another org-wide admin token here anyway, run `loom admin bootstrap --org {org} --namespace {namespace} --new-token`",
+            {"org": org, "reason": "exists"},
+        )
     await identity.ensure_org(org)
     await identity.create_namespace(org, namespace, "")
     await identity.set_grant(org, "*", subject, "admin")
