@@ -4,8 +4,10 @@
 embedded nats-server, Loom's internal NATS user, password and auth-callout issuer seed, into
 `LOOM_DATA_DIR/secrets.json` (mode 0600), and reuses them on every later start (and `loom
 admin bootstrap` on the same data dir signs with the same key). A value set in the environment
-wins over the file. `loom serve` (cluster mode) has no data dir of its own: it refuses the
-built-in default or a secret shorter than 32 bytes.
+wins over the file. With LOOM_JWT_SECRET set, no signing key is generated or stored: the file
+notes that the key comes from the environment instead, so a later start without it is refused
+(saying so) rather than silently signing with another key. `loom serve` (cluster mode) has no
+data dir of its own: it refuses the built-in default or a secret shorter than 32 bytes.
 """
 
 from __future__ import annotations
@@ -42,29 +44,34 @@ def check_jwt_secret(secret: str) -> None:
         raise WeakSecret(f"LOOM_JWT_SECRET is {n} bytes, shorter than {MIN_SECRET_BYTES}: {HOW_TO_SET}")
 
 
-def _generated() -> dict[str, str]:
+# Written instead of a key when LOOM_JWT_SECRET comes from the environment.
+KEY_FROM_ENVIRONMENT = "jwt_secret_from_environment"
+
+
+def _generated(jwt_from_environment: bool) -> dict[str, str]:
+    key = {KEY_FROM_ENVIRONMENT: "true"} if jwt_from_environment else {"jwt_secret": secrets.token_urlsafe(48)}
     return {
-        "jwt_secret": secrets.token_urlsafe(48),
+        **key,
         "nats_internal_user": DEFAULT_INTERNAL_USER,
         "nats_internal_password": secrets.token_urlsafe(32),
         "nats_auth_callout_issuer_seed": new_account_seed(),
     }
 
 
-def load_or_create(data_dir: Path) -> dict[str, str]:
+def load_or_create(data_dir: Path, jwt_from_environment: bool = False) -> dict[str, str]:
     """The data dir's secrets, generated (mode 0600) on first use; keys missing from an older
-    file are added. Never logged. Processes starting on one data dir at once (`loom up` and
-    `loom admin bootstrap` in the README's first steps) take turns under a lock file: one
-    creates the file whole, the others read it (unlocked, a reader could find the file created
-    and still empty)."""
+    file are added (the signing key only when the environment sets none). Never logged.
+    Processes starting on one data dir at once (`loom up` and `loom admin bootstrap` in the
+    README's first steps) take turns under a lock file: one creates the file whole, the others
+    read it (unlocked, a reader could find the file created and still empty)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     with open(data_dir / LOCK_NAME, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        return _load_or_create(data_dir / FILE_NAME)
+        return _load_or_create(data_dir / FILE_NAME, jwt_from_environment)
 
 
-def _load_or_create(path: Path) -> dict[str, str]:
-    fresh = _generated()
+def _load_or_create(path: Path, jwt_from_environment: bool) -> dict[str, str]:
+    fresh = _generated(jwt_from_environment)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -79,6 +86,11 @@ def _load_or_create(path: Path) -> dict[str, str]:
         raise ValueError(f"{path} is not a JSON object")
     values = {k: str(v) for k, v in stored.items()}
     missing = {k: v for k, v in fresh.items() if not values.get(k)}
+    if values.get("jwt_secret") or values.get(KEY_FROM_ENVIRONMENT):
+        # The key's source is settled on first use: never a generated key beside the
+        # environment's, nor the note beside a stored key.
+        missing.pop("jwt_secret", None)
+        missing.pop(KEY_FROM_ENVIRONMENT, None)
     if missing:
         values.update(missing)
         tmp = path.with_suffix(".tmp")
@@ -94,9 +106,15 @@ def _load_or_create(path: Path) -> dict[str, str]:
 def with_local_secrets(settings: Settings) -> Settings:
     """Settings for a process that owns LOOM_DATA_DIR (`loom up`, `loom admin bootstrap` on it):
     unset secrets come from the data dir's file; the signing key must then pass the check."""
-    values = load_or_create(settings.data_dir.resolve())
+    from_environment = bool(settings.jwt_secret) and settings.jwt_secret != DEFAULT_JWT_SECRET
+    values = load_or_create(settings.data_dir.resolve(), from_environment)
     update: dict[str, str] = {}
-    if not settings.jwt_secret or settings.jwt_secret == DEFAULT_JWT_SECRET:
+    if not from_environment:
+        if not values.get("jwt_secret"):
+            raise WeakSecret(
+                f"LOOM_JWT_SECRET is not set, and the tokens of {settings.data_dir} were signed with the LOOM_JWT_SECRET "
+                "of the environment it was first started with: set that value again"
+            )
         update["jwt_secret"] = values["jwt_secret"]
     if not settings.nats_url:
         # The embedded nats-server is configured with these; an external one knows its own.

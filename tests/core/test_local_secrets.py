@@ -65,3 +65,24 @@ def test_processes_starting_on_one_fresh_data_dir_at_once_all_get_the_same_secre
         seen = {out for out, _ in outs}
         assert len(seen) == 1
         assert json.loads(seen.pop()) == json.loads((data / FILE_NAME).read_text())
+
+
+def test_with_the_secret_in_the_environment_no_other_signing_key_is_stored(tmp_path: Path) -> None:
+    env = with_local_secrets(Settings(data_dir=tmp_path, jwt_secret="e" * 40))
+    assert env.jwt_secret == "e" * 40
+    stored = json.loads((tmp_path / FILE_NAME).read_text())
+    assert "jwt_secret" not in stored and "e" * 40 not in json.dumps(stored)
+    assert stored["nats_internal_password"]  # the embedded nats-server's own credentials still are
+    # A later start without the variable is refused, not silently given another key.
+    with pytest.raises(WeakSecret, match="set that value again"):
+        with_local_secrets(Settings(data_dir=tmp_path))
+    assert "jwt_secret" not in json.loads((tmp_path / FILE_NAME).read_text())
+    assert with_local_secrets(Settings(data_dir=tmp_path, jwt_secret="e" * 40)).jwt_secret == "e" * 40
+
+
+def test_a_data_dir_that_generated_its_key_keeps_it_and_gains_no_note(tmp_path: Path) -> None:
+    own = with_local_secrets(Settings(data_dir=tmp_path))
+    env = with_local_secrets(Settings(data_dir=tmp_path, jwt_secret="e" * 40))
+    assert env.jwt_secret == "e" * 40
+    stored = json.loads((tmp_path / FILE_NAME).read_text())
+    assert stored["jwt_secret"] == own.jwt_secret and "jwt_secret_from_environment" not in stored
