@@ -68,3 +68,10 @@ async def test_the_running_stack_shows_its_plane_checks(stack: Instance) -> None
         if callable(hook):
             expected |= set(await hook())
     assert expected <= set(body["checks"])
+
+
+async def test_a_check_that_does_not_apply_is_marked_so_not_failing(stack: Instance) -> None:
+    app = app_with(stack, {"fake_analysis": {"applicable": False, "reason": "needs a server", "required": True}})
+    health, ready = await get(app, "/v1/health"), await get(app, "/v1/health/ready")
+    assert health.json()["status"] == "ok" and ready.status_code == 200
+    assert health.json()["checks"]["fake_analysis"] == {"applicable": False, "required": False, "reason": "needs a server"}

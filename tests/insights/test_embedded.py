@@ -8,6 +8,7 @@ import asyncio
 import uuid
 from typing import Any
 
+import httpx
 from loom_core.store import Store
 from loom_runner.embedded import Instance
 
@@ -88,5 +89,11 @@ async def test_both_ops_join_the_assistant_toolset_and_query_has_its_own_rate_cl
 async def test_health_names_the_embedded_store_as_the_reason(stack: Instance) -> None:
     plane = next(p for p in stack.planes if p.name == "insights")
     checks = await plane.health()  # type: ignore[attr-defined]
-    assert checks["analysis"]["ok"] is False and checks["analysis"]["required"] is False
+    # Not applicable on the embedded store: shown with its reason, never `ok: false`.
+    assert checks["analysis"]["applicable"] is False and "ok" not in checks["analysis"] and checks["analysis"]["required"] is False
     assert "ClickHouse server" in checks["analysis"]["reason"]
+    async with httpx.AsyncClient(base_url=stack.base_url) as http:
+        health = (await http.get("/v1/health")).json()
+    assert health["status"] == "ok"
+    assert health["checks"]["analysis"] == {"applicable": False, "required": False, "reason": checks["analysis"]["reason"]}
+    assert [name for name, c in health["checks"].items() if c.get("ok") is False] == []

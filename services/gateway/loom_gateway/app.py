@@ -24,7 +24,8 @@ from .relay import Relay
 log = logging.getLogger(__name__)
 
 ReadyCheck = Callable[[], Awaitable[None]]
-# A plane's `health()`: named checks {name: {"ok": bool, "reason": str, "required": bool}}.
+# A plane's `health()`: named checks {name: {"ok": bool, "reason": str, "required": bool}}; a
+# check that does not apply to this deployment says {"applicable": False, "reason": str}.
 PlaneHealth = Callable[[], Awaitable[dict[str, dict[str, Any]]]]
 
 
@@ -111,6 +112,11 @@ def create_app(
                 log.warning("health: plane %s's health() failed", plane_name)
                 reported = {plane_name: {"ok": False, "reason": "the plane's health check failed", "required": True}}
             for name, result in reported.items():
+                if result.get("applicable") is False:
+                    # A check that does not apply here (analysis on the embedded store): neither
+                    # ok nor failing, and never required.
+                    checks[name] = {"applicable": False, "required": False, "reason": str(result.get("reason", ""))}
+                    continue
                 entry: dict[str, Any] = {"ok": bool(result.get("ok")), "required": bool(result.get("required", True))}
                 if result.get("reason"):
                     entry["reason"] = str(result["reason"])

@@ -246,6 +246,9 @@ class Analysis:
     def health(self) -> dict[str, dict[str, Any]]:
         if self.state == "ready":
             return {"analysis": {"ok": True, "required": False}}
+        if self.state == "embedded":
+            # Not a failure: the embedded store has no analysis boundary to check.
+            return {"analysis": {"applicable": False, "required": False, "reason": self.reason}}
         reason = self.reason
         if self.state in ("starting", "overloaded") and time.time() - self.last_answer_at > 3 * self.interval:
             reason = f"no answer from the analysis probe for over three probe intervals ({reason})"
