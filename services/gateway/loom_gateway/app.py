@@ -47,10 +47,12 @@ def create_app(
     plane_health: dict[str, PlaneHealth] | None = None,
     verify: Callable[[str | None], Any] | None = None,
     body_read_seconds: float = BODY_READ_SECONDS,
+    nats_url: str = "",
 ) -> FastAPI:
     """`verify` checks a bearer token (the runtime's Authenticator.verify); with it, an MCP
     request without a valid token is answered 401 at the HTTP layer, as MCP clients expect.
-    `body_read_seconds`: how long a request's body may take to arrive (limits.py)."""
+    `body_read_seconds`: how long a request's body may take to arrive (limits.py). `nats_url`:
+    the NATS server the AsyncAPI document names (the configured one; without it, localhost)."""
     mcp = LoomMCP(relay, version=version, verify=verify)
 
     @contextlib.asynccontextmanager
@@ -182,7 +184,7 @@ def create_app(
         return build_openapi(relay.catalog, relay.addresses, version)
 
     app.openapi = openapi  # type: ignore[method-assign]
-    app.include_router(asyncapi_router)  # GET /asyncapi.json, /asyncapi
+    app.include_router(asyncapi_router(nats_url or "nats://localhost:4222"))  # GET /asyncapi.json, /asyncapi
     # Outermost, ahead of Starlette's and FastAPI's own middleware (error handling, telemetry):
     # POST /v1/{op} never reaches them. The fast path answers every LoomError itself.
     build_stack = app.build_middleware_stack

@@ -8,21 +8,35 @@ import functools
 import logging
 from importlib.metadata import entry_points
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, JSONResponse
 
 log = logging.getLogger(__name__)
-router = APIRouter()
+
+
+def public_nats_url(url: str) -> str:
+    """A NATS URL (or a comma-separated list) without its credentials: the document is public."""
+    out = []
+    for one in url.split(","):
+        parts = urlsplit(one.strip())
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        out.append(urlunsplit((parts.scheme or "nats", netloc, parts.path, "", "")))
+    return ",".join(out)
 
 
 @functools.cache
-def document() -> tuple[dict[str, Any], str]:
+def document(nats_url: str) -> tuple[dict[str, Any], str]:
+    """The document whose server is `nats_url` (the configured one, as subscribers reach it)."""
     from faststream.nats import NatsBroker
     from faststream.specification import AsyncAPI
     from faststream.specification.asyncapi.site import get_asyncapi_html
 
-    broker = NatsBroker()
+    broker = NatsBroker(public_nats_url(nats_url).split(","))
     for ep in entry_points(group="loom.asyncapi"):
         try:
             ep.load()(broker)
@@ -32,11 +46,16 @@ def document() -> tuple[dict[str, Any], str]:
     return spec.to_jsonable(), get_asyncapi_html(spec, try_it_out_path=None)
 
 
-@router.get("/asyncapi.json", include_in_schema=False)
-async def asyncapi_json() -> JSONResponse:
-    return JSONResponse(document()[0])
+def router(nats_url: str) -> APIRouter:
+    """GET /asyncapi.json and /asyncapi, naming `nats_url` as the server."""
+    routes = APIRouter()
 
+    @routes.get("/asyncapi.json", include_in_schema=False)
+    async def asyncapi_json() -> JSONResponse:
+        return JSONResponse(document(nats_url)[0])
 
-@router.get("/asyncapi", include_in_schema=False)
-async def asyncapi_page() -> HTMLResponse:
-    return HTMLResponse(document()[1])
+    @routes.get("/asyncapi", include_in_schema=False)
+    async def asyncapi_page() -> HTMLResponse:
+        return HTMLResponse(document(nats_url)[1])
+
+    return routes

@@ -87,7 +87,7 @@ async def start_relay_gateway(settings: Settings, addresses: dict[str, str]) -> 
         if failed:
             raise failed[0]
 
-    app = create_app(relay, {"planes": planes_ready})
+    app = create_app(relay, {"planes": planes_ready}, nats_url=settings.nats_url)
     http = HttpServer(app, host=settings.http_host, port=settings.http_port)
     await http.start()
     return RelayGateway(relay, http, addresses)

@@ -116,7 +116,7 @@ async def start_instance(
         checks = {"store": runtime.store.ping, "bus": runtime.bus.ping, **(extra_checks or {})}
         # The optional plane health hook (common agreement): `async def health() -> {name: check}`.
         plane_health = {p.name: hook for p in planes if callable(hook := getattr(p, "health", None))}
-        app = create_app(inst.relay, checks, plane_health=plane_health, verify=runtime.auth.verify)
+        app = create_app(inst.relay, checks, plane_health=plane_health, verify=runtime.auth.verify, nats_url=nats_url)
         inst.http = HttpServer(app, host=settings.http_host, port=settings.http_port if http_port is None else http_port)
         await inst.http.start()
     return inst
