@@ -1,0 +1,63 @@
+"""The docs-examples convention (shared by every test under tests/docs).
+
+Any code block in README.md or docs/ that a user is meant to run (shell, Python, TypeScript) is
+a file under examples/; in the doc the block is preceded by a marker line
+`<!-- example: examples/<path> -->` and its content equals the file exactly. Scripts read
+LOOM_URL, LOOM_TOKEN (an admin token), LOOM_ORG and LOOM_NAMESPACE from the environment and run
+as given against a plain `loom up`. A file that needs more than that (LibreChat, Docker, a Loom
+of its own) says so on a line `# example-needs: <what>` (`// example-needs:` in TypeScript),
+and the runner skips it saying so."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+# The languages of a block a user runs; any other block (json, text, sql, xml) is shown, not run.
+RUNNABLE = {"sh", "bash", "shell", "console", "python", "py", "ts", "typescript", "js", "javascript"}
+SUFFIXES = {".sh", ".py", ".ts", ".js"}
+MARKER = re.compile(r"^<!-- example: (\S+) -->$")
+FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.M | re.S)
+NEEDS = re.compile(r"^\s*(?:#|//) example-needs: (.+)$", re.M)
+# What the runner gives every example (the convention's environment, and nothing else of Loom's).
+EXAMPLE_ENV = ("LOOM_URL", "LOOM_TOKEN", "LOOM_ORG", "LOOM_NAMESPACE")
+
+
+def doc_pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+@dataclass(frozen=True)
+class Block:
+    page: Path
+    line: int
+    lang: str
+    body: str
+    example: str | None  # the marker's path, when a marker precedes the block
+
+
+def blocks(page: Path) -> list[Block]:
+    text = page.read_text()
+    out = []
+    for m in FENCE.finditer(text):
+        info = m.group(1).strip()
+        before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1].strip()
+        marker = MARKER.match(before)
+        out.append(
+            Block(
+                page, text.count("\n", 0, m.start()) + 1, info.split()[0] if info else "", m.group(2), marker.group(1) if marker else None
+            )
+        )
+    return out
+
+
+def example_files() -> list[Path]:
+    return sorted(p for p in EXAMPLES.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
+
+
+def needs(path: Path) -> str | None:
+    found = NEEDS.search(path.read_text())
+    return found.group(1).strip() if found else None
