@@ -26,11 +26,9 @@ SECRET = "first-steps-secret-0123456789abcdef0123456789"
 
 
 def first_steps_block() -> str:
-    """The README's "First steps" shell block."""
-    text = (ROOT / "README.md").read_text()
-    found = re.search(r"## First steps\n\n```sh\n(.*?)```", text, re.S)
-    assert found, "README.md has no First steps shell block"
-    return found.group(1)
+    """The README's "First steps" block: examples/quickstart/first-steps.sh, which the README
+    includes exactly (tests/docs/test_examples_included.py)."""
+    return (ROOT / "examples" / "quickstart" / "first-steps.sh").read_text()
 
 
 @dataclass
@@ -81,7 +79,7 @@ async def server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Serv
     with output.open("wb") as out:
         # The block leaves `./loom up` running in the background; its output lands here too.
         proc = await asyncio.create_subprocess_exec(
-            "bash", "-euo", "pipefail", "-c", block + '\necho; echo "TOKEN=$TOKEN"\n', cwd=ROOT, env=env, stdout=out, stderr=out
+            "bash", "-euo", "pipefail", "-c", block + '\necho; echo "TOKEN=$LOOM_TOKEN"\n', cwd=ROOT, env=env, stdout=out, stderr=out
         )
         code = await asyncio.wait_for(proc.wait(), 300)
     text = output.read_text()
