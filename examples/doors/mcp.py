@@ -15,14 +15,13 @@ async def main() -> None:
         "X-Loom-Namespace": os.environ.get("LOOM_NAMESPACE", "private"),
         "X-Loom-Agent": "mcp-example",
     }
-    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
-        async with Client(streamable_http_client(url, http_client=http)) as mcp:
-            tools = await mcp.list_tools()
-            names = sorted(t.name for t in tools.tools)
-            print(names)  # ['loom_inbox_list', 'loom_task_complete', ...]
-            assert "loom_inbox_list" in names
-            result = await mcp.call_tool("loom_inbox_list", {})
-            print(result.structured_content)
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http, Client(streamable_http_client(url, http_client=http)) as mcp:
+        tools = await mcp.list_tools()
+        names = sorted(t.name for t in tools.tools)
+        print(names)  # ['loom_inbox_list', 'loom_task_complete', ...]
+        assert "loom_inbox_list" in names
+        result = await mcp.call_tool("loom_inbox_list", {})
+        print(result.structured_content)
 
 
 asyncio.run(main())

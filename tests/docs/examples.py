@@ -37,6 +37,9 @@ class Block:
     lang: str
     body: str
     example: str | None  # the marker's path, when a marker precedes the block
+    # A named fragment (`<!-- example: register -->`, no path): a page's verbatim copy of a
+    # spec example, run by that plane's own test (tests/tasks/test_spec_examples.py), not a file.
+    fragment: str | None = None
 
 
 def blocks(page: Path) -> list[Block]:
@@ -46,11 +49,10 @@ def blocks(page: Path) -> list[Block]:
         info = m.group(1).strip()
         before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1].strip()
         marker = MARKER.match(before)
-        out.append(
-            Block(
-                page, text.count("\n", 0, m.start()) + 1, info.split()[0] if info else "", m.group(2), marker.group(1) if marker else None
-            )
-        )
+        named = marker.group(1) if marker else None
+        path = named if named and "/" in named else None
+        line = text.count("\n", 0, m.start()) + 1
+        out.append(Block(page, line, info.split()[0] if info else "", m.group(2), path, named if named and path is None else None))
     return out
 
 

@@ -108,7 +108,7 @@ class PolicyClient:
             mode: ``inherit`` (default), ``shadow`` or ``enforce``.
 
         Returns:
-            ``{rule, leaf_count, widened, widened_reasons, created, warnings}``.
+            ``{rule, leaf_count, widened, widened_reasons, created, warnings, mode_in_effect}``.
 
         Raises:
             ValidationError: a malformed rule; ``detail.field`` names the bad node's path.

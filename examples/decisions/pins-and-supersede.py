@@ -1,0 +1,32 @@
+"""docs/decisions.md, pins-and-supersede: `.venv/bin/python examples/decisions/pins-and-supersede.py`."""
+
+import asyncio
+import os
+
+from loom import Agent, ConflictError
+
+
+async def main() -> None:
+    async with Agent(
+        org=os.environ.get("LOOM_ORG", "acme"),
+        namespace=os.environ.get("LOOM_NAMESPACE", "private"),
+        agent="docs",
+        api_key=os.environ["LOOM_TOKEN"],
+    ) as agent:
+        rec = await agent.decision.record(category="vendor", scenario="transactional email", outcome="Postmark")
+        await agent.ops.memory.pin(key=rec["memory_key"])
+        try:
+            await agent.decision.record(category="vendor", scenario="transactional email", outcome="SES")
+            raise AssertionError("refused")
+        except ConflictError as err:
+            assert err.code == "PINNED_CONFLICT"
+        again = await agent.decision.record(category="vendor", scenario="transactional email", outcome="Postmark")
+        assert again["restated"] is True
+        await agent.ops.memory.unpin(key=rec["memory_key"])
+        changed = await agent.decision.record(category="vendor", scenario="transactional email", outcome="SES")
+        assert changed["superseded_prior"] is True
+        history = await agent.ops.memory.history(key=rec["memory_key"])
+        assert [r["status"] for r in history["records"]] == ["active", "superseded"]
+
+
+asyncio.run(main())
