@@ -1,4 +1,4 @@
-"""The task ops as MCP tools: `.venv/bin/python examples/doors/mcp.py`."""
+"""The task ops as MCP tools: `.venv/bin/python examples/doors/mcp_tools.py`."""
 
 import asyncio
 import os

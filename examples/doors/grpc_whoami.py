@@ -1,5 +1,5 @@
 # example-needs: the identity plane's gRPC address (`loom up` prints each plane's; LOOM_GRPC_PORT_BASE=7000 fixes them)
-"""auth.whoami over gRPC with the generated stubs: `.venv/bin/python examples/doors/grpc.py`."""
+"""auth.whoami over gRPC with the generated stubs: `.venv/bin/python examples/doors/grpc_whoami.py`."""
 
 import asyncio
 import os
