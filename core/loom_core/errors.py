@@ -17,7 +17,7 @@ from `to_payload()` and rebuild with `from_payload()`; nothing else crosses a do
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -95,6 +95,9 @@ class LoomError(Exception):
     code: ErrorCode | str = ErrorCode.INTERNAL
     message: str = "internal error"
     detail: dict[str, Any] | None = None
+    # The retry hint when this refusal's differs from its code's (CODES): a 409 the same call
+    # cannot outgrow by retrying, say.
+    retry_hint: bool | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         try:
@@ -113,7 +116,7 @@ class LoomError(Exception):
 
     @property
     def retryable(self) -> bool:
-        return CODES[ErrorCode(self.code)][2]
+        return self.retry_hint if self.retry_hint is not None else CODES[ErrorCode(self.code)][2]
 
     def to_payload(self) -> dict[str, Any]:
         body: dict[str, Any] = {"code": self.code, "message": self.message, "retryable": self.retryable}
@@ -127,9 +130,12 @@ class LoomError(Exception):
             code = ErrorCode(str(payload.get("code", ErrorCode.INTERNAL.value)))
         except ValueError:
             code = ErrorCode.INTERNAL
-        return _CLASS_BY_STATUS.get(CODES[code][0], LoomError)(
+        err = _CLASS_BY_STATUS.get(CODES[code][0], LoomError)(
             code=code, message=str(payload.get("message", "")), detail=payload.get("detail") or None
         )
+        if isinstance(payload.get("retryable"), bool) and payload["retryable"] != CODES[code][2]:
+            err.retry_hint = payload["retryable"]
+        return err
 
 
 class Unauthenticated(LoomError):
@@ -158,9 +164,14 @@ class NotFound(LoomError):
 
 class Conflict(LoomError):
     def __init__(
-        self, code: ErrorCode | str = ErrorCode.PRECONDITION_FAILED, message: str = "conflict", detail: dict[str, Any] | None = None
+        self,
+        code: ErrorCode | str = ErrorCode.PRECONDITION_FAILED,
+        message: str = "conflict",
+        detail: dict[str, Any] | None = None,
+        *,
+        retryable: bool | None = None,
     ):
-        super().__init__(code, message, detail)
+        super().__init__(code, message, detail, retry_hint=retryable)
 
 
 class ValidationFailed(LoomError):

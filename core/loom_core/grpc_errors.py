@@ -35,7 +35,10 @@ def from_rpc_error(exc: grpc.aio.AioRpcError | grpc.RpcError) -> LoomError:
                 d.Unpack(info)
                 if info.domain == DOMAIN and info.reason in CODES:
                     detail = json.loads(info.metadata["detail"]) if "detail" in info.metadata else None
-                    return LoomError.from_payload({"code": info.reason, "message": status.message, "detail": detail})
+                    payload = {"code": info.reason, "message": status.message, "detail": detail}
+                    if "retryable" in info.metadata:
+                        payload["retryable"] = info.metadata["retryable"] == "true"
+                    return LoomError.from_payload(payload)
     code = exc.code() if hasattr(exc, "code") else None
     if code == grpc.StatusCode.UNIMPLEMENTED:
         return LoomError(ErrorCode.UNKNOWN_OP, "this server does not serve that op")
