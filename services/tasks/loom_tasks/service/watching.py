@@ -7,6 +7,7 @@ same events and no replica's event is skipped; the cursor (`seq`) is the stream 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import secrets
@@ -64,6 +65,10 @@ async def read_events(
     try:
         info = await js.add_consumer(STREAM, config)
         sub = await js.pull_subscribe_bind(consumer=config.name, stream=STREAM)
+    except asyncio.CancelledError:
+        # Cancelled while the server may have made it: deleted all the same.
+        await asyncio.shield(asyncio.ensure_future(_delete(js, None, str(config.name))))
+        raise
     except Exception as exc:
         raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the event stream did not answer") from exc
     events: list[dict[str, Any]] = []
@@ -104,12 +109,19 @@ async def read_events(
                     if len(events) >= limit:
                         break
     finally:
-        try:
-            await sub.unsubscribe()
-            await js.delete_consumer(STREAM, str(config.name))
-        except Exception:  # noqa: BLE001 - the consumer goes after its inactive threshold anyway
-            log.debug("updates consumer not deleted")
+        # Its own task, shielded: a call cancelled mid-read (a watcher that went away, under an
+        # anyio cancel scope that cancels every await after it) still deletes its consumer.
+        await asyncio.shield(asyncio.ensure_future(_delete(js, sub, str(config.name))))
     return events, next_seq
+
+
+async def _delete(js: JetStreamContext, sub: Any, name: str) -> None:
+    try:
+        if sub is not None:
+            await sub.unsubscribe()
+        await js.delete_consumer(STREAM, name)
+    except Exception:  # noqa: BLE001 - the consumer goes after its inactive threshold anyway
+        log.debug("updates consumer not deleted")
 
 
 class WatchingOps:
@@ -124,6 +136,7 @@ class WatchingOps:
         events, next_seq = await read_events(
             self.d.runtime.bus.js, org_filter(ctx.org), since_seq, wait, limit, lambda e: e.get("poster") == me
         )
+        self.d.access.auth.check_live(ctx.principal)  # revoked while it waited: nothing handed over
         ctx.out_hits = len(events)
         return events, next_seq
 
@@ -162,5 +175,6 @@ class WatchingOps:
             else:
                 raise no_inbox(inbox_name)
         events, next_seq = await read_events(self.d.runtime.bus.js, subject_filter, since_seq, wait, limit, keep)
+        self.d.access.auth.check_live(ctx.principal)  # revoked while it waited: nothing handed over
         ctx.out_hits = len(events)
         return events, next_seq
