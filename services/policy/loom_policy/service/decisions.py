@@ -99,5 +99,8 @@ def _widened(r: dict[str, Any]) -> dict[str, Any]:
     }
     for side in ("before", "after"):
         if r[side]:
-            entry[side] = json.loads(r[side])
+            rule = json.loads(r[side])
+            if isinstance(rule.get("condition"), str):  # the rule row keeps its condition as JSON text
+                rule["condition"] = json.loads(rule["condition"])
+            entry[side] = rule
     return entry
