@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from loom import Agent
 from loom_runner.embedded import Instance
 from loom_tasks.events import STREAM
 
@@ -226,3 +227,20 @@ async def test_sse_stops_reading_when_the_client_goes(org: Org, tasks_a: Instanc
         return not (await readers() & mine)
 
     await eventually(gone, within=10)
+
+
+async def test_sdk_follows_an_inbox_and_completes_with_a_reason(org: Org) -> None:
+    await setup(org)
+    token = org.token("sa:private-bot", {org.private: "writer"}, org.private)
+    async with Agent(org=org.name, namespace=org.private, agent="private-bot", api_key=token, base_url=org.inst.base_url) as a:
+        t = (await a.tasks.create("private-bot", kind="chore", title="via the sdk"))["task"]
+        held = (await a.tasks.claim(t["task_id"]))["task"]
+        done = (await a.tasks.complete(t["task_id"], fence=held["fence"], outcome={"ok": True}, reason="all green"))["task"]
+        assert done["reason"] == "all green"
+        seen: list[tuple[str, str]] = []
+        async for event in a.tasks.follow(inbox="private-bot", wait_seconds=5):
+            seen.append((event["kind"], event["reason"]))
+            if event["kind"] == "done":
+                break
+        assert seen == [("created", ""), ("claimed", ""), ("done", "all green")]
+        assert (await a.tasks.watch(task_id=t["task_id"], since_seq=event["seq"]))["events"] == []
