@@ -190,6 +190,15 @@ class Authenticator:
             raise Unauthenticated(ErrorCode.AUTH_REVOKED, "the token has been revoked", {"reason": reason})
         return principal
 
+    def check_live(self, principal: Principal) -> None:
+        """Refuse a principal verified earlier whose token has since expired or been revoked
+        (a long poll's answer is not handed to a token revoked while it waited)."""
+        if principal.exp <= time.time():
+            raise Unauthenticated(ErrorCode.AUTH_EXPIRED, "the token has expired")
+        reason = self._revoked.reason(principal)
+        if reason is not None:
+            raise Unauthenticated(ErrorCode.AUTH_REVOKED, "the token has been revoked", {"reason": reason})
+
     async def live_grants(self, org: str, subject: str) -> dict[str, Role]:
         key = (org, subject)
         hit = self._grants.get(key)

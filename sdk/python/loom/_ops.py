@@ -989,13 +989,13 @@ class PolicyOps:
         since: str | None = None,
         limit: int | None = None,
     ) -> dict[str, Any]:
-        """Read the policy decision ledger, filtered by allow / deny.
+        """Read the policy decision ledger, filtered by allow / deny, or its policy.widened audit rows (decision=widened).
 
         Calls ``policy.decisions``.
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
-            decision: One of: allow, deny.
+            decision: One of: allow, deny, widened.
             since: An RFC 3339 instant, or a duration back from now (30s, 15m, 1h, 7d).
         """
         return await self._caller.call(
@@ -1249,6 +1249,7 @@ class TaskOps:
         task_id: str,
         fence: int,
         outcome: dict[str, Any] | None = None,
+        reason: str | None = None,
     ) -> dict[str, Any]:
         """Finish a task you hold with its outcome (fenced): in_progress -> done.
 
@@ -1263,6 +1264,7 @@ class TaskOps:
             task_id=task_id,
             fence=fence,
             outcome=outcome,
+            reason=reason,
         )
 
     async def complete_many(
@@ -1699,6 +1701,33 @@ class TaskOps:
         return await self._caller.call(
             "task.updates",
             namespace=namespace,
+            since_seq=since_seq,
+            wait_seconds=wait_seconds,
+            limit=limit,
+        )
+
+    async def watch(
+        self,
+        *,
+        namespace: str | None = None,
+        task_id: str | None = None,
+        inbox: str | None = None,
+        since_seq: int | None = None,
+        wait_seconds: int | None = None,
+        limit: int | None = None,
+    ) -> dict[str, Any]:
+        """One task's or one inbox's events after a cursor (since_seq), waiting up to wait_seconds; GET /v1/task/watch streams them as server-sent events.
+
+        Calls ``task.watch``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "task.watch",
+            namespace=namespace,
+            task_id=task_id,
+            inbox=inbox,
             since_seq=since_seq,
             wait_seconds=wait_seconds,
             limit=limit,

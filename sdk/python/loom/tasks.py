@@ -219,6 +219,53 @@ class TasksClient:
         """
         return await self._agent.call("task.updates", since_seq=since_seq, wait_seconds=wait_seconds, limit=limit, namespace=namespace)
 
+    async def watch(
+        self,
+        *,
+        task_id: str | None = None,
+        inbox: str | None = None,
+        since_seq: int = 0,
+        wait_seconds: int | None = None,
+        limit: int | None = None,
+        namespace: str | None = None,
+    ) -> dict[str, Any]:
+        """One task's or one inbox's events after ``since_seq`` (``task.watch``); name exactly one
+        of ``task_id`` and ``inbox``. Answers ``{"events": [...], "next_seq": n}`` as ``updates``.
+
+        A task's events: its poster, or a reader of its inbox. An inbox's: a reader sees every
+        task's; a listed poster who may not read it, its own tasks'.
+        """
+        return await self._agent.call(
+            "task.watch",
+            task_id=task_id,
+            inbox=inbox,
+            since_seq=since_seq,
+            wait_seconds=wait_seconds,
+            limit=limit,
+            namespace=namespace,
+        )
+
+    async def follow(
+        self,
+        *,
+        task_id: str | None = None,
+        inbox: str | None = None,
+        since_seq: int = 0,
+        wait_seconds: int = 30,
+        namespace: str | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """One task's or one inbox's events from ``since_seq`` on, for as long as the loop runs.
+
+        Long-polls ``task.watch`` and yields each event; each carries its ``seq``, the cursor to
+        resume from (``since_seq=event["seq"]``). Break out of the loop (or cancel it) to stop.
+        """
+        cursor = since_seq
+        while True:
+            out = await self.watch(task_id=task_id, inbox=inbox, since_seq=cursor, wait_seconds=wait_seconds, namespace=namespace)
+            for event in out.get("events", []):
+                yield event
+            cursor = int(out.get("next_seq") or cursor)
+
     async def cancel(self, task_id: str, *, reason: str, namespace: str | None = None) -> dict[str, Any]:
         """Cancel an unfinished task: the owner, or its poster while nobody holds it (``task.cancel``)."""
         return await self._agent.call("task.cancel", task_id=task_id, reason=reason, namespace=namespace)
@@ -315,14 +362,20 @@ class TasksClient:
         return await self._agent.call("task.progress", task_id=task_id, fence=fence, note=note, percent=percent, namespace=namespace)
 
     async def complete(
-        self, task_id: str, *, fence: int, outcome: dict[str, Any] | None = None, namespace: str | None = None
+        self,
+        task_id: str,
+        *,
+        fence: int,
+        outcome: dict[str, Any] | None = None,
+        reason: str | None = None,
+        namespace: str | None = None,
     ) -> dict[str, Any]:
-        """Finish a task you hold with its outcome: in_progress -> done (``task.complete``)."""
-        return await self._agent.call("task.complete", task_id=task_id, fence=fence, outcome=outcome, namespace=namespace)
+        """Finish a task you hold with its outcome, and optionally why: in_progress -> done (``task.complete``)."""
+        return await self._agent.call("task.complete", task_id=task_id, fence=fence, outcome=outcome, reason=reason, namespace=namespace)
 
     async def complete_many(self, items: Sequence[dict[str, Any]], *, namespace: str | None = None) -> dict[str, Any]:
         """Finish up to 100 tasks you hold in one call (``task.complete_many``): each item is
-        ``{"task_id", "fence", "outcome"}``; answers ``{"results": [...]}``, one per item in order:
+        ``{"task_id", "fence", "outcome", "reason"}``; answers ``{"results": [...]}``, one per item in order:
         ``{"task": …}`` or ``{"error": {"code", "message", "http_status"}}``."""
         return await self._agent.call("task.complete_many", tasks=[dict(i) for i in items], namespace=namespace)
 

@@ -78,6 +78,9 @@ def create_app(
     from .assistant_routes import register as register_assistant
 
     register_assistant(app, relay, ready_checks)
+    from .watch import register as register_watch  # GET /v1/task/watch (watch.py)
+
+    register_watch(app, relay)
 
     # A plain Starlette route: every op call skips FastAPI's per-request dependency solving.
     app.add_route("/v1/{op}", call_op, methods=["POST"], include_in_schema=False)

@@ -20,6 +20,7 @@ from .service.inboxes import InboxOps, InboxSettings
 from .service.posting import NewTask, PostingOps
 from .service.reading import ReadingOps
 from .service.repair import RepairOps
+from .service.watching import WatchingOps
 from .service.working import WorkingOps
 
 
@@ -155,6 +156,7 @@ class Handlers:
         self.working = WorkingOps(deps)
         self.repair = RepairOps(deps)
         self.reading = ReadingOps(deps)
+        self.watching = WatchingOps(deps)
 
     # --- inbox setup
 
@@ -229,8 +231,12 @@ class Handlers:
         )
 
     async def list_task_updates(self, req: pb.ListTaskUpdatesRequest, ctx: CallContext) -> pb.ListTaskUpdatesResponse:
-        events, next_seq = await self.posting.updates(ctx, req.since_seq, req.wait_seconds, req.limit)
+        events, next_seq = await self.watching.updates(ctx, req.since_seq, req.wait_seconds, req.limit)
         return pb.ListTaskUpdatesResponse(events=[event_pb(e) for e in events], next_seq=next_seq)
+
+    async def watch_task(self, req: pb.WatchTaskRequest, ctx: CallContext) -> pb.WatchTaskResponse:
+        events, next_seq = await self.watching.watch(ctx, req.task_id, req.inbox, req.since_seq, req.wait_seconds, req.limit)
+        return pb.WatchTaskResponse(events=[event_pb(e) for e in events], next_seq=next_seq)
 
     async def cancel_task(self, req: pb.CancelTaskRequest, ctx: CallContext) -> pb.CancelTaskResponse:
         return pb.CancelTaskResponse(task=task_pb(await self.posting.cancel(ctx, req.task_id, req.reason)))
@@ -253,10 +259,11 @@ class Handlers:
         return pb.ReportTaskProgressResponse(task_id=req.task_id, event_id=eid)
 
     async def complete_task(self, req: pb.CompleteTaskRequest, ctx: CallContext) -> pb.CompleteTaskResponse:
-        return pb.CompleteTaskResponse(task=task_pb(await self.working.complete(ctx, req.task_id, req.fence, _dict(req.outcome))))
+        done = await self.working.complete(ctx, req.task_id, req.fence, _dict(req.outcome), req.reason)
+        return pb.CompleteTaskResponse(task=task_pb(done))
 
     async def complete_tasks(self, req: pb.CompleteTasksRequest, ctx: CallContext) -> pb.CompleteTasksResponse:
-        items = [(r.task_id, r.fence, _dict(r.outcome)) for r in req.tasks]
+        items = [(r.task_id, r.fence, _dict(r.outcome), r.reason) for r in req.tasks]
         results = await self.working.complete_many(ctx, items)
         ctx.item_rows = [("task.complete", ledger_args(r), e.code if e else "") for r, (_, e) in zip(req.tasks, results, strict=True)]
         return pb.CompleteTasksResponse(

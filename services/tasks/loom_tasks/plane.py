@@ -4,8 +4,8 @@ On start it declares its JetStream streams (LOOM_TASK_STATE: the tasks' state, t
 LOOM_TASK_EVENTS: the events derived from it), starts the projector (state -> events, the
 ClickHouse projection and task.history's table), the notes writer (task.progress notes ->
 task.history's table; an earlier version's history writer is deleted), the pull wake-ups,
-the sweep (LOOM_TASK_LEASE_SWEEP_ENABLED) and the webhook deliverer
-(LOOM_TASK_WEBHOOK_DELIVER_ENABLED).
+the sweep (LOOM_TASK_LEASE_SWEEP_ENABLED), the queue-depth gauge (depth.py) and the webhook
+deliverer (LOOM_TASK_WEBHOOK_DELIVER_ENABLED).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from .consumers.notes import NotesWriter
 from .consumers.projector import Projector
 from .consumers.pushes import Pushes
 from .consumers.sweep import Sweeper
+from .depth import QueueDepth
 from .directory import Directory
 from .domain.model import TaskRow
 from .events import PROJECTOR_DURABLE, READ_WAIT_SECONDS, EventPublisher, ack_floor, caught_up
@@ -86,6 +87,12 @@ class TasksPlane:
             feed=lambda: self.projecting.running,
         )
         self.projector.taps.append(self.sweeper.offer_states)
+        self.depth = QueueDepth(
+            self.tasks,
+            lambda: self.projecting.running,
+            interval=s.task_queue_depth_interval_seconds,
+            max_inboxes=s.task_queue_depth_max_inboxes,
+        )
         self.deliverer: WebhookDeliverer | None = None
         self._handlers = Handlers(self.deps)
 
@@ -119,6 +126,7 @@ class TasksPlane:
         await self.projecting.start()
         await self.notes.start()
         await self.sweeper.start()
+        await self.depth.start()
         if s.task_webhook_deliver_enabled:
             self.deliverer = WebhookDeliverer(self.runtime, self.directory, settings=s)
             self.directory.on_change(self.deliverer.refresh_filter)
@@ -127,6 +135,7 @@ class TasksPlane:
     async def stop(self) -> None:
         if self.deliverer is not None:
             await self.deliverer.stop()
+        await self.depth.stop()
         await self.sweeper.stop()
         await self.notes.stop()
         await self.projecting.stop()

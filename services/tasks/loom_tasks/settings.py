@@ -49,3 +49,11 @@ class TasksSettings(PlaneSettings):
         5, description="Attempts per webhook notice (a refused address, a redirect or a 4xx is not retried)."
     )
     task_webhook_retry_base_seconds: float = Field(1.0, description="First webhook retry delay; doubled per attempt, at most 30 s.")
+    task_queue_depth_interval_seconds: float = Field(
+        15.0,
+        description="How often the replica running the projector counts unfinished tasks per inbox and state for /metrics (loom_task_queue_depth); 0: never.",
+    )
+    task_queue_depth_max_inboxes: int = Field(
+        50,
+        description='Inboxes labelled on loom_task_queue_depth (the deepest); the rest are summed under inbox "(other)", so the label set stays bounded.',
+    )

@@ -1,4 +1,5 @@
-"""policy.decisions: the gate's recorded decisions in a namespace, newest first."""
+"""policy.decisions: the gate's recorded decisions in a namespace and its policy.widened audit
+rows (a rule change that widened what agents may do), newest first."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from loom_core.chain import CallContext
 from loom_core.store import Store
 
 from ..domain.timeutil import ch_to_us, us_to_iso
-from ..store.decisions import query_decisions
+from ..store.decisions import query_decisions, query_widened
 from .evaluation import instant
 from .render import rules_from_stored
 
@@ -32,34 +33,74 @@ class DecisionService:
     async def list(self, ctx: CallContext, q: DecisionQuery) -> list[dict[str, Any]]:
         # decision, limit and since are checked against the proto's field options on every door (the chain).
         since = max(instant("since", q.since), 0) if q.since else 0  # nothing is recorded before the epoch
-        rows = await query_decisions(
-            self.store,
-            ctx.org,
-            ctx.namespace,
-            decision=q.decision,
-            agent=q.agent,
-            op=q.operation,
-            rule=q.rule,
-            since_us=since,
-            limit=q.limit or 100,
-        )
-        return [
-            {
-                "time": us_to_iso(ch_to_us(str(r["ts"])) if r["ts"] else 0),
-                "operation": r["op"],
-                "subject": r["subject"],
-                "agent": r["agent"],
-                "user": r["user"],
-                "session": r["session"],
-                "request_id": r["request_id"],
-                "decision": r["decision"],
-                "enforced": bool(r["enforced"]),
-                "mode": r["mode"],
-                "write_shaped": bool(r["write_shaped"]),
-                "determining_rules": list(r["determining_rules"]),
-                "errors": json.loads(r["errors"] or "[]"),
-                "rules": rules_from_stored(r["rules"]),
-                "latency_ms": float(r["latency_ms"]),
-            }
-            for r in rows
-        ]
+        limit = q.limit or 100
+        found: list[tuple[str, dict[str, Any]]] = []
+        if q.decision != WIDENED:
+            rows = await query_decisions(
+                self.store,
+                ctx.org,
+                ctx.namespace,
+                decision=q.decision,
+                agent=q.agent,
+                op=q.operation,
+                rule=q.rule,
+                since_us=since,
+                limit=limit,
+            )
+            found += [(str(r["ts"]), _decision(r)) for r in rows]
+        if q.decision in ("", WIDENED):
+            rows = await query_widened(
+                self.store, ctx.org, ctx.namespace, agent=q.agent, op=q.operation, rule=q.rule, since_us=since, limit=limit
+            )
+            found += [(str(r["ts"]), _widened(r)) for r in rows]
+        # Both tables' `ts` is ClickHouse's DateTime64 text, which sorts as the instants do.
+        found.sort(key=lambda pair: pair[0], reverse=True)
+        return [entry for _, entry in found[:limit]]
+
+
+WIDENED = "widened"
+
+
+def _time(ts: str) -> str:
+    return us_to_iso(ch_to_us(ts) if ts else 0)
+
+
+def _decision(r: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "time": _time(str(r["ts"])),
+        "operation": r["op"],
+        "subject": r["subject"],
+        "agent": r["agent"],
+        "user": r["user"],
+        "session": r["session"],
+        "request_id": r["request_id"],
+        "decision": r["decision"],
+        "enforced": bool(r["enforced"]),
+        "mode": r["mode"],
+        "write_shaped": bool(r["write_shaped"]),
+        "determining_rules": list(r["determining_rules"]),
+        "errors": json.loads(r["errors"] or "[]"),
+        "rules": rules_from_stored(r["rules"]),
+        "latency_ms": float(r["latency_ms"]),
+    }
+
+
+def _widened(r: dict[str, Any]) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "time": _time(str(r["ts"])),
+        "operation": f"policy.{r['change']}",
+        "subject": r["subject"],
+        "agent": r["agent"],
+        "request_id": r["request_id"],
+        "decision": WIDENED,
+        "write_shaped": True,
+        "rule": r["rule"],
+        "widened_reasons": list(r["reasons"]),
+    }
+    for side in ("before", "after"):
+        if r[side]:
+            rule = json.loads(r[side])
+            if isinstance(rule.get("condition"), str):  # the rule row keeps its condition as JSON text
+                rule["condition"] = json.loads(rule["condition"])
+            entry[side] = rule
+    return entry

@@ -139,3 +139,32 @@ async def query_decisions(
 
 async def write_audit(store: Store, row: dict[str, Any]) -> None:
     await store.insert("{db}.policy_audit", [row])
+
+
+#: The op whose change a policy_audit row records.
+AUDIT_OPS = {"policy.set": "set", "policy.delete": "delete"}
+
+
+async def query_widened(
+    store: Store, org: str, namespace: str, *, agent: str, op: str, rule: str, since_us: int, limit: int
+) -> list[dict[str, Any]]:
+    """The namespace's policy.widened audit rows, newest first, under policy.decisions' filters."""
+    where = ["org = {org:String}", "namespace = {ns:String}", "kind = 'policy.widened'"]
+    params: dict[str, Any] = {"org": org, "ns": namespace, "limit": limit}
+    if agent:
+        where.append("(agent = {agent:String} OR (agent = '' AND subject = {agent:String}))")
+        params["agent"] = agent
+    if op:
+        where.append("change = {change:String}")
+        params["change"] = AUDIT_OPS.get(op, "(none)")
+    if rule:
+        where.append("rule = {rule:String}")
+        params["rule"] = rule
+    if since_us:
+        where.append("a.ts >= fromUnixTimestamp64Micro({since:Int64})")
+        params["since"] = since_us
+    sql = (
+        "SELECT toString(ts) AS ts, subject, agent, request_id, rule, change, reasons, before, after"
+        " FROM {db}.policy_audit AS a WHERE " + " AND ".join(where) + " ORDER BY a.ts DESC LIMIT {limit:UInt32}"
+    )
+    return await store.query(sql, params)

@@ -30,8 +30,17 @@ def progress_event_id(row: TaskRow) -> str:
 
 
 def build(
-    row: TaskRow, kind: str, *, at: float, data: dict[str, Any] | None = None, actor: str = "", actor_agent: str = "", eid: str = ""
+    row: TaskRow,
+    kind: str,
+    *,
+    at: float,
+    data: dict[str, Any] | None = None,
+    actor: str = "",
+    actor_agent: str = "",
+    eid: str = "",
+    reason: str = "",
 ) -> dict[str, Any]:
+    """`reason` is this event's own (the move's, or none), never the one an earlier move left on the row."""
     return {
         "event_id": eid or event_id(row, kind),
         "org": row.org,
@@ -43,7 +52,7 @@ def build(
         "status": row.status,
         "at": format_time(at),
         "version": row.version,
-        "reason": row.reason,
+        "reason": reason,
         "actor": actor,
         "actor_agent": actor_agent,
         "task_kind": row.kind,

@@ -34,6 +34,8 @@ class Change:
     # Who made the move (empty for the sweep).
     actor: str = ""
     actor_agent: str = ""
+    # This move's own reason (the event's `reason`), never one an earlier move left on the row.
+    reason: str = ""
 
 
 def terminal(row: TaskRow) -> Conflict:
@@ -82,12 +84,12 @@ def accept(row: TaskRow, actor: Actor, reason: str, now: float) -> Change:
     _expect(row, {model.TRIAGE}, "task.accept")
     if actor.subject == row.poster:
         raise Forbidden(ErrorCode.TASK_SELF_ACCEPT, "a poster may not accept its own task", {"task_id": row.task_id})
-    return Change(_moved(row, now, status=model.TODO, reason=reason), "accepted", {}, **_by(actor))
+    return Change(_moved(row, now, status=model.TODO, reason=reason), "accepted", {}, **_by(actor), reason=reason)
 
 
 def wont_do(row: TaskRow, actor: Actor, reason: str, now: float) -> Change:
     _expect(row, model.UNFINISHED, "task.wont_do")
-    return Change(_moved(row, now, status=model.WONT_DO, reason=reason, **_released()), "wont_do", {}, **_by(actor))
+    return Change(_moved(row, now, status=model.WONT_DO, reason=reason, **_released()), "wont_do", {}, **_by(actor), reason=reason)
 
 
 def cancel(row: TaskRow, actor: Actor, reason: str, now: float) -> Change:
@@ -100,12 +102,20 @@ def cancel(row: TaskRow, actor: Actor, reason: str, now: float) -> Change:
                 ErrorCode.AUTH_INSUFFICIENT, "only the inbox's owner or the task's poster may cancel it", {"task_id": row.task_id}
             )
         if row.status == model.IN_PROGRESS:
+            # Not retryable: the same call succeeds only once the holder lets the task go.
             raise Conflict(
                 ErrorCode.PRECONDITION_FAILED,
-                "the task is being worked on: only the inbox's owner may cancel it now",
-                {"task_id": row.task_id, "status": row.status, "reason": "claimed"},
+                f"the task is held by {row.claimed_by} (agent {row.claimed_agent or '-'}): only the inbox's owner may cancel it now",
+                {
+                    "task_id": row.task_id,
+                    "status": row.status,
+                    "reason": "claimed",
+                    "claimed_by": row.claimed_by,
+                    "claimed_agent": row.claimed_agent,
+                },
+                retry=False,
             )
-    return Change(_moved(row, now, status=model.CANCELLED, reason=reason, **_released()), "cancelled", {}, **_by(actor))
+    return Change(_moved(row, now, status=model.CANCELLED, reason=reason, **_released()), "cancelled", {}, **_by(actor), reason=reason)
 
 
 # --- claims ------------------------------------------------------------------------------------
@@ -117,6 +127,7 @@ def claim(row: TaskRow, actor: Actor, fence: int, lease_seconds: int, now: float
         row,
         now,
         status=model.IN_PROGRESS,
+        reason="",  # a claim gives none; the row's reason is always its last move's
         claimed_by=actor.subject,
         claimed_agent=actor.agent,
         fence=fence,
@@ -128,16 +139,15 @@ def claim(row: TaskRow, actor: Actor, fence: int, lease_seconds: int, now: float
     return Change(nxt, "claimed", {"lease_seconds": lease_seconds}, **_by(actor))
 
 
-def complete(row: TaskRow, actor: Actor, outcome: dict[str, Any], now: float) -> Change:
+def complete(row: TaskRow, actor: Actor, outcome: dict[str, Any], now: float, reason: str = "") -> Change:
     _expect(row, {model.IN_PROGRESS}, "task.complete")
-    return Change(
-        _moved(row, now, status=model.DONE, outcome=outcome, reason="", **_released()), "done", {"outcome": outcome}, **_by(actor)
-    )
+    nxt = _moved(row, now, status=model.DONE, outcome=outcome, reason=reason, **_released())
+    return Change(nxt, "done", {"outcome": outcome}, **_by(actor), reason=reason)
 
 
 def fail(row: TaskRow, actor: Actor, reason: str, now: float) -> Change:
     _expect(row, {model.IN_PROGRESS}, "task.fail")
-    return Change(_moved(row, now, status=model.FAILED, reason=reason, **_released()), "failed", {}, **_by(actor))
+    return Change(_moved(row, now, status=model.FAILED, reason=reason, **_released()), "failed", {}, **_by(actor), reason=reason)
 
 
 def defer(row: TaskRow, actor: Actor, resume_at: float, reason: str, max_defers: int, now: float) -> Change:
@@ -151,15 +161,15 @@ def defer(row: TaskRow, actor: Actor, resume_at: float, reason: str, max_defers:
             else f"deferred {defers} times (max_defers {max_defers})"
         )
         nxt = _moved(row, now, status=model.BLOCKED, blocked_on="human", reason=why, defers=defers, resume_at=None, **_released())
-        return Change(nxt, "blocked", {"blocked_on": "human", "max_defers": max_defers}, **_by(actor))
+        return Change(nxt, "blocked", {"blocked_on": "human", "max_defers": max_defers}, **_by(actor), reason=why)
     nxt = _moved(row, now, status=model.DEFERRED, resume_at=resume_at, reason=reason, defers=defers, **_released())
-    return Change(nxt, "deferred", {"resume_at": resume_at}, **_by(actor))
+    return Change(nxt, "deferred", {"resume_at": resume_at}, **_by(actor), reason=reason)
 
 
 def block(row: TaskRow, actor: Actor, blocked_on: str, reason: str, now: float) -> Change:
     _expect(row, {model.IN_PROGRESS}, "task.block")
     nxt = _moved(row, now, status=model.BLOCKED, blocked_on=blocked_on, reason=reason, **_released())
-    return Change(nxt, "blocked", {"blocked_on": blocked_on}, **_by(actor))
+    return Change(nxt, "blocked", {"blocked_on": blocked_on}, **_by(actor), reason=reason)
 
 
 def expire(row: TaskRow, max_attempts: int, now: float) -> Change:
@@ -170,11 +180,10 @@ def expire(row: TaskRow, max_attempts: int, now: float) -> Change:
     if attempts >= max_attempts:
         why = f"lease expired {attempts} times (max_attempts {max_attempts})"
         nxt = _moved(row, now, status=model.BLOCKED, blocked_on="human", reason=why, attempts=attempts, **_released())
-        return Change(nxt, "blocked", {"blocked_on": "human", "max_attempts": max_attempts})
-    nxt = _moved(
-        row, now, status=model.TODO, reason=f"lease expired (attempt {attempts} of {max_attempts})", attempts=attempts, **_released()
-    )
-    return Change(nxt, "released", {"attempts": attempts})
+        return Change(nxt, "blocked", {"blocked_on": "human", "max_attempts": max_attempts}, reason=why)
+    why = f"lease expired (attempt {attempts} of {max_attempts})"
+    nxt = _moved(row, now, status=model.TODO, reason=why, attempts=attempts, **_released())
+    return Change(nxt, "released", {"attempts": attempts}, reason=why)
 
 
 # --- repair ------------------------------------------------------------------------------------
@@ -184,13 +193,13 @@ def unblock(row: TaskRow, actor: Actor, reason: str, now: float) -> Change:
     _expect(row, {model.BLOCKED}, "task.unblock")
     # A person looked at it: the expiry and defer counts start again.
     nxt = _moved(row, now, status=model.TODO, blocked_on="", reason=reason, attempts=0, defers=0)
-    return Change(nxt, "unblocked", {}, **_by(actor))
+    return Change(nxt, "unblocked", {}, **_by(actor), reason=reason)
 
 
 def resume(row: TaskRow, actor: Actor | None, reason: str, now: float) -> Change:
     _expect(row, {model.DEFERRED}, "task.resume")
     nxt = _moved(row, now, status=model.TODO, resume_at=None, reason=reason)
-    return Change(nxt, "resumed", {}, **_by(actor))
+    return Change(nxt, "resumed", {}, **_by(actor), reason=reason)
 
 
 def reopen(row: TaskRow, actor: Actor, reason: str, now: float) -> Change:
@@ -204,7 +213,7 @@ def reopen(row: TaskRow, actor: Actor, reason: str, now: float) -> Change:
             retry=False,
         )
     nxt = _moved(row, now, status=model.TODO, reason=reason, attempts=0, defers=0, blocked_on="", outcome={}, **_released())
-    return Change(nxt, "reopened", {}, **_by(actor))
+    return Change(nxt, "reopened", {}, **_by(actor), reason=reason)
 
 
 def escalate(row: TaskRow, now: float) -> Change | None:
@@ -246,4 +255,4 @@ def reassign(row: TaskRow, actor: Actor, inbox: model.InboxRow, status: str, rea
         escalate_at=now + inbox.triage_escalate_after_seconds if status == model.TRIAGE else None,
         **_released(),
     )
-    return Change(nxt, "reassigned", {"from_inbox": row.inbox, "from_namespace": row.namespace}, **_by(actor))
+    return Change(nxt, "reassigned", {"from_inbox": row.inbox, "from_namespace": row.namespace}, **_by(actor), reason=reason)

@@ -62,6 +62,19 @@ class Admission:
     def _within(self) -> bool:
         return self.written - self.known <= self.max_behind
 
+    async def reached(self, seq: int, wait: float) -> bool:
+        """Wait (at most `wait` seconds) until the projector has applied the state write `seq`
+        (and so published its event). False when it has not by then."""
+        deadline = time.monotonic() + wait
+        while self.known < seq:
+            if time.monotonic() >= deadline:
+                return False
+            self.looks += 1
+            self.known = max(self.known, await self.position())
+            if self.known < seq:
+                await asyncio.sleep(POLL_SECONDS)
+        return True
+
     async def admit(self) -> None:
         if not self.max_behind or self._within():
             return

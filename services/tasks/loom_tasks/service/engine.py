@@ -105,7 +105,9 @@ class Engine:
 
     async def _write(self, change: Change, last: int, before: TaskRow | None) -> Committed:
         row = change.row
-        event = ev.build(row, change.event, at=row.updated_at, data=change.data, actor=change.actor, actor_agent=change.actor_agent)
+        event = ev.build(
+            row, change.event, at=row.updated_at, data=change.data, actor=change.actor, actor_agent=change.actor_agent, reason=change.reason
+        )
         if self.admission is not None:
             await self.admission.admit()
         try:

@@ -1,27 +1,21 @@
-"""Posting (the sender's ops): task.create, task.cancel, task.updates."""
+"""Posting (the sender's ops): task.create, task.cancel (task.updates: service/watching.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from loom_core.bus.position import position
 from loom_core.chain import CallContext
 from loom_core.errors import ErrorCode, Forbidden, LoomError, NotFound, Unavailable, ValidationFailed
 from loom_core.roles import Role
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from ..domain import model, transitions, trust
 from ..domain import validate as v
 from ..domain.model import Actor, TaskRow
-from ..events import PROJECTOR_DURABLE, READ_WAIT_SECONDS, STREAM, org_filter
-from ..events import caught_up as projected
-from ..store import truth
 from ..store.truth import idempotent_task_id
 from .access import no_inbox
 from .deps import Deps
@@ -167,76 +161,3 @@ class PostingOps:
 
         out: Committed = await self.d.engine.mutate(ctx.org, task_id, decide)
         return out.row
-
-    async def updates(self, ctx: CallContext, since_seq: int, wait_seconds: int, limit: int) -> tuple[list[dict[str, Any]], int]:
-        """The caller's own tasks' events after `since_seq`, read from the stream itself."""
-        if since_seq < 0:
-            raise ValidationFailed("since_seq: 0 or more", {"field": "since_seq", "reason": "negative"})
-        wait = v.wait_seconds(wait_seconds)
-        limit = max(1, min(limit or 100, 1000))
-        js = self.d.runtime.bus.js
-        # Read-your-writes: the events of every state write made before this call are on the
-        # stream first (the projector derives them).
-        await projected(js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
-        # Not a bus consumer: a one-shot, per-request read of the stream from `since_seq`, on an
-        # ephemeral consumer deleted before returning, so it stays a direct JetStream fetch.
-        config = ConsumerConfig(
-            name=f"updates-{secrets.token_hex(8)}",
-            deliver_policy=DeliverPolicy.BY_START_SEQUENCE if since_seq else DeliverPolicy.ALL,
-            opt_start_seq=since_seq + 1 if since_seq else None,
-            ack_policy=AckPolicy.NONE,
-            filter_subject=org_filter(ctx.org),
-            inactive_threshold=60.0,
-            mem_storage=True,
-            num_replicas=1,
-        )
-        try:
-            info = await js.add_consumer(STREAM, config)
-            sub = await js.pull_subscribe_bind(consumer=config.name, stream=STREAM)
-        except Exception as exc:
-            raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the event stream did not answer") from exc
-        events: list[dict[str, Any]] = []
-        next_seq = since_seq
-        pending = int(info.num_pending or 0)
-        deadline = time.monotonic() + wait
-        try:
-            while len(events) < limit:
-                caught_up = pending <= 0
-                remaining = deadline - time.monotonic()
-                if caught_up and (events or remaining <= 0):
-                    break
-                timeout = max(remaining, 0.05) if caught_up else 5.0
-                try:
-                    msgs = await sub.fetch(min(UPDATES_FETCH, max(pending, 1)) if not caught_up else UPDATES_FETCH, timeout=timeout)
-                except TimeoutError:
-                    msgs = []
-                except Exception as exc:
-                    if "Timeout" not in type(exc).__name__:
-                        raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the event stream did not answer") from exc
-                    msgs = []
-                if not msgs:
-                    if caught_up:
-                        break
-                    continue
-                for m in msgs:
-                    seq, pending = position(m)
-                    if seq <= next_seq:
-                        continue
-                    next_seq = seq
-                    try:
-                        body = json.loads(m.data)
-                    except ValueError:
-                        continue
-                    if isinstance(body, dict) and body.get("poster") == ctx.subject:
-                        body["seq"] = seq
-                        events.append(body)
-                        if len(events) >= limit:
-                            break
-        finally:
-            try:
-                await sub.unsubscribe()
-                await js.delete_consumer(STREAM, str(config.name))
-            except Exception:  # noqa: BLE001 - the consumer goes after its inactive threshold anyway
-                log.debug("updates consumer not deleted")
-        ctx.out_hits = len(events)
-        return events, next_seq

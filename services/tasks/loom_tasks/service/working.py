@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from loom_core.chain import CallContext
-from loom_core.errors import Conflict, ErrorCode, LoomError
+from loom_core.errors import Conflict, ErrorCode, LoomError, Unavailable
 from loom_core.roles import Role
 
 from ..domain import events as ev
@@ -37,6 +37,22 @@ def stale(task_id: str, fence: int) -> Conflict:
         ErrorCode.TASK_FENCE_STALE,
         "this fence no longer holds the task (its lease expired and moved on, or another claim took it)",
         {"task_id": task_id, "fence": fence},
+    )
+
+
+def not_open(row: TaskRow, now: float) -> Conflict:
+    """A todo task whose not_before is still ahead: hidden from pull, and refused to a claim by id
+    until then (retry at `not_before`)."""
+    opens = v.format_time(row.not_before)
+    return Conflict(
+        ErrorCode.PRECONDITION_FAILED,
+        f"the task is not open to claims before {opens}",
+        {
+            "task_id": row.task_id,
+            "reason": "not_before",
+            "not_before": opens,
+            "retry_after_s": round(max((row.not_before or now) - now, 0), 3),
+        },
     )
 
 
@@ -164,7 +180,10 @@ class WorkingOps:
                     {"task_id": task_id, "status": row.status, "reason": "status"},
                     retry=False,
                 )
-            got = await self.d.engine.claim(row, actor, lease, time.time())
+            now = time.time()
+            if not row.visible_to_pull(now):
+                raise not_open(row, now)
+            got = await self.d.engine.claim(row, actor, lease, now)
             if got is not None:
                 return got.row
             fresh = await self.d.engine.current(ctx.org, task_id)
@@ -215,7 +234,16 @@ class WorkingOps:
         data: dict[str, Any] = {"note": note}
         if percent:
             data["percent"] = percent
-        # A note changes no state: its event goes to the event stream directly.
+        # A note changes no state: its event goes to the event stream directly, once the events
+        # of the task's writes before it (its claim's) are there, so a subscriber never reads a
+        # note before the claim it belongs to.
+        admission = self.d.engine.admission
+        if admission is not None and not await admission.reached(row.rev, READ_WAIT_SECONDS):
+            raise Unavailable(
+                ErrorCode.BACKEND_UNAVAILABLE,
+                "the task's earlier events are not published yet; retry",
+                {"reason": "projection_behind", "retry_after_s": 1},
+            )
         event = ev.build(row, "progress", at=now, data=data, actor=actor.subject, actor_agent=actor.agent, eid=ev.progress_event_id(row))
         await self.d.publisher.publish(event)
         return str(event["event_id"])
@@ -232,19 +260,20 @@ class WorkingOps:
         out = await self.d.engine.mutate(ctx.org, task_id, decide, first=first)
         return out.row
 
-    async def complete(self, ctx: CallContext, task_id: str, fence: int, outcome: dict[str, Any]) -> TaskRow:
+    async def complete(self, ctx: CallContext, task_id: str, fence: int, outcome: dict[str, Any], reason: str = "") -> TaskRow:
         outcome = v.payload(outcome, "outcome")
-        return await self._fenced(ctx, task_id, fence, lambda row, actor, now, _inbox: transitions.complete(row, actor, outcome, now))
+        why = v.reason(reason, required=False)
+        return await self._fenced(ctx, task_id, fence, lambda row, actor, now, _inbox: transitions.complete(row, actor, outcome, now, why))
 
     async def complete_many(
-        self, ctx: CallContext, items: list[tuple[str, int, dict[str, Any]]]
+        self, ctx: CallContext, items: list[tuple[str, int, dict[str, Any], str]]
     ) -> list[tuple[TaskRow | None, LoomError | None]]:
-        """task.complete_many: each (task_id, fence, outcome) as task.complete takes it, answered on its own."""
+        """task.complete_many: each (task_id, fence, outcome, reason) as task.complete takes it, answered on its own."""
         v.batch_size(len(items), "tasks")
 
-        async def one(task_id: str, fence: int, outcome: dict[str, Any]) -> tuple[TaskRow | None, LoomError | None]:
+        async def one(task_id: str, fence: int, outcome: dict[str, Any], reason: str) -> tuple[TaskRow | None, LoomError | None]:
             try:
-                return await self.complete(ctx, task_id, fence, outcome), None
+                return await self.complete(ctx, task_id, fence, outcome, reason), None
             except LoomError as exc:
                 return None, exc
 

@@ -165,6 +165,15 @@ class TaskStore:
             if events:
                 both.create_task(self.store.insert(EVENTS, events, dedup_token=f"{token}-e"))
 
+    async def open_counts(self, statuses: Sequence[str]) -> dict[tuple[str, str, str], int]:
+        """Tasks in `statuses` per (org, inbox, status), every org (the queue-depth gauge)."""
+        rows = await self.store.query(
+            f"SELECT org, inbox, status, count() AS n FROM {TASKS} FINAL WHERE status IN {{statuses:Array(String)}}"
+            " GROUP BY org, inbox, status",
+            {"statuses": list(statuses)},
+        )
+        return {(r["org"], r["inbox"], r["status"]): int(r["n"]) for r in rows}
+
     async def open_counts_by_inbox(self, org: str, namespace: str) -> dict[str, dict[str, int]]:
         rows = await self.store.query(
             f"SELECT inbox, status, count() AS n FROM {TASKS} FINAL WHERE org = {{org:String}} AND namespace = {{ns:String}}"
