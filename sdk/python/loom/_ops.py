@@ -612,7 +612,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        key: str,
+        memory_key: str,
         user_id: str | None = None,
         session_id: str | None = None,
         agent_id: str | None = None,
@@ -627,7 +627,7 @@ class MemoryOps:
         return await self._caller.call(
             "memory.get",
             namespace=namespace,
-            key=key,
+            memory_key=memory_key,
             user_id=user_id,
             session_id=session_id,
             agent_id=agent_id,
@@ -637,7 +637,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        key: str | None = None,
+        memory_key: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
         agent_id: str | None = None,
@@ -652,7 +652,7 @@ class MemoryOps:
         return await self._caller.call(
             "memory.history",
             namespace=namespace,
-            key=key,
+            memory_key=memory_key,
             user_id=user_id,
             session_id=session_id,
             agent_id=agent_id,
@@ -687,7 +687,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        key: str,
+        memory_key: str,
         ttl_seconds: int | None = None,
     ) -> dict[str, Any]:
         """Lock a key's value for ttl_seconds: writes to it answer 423 LOCKED until the lock ends or is released.
@@ -700,7 +700,7 @@ class MemoryOps:
         return await self._caller.call(
             "memory.lock",
             namespace=namespace,
-            key=key,
+            memory_key=memory_key,
             ttl_seconds=ttl_seconds,
         )
 
@@ -708,7 +708,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        key: str | None = None,
+        memory_key: str | None = None,
         agent_id: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
@@ -723,7 +723,7 @@ class MemoryOps:
         return await self._caller.call(
             "memory.pin",
             namespace=namespace,
-            key=key,
+            memory_key=memory_key,
             agent_id=agent_id,
             user_id=user_id,
             session_id=session_id,
@@ -733,7 +733,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        key: str | None = None,
+        memory_key: str | None = None,
         agent_id: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
@@ -748,7 +748,7 @@ class MemoryOps:
         return await self._caller.call(
             "memory.restore",
             namespace=namespace,
-            key=key,
+            memory_key=memory_key,
             agent_id=agent_id,
             user_id=user_id,
             session_id=session_id,
@@ -783,7 +783,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        key: str | None = None,
+        memory_key: str | None = None,
     ) -> dict[str, Any]:
         """Release a key's lock (its holder, or an admin).
 
@@ -795,14 +795,14 @@ class MemoryOps:
         return await self._caller.call(
             "memory.unlock",
             namespace=namespace,
-            key=key,
+            memory_key=memory_key,
         )
 
     async def unpin(
         self,
         *,
         namespace: str | None = None,
-        key: str | None = None,
+        memory_key: str | None = None,
         agent_id: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
@@ -817,7 +817,7 @@ class MemoryOps:
         return await self._caller.call(
             "memory.unpin",
             namespace=namespace,
-            key=key,
+            memory_key=memory_key,
             agent_id=agent_id,
             user_id=user_id,
             session_id=session_id,
@@ -854,7 +854,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        key: str | None = None,
+        memory_key: str | None = None,
         agent_id: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
@@ -869,7 +869,7 @@ class MemoryOps:
         return await self._caller.call(
             "memory.verify",
             namespace=namespace,
-            key=key,
+            memory_key=memory_key,
             agent_id=agent_id,
             user_id=user_id,
             session_id=session_id,

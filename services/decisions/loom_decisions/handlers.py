@@ -122,7 +122,7 @@ class DecisionHandlers:
     # --- memory.*
 
     async def get_memory(self, req: mpb.GetMemoryRequest, ctx: CallContext) -> mpb.MemoryRow:
-        return _row_msg(await self._memory.get(ctx, req.key, req.agent_id, req.user_id, req.session_id))
+        return _row_msg(await self._memory.get(ctx, req.memory_key, req.agent_id, req.user_id, req.session_id))
 
     async def list_memory(self, req: mpb.ListMemoryRequest, ctx: CallContext) -> mpb.ListMemoryResponse:
         rows = await self._memory.list(ctx, req.memory_type, req.tag, req.prefix, req.limit)
@@ -149,7 +149,7 @@ class DecisionHandlers:
         )
 
     async def memory_history(self, req: mpb.MemoryHistoryRequest, ctx: CallContext) -> mpb.MemoryHistoryResponse:
-        versions, records = await self._memory.history(ctx, req.key, req.agent_id, req.user_id, req.session_id)
+        versions, records = await self._memory.history(ctx, req.memory_key, req.agent_id, req.user_id, req.session_id)
         active_version = max((int(r["version"]) for r in records), default=0)
         recs = []
         for r in records:
@@ -184,19 +184,19 @@ class DecisionHandlers:
 
     async def restore_memory(self, req: mpb.RestoreMemoryRequest, ctx: CallContext) -> mpb.MemoryWriteResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
-        return _write_msg(await self._memory.restore(ctx, req.key, ident))
+        return _write_msg(await self._memory.restore(ctx, req.memory_key, ident))
 
     async def pin_memory(self, req: mpb.PinMemoryRequest, ctx: CallContext) -> mpb.MemoryWriteResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
-        return _write_msg(await self._memory.set_pin(ctx, req.key, ident, True))
+        return _write_msg(await self._memory.set_pin(ctx, req.memory_key, ident, True))
 
     async def unpin_memory(self, req: mpb.PinMemoryRequest, ctx: CallContext) -> mpb.MemoryWriteResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
-        return _write_msg(await self._memory.set_pin(ctx, req.key, ident, False))
+        return _write_msg(await self._memory.set_pin(ctx, req.memory_key, ident, False))
 
     async def verify_memory(self, req: mpb.PinMemoryRequest, ctx: CallContext) -> mpb.MemoryWriteResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
-        return _write_msg(await self._memory.verify(ctx, req.key, ident))
+        return _write_msg(await self._memory.verify(ctx, req.memory_key, ident))
 
     async def update_memory_by_id(self, req: mpb.UpdateMemoryByIdRequest, ctx: CallContext) -> mpb.MemoryWriteResponse:
         value = req.value if req.HasField("value") else None
@@ -204,7 +204,7 @@ class DecisionHandlers:
         return _write_msg(await self._memory.update_by_id(ctx, req.memory_id, value, tags, req.if_value_hash))
 
     async def lock_memory(self, req: mpb.LockMemoryRequest, ctx: CallContext) -> mpb.LockMemoryResponse:
-        return mpb.LockMemoryResponse(**await self._memory.lock(ctx, req.key, req.ttl_seconds))
+        return mpb.LockMemoryResponse(**await self._memory.lock(ctx, req.memory_key, req.ttl_seconds))
 
     async def unlock_memory(self, req: mpb.UnlockMemoryRequest, ctx: CallContext) -> mpb.LockMemoryResponse:
-        return mpb.LockMemoryResponse(**await self._memory.unlock(ctx, req.key))
+        return mpb.LockMemoryResponse(**await self._memory.unlock(ctx, req.memory_key))

@@ -27,7 +27,7 @@ class MemoryOps:
 
     async def get(self, ctx: CallContext, key: str, agent_id: str = "", user_id: str = "", session_id: str = "") -> dict[str, Any]:
         if not key:
-            raise invalid_field("key", "required")
+            raise invalid_field("memory_key", "required")
         heads = await self.mem.heads(ctx.org, ctx.namespace, key)
         live = [
             h
@@ -196,7 +196,7 @@ class MemoryOps:
 
     async def lock(self, ctx: CallContext, key: str, ttl_seconds: int) -> dict[str, Any]:
         if not key:
-            raise invalid_field("key", "required")
+            raise invalid_field("memory_key", "required")
         ttl = _bounded("ttl_seconds", ttl_seconds, 300, self.r.d.settings.decision_lock_max_seconds)
         holder = LOCK_PREFIX + ctx.subject
         try:
