@@ -21,11 +21,12 @@ async def seed_notes(desk: Desk) -> None:
     for key, value in (
         ("policy/legal/hold", "Legal hold is served by export jobs."),
         ("ops/replay", "Replays read up to 30 days of transcripts."),
+        ("unused", "The office plants are watered on Fridays."),
     ):
         await w.ok("decision.record", category="notes", scenario=key, outcome=value)
 
 
-async def test_outcome_credits_the_memories_the_deciding_run_was_shown(desk: Desk) -> None:
+async def test_outcome_credits_only_the_memories_the_decision_used_of_those_its_run_was_shown(desk: Desk) -> None:
     await seed_notes(desk)
     run = uuid.uuid4().hex
     a = desk.as_agent("planner", run_id=run)
@@ -34,7 +35,8 @@ async def test_outcome_credits_the_memories_the_deciding_run_was_shown(desk: Des
     await a.ok("memory.get", memory_key=hold)
     hits = await a.ok("memory.search", query="how far back can a replay go", memory_type="decision", limit=1)
     assert hits["hits"][0]["key"] == replay
-    rec = await a.ok("decision.record", **STORAGE)
+    await a.ok("memory.get", memory_key="decision/notes/unused")  # shown, but the decision does not use it
+    rec = await a.ok("decision.record", **STORAGE, memories_used=[hold, replay])
     later = desk.as_agent("planner")  # the outcome arrives in another run
     out = await later.ok("decision.outcome", memory_key=rec["memory_key"], realized_outcome="no replay gaps in the quarter", success=True)
     assert out["credited"] == sorted([hold, replay]) and out.get("charged", []) == []
@@ -46,7 +48,7 @@ async def test_a_failed_outcome_charges_them(desk: Desk) -> None:
     run = uuid.uuid4().hex
     a = desk.as_agent("planner", run_id=run)
     await a.ok("memory.get", memory_key="decision/notes/ops-replay")
-    await a.ok("decision.record", **STORAGE)
+    await a.ok("decision.record", **STORAGE, memories_used=["decision/notes/ops-replay"])
     out = await a.ok("decision.outcome", memory_key=KEY, realized_outcome="replays failed past day 20", success=False)
     assert out["charged"] == ["decision/notes/ops-replay"]
     assert (await a.ok("memory.get", memory_key="decision/notes/ops-replay"))["charges"] == 1
@@ -167,3 +169,35 @@ async def test_outcome_answers_409_when_the_decision_changes_during_the_call(
     assert fired and fired[0]["superseded_prior"] is True
     row = await a.ok("memory.get", memory_key=KEY)
     assert "60 days" in row["value"] and "Realized" not in row["value"]
+
+
+async def test_a_later_failure_of_the_same_decision_undoes_its_credit_and_calibration_reads_the_correction(desk: Desk) -> None:
+    await seed_notes(desk)
+    run = uuid.uuid4().hex
+    a = desk.as_agent("planner", run_id=run)
+    replay = "decision/notes/ops-replay"
+    await a.ok("memory.get", memory_key=replay)
+    await a.ok("decision.record", **{**STORAGE, "influenced_by": []}, memories_used=[replay])
+    first = await a.ok("decision.outcome", memory_key=KEY, realized_outcome="no gaps in the first week", success=True)
+    assert first["credited"] == [replay]
+    r = await a.ok("memory.get", memory_key=replay)
+    assert (r["credits"], r.get("charges", 0)) == (1, 0)
+    cal = await a.ok("decision.calibration", agent="planner", category="storage")
+    assert (cal["rows"][0]["count"], cal["rows"][0]["successes"]) == (1, 1)
+
+    later = await a.ok("decision.outcome", memory_key=KEY, realized_outcome="replays failed past day 20", success=False)
+    assert later["uncredited"] == [replay] and later["charged"] == [replay] and later.get("credited", []) == []
+    r = await a.ok("memory.get", memory_key=replay)
+    assert (r.get("credits", 0), r["charges"]) == (0, 1)
+    cal = await a.ok("decision.calibration", agent="planner", category="storage")
+    row = cal["rows"][0]  # an answer leaves out a field at its zero value
+    assert (row["count"], row.get("successes", 0), row.get("success_rate", 0.0)) == (1, 0, 0.0)
+
+
+async def test_a_decision_that_names_no_memory_credits_none(desk: Desk) -> None:
+    await seed_notes(desk)
+    a = desk.as_agent("planner", run_id=uuid.uuid4().hex)
+    await a.ok("memory.get", memory_key="decision/notes/ops-replay")
+    await a.ok("decision.record", **{**STORAGE, "influenced_by": []})
+    out = await a.ok("decision.outcome", memory_key=KEY, realized_outcome="no gaps", success=True)
+    assert out.get("credited", []) == [] and (await a.ok("memory.get", memory_key="decision/notes/ops-replay")).get("credits", 0) == 0

@@ -101,6 +101,36 @@ class BudgetOps:
         )
 
 
+class ContextOps:
+    """The ``context.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def pack(
+        self,
+        *,
+        namespace: str | None = None,
+        query: str | None = None,
+        token_budget: int | None = None,
+        category: str | None = None,
+    ) -> dict[str, Any]:
+        """The block an agent reads at the start of a task: the namespace's decisions with their because (proposed ones as → proposed: <outcome>), within a token budget, deterministic.
+
+        Calls ``context.pack``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "context.pack",
+            namespace=namespace,
+            query=query,
+            token_budget=token_budget,
+            category=category,
+        )
+
+
 class DecisionOps:
     """The ``decision.*`` ops."""
 
@@ -162,7 +192,7 @@ class DecisionOps:
         realized_outcome: str,
         success: bool | None = None,
     ) -> dict[str, Any]:
-        """Record realized_outcome and success; credit or charge the memories the deciding run relied on.
+        """Record realized_outcome and success; credit or charge the memories the decision used (memories_used, caused_by, influenced_by) that its run was shown; a later failure undoes an earlier credit.
 
         Calls ``decision.outcome``.
 
@@ -220,6 +250,7 @@ class DecisionOps:
         source_class: str | None = None,
         tags: list[str] | None = None,
         run_id: str | None = None,
+        memories_used: list[str] | None = None,
     ) -> dict[str, Any]:
         """Record a decision (category + scenario identify it) and its causal edges; answers memory_key, created, superseded_prior, restated.
 
@@ -246,6 +277,7 @@ class DecisionOps:
             source_class=source_class,
             tags=tags,
             run_id=run_id,
+            memories_used=memories_used,
         )
 
 
@@ -608,6 +640,31 @@ class MemoryOps:
             session_id=session_id,
         )
 
+    async def for_file(
+        self,
+        *,
+        namespace: str | None = None,
+        path: str,
+        repo: str | None = None,
+        include_conflicted: bool | None = None,
+        max_chars: int | None = None,
+    ) -> dict[str, Any]:
+        """The memories and decisions to read before editing a file, as one block within a ceiling, marked (pinned) and (source changed).
+
+        Calls ``memory.for_file``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.for_file",
+            namespace=namespace,
+            path=path,
+            repo=repo,
+            include_conflicted=include_conflicted,
+            max_chars=max_chars,
+        )
+
     async def get(
         self,
         *,
@@ -777,6 +834,37 @@ class MemoryOps:
             memory_type=memory_type,
             tag=tag,
             limit=limit,
+        )
+
+    async def set(
+        self,
+        *,
+        namespace: str | None = None,
+        memory_key: str,
+        value: str,
+        memory_type: str | None = None,
+        tags: builtins.list[str] | None = None,
+        files: builtins.list[str] | None = None,
+        source_resource_id: str | None = None,
+        source_class: str | None = None,
+    ) -> dict[str, Any]:
+        """Write the caller's row under a key: the same value bytes restate it (reinforced; a pinned row accepts that), another value revises it (a pinned row refuses, 409 PINNED_CONFLICT).
+
+        Calls ``memory.set``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.set",
+            namespace=namespace,
+            memory_key=memory_key,
+            value=value,
+            memory_type=memory_type,
+            tags=tags,
+            files=files,
+            source_resource_id=source_resource_id,
+            source_class=source_class,
         )
 
     async def unlock(
@@ -1789,6 +1877,7 @@ class Ops:
     assistant: AssistantOps
     auth: AuthOps
     budget: BudgetOps
+    context: ContextOps
     decision: DecisionOps
     grants: GrantsOps
     help: HelpOps
@@ -1806,6 +1895,7 @@ class Ops:
         self.assistant = AssistantOps(caller)
         self.auth = AuthOps(caller)
         self.budget = BudgetOps(caller)
+        self.context = ContextOps(caller)
         self.decision = DecisionOps(caller)
         self.grants = GrantsOps(caller)
         self.help = HelpOps(caller)

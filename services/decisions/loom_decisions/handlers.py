@@ -9,6 +9,7 @@ from loom_api.decisions.v1 import decisions_pb2 as dpb
 from loom_api.decisions.v1 import memory_pb2 as mpb
 from loom_core.chain import CallContext
 
+from .service.blocks import BlockOps
 from .service.decisions import DecisionOps
 from .service.memory import MemoryOps
 from .service.rows import Rows, iso
@@ -60,6 +61,7 @@ class DecisionHandlers:
         self._rows = rows
         self._decisions = DecisionOps(rows)
         self._memory = MemoryOps(rows)
+        self._blocks = BlockOps(rows)
 
     # --- decision.*
 
@@ -79,6 +81,7 @@ class DecisionHandlers:
             "source_class": req.source_class,
             "tags": list(req.tags),
             "run_id": req.run_id,
+            "memories_used": list(req.memories_used),
         }
         out = await self._decisions.record(ctx, args)
         return dpb.RecordDecisionResponse(**out)
@@ -120,6 +123,29 @@ class DecisionHandlers:
         return dpb.DecisionCalibrationResponse(rows=rows, window_days=out["window_days"], unscored=out["unscored"])
 
     # --- memory.*
+
+    async def set_memory(self, req: mpb.SetMemoryRequest, ctx: CallContext) -> mpb.SetMemoryResponse:
+        args = {
+            "memory_key": req.memory_key,
+            "value": req.value,
+            "memory_type": req.memory_type,
+            "tags": list(req.tags),
+            "files": list(req.files),
+            "source_resource_id": req.source_resource_id,
+            "source_class": req.source_class,
+        }
+        return mpb.SetMemoryResponse(**await self._memory.set(ctx, args))
+
+    async def memory_for_file(self, req: mpb.MemoryForFileRequest, ctx: CallContext) -> mpb.MemoryForFileResponse:
+        include = req.include_conflicted if req.HasField("include_conflicted") else True
+        out = await self._blocks.for_file(ctx, req.path, req.repo, include, req.max_chars)
+        ctx.out_hits = len(out["entries"])
+        return mpb.MemoryForFileResponse(path=out["path"], block=out["block"], entries=[mpb.ForFileEntry(**e) for e in out["entries"]])
+
+    async def context_pack(self, req: mpb.ContextPackRequest, ctx: CallContext) -> mpb.ContextPackResponse:
+        out = await self._blocks.pack(ctx, req.query, req.token_budget, req.category)
+        ctx.out_hits = len(out["decisions"])
+        return mpb.ContextPackResponse(**{**out, "decisions": [mpb.PackedDecision(**d) for d in out["decisions"]]})
 
     async def get_memory(self, req: mpb.GetMemoryRequest, ctx: CallContext) -> mpb.MemoryRow:
         return _row_msg(await self._memory.get(ctx, req.memory_key, req.agent_id, req.user_id, req.session_id))

@@ -36,3 +36,10 @@ class DecisionsSettings(PlaneSettings):
         20000,
         description="A namespace with at least this many live rows is searched through the HNSW vector index (approximate); a smaller one by exact cosine over its rows.",
     )
+    memory_for_file_max_chars: int = Field(
+        6000,
+        description="The ceiling of memory.for_file's block in characters: a row that would pass it is named (its key), not shown.",
+    )
+    context_pack_token_budget: int = Field(
+        1500, description="context.pack's token budget when the call names none (a token counted as 4 characters, rounded up)."
+    )

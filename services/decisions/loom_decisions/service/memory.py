@@ -13,6 +13,7 @@ from loom_core.errors import Conflict, ErrorCode, Forbidden, NotFound, invalid_f
 from loom_core.roles import Role
 from loom_core.store import ch_time
 
+from ..domain.files import detect_files
 from ..domain.statement import excerpt
 from ..store.memory import Ident, ident_of
 from .rows import LOCK_PREFIX, Rows, attestation, lease_key
@@ -75,8 +76,36 @@ class MemoryOps:
             limit=limit,
             index_min_rows=self.r.d.settings.memory_vector_index_min_rows,
         )
+        hits = await self._with_chunks(ctx, vec, hits, memory_type, tag, limit)
         await self.r.exposed(ctx, [row["key"] for row, _ in hits])
         return hits
+
+    async def _with_chunks(
+        self,
+        ctx: CallContext,
+        vec: builtins.list[float],
+        hits: builtins.list[tuple[dict[str, Any], float]],
+        memory_type: str,
+        tag: str,
+        limit: int,
+    ) -> builtins.list[tuple[dict[str, Any], float]]:
+        """A long value's chunks are read too: a row scores its best of excerpt and chunks."""
+        best: dict[tuple[str, Ident], tuple[dict[str, Any], float]] = {(r["key"], ident_of(r)): (r, s) for r, s in hits}
+        for c in await self.mem.search_chunks(ctx.org, ctx.namespace, vec, limit * 2):
+            score = 1.0 - float(c["d"])
+            ident = ident_of(c)
+            have = best.get((c["key"], ident))
+            if have is not None:
+                if score > have[1] and have[0]["value_hash"] == c["value_hash"]:
+                    best[(c["key"], ident)] = (have[0], score)
+                continue
+            row = await self.mem.head(ctx.org, ctx.namespace, c["key"], ident)
+            if row is None or row["status"] != "active" or row["value_hash"] != c["value_hash"]:
+                continue
+            if (memory_type and row["memory_type"] != memory_type) or (tag and tag not in row["tags"]):
+                continue
+            best[(c["key"], ident)] = (row, score)
+        return sorted(best.values(), key=lambda rs: (-rs[1], rs[0]["key"]))[:limit]
 
     async def history(
         self, ctx: CallContext, key: str, agent_id: str, user_id: str, session_id: str
@@ -93,6 +122,65 @@ class MemoryOps:
         if not versions and not records:
             raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "nothing was ever stored under this key", {"key": key})
         return [{**v, "attestation": attestation(v)} for v in versions], records
+
+    # --- the general write
+
+    async def set(self, ctx: CallContext, req: dict[str, Any]) -> dict[str, Any]:
+        """The caller's row under a key. The value's bytes decide restatement: the same bytes
+        reinforce the row (a pinned row accepts it); other bytes revise it (a pinned row
+        refuses, 409 PINNED_CONFLICT). A rewrite of a decision row with another memory_type
+        leaves its record active (spec 003, Leaves the record active)."""
+        org, ns = ctx.org, ctx.namespace
+        key = str(req.get("memory_key", ""))
+        value = str(req.get("value", ""))
+        memory_type = str(req.get("memory_type") or "note")
+        if not key.strip():
+            raise invalid_field("memory_key", "required")
+        if not value.strip():
+            raise invalid_field("value", "required")
+        if memory_type == "decision":
+            raise invalid_field("memory_type", "decision rows are written by decision.record")
+        files = list(dict.fromkeys(str(f) for f in req.get("files", []) if str(f).strip())) or detect_files([value])
+        await self.r.refuse_if_locked(org, ns, key)
+        ident = Ident(ctx.agent_label, ctx.user, ctx.session)
+        async with self.r.key_lock(org, ns, key):
+            own = await self.mem.head(org, ns, key, ident)
+            live = own if own is not None and own["status"] == "active" else None
+            restated = live is not None and live["value"] == value
+            if live is not None and live["pinned"] and not restated:
+                raise Conflict(
+                    ErrorCode.PINNED_CONFLICT, "the writer's row is pinned; an admin unpins it with memory.unpin first", {"memory_key": key}
+                )
+            changes: dict[str, Any] = {
+                "value": value,
+                "memory_type": memory_type,
+                "tags": list(dict.fromkeys(str(t) for t in req.get("tags", []))),
+                "files": files,
+                "source_resource_id": str(req.get("source_resource_id", "")),
+                "source_class": str(req.get("source_class", "")),
+                "conflicts": [],
+            }
+            emb = None
+            if restated and live is not None:
+                changes["reinforcements"] = int(live["reinforcements"]) + 1
+            else:
+                emb = await self.r.d.embedder.embed_one(excerpt(value))
+            row = await self.r.append(org, ns, ctx, live, key=key, ident=ident, op="memory.set", embedding=emb, **changes)
+            if not restated:
+                await self.r.store_chunks(org, ns, row)
+        await self.r.publish_live(org, ns)
+        return {
+            "memory_key": key,
+            "version": int(row["version"]),
+            "memory_id": row["memory_id"],
+            "created": live is None,
+            "restated": restated,
+            "pinned": bool(row["pinned"]),
+            "attestation": attestation(row),
+            "value_hash": row["value_hash"],
+            "files": list(row["files"]),
+            "reinforcements": int(row["reinforcements"]),
+        }
 
     # --- deletes and restore
 
@@ -190,7 +278,9 @@ class MemoryOps:
                 # A full revision meets the conflict check again: a close peer is marked, a stale mark cleared.
                 vec = emb if emb is not None else await self.mem.embedding_of(org, ns, key, ident, int(row["version"]))
                 changes["conflicts"] = await self.r.close_decisions(org, ns, key, vec)
-            return await self.r.append(org, ns, ctx, row, key=key, ident=ident, op="memory.update_by_id", embedding=emb, **changes)
+            out = await self.r.append(org, ns, ctx, row, key=key, ident=ident, op="memory.update_by_id", embedding=emb, **changes)
+            await self.r.store_chunks(org, ns, out)
+            return out
 
     # --- locks
 
