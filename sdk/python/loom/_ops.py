@@ -588,6 +588,94 @@ class MemoryOps:
     def __init__(self, caller: OpCaller) -> None:
         self._caller = caller
 
+    async def apply(
+        self,
+        *,
+        namespace: str | None = None,
+        actions: builtins.list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Apply a list of set and delete actions in order, each as memory.set or memory.delete would; each item answers on its own.
+
+        Calls ``memory.apply``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.apply",
+            namespace=namespace,
+            actions=actions,
+        )
+
+    async def auto_supersede(
+        self,
+        *,
+        namespace: str | None = None,
+        memory_key: str,
+        by_key: str,
+    ) -> dict[str, Any]:
+        """Retire the older of a close decision pair judged an update of the other (memory.restore revives its row).
+
+        Calls ``memory.auto_supersede``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.auto_supersede",
+            namespace=namespace,
+            memory_key=memory_key,
+            by_key=by_key,
+        )
+
+    async def clear(
+        self,
+        *,
+        namespace: str | None = None,
+        prefix: str | None = None,
+        memory_type: str | None = None,
+    ) -> dict[str, Any]:
+        """Tombstone the namespace's live rows (optionally by key prefix or memory_type); decision records stay active (admin).
+
+        Calls ``memory.clear``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.clear",
+            namespace=namespace,
+            prefix=prefix,
+            memory_type=memory_type,
+        )
+
+    async def dedup_resolve(
+        self,
+        *,
+        namespace: str | None = None,
+        keep_key: str,
+        drop_key: str,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Resolve a pair flagged as duplicates or conflicts: tombstone drop_key's row (retiring its writer's record) and clear the mark on keep_key's.
+
+        Calls ``memory.dedup_resolve``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.dedup_resolve",
+            namespace=namespace,
+            keep_key=keep_key,
+            drop_key=drop_key,
+            agent_id=agent_id,
+            user_id=user_id,
+            session_id=session_id,
+        )
+
     async def delete(
         self,
         *,
@@ -761,6 +849,35 @@ class MemoryOps:
             ttl_seconds=ttl_seconds,
         )
 
+    async def move(
+        self,
+        *,
+        namespace: str | None = None,
+        memory_key: str,
+        to_key: str,
+        keep_redirect: bool | None = None,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Move a row to another key; keep_redirect=true leaves the old row live as a redirect (a decision's record stays active), false deletes it through memory.delete (retiring the writer's record).
+
+        Calls ``memory.move``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.move",
+            namespace=namespace,
+            memory_key=memory_key,
+            to_key=to_key,
+            keep_redirect=keep_redirect,
+            agent_id=agent_id,
+            user_id=user_id,
+            session_id=session_id,
+        )
+
     async def pin(
         self,
         *,
@@ -784,6 +901,61 @@ class MemoryOps:
             agent_id=agent_id,
             user_id=user_id,
             session_id=session_id,
+        )
+
+    async def record_history(
+        self,
+        *,
+        namespace: str | None = None,
+        memory_key: str,
+    ) -> dict[str, Any]:
+        """Every version of the typed record under a key (active, superseded, tombstoned), newest first.
+
+        Calls ``memory.record.history``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.record.history",
+            namespace=namespace,
+            memory_key=memory_key,
+        )
+
+    async def record_write(
+        self,
+        *,
+        namespace: str | None = None,
+        schema: str,
+        category: str,
+        scenario: str,
+        reasoning: str | None = None,
+        outcome: str,
+        alternatives: builtins.list[str] | None = None,
+        confidence: float | None = None,
+        caused_by: builtins.list[str] | None = None,
+        influenced_by: builtins.list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Write a typed record alone (schema decision): no memory row; decision.chain serves it, decision.outcome answers not-found.
+
+        Calls ``memory.record.write``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+            schema: One of: decision.
+        """
+        return await self._caller.call(
+            "memory.record.write",
+            namespace=namespace,
+            schema=schema,
+            category=category,
+            scenario=scenario,
+            reasoning=reasoning,
+            outcome=outcome,
+            alternatives=alternatives,
+            confidence=confidence,
+            caused_by=caused_by,
+            influenced_by=influenced_by,
         )
 
     async def restore(
@@ -992,6 +1164,27 @@ class NamespaceOps:
         Calls ``namespace.list``.
         """
         return await self._caller.call("namespace.list")
+
+    async def rollback(
+        self,
+        *,
+        namespace: str | None = None,
+        to_time: str,
+        dry_run: bool | None = None,
+    ) -> dict[str, Any]:
+        """Return every memory row of the namespace to its state at to_time (revive, revert or tombstone); decision records are not revived or retired (admin).
+
+        Calls ``namespace.rollback``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "namespace.rollback",
+            namespace=namespace,
+            to_time=to_time,
+            dry_run=dry_run,
+        )
 
 
 class OrgOps:

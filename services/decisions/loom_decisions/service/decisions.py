@@ -138,6 +138,77 @@ class DecisionOps:
             "version": row["version"],
         }
 
+    # --- the record alone
+
+    async def record_write(self, ctx: CallContext, req: dict[str, Any]) -> dict[str, Any]:
+        """memory.record.write on the decision schema: a new version of the key's record under
+        the caller, holding only what this write states (nothing carried over), and its edges;
+        no memory row. decision.chain serves it; decision.outcome answers not-found for it."""
+        org, ns = ctx.org, ctx.namespace
+        if req.get("schema") != "decision":
+            raise invalid_field("schema", "decision (the only schema served)")
+        category = str(req.get("category", "")).strip()
+        for name in ("category", "scenario", "outcome"):
+            if not str(req.get(name, "")).strip():
+                raise invalid_field(name, "required")
+        try:
+            key = decision_key(category, req["scenario"])
+            text = DecisionText.checked(
+                scenario=req["scenario"],
+                outcome=req["outcome"],
+                reasoning=req.get("reasoning", ""),
+                alternatives=list(req.get("alternatives", [])),
+            )
+        except MissingIdentity as exc:
+            raise BadRequest(ErrorCode.MISSING_IDENTITY_FIELD, f"{exc.field} has no letter or digit", {"field": exc.field}) from None
+        except LimitExceeded as exc:
+            raise invalid_field(exc.field, f"longer than {exc.limit}") from None
+        await self.r.refuse_if_locked(org, ns, key)
+        async with self.r.key_lock(org, ns, key):
+            rec = await self.dec.current(org, ns, key)
+            now = ch_time()
+            version = (int(rec["version"]) + 1) if rec is not None else 1
+            new_rec = {
+                "key": key,
+                "version": version,
+                "record_version": version,
+                "status": "active",
+                "category": category,
+                "scenario": text.scenario,
+                "reasoning": text.reasoning,
+                "outcome": text.outcome,
+                "alternatives": list(text.alternatives),
+                "confidence": req.get("confidence"),
+                "caused_by": list(dict.fromkeys(req.get("caused_by", []))),
+                "influenced_by": list(dict.fromkeys(req.get("influenced_by", []))),
+                "memories_used": [],
+                "run_id": ctx.run_id,
+                "agent": ctx.agent_label,
+                "user": ctx.user,
+                "session": ctx.session,
+                "realized_outcome": "",
+                "success": None,
+                "files": [],
+                "source_resource_id": "",
+                "source_class": "",
+                "tags": [],
+                "recorded_at": now,
+                "outcome_at": None,
+                "ts": now,
+            }
+            await self.dec.append(org, ns, new_rec)
+            edges = [(src, "caused_by") for src in new_rec["caused_by"]] + [(src, "influenced_by") for src in new_rec["influenced_by"]]
+            await self.dec.add_edges(org, ns, key, version, edges, now)
+        return {"memory_key": key, "version": version, "superseded_prior": rec is not None and rec["status"] == "active"}
+
+    async def record_history(self, ctx: CallContext, key: str) -> list[dict[str, Any]]:
+        if not key:
+            raise invalid_field("memory_key", "required")
+        records = await self.dec.history(ctx.org, ctx.namespace, key)
+        if not records:
+            raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no record was ever written under this key", {"memory_key": key})
+        return records
+
     # --- precedents
 
     async def precedents(self, ctx: CallContext, query: str, category: str, with_outcome_only: bool, limit: int) -> list[dict[str, Any]]:

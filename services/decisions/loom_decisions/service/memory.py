@@ -9,14 +9,17 @@ from typing import Any
 
 from loom_core.bus.leases import LeaseHeld
 from loom_core.chain import CallContext
-from loom_core.errors import Conflict, ErrorCode, Forbidden, NotFound, invalid_field
+from loom_core.errors import Conflict, ErrorCode, Forbidden, LoomError, NotFound, invalid_field
 from loom_core.roles import Role
 from loom_core.store import ch_time
 
 from ..domain.files import detect_files
 from ..domain.statement import excerpt
 from ..store.memory import Ident, ident_of
-from .rows import LOCK_PREFIX, Rows, attestation, lease_key
+from .rows import LOCK_PREFIX, Rows, attestation, cosine, lease_key
+
+MOVED_TAG_PREFIX = "moved-to:"
+SUPERSEDED_TAG_PREFIX = "superseded-by:"
 
 
 class MemoryOps:
@@ -232,6 +235,178 @@ class MemoryOps:
             row = await self.r.append(org, ns, ctx, last, key=key, ident=ident, op="memory.restore", embedding=emb, status="active")
         await self.r.publish_live(org, ns)
         return row
+
+    # --- move, clear, apply, dedup, auto-supersede
+
+    async def move(self, ctx: CallContext, key: str, to_key: str, keep_redirect: bool, ident: Ident) -> dict[str, Any]:
+        """Copy a row to `to_key` under the same identity. A moved decision row is no longer a
+        decision there (its new key has no record). keep_redirect=true leaves the old row live,
+        tagged moved-to:<to_key>, so a decision's record stays active; false deletes it through
+        memory.delete, which retires the writer's record."""
+        org, ns = ctx.org, ctx.namespace
+        if not key or not to_key:
+            raise invalid_field("memory_key" if not key else "to_key", "required")
+        if key == to_key:
+            raise invalid_field("to_key", "must differ from memory_key")
+        await self.r.refuse_if_locked(org, ns, key)
+        await self.r.refuse_if_locked(org, ns, to_key)
+        row = await self.r.live_head(org, ns, key, ident)
+        async with self.r.key_lock(org, ns, to_key):
+            there = await self.mem.head(org, ns, to_key, ident)
+            if there is not None and there["status"] == "active":
+                raise Conflict(ErrorCode.PRECONDITION_FAILED, "the identity already has a live row under to_key", {"to_key": to_key})
+            emb = await self.mem.embedding_of(org, ns, key, ident, int(row["version"]))
+            tags = [t for t in row["tags"] if not t.startswith(("decision:", MOVED_TAG_PREFIX))]
+            moved_type = "note" if row["memory_type"] == "decision" else row["memory_type"]
+            fields = {k: row[k] for k in ("value", "files", "source_resource_id", "source_class", "pinned", "attested_hash")}
+            new = await self.r.append(
+                org, ns, ctx, None, key=to_key, ident=ident, op="memory.move", embedding=emb, memory_type=moved_type, tags=tags, **fields
+            )
+            await self.r.store_chunks(org, ns, new)
+        retired = False
+        if keep_redirect:
+            async with self.r.key_lock(org, ns, key):
+                head = await self.r.live_head(org, ns, key, ident)
+                await self.r.append(
+                    org, ns, ctx, head, key=key, ident=ident, op="memory.move", tags=[*head["tags"], MOVED_TAG_PREFIX + to_key]
+                )
+        else:
+            retired = bool((await self.delete(ctx, key, ident))["retired_record"])
+        await self.r.publish_live(org, ns)
+        return {
+            "memory_key": key,
+            "to_key": to_key,
+            "version": int(new["version"]),
+            "kept_redirect": keep_redirect,
+            "retired_record": retired,
+        }
+
+    async def clear(self, ctx: CallContext, prefix: str, memory_type: str) -> dict[str, Any]:
+        """Tombstone the namespace's live rows (every identity's) without retiring a decision
+        record: a cleared decision row leaves its record active. A locked key is left alone."""
+        org, ns = ctx.org, ctx.namespace
+        cleared = 0
+        locked: builtins.list[str] = []
+        while True:
+            rows = await self.mem.live_heads(org, ns, memory_type=memory_type, prefix=prefix, limit=500)
+            rows = [r for r in rows if r["key"] not in locked]
+            if not rows:
+                break
+            for row in rows:
+                key = row["key"]
+                if await self.r.locked(org, ns, key):
+                    locked.append(key)
+                    continue
+                async with self.r.key_lock(org, ns, key):
+                    head = await self.mem.head(org, ns, key, ident_of(row))
+                    if head is not None and head["status"] == "active":
+                        await self.r.append(org, ns, ctx, head, key=key, ident=ident_of(row), op="memory.clear", status="tombstoned")
+                        cleared += 1
+        await self.r.publish_live(org, ns)
+        return {"cleared": cleared, "locked": sorted(set(locked))}
+
+    async def apply(self, ctx: CallContext, actions: builtins.list[dict[str, Any]]) -> builtins.list[dict[str, Any]]:
+        """Each action as its own op would do it, in order: set through memory.set, delete through
+        memory.delete (retiring the writer's decision record). One failing does not stop the rest."""
+        out: builtins.list[dict[str, Any]] = []
+        ident = Ident(ctx.agent_label, ctx.user, ctx.session)
+        for a in actions:
+            key, action = str(a.get("memory_key", "")), str(a.get("action", ""))
+            res: dict[str, Any] = {"memory_key": key, "action": action, "ok": False}
+            try:
+                if action == "set":
+                    done = await self.set(ctx, a)
+                    res.update(ok=True, version=done["version"])
+                elif action == "delete":
+                    deleted = await self.delete(ctx, key, ident)
+                    res.update(ok=True, version=deleted["version"], retired_record=deleted["retired_record"])
+                else:
+                    raise invalid_field("action", "set or delete")
+            except LoomError as exc:
+                res.update(error_code=str(exc.code), error=exc.message)
+            out.append(res)
+        return out
+
+    async def dedup_resolve(self, ctx: CallContext, keep_key: str, drop_key: str, ident: Ident | None) -> dict[str, Any]:
+        """Tombstone the dropped side (retiring its writer's decision record, as a delete does)
+        and clear the conflict mark on the kept side's live rows."""
+        org, ns = ctx.org, ctx.namespace
+        if keep_key == drop_key:
+            raise invalid_field("drop_key", "must differ from keep_key")
+        kept = [h for h in await self.mem.heads(org, ns, keep_key) if h["status"] == "active"]
+        if not kept:
+            raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no live row under keep_key", {"keep_key": keep_key})
+        if ident is None:
+            live = [h for h in await self.mem.heads(org, ns, drop_key) if h["status"] == "active"]
+            if not live:
+                raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no live row under drop_key", {"drop_key": drop_key})
+            ident = ident_of(live[0])
+        await self.r.refuse_if_locked(org, ns, drop_key)
+        async with self.r.key_lock(org, ns, drop_key):
+            row = await self.r.live_head(org, ns, drop_key, ident)
+            tomb = await self.r.append(org, ns, ctx, row, key=drop_key, ident=ident, op="memory.dedup_resolve", status="tombstoned")
+            retired = await self.r.retire_if_writer(org, ns, drop_key, ident, row)
+        async with self.r.key_lock(org, ns, keep_key):
+            for h in kept:
+                if drop_key in h["conflicts"]:
+                    head = await self.r.live_head(org, ns, keep_key, ident_of(h))
+                    conflicts = [c for c in head["conflicts"] if c != drop_key]
+                    await self.r.append(org, ns, ctx, head, key=keep_key, ident=ident_of(h), op="memory.dedup_resolve", conflicts=conflicts)
+        await self.r.publish_live(org, ns)
+        return {"kept": keep_key, "dropped": drop_key, "version": int(tomb["version"]), "retired_record": retired}
+
+    async def auto_supersede(self, ctx: CallContext, key: str, by_key: str) -> dict[str, Any]:
+        """The conflict resolver's retirement of one of a close decision pair: the key's writer
+        row is tombstoned (op memory.auto_supersede, tagged superseded-by:<by_key>) and its
+        record retired. Refused unless both are live decisions reading the same at or above
+        LOOM_DECISION_CONFLICT_THRESHOLD. memory.restore revives the row."""
+        org, ns = ctx.org, ctx.namespace
+        if key == by_key:
+            raise invalid_field("by_key", "must differ from memory_key")
+        pair = []
+        for k in (key, by_key):
+            rec = await self.r.dec.current(org, ns, k)
+            row = (
+                None
+                if rec is None or rec["status"] != "active"
+                else await self.mem.head(org, ns, k, Ident(rec["agent"], rec["user"], rec["session"]))
+            )
+            if row is None or row["status"] != "active" or row["memory_type"] != "decision":
+                raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no active decision under this key", {"memory_key": k})
+            pair.append(row)
+        a = await self.mem.embedding_of(org, ns, key, ident_of(pair[0]), int(pair[0]["version"]))
+        b = await self.mem.embedding_of(org, ns, by_key, ident_of(pair[1]), int(pair[1]["version"]))
+        similarity = cosine(a, b)
+        if similarity < self.r.d.settings.decision_conflict_threshold:
+            raise Conflict(
+                ErrorCode.PRECONDITION_FAILED,
+                "the two decisions do not read alike enough to be one an update of the other",
+                {"similarity": round(similarity, 4), "threshold": self.r.d.settings.decision_conflict_threshold},
+            )
+        ident = ident_of(pair[0])
+        await self.r.refuse_if_locked(org, ns, key)
+        async with self.r.key_lock(org, ns, key):
+            row = await self.r.live_head(org, ns, key, ident)
+            tomb = await self.r.append(
+                org,
+                ns,
+                ctx,
+                row,
+                key=key,
+                ident=ident,
+                op="memory.auto_supersede",
+                status="tombstoned",
+                tags=[*row["tags"], SUPERSEDED_TAG_PREFIX + by_key],
+            )
+            retired = await self.r.retire_if_writer(org, ns, key, ident, row)
+        await self.r.publish_live(org, ns)
+        return {
+            "memory_key": key,
+            "by_key": by_key,
+            "version": int(tomb["version"]),
+            "retired_record": retired,
+            "similarity": round(similarity, 6),
+        }
 
     # --- pin, attestation, revision by id
 

@@ -154,6 +154,15 @@ class MemoryStore:
         )
         return await self.rows_at(org, ns, heads)
 
+    async def all_versions(self, org: str, ns: str) -> list[dict[str, Any]]:
+        """Every surviving version of every row of the namespace, oldest first per identity."""
+        return await self.store.query(
+            f"SELECT {_COLS} FROM {ROWS} WHERE org = {{org:String}} AND namespace = {{ns:String}} "
+            f"AND (key, agent, user, session, version) NOT IN (SELECT key, agent, user, session, version FROM {DELETES} "
+            "WHERE org = {org:String} AND namespace = {ns:String}) ORDER BY key, agent, user, session, version",
+            {"org": org, "ns": ns},
+        )
+
     async def live_naming_files(self, org: str, ns: str) -> list[dict[str, Any]]:
         """Every live row of the namespace whose newest surviving version names files."""
         inner = (
