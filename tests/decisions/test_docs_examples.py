@@ -29,6 +29,7 @@ def test_the_page_has_its_examples() -> None:
         "pins-and-supersede",
         "retire-and-restore",
         "outcome-credits",
+        "memory-surface",
         "chain",
         "calibration",
     }
