@@ -49,7 +49,7 @@ class DecisionsSettings(PlaneSettings):
     )
     llm_url: str = Field(
         "",
-        description="Base URL of the OpenAI-compatible endpoint (…/v1) `loom decisions extract` calls; https://api.openai.com/v1 when unset under LOOM_LLM_PROVIDER=openai.",
+        description="Base URL of the OpenAI-compatible endpoint (…/v1) `loom decisions extract` calls; OpenAI's own endpoint when unset under LOOM_LLM_PROVIDER=openai.",
     )
     llm_model: str = Field("gpt-4o-mini", description="Model name sent to the LLM endpoint.")
     llm_api_key: str = Field("", description="Bearer key for the LLM endpoint (never logged); required for the public OpenAI endpoint.")

@@ -17,7 +17,7 @@ from ..settings import DecisionsSettings
 OPENAI_URL = "https://api.openai.com/v1"
 HOW_TO_CONFIGURE = (
     "set LOOM_LLM_URL to an OpenAI-compatible endpoint (e.g. http://127.0.0.1:11434/v1), LOOM_LLM_MODEL to its model "
-    "and LOOM_LLM_API_KEY when it needs a key; or LOOM_LLM_PROVIDER=openai with LOOM_LLM_API_KEY for api.openai.com"
+    "and LOOM_LLM_API_KEY when it needs a key; or LOOM_LLM_PROVIDER=openai with LOOM_LLM_API_KEY for OpenAI's own endpoint"
 )
 
 
