@@ -37,6 +37,8 @@ class LlmEmulator:
     stated: set[str] = field(default_factory=set)
     gone: set[str] = field(default_factory=set)
     restated_by: dict[str, int] = field(default_factory=dict)
+    # What a second check (no claims: a row read once more without candidates) says is gone; default `gone`.
+    gone_on_recheck: set[str] | None = None
     cut_reads: int = 0  # the next n reads come back cut at max_tokens
     requests: list[dict[str, Any]] = field(default_factory=list)
     server: HttpServer | None = None
@@ -86,11 +88,12 @@ class LlmEmulator:
             if outcomes.get(c["id"].split(".")[0]) in self.unsupported and c["id"].endswith(".outcome"):
                 ok = False
             claims.append({"id": c["id"], "supported": ok})
+        gone = self.gone if body["claims"] or self.gone_on_recheck is None else self.gone_on_recheck
         stored = []
         for s in body["stored"]:
             if s["key"] in self.stated:
                 stored.append({"key": s["key"], "stated": True, "restated_by": self.restated_by.get(s["key"])})
-            elif s["key"] in self.gone:
+            elif s["key"] in gone:
                 stored.append({"key": s["key"], "stated": False, "restated_by": None})
         return {"claims": claims, "stored": stored}
 

@@ -154,6 +154,12 @@ async def test_a_later_run_retires_what_the_document_no_longer_states_and_tags_a
     revised = DOC.replace("We propose moving old transcripts to cold storage, implemented in src/storage/cold.py.", "Nothing planned.")
     revised = revised.replace("We decided to keep raw transcripts for 30 days", "We keep transcripts as policy says")
     emu.gone = {STORAGE_KEY, COLD_KEY}
+    # A row found gone is read once more without candidates; a second check that disagrees keeps it.
+    emu.gone_on_recheck = {COLD_KEY}
+    kept = await extract(desk, emu, revised, apply=False)
+    assert any(line.endswith("look gone: read once more without candidates") for line in kept.lines), kept.lines
+    assert not any(line.startswith(f"{STORAGE_KEY}: no longer stated") for line in kept.lines)
+    emu.gone_on_recheck = None
     dry = await extract(desk, emu, revised, apply=False)
     assert f"{STORAGE_KEY}: no longer stated: would delete it (memory.delete_version v1)" in dry.lines
     assert f"{COLD_KEY}: no longer stated: would tag source-changed" in dry.lines

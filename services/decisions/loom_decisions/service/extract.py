@@ -8,9 +8,10 @@ when empty), grounding of every quote, a support check; stages kept; duplicates 
 --max-per-section; paths cited quotes write out as files; reconcile against the extractor's own
 rows citing the document (unchanged, re-recorded in stored words, re-recorded as the text now
 reads, frozen rows tagged source-changed, restatements skipped, a pinned or attested peer under
-another key skipped) and the retire step. Not here: a code index (`code.symbol`) and repositories
-(`--repo`, `--into`), which this deployment does not have; the second support check of a row
-found gone; label lines read across by the grounding.
+another key skipped), a row every window finds gone read once more without candidates, and the
+retire step. Not here: a code index (`code.symbol`) and repositories (`--repo`, `--into`), which
+this deployment does not have; label lines read across by the grounding; the org's model-calls
+switch (the assistant plane's).
 """
 
 from __future__ import annotations
@@ -154,6 +155,7 @@ class Extractor:
         said_gone: dict[str, int] = {}
         restates: dict[str, str] = {}  # candidate key -> stored key it restates
         read_ok = 0
+        read_texts: list[str] = []
         lost = 0
         stored_list = [(k, st.row["value"]) for k, st in list(stored.items())[: s.memory_decision_extract_known_max]]
         for wi, win in enumerate(wins, start=1):
@@ -191,6 +193,7 @@ class Extractor:
                 rep.say(f"window {wi}: support check lost ({exc}); its candidates are lost too")
                 continue
             read_ok += 1
+            read_texts.append(text)
             supported = apply_support(kept, verdict)
             for c in kept:
                 for note in c.notes:
@@ -213,6 +216,8 @@ class Extractor:
         if lost:
             rep.failed(f"{lost} window(s) could not be read; the run went on with the others")
         gone = {k for k, n in said_gone.items() if n == read_ok and not stated.get(k)}
+        if gone:
+            gone = await self._confirm_gone(rep, gone, stored, read_texts)
 
         for c in cands:
             await self._candidate(ctx, rep, c, stored, gone, restates, apply, ns, source_uri)
@@ -252,6 +257,24 @@ class Extractor:
         for key, idx in v.restated_by.items():
             if 0 <= idx < len(kept):
                 restates[kept[idx].key] = key
+
+    async def _confirm_gone(self, rep: Report, gone: set[str], stored: dict[str, _Stored], texts: list[str]) -> set[str]:
+        """A stored decision every window found no longer stated is read once more, without
+        candidates, in every window; it counts as gone only when every second check agrees (a
+        check that fails gives no verdict)."""
+        rep.say(f"{len(gone)} stored decision(s) look gone: read once more without candidates")
+        listed = [(k, stored[k].row["value"]) for k in sorted(gone) if k in stored]
+        agree = dict.fromkeys(gone, 0)
+        for text in texts:
+            try:
+                v = parse_support(await self.model.chat("decision_support", SUPPORT_SYSTEM, support_prompt(text, [], listed)))
+            except (ModelError, Unreadable) as exc:
+                rep.failed(f"a second check was lost ({exc}): no verdict for the rows it read")
+                return set()
+            for k in gone:
+                if v.stored.get(k) is False:
+                    agree[k] += 1
+        return {k for k, n in agree.items() if n == len(texts)}
 
     # --- writes
 
