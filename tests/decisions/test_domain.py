@@ -184,3 +184,17 @@ def test_extract_sections_windows_images_and_grounding() -> None:
     assert find_span("short", win) is None
     assert len(windows(secs, 40)) > 1 and len(windows(secs, 10000)) == 1
     assert is_test_path("tests/decisions/test_x.py") and is_test_path("src/foo.test.ts") and not is_test_path("src/storage/cold.py")
+
+
+def test_model_configuration_problems_and_output_caps() -> None:
+    from loom_decisions.service.llm import max_tokens, model_problem
+    from loom_decisions.settings import DecisionsSettings
+
+    assert "no model is configured" in model_problem(DecisionsSettings(llm_provider="", llm_url=""))
+    assert model_problem(DecisionsSettings(llm_url="http://127.0.0.1:9/v1")) == ""
+    keyless = model_problem(DecisionsSettings(llm_provider="openai", llm_url="", llm_api_key=""))
+    assert "no LOOM_LLM_API_KEY" in keyless
+    assert model_problem(DecisionsSettings(llm_provider="openai", llm_url="", llm_api_key="sk-x")) == ""
+    assert "not served by this build" in model_problem(DecisionsSettings(llm_provider="anthropic"))
+    caps = max_tokens(DecisionsSettings(llm_max_tokens_overrides='{"decision_extract": 16000}'))
+    assert caps == {"decision_extract": 16000, "decision_support": 8000}
