@@ -17,11 +17,11 @@ async def main() -> None:
         run = Agent(org=agent.org, namespace=agent.namespace, agent="planner", api_key=agent_key, base_url=agent.base_url, run_id="run-7")
         async with run:
             note = await run.decision.record(category="notes", scenario="replay window", outcome="replays read 30 days")
-            await run.ops.memory.get(key=note["memory_key"])
+            await run.ops.memory.get(memory_key=note["memory_key"])
             rec = await run.decision.record(category="storage", scenario="transcript retention", outcome="30 days")
         done = await agent.decision.outcome(rec["memory_key"], "no replay gaps", success=True)
         assert done["credited"] == [note["memory_key"]]
-        assert (await agent.ops.memory.get(key=note["memory_key"]))["credits"] == 1
+        assert (await agent.ops.memory.get(memory_key=note["memory_key"]))["credits"] == 1
 
 
 asyncio.run(main())

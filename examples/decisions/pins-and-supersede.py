@@ -14,7 +14,7 @@ async def main() -> None:
         api_key=os.environ["LOOM_TOKEN"],
     ) as agent:
         rec = await agent.decision.record(category="vendor", scenario="transactional email", outcome="Postmark")
-        await agent.ops.memory.pin(key=rec["memory_key"])
+        await agent.ops.memory.pin(memory_key=rec["memory_key"])
         try:
             await agent.decision.record(category="vendor", scenario="transactional email", outcome="SES")
             raise AssertionError("refused")
@@ -22,10 +22,10 @@ async def main() -> None:
             assert err.code == "PINNED_CONFLICT"
         again = await agent.decision.record(category="vendor", scenario="transactional email", outcome="Postmark")
         assert again["restated"] is True
-        await agent.ops.memory.unpin(key=rec["memory_key"])
+        await agent.ops.memory.unpin(memory_key=rec["memory_key"])
         changed = await agent.decision.record(category="vendor", scenario="transactional email", outcome="SES")
         assert changed["superseded_prior"] is True
-        history = await agent.ops.memory.history(key=rec["memory_key"])
+        history = await agent.ops.memory.history(memory_key=rec["memory_key"])
         assert [r["status"] for r in history["records"]] == ["active", "superseded"]
 
 

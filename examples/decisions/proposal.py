@@ -15,7 +15,7 @@ async def main() -> None:
     ) as agent:
         rec = await agent.decision.record(category="build", scenario="wheel builds", outcome="hosted runners", stage="proposed")
         assert rec["statement"] == "wheel builds. Proposed hosted runners."
-        row = await agent.ops.memory.get(key=rec["memory_key"])
+        row = await agent.ops.memory.get(memory_key=rec["memory_key"])
         assert "decision:proposed" in row["tags"]
         await agent.decision.outcome(rec["memory_key"], "builds take 6 minutes", success=True)
         assert (await agent.decision.precedents("where are wheels built?"))[0]["stage"] == "decided"

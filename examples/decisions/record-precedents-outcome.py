@@ -27,7 +27,7 @@ async def main() -> None:
 
         assert rec["memory_key"] == "decision/storage/retention-for-raw-transcripts-in-the-support-namespace"
         assert prior[0]["memory_key"] == rec["memory_key"] and prior[0]["stage"] == "decided"
-        row = await agent.ops.memory.get(key=rec["memory_key"])
+        row = await agent.ops.memory.get(memory_key=rec["memory_key"])
         assert row["value"] == (
             "retention for raw transcripts in the support namespace. Decided keep transcripts 30 days because "
             "Replay needs 30 days; legal hold is handled by export, not by retention. "

@@ -84,7 +84,7 @@ async def test_a_memory_citation_verifies_when_this_answers_memory_read_returned
     key = rec.json()["memory_key"]
 
     async def script(turn: Turn) -> None:
-        got = await turn.call("memory.get", {"key": key})
+        got = await turn.call("memory.get", {"memory_key": key})
         assert got.ok, got.body
         await turn.say(f"The team chose NATS [memory:{key}@v1]; another note [memory:never/read@v1].")
 

@@ -57,7 +57,7 @@ async def test_the_spec_example_runs_as_written(agent: Agent) -> None:
     await agent.decision.outcome(rec["memory_key"], "no replay gaps in the quarter", success=True)
 
     assert prior[0]["memory_key"] == rec["memory_key"]
-    row = await agent.ops.memory.get(key=rec["memory_key"])
+    row = await agent.ops.memory.get(memory_key=rec["memory_key"])
     assert row["value"].endswith("Realized: no replay gaps in the quarter.")
     chain = await agent.decision.chain(rec["memory_key"], direction="upstream")
     assert [e["from_key"] for e in chain["edges"]] == ["policy/legal/hold"]
@@ -70,14 +70,14 @@ async def test_sdk_refusals_carry_their_codes(agent: Agent) -> None:
     assert (missing.value.code, missing.value.status) == ("MISSING_IDENTITY_FIELD", 400)
 
     rec = await agent.decision.record(**STORAGE)  # type: ignore[arg-type]
-    await agent.ops.memory.pin(key=rec["memory_key"])
+    await agent.ops.memory.pin(memory_key=rec["memory_key"])
     with pytest.raises(ConflictError) as pinned:
         await agent.decision.record(**{**STORAGE, "outcome": "keep transcripts 90 days"})  # type: ignore[arg-type]
     assert pinned.value.code == "PINNED_CONFLICT"
 
-    await agent.ops.memory.lock(key=rec["memory_key"], ttl_seconds=30)
+    await agent.ops.memory.lock(memory_key=rec["memory_key"], ttl_seconds=30)
     with pytest.raises(LockedError):
         await agent.decision.outcome(rec["memory_key"], "no gaps", success=True)
-    await agent.ops.memory.unlock(key=rec["memory_key"])
+    await agent.ops.memory.unlock(memory_key=rec["memory_key"])
     out = await agent.decision.outcome(rec["memory_key"], "no gaps", success=True)
     assert out["success"] is True

@@ -137,3 +137,64 @@ def test_calibration_counts_and_brier_score() -> None:
     assert a.overconfidence == pytest.approx(2.3 / 3 - 2 / 3)
     assert out[("b", "storage")].brier == pytest.approx(0.16)
     assert sum(b.count for b in a.bins) == 3
+
+
+# --- files, blocks and the extraction's pure parts
+
+
+def test_files_detected_from_text_and_matched_by_path_tail() -> None:
+    from loom_decisions.domain.files import detect_files, file_matches
+
+    found = detect_files(["see src/Storages/MergeTreeData.cpp, rows.py and loom_core.chain.ledger; not https://x.io/a.py, e.g. or v1.2"])
+    assert found == ["src/Storages/MergeTreeData.cpp", "rows.py", "loom_core/chain/ledger.py"]
+    assert file_matches("loom_core/chain/ledger.py", "core/loom_core/chain/ledger.py")
+    assert not file_matches("ledger.py", "core/loom_core/chain/xledger.py")
+
+
+def test_pack_block_keeps_what_fits_the_budget_and_words_proposals() -> None:
+    from loom_decisions.domain.blocks import PackRow, pack_block, tokens
+
+    rows = [
+        PackRow("k/1", "retention", "keep 30 days", "replay needs it", "decided"),
+        PackRow("k/2", "runners", "self-hosted", "", "proposed"),
+        PackRow("k/3", "bans", "never log tokens", "Never log tokens.", "decided"),
+    ]
+    block, packed, omitted = pack_block(rows, 1000)
+    assert block.split("\n") == [
+        "Decisions (3 of 3):",
+        "- retention: keep 30 days — because replay needs it (#k/1)",
+        "- runners → proposed: self-hosted (#k/2)",
+        "- bans: never log tokens (#k/3)",
+    ]
+    assert omitted == 0 and tokens(block) <= 1000
+    block, packed, omitted = pack_block(rows, 20)
+    assert tokens(block) <= 20 and omitted == 3 - len(packed)
+
+
+def test_extract_sections_windows_images_and_grounding() -> None:
+    from loom_decisions.domain.decision_extract import Window, find_span, is_test_path, sections, skip_reason, windows
+
+    doc = "intro text\n# T\n![d](a.png)\n## A\nWe   chose NATS\nfor the bus.\n```\n# not a heading\n```\n## Recap\nwe chose NATS for the bus\n"
+    secs = sections(doc)
+    assert [s.breadcrumb for s in secs] == ["(untitled)", "T", "T > A", "T > Recap"]
+    assert skip_reason(secs[1]) == "image-only, rationale not extracted" and skip_reason(secs[2]) == ""
+    win = Window(tuple(secs))
+    found = find_span("we chose nats for the bus", win)
+    assert found is not None and found.breadcrumb == "T > A"
+    assert find_span("short", win) is None
+    assert len(windows(secs, 40)) > 1 and len(windows(secs, 10000)) == 1
+    assert is_test_path("tests/decisions/test_x.py") and is_test_path("src/foo.test.ts") and not is_test_path("src/storage/cold.py")
+
+
+def test_model_configuration_problems_and_output_caps() -> None:
+    from loom_decisions.service.llm import max_tokens, model_problem
+    from loom_decisions.settings import DecisionsSettings
+
+    assert "no model is configured" in model_problem(DecisionsSettings(llm_provider="", llm_url=""))
+    assert model_problem(DecisionsSettings(llm_url="http://127.0.0.1:9/v1")) == ""
+    keyless = model_problem(DecisionsSettings(llm_provider="openai", llm_url="", llm_api_key=""))
+    assert "no LOOM_LLM_API_KEY" in keyless
+    assert model_problem(DecisionsSettings(llm_provider="openai", llm_url="", llm_api_key="sk-x")) == ""
+    assert "not served by this build" in model_problem(DecisionsSettings(llm_provider="anthropic"))
+    caps = max_tokens(DecisionsSettings(llm_max_tokens_overrides='{"decision_extract": 16000}'))
+    assert caps == {"decision_extract": 16000, "decision_support": 8000}

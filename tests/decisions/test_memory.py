@@ -32,7 +32,7 @@ async def exposures_of(inst: Instance, org: str, run_id: str) -> list[tuple[str,
 async def test_get_answers_the_row_with_its_identity_and_state(desk: Desk) -> None:
     a = desk.as_agent("planner", user="u-1", session="s-1")
     rec = await a.ok("decision.record", **STORAGE)
-    row = await a.ok("memory.get", key=KEY)
+    row = await a.ok("memory.get", memory_key=KEY)
     assert {
         k: row[k]
         for k in ("key", "value", "version", "memory_type", "pinned", "agent_id", "user_id", "session_id", "attestation", "status")
@@ -55,11 +55,11 @@ async def test_get_picks_an_identity_by_user_or_session(desk: Desk) -> None:
     await desk.as_agent("planner", user="u-1").ok("decision.record", **STORAGE)
     await desk.as_agent("planner", user="u-2").ok("decision.record", **{**STORAGE, "outcome": "keep transcripts 10 days"})
     a = desk.as_agent("reader")
-    assert "30 days" in (await a.ok("memory.get", key=KEY, user_id="u-1"))["value"]
-    assert "10 days" in (await a.ok("memory.get", key=KEY, user_id="u-2"))["value"]
-    assert "10 days" in (await a.ok("memory.get", key=KEY))["value"]  # the newest identity's
-    await a.refused(404, "RESOURCE_NOT_FOUND", "memory.get", key=KEY, session_id="nobody")
-    await a.refused(404, "RESOURCE_NOT_FOUND", "memory.get", key="no/such/key")
+    assert "30 days" in (await a.ok("memory.get", memory_key=KEY, user_id="u-1"))["value"]
+    assert "10 days" in (await a.ok("memory.get", memory_key=KEY, user_id="u-2"))["value"]
+    assert "10 days" in (await a.ok("memory.get", memory_key=KEY))["value"]  # the newest identity's
+    await a.refused(404, "RESOURCE_NOT_FOUND", "memory.get", memory_key=KEY, session_id="nobody")
+    await a.refused(404, "RESOURCE_NOT_FOUND", "memory.get", memory_key="no/such/key")
 
 
 async def test_list_filters_by_type_tag_and_prefix(desk: Desk) -> None:
@@ -87,18 +87,18 @@ async def test_search_finds_a_row_by_meaning(desk: Desk) -> None:
 async def test_history_lists_every_version_newest_first(desk: Desk) -> None:
     a = desk.as_agent("planner")
     await a.ok("decision.record", **STORAGE)
-    await a.ok("memory.pin", key=KEY)
-    hist = await a.ok("memory.history", key=KEY)
+    await a.ok("memory.pin", memory_key=KEY)
+    hist = await a.ok("memory.history", memory_key=KEY)
     assert [(v["version"], v["op"], v["pinned"]) for v in hist["versions"]] == [(2, "memory.pin", True), (1, "decision.record", False)]
-    await a.refused(404, "RESOURCE_NOT_FOUND", "memory.history", key="never/stored")
+    await a.refused(404, "RESOURCE_NOT_FOUND", "memory.history", memory_key="never/stored")
 
 
 async def test_update_by_id_is_conditional_on_the_value_and_keeps_pin_and_attestation(desk: Desk) -> None:
     a = desk.as_agent("planner")
     await a.ok("decision.record", **STORAGE)
-    await a.ok("memory.pin", key=KEY)
-    await a.ok("memory.verify", key=KEY)
-    row = await a.ok("memory.get", key=KEY)
+    await a.ok("memory.pin", memory_key=KEY)
+    await a.ok("memory.verify", memory_key=KEY)
+    row = await a.ok("memory.get", memory_key=KEY)
     await a.refused(
         409, "PRECONDITION_FAILED", "memory.update_by_id", memory_id=row["memory_id"], tags=["x"], set_tags=True, if_value_hash="0" * 64
     )
@@ -127,7 +127,7 @@ async def test_key_returning_reads_record_exposures_under_the_calls_run(desk: De
     await desk.as_agent("planner").ok("decision.record", **STORAGE)
     run = uuid.uuid4().hex
     a = desk.as_agent("reader", run_id=run)
-    await a.ok("memory.get", key=KEY)
+    await a.ok("memory.get", memory_key=KEY)
     await a.ok("memory.list", memory_type="decision")
     await a.ok("memory.search", query="transcript retention")
     await a.ok("decision.precedents", query="transcript retention")
@@ -157,7 +157,7 @@ async def test_with_the_exposure_ledger_off_reads_record_none(quiet_stack: Insta
     async with t.client(**{"X-Loom-Agent": "reader", "X-Loom-Run-Id": run}) as c:
         api = Api(c, "reader")
         await api.ok("decision.record", **STORAGE)
-        await api.ok("memory.get", key=KEY)
+        await api.ok("memory.get", memory_key=KEY)
         await api.ok("memory.search", query="transcript retention")
     assert await exposures_of(quiet_stack, t.org, run) == []
 
@@ -186,10 +186,10 @@ async def test_breadth_within_denies_once_memory_reads_showed_too_many_keys(enfo
             actions=["memory.get"],
             condition={"op": "breadth_within", "within": "1h", "cmp": "gt", "value": 2},
         )
-        await api.ok("memory.get", key="decision/notes/note-number-0")
-        await api.ok("memory.get", key="decision/notes/note-number-1")
-        await api.ok("memory.get", key="decision/notes/note-number-2")  # shown 2 before this call: allowed
-        err = await api.refused(403, "POLICY_FORBIDDEN", "memory.get", key="decision/notes/note-number-0")
+        await api.ok("memory.get", memory_key="decision/notes/note-number-0")
+        await api.ok("memory.get", memory_key="decision/notes/note-number-1")
+        await api.ok("memory.get", memory_key="decision/notes/note-number-2")  # shown 2 before this call: allowed
+        err = await api.refused(403, "POLICY_FORBIDDEN", "memory.get", memory_key="decision/notes/note-number-0")
     leaf = err["detail"]["rules"][0]["leaves"][0]
     assert (leaf["op"], leaf["observed"]) == ("breadth_within", 3.0)
 
@@ -199,10 +199,10 @@ async def test_update_by_id_meets_the_conflict_check_again(desk: Desk) -> None:
     first = await a.ok("decision.record", **STORAGE)
     other = await a.ok("decision.record", category="build", scenario="which CI runner builds wheels", outcome="hosted runners")
     assert other.get("conflicts", []) == []
-    row = await a.ok("memory.get", key=other["memory_key"])
+    row = await a.ok("memory.get", memory_key=other["memory_key"])
     # Revised to say what the first decision says: now marked as its conflict.
     await a.ok("memory.update_by_id", memory_id=row["memory_id"], value=first["statement"])
-    assert (await a.ok("memory.get", key=other["memory_key"]))["conflicts"] == [first["memory_key"]]
+    assert (await a.ok("memory.get", memory_key=other["memory_key"]))["conflicts"] == [first["memory_key"]]
     # Revised away again: the stale mark is cleared.
     await a.ok("memory.update_by_id", memory_id=row["memory_id"], value="which CI runner builds wheels. Decided hosted runners.")
-    assert (await a.ok("memory.get", key=other["memory_key"])).get("conflicts", []) == []
+    assert (await a.ok("memory.get", memory_key=other["memory_key"])).get("conflicts", []) == []

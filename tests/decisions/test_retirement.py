@@ -24,9 +24,9 @@ async def test_deleting_the_writers_row_retires_the_record(desk: Desk) -> None:
     assert out["deleted"] is True and out["retired_record"] is True
     assert not await served(a)
     await a.refused(404, "RESOURCE_NOT_FOUND", "decision.outcome", memory_key=KEY, realized_outcome="n/a", success=True)
-    hist = await a.ok("memory.history", key=KEY)
+    hist = await a.ok("memory.history", memory_key=KEY)
     assert hist["records"][0]["status"] == "tombstoned"
-    await a.refused(404, "RESOURCE_NOT_FOUND", "memory.get", key=KEY)
+    await a.refused(404, "RESOURCE_NOT_FOUND", "memory.get", memory_key=KEY)
 
 
 async def test_deleting_the_live_version_of_the_writers_row_retires_the_record(desk: Desk) -> None:
@@ -44,7 +44,7 @@ async def test_deleting_an_older_version_leaves_the_record_active(desk: Desk) ->
     out = await a.ok("memory.delete_version", memory_key=KEY, version=first["version"])
     assert (out["deleted"], out["retired_record"]) == (True, False)
     assert await served(a)
-    assert [v["version"] for v in (await a.ok("memory.history", key=KEY))["versions"]] == [2]
+    assert [v["version"] for v in (await a.ok("memory.history", memory_key=KEY))["versions"]] == [2]
     await a.refused(404, "RESOURCE_NOT_FOUND", "memory.delete_version", memory_key=KEY, version=first["version"])
 
 
@@ -52,9 +52,9 @@ async def test_restore_revives_the_row_but_not_the_record(desk: Desk) -> None:
     a = desk.as_agent("planner")
     rec = await a.ok("decision.record", **STORAGE)
     await a.ok("memory.delete", memory_key=KEY)
-    restored = await a.ok("memory.restore", key=KEY)
+    restored = await a.ok("memory.restore", memory_key=KEY)
     assert restored["version"] == 3
-    row = await a.ok("memory.get", key=KEY)
+    row = await a.ok("memory.get", memory_key=KEY)
     assert row["value"] == rec["statement"] and row["status"] == "active"
     assert not await served(a)
     await a.refused(404, "RESOURCE_NOT_FOUND", "decision.outcome", memory_key=KEY, realized_outcome="n/a")
@@ -67,7 +67,7 @@ async def test_restore_revives_the_row_but_not_the_record(desk: Desk) -> None:
 async def test_restore_of_a_live_row_is_refused(desk: Desk) -> None:
     a = desk.as_agent("planner")
     await a.ok("decision.record", **STORAGE)
-    await a.refused(409, "PRECONDITION_FAILED", "memory.restore", key=KEY)
+    await a.refused(409, "PRECONDITION_FAILED", "memory.restore", memory_key=KEY)
 
 
 async def test_deleting_another_identitys_row_leaves_the_record_active(desk: Desk) -> None:
@@ -83,10 +83,10 @@ async def test_deleting_another_identitys_row_leaves_the_record_active(desk: Des
 async def test_pin_unpin_verify_and_a_tags_revision_leave_the_record_active(desk: Desk) -> None:
     a = desk.as_agent("planner")
     await a.ok("decision.record", **STORAGE)
-    await a.ok("memory.pin", key=KEY)
-    await a.ok("memory.unpin", key=KEY)
-    await a.ok("memory.verify", key=KEY)
-    row = await a.ok("memory.get", key=KEY)
+    await a.ok("memory.pin", memory_key=KEY)
+    await a.ok("memory.unpin", memory_key=KEY)
+    await a.ok("memory.verify", memory_key=KEY)
+    row = await a.ok("memory.get", memory_key=KEY)
     await a.ok("memory.update_by_id", memory_id=row["memory_id"], tags=[*row["tags"], "source-changed"], set_tags=True)
     assert await served(a)
-    assert "source-changed" in (await a.ok("memory.get", key=KEY))["tags"]
+    assert "source-changed" in (await a.ok("memory.get", memory_key=KEY))["tags"]

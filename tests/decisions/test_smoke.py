@@ -9,7 +9,7 @@ async def test_record_then_read_back(desk: Desk) -> None:
     a = desk.as_agent("planner")
     rec = await a.ok("decision.record", **STORAGE)
     assert rec["memory_key"] == "decision/storage/retention-for-raw-transcripts-in-the-support-namespace"
-    row = await a.ok("memory.get", key=rec["memory_key"])
+    row = await a.ok("memory.get", memory_key=rec["memory_key"])
     assert row["value"] == (
         "retention for raw transcripts in the support namespace. Decided keep transcripts 30 days because Replay needs 30 days; "
         "legal hold is handled by export, not by retention. Rejected: keep forever; 7 days."

@@ -101,6 +101,36 @@ class BudgetOps:
         )
 
 
+class ContextOps:
+    """The ``context.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def pack(
+        self,
+        *,
+        namespace: str | None = None,
+        query: str | None = None,
+        token_budget: int | None = None,
+        category: str | None = None,
+    ) -> dict[str, Any]:
+        """The block an agent reads at the start of a task: the namespace's decisions with their because (proposed ones as → proposed: <outcome>), within a token budget, deterministic.
+
+        Calls ``context.pack``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "context.pack",
+            namespace=namespace,
+            query=query,
+            token_budget=token_budget,
+            category=category,
+        )
+
+
 class DecisionOps:
     """The ``decision.*`` ops."""
 
@@ -162,7 +192,7 @@ class DecisionOps:
         realized_outcome: str,
         success: bool | None = None,
     ) -> dict[str, Any]:
-        """Record realized_outcome and success; credit or charge the memories the deciding run relied on.
+        """Record realized_outcome and success; credit or charge the memories the decision used (memories_used, caused_by, influenced_by) that its run was shown; a later failure undoes an earlier credit.
 
         Calls ``decision.outcome``.
 
@@ -220,6 +250,7 @@ class DecisionOps:
         source_class: str | None = None,
         tags: list[str] | None = None,
         run_id: str | None = None,
+        memories_used: list[str] | None = None,
     ) -> dict[str, Any]:
         """Record a decision (category + scenario identify it) and its causal edges; answers memory_key, created, superseded_prior, restated.
 
@@ -246,6 +277,7 @@ class DecisionOps:
             source_class=source_class,
             tags=tags,
             run_id=run_id,
+            memories_used=memories_used,
         )
 
 
@@ -556,6 +588,94 @@ class MemoryOps:
     def __init__(self, caller: OpCaller) -> None:
         self._caller = caller
 
+    async def apply(
+        self,
+        *,
+        namespace: str | None = None,
+        actions: builtins.list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Apply a list of set and delete actions in order, each as memory.set or memory.delete would; each item answers on its own.
+
+        Calls ``memory.apply``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.apply",
+            namespace=namespace,
+            actions=actions,
+        )
+
+    async def auto_supersede(
+        self,
+        *,
+        namespace: str | None = None,
+        memory_key: str,
+        by_key: str,
+    ) -> dict[str, Any]:
+        """Retire the older of a close decision pair judged an update of the other (memory.restore revives its row).
+
+        Calls ``memory.auto_supersede``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.auto_supersede",
+            namespace=namespace,
+            memory_key=memory_key,
+            by_key=by_key,
+        )
+
+    async def clear(
+        self,
+        *,
+        namespace: str | None = None,
+        prefix: str | None = None,
+        memory_type: str | None = None,
+    ) -> dict[str, Any]:
+        """Tombstone the namespace's live rows (optionally by key prefix or memory_type); decision records stay active (admin).
+
+        Calls ``memory.clear``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.clear",
+            namespace=namespace,
+            prefix=prefix,
+            memory_type=memory_type,
+        )
+
+    async def dedup_resolve(
+        self,
+        *,
+        namespace: str | None = None,
+        keep_key: str,
+        drop_key: str,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Resolve a pair flagged as duplicates or conflicts: tombstone drop_key's row (retiring its writer's record) and clear the mark on keep_key's.
+
+        Calls ``memory.dedup_resolve``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.dedup_resolve",
+            namespace=namespace,
+            keep_key=keep_key,
+            drop_key=drop_key,
+            agent_id=agent_id,
+            user_id=user_id,
+            session_id=session_id,
+        )
+
     async def delete(
         self,
         *,
@@ -608,11 +728,36 @@ class MemoryOps:
             session_id=session_id,
         )
 
+    async def for_file(
+        self,
+        *,
+        namespace: str | None = None,
+        path: str,
+        repo: str | None = None,
+        include_conflicted: bool | None = None,
+        max_chars: int | None = None,
+    ) -> dict[str, Any]:
+        """The memories and decisions to read before editing a file, as one block within a ceiling, marked (pinned) and (source changed).
+
+        Calls ``memory.for_file``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.for_file",
+            namespace=namespace,
+            path=path,
+            repo=repo,
+            include_conflicted=include_conflicted,
+            max_chars=max_chars,
+        )
+
     async def get(
         self,
         *,
         namespace: str | None = None,
-        key: str,
+        memory_key: str,
         user_id: str | None = None,
         session_id: str | None = None,
         agent_id: str | None = None,
@@ -627,7 +772,7 @@ class MemoryOps:
         return await self._caller.call(
             "memory.get",
             namespace=namespace,
-            key=key,
+            memory_key=memory_key,
             user_id=user_id,
             session_id=session_id,
             agent_id=agent_id,
@@ -637,7 +782,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        key: str | None = None,
+        memory_key: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
         agent_id: str | None = None,
@@ -652,7 +797,7 @@ class MemoryOps:
         return await self._caller.call(
             "memory.history",
             namespace=namespace,
-            key=key,
+            memory_key=memory_key,
             user_id=user_id,
             session_id=session_id,
             agent_id=agent_id,
@@ -687,7 +832,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        key: str,
+        memory_key: str,
         ttl_seconds: int | None = None,
     ) -> dict[str, Any]:
         """Lock a key's value for ttl_seconds: writes to it answer 423 LOCKED until the lock ends or is released.
@@ -700,15 +845,44 @@ class MemoryOps:
         return await self._caller.call(
             "memory.lock",
             namespace=namespace,
-            key=key,
+            memory_key=memory_key,
             ttl_seconds=ttl_seconds,
+        )
+
+    async def move(
+        self,
+        *,
+        namespace: str | None = None,
+        memory_key: str,
+        to_key: str,
+        keep_redirect: bool | None = None,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Move a row to another key; keep_redirect=true leaves the old row live as a redirect (a decision's record stays active), false deletes it through memory.delete (retiring the writer's record).
+
+        Calls ``memory.move``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.move",
+            namespace=namespace,
+            memory_key=memory_key,
+            to_key=to_key,
+            keep_redirect=keep_redirect,
+            agent_id=agent_id,
+            user_id=user_id,
+            session_id=session_id,
         )
 
     async def pin(
         self,
         *,
         namespace: str | None = None,
-        key: str | None = None,
+        memory_key: str | None = None,
         agent_id: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
@@ -723,17 +897,72 @@ class MemoryOps:
         return await self._caller.call(
             "memory.pin",
             namespace=namespace,
-            key=key,
+            memory_key=memory_key,
             agent_id=agent_id,
             user_id=user_id,
             session_id=session_id,
+        )
+
+    async def record_history(
+        self,
+        *,
+        namespace: str | None = None,
+        memory_key: str,
+    ) -> dict[str, Any]:
+        """Every version of the typed record under a key (active, superseded, tombstoned), newest first.
+
+        Calls ``memory.record.history``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.record.history",
+            namespace=namespace,
+            memory_key=memory_key,
+        )
+
+    async def record_write(
+        self,
+        *,
+        namespace: str | None = None,
+        schema: str,
+        category: str,
+        scenario: str,
+        reasoning: str | None = None,
+        outcome: str,
+        alternatives: builtins.list[str] | None = None,
+        confidence: float | None = None,
+        caused_by: builtins.list[str] | None = None,
+        influenced_by: builtins.list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Write a typed record alone (schema decision): no memory row; decision.chain serves it, decision.outcome answers not-found.
+
+        Calls ``memory.record.write``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+            schema: One of: decision.
+        """
+        return await self._caller.call(
+            "memory.record.write",
+            namespace=namespace,
+            schema=schema,
+            category=category,
+            scenario=scenario,
+            reasoning=reasoning,
+            outcome=outcome,
+            alternatives=alternatives,
+            confidence=confidence,
+            caused_by=caused_by,
+            influenced_by=influenced_by,
         )
 
     async def restore(
         self,
         *,
         namespace: str | None = None,
-        key: str | None = None,
+        memory_key: str | None = None,
         agent_id: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
@@ -748,7 +977,7 @@ class MemoryOps:
         return await self._caller.call(
             "memory.restore",
             namespace=namespace,
-            key=key,
+            memory_key=memory_key,
             agent_id=agent_id,
             user_id=user_id,
             session_id=session_id,
@@ -779,11 +1008,42 @@ class MemoryOps:
             limit=limit,
         )
 
+    async def set(
+        self,
+        *,
+        namespace: str | None = None,
+        memory_key: str,
+        value: str,
+        memory_type: str | None = None,
+        tags: builtins.list[str] | None = None,
+        files: builtins.list[str] | None = None,
+        source_resource_id: str | None = None,
+        source_class: str | None = None,
+    ) -> dict[str, Any]:
+        """Write the caller's row under a key: the same value bytes restate it (reinforced; a pinned row accepts that), another value revises it (a pinned row refuses, 409 PINNED_CONFLICT).
+
+        Calls ``memory.set``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "memory.set",
+            namespace=namespace,
+            memory_key=memory_key,
+            value=value,
+            memory_type=memory_type,
+            tags=tags,
+            files=files,
+            source_resource_id=source_resource_id,
+            source_class=source_class,
+        )
+
     async def unlock(
         self,
         *,
         namespace: str | None = None,
-        key: str | None = None,
+        memory_key: str | None = None,
     ) -> dict[str, Any]:
         """Release a key's lock (its holder, or an admin).
 
@@ -795,14 +1055,14 @@ class MemoryOps:
         return await self._caller.call(
             "memory.unlock",
             namespace=namespace,
-            key=key,
+            memory_key=memory_key,
         )
 
     async def unpin(
         self,
         *,
         namespace: str | None = None,
-        key: str | None = None,
+        memory_key: str | None = None,
         agent_id: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
@@ -817,7 +1077,7 @@ class MemoryOps:
         return await self._caller.call(
             "memory.unpin",
             namespace=namespace,
-            key=key,
+            memory_key=memory_key,
             agent_id=agent_id,
             user_id=user_id,
             session_id=session_id,
@@ -854,7 +1114,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        key: str | None = None,
+        memory_key: str | None = None,
         agent_id: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
@@ -869,7 +1129,7 @@ class MemoryOps:
         return await self._caller.call(
             "memory.verify",
             namespace=namespace,
-            key=key,
+            memory_key=memory_key,
             agent_id=agent_id,
             user_id=user_id,
             session_id=session_id,
@@ -904,6 +1164,27 @@ class NamespaceOps:
         Calls ``namespace.list``.
         """
         return await self._caller.call("namespace.list")
+
+    async def rollback(
+        self,
+        *,
+        namespace: str | None = None,
+        to_time: str,
+        dry_run: bool | None = None,
+    ) -> dict[str, Any]:
+        """Return every memory row of the namespace to its state at to_time (revive, revert or tombstone); decision records are not revived or retired (admin).
+
+        Calls ``namespace.rollback``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        return await self._caller.call(
+            "namespace.rollback",
+            namespace=namespace,
+            to_time=to_time,
+            dry_run=dry_run,
+        )
 
 
 class OrgOps:
@@ -1818,6 +2099,7 @@ class Ops:
     assistant: AssistantOps
     auth: AuthOps
     budget: BudgetOps
+    context: ContextOps
     decision: DecisionOps
     grants: GrantsOps
     help: HelpOps
@@ -1835,6 +2117,7 @@ class Ops:
         self.assistant = AssistantOps(caller)
         self.auth = AuthOps(caller)
         self.budget = BudgetOps(caller)
+        self.context = ContextOps(caller)
         self.decision = DecisionOps(caller)
         self.grants = GrantsOps(caller)
         self.help = HelpOps(caller)

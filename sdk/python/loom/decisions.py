@@ -53,8 +53,10 @@ class DecisionsClient:
         source_class: str | None = None,
         tags: Sequence[str] | None = None,
         run_id: str | None = None,
+        memories_used: Sequence[str] | None = None,
     ) -> dict[str, Any]:
-        """Record a decision; category + scenario identify it.
+        """Record a decision; category + scenario identify it. ``memories_used``: the memory keys
+        it relied on, which its outcome credits or charges (with caused_by and influenced_by).
 
         Returns ``{memory_key, created, superseded_prior, restated, conflicts, stage, statement, version}``.
 
@@ -79,6 +81,7 @@ class DecisionsClient:
             source_class=source_class,
             tags=_list(tags),
             run_id=run_id,
+            memories_used=_list(memories_used),
         )
 
     async def precedents(
@@ -98,7 +101,7 @@ class DecisionsClient:
 
     async def outcome(self, memory_key: str, realized_outcome: str, *, success: bool | None = None) -> dict[str, Any]:
         """Record what the decision led to; with ``success``, credit (or charge) the memories the
-        deciding run was shown.
+        decision used that its run was shown; a later failure turns an earlier credit into a charge.
 
         Raises:
             ConflictError: ``PRECONDITION_FAILED`` (409) when the decision changed during the call; call again.

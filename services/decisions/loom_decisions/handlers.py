@@ -9,8 +9,10 @@ from loom_api.decisions.v1 import decisions_pb2 as dpb
 from loom_api.decisions.v1 import memory_pb2 as mpb
 from loom_core.chain import CallContext
 
+from .service.blocks import BlockOps
 from .service.decisions import DecisionOps
 from .service.memory import MemoryOps
+from .service.rollback import Rollback
 from .service.rows import Rows, iso
 
 
@@ -55,11 +57,40 @@ def _write_msg(row: dict[str, Any]) -> mpb.MemoryWriteResponse:
     )
 
 
+def _record_msgs(records: list[dict[str, Any]]) -> list[mpb.RecordVersion]:
+    """A key's record versions, newest first: the newest active one is active, older active ones superseded."""
+    active_version = max((int(r["version"]) for r in records), default=0)
+    out = []
+    for r in records:
+        status = r["status"]
+        if status == "active" and int(r["version"]) != active_version:
+            status = "superseded"
+        out.append(
+            mpb.RecordVersion(
+                version=int(r["version"]),
+                status=status,
+                agent_id=r["agent"],
+                user_id=r["user"],
+                session_id=r["session"],
+                category=r["category"],
+                scenario=r["scenario"],
+                outcome=r["outcome"],
+                reasoning=r["reasoning"],
+                realized_outcome=r["realized_outcome"],
+                success=None if r["success"] is None else bool(r["success"]),
+                recorded_time=iso(str(r["recorded_at"])),
+            )
+        )
+    return out
+
+
 class DecisionHandlers:
     def __init__(self, rows: Rows) -> None:
         self._rows = rows
         self._decisions = DecisionOps(rows)
         self._memory = MemoryOps(rows)
+        self._blocks = BlockOps(rows)
+        self._rollback = Rollback(rows)
 
     # --- decision.*
 
@@ -79,6 +110,7 @@ class DecisionHandlers:
             "source_class": req.source_class,
             "tags": list(req.tags),
             "run_id": req.run_id,
+            "memories_used": list(req.memories_used),
         }
         out = await self._decisions.record(ctx, args)
         return dpb.RecordDecisionResponse(**out)
@@ -121,8 +153,81 @@ class DecisionHandlers:
 
     # --- memory.*
 
+    async def set_memory(self, req: mpb.SetMemoryRequest, ctx: CallContext) -> mpb.SetMemoryResponse:
+        args = {
+            "memory_key": req.memory_key,
+            "value": req.value,
+            "memory_type": req.memory_type,
+            "tags": list(req.tags),
+            "files": list(req.files),
+            "source_resource_id": req.source_resource_id,
+            "source_class": req.source_class,
+        }
+        return mpb.SetMemoryResponse(**await self._memory.set(ctx, args))
+
+    async def memory_for_file(self, req: mpb.MemoryForFileRequest, ctx: CallContext) -> mpb.MemoryForFileResponse:
+        include = req.include_conflicted if req.HasField("include_conflicted") else True
+        out = await self._blocks.for_file(ctx, req.path, req.repo, include, req.max_chars)
+        ctx.out_hits = len(out["entries"])
+        return mpb.MemoryForFileResponse(path=out["path"], block=out["block"], entries=[mpb.ForFileEntry(**e) for e in out["entries"]])
+
+    async def context_pack(self, req: mpb.ContextPackRequest, ctx: CallContext) -> mpb.ContextPackResponse:
+        out = await self._blocks.pack(ctx, req.query, req.token_budget, req.category)
+        ctx.out_hits = len(out["decisions"])
+        return mpb.ContextPackResponse(**{**out, "decisions": [mpb.PackedDecision(**d) for d in out["decisions"]]})
+
+    async def move_memory(self, req: mpb.MoveMemoryRequest, ctx: CallContext) -> mpb.MoveMemoryResponse:
+        ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
+        return mpb.MoveMemoryResponse(**await self._memory.move(ctx, req.memory_key, req.to_key, req.keep_redirect, ident))
+
+    async def clear_memory(self, req: mpb.ClearMemoryRequest, ctx: CallContext) -> mpb.ClearMemoryResponse:
+        return mpb.ClearMemoryResponse(**await self._memory.clear(ctx, req.prefix, req.memory_type))
+
+    async def apply_memory(self, req: mpb.ApplyMemoryRequest, ctx: CallContext) -> mpb.ApplyMemoryResponse:
+        actions = [
+            {
+                "action": a.action,
+                "memory_key": a.memory_key,
+                "value": a.value,
+                "memory_type": a.memory_type,
+                "tags": list(a.tags),
+                "files": list(a.files),
+            }
+            for a in req.actions
+        ]
+        results = await self._memory.apply(ctx, actions)
+        return mpb.ApplyMemoryResponse(results=[mpb.ActionResult(**r) for r in results])
+
+    async def rollback_namespace(self, req: mpb.RollbackNamespaceRequest, ctx: CallContext) -> mpb.RollbackNamespaceResponse:
+        return mpb.RollbackNamespaceResponse(**await self._rollback.run(ctx, req.to_time, req.dry_run))
+
+    async def dedup_resolve(self, req: mpb.DedupResolveRequest, ctx: CallContext) -> mpb.DedupResolveResponse:
+        named = req.agent_id or req.user_id or req.session_id
+        ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id) if named else None
+        return mpb.DedupResolveResponse(**await self._memory.dedup_resolve(ctx, req.keep_key, req.drop_key, ident))
+
+    async def auto_supersede(self, req: mpb.AutoSupersedeRequest, ctx: CallContext) -> mpb.AutoSupersedeResponse:
+        return mpb.AutoSupersedeResponse(**await self._memory.auto_supersede(ctx, req.memory_key, req.by_key))
+
+    async def write_record(self, req: mpb.WriteRecordRequest, ctx: CallContext) -> mpb.WriteRecordResponse:
+        args: dict[str, Any] = {
+            "schema": req.schema,
+            "category": req.category,
+            "scenario": req.scenario,
+            "reasoning": req.reasoning,
+            "outcome": req.outcome,
+            "alternatives": list(req.alternatives),
+            "confidence": req.confidence if req.HasField("confidence") else None,
+            "caused_by": list(req.caused_by),
+            "influenced_by": list(req.influenced_by),
+        }
+        return mpb.WriteRecordResponse(**await self._decisions.record_write(ctx, args))
+
+    async def record_history(self, req: mpb.RecordHistoryRequest, ctx: CallContext) -> mpb.RecordHistoryResponse:
+        return mpb.RecordHistoryResponse(records=_record_msgs(await self._decisions.record_history(ctx, req.memory_key)))
+
     async def get_memory(self, req: mpb.GetMemoryRequest, ctx: CallContext) -> mpb.MemoryRow:
-        return _row_msg(await self._memory.get(ctx, req.key, req.agent_id, req.user_id, req.session_id))
+        return _row_msg(await self._memory.get(ctx, req.memory_key, req.agent_id, req.user_id, req.session_id))
 
     async def list_memory(self, req: mpb.ListMemoryRequest, ctx: CallContext) -> mpb.ListMemoryResponse:
         rows = await self._memory.list(ctx, req.memory_type, req.tag, req.prefix, req.limit)
@@ -149,29 +254,8 @@ class DecisionHandlers:
         )
 
     async def memory_history(self, req: mpb.MemoryHistoryRequest, ctx: CallContext) -> mpb.MemoryHistoryResponse:
-        versions, records = await self._memory.history(ctx, req.key, req.agent_id, req.user_id, req.session_id)
-        active_version = max((int(r["version"]) for r in records), default=0)
-        recs = []
-        for r in records:
-            status = r["status"]
-            if status == "active" and int(r["version"]) != active_version:
-                status = "superseded"
-            recs.append(
-                mpb.RecordVersion(
-                    version=int(r["version"]),
-                    status=status,
-                    agent_id=r["agent"],
-                    user_id=r["user"],
-                    session_id=r["session"],
-                    category=r["category"],
-                    scenario=r["scenario"],
-                    outcome=r["outcome"],
-                    reasoning=r["reasoning"],
-                    realized_outcome=r["realized_outcome"],
-                    success=None if r["success"] is None else bool(r["success"]),
-                    recorded_time=iso(str(r["recorded_at"])),
-                )
-            )
+        versions, records = await self._memory.history(ctx, req.memory_key, req.agent_id, req.user_id, req.session_id)
+        recs = _record_msgs(records)
         return mpb.MemoryHistoryResponse(versions=[_row_msg(v) for v in versions], records=recs)
 
     async def delete_memory(self, req: mpb.DeleteMemoryRequest, ctx: CallContext) -> mpb.DeleteMemoryResponse:
@@ -184,19 +268,19 @@ class DecisionHandlers:
 
     async def restore_memory(self, req: mpb.RestoreMemoryRequest, ctx: CallContext) -> mpb.MemoryWriteResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
-        return _write_msg(await self._memory.restore(ctx, req.key, ident))
+        return _write_msg(await self._memory.restore(ctx, req.memory_key, ident))
 
     async def pin_memory(self, req: mpb.PinMemoryRequest, ctx: CallContext) -> mpb.MemoryWriteResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
-        return _write_msg(await self._memory.set_pin(ctx, req.key, ident, True))
+        return _write_msg(await self._memory.set_pin(ctx, req.memory_key, ident, True))
 
     async def unpin_memory(self, req: mpb.PinMemoryRequest, ctx: CallContext) -> mpb.MemoryWriteResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
-        return _write_msg(await self._memory.set_pin(ctx, req.key, ident, False))
+        return _write_msg(await self._memory.set_pin(ctx, req.memory_key, ident, False))
 
     async def verify_memory(self, req: mpb.PinMemoryRequest, ctx: CallContext) -> mpb.MemoryWriteResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
-        return _write_msg(await self._memory.verify(ctx, req.key, ident))
+        return _write_msg(await self._memory.verify(ctx, req.memory_key, ident))
 
     async def update_memory_by_id(self, req: mpb.UpdateMemoryByIdRequest, ctx: CallContext) -> mpb.MemoryWriteResponse:
         value = req.value if req.HasField("value") else None
@@ -204,7 +288,7 @@ class DecisionHandlers:
         return _write_msg(await self._memory.update_by_id(ctx, req.memory_id, value, tags, req.if_value_hash))
 
     async def lock_memory(self, req: mpb.LockMemoryRequest, ctx: CallContext) -> mpb.LockMemoryResponse:
-        return mpb.LockMemoryResponse(**await self._memory.lock(ctx, req.key, req.ttl_seconds))
+        return mpb.LockMemoryResponse(**await self._memory.lock(ctx, req.memory_key, req.ttl_seconds))
 
     async def unlock_memory(self, req: mpb.UnlockMemoryRequest, ctx: CallContext) -> mpb.LockMemoryResponse:
-        return mpb.LockMemoryResponse(**await self._memory.unlock(ctx, req.key))
+        return mpb.LockMemoryResponse(**await self._memory.unlock(ctx, req.memory_key))

@@ -3,18 +3,32 @@
 It serves decision.* (DecisionService) and the memory.* ops their rows need (MemoryService),
 both in package loom.decisions.v1. Embeddings come from the local ONNX model or an
 OpenAI-compatible endpoint (LOOM_EMBEDDING_PROVIDER); the model loads on first use.
+
+`admin_routes` are the operator's: served on the data dir's admin socket by `loom up` (whoever
+can open the data dir is the operator), called by `loom decisions extract` (cli.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
+from loom_core.chain import CallContext
+from loom_core.chain.ledger import ledger_row
+from loom_core.identity.tokens import Principal, new_token_id
 from loom_core.plane import bind_handlers
+from loom_core.roles import Role
 from loom_core.runtime import Handler, Runtime
 from loom_core.store import Migration
 
+from .domain.decision_extract import EXTRACTOR_ACTOR, EXTRACTOR_AGENT, EXTRACTOR_SESSION, EXTRACTOR_USER
 from .handlers import DecisionHandlers
+from .service.decisions import DecisionOps
 from .service.embedding import Embedder, build_embedder
+from .service.extract import Extractor, Report
+from .service.llm import ChatModel
+from .service.memory import MemoryOps
 from .service.rows import Deps, Rows
 from .settings import DecisionsSettings
 from .store.schema import migrations
@@ -25,11 +39,13 @@ class DecisionsPlane:
 
     def __init__(self, runtime: Runtime) -> None:
         s = runtime.settings.plane(DecisionsSettings)
+        self.runtime = runtime
         self.migrations: Sequence[Migration] = migrations(s.embedding_dimensions)
         self.catalog = runtime.catalog
         self.embedder: Embedder = build_embedder(s)
         self.rows = Rows(Deps(settings=s, store=runtime.store, leases=runtime.leases, exposures=runtime, embedder=self.embedder))
         self.ops = DecisionHandlers(self.rows)
+        self.admin_routes: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {"/decisions/extract": self._extract_route}
 
     def handlers(self) -> dict[str, Handler]:
         return bind_handlers(self.catalog, self.name, self.ops)
@@ -39,6 +55,85 @@ class DecisionsPlane:
 
     async def stop(self) -> None:
         await self.embedder.close()
+
+    # --- the operator's extraction
+
+    def operator_context(self, org: str, namespace: str) -> CallContext:
+        """The extractor's identity: agent loom-decisions, user and session -, actor process:cli:decisions."""
+        op = self.catalog.get("decision.record")
+        assert op is not None
+        now = int(time.time())
+        p = Principal(jti=new_token_id("cli-"), sub=EXTRACTOR_ACTOR, org=org, roles={"*": "admin"}, iat=now, exp=now + 3600)
+        return CallContext(
+            op=op,
+            principal=p,
+            namespace=namespace,
+            role=Role.ADMIN,
+            agent=EXTRACTOR_AGENT,
+            user=EXTRACTOR_USER,
+            session=EXTRACTOR_SESSION,
+            transport="cli",
+        )
+
+    def _audit(self, ctx: CallContext, op: str, args: dict[str, Any], error_code: str) -> None:
+        """The audit row the transport writes for a write the run makes (decision.record, memory.delete_version)."""
+        self.runtime.ledger.record(
+            ledger_row(
+                org=ctx.org,
+                namespace=ctx.namespace,
+                subject=ctx.subject,
+                agent=ctx.agent,
+                user=ctx.user,
+                session=ctx.session,
+                op=op,
+                transport="cli",
+                run_id="",
+                consumer="",
+                ok=not error_code,
+                error_code=error_code,
+                latency_ms=0.0,
+                args={k: str(v) for k, v in args.items() if k in ("memory_key", "version", "category", "stage", "source_resource_id")},
+                out_hits=0,
+                token_id=ctx.principal.jti,
+                request_id=ctx.request_id,
+                write_shaped=True,
+            )
+        )
+
+    async def extract(
+        self,
+        org: str,
+        namespace: str,
+        source_uri: str,
+        *,
+        document: str | None,
+        apply: bool,
+        model: ChatModel,
+        window_chars: int = 0,
+        max_per_section: int = 3,
+    ) -> Report:
+        if await self.runtime.identity.get_namespace(org, namespace) is None:
+            return Report().stop(f"no namespace {namespace} in org {org}: nothing written")
+        ctx = self.operator_context(org, namespace)
+        extractor = Extractor(self.rows, DecisionOps(self.rows), MemoryOps(self.rows), model, self._audit)
+        return await extractor.run(
+            ctx, source_uri=source_uri, document=document, apply=apply, window_chars=window_chars, max_per_section=max_per_section
+        )
+
+    async def _extract_route(self, body: dict[str, Any]) -> dict[str, Any]:
+        llm = body["llm"]
+        model = ChatModel(str(llm["url"]), str(llm["model"]), str(llm.get("api_key", "")), float(llm["timeout"]), dict(llm["caps"]))
+        rep = await self.extract(
+            str(body["org"]),
+            str(body["namespace"]),
+            str(body["source_uri"]),
+            document=body.get("document"),
+            apply=bool(body.get("apply")),
+            model=model,
+            window_chars=int(body.get("window_chars") or 0),
+            max_per_section=int(body.get("max_per_section") or 3),
+        )
+        return {"lines": rep.lines, "exit_code": rep.exit_code}
 
 
 def build(runtime: Runtime) -> DecisionsPlane:

@@ -36,3 +36,35 @@ class DecisionsSettings(PlaneSettings):
         20000,
         description="A namespace with at least this many live rows is searched through the HNSW vector index (approximate); a smaller one by exact cosine over its rows.",
     )
+    memory_for_file_max_chars: int = Field(
+        6000,
+        description="The ceiling of memory.for_file's block in characters: a row that would pass it is named (its key), not shown.",
+    )
+    context_pack_token_budget: int = Field(
+        1500, description="context.pack's token budget when the call names none (a token counted as 4 characters, rounded up)."
+    )
+    llm_provider: str = Field(
+        "",
+        description="The model `loom decisions extract` reads documents with: openai (an OpenAI-compatible chat completions endpoint; LOOM_LLM_URL alone implies it). Empty with no LOOM_LLM_URL: no model, and the command says how to configure one.",
+    )
+    llm_url: str = Field(
+        "",
+        description="Base URL of the OpenAI-compatible endpoint (…/v1) `loom decisions extract` calls; OpenAI's own endpoint when unset under LOOM_LLM_PROVIDER=openai.",
+    )
+    llm_model: str = Field("gpt-4o-mini", description="Model name sent to the LLM endpoint.")
+    llm_api_key: str = Field("", description="Bearer key for the LLM endpoint (never logged); required for the public OpenAI endpoint.")
+    llm_timeout_seconds: float = Field(180.0, description="Timeout of one call to the LLM endpoint.")
+    llm_max_tokens_overrides: str = Field(
+        "",
+        description='JSON object of output caps per call kind, replacing the defaults decision_extract 12000 and decision_support 8000 (e.g. {"decision_extract": 16000}).',
+    )
+    memory_decision_extract_window_chars: int = Field(
+        24000, description="Most characters of a document's sections `loom decisions extract` sends in one model read (--window-chars)."
+    )
+    memory_decision_extract_known_max: int = Field(
+        30,
+        description="Most stored decisions of a document the read prompt lists (category and scenario) for the model to reuse their keys.",
+    )
+    memory_decision_extract_restatement_top_k: int = Field(
+        20, description="Decision keys closest to a new candidate checked for a pinned or attested one that reads the same."
+    )

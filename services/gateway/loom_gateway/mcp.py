@@ -5,7 +5,7 @@ Tools are the op catalog: a tool is named `loom_<group>_<op>` (`task.create` ->
 dotted op name keeps working. Its input and output schemas are the op's. `?toolset=<name>` on
 the URL picks the listing the same way `GET /v1/ops?toolset=` does (no toolset: `all`; an
 unknown one: 400 naming the known ones); every op stays callable by name whatever the listing,
-unlisted ones included.
+unlisted ones included. One tool is not an op: `loom_search` (unified_search.py), composed of ops.
 
 Without a valid bearer token an MCP request answers HTTP 401 with `WWW-Authenticate: Bearer`
 pointing at the protected-resource metadata (RFC 9728, as the MCP authorization spec asks), so
@@ -39,7 +39,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from . import assistant_toolset
+from . import assistant_toolset, unified_search
 from .relay import FORWARDED_HEADERS, MAX_HEADER_BYTES, Relay
 
 log = logging.getLogger(__name__)
@@ -175,6 +175,8 @@ class LoomMCP:
             # The catalog is fixed for the process, so every listing is built once.
             catalog, served = self.relay.catalog, self.relay.addresses
             self._tools = {ts: [tool_of(op) for op in catalog.listed(ts) if op.plane in served] for ts in catalog.toolsets()}
+            if "decisions" in served:  # loom_search is composed of memory.search (and task.list where served)
+                self._tools[DEFAULT_TOOLSET].append(unified_search.tool())
         self.relay.catalog.check_toolset(toolset)
         return self._tools.get(toolset, [])
 
@@ -187,6 +189,8 @@ class LoomMCP:
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
         # Any op, listed or not, so a by-name call to an unlisted op is checked like a listed one.
+        if name == unified_search.TOOL_NAME:
+            return unified_search.INPUT_SCHEMA
         op = self.relay.catalog.get(self.op_name(name))
         return op.input_schema if op is not None and op.plane in self.relay.addresses else None
 
@@ -197,6 +201,8 @@ class LoomMCP:
         if toolset_of(ctx.request) == assistant_toolset.TOOLSET:
             args, headers = assistant_toolset.assistant_call(args, headers)
         try:
+            if params.name == unified_search.TOOL_NAME:
+                return ok_result(await unified_search.search(self.relay, args, headers, TRANSPORT))
             result = await self.relay.call(self.op_name(params.name), args, headers, TRANSPORT)
         except LoomError as err:
             return error_result(err)

@@ -9,7 +9,7 @@ import fcntl
 import logging
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -122,9 +122,13 @@ async def start_instance(
     return inst
 
 
-def admin_app(runtime: Runtime) -> FastAPI:
-    """Served on LOOM_DATA_DIR/admin.sock (mode 0600): whoever can open the data dir is the operator."""
+def admin_app(runtime: Runtime, planes: Sequence[Plane] = ()) -> FastAPI:
+    """Served on LOOM_DATA_DIR/admin.sock (mode 0600): whoever can open the data dir is the operator.
+    A plane's operator commands add theirs (`admin_routes`: path -> async JSON body -> JSON answer)."""
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    for plane in planes:
+        for path, route in getattr(plane, "admin_routes", {}).items():
+            app.add_api_route(path, _json_route(route), methods=["POST"])
 
     @app.post("/bootstrap")
     async def bootstrap(request: Request) -> JSONResponse:
@@ -145,6 +149,13 @@ def admin_app(runtime: Runtime) -> FastAPI:
         return JSONResponse({"token": token, "token_id": p.jti, "subject": p.sub, "org": p.org})
 
     return app
+
+
+def _json_route(route: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]) -> Callable[[Request], Awaitable[JSONResponse]]:
+    async def serve(request: Request) -> JSONResponse:
+        return JSONResponse(await route(await request.json()))
+
+    return serve
 
 
 class _OneLine(logging.Filter):
@@ -263,7 +274,7 @@ async def run_embedded(settings: Settings, stop: asyncio.Event) -> int:
             return 0
         if sock.exists():
             sock.unlink()
-        admin = HttpServer(admin_app(inst.runtime), uds=str(sock))
+        admin = HttpServer(admin_app(inst.runtime, inst.planes), uds=str(sock))
         await admin.start()
         os.chmod(sock, 0o600)
         freeze_startup_heap()

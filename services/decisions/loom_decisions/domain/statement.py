@@ -143,6 +143,22 @@ def excerpt(statement: str) -> str:
     return statement[:EXCERPT_CHARS]
 
 
+def chunks(value: str, size: int = EXCERPT_CHARS) -> list[str]:
+    """A value past its excerpt in pieces of at most `size` characters, each cut at a space
+    when one is near the end; empty when the excerpt holds the whole value."""
+    rest = value[EXCERPT_CHARS:]
+    out: list[str] = []
+    while rest.strip():
+        if len(rest) <= size:
+            out.append(rest.strip())
+            break
+        cut = rest.rfind(" ", size // 2, size)
+        cut = cut if cut > 0 else size
+        out.append(rest[:cut].strip())
+        rest = rest[cut:]
+    return [p for p in out if p]
+
+
 def decision_tags(caller_tags: list[str] | tuple[str, ...], category: str, stage: str) -> list[str]:
     """The row's tags: the caller's (less its own decision: stage and category tags), the
     category tag, and `decision:proposed` for a proposal."""

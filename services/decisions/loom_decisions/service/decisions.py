@@ -10,6 +10,7 @@ from loom_core.errors import BadRequest, Conflict, ErrorCode, NotFound, invalid_
 from loom_core.store import ch_time
 
 from ..domain.calibration import Scored, calibrate
+from ..domain.files import detect_files
 from ..domain.keys import MissingIdentity, decision_key
 from ..domain.statement import CATEGORY_TAG_PREFIX, PROPOSED_TAG, STAGES, DecisionText, LimitExceeded, decision_tags, excerpt, stage_of
 from ..store.memory import Ident
@@ -78,7 +79,9 @@ class DecisionOps:
                 "memory_type": "decision",
                 "tags": tags,
                 "conflicts": conflicts,
-                "files": list(dict.fromkeys(req.get("files", []))),
+                # Unset, the files are the ones the stored fields name (never the realized outcome).
+                "files": list(dict.fromkeys(f for f in req.get("files", []) if f.strip()))
+                or detect_files([text.scenario, text.outcome, text.reasoning, *text.alternatives]),
                 "source_resource_id": req.get("source_resource_id", ""),
                 "source_class": req.get("source_class", ""),
             }
@@ -86,6 +89,7 @@ class DecisionOps:
             if restated and own is not None:
                 row_fields["reinforcements"] = int(own["reinforcements"]) + 1
             row = await self.r.append(org, ns, ctx, base, key=key, ident=ident, op="decision.record", embedding=vec, **row_fields)
+            await self.r.store_chunks(org, ns, row)
 
             superseded = False
             if not (restated and rec_is_own):
@@ -103,6 +107,7 @@ class DecisionOps:
                     "confidence": confidence,
                     "caused_by": list(dict.fromkeys(req.get("caused_by", []))),
                     "influenced_by": list(dict.fromkeys(req.get("influenced_by", []))),
+                    "memories_used": list(dict.fromkeys(k for k in req.get("memories_used", []) if k.strip())),
                     "run_id": req.get("run_id") or ctx.run_id,
                     "agent": ident.agent,
                     "user": ident.user,
@@ -132,6 +137,77 @@ class DecisionOps:
             "statement": statement,
             "version": row["version"],
         }
+
+    # --- the record alone
+
+    async def record_write(self, ctx: CallContext, req: dict[str, Any]) -> dict[str, Any]:
+        """memory.record.write on the decision schema: a new version of the key's record under
+        the caller, holding only what this write states (nothing carried over), and its edges;
+        no memory row. decision.chain serves it; decision.outcome answers not-found for it."""
+        org, ns = ctx.org, ctx.namespace
+        if req.get("schema") != "decision":
+            raise invalid_field("schema", "decision (the only schema served)")
+        category = str(req.get("category", "")).strip()
+        for name in ("category", "scenario", "outcome"):
+            if not str(req.get(name, "")).strip():
+                raise invalid_field(name, "required")
+        try:
+            key = decision_key(category, req["scenario"])
+            text = DecisionText.checked(
+                scenario=req["scenario"],
+                outcome=req["outcome"],
+                reasoning=req.get("reasoning", ""),
+                alternatives=list(req.get("alternatives", [])),
+            )
+        except MissingIdentity as exc:
+            raise BadRequest(ErrorCode.MISSING_IDENTITY_FIELD, f"{exc.field} has no letter or digit", {"field": exc.field}) from None
+        except LimitExceeded as exc:
+            raise invalid_field(exc.field, f"longer than {exc.limit}") from None
+        await self.r.refuse_if_locked(org, ns, key)
+        async with self.r.key_lock(org, ns, key):
+            rec = await self.dec.current(org, ns, key)
+            now = ch_time()
+            version = (int(rec["version"]) + 1) if rec is not None else 1
+            new_rec = {
+                "key": key,
+                "version": version,
+                "record_version": version,
+                "status": "active",
+                "category": category,
+                "scenario": text.scenario,
+                "reasoning": text.reasoning,
+                "outcome": text.outcome,
+                "alternatives": list(text.alternatives),
+                "confidence": req.get("confidence"),
+                "caused_by": list(dict.fromkeys(req.get("caused_by", []))),
+                "influenced_by": list(dict.fromkeys(req.get("influenced_by", []))),
+                "memories_used": [],
+                "run_id": ctx.run_id,
+                "agent": ctx.agent_label,
+                "user": ctx.user,
+                "session": ctx.session,
+                "realized_outcome": "",
+                "success": None,
+                "files": [],
+                "source_resource_id": "",
+                "source_class": "",
+                "tags": [],
+                "recorded_at": now,
+                "outcome_at": None,
+                "ts": now,
+            }
+            await self.dec.append(org, ns, new_rec)
+            edges = [(src, "caused_by") for src in new_rec["caused_by"]] + [(src, "influenced_by") for src in new_rec["influenced_by"]]
+            await self.dec.add_edges(org, ns, key, version, edges, now)
+        return {"memory_key": key, "version": version, "superseded_prior": rec is not None and rec["status"] == "active"}
+
+    async def record_history(self, ctx: CallContext, key: str) -> list[dict[str, Any]]:
+        if not key:
+            raise invalid_field("memory_key", "required")
+        records = await self.dec.history(ctx.org, ctx.namespace, key)
+        if not records:
+            raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no record was ever written under this key", {"memory_key": key})
+        return records
 
     # --- precedents
 
@@ -268,6 +344,7 @@ class DecisionOps:
             if restated:
                 changes["reinforcements"] = int(row["reinforcements"]) + 1
             new_row = await self.r.append(org, ns, ctx, row, key=key, ident=writer, op="decision.outcome", embedding=vec, **changes)
+            await self.r.store_chunks(org, ns, new_row)
             if not await self._record_unmoved(org, ns, key, rec):
                 raise moved
             verdict = success if success is not None else (None if rec["success"] is None else bool(rec["success"]))
@@ -284,25 +361,7 @@ class DecisionOps:
                     "ts": now,
                 },
             )
-        credited: list[str] = []
-        charged: list[str] = []
-        if success is not None and rec["run_id"]:
-            keys = [k for k in await self.dec.exposed_keys(org, ns, rec["run_id"]) if k != key]
-            await self.mem.add_feedback(
-                [
-                    {
-                        "org": org,
-                        "namespace": ns,
-                        "key": k,
-                        "decision_key": key,
-                        "run_id": rec["run_id"],
-                        "delta": 1 if success else -1,
-                        "ts": now,
-                    }
-                    for k in keys
-                ]
-            )
-            (credited if success else charged).extend(keys)
+        credited, charged, uncredited = await self._feedback(org, ns, key, rec, success, now)
         return {
             "memory_key": key,
             "realized_outcome": text.realized,
@@ -312,8 +371,33 @@ class DecisionOps:
             "version": new_row["version"],
             "credited": credited,
             "charged": charged,
+            "uncredited": uncredited,
             "restated": restated,
         }
+
+    async def _feedback(
+        self, org: str, ns: str, key: str, rec: dict[str, Any], success: bool | None, now: str
+    ) -> tuple[list[str], list[str], list[str]]:
+        """Credit (success) or charge (failure) the memories the decision used: the keys it
+        names as memories_used, caused_by or influenced_by that its run was shown. Each key's
+        newest figure for this decision counts, so a later failure turns an earlier credit into
+        a charge (answered as uncredited), and a key no longer used gets 0."""
+        if success is None or not rec["run_id"]:
+            return [], [], []
+        used = set(rec.get("memories_used") or []) | set(rec["caused_by"]) | set(rec["influenced_by"])
+        shown = set(await self.dec.exposed_keys(org, ns, rec["run_id"]))
+        keys = sorted(k for k in used & shown if k != key)
+        earlier = await self.mem.feedback_of_decision(org, ns, key)
+        delta = 1 if success else -1
+        figures = {k: delta for k in keys} | {k: 0 for k, d in earlier.items() if d != 0 and k not in keys}
+        await self.mem.add_feedback(
+            [
+                {"org": org, "namespace": ns, "key": k, "decision_key": key, "run_id": rec["run_id"], "delta": d, "ts": now}
+                for k, d in sorted(figures.items())
+            ]
+        )
+        uncredited = sorted(k for k, d in earlier.items() if d > 0 and figures.get(k, d) <= 0)
+        return (keys, [], uncredited) if success else ([], keys, uncredited)
 
     async def _record_unmoved(self, org: str, ns: str, key: str, rec: dict[str, Any]) -> bool:
         now = await self.dec.current(org, ns, key)

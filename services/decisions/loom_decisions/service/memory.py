@@ -9,13 +9,17 @@ from typing import Any
 
 from loom_core.bus.leases import LeaseHeld
 from loom_core.chain import CallContext
-from loom_core.errors import Conflict, ErrorCode, Forbidden, NotFound, invalid_field
+from loom_core.errors import Conflict, ErrorCode, Forbidden, LoomError, NotFound, invalid_field
 from loom_core.roles import Role
 from loom_core.store import ch_time
 
+from ..domain.files import detect_files
 from ..domain.statement import excerpt
 from ..store.memory import Ident, ident_of
-from .rows import LOCK_PREFIX, Rows, attestation, lease_key
+from .rows import LOCK_PREFIX, Rows, attestation, cosine, lease_key
+
+MOVED_TAG_PREFIX = "moved-to:"
+SUPERSEDED_TAG_PREFIX = "superseded-by:"
 
 
 class MemoryOps:
@@ -27,7 +31,7 @@ class MemoryOps:
 
     async def get(self, ctx: CallContext, key: str, agent_id: str = "", user_id: str = "", session_id: str = "") -> dict[str, Any]:
         if not key:
-            raise invalid_field("key", "required")
+            raise invalid_field("memory_key", "required")
         heads = await self.mem.heads(ctx.org, ctx.namespace, key)
         live = [
             h
@@ -75,8 +79,36 @@ class MemoryOps:
             limit=limit,
             index_min_rows=self.r.d.settings.memory_vector_index_min_rows,
         )
+        hits = await self._with_chunks(ctx, vec, hits, memory_type, tag, limit)
         await self.r.exposed(ctx, [row["key"] for row, _ in hits])
         return hits
+
+    async def _with_chunks(
+        self,
+        ctx: CallContext,
+        vec: builtins.list[float],
+        hits: builtins.list[tuple[dict[str, Any], float]],
+        memory_type: str,
+        tag: str,
+        limit: int,
+    ) -> builtins.list[tuple[dict[str, Any], float]]:
+        """A long value's chunks are read too: a row scores its best of excerpt and chunks."""
+        best: dict[tuple[str, Ident], tuple[dict[str, Any], float]] = {(r["key"], ident_of(r)): (r, s) for r, s in hits}
+        for c in await self.mem.search_chunks(ctx.org, ctx.namespace, vec, limit * 2):
+            score = 1.0 - float(c["d"])
+            ident = ident_of(c)
+            have = best.get((c["key"], ident))
+            if have is not None:
+                if score > have[1] and have[0]["value_hash"] == c["value_hash"]:
+                    best[(c["key"], ident)] = (have[0], score)
+                continue
+            row = await self.mem.head(ctx.org, ctx.namespace, c["key"], ident)
+            if row is None or row["status"] != "active" or row["value_hash"] != c["value_hash"]:
+                continue
+            if (memory_type and row["memory_type"] != memory_type) or (tag and tag not in row["tags"]):
+                continue
+            best[(c["key"], ident)] = (row, score)
+        return sorted(best.values(), key=lambda rs: (-rs[1], rs[0]["key"]))[:limit]
 
     async def history(
         self, ctx: CallContext, key: str, agent_id: str, user_id: str, session_id: str
@@ -93,6 +125,65 @@ class MemoryOps:
         if not versions and not records:
             raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "nothing was ever stored under this key", {"key": key})
         return [{**v, "attestation": attestation(v)} for v in versions], records
+
+    # --- the general write
+
+    async def set(self, ctx: CallContext, req: dict[str, Any]) -> dict[str, Any]:
+        """The caller's row under a key. The value's bytes decide restatement: the same bytes
+        reinforce the row (a pinned row accepts it); other bytes revise it (a pinned row
+        refuses, 409 PINNED_CONFLICT). A rewrite of a decision row with another memory_type
+        leaves its record active (spec 003, Leaves the record active)."""
+        org, ns = ctx.org, ctx.namespace
+        key = str(req.get("memory_key", ""))
+        value = str(req.get("value", ""))
+        memory_type = str(req.get("memory_type") or "note")
+        if not key.strip():
+            raise invalid_field("memory_key", "required")
+        if not value.strip():
+            raise invalid_field("value", "required")
+        if memory_type == "decision":
+            raise invalid_field("memory_type", "decision rows are written by decision.record")
+        files = list(dict.fromkeys(str(f) for f in req.get("files", []) if str(f).strip())) or detect_files([value])
+        await self.r.refuse_if_locked(org, ns, key)
+        ident = Ident(ctx.agent_label, ctx.user, ctx.session)
+        async with self.r.key_lock(org, ns, key):
+            own = await self.mem.head(org, ns, key, ident)
+            live = own if own is not None and own["status"] == "active" else None
+            restated = live is not None and live["value"] == value
+            if live is not None and live["pinned"] and not restated:
+                raise Conflict(
+                    ErrorCode.PINNED_CONFLICT, "the writer's row is pinned; an admin unpins it with memory.unpin first", {"memory_key": key}
+                )
+            changes: dict[str, Any] = {
+                "value": value,
+                "memory_type": memory_type,
+                "tags": list(dict.fromkeys(str(t) for t in req.get("tags", []))),
+                "files": files,
+                "source_resource_id": str(req.get("source_resource_id", "")),
+                "source_class": str(req.get("source_class", "")),
+                "conflicts": [],
+            }
+            emb = None
+            if restated and live is not None:
+                changes["reinforcements"] = int(live["reinforcements"]) + 1
+            else:
+                emb = await self.r.d.embedder.embed_one(excerpt(value))
+            row = await self.r.append(org, ns, ctx, live, key=key, ident=ident, op="memory.set", embedding=emb, **changes)
+            if not restated:
+                await self.r.store_chunks(org, ns, row)
+        await self.r.publish_live(org, ns)
+        return {
+            "memory_key": key,
+            "version": int(row["version"]),
+            "memory_id": row["memory_id"],
+            "created": live is None,
+            "restated": restated,
+            "pinned": bool(row["pinned"]),
+            "attestation": attestation(row),
+            "value_hash": row["value_hash"],
+            "files": list(row["files"]),
+            "reinforcements": int(row["reinforcements"]),
+        }
 
     # --- deletes and restore
 
@@ -145,6 +236,178 @@ class MemoryOps:
         await self.r.publish_live(org, ns)
         return row
 
+    # --- move, clear, apply, dedup, auto-supersede
+
+    async def move(self, ctx: CallContext, key: str, to_key: str, keep_redirect: bool, ident: Ident) -> dict[str, Any]:
+        """Copy a row to `to_key` under the same identity. A moved decision row is no longer a
+        decision there (its new key has no record). keep_redirect=true leaves the old row live,
+        tagged moved-to:<to_key>, so a decision's record stays active; false deletes it through
+        memory.delete, which retires the writer's record."""
+        org, ns = ctx.org, ctx.namespace
+        if not key or not to_key:
+            raise invalid_field("memory_key" if not key else "to_key", "required")
+        if key == to_key:
+            raise invalid_field("to_key", "must differ from memory_key")
+        await self.r.refuse_if_locked(org, ns, key)
+        await self.r.refuse_if_locked(org, ns, to_key)
+        row = await self.r.live_head(org, ns, key, ident)
+        async with self.r.key_lock(org, ns, to_key):
+            there = await self.mem.head(org, ns, to_key, ident)
+            if there is not None and there["status"] == "active":
+                raise Conflict(ErrorCode.PRECONDITION_FAILED, "the identity already has a live row under to_key", {"to_key": to_key})
+            emb = await self.mem.embedding_of(org, ns, key, ident, int(row["version"]))
+            tags = [t for t in row["tags"] if not t.startswith(("decision:", MOVED_TAG_PREFIX))]
+            moved_type = "note" if row["memory_type"] == "decision" else row["memory_type"]
+            fields = {k: row[k] for k in ("value", "files", "source_resource_id", "source_class", "pinned", "attested_hash")}
+            new = await self.r.append(
+                org, ns, ctx, None, key=to_key, ident=ident, op="memory.move", embedding=emb, memory_type=moved_type, tags=tags, **fields
+            )
+            await self.r.store_chunks(org, ns, new)
+        retired = False
+        if keep_redirect:
+            async with self.r.key_lock(org, ns, key):
+                head = await self.r.live_head(org, ns, key, ident)
+                await self.r.append(
+                    org, ns, ctx, head, key=key, ident=ident, op="memory.move", tags=[*head["tags"], MOVED_TAG_PREFIX + to_key]
+                )
+        else:
+            retired = bool((await self.delete(ctx, key, ident))["retired_record"])
+        await self.r.publish_live(org, ns)
+        return {
+            "memory_key": key,
+            "to_key": to_key,
+            "version": int(new["version"]),
+            "kept_redirect": keep_redirect,
+            "retired_record": retired,
+        }
+
+    async def clear(self, ctx: CallContext, prefix: str, memory_type: str) -> dict[str, Any]:
+        """Tombstone the namespace's live rows (every identity's) without retiring a decision
+        record: a cleared decision row leaves its record active. A locked key is left alone."""
+        org, ns = ctx.org, ctx.namespace
+        cleared = 0
+        locked: builtins.list[str] = []
+        while True:
+            rows = await self.mem.live_heads(org, ns, memory_type=memory_type, prefix=prefix, limit=500)
+            rows = [r for r in rows if r["key"] not in locked]
+            if not rows:
+                break
+            for row in rows:
+                key = row["key"]
+                if await self.r.locked(org, ns, key):
+                    locked.append(key)
+                    continue
+                async with self.r.key_lock(org, ns, key):
+                    head = await self.mem.head(org, ns, key, ident_of(row))
+                    if head is not None and head["status"] == "active":
+                        await self.r.append(org, ns, ctx, head, key=key, ident=ident_of(row), op="memory.clear", status="tombstoned")
+                        cleared += 1
+        await self.r.publish_live(org, ns)
+        return {"cleared": cleared, "locked": sorted(set(locked))}
+
+    async def apply(self, ctx: CallContext, actions: builtins.list[dict[str, Any]]) -> builtins.list[dict[str, Any]]:
+        """Each action as its own op would do it, in order: set through memory.set, delete through
+        memory.delete (retiring the writer's decision record). One failing does not stop the rest."""
+        out: builtins.list[dict[str, Any]] = []
+        ident = Ident(ctx.agent_label, ctx.user, ctx.session)
+        for a in actions:
+            key, action = str(a.get("memory_key", "")), str(a.get("action", ""))
+            res: dict[str, Any] = {"memory_key": key, "action": action, "ok": False}
+            try:
+                if action == "set":
+                    done = await self.set(ctx, a)
+                    res.update(ok=True, version=done["version"])
+                elif action == "delete":
+                    deleted = await self.delete(ctx, key, ident)
+                    res.update(ok=True, version=deleted["version"], retired_record=deleted["retired_record"])
+                else:
+                    raise invalid_field("action", "set or delete")
+            except LoomError as exc:
+                res.update(error_code=str(exc.code), error=exc.message)
+            out.append(res)
+        return out
+
+    async def dedup_resolve(self, ctx: CallContext, keep_key: str, drop_key: str, ident: Ident | None) -> dict[str, Any]:
+        """Tombstone the dropped side (retiring its writer's decision record, as a delete does)
+        and clear the conflict mark on the kept side's live rows."""
+        org, ns = ctx.org, ctx.namespace
+        if keep_key == drop_key:
+            raise invalid_field("drop_key", "must differ from keep_key")
+        kept = [h for h in await self.mem.heads(org, ns, keep_key) if h["status"] == "active"]
+        if not kept:
+            raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no live row under keep_key", {"keep_key": keep_key})
+        if ident is None:
+            live = [h for h in await self.mem.heads(org, ns, drop_key) if h["status"] == "active"]
+            if not live:
+                raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no live row under drop_key", {"drop_key": drop_key})
+            ident = ident_of(live[0])
+        await self.r.refuse_if_locked(org, ns, drop_key)
+        async with self.r.key_lock(org, ns, drop_key):
+            row = await self.r.live_head(org, ns, drop_key, ident)
+            tomb = await self.r.append(org, ns, ctx, row, key=drop_key, ident=ident, op="memory.dedup_resolve", status="tombstoned")
+            retired = await self.r.retire_if_writer(org, ns, drop_key, ident, row)
+        async with self.r.key_lock(org, ns, keep_key):
+            for h in kept:
+                if drop_key in h["conflicts"]:
+                    head = await self.r.live_head(org, ns, keep_key, ident_of(h))
+                    conflicts = [c for c in head["conflicts"] if c != drop_key]
+                    await self.r.append(org, ns, ctx, head, key=keep_key, ident=ident_of(h), op="memory.dedup_resolve", conflicts=conflicts)
+        await self.r.publish_live(org, ns)
+        return {"kept": keep_key, "dropped": drop_key, "version": int(tomb["version"]), "retired_record": retired}
+
+    async def auto_supersede(self, ctx: CallContext, key: str, by_key: str) -> dict[str, Any]:
+        """The conflict resolver's retirement of one of a close decision pair: the key's writer
+        row is tombstoned (op memory.auto_supersede, tagged superseded-by:<by_key>) and its
+        record retired. Refused unless both are live decisions reading the same at or above
+        LOOM_DECISION_CONFLICT_THRESHOLD. memory.restore revives the row."""
+        org, ns = ctx.org, ctx.namespace
+        if key == by_key:
+            raise invalid_field("by_key", "must differ from memory_key")
+        pair = []
+        for k in (key, by_key):
+            rec = await self.r.dec.current(org, ns, k)
+            row = (
+                None
+                if rec is None or rec["status"] != "active"
+                else await self.mem.head(org, ns, k, Ident(rec["agent"], rec["user"], rec["session"]))
+            )
+            if row is None or row["status"] != "active" or row["memory_type"] != "decision":
+                raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no active decision under this key", {"memory_key": k})
+            pair.append(row)
+        a = await self.mem.embedding_of(org, ns, key, ident_of(pair[0]), int(pair[0]["version"]))
+        b = await self.mem.embedding_of(org, ns, by_key, ident_of(pair[1]), int(pair[1]["version"]))
+        similarity = cosine(a, b)
+        if similarity < self.r.d.settings.decision_conflict_threshold:
+            raise Conflict(
+                ErrorCode.PRECONDITION_FAILED,
+                "the two decisions do not read alike enough to be one an update of the other",
+                {"similarity": round(similarity, 4), "threshold": self.r.d.settings.decision_conflict_threshold},
+            )
+        ident = ident_of(pair[0])
+        await self.r.refuse_if_locked(org, ns, key)
+        async with self.r.key_lock(org, ns, key):
+            row = await self.r.live_head(org, ns, key, ident)
+            tomb = await self.r.append(
+                org,
+                ns,
+                ctx,
+                row,
+                key=key,
+                ident=ident,
+                op="memory.auto_supersede",
+                status="tombstoned",
+                tags=[*row["tags"], SUPERSEDED_TAG_PREFIX + by_key],
+            )
+            retired = await self.r.retire_if_writer(org, ns, key, ident, row)
+        await self.r.publish_live(org, ns)
+        return {
+            "memory_key": key,
+            "by_key": by_key,
+            "version": int(tomb["version"]),
+            "retired_record": retired,
+            "similarity": round(similarity, 6),
+        }
+
     # --- pin, attestation, revision by id
 
     async def set_pin(self, ctx: CallContext, key: str, ident: Ident, pinned: bool) -> dict[str, Any]:
@@ -190,13 +453,15 @@ class MemoryOps:
                 # A full revision meets the conflict check again: a close peer is marked, a stale mark cleared.
                 vec = emb if emb is not None else await self.mem.embedding_of(org, ns, key, ident, int(row["version"]))
                 changes["conflicts"] = await self.r.close_decisions(org, ns, key, vec)
-            return await self.r.append(org, ns, ctx, row, key=key, ident=ident, op="memory.update_by_id", embedding=emb, **changes)
+            out = await self.r.append(org, ns, ctx, row, key=key, ident=ident, op="memory.update_by_id", embedding=emb, **changes)
+            await self.r.store_chunks(org, ns, out)
+            return out
 
     # --- locks
 
     async def lock(self, ctx: CallContext, key: str, ttl_seconds: int) -> dict[str, Any]:
         if not key:
-            raise invalid_field("key", "required")
+            raise invalid_field("memory_key", "required")
         ttl = _bounded("ttl_seconds", ttl_seconds, 300, self.r.d.settings.decision_lock_max_seconds)
         holder = LOCK_PREFIX + ctx.subject
         try:

@@ -25,9 +25,10 @@ from loom_core.errors import Conflict, ErrorCode, Locked, NotFound, Unavailable
 from loom_core.exposures import ExposureSink, exposure_rows, set_live_rows, write_exposures
 from loom_core.store import Store, ch_time
 
+from ..domain.statement import chunks
 from ..settings import DecisionsSettings
 from ..store.decisions import DecisionStore
-from ..store.memory import Ident, MemoryStore
+from ..store.memory import Ident, MemoryStore, ident_of
 from .embedding import Embedder
 
 LOCK_PREFIX = "lock:"
@@ -176,6 +177,16 @@ class Rows:
         await self.mem.append(org, ns, row, embedding)
         return row
 
+    async def store_chunks(self, org: str, ns: str, row: dict[str, Any]) -> None:
+        """A value longer than its excerpt is also stored past it as chunks, each embedded, which
+        memory.search reads; filed under the value's hash, so a later version with the same
+        value (a pin, a tag write) keeps them."""
+        pieces = chunks(row["value"])
+        if not pieces or await self.mem.has_chunks(org, ns, row["key"], ident_of(row), row["value_hash"]):
+            return
+        vecs = await self.d.embedder.embed(pieces)
+        await self.mem.add_chunks(org, ns, row, pieces, [[float(x) for x in v] for v in vecs])
+
     async def publish_live(self, org: str, ns: str) -> None:
         await set_live_rows(self.d.store, org, ns, "memory", await self.mem.live_count(org, ns))
 
@@ -227,6 +238,7 @@ RECORD_FIELDS = (
     "source_resource_id",
     "source_class",
     "tags",
+    "memories_used",
     "recorded_at",
     "outcome_at",
     "ts",
@@ -238,6 +250,16 @@ def record_row(rec: dict[str, Any]) -> dict[str, Any]:
     out = {k: rec.get(k) for k in RECORD_FIELDS}
     out["outcome_at"] = rec.get("outcome_at") or None
     return out
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity of two stored embeddings (0 when either is empty or zero)."""
+    if not a or not b or len(a) != len(b):
+        return 0.0
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    na = sum(x * x for x in a) ** 0.5
+    nb = sum(y * y for y in b) ** 0.5
+    return dot / (na * nb) if na and nb else 0.0
 
 
 def _iso_epoch(t: float) -> str:

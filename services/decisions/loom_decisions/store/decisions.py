@@ -12,7 +12,7 @@ EDGES = "{db}.decision_edges"
 
 _COLS = (
     "key, version, record_version, status, category, scenario, reasoning, outcome, alternatives, confidence, caused_by, influenced_by, run_id, "
-    "agent, user, session, realized_outcome, success, files, source_resource_id, source_class, tags, "
+    "agent, user, session, realized_outcome, success, files, source_resource_id, source_class, tags, memories_used, "
     "toString(recorded_at) AS recorded_at, outcome_at, toString(ts) AS ts"
 )
 

@@ -13,6 +13,7 @@ from loom_core.store import Store
 ROWS = "{db}.memory_rows"
 VECTORS = "{db}.memory_vectors"
 DELETES = "{db}.memory_version_deletes"
+CHUNKS = "{db}.memory_chunks"
 
 _COLS = (
     "key, agent, user, session, memory_id, version, value, value_hash, memory_type, tags, pinned, attested_hash, status, "
@@ -153,6 +154,28 @@ class MemoryStore:
         )
         return await self.rows_at(org, ns, heads)
 
+    async def all_versions(self, org: str, ns: str) -> list[dict[str, Any]]:
+        """Every surviving version of every row of the namespace, oldest first per identity."""
+        return await self.store.query(
+            f"SELECT {_COLS} FROM {ROWS} WHERE org = {{org:String}} AND namespace = {{ns:String}} "
+            f"AND (key, agent, user, session, version) NOT IN (SELECT key, agent, user, session, version FROM {DELETES} "
+            "WHERE org = {org:String} AND namespace = {ns:String}) ORDER BY key, agent, user, session, version",
+            {"org": org, "ns": ns},
+        )
+
+    async def live_naming_files(self, org: str, ns: str) -> list[dict[str, Any]]:
+        """Every live row of the namespace whose newest surviving version names files."""
+        inner = (
+            f"SELECT {_COLS} FROM {ROWS} WHERE org = {{org:String}} AND namespace = {{ns:String}} "
+            f"AND (key, agent, user, session, version) NOT IN (SELECT key, agent, user, session, version FROM {DELETES} "
+            "WHERE org = {org:String} AND namespace = {ns:String}) "
+            "ORDER BY version DESC LIMIT 1 BY key, agent, user, session"
+        )
+        return await self.store.query(
+            f"SELECT * FROM ({inner}) WHERE status = 'active' AND notEmpty(files) ORDER BY key, agent, user, session",
+            {"org": org, "ns": ns},
+        )
+
     async def rows_at(self, org: str, ns: str, heads: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """The rows at the (key, identity, version) heads given, in their order."""
         if not heads:
@@ -225,6 +248,34 @@ class MemoryStore:
         dist = {(h["key"], h["agent"], h["user"], h["session"]): float(h["d"]) for h in heads}
         return [(r, 1.0 - dist[(r["key"], r["agent"], r["user"], r["session"])]) for r in rows]
 
+    async def has_chunks(self, org: str, ns: str, key: str, ident: Ident, value_hash: str) -> bool:
+        rows = await self.store.query(
+            f"SELECT count() AS n FROM {CHUNKS} WHERE org = {{org:String}} AND namespace = {{ns:String}} AND key = {{key:String}} "
+            "AND agent = {agent:String} AND user = {user:String} AND session = {session:String} AND value_hash = {h:String}",
+            {"org": org, "ns": ns, "key": key, "agent": ident.agent, "user": ident.user, "session": ident.session, "h": value_hash},
+        )
+        return bool(rows) and int(rows[0]["n"]) > 0
+
+    async def add_chunks(self, org: str, ns: str, row: dict[str, Any], texts: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
+        base = {"org": org, "namespace": ns, "key": row["key"], "agent": row["agent"], "user": row["user"], "session": row["session"]}
+        await self.store.insert(
+            CHUNKS,
+            [
+                {**base, "value_hash": row["value_hash"], "idx": i, "text": t, "embedding": list(v)}
+                for i, (t, v) in enumerate(zip(texts, vectors, strict=True))
+            ],
+        )
+
+    async def search_chunks(self, org: str, ns: str, vector: Sequence[float], limit: int) -> list[dict[str, Any]]:
+        """The rows whose chunks lie nearest `vector` (each row's nearest chunk), with the value
+        hash the chunks were stored under; the caller keeps those still their row's value."""
+        return await self.store.query(
+            f"SELECT key, agent, user, session, value_hash, min(cosineDistance(embedding, {{q:Array(Float32)}})) AS d FROM {CHUNKS} "
+            "WHERE org = {org:String} AND namespace = {ns:String} GROUP BY key, agent, user, session, value_hash "
+            "ORDER BY d ASC, key LIMIT {limit:UInt64}",
+            {"org": org, "ns": ns, "q": [float(x) for x in vector], "limit": limit},
+        )
+
     async def live_count_cached(self, org: str, ns: str, ttl: float = 30.0) -> int:
         now = time.monotonic()
         hit = self._counts.get((org, ns))
@@ -262,12 +313,22 @@ class MemoryStore:
         return int(rows[0]["n"]) if rows else 0
 
     async def feedback(self, org: str, ns: str, key: str) -> tuple[int, int]:
+        """(credits, charges) of a key: per decision, its newest figure counts."""
         rows = await self.store.query(
-            "SELECT countIf(delta > 0) AS c, countIf(delta < 0) AS x FROM {db}.memory_feedback "
-            "WHERE org = {org:String} AND namespace = {ns:String} AND key = {key:String}",
+            "SELECT countIf(d > 0) AS c, countIf(d < 0) AS x FROM (SELECT decision_key, argMax(delta, ts) AS d "
+            "FROM {db}.memory_feedback WHERE org = {org:String} AND namespace = {ns:String} AND key = {key:String} GROUP BY decision_key)",
             {"org": org, "ns": ns, "key": key},
         )
         return (int(rows[0]["c"]), int(rows[0]["x"])) if rows else (0, 0)
+
+    async def feedback_of_decision(self, org: str, ns: str, decision_key: str) -> dict[str, int]:
+        """The newest figure this decision gave each key."""
+        rows = await self.store.query(
+            "SELECT key, argMax(delta, ts) AS d FROM {db}.memory_feedback WHERE org = {org:String} AND namespace = {ns:String} "
+            "AND decision_key = {dk:String} GROUP BY key",
+            {"org": org, "ns": ns, "dk": decision_key},
+        )
+        return {str(r["key"]): int(r["d"]) for r in rows}
 
     async def add_feedback(self, rows: Sequence[dict[str, Any]]) -> None:
         if rows:

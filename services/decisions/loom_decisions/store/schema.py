@@ -9,7 +9,11 @@
 - decision_records: every version of each key's decision record (active | tombstoned).
 - decision_edges: caused_by / influenced_by edges, filed under the record that states them (its
   record_version: the version decision.record wrote, which outcome and retirement versions carry).
-- memory_feedback: credits (+1) and charges (-1) a decision's outcome gave the memories its run was shown.
+- memory_feedback: credits (+1) and charges (-1) a decision's outcome gave the memories its run used;
+  the newest row per (key, decision_key) counts, so a later verdict corrects an earlier one (0: undone).
+- memory_chunks: a value longer than the excerpt search embeds, past the excerpt, in pieces, each
+  embedded; filed under the value's hash, so search reads a row's chunks while its value is that.
+- decision_records.memories_used: the keys the decision says it relied on (decision.record).
 """
 
 from __future__ import annotations
@@ -155,5 +159,28 @@ def migrations(dimensions: int = 384) -> list[Migration]:
                 ts DateTime64(6, 'UTC')
             ) ENGINE = MergeTree
             ORDER BY (org, namespace, key, ts)""",
+        ),
+        Migration(
+            "decisions",
+            "memory_chunks",
+            """
+            CREATE TABLE IF NOT EXISTS {db}.memory_chunks (
+                org LowCardinality(String),
+                namespace String,
+                key String,
+                agent String,
+                user String,
+                session String,
+                value_hash String,
+                idx UInt16,
+                text String,
+                embedding Array(Float32)
+            ) ENGINE = ReplacingMergeTree
+            ORDER BY (org, namespace, key, agent, user, session, value_hash, idx)""",
+        ),
+        Migration(
+            "decisions",
+            "decision_records.memories_used",
+            "ALTER TABLE {db}.decision_records ADD COLUMN IF NOT EXISTS memories_used Array(String)",
         ),
     ]
