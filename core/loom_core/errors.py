@@ -95,6 +95,9 @@ class LoomError(Exception):
     code: ErrorCode | str = ErrorCode.INTERNAL
     message: str = "internal error"
     detail: dict[str, Any] | None = None
+    # Overrides the code's retry hint for one refusal that retrying cannot fix (an assistant or
+    # analysis store that is not configured, say), though its code is usually a passing state.
+    retry: bool | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -113,7 +116,7 @@ class LoomError(Exception):
 
     @property
     def retryable(self) -> bool:
-        return CODES[ErrorCode(self.code)][2]
+        return CODES[ErrorCode(self.code)][2] if self.retry is None else self.retry
 
     def to_payload(self) -> dict[str, Any]:
         body: dict[str, Any] = {"code": self.code, "message": self.message, "retryable": self.retryable}
@@ -127,9 +130,12 @@ class LoomError(Exception):
             code = ErrorCode(str(payload.get("code", ErrorCode.INTERNAL.value)))
         except ValueError:
             code = ErrorCode.INTERNAL
-        return _CLASS_BY_STATUS.get(CODES[code][0], LoomError)(
+        err = _CLASS_BY_STATUS.get(CODES[code][0], LoomError)(
             code=code, message=str(payload.get("message", "")), detail=payload.get("detail") or None
         )
+        if isinstance(payload.get("retryable"), bool) and payload["retryable"] != CODES[code][2]:
+            err.retry = payload["retryable"]
+        return err
 
 
 class Unauthenticated(LoomError):
@@ -183,8 +189,10 @@ class Unavailable(LoomError):
         code: ErrorCode | str = ErrorCode.BACKEND_UNAVAILABLE,
         message: str = "a backend is unavailable",
         detail: dict[str, Any] | None = None,
+        *,
+        retryable: bool | None = None,
     ):
-        super().__init__(code, message, detail)
+        super().__init__(code, message, detail, retryable)
 
 
 class BadRequest(LoomError):

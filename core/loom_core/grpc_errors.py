@@ -35,7 +35,12 @@ def from_rpc_error(exc: grpc.aio.AioRpcError | grpc.RpcError) -> LoomError:
                 d.Unpack(info)
                 if info.domain == DOMAIN and info.reason in CODES:
                     detail = json.loads(info.metadata["detail"]) if "detail" in info.metadata else None
-                    return LoomError.from_payload({"code": info.reason, "message": status.message, "detail": detail})
+                    retryable = info.metadata.get("retryable")
+                    return LoomError.from_payload(
+                        {"code": info.reason, "message": status.message, "detail": detail, "retryable": retryable == "true"}
+                        if retryable in ("true", "false")
+                        else {"code": info.reason, "message": status.message, "detail": detail}
+                    )
     code = exc.code() if hasattr(exc, "code") else None
     if code == grpc.StatusCode.UNIMPLEMENTED:
         return LoomError(ErrorCode.UNKNOWN_OP, "this server does not serve that op")

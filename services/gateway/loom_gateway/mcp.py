@@ -149,7 +149,7 @@ class LoomMCP:
     async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         headers, args = forwarded_headers(ctx.request), params.arguments or {}
         if toolset_of(ctx.request) == assistant_toolset.TOOLSET:
-            args, headers = assistant_toolset.assistant_call(args, headers)
+            args, headers = assistant_toolset.assistant_call(args, headers, self.verify)
         try:
             result = await self.relay.call(self.op_name(params.name), args, headers, TRANSPORT)
         except LoomError as err:

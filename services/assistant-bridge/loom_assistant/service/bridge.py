@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from loom_core.chain import Ledger
-from loom_core.chain.ledger import ledger_row
+import httpx
+from loom_core.chain import CallContext, Ledger
+from loom_core.chain.interceptor import ANSWER_CONSUMER
 from loom_core.errors import ErrorCode, Forbidden, LoomError, RateLimited, Unavailable, ValidationFailed
 from loom_core.identity import Authenticator, Principal, TokenCodec
 from loom_core.identity.delegation import delegate
@@ -33,6 +34,7 @@ from ..domain import caller as caller_rules
 from ..domain import history as history_rules
 from ..domain import pricing
 from ..domain.steps import Step, steps_of
+from ..domain.stream import ToolCalls
 from ..domain.token_path import TokenPath
 from ..settings import AssistantSettings
 from ..store import controls
@@ -66,8 +68,8 @@ class Admission:
     answer: Principal
     answer_token: str
     started: float
-    transport: str
-    labels: dict[str, str]
+    # The chain's request id: its ledger row for this answer gets the answer's spend and run.
+    request_id: str
     released: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -114,11 +116,12 @@ class Bridge:
         self.token_path = TokenPath()
         self.token_path_observed = asyncio.Event()
         self._background: set[asyncio.Task[None]] = set()
-        # request id -> the spend to put on the op's ledger row (assistant.ask through the chain).
-        self.pending_costs: dict[str, float] = {}
+        # request id -> (spend, run id) to put on the chain's ledger row for the answer (both
+        # surfaces: assistant.ask and the chat route are each one call through the chain).
+        self.pending: dict[str, tuple[float, str]] = {}
         if setup is not None:
             # Only a configured assistant answers, so only then does a row need its spend stamped.
-            self.ledger.observers.append(self._stamp_cost)
+            self.ledger.observers.append(self._stamp_answer)
 
     # -- status ------------------------------------------------------------------------------
 
@@ -131,6 +134,14 @@ class Bridge:
 
     def _available(self) -> tuple[str, str]:
         status, _ = self.status()
+        if status == Status.NOT_CONFIGURED:
+            # Retrying cannot fix a deployment with no assistant: an operator sets the URL.
+            raise Unavailable(
+                ErrorCode.ASSISTANT_UNAVAILABLE,
+                "no assistant is configured: set LOOM_ASSISTANT_LIBRECHAT_URL to LibreChat's internal address",
+                {"reason": "not_configured", "setting": "LOOM_ASSISTANT_LIBRECHAT_URL"},
+                retryable=False,
+            )
         if status != Status.READY or self.setup is None or self.setup.row is None:
             raise Unavailable(
                 ErrorCode.ASSISTANT_UNAVAILABLE,
@@ -141,19 +152,11 @@ class Bridge:
 
     # -- step 1 and 2 ------------------------------------------------------------------------
 
-    async def admit(self, token: str | None, namespace: str, *, transport: str, labels: Mapping[str, str], ledgered: bool) -> Admission:
-        """Refuse or admit; an admitted answer holds one of the namespace's slots until release."""
-        caller: Principal | None = None
-        try:
-            caller = self.auth.verify(token)
-            namespace = namespace or caller.default_namespace
-            return await self._admit(caller, token or "", namespace, transport, labels)
-        except LoomError as err:
-            if ledgered:
-                self._record_refusal(caller, namespace, transport, labels, err)
-            raise
-
-    async def _admit(self, caller: Principal, token: str, namespace: str, transport: str, labels: Mapping[str, str]) -> Admission:
+    async def admit(self, ctx: CallContext) -> Admission:
+        """Refuse or admit the chain's call (its token verified, its role checked, its rate
+        class spent, the policy gate passed); an admitted answer holds one of the namespace's
+        slots until release. The chain ledgers the call, refusals included."""
+        caller, namespace = ctx.principal, ctx.namespace
         now = int(time.time())
         refusal = caller_rules.first_refusal(
             _token_of(caller), namespace=namespace, now=now, answer_ttl_s=self.settings.assistant_answer_ttl_s
@@ -205,12 +208,12 @@ class Bridge:
             creator_grants=await self.auth.live_grants(caller.org, caller.sub),
             roles={namespace: Role.VIEWER.label},
             default_namespace=namespace,
-            consumer=caller_rules.ANSWER_CONSUMER,
+            consumer=ANSWER_CONSUMER,
             ends_with_session=True,
             token_id_prefix=caller_rules.ANSWER_TOKEN_PREFIX,
         )
         self._running[slot] += 1
-        adm = Admission(caller, namespace, role, answer, self.codec.encode(answer), time.time(), transport, dict(labels))
+        adm = Admission(caller, namespace, role, answer, self.codec.encode(answer), time.time(), ctx.request_id)
         adm.extra["api_key"], adm.extra["agent_id"] = api_key, agent_id
         return adm
 
