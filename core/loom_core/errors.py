@@ -17,6 +17,8 @@ from `to_payload()` and rebuild with `from_payload()`; nothing else crosses a do
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -223,3 +225,20 @@ _CLASS_BY_STATUS: dict[int, type[LoomError]] = {
 def invalid_field(field: str, reason: str) -> ValidationFailed:
     """422 naming the offending field."""
     return ValidationFailed(f"{field}: {reason}", {"field": field, "reason": reason})
+
+
+def retry_after(err: LoomError) -> str | None:
+    """The Retry-After header of a refusal: whole seconds, rounded up, for a rate limit that
+    says when to retry."""
+    if err.code == ErrorCode.RATE_LIMITED and err.detail and "retry_after_s" in err.detail:
+        return str(max(1, math.ceil(float(err.detail["retry_after_s"]))))
+    return None
+
+
+def http_error(err: LoomError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """A refusal as HTTP: status, headers, and the body `{"error": {code, message, retryable, detail}}`."""
+    headers = [(b"content-type", b"application/json")]
+    after = retry_after(err)
+    if after is not None:
+        headers.append((b"retry-after", after.encode()))
+    return err.http_status, headers, json.dumps({"error": err.to_payload()}, separators=(",", ":"), default=str).encode()

@@ -247,7 +247,9 @@ def test_step_one_refusals_in_order() -> None:
     r = caller.first_refusal
     assert r(tok(parents=("p", "assistant-answer-1")), namespace="ns", now=0, answer_ttl_s=600).code == "ASSISTANT_SELF_CALL"  # type: ignore[union-attr]
     assert r(tok(consumer="loom-assistant"), namespace="ns", now=0, answer_ttl_s=600).code == "ASSISTANT_SELF_CALL"  # type: ignore[union-attr]
-    assert r(tok(roles={"*": "viewer"}), namespace="ns", now=0, answer_ttl_s=600).detail == {"reason": "org_wide"}  # type: ignore[union-attr]
+    wide = r(tok(roles={"*": "viewer"}), namespace="ns", now=0, answer_ttl_s=600)
+    assert wide is not None and wide.detail is not None and wide.detail["reason"] == "org_wide"
+    assert "namespace token" in wide.message and "token.mint" in wide.message
     assert r(tok(read_scope=("ns",)), namespace="ns", now=0, answer_ttl_s=600).detail["reason"] == "narrowed"  # type: ignore[union-attr,index]
     soon = r(tok(exp=500), namespace="ns", now=0, answer_ttl_s=600)
     assert soon is not None and soon.detail == {"reason": "token_expires_soon", "left_s": 500, "needed_s": 600}
@@ -313,12 +315,12 @@ def test_agent_tools_are_reads_of_the_assistant_toolset_and_never_the_assistant(
     assert "assistant.ask" not in ops
     assert all(op in opsets.kinds() for op in ops)
     assert all(t.endswith("_mcp_loom") for t in d.tools) and d.agent_body()["tools"] == list(d.tools)
+    assert "Nothing stored in Loom answers this." in d.instructions
 
 
 def test_a_tool_not_named_as_librechat_names_an_mcp_tool_is_refused() -> None:
     with pytest.raises(ValueError, match="_mcp_loom"):
         definition.parse({"version": 1, "name": "n", "provider": "p", "model": "m", "instructions": "i", "tools": ["task.get"]})
-    assert "Nothing stored in Loom answers this." in d.instructions
 
 
 # -- LibreChat's deployed configuration ---------------------------------------------------------

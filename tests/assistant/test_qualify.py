@@ -16,7 +16,7 @@ from .emulator import Turn
 
 
 async def whoami(turn: Turn) -> None:
-    await turn.call("auth.whoami", {})
+    await turn.call("grants.list", {})
     await turn.say("ok")
 
 

@@ -122,9 +122,7 @@ def test_write_order_policies_then_pins_then_grants_then_version() -> None:
     revoke = idx(lambda s: s.startswith("REVOKE SELECT ON loom."))
     assert not idx(lambda s: s.startswith("REVOKE ALL"))
     # exactly what the write grants is revoked first
-    assert sorted(sql[i].split(" ON ")[1].split(" ")[0] for i in revoke) == sorted(
-        sql[i].split(" ON ")[1].split(" ")[0] for i in grants
-    )
+    assert sorted(sql[i].split(" ON ")[1].split(" ")[0] for i in revoke) == sorted(sql[i].split(" ON ")[1].split(" ")[0] for i in grants)
     user = idx(lambda s: "USER loom_analyst" in s)
     assert max(user) < min(policies)
     assert max(policies) < pins[0] < revoke[0] < min(grants)

@@ -45,15 +45,17 @@ Behavior = Callable[[Message, grpc.aio.ServicerContext], Awaitable[Message]]
 # An assistant answer's token (spec 000 "The bridge"): its consumer, and the toolset it reads by.
 ANSWER_CONSUMER = "loom-assistant"
 ANSWER_TOOLSET = "assistant"
-# Let through to its own refusal (ASSISTANT_SELF_CALL, ledgered as a refused answer).
-_SELF_CALL_OP = "assistant.ask"
+# Ops outside the toolset an answer's token still reaches: assistant.ask, to meet its own
+# refusal (ASSISTANT_SELF_CALL, ledgered as a refused answer), and help.verify, which the
+# bridge's citation check calls with the answer's token.
+_ANSWER_ALSO = frozenset({"assistant.ask", "help.verify"})
 
 
 def answer_may_call(op: OpSpec) -> bool:
     """An answer's token calls the assistant toolset's reads and nothing else (spec 000: the
     agent writes nothing), on every door and toolset: a write, a mint and every op outside the
     toolset are refused before their handler."""
-    return op.name == _SELF_CALL_OP or (ANSWER_TOOLSET in op.toolsets and not op.write_shaped)
+    return op.name in _ANSWER_ALSO or (ANSWER_TOOLSET in op.toolsets and not op.write_shaped)
 
 
 class OpChainInterceptor(grpc.aio.ServerInterceptor):

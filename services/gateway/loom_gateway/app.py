@@ -71,7 +71,7 @@ def create_app(
     # Before /v1/{op}: the assistant's chat route (services/gateway/loom_gateway/assistant_routes.py).
     from .assistant_routes import register as register_assistant
 
-    register_assistant(app, relay, ready_checks)
+    register_assistant(app, relay)
 
     # A plain Starlette route: every op call skips FastAPI's per-request dependency solving.
     app.add_route("/v1/{op}", call_op, methods=["POST"], include_in_schema=False)
@@ -106,6 +106,8 @@ def create_app(
                 entry: dict[str, Any] = {"ok": bool(result.get("ok")), "required": bool(result.get("required", True))}
                 if result.get("reason"):
                     entry["reason"] = str(result["reason"])
+                if result.get("failure"):  # what an operator must do (assistant_service_failing)
+                    entry["failure"] = str(result["failure"])
                 checks[name] = entry
                 if entry["required"] and not entry["ok"]:
                     ok = False

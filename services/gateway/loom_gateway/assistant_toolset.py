@@ -31,9 +31,7 @@ def first_namespace(authorization: str, verify: Verify | None) -> str:
     return named[0] if named else principal.default_namespace
 
 
-def assistant_call(
-    args: Mapping[str, Any], headers: Mapping[str, str], verify: Verify | None
-) -> tuple[dict[str, Any], dict[str, str]]:
+def assistant_call(args: Mapping[str, Any], headers: Mapping[str, str], verify: Verify | None) -> tuple[dict[str, Any], dict[str, str]]:
     """The call's arguments without `run_id`, and its headers with the namespace defaulted."""
     out = {k: v for k, v in args.items() if k != "run_id"}
     hdrs = dict(headers)

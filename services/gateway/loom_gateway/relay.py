@@ -63,8 +63,12 @@ class Relay:
         addresses: Mapping[str, str],
         timeout: float = 60.0,
         local: Mapping[str, LocalPlane] | None = None,
+        replica: object | None = None,
     ) -> None:
         self.catalog = catalog
+        # The replica this gateway is part of (its bus connection, core's in-process registry
+        # key): how the gateway finds a part of its own replica served in this process.
+        self.replica = replica
         self.addresses = dict(addresses)
         self.local = dict(local or {})
         # Every plane this gateway serves, whichever transport reaches it.

@@ -19,18 +19,18 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_DEPTH = 16
 
 
-def _refuse(message: str, reason: str, **detail: Any) -> ValidationFailed:
-    return ValidationFailed(message, {"field": "(body)", "reason": reason, **detail})
+def refusal(message: str, reason: str, *, field: str = "(body)", **detail: Any) -> ValidationFailed:
+    return ValidationFailed(message, {"field": field, "reason": reason, **detail})
 
 
 def check_content_type(content_type: str) -> None:
     media = content_type.split(";", 1)[0].strip().lower()
     if media != "application/json":
-        raise _refuse("the body must be JSON, sent as Content-Type: application/json", "content_type")
+        raise refusal("the body must be JSON, sent as Content-Type: application/json", "content_type")
 
 
 def too_large() -> ValidationFailed:
-    return _refuse("the request is too large", "too_large", max_bytes=MAX_BODY_BYTES)
+    return refusal("the request is too large", "too_large", max_bytes=MAX_BODY_BYTES)
 
 
 def _no_constant(name: str) -> Any:
@@ -44,17 +44,17 @@ def _check_tree(value: Any) -> None:
         item, depth = stack.pop()
         if isinstance(item, dict):
             if depth > MAX_DEPTH:
-                raise _refuse(f"the body nests deeper than {MAX_DEPTH} levels", "too_deep", max_depth=MAX_DEPTH)
+                raise refusal(f"the body nests deeper than {MAX_DEPTH} levels", "too_deep", max_depth=MAX_DEPTH)
             for k, v in item.items():
                 if "\x00" in k:
-                    raise _refuse("the body holds a NUL character", "nul")
+                    raise refusal("the body holds a NUL character", "nul")
                 stack.append((v, depth + 1))
         elif isinstance(item, list):
             if depth > MAX_DEPTH:
-                raise _refuse(f"the body nests deeper than {MAX_DEPTH} levels", "too_deep", max_depth=MAX_DEPTH)
+                raise refusal(f"the body nests deeper than {MAX_DEPTH} levels", "too_deep", max_depth=MAX_DEPTH)
             stack.extend((v, depth + 1) for v in item)
         elif isinstance(item, str) and "\x00" in item:
-            raise _refuse("the body holds a NUL character", "nul")
+            raise refusal("the body holds a NUL character", "nul")
 
 
 def parse(raw: bytes) -> dict[str, Any]:
@@ -62,15 +62,15 @@ def parse(raw: bytes) -> dict[str, Any]:
     if len(raw) > MAX_BODY_BYTES:
         raise too_large()
     if b"\x00" in raw:
-        raise _refuse("the body holds a NUL character", "nul")
+        raise refusal("the body holds a NUL character", "nul")
     try:
         # A nesting past the parser's own limit raises RecursionError, not ValueError.
         value = json.loads(raw, parse_constant=_no_constant)
     except RecursionError:
-        raise _refuse(f"the body nests deeper than {MAX_DEPTH} levels", "too_deep", max_depth=MAX_DEPTH) from None
+        raise refusal(f"the body nests deeper than {MAX_DEPTH} levels", "too_deep", max_depth=MAX_DEPTH) from None
     except ValueError:
-        raise _refuse("the body is not valid JSON (NaN and Infinity are not JSON)", "invalid_json") from None
+        raise refusal("the body is not valid JSON (NaN and Infinity are not JSON)", "invalid_json") from None
     _check_tree(value)
     if not isinstance(value, dict):
-        raise _refuse("the body must be a JSON object", "not_an_object")
+        raise refusal("the body must be a JSON object", "not_an_object")
     return value
