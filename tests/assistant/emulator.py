@@ -103,6 +103,9 @@ class Emulator:
     script: Script = greeting
     usage: tuple[int, int] = (1200, 300)
     chunk_delay_s: float = 0.0
+    # False: the MCP server's Authorization goes out on every request but tools/list (a token
+    # put under LibreChat's chat-only requestHeaders): the listing fails and the agent has no tools.
+    listing_auth: bool = True
     registration: bool = True
     users: dict[str, dict[str, Any]] = field(default_factory=dict)
     keys: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -370,7 +373,12 @@ class Emulator:
                 await emit({"content": chunk})
 
         listing_ok = False
-        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+
+        async def strip_listing_auth(request: httpx2.Request) -> None:
+            if not self.listing_auth and b'"tools/list"' in request.content:
+                request.headers.pop("Authorization", None)
+
+        async with httpx2.AsyncClient(headers=headers, timeout=30, event_hooks={"request": [strip_listing_auth]}) as http:
             self.mcp_headers.append(dict(headers))
             try:
                 async with Client(
@@ -395,7 +403,9 @@ class Emulator:
                 # Only a connection Loom refused (no listing) goes on with LibreChat's cached tools.
                 if results or text or listing_ok:
                     raise
-                offered_cached = offer(None)
+                # LibreChat's cached definitions stand in for a refused listing, unless the
+                # listing alone went out without the token: then the agent has no tools.
+                offered_cached = offer(None) if self.listing_auth else []
 
                 async def call_refused(tool: str, args: dict[str, Any]) -> ToolResult:
                     mcp_tool = record(librechat_name(tool), args, offered_cached)

@@ -71,7 +71,7 @@ def create_app(
     # Before /v1/{op}: the assistant's chat route (services/gateway/loom_gateway/assistant_routes.py).
     from .assistant_routes import register as register_assistant
 
-    register_assistant(app, relay)
+    register_assistant(app, relay, mcp)
 
     # A plain Starlette route: every op call skips FastAPI's per-request dependency solving.
     app.add_route("/v1/{op}", call_op, methods=["POST"], include_in_schema=False)

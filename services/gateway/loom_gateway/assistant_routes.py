@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from .mcp import LoomMCP
 from .relay import Relay
 from .settings import GatewaySettings
 
@@ -50,6 +51,13 @@ class _ChatEndpoint:
         self.replica = replica
         self.bridge_url = bridge_url
         self._http: httpx.AsyncClient | None = None
+
+    def tokenless(self, run_id: str) -> None:
+        """An answer's MCP request came with no token: this replica's bridge judges auth_off
+        (a cluster's bridge runs in another process and sees only its answers' tool calls)."""
+        plane = _local_plane(self.replica)
+        if plane is not None:
+            plane.bridge.observe_tokenless(run_id)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # A configured bridge URL (a cluster) wins over a bridge found in this process.
@@ -115,9 +123,11 @@ async def _body_within(request: Request, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def register(app: FastAPI, relay: Relay) -> None:
+def register(app: FastAPI, relay: Relay, mcp: LoomMCP | None = None) -> None:
     # This replica's bridge is found by the replica the relay serves (core's in-process registry).
     endpoint = _ChatEndpoint(relay, relay.replica, GatewaySettings().assistant_bridge_url)
+    if mcp is not None:
+        mcp.on_tokenless = endpoint.tokenless
     # An ASGI app as the route's endpoint (a class instance is handed the raw ASGI call).
     app.add_route(CHAT_PATH, endpoint, methods=["POST"], include_in_schema=False)  # type: ignore[arg-type]
     app.add_route(MODELS_PATH, endpoint, methods=["GET"], include_in_schema=False)  # type: ignore[arg-type]

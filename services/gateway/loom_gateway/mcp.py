@@ -120,6 +120,9 @@ class LoomMCP:
         )
         self._manager: StreamableHTTPSessionManager | None = None
         self._tools: dict[str | None, list[types.Tool]] = {}
+        # Told the run id of an assistant-toolset request that came with no token at all (an
+        # answer's connection whose Authorization header LibreChat left off): auth_off.
+        self.on_tokenless: Callable[[str], None] | None = None
 
     # -- listing ---------------------------------------------------------------------------
 
@@ -224,6 +227,10 @@ class LoomMCP:
         except LoomError as err:
             if err.http_status != 401:
                 return None  # not a token problem: the chain answers it per call
+            run_id = request.headers.get("x-loom-run-id", "")
+            if err.code == ErrorCode.AUTH_REQUIRED and run_id and self.on_tokenless is not None:
+                if toolset_of(request) == assistant_toolset.TOOLSET:
+                    self.on_tokenless(run_id)
             metadata = str(request.base_url).rstrip("/") + PROTECTED_RESOURCE_PATH
             challenge = f'Bearer resource_metadata="{metadata}"'
             if err.code != ErrorCode.AUTH_REQUIRED:

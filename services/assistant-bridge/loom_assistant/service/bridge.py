@@ -122,6 +122,10 @@ class Bridge:
         # Whether answers' tokens reach Loom through LibreChat's MCP header (auth_off).
         self.token_path = TokenPath()
         self.token_path_observed = asyncio.Event()
+        # Answers (by run id) an MCP request of which reached Loom with no token at all (at
+        # initialize or tools/list, where a LibreChat whose header is off leaves the agent no
+        # tools, so the answer makes no tool call that could show it) -> when it was seen.
+        self._tokenless: dict[str, float] = {}
         self._background: set[asyncio.Task[None]] = set()
         # request id -> (spend, run id) to put on the chain's ledger row for the answer (both
         # surfaces: assistant.ask and the chat route are each one call through the chain).
@@ -288,7 +292,7 @@ class Bridge:
             calls = len((choice.get("message") or {}).get("tool_calls") or [])
             self.charge(adm, usage=pricing.usage_of(out), run_id=run_id)
             verdict = await self.checker.verdict(self._scope(adm), run_id, text, streamed=False, tool_calls=calls)
-            self._observe_later(adm, calls, waited=bool(verdict.extra.get("calls_waited")))
+            self._observe_later(adm, run_id, calls, waited=bool(verdict.extra.get("calls_waited")))
             out["model"] = self.model
             out[AGENT_FIELD] = adm.extra["agent_id"]
             out["citations"] = verdict.wire_citations()
@@ -407,7 +411,7 @@ class Bridge:
                 fields["steps_cut"] = True
             yield self._event(state.run_id, "loom.citations", **fields)
             yield b"data: [DONE]\n\n"
-            self._observe_later(adm, len(state.calls), waited=bool(verdict.extra.get("calls_waited")))
+            self._observe_later(adm, state.run_id, len(state.calls), waited=bool(verdict.extra.get("calls_waited")))
         finally:
             # Shielded: a disconnect cancels this generator's scope, and every await of the
             # cleanup would be cancelled again before the upstream request is closed.
@@ -420,35 +424,48 @@ class Bridge:
                 self.charge(adm, usage=state.usage if state.done else None, run_id=state.run_id)
                 self.release(adm)
 
-    def _observe_later(self, adm: Admission, tool_calls: int, *, waited: bool) -> None:
-        if tool_calls > 0:
-            task = asyncio.get_running_loop().create_task(self.observe_token_path(adm, tool_calls, waited=waited))
+    def observe_tokenless(self, run_id: str) -> None:
+        """The MCP door saw a request of answer `run_id` on the assistant toolset with no token."""
+        now = time.monotonic()
+        horizon = now - self.settings.assistant_answer_ttl_s
+        for old in [r for r, t in self._tokenless.items() if t < horizon]:
+            del self._tokenless[old]
+        self._tokenless[run_id] = now
+
+    def _observe_later(self, adm: Admission, run_id: str, tool_calls: int, *, waited: bool) -> None:
+        tokenless = self._tokenless.pop(run_id, None) is not None
+        if tool_calls > 0 or tokenless:
+            task = asyncio.get_running_loop().create_task(self.observe_token_path(adm, tool_calls, waited=waited, tokenless=tokenless))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
 
-    async def observe_token_path(self, adm: Admission, tool_calls: int, *, waited: bool = False) -> None:
+    async def observe_token_path(self, adm: Admission, tool_calls: int, *, waited: bool = False, tokenless: bool = False) -> None:
         """After an answer with tool calls: did any land under the answer's token? Within the
         calls' three-second bound, or one read when the answer's checks already waited for its
-        calls' rows; a read that fails says nothing. Sets `token_path_observed` when done."""
+        calls' rows; a read that fails says nothing. An answer whose MCP connection reached Loom
+        with no token (`tokenless`) is a miss without a read. Sets `token_path_observed` when done."""
         try:
-            await self._observe_token_path(adm, tool_calls, waited)
+            await self._observe_token_path(adm, tool_calls, waited, tokenless)
         finally:
             self.token_path_observed.set()
 
-    async def _observe_token_path(self, adm: Admission, tool_calls: int, waited: bool) -> None:
-        if tool_calls <= 0:
+    async def _observe_token_path(self, adm: Admission, tool_calls: int, waited: bool, tokenless: bool) -> None:
+        if tokenless:
+            n, tool_calls = 0, max(tool_calls, 1)
+        elif tool_calls <= 0:
             return
-        deadline = time.monotonic() + (0.0 if waited else CALLS_BOUND_S)
-        try:
-            while True:
-                await self.checker.flush()
-                n = await ledger_store.rows_under_token(self.store, org=adm.caller.org, token_id=adm.answer.jti)
-                if n > 0 or time.monotonic() >= deadline:
-                    break
-                await asyncio.sleep(min(0.1, self.checker.ledger_wait_s))
-        except Exception:  # noqa: BLE001 - an unreadable ledger decides nothing
-            log.warning("assistant: could not read the answer's calls for the token path")
-            return
+        else:
+            deadline = time.monotonic() + (0.0 if waited else CALLS_BOUND_S)
+            try:
+                while True:
+                    await self.checker.flush()
+                    n = await ledger_store.rows_under_token(self.store, org=adm.caller.org, token_id=adm.answer.jti)
+                    if n > 0 or time.monotonic() >= deadline:
+                        break
+                    await asyncio.sleep(min(0.1, self.checker.ledger_wait_s))
+            except Exception:  # noqa: BLE001 - an unreadable ledger decides nothing
+                log.warning("assistant: could not read the answer's calls for the token path")
+                return
         if n == 0:
             try:
                 self.auth.verify(adm.answer_token)
