@@ -440,3 +440,33 @@ async def test_ready_shows_the_assistant_checks_failure(bench: Bench, asker: Ask
         state.status, state.failure_kind = saved
     check = ready.json()["checks"]["assistant"]
     assert check == {"ok": False, "required": False, "reason": "failing", "failure": "assistant_service_failing"}
+
+
+# -- memory reads not recorded ----------------------------------------------------------------------
+
+
+def test_the_assistant_reads_whether_memory_reads_are_recorded_from_the_decisions_setting() -> None:
+    from loom_assistant.plane import memory_reads_recorded
+    from loom_core.settings import Settings
+
+    assert memory_reads_recorded(Settings(plane_overrides={})) is True
+    assert memory_reads_recorded(Settings(plane_overrides={"memory_exposure_ledger_enabled": False})) is False
+
+
+async def test_with_memory_reads_not_recorded_a_memory_citation_says_so_and_is_unchecked(
+    bench: Bench, asker: Asker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loom_assistant.domain.citations import REASON_MEMORY_NOT_RECORDED
+
+    monkeypatch.setattr(bench.plane.checker, "memory_reads_recorded", False)
+
+    async def script(turn: Turn) -> None:
+        await turn.call("memory.list", {})
+        await turn.say("Deploys run nightly [memory:deploy/window@v1].")
+
+    bench.emu.script = script
+    async with asker.client() as c:
+        r = await c.post(CHAT, json=chat_body())
+    (cited,) = r.json()["citations"]
+    assert cited["verified"] is False and cited["reason"] == REASON_MEMORY_NOT_RECORDED == "this deployment does not record memory reads"
+    assert r.json()["support"] == "unchecked"

@@ -14,7 +14,7 @@ import uvicorn
 import yaml
 from loom_core.plane import bind_handlers
 from loom_core.runtime import Handler, Runtime
-from loom_core.settings import setting_names
+from loom_core.settings import Settings, plane_settings_classes, setting_names
 from loom_core.store import Migration
 
 from . import local
@@ -46,6 +46,15 @@ def docs_text(path: Path = DOCS_DIR) -> str | None:
         return None
     parts = [p.read_text(errors="replace") for p in sorted(path.rglob("*.md"))]
     return "\n".join(parts) if parts else None
+
+
+def memory_reads_recorded(core: Settings) -> bool:
+    """LOOM_MEMORY_EXPOSURE_LEDGER_ENABLED, the decisions plane's setting, read through the
+    settings class that plane registers (no import of the plane); True when none is installed."""
+    cls = plane_settings_classes().get("decisions")
+    if cls is None or "memory_exposure_ledger_enabled" not in cls.model_fields:
+        return True
+    return bool(core.plane(cls).model_dump()["memory_exposure_ledger_enabled"])
 
 
 class _QuietServer(uvicorn.Server):
@@ -86,6 +95,7 @@ class AssistantPlane:
             op_names=list(runtime.catalog.ops),
             setting_names=setting_names(),
             docs_text=docs_text(),
+            memory_reads_recorded=memory_reads_recorded(core),
         )
         self._http_ops: HttpOps | None = None
         if s.assistant_loom_url:
