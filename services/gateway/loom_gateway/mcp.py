@@ -228,9 +228,9 @@ class LoomMCP:
             if err.http_status != 401:
                 return None  # not a token problem: the chain answers it per call
             run_id = request.headers.get("x-loom-run-id", "")
-            if err.code == ErrorCode.AUTH_REQUIRED and run_id and self.on_tokenless is not None:
-                if toolset_of(request) == assistant_toolset.TOOLSET:
-                    self.on_tokenless(run_id)
+            assistant = toolset_of(request) == assistant_toolset.TOOLSET
+            if err.code == ErrorCode.AUTH_REQUIRED and run_id and assistant and self.on_tokenless is not None:
+                self.on_tokenless(run_id)
             metadata = str(request.base_url).rstrip("/") + PROTECTED_RESOURCE_PATH
             challenge = f'Bearer resource_metadata="{metadata}"'
             if err.code != ErrorCode.AUTH_REQUIRED:
