@@ -189,8 +189,15 @@ async def test_a_chat_has_its_own_rate_class_and_says_when_to_retry(bench: Bench
     assert err["code"] == "RATE_LIMITED" and err["detail"]["rate_class"] == "chat" and err["retryable"] is True
     assert asked.status_code == 200, asked.text
     assert len(bench.emu.chat_bodies) == 2  # the limited chat never reached LibreChat
-    rows = await answer_rows(bench, asker.org, 3)
-    assert sorted((r["ok"], r["error_code"]) for r in rows) == [(False, "RATE_LIMITED"), (True, ""), (True, "")]
+    # assistant.ask's own class is limited too, and says when to retry the same way.
+    monkeypatch.setitem(limiter.per_minute, "heavy", 1)
+    async with asker.client() as c:
+        await call(c, "assistant.ask", question="hi")  # the bucket, cut to one, holds one
+        again = await call(c, "assistant.ask", question="hi")
+    assert again.status_code == 429 and int(again.headers["retry-after"]) >= 1
+    assert again.json()["error"]["detail"]["rate_class"] == "heavy"
+    rows = await answer_rows(bench, asker.org, 5)
+    assert sorted((r["ok"], r["error_code"]) for r in rows) == [(False, "RATE_LIMITED")] * 2 + [(True, "")] * 3
 
 
 @pytest.fixture(scope="module")

@@ -222,8 +222,9 @@ async def test_an_answer_through_the_gateway_runs_in_the_bridge_process_and_its_
     assert emu is not None
 
     async def script(turn: Turn) -> None:
-        me = await turn.call("auth.whoami", {})
-        await turn.say(f"You read as {me.body.get('consumer', '?')}.")
+        # task.counts: a read of the assistant toolset that the planes process serves.
+        counts = await turn.call("task.counts", {})
+        await turn.say("You read as loom-assistant." if counts.ok else f"Refused: {counts.body}")
 
     emu.script = script
     async with cluster.client() as admin:
