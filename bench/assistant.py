@@ -84,6 +84,7 @@ async def main(answers: int, chunks: int, rounds: int) -> None:
     emu_url = f"http://127.0.0.1:{emu_server.port}"
     settings = Settings(
         data_dir=tmp, jwt_secret="bench-secret-0123456789abcdef0123456789", http_port=0, ledger_flush_interval_seconds=0.05,
+        rate_chat_per_minute=1_000_000,  # the chat's own rate class would cut the rounds short
         plane_overrides={
             "assistant_librechat_url": emu_url, "assistant_setup_retry_s": 0.05, "assistant_concurrent_answers": 1000,
             "default_daily_cost_cap_usd": 1e9,

@@ -20,6 +20,8 @@ from `to_payload()` and rebuild with `from_payload()`; nothing else crosses a do
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -107,8 +109,8 @@ class LoomError(Exception):
     code: ErrorCode | str = ErrorCode.INTERNAL
     message: str = "internal error"
     detail: dict[str, Any] | None = None
-    # Whether the same call may succeed later unchanged, when this refusal says otherwise than
-    # its code's default (a 409 for a task in the wrong state: no retry moves it); None: CODES.
+    # Overrides the code's retry hint for one refusal whose code usually says otherwise: a 409 for a
+    # task in the wrong state (no retry moves it), an assistant or analysis store not configured.
     retry: bool | None = None
 
     def __post_init__(self) -> None:
@@ -205,8 +207,10 @@ class Unavailable(LoomError):
         code: ErrorCode | str = ErrorCode.BACKEND_UNAVAILABLE,
         message: str = "a backend is unavailable",
         detail: dict[str, Any] | None = None,
+        *,
+        retryable: bool | None = None,
     ):
-        super().__init__(code, message, detail)
+        super().__init__(code, message, detail, retryable)
 
 
 class BadRequest(LoomError):
@@ -237,3 +241,20 @@ _CLASS_BY_STATUS: dict[int, type[LoomError]] = {
 def invalid_field(field: str, reason: str) -> ValidationFailed:
     """422 naming the offending field."""
     return ValidationFailed(f"{field}: {reason}", {"field": field, "reason": reason})
+
+
+def retry_after(err: LoomError) -> str | None:
+    """The Retry-After header of a refusal: whole seconds, rounded up, for a rate limit that
+    says when to retry."""
+    if err.code == ErrorCode.RATE_LIMITED and err.detail and "retry_after_s" in err.detail:
+        return str(max(1, math.ceil(float(err.detail["retry_after_s"]))))
+    return None
+
+
+def http_error(err: LoomError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """A refusal as HTTP: status, headers, and the body `{"error": {code, message, retryable, detail}}`."""
+    headers = [(b"content-type", b"application/json")]
+    after = retry_after(err)
+    if after is not None:
+        headers.append((b"retry-after", after.encode()))
+    return err.http_status, headers, json.dumps({"error": err.to_payload()}, separators=(",", ":"), default=str).encode()

@@ -116,6 +116,9 @@ class Settings(BaseSettings):
     rate_insights_per_minute: int = Field(
         60, description="Calls per minute per subject for insights.query (its own rate class, `insights`)."
     )
+    rate_chat_per_minute: int = Field(
+        30, description="Chats per minute per subject on POST /v1/assistant/chat/completions (its own rate class, `chat`)."
+    )
 
     # --- ledger
     ledger_flush_interval_seconds: float = Field(0.2, description="Longest a ledger row waits in memory before its batch is written.")

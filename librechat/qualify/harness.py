@@ -22,9 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import yaml
 
 BROWSER_UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0 Safari/537.36"
 JWT_PREFIX = "eyJhbGciOiJIUzI1NiIs"  # every Loom token (HS256 JWT) starts so
+AGENT_YAML = Path(__file__).resolve().parents[1] / "agent.yaml"
+# LibreChat's name for an MCP server's tool: `<tool>` + Constants.mcp_delimiter + `<server>`
+# (packages/data-provider/src/config.ts; packages/api/src/mcp/registry/MCPServerInspector.ts).
+MCP_DELIMITER = "_mcp_"
+MCP_SERVER = "loom"
+
+
+def agent_tools() -> list[str]:
+    return [str(t) for t in yaml.safe_load(AGENT_YAML.read_text()).get("tools") or []]
 
 
 @dataclass
@@ -93,6 +103,8 @@ async def qualify(
         "agent create needs provider and model",
         "agents list and model shapes",
         "conversation_id is 404 Conversation not found",
+        "an agent keeps agent.yaml's tool names",
+        "agent.yaml names the assistant toolset as LibreChat does",
         "placeholder behaviour through Loom",
         "no password, key or token in logs",
         "no password, key or token in the database",
@@ -178,13 +190,39 @@ async def qualify(
             r = await http.post("/api/agents/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {p.key}"})
             _expect(r.status_code == 404 and _msg(r) == "Conversation not found", f"{r.status_code} {_msg(r)!r}")
 
+        async def tool_names_kept() -> str:
+            # LibreChat stores an agent's tools by the names it gives tools; one it does not
+            # know as a tool of the `loom` MCP server would not come back as written.
+            body = {"name": "loom-qualify-tools", "provider": "anthropic", "model": "claude-haiku-4-5", "tools": agent_tools()}
+            r = await http.post("/api/agents", json=body, headers=p.signed())
+            _expect(r.status_code == 201, f"create {r.status_code}")
+            agent_id = str(r.json()["id"])
+            try:
+                got = await http.get(f"/api/agents/{agent_id}", headers=p.signed())
+                kept = list(got.json().get("tools") or [])
+            finally:
+                await http.delete(f"/api/agents/{agent_id}", headers=p.signed())
+            _expect(kept == agent_tools(), f"LibreChat kept {kept}")
+            return f"{len(kept)} tools"
+
+        async def toolset_names() -> str:
+            if not (loom_url and loom_token):
+                raise _Skip("LOOM_QUALIFY_LOOM_URL / LOOM_QUALIFY_LOOM_TOKEN not set")
+            async with httpx.AsyncClient(base_url=loom_url.rstrip("/"), timeout=30, transport=transport) as loom:
+                r = await loom.get("/v1/ops", params={"toolset": "assistant"}, headers={"Authorization": f"Bearer {loom_token}"})
+            exposed = {f"{op['tool']}{MCP_DELIMITER}{MCP_SERVER}" for op in r.json()["ops"]}
+            named = set(agent_tools())
+            _expect(exposed == named, f"only listed: {sorted(exposed - named)}; only named: {sorted(named - exposed)}")
+            return f"{len(named)} tools"
+
         async def placeholder() -> str:
             if not (loom_url and loom_token):
                 raise _Skip("LOOM_QUALIFY_LOOM_URL / LOOM_QUALIFY_LOOM_TOKEN not set")
             async with httpx.AsyncClient(base_url=loom_url.rstrip("/"), timeout=120, transport=transport) as loom:
-                body = {"messages": [{"role": "user", "content": "Who am I? Call auth.whoami."}], "stream": True}
+                body = {"messages": [{"role": "user", "content": "Who holds a role here? Call grants.list."}], "stream": True}
                 r = await loom.post("/v1/assistant/chat/completions", json=body, headers={"Authorization": f"Bearer {loom_token}"})
-            final = [json.loads(x[6:]) for x in r.text.splitlines() if x.startswith("data: {") and '"loom.citations"' in x]
+            events = [json.loads(x[6:]) for x in r.text.splitlines() if x.startswith("data: {")]
+            final = [e for e in events if e.get("loom_event") == "loom.citations"]
             _expect(bool(final), "the chat route sent no loom.citations event")
             # A call under no token is ledgered under no org, so it is no step of the answer:
             # with the question asking for a call, no step means no call reached Loom with it.
@@ -226,6 +264,8 @@ async def qualify(
                 agent_create,
                 shapes,
                 conversation,
+                tool_names_kept,
+                toolset_names,
                 placeholder,
                 logs,
                 database,

@@ -55,7 +55,7 @@ def _fresh_emulator(request: pytest.FixtureRequest) -> None:
         emu: Emulator = request.getfixturevalue("bench").emu
         from .emulator import greeting
 
-        emu.script, emu.version, emu.chunk_delay_s, emu.gate = greeting, "0.8.8", 0.0, None
+        emu.script, emu.version, emu.chunk_delay_s, emu.gate, emu.listing_auth = greeting, "0.8.8", 0.0, None, True
         emu.chat_bodies.clear()
         emu.mcp_headers.clear()
         emu.tool_results.clear()

@@ -16,10 +16,12 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx2
 import mcp_types as types
+import yaml
 from loom_assistant.http import EventStream
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -31,6 +33,31 @@ from starlette.routing import Route
 ROLES = ("system", "user", "assistant", "tool")
 SIGN_IN_LIMIT = 7
 SIGN_IN_WINDOW_S = 300.0
+# LibreChat's Constants.mcp_delimiter (packages/data-provider/src/config.ts): an agent knows an
+# MCP server's tool as `<tool>_mcp_<server>` (packages/api/src/mcp/registry/MCPServerInspector.ts).
+MCP_DELIMITER = "_mcp_"
+MCP_SERVER = "loom"
+AGENT_YAML = Path(__file__).resolve().parents[2] / "librechat" / "agent.yaml"
+# How many pieces a streamed tool call's arguments are cut into, as a model streams them.
+ARGUMENT_PIECES = 4
+
+
+def agent_yaml_tools(path: Path = AGENT_YAML) -> list[str]:
+    """The tools librechat/agent.yaml gives the agent, read as LibreChat would be given them."""
+    return [str(t) for t in yaml.safe_load(path.read_text()).get("tools") or []]
+
+
+def librechat_name(tool: str) -> str:
+    """What a script names a tool by (a LibreChat name, an MCP tool name or a dotted op name)
+    as LibreChat's agent knows it."""
+    if tool.endswith(MCP_DELIMITER + MCP_SERVER):
+        return tool
+    mcp_name = tool if tool.startswith("loom_") else "loom_" + tool.replace(".", "_")
+    return mcp_name + MCP_DELIMITER + MCP_SERVER
+
+
+class ToolNotOffered(Exception):
+    """The script's model called a tool the agent was not given: a real model cannot."""
 
 
 def _err(status: int, message: str, type_: str = "invalid_request_error", code: str | None = None) -> JSONResponse:
@@ -54,6 +81,7 @@ class Turn:
     messages: list[dict[str, Any]]
     call: Callable[[str, dict[str, Any]], Awaitable[ToolResult]]
     say: Callable[[str], Awaitable[None]]
+    # The tools offered to the model, as LibreChat names them (`loom_task_get_mcp_loom`).
     tools: list[str] = field(default_factory=list)
     # The answer's message id: what its tool calls carry as X-Loom-Run-Id.
     run_id: str = ""
@@ -75,6 +103,9 @@ class Emulator:
     script: Script = greeting
     usage: tuple[int, int] = (1200, 300)
     chunk_delay_s: float = 0.0
+    # False: the MCP server's Authorization goes out on every request but tools/list (a token
+    # put under LibreChat's chat-only requestHeaders): the listing fails and the agent has no tools.
+    listing_auth: bool = True
     registration: bool = True
     users: dict[str, dict[str, Any]] = field(default_factory=dict)
     keys: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -200,7 +231,7 @@ class Emulator:
         headers = {"Authorization": f"Bearer {parent}".strip(), "X-Loom-Run-Id": message_id}
         if body.get("stream"):
             return EventStream(self._stream(agent or {}, msgs, headers, message_id), media_type="text/event-stream")
-        text, _, calls = await self._run(msgs, headers, None)
+        text, _, calls = await self._run(agent or {}, msgs, headers, None)
         return JSONResponse(
             {
                 "id": message_id,
@@ -242,7 +273,7 @@ class Emulator:
 
         async def work() -> None:
             try:
-                await self._run(msgs, headers, emit)
+                await self._run(agent, msgs, headers, emit)
                 await queue.put(self._chunk(message_id, agent_id, {}, "stop", usage=self._usage()))
             except Exception as exc:  # noqa: BLE001 - LibreChat's in-stream error shape
                 await queue.put(self._chunk(message_id, agent_id, {"content": f"\n\nError: {type(exc).__name__}"}, "stop"))
@@ -268,20 +299,54 @@ class Emulator:
             await asyncio.gather(task, return_exceptions=True)
 
     async def _run(
-        self, msgs: list[dict[str, Any]], headers: dict[str, str], emit: Callable[[dict[str, Any]], Awaitable[None]] | None
+        self,
+        agent: dict[str, Any],
+        msgs: list[dict[str, Any]],
+        headers: dict[str, str],
+        emit: Callable[[dict[str, Any]], Awaitable[None]] | None,
     ) -> tuple[str, list[ToolResult], list[dict[str, Any]]]:
+        """Run the script as the agent's model: it is offered only the tools the agent names
+        (`agent.tools`) that Loom's MCP server lists, as LibreChat offers an agent's tools."""
         text: list[str] = []
         results: list[ToolResult] = []
         tool_calls: list[dict[str, Any]] = []
         n = 0
 
-        def record(tool: str, args: dict[str, Any]) -> None:
+        agent_tools = [str(t) for t in agent.get("tools") or []]
+
+        def offer(listed: list[str] | None) -> list[str]:
+            # With no listing (the connection refused), LibreChat's cached definitions still offer them.
+            names = set(agent_tools) if listed is None else {t + MCP_DELIMITER + MCP_SERVER for t in listed}
+            return [t for t in agent_tools if t in names]
+
+        def record(name: str, args: dict[str, Any], offered: list[str]) -> str:
+            """The model's call of `name` (its LibreChat name); the MCP tool it calls."""
             nonlocal n
-            fn = {"name": f"{tool}_mcp_loom", "arguments": json.dumps(args)}
+            if name not in offered:
+                raise ToolNotOffered(f"{name} is not among the agent's tools {offered}")
+            fn = {"name": name, "arguments": json.dumps(args)}
             tc = {"index": n, "id": f"call_{_nanoid(8)}", "type": "function", "function": fn}
             tool_calls.append(tc)
             n += 1
             self.mcp_headers.append(dict(headers))
+            return name[: -len(MCP_DELIMITER + MCP_SERVER)]
+
+        async def stream_call(tc: dict[str, Any]) -> None:
+            """A tool call as OpenAI streams it: id, type and name first, then only the index with
+            a piece of the arguments."""
+            if emit is None:
+                return
+            first = {
+                "index": tc["index"],
+                "id": tc["id"],
+                "type": "function",
+                "function": {"name": tc["function"]["name"], "arguments": ""},
+            }
+            await emit({"tool_calls": [first]})
+            raw = tc["function"]["arguments"]
+            step = max(1, -(-len(raw) // ARGUMENT_PIECES))
+            for i in range(0, len(raw), step):
+                await emit({"tool_calls": [{"index": tc["index"], "function": {"arguments": raw[i : i + step]}}]})
 
         def keep(r: ToolResult) -> ToolResult:
             results.append(r)
@@ -307,37 +372,47 @@ class Emulator:
             if emit is not None:
                 await emit({"content": chunk})
 
-        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        listing_ok = False
+
+        async def strip_listing_auth(request: httpx2.Request) -> None:
+            if not self.listing_auth and b'"tools/list"' in request.content:
+                request.headers.pop("Authorization", None)
+
+        async with httpx2.AsyncClient(headers=headers, timeout=30, event_hooks={"request": [strip_listing_auth]}) as http:
             self.mcp_headers.append(dict(headers))
             try:
                 async with Client(
                     streamable_http_client(f"{self.loom_url}/mcp?toolset=assistant", http_client=http), mode="legacy"
                 ) as client:
                     listed = await client.list_tools()
+                    offered = offer([t.name for t in listed.tools])
+                    listing_ok = True
 
                     async def call(tool: str, args: dict[str, Any]) -> ToolResult:
-                        record(tool, args)
-                        if emit is not None:
-                            await emit({"tool_calls": [tool_calls[-1]]})
+                        mcp_tool = record(librechat_name(tool), args, offered)
+                        await stream_call(tool_calls[-1])
                         try:
-                            res: types.CallToolResult = await client.call_tool(tool, args)
+                            res: types.CallToolResult = await client.call_tool(mcp_tool, args)
                         except Exception:  # noqa: BLE001 - an HTTP-level refusal (401) ends the call
-                            return await refused(http, tool, args)
+                            return await refused(http, mcp_tool, args)
                         body = res.structured_content if isinstance(res.structured_content, dict) else {}
                         return keep(ToolResult(not res.is_error, body))
 
-                    await self.script(Turn(msgs, call, say, [t.name for t in listed.tools], headers.get("X-Loom-Run-Id", "")))
+                    await self.script(Turn(msgs, call, say, offered, headers.get("X-Loom-Run-Id", "")))
             except Exception:
-                if results or text:
+                # Only a connection Loom refused (no listing) goes on with LibreChat's cached tools.
+                if results or text or listing_ok:
                     raise
+                # LibreChat's cached definitions stand in for a refused listing, unless the
+                # listing alone went out without the token: then the agent has no tools.
+                offered_cached = offer(None) if self.listing_auth else []
 
                 async def call_refused(tool: str, args: dict[str, Any]) -> ToolResult:
-                    record(tool, args)
-                    if emit is not None:
-                        await emit({"tool_calls": [tool_calls[-1]]})
-                    return await refused(http, tool, args)
+                    mcp_tool = record(librechat_name(tool), args, offered_cached)
+                    await stream_call(tool_calls[-1])
+                    return await refused(http, mcp_tool, args)
 
-                await self.script(Turn(msgs, call_refused, say, [], headers.get("X-Loom-Run-Id", "")))
+                await self.script(Turn(msgs, call_refused, say, offered_cached, headers.get("X-Loom-Run-Id", "")))
         return "".join(text), results, tool_calls
 
     # -- signed-in routes -------------------------------------------------------------------------

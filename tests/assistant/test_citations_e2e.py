@@ -69,7 +69,9 @@ async def test_a_help_citation_copied_from_a_search_hit_verifies_with_its_anchor
     bench.emu.script = script
     async with asker.client() as c:
         r = await c.post(CHAT, json=chat_body(stream=True))
-    final = next(e for e in (json.loads(x[6:]) for x in r.text.splitlines() if x.startswith("data: {")) if e["object"] == "loom.citations")
+    final = next(
+        e for e in (json.loads(x[6:]) for x in r.text.splitlines() if x.startswith("data: {")) if e.get("loom_event") == "loom.citations"
+    )
     good, bad = final["citations"]
     assert good["kind"] == "help" and good["verified"] is True and good["anchor"]
     assert bad["verified"] is False and bad["reason"] and bad["reason"] != "the check could not run"

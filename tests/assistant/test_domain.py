@@ -10,6 +10,8 @@ from loom_assistant.domain.citations import Checked, Citation
 from loom_assistant.domain.support import ABSTENTION, RUN_ROWS_CUT, Call, Calls, Support, cut_run, decide
 from loom_assistant.domain.token_path import HOLD_S, MISSES, TokenPath
 from loom_assistant.plane import load_definition
+from loom_core.catalog import load_catalog
+from loom_gateway.mcp import tool_name
 
 KINDS = opsets.kinds()
 
@@ -245,7 +247,9 @@ def test_step_one_refusals_in_order() -> None:
     r = caller.first_refusal
     assert r(tok(parents=("p", "assistant-answer-1")), namespace="ns", now=0, answer_ttl_s=600).code == "ASSISTANT_SELF_CALL"  # type: ignore[union-attr]
     assert r(tok(consumer="loom-assistant"), namespace="ns", now=0, answer_ttl_s=600).code == "ASSISTANT_SELF_CALL"  # type: ignore[union-attr]
-    assert r(tok(roles={"*": "viewer"}), namespace="ns", now=0, answer_ttl_s=600).detail == {"reason": "org_wide"}  # type: ignore[union-attr]
+    wide = r(tok(roles={"*": "viewer"}), namespace="ns", now=0, answer_ttl_s=600)
+    assert wide is not None and wide.detail is not None and wide.detail["reason"] == "org_wide"
+    assert "namespace token" in wide.message and "token.mint" in wide.message
     assert r(tok(read_scope=("ns",)), namespace="ns", now=0, answer_ttl_s=600).detail["reason"] == "narrowed"  # type: ignore[union-attr,index]
     soon = r(tok(exp=500), namespace="ns", now=0, answer_ttl_s=600)
     assert soon is not None and soon.detail == {"reason": "token_expires_soon", "left_s": 500, "needed_s": 600}
@@ -286,6 +290,7 @@ def test_history_keeps_user_and_assistant_text_and_ends_with_the_question() -> N
 PINNED = {
     1: "7d319024b560781f283ec0444828f46892840b7c1a00a0d894b15b159edcce96",
     2: "9c059db4c2a523e6be0c460680c3acbf30c53b7316ed221b2facedc4dc8a415a",
+    3: "29729333804424d70f518d4dcdc678d95e09ba895fc4b4d7099e2a6de44a50e8",
 }
 
 
@@ -305,10 +310,17 @@ def test_agent_definition_is_written_only_when_newer_or_same_version_other_model
 
 def test_agent_tools_are_reads_of_the_assistant_toolset_and_never_the_assistant() -> None:
     d = load_definition()
-    assert "assistant.ask" not in d.tools
-    assert all(t in opsets.kinds() for t in d.tools)
-    assert d.librechat_tools()[0].endswith("_mcp_loom")
+    by_tool = {tool_name(op): op for op in load_catalog().ops}
+    ops = [by_tool[t] for t in d.mcp_tools()]
+    assert "assistant.ask" not in ops
+    assert all(op in opsets.kinds() for op in ops)
+    assert all(t.endswith("_mcp_loom") for t in d.tools) and d.agent_body()["tools"] == list(d.tools)
     assert "Nothing stored in Loom answers this." in d.instructions
+
+
+def test_a_tool_not_named_as_librechat_names_an_mcp_tool_is_refused() -> None:
+    with pytest.raises(ValueError, match="_mcp_loom"):
+        definition.parse({"version": 1, "name": "n", "provider": "p", "model": "m", "instructions": "i", "tools": ["task.get"]})
 
 
 # -- LibreChat's deployed configuration ---------------------------------------------------------

@@ -28,7 +28,10 @@ async def test_no_librechat_configured_answers_unavailable_not_configured(stack:
     for r in (r1, r2):
         assert r.status_code == 503, r.text
         assert r.json()["error"]["code"] == "ASSISTANT_UNAVAILABLE"
-        assert r.json()["error"]["detail"] == {"reason": "not_configured"}
+        err = r.json()["error"]
+        # It names the setting, and says no retry fixes it (an operator sets the URL).
+        assert err["detail"] == {"reason": "not_configured", "setting": "LOOM_ASSISTANT_LIBRECHAT_URL"}
+        assert "LOOM_ASSISTANT_LIBRECHAT_URL" in err["message"] and err["retryable"] is False
     plane = next(p for p in stack.planes if p.name == "assistant")
     assert await plane.health() == {}  # no check when none is configured
 
@@ -56,7 +59,7 @@ async def test_streamed_answer_sends_live_steps_before_its_text(bench: Bench, as
     hold = asyncio.Event()
 
     async def script(turn: Turn) -> None:
-        await turn.call("auth.whoami", {})
+        await turn.call("grants.list", {})
         await hold.wait()
         await turn.say("You are a viewer.")
 
@@ -68,14 +71,14 @@ async def test_streamed_answer_sends_live_steps_before_its_text(bench: Bench, as
                 continue
             event = json.loads(line[6:])
             seen.append(event)
-            if event["object"] == "loom.step":
+            if event.get("loom_event") == "loom.step":
                 hold.set()  # the text comes only after a step was shown
-    kinds = [e["object"] for e in seen]
+    kinds = [e.get("loom_event", "chunk") for e in seen]
     first_step = kinds.index("loom.step")
-    first_text = next(i for i, e in enumerate(seen) if e["object"] == "chat.completion.chunk" and e["choices"][0]["delta"].get("content"))
+    first_text = next(i for i, e in enumerate(seen) if e["choices"] and e["choices"][0]["delta"].get("content"))
     assert first_step < first_text
     step = seen[first_step]
-    assert step["steps"] == [{"op": "auth.whoami", "text": "Checked who is asking", "ok": True}] and step["choices"] == []
+    assert step["steps"] == [{"op": "grants.list", "text": "Read who has access", "ok": True}] and step["choices"] == []
 
 
 def _docs_calls(bench: Bench, asker: Asker, rows: int) -> Script:
@@ -101,7 +104,7 @@ async def test_an_answer_whose_run_holds_more_than_200_rows_is_cut_unchecked_nev
         streamed = await c.post(CHAT, json=chat_body(stream=True))
         whole = await c.post(CHAT, json=chat_body())
     assert streamed.status_code == 200 and whole.status_code == 200
-    final = next(e for e in sse_events(streamed.text) if isinstance(e, dict) and e["object"] == "loom.citations")
+    final = next(e for e in sse_events(streamed.text) if isinstance(e, dict) and e.get("loom_event") == "loom.citations")
     assert final["steps_cut"] is True
     assert len(final["steps"]) == RUN_ROWS_CUT and {s["op"] for s in final["steps"]} == {"help.search"}
     assert final["support"] == "unchecked"
@@ -113,7 +116,7 @@ async def test_an_answer_of_200_rows_is_not_cut(bench: Bench, asker: Asker) -> N
     async with asker.client() as c:
         streamed = await c.post(CHAT, json=chat_body(stream=True))
         whole = await c.post(CHAT, json=chat_body())
-    final = next(e for e in sse_events(streamed.text) if isinstance(e, dict) and e["object"] == "loom.citations")
+    final = next(e for e in sse_events(streamed.text) if isinstance(e, dict) and e.get("loom_event") == "loom.citations")
     assert "steps_cut" not in final and len(final["steps"]) == RUN_ROWS_CUT
     assert final["support"] == "none" and whole.json()["support"] == "none"
 
@@ -134,7 +137,7 @@ async def test_tool_calls_arriving_without_the_answers_token_turn_the_assistant_
     check says auth_off, without calling LibreChat; the rest of Loom still serves."""
 
     async def script(turn: Turn) -> None:
-        await turn.call("auth.whoami", {})
+        await turn.call("grants.list", {})
         await turn.say("Nothing stored in Loom answers this.")
 
     bench.emu.script = script
@@ -158,7 +161,7 @@ async def test_tool_calls_arriving_without_the_answers_token_turn_the_assistant_
 
 async def test_answers_whose_calls_carry_their_token_keep_the_assistant_on(bench: Bench, asker: Asker) -> None:
     async def script(turn: Turn) -> None:
-        assert (await turn.call("auth.whoami", {})).ok
+        assert (await turn.call("grants.list", {})).ok
         await turn.say("Nothing stored in Loom answers this.")
 
     bench.emu.script = script
@@ -177,7 +180,7 @@ async def test_answers_whose_caller_was_revoked_mid_answer_do_not_turn_the_assis
     async def script(turn: Turn) -> None:
         async with asker.client(asker.admin) as c:
             assert (await call(c, "token.revoke", token_id=revoke["id"])).status_code == 200
-        assert not (await turn.call("auth.whoami", {})).ok
+        assert not (await turn.call("grants.list", {})).ok
         await turn.say("Nothing stored in Loom answers this.")
 
     bench.emu.script = script

@@ -15,8 +15,8 @@ from .conftest import Asker, Bench
 from .emulator import Turn
 
 
-async def whoami(turn: Turn) -> None:
-    await turn.call("auth.whoami", {})
+async def grants(turn: Turn) -> None:
+    await turn.call("grants.list", {})
     await turn.say("ok")
 
 
@@ -46,7 +46,7 @@ async def test_the_harness_qualifies_the_emulator_and_names_its_placeholder_beha
     bench: Bench, asker: Asker, tmp_path: Path, version: str
 ) -> None:
     bench.emu.version = version
-    bench.emu.script = whoami
+    bench.emu.script = grants
     logs = tmp_path / "logs"
     logs.mkdir()
     bench.emu.sign_ins.clear()  # each run signs in three times; LibreChat allows seven in five minutes

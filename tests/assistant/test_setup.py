@@ -24,7 +24,7 @@ from loom_runner.http import HttpServer
 from tests.conftest import TEST_SECRET
 
 from .conftest import Bench
-from .emulator import Emulator
+from .emulator import Emulator, agent_yaml_tools
 
 EMAIL = "loom-assistant@loom.local"
 
@@ -81,7 +81,8 @@ async def test_first_boot_registers_signs_in_makes_a_key_and_the_agent(rig: Rig)
     (agent,) = rig.emu.agents.values()
     d = load_definition()
     assert agent["id"] == row.agent_id and agent["model"] == d.model and agent["instructions"] == d.instructions
-    assert agent["tools"] == d.librechat_tools() and agent["provider"] == "anthropic"
+    # The agent's tools exactly as librechat/agent.yaml names them (LibreChat's MCP names).
+    assert agent["tools"] == list(d.tools) == agent_yaml_tools() and agent["provider"] == "anthropic"
     assert (row.definition_version, row.definition_model) == (d.version, d.model)
     assert s.state.status == Status.READY
     # The key runs the agent.

@@ -27,9 +27,10 @@ from .emulator import Turn
 
 
 async def cited_script(turn: Turn) -> None:
-    me = await turn.call("auth.whoami", {})
-    await turn.call("grants.list", {})
-    await turn.say(f"You read as {me.body.get('role')}. ")
+    grants = await turn.call("grants.list", {})
+    await turn.call("task.counts", {})
+    assert grants.ok, grants.body
+    await turn.say("You read as viewer. ")
     await turn.say("Nothing else is claimed.")
 
 
@@ -84,7 +85,7 @@ async def test_assistant_ask_over_grpc(bench: Bench, asker: Asker) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as info:
             await stub.Ask(pb.AskRequest(question="hi"), metadata=[("authorization", f"Bearer {asker.admin}")])
     err = from_rpc_error(info.value)
-    assert err.code == "AUTH_INSUFFICIENT" and err.detail == {"reason": "org_wide"}
+    assert err.code == "AUTH_INSUFFICIENT" and err.detail is not None and err.detail["reason"] == "org_wide"
 
 
 async def test_assistant_ask_records_its_spend_on_the_op_ledger_row(bench: Bench, asker: Asker) -> None:
@@ -111,7 +112,7 @@ async def test_sdk_stream_yields_text_steps_and_the_checked_answer(bench: Bench,
     done = events[-1]
     assert isinstance(done, Done) and texts == done.answer.text == "You read as viewer. Nothing else is claimed."
     assert done.answer.support == "unchecked"
-    assert [s.op for s in done.answer.steps or []] == ["auth.whoami", "grants.list"]
+    assert [s.op for s in done.answer.steps or []] == ["grants.list", "task.counts"]
     assert all(isinstance(e, (TextDelta, Steps, Done)) for e in events)
     assert whole.text == done.answer.text and whole.steps is None
     assert generated["text"] == "You read as viewer. Nothing else is claimed."
@@ -134,16 +135,18 @@ async def test_mcp_calls_assistant_ask_by_name_but_no_listing_shows_it(bench: Be
 
 
 async def test_the_agent_calling_the_assistant_is_refused_as_a_self_call(bench: Bench, asker: Asker) -> None:
-    async def script(turn: Turn) -> None:
-        await turn.call("assistant.ask", {"question": "ask yourself"})
-        await turn.say("Nothing stored in Loom answers this.")
-
-    bench.emu.script = script
+    # The agent is not given the assistant (its tools are the toolset's reads); its token
+    # calling it by name anyway, as a tool call LibreChat would send, is a self call.
     async with asker.client() as c:
         r = await c.post("/v1/assistant/chat/completions", json={"messages": [{"role": "user", "content": "loop"}]})
     assert r.status_code == 200
-    (result,) = bench.emu.tool_results
-    assert result.body["error"]["code"] == "ASSISTANT_SELF_CALL"
+    answer_token = str(bench.emu.chat_bodies[-1]["parent_message_id"])
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {answer_token}"}, timeout=30) as http,
+        Client(streamable_http_client(f"{asker.base_url}/mcp?toolset=assistant", http_client=http), mode="legacy") as client,
+    ):
+        res: types.CallToolResult = await client.call_tool("loom_assistant_ask", {"question": "ask yourself"})
+    assert res.is_error and res.structured_content["error"]["code"] == "ASSISTANT_SELF_CALL"  # type: ignore[index]
     assert len(bench.emu.chat_bodies) == 1  # LibreChat was asked once: by the caller, never by itself
 
 
@@ -197,7 +200,7 @@ async def test_a_cluster_gateway_relays_the_chat_to_the_bridge_url(bench: Bench,
     monkeypatch.setenv("LOOM_ASSISTANT_BRIDGE_URL", f"http://127.0.0.1:{port}")
     gateway = FastAPI()
     assert bench.inst.relay is not None
-    register(gateway, bench.inst.relay, {})
+    register(gateway, bench.inst.relay)
     server = HttpServer(gateway)
     await server.start()
     try:
@@ -207,11 +210,13 @@ async def test_a_cluster_gateway_relays_the_chat_to_the_bridge_url(bench: Bench,
             whole = await c.post("/v1/assistant/chat/completions", json={"messages": [{"role": "user", "content": "q"}]})
             streamed = await c.post("/v1/assistant/chat/completions", json={"messages": [{"role": "user", "content": "q"}], "stream": True})
             refused = await c.post(
-                "/v1/assistant/chat/completions", json={"messages": []}, headers={"Authorization": f"Bearer {asker.admin}"}
+                "/v1/assistant/chat/completions",
+                json={"messages": [{"role": "user", "content": "q"}]},
+                headers={"Authorization": f"Bearer {asker.admin}"},
             )
         assert whole.status_code == 200 and whole.json()["choices"][0]["message"]["content"].startswith("You read as viewer.")
         assert streamed.headers["content-type"].startswith("text/event-stream") and streamed.text.rstrip().endswith("data: [DONE]")
-        assert refused.status_code == 403 and refused.json()["error"]["detail"] == {"reason": "org_wide"}
+        assert refused.status_code == 403 and refused.json()["error"]["detail"]["reason"] == "org_wide"
     finally:
         await server.stop()
         assert bench.plane._server is not None

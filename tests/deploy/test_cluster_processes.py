@@ -222,8 +222,9 @@ async def test_an_answer_through_the_gateway_runs_in_the_bridge_process_and_its_
     assert emu is not None
 
     async def script(turn: Turn) -> None:
-        me = await turn.call("auth.whoami", {})
-        await turn.say(f"You read as {me.body.get('consumer', '?')}.")
+        # task.counts: a read of the assistant toolset that the planes process serves.
+        counts = await turn.call("task.counts", {})
+        await turn.say("You read as loom-assistant." if counts.ok else f"Refused: {counts.body}")
 
     emu.script = script
     async with cluster.client() as admin:
@@ -238,7 +239,7 @@ async def test_an_answer_through_the_gateway_runs_in_the_bridge_process_and_its_
         asked = await ok(c, "assistant.ask", question="Who am I?")
     assert r.status_code == 200, r.text
     events = [line[6:] for line in r.text.split("\n") if line.startswith("data: ")]
-    objects = [json.loads(e).get("object") for e in events[:-1]]
+    objects = [json.loads(e).get("loom_event", "chunk") for e in events[:-1]]
     assert events[-1] == "[DONE]" and objects.index("loom.text_done") < objects.index("loom.citations")
     text = "".join((ch.get("delta") or {}).get("content") or "" for e in events[:-1] for ch in json.loads(e).get("choices") or [])
     assert text == asked["text"] == "You read as loom-assistant."

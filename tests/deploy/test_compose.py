@@ -188,7 +188,9 @@ def test_librechat_gets_only_its_own_librechat_secrets_and_its_configuration_fro
     assert env["CONFIG_PATH"] == "/app/librechat.yaml"
     assert not any(k.startswith(("OTEL_", "LANGFUSE_")) for k in env), "no tracing variable: it would export request bodies"
     bridge = compose["services"]["assistant-bridge"]["environment"]
-    assert "LOOM_ASSISTANT_LIBRECHAT_URL" in bridge
+    # Wired to the profile's LibreChat by default; an operator empties it to run without one.
+    assert bridge["LOOM_ASSISTANT_LIBRECHAT_URL"] == "http://librechat:3080"
+    assert "${LOOM_ASSISTANT_LIBRECHAT_URL-http://librechat:3080}" in COMPOSE.read_text()
     # The gateway relays the chat route to the bridge's HTTP listener (no bridge in its process).
     host_port = bridge["LOOM_ASSISTANT_BRIDGE_LISTEN"].rpartition(":")[2]
     gateway = compose["services"]["gateway"]["environment"]

@@ -12,7 +12,7 @@ import httpx
 from loom_core.identity.tokens import Principal, TokenCodec, new_token_id
 from loom_runner.embedded import Instance
 
-from tests.conftest import Tenant, call, unique
+from tests.conftest import TEST_SECRET, Tenant, call, unique
 
 
 def error_of(r: httpx.Response, status: int, code: str) -> dict[str, Any]:
@@ -140,10 +140,10 @@ async def test_token_minted_right_after_a_subject_revocation_is_valid(tenant: Te
             old = await mint(admin, subject="user:dave", roles={tenant.namespace: "writer"}, ttl_seconds=600)
             assert (await call(admin, "token.revoke", subject="user:dave")).status_code == 200
             fresh = await mint(admin, subject="user:dave", roles={tenant.namespace: "writer"}, ttl_seconds=600)
-            old_iat = jwt.get_unverified_claims(old["token"])["iat"]
-            if jwt.get_unverified_claims(fresh["token"])["iat"] == old_iat:
+            old_iat = jwt.decode(old["token"], TEST_SECRET, algorithms=["HS256"])["iat"]
+            if jwt.decode(fresh["token"], TEST_SECRET, algorithms=["HS256"])["iat"] == old_iat:
                 break
-        assert jwt.get_unverified_claims(fresh["token"])["iat"] == old_iat, "no attempt fell within one second"
+        assert jwt.decode(fresh["token"], TEST_SECRET, algorithms=["HS256"])["iat"] == old_iat, "no attempt fell within one second"
     assert error_of(await whoami(tenant, old["token"]), 401, "AUTH_REVOKED")["detail"]["reason"] == "subject"
     assert (await whoami(tenant, fresh["token"])).json()["subject"] == "user:dave"
 

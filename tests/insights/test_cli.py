@@ -40,8 +40,9 @@ def test_print_analyst_sql_on_the_embedded_store_prints_the_complete_analyst_sql
         assert re.search(rf"GRANT SELECT\([a-z_, ]+\) ON loom\.{table} TO loom_analyst;", sql)
     assert "ALTER SETTINGS PROFILE loom_analyst_caps SETTINGS max_execution_time = 30 MAX 30" in sql
     assert sql.count("ALTER SETTINGS PROFILE loom_analyst_profile SETTINGS INHERIT 'loom_analyst_caps', readonly = 2 CONST") == 2
-    assert "SQL_loom_version = '1." in statements[-1]
-    assert "REVOKE ALL ON *.* FROM loom_analyst;" in sql
+    assert "SQL_loom_version = '2." in statements[-1]
+    assert "REVOKE ALL" not in sql
+    assert f"REVOKE SELECT ON loom.{task_table} FROM loom_analyst;" in sql
     assert "users_without_row_policies_can_read_rows" in sql
     assert "SELECT name FROM system.row_policies" in sql  # the admin's first check
 

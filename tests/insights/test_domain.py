@@ -48,9 +48,9 @@ BASE = present_tables({})
 
 def test_generated_entity_set_is_pinned_to_its_version_digest() -> None:
     # A change to any grant, policy or pin changes these digests: bump REVISION with it.
-    assert REVISION == 1
-    assert version_of(BASE) == "1.3dd9e9f91431e4b2"
-    assert full_version() == "1.2a9547e285ab56ba"
+    assert REVISION == 2
+    assert version_of(BASE) == "2.e14058198387bbe2"
+    assert full_version() == "2.0799d3edb1056ade"
 
 
 def test_allowlist_holds_metadata_never_content() -> None:
@@ -119,7 +119,10 @@ def test_write_order_policies_then_pins_then_grants_then_version() -> None:
     policies = idx(lambda s: "ROW POLICY" in s)
     pins = idx(lambda s: s.startswith("ALTER SETTINGS PROFILE loom_analyst_profile"))
     grants = idx(lambda s: s.startswith("GRANT "))
-    revoke = idx(lambda s: s.startswith("REVOKE ALL"))
+    revoke = idx(lambda s: s.startswith("REVOKE SELECT ON loom."))
+    assert not idx(lambda s: s.startswith("REVOKE ALL"))
+    # exactly what the write grants is revoked first
+    assert sorted(sql[i].split(" ON ")[1].split(" ")[0] for i in revoke) == sorted(sql[i].split(" ON ")[1].split(" ")[0] for i in grants)
     user = idx(lambda s: "USER loom_analyst" in s)
     assert max(user) < min(policies)
     assert max(policies) < pins[0] < revoke[0] < min(grants)
@@ -183,10 +186,13 @@ def test_a_table_taken_off_the_allowlist_loses_its_grant_keeps_a_policy_reading_
     sql = _plan(tables=kept, retired_tables=[POLICY_DECISIONS.name], version=version_of(kept))
     on = f" ON loom.{POLICY_DECISIONS.name} "
     assert [s for s in sql if on in s] == [
-        f"ALTER ROW POLICY loom_analyst_scope ON loom.{POLICY_DECISIONS.name} AS RESTRICTIVE FOR SELECT USING 0 TO loom_analyst"
+        f"ALTER ROW POLICY loom_analyst_scope ON loom.{POLICY_DECISIONS.name} AS RESTRICTIVE FOR SELECT USING 0 TO loom_analyst",
+        f"REVOKE SELECT ON loom.{POLICY_DECISIONS.name} FROM loom_analyst",
     ]
-    # The revoke of everything comes before the grants, so the old grant goes with the write.
-    assert sql.index("REVOKE ALL ON *.* FROM loom_analyst") < min(i for i, s in enumerate(sql) if s.startswith("GRANT "))
+    # The retired table's grant is revoked with the write, before the grants.
+    assert sql.index(f"REVOKE SELECT ON loom.{POLICY_DECISIONS.name} FROM loom_analyst") < min(
+        i for i, s in enumerate(sql) if s.startswith("GRANT ")
+    )
     assert version_of(kept) != version_of(BASE)
     catalog = build_catalog(kept, Caps(), 100, version_of(kept), True)
     assert POLICY_DECISIONS.name not in [t["name"] for t in catalog["tables"]]

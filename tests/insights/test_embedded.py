@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 from loom_core.store import Store
+from loom_insights.domain.entities import REVISION
 from loom_runner.embedded import Instance
 
 from tests.conftest import Tenant, call
@@ -52,7 +53,7 @@ async def test_catalog_answers_from_the_allowlist_without_the_canary(tenant: Ten
     assert ("tasks" in names or "task_state" in names) and "agent_events" in names and "analysis_canary" not in names
     columns = {c["name"] for t in body["tables"] for c in t["columns"]}
     assert not {"title", "brief", "outcome", "reason", "args", "doc"} & columns
-    assert body["version"].startswith("1.")
+    assert body["version"].startswith(f"{REVISION}.")
     assert any(cap["setting"] == "max_execution_time" for cap in body["caps"])
 
 

@@ -42,6 +42,21 @@ log = logging.getLogger(__name__)
 
 Behavior = Callable[[Message, grpc.aio.ServicerContext], Awaitable[Message]]
 
+# An assistant answer's token (spec 000 "The bridge"): its consumer, and the toolset it reads by.
+ANSWER_CONSUMER = "loom-assistant"
+ANSWER_TOOLSET = "assistant"
+# Ops outside the toolset an answer's token still reaches: assistant.ask, to meet its own
+# refusal (ASSISTANT_SELF_CALL, ledgered as a refused answer), and help.verify, which the
+# bridge's citation check calls with the answer's token.
+_ANSWER_ALSO = frozenset({"assistant.ask", "help.verify"})
+
+
+def answer_may_call(op: OpSpec) -> bool:
+    """An answer's token calls the assistant toolset's reads and nothing else (spec 000: the
+    agent writes nothing), on every door and toolset: a write, a mint and every op outside the
+    toolset are refused before their handler."""
+    return op.name in _ANSWER_ALSO or (ANSWER_TOOLSET in op.toolsets and not op.write_shaped)
+
 
 class OpChainInterceptor(grpc.aio.ServerInterceptor):
     def __init__(
@@ -125,6 +140,12 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
             principal = self.auth.verify(token)
             if md.get(MD_ORG) and md[MD_ORG] != principal.org:
                 raise Forbidden(ErrorCode.AUTH_WRONG_ORG, "the token belongs to another org", {"reason": "wrong_org"})
+            if principal.consumer == ANSWER_CONSUMER and not answer_may_call(op):
+                raise Forbidden(
+                    ErrorCode.AUTH_INSUFFICIENT,
+                    f"an assistant answer's token calls only the assistant toolset's reads; {op.name} is not one",
+                    {"reason": "assistant_toolset", "op": op.name},
+                )
             namespace = namespace or principal.default_namespace
             role = await self._role(op, principal, namespace)
             ctx = CallContext(

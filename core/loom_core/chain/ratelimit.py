@@ -23,6 +23,7 @@ class RateLimiter:
             "admin": settings.rate_admin_per_minute,
             "heavy": settings.rate_heavy_per_minute,
             "insights": settings.rate_insights_per_minute,
+            "chat": settings.rate_chat_per_minute,
         }
         self._buckets: dict[tuple[str, str, str], _Bucket] = {}
 

@@ -167,7 +167,8 @@ class AssistantClient:
                         event = json.loads(payload)
                     except ValueError:
                         continue
-                    kind = event.get("object")
+                    # Loom's own events are chunks with no choices, named by `loom_event`.
+                    kind = event.get("loom_event") or event.get("object")
                     if kind == "chat.completion.chunk":
                         answer.run_id = answer.run_id or str(event.get("id") or "")
                         for choice in event.get("choices") or []:

@@ -25,12 +25,11 @@ class AssistantHandlers:
         self._controls = controls
 
     async def ask(self, req: pb.AskRequest, ctx: CallContext) -> pb.AskResponse:
-        labels = {"agent": ctx.agent, "user": ctx.user, "session": ctx.session, "request_id": ctx.request_id}
-        # The chain verified the token and ledgers this call (refusals included) on its own row.
-        adm = await self._bridge.admit(ctx.token, ctx.namespace, transport=ctx.transport, labels=labels, ledgered=False)
+        # The chain verified the token and ledgers this call (refusals included) on its own row,
+        # which the bridge stamps with the answer's spend and run.
+        adm = await self._bridge.admit(ctx)
         messages = [{"role": t.role, "content": t.content} for t in req.history] + [{"role": "user", "content": req.question}]
         out = await self._bridge.whole(adm, messages)
-        self._bridge.pending_costs[ctx.request_id] = float(adm.extra.get("cost", 0.0))
         choice = (out.get("choices") or [{}])[0]
         return pb.AskResponse(
             text=str((choice.get("message") or {}).get("content") or ""),

@@ -1,23 +1,49 @@
-"""The bridge's chat endpoint as an ASGI app: the gateway's POST /v1/assistant/chat/completions
-is handed to it (in process, or over HTTP in a cluster). Streaming or not, OpenAI-compatible."""
+"""The bridge's HTTP endpoint, which the gateway hands POST /v1/assistant/chat/completions and
+GET /v1/assistant/models (in process, or over HTTP in a cluster). OpenAI-compatible, streaming
+or not.
+
+One door: a chat is one call through the same interceptor chain as every op (token, role,
+its own rate class `chat`, the history-policy gate, one ledger row, the same error body and
+Retry-After), as op assistant.ask, the operation both surfaces record their spend under. The
+body is checked first (domain/chat_body.py), so a hostile body is refused before the token is
+read, a slot is held or LibreChat is called.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import AsyncGenerator, Mapping
 from functools import partial
 from typing import Any
 
 import anyio
-from loom_core.errors import LoomError, ValidationFailed
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from google.protobuf.message import Message
+from loom_api.assistant.v1 import assistant_pb2 as pb
+from loom_core.catalog import Catalog, OpSpec
+from loom_core.chain import OpChainInterceptor, current_call
+from loom_core.chain.context import LABEL_KEYS, MD_AUTHORIZATION, MD_TRANSPORT
+from loom_core.errors import ErrorCode, LoomError, NotFound, Unauthenticated, http_error
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.types import Message as AsgiMessage
 from starlette.types import Receive, Scope, Send
 
-from .service.bridge import Bridge, labels_of
+from .domain import chat_body
+from .domain import history as history_rules
+from .service.bridge import ANSWER_OP, Bridge
 
 CHAT_PATH = "/v1/assistant/chat/completions"
+MODELS_PATH = "/v1/assistant/models"
+# A chat is not `heavy` like assistant.ask: its own class, limited apart.
+CHAT_RATE_CLASS = "chat"
+
+
+def chat_op(catalog: Catalog) -> OpSpec:
+    """The chat route as the chain sees it: assistant.ask's rules under the `chat` rate class."""
+    op = catalog.get(ANSWER_OP)
+    if op is None:  # pragma: no cover - the assistant plane's own proto defines it
+        raise RuntimeError(f"the catalog has no {ANSWER_OP}")
+    return dataclasses.replace(op, rate_class=CHAT_RATE_CLASS)
 
 
 class EventStream(StreamingResponse):
@@ -36,52 +62,120 @@ class EventStream(StreamingResponse):
             await until_done(partial(self.listen_for_disconnect, receive))
 
 
-def _error(err: LoomError) -> JSONResponse:
-    headers = {}
-    if err.detail and "retry_after_s" in err.detail:
-        headers["Retry-After"] = str(max(1, int(float(err.detail["retry_after_s"]))))
-    return JSONResponse({"error": err.to_payload()}, status_code=err.http_status, headers=headers)
+class _Started:
+    """`send`, noting whether the response has begun (after which a refusal cannot be sent)."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+
+    async def __call__(self, message: AsgiMessage) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self._send(message)
 
 
-def _bearer(value: str | None) -> str | None:
-    if not value:
-        return None
-    scheme, _, token = value.partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None
+async def _render(err: LoomError, send: Send) -> None:
+    status, headers, body = http_error(err)
+    await send({"type": "http.response.start", "status": status, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
 
 
-def chat_app(bridge: Bridge) -> Starlette:
-    async def chat(request: Request) -> Response:
-        headers = {k.lower(): v for k, v in request.headers.items()}
-        transport = "sdk" if headers.get("x-loom-client", "").startswith("sdk") else "rest"
+async def _read_body(receive: Receive) -> bytes:
+    """The body, refused as soon as it passes the limit (the rest is never read)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise chat_body.refusal("the client went away", "disconnected")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > chat_body.MAX_BODY_BYTES:
+            raise chat_body.too_large()
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+
+
+def _metadata(headers: Mapping[str, str]) -> dict[str, str]:
+    """The chain's metadata from the request's headers; the transport is the door's to say."""
+    md = {k: headers[k] for k in (MD_AUTHORIZATION, *LABEL_KEYS) if k in headers and k != MD_TRANSPORT}
+    md[MD_TRANSPORT] = "sdk" if headers.get("x-loom-client", "").startswith("sdk") else "rest"
+    return md
+
+
+class ChatEndpoint:
+    """The ASGI app for both paths (a class instance, so a route hands it the raw ASGI call)."""
+
+    def __init__(self, bridge: Bridge, chain: OpChainInterceptor, op: OpSpec) -> None:
+        self.bridge = bridge
+        self.chain = chain
+        self.op = op
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path, method = scope.get("path", ""), scope.get("method", "")
+        if path == CHAT_PATH and method == "POST":
+            await self._chat(scope, receive, send)
+        elif path == MODELS_PATH and method == "GET":
+            await self._models(scope, send)
+        else:
+            await _render(NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no such path", {"reason": "path"}), send)
+
+    async def _models(self, scope: Scope, send: Send) -> None:
         try:
-            adm = await bridge.admit(
-                _bearer(headers.get("authorization")),
-                headers.get("x-loom-namespace", ""),
-                transport=transport,
-                labels=labels_of(headers),
-                ledgered=True,
-            )
+            auth = _headers(scope).get("authorization", "")
+            scheme, _, token = auth.partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                raise Unauthenticated(ErrorCode.AUTH_REQUIRED, "a bearer token is required")
+            self.bridge.auth.verify(token.strip())
+            body = json.dumps(self.bridge.models(), separators=(",", ":")).encode()
         except LoomError as err:
-            return _error(err)
+            await _render(err, send)
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _chat(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = _Started(send)
+        headers = _headers(scope)
         try:
-            raw = await request.body()
+            chat_body.check_content_type(headers.get("content-type", ""))
+            body = chat_body.parse(await _read_body(receive))
             try:
-                body: Any = json.loads(raw) if raw.strip() else {}
-            except ValueError:
-                raise ValidationFailed("the body is not valid JSON", {"field": "(body)"}) from None
-            if not isinstance(body, dict):
-                raise ValidationFailed("the body must be a JSON object", {"field": "(body)"})
-            messages = body.get("messages")
-            if body.get("stream"):
-                events = await bridge.stream(adm, messages)
-                return EventStream(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-            out = await bridge.whole(adm, messages)
-            bridge.record_answer(adm, run_id=str(adm.extra.get("run_id", "")), cost=float(adm.extra.get("cost", 0.0)), ok=True)
-            return JSONResponse(out)
+                history_rules.clean_messages(body.get("messages") or [], None)
+            except history_rules.HistoryError as exc:
+                raise chat_body.refusal(str(exc), exc.reason, field=exc.field) from None
+            answer = partial(self._answer, body, scope, receive, started)
+            await self.chain.call(self.op, answer, pb.AskRequest(), _metadata(headers), validated=True)
         except LoomError as err:
-            bridge.release(adm)
-            bridge.record_answer(adm, run_id="", cost=0.0, ok=False, error_code=str(err.code))
-            return _error(err)
+            # Once the stream has begun, its own error event has told the client.
+            if not started.started:
+                await _render(err, send)
 
-    return Starlette(routes=[Route(CHAT_PATH, chat, methods=["POST"])])
+    async def _answer(self, body: dict[str, Any], scope: Scope, receive: Receive, send: Send, _request: Message) -> Message:
+        """The handler behind the chain: admit, answer, respond. Returns once the response is
+        sent, with the spend kept for the chain's row; raises the answer's error for that row."""
+        adm = await self.bridge.admit(current_call())
+        messages = body.get("messages")
+        if body.get("stream"):
+            events: AsyncGenerator[bytes, None] = await self.bridge.stream(adm, messages)
+            try:
+                await EventStream(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})(
+                    scope, receive, send
+                )
+            finally:
+                # A disconnect leaves the relay suspended: its cleanup (close upstream, charge,
+                # free the slot) runs now, before the chain writes the answer's row.
+                await events.aclose()
+            error = adm.extra.get("error")
+            if isinstance(error, LoomError):
+                raise error
+        else:
+            out = await self.bridge.whole(adm, messages)
+            await JSONResponse(out)(scope, receive, send)
+        return pb.AskResponse(run_id=str(adm.extra.get("run_id", "")), support="")

@@ -14,14 +14,13 @@ import uvicorn
 import yaml
 from loom_core.plane import bind_handlers
 from loom_core.runtime import Handler, Runtime
-from loom_core.settings import setting_names
+from loom_core.settings import Settings, plane_settings_classes, setting_names
 from loom_core.store import Migration
-from starlette.applications import Starlette
 
 from . import local
 from .domain import definition as definition_mod
 from .handlers import AssistantHandlers
-from .http import chat_app
+from .http import ChatEndpoint, chat_op
 from .service.bridge import Bridge, TokenLimits
 from .service.checks import Checker, HttpOps, OpCaller
 from .service.controls import Controls
@@ -47,6 +46,15 @@ def docs_text(path: Path = DOCS_DIR) -> str | None:
         return None
     parts = [p.read_text(errors="replace") for p in sorted(path.rglob("*.md"))]
     return "\n".join(parts) if parts else None
+
+
+def memory_reads_recorded(core: Settings) -> bool:
+    """LOOM_MEMORY_EXPOSURE_LEDGER_ENABLED, the decisions plane's setting, read through the
+    settings class that plane registers (no import of the plane); True when none is installed."""
+    cls = plane_settings_classes().get("decisions")
+    if cls is None or "memory_exposure_ledger_enabled" not in cls.model_fields:
+        return True
+    return bool(core.plane(cls).model_dump()["memory_exposure_ledger_enabled"])
 
 
 class _QuietServer(uvicorn.Server):
@@ -87,6 +95,7 @@ class AssistantPlane:
             op_names=list(runtime.catalog.ops),
             setting_names=setting_names(),
             docs_text=docs_text(),
+            memory_reads_recorded=memory_reads_recorded(core),
         )
         self._http_ops: HttpOps | None = None
         if s.assistant_loom_url:
@@ -104,11 +113,12 @@ class AssistantPlane:
             checker=self.checker,
             model=self.definition.model,
         )
+        # The chat route's own pass through the op chain (the same limiter, gate and ledger).
+        self._chat = ChatEndpoint(self.bridge, runtime.interceptor(), chat_op(runtime.catalog))
         self.controls = Controls(
             store=runtime.store, auth=runtime.auth, default_cap_usd=s.default_daily_cost_cap_usd, share=s.assistant_budget_share
         )
         self._handlers = AssistantHandlers(self.bridge, self.controls)
-        self._app: Starlette | None = None
         self._server: _QuietServer | None = None
         self._serve_task: asyncio.Task[None] | None = None
 
@@ -119,10 +129,9 @@ class AssistantPlane:
         """How citation checks call Loom's ops (help.verify) with the answer's token."""
         self.checker.ops = ops
 
-    def chat_app(self) -> Starlette:
-        if self._app is None:
-            self._app = chat_app(self.bridge)
-        return self._app
+    def chat_app(self) -> ChatEndpoint:
+        """The ASGI app the gateway hands the chat and models routes to."""
+        return self._chat
 
     async def serve_chat(self, host: str, port: int) -> int:
         """Serve the chat route over HTTP (a cluster's gateway relays to it); the bound port."""

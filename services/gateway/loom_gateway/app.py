@@ -77,7 +77,7 @@ def create_app(
     # Before /v1/{op}: the assistant's chat route (services/gateway/loom_gateway/assistant_routes.py).
     from .assistant_routes import register as register_assistant
 
-    register_assistant(app, relay, ready_checks)
+    register_assistant(app, relay, mcp)
     from .watch import register as register_watch  # GET /v1/task/watch (watch.py)
 
     register_watch(app, relay)
@@ -125,6 +125,8 @@ def create_app(
                 entry: dict[str, Any] = {"ok": bool(result.get("ok")), "required": bool(result.get("required", True))}
                 if result.get("reason"):
                     entry["reason"] = str(result["reason"])
+                if result.get("failure"):  # what an operator must do (assistant_service_failing)
+                    entry["failure"] = str(result["failure"])
                 checks[name] = entry
                 if entry["required"] and not entry["ok"]:
                     ok = False

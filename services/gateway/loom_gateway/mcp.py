@@ -166,6 +166,9 @@ class LoomMCP:
         )
         self._manager: StreamableHTTPSessionManager | None = None
         self._tools: dict[str | None, list[types.Tool]] = {}
+        # Told the run id of an assistant-toolset request that came with no token at all (an
+        # answer's connection whose Authorization header LibreChat left off): auth_off.
+        self.on_tokenless: Callable[[str], None] | None = None
 
     # -- listing ---------------------------------------------------------------------------
 
@@ -199,7 +202,7 @@ class LoomMCP:
     async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         headers, args = forwarded_headers(ctx.request), params.arguments or {}
         if toolset_of(ctx.request) == assistant_toolset.TOOLSET:
-            args, headers = assistant_toolset.assistant_call(args, headers)
+            args, headers = assistant_toolset.assistant_call(args, headers, self.verify)
         try:
             if params.name == unified_search.TOOL_NAME:
                 return ok_result(await unified_search.search(self.relay, args, headers, TRANSPORT))
@@ -272,6 +275,10 @@ class LoomMCP:
         except LoomError as err:
             if err.http_status != 401:
                 return None  # not a token problem: the chain answers it per call
+            run_id = request.headers.get("x-loom-run-id", "")
+            assistant = toolset_of(request) == assistant_toolset.TOOLSET
+            if err.code == ErrorCode.AUTH_REQUIRED and run_id and assistant and self.on_tokenless is not None:
+                self.on_tokenless(run_id)
             metadata = str(request.base_url).rstrip("/") + PROTECTED_RESOURCE_PATH
             challenge = f'Bearer resource_metadata="{metadata}"'
             if err.code != ErrorCode.AUTH_REQUIRED:

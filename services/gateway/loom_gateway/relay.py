@@ -72,11 +72,15 @@ class Relay:
         timeout: float = 60.0,
         local: Mapping[str, LocalPlane] | None = None,
         recorder: RefusalRecorder | None = None,
+        replica: object | None = None,
     ) -> None:
         """`recorder`: where a call refused here, before any plane's chain saw it (its body, its
         arguments), gets its ledger row, as every call the chain refuses does."""
         self.catalog = catalog
         self.recorder = recorder
+        # The replica this gateway is part of (its bus connection, core's in-process registry
+        # key): how the gateway finds a part of its own replica served in this process.
+        self.replica = replica
         self.addresses = dict(addresses)
         self.local = dict(local or {})
         # Every plane this gateway serves, whichever transport reaches it.

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from loom_core.chain.interceptor import ANSWER_CONSUMER
 from loom_core.errors import ErrorCode
 
 ANSWER_TOKEN_PREFIX = "assistant-answer-"
-ANSWER_CONSUMER = "loom-assistant"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +46,11 @@ def first_refusal(t: CallerToken, *, namespace: str, now: int, answer_ttl_s: int
         return Refusal(ErrorCode.ASSISTANT_SELF_CALL, "an assistant answer's token cannot ask the assistant")
     if "*" in t.roles:
         return Refusal(
-            ErrorCode.AUTH_INSUFFICIENT, "an org-wide token cannot ask the assistant: an answer reads one namespace", {"reason": "org_wide"}
+            ErrorCode.AUTH_INSUFFICIENT,
+            "an org-wide token cannot ask the assistant: an answer reads one namespace. Ask with a namespace token:"
+            ' mint one with the token.mint op (POST /v1/token.mint {"roles": {"<namespace>": "viewer"}, "ttl_seconds": 3600})'
+            " and send it as the bearer token",
+            {"reason": "org_wide", "mint": {"op": "token.mint", "roles": {"<namespace>": "viewer"}}},
         )
     if t.read_scope:
         return Refusal(

@@ -8,7 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+# The MCP server's name in librechat.yaml (deploy/librechat/assistant.librechat.yaml `mcpServers`).
 MCP_SERVER = "loom"
+# LibreChat names an MCP server's tool for an agent `<tool><delimiter><server>`: its
+# Constants.mcp_delimiter in packages/data-provider/src/config.ts, joined in
+# packages/api/src/mcp/registry/MCPServerInspector.ts (getToolFunctions).
+MCP_DELIMITER = "_mcp_"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +43,9 @@ class Definition:
         }
         return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
-    def librechat_tools(self) -> list[str]:
-        """LibreChat names an MCP tool `<tool>_mcp_<server>`."""
-        return [f"{t}_mcp_{MCP_SERVER}" for t in self.tools]
+    def mcp_tools(self) -> list[str]:
+        """The MCP tool names (`loom_task_get`) the definition's LibreChat names carry."""
+        return [mcp_tool_of(t) for t in self.tools]
 
     def agent_body(self) -> dict[str, Any]:
         return {
@@ -49,11 +54,27 @@ class Definition:
             "model": self.model,
             "instructions": self.instructions,
             "model_parameters": dict(self.model_parameters),
-            "tools": self.librechat_tools(),
+            "tools": list(self.tools),
         }
 
 
+def librechat_tool(mcp_tool: str) -> str:
+    """`loom_task_get` -> `loom_task_get_mcp_loom`: the name LibreChat gives the agent."""
+    return f"{mcp_tool}{MCP_DELIMITER}{MCP_SERVER}"
+
+
+def mcp_tool_of(librechat_name: str) -> str:
+    """`loom_task_get_mcp_loom` -> `loom_task_get`; ValueError for a name of no `loom` tool."""
+    tool, sep, server = librechat_name.rpartition(MCP_DELIMITER)
+    if not sep or server != MCP_SERVER or not tool:
+        raise ValueError(f"agent.yaml: tool {librechat_name!r} is not named <tool>{MCP_DELIMITER}{MCP_SERVER}")
+    return tool
+
+
 def parse(raw: Mapping[str, Any]) -> Definition:
+    tools = tuple(str(t) for t in raw.get("tools") or ())
+    for t in tools:
+        mcp_tool_of(t)
     try:
         return Definition(
             version=int(raw["version"]),
@@ -61,7 +82,7 @@ def parse(raw: Mapping[str, Any]) -> Definition:
             provider=str(raw["provider"]),
             model=str(raw["model"]),
             model_parameters=dict(raw.get("model_parameters") or {}),
-            tools=tuple(str(t) for t in raw.get("tools") or ()),
+            tools=tools,
             instructions=str(raw["instructions"]),
         )
     except (KeyError, TypeError, ValueError) as exc:

@@ -16,13 +16,14 @@ import json
 import logging
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from loom_core.chain import Ledger
-from loom_core.chain.ledger import ledger_row
+import httpx
+from loom_core.chain import CallContext, Ledger
+from loom_core.chain.interceptor import ANSWER_CONSUMER
 from loom_core.errors import ErrorCode, Forbidden, LoomError, RateLimited, Unavailable, ValidationFailed
 from loom_core.identity import Authenticator, Principal, TokenCodec
 from loom_core.identity.delegation import delegate
@@ -33,6 +34,7 @@ from ..domain import caller as caller_rules
 from ..domain import history as history_rules
 from ..domain import pricing
 from ..domain.steps import Step, steps_of
+from ..domain.stream import ToolCalls
 from ..domain.token_path import TokenPath
 from ..settings import AssistantSettings
 from ..store import controls
@@ -44,6 +46,11 @@ from .setup import ServiceSetup, Status
 log = logging.getLogger(__name__)
 
 ANSWER_OP = "assistant.ask"
+# Fields Loom adds to an OpenAI-shaped answer: the agent's LibreChat id (`model` is the model's
+# name), and on Loom's own events which event it is (loom.step, loom.text_done, loom.citations,
+# loom.error).
+AGENT_FIELD = "loom_agent_id"
+EVENT_FIELD = "loom_event"
 STEP_TIMES = (0.0, 1.0, 2.0)
 STEP_EVERY_S = 4.0
 
@@ -66,8 +73,8 @@ class Admission:
     answer: Principal
     answer_token: str
     started: float
-    transport: str
-    labels: dict[str, str]
+    # The chain's request id: its ledger row for this answer gets the answer's spend and run.
+    request_id: str
     released: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -109,16 +116,23 @@ class Bridge:
         self.client = client
         self.checker = checker
         self.model = model
+        # When this process took the agent as its model (an OpenAI model's `created`).
+        self.created = int(time.time())
         self._running: dict[tuple[str, str], int] = defaultdict(int)
         # Whether answers' tokens reach Loom through LibreChat's MCP header (auth_off).
         self.token_path = TokenPath()
         self.token_path_observed = asyncio.Event()
+        # Answers (by run id) an MCP request of which reached Loom with no token at all (at
+        # initialize or tools/list, where a LibreChat whose header is off leaves the agent no
+        # tools, so the answer makes no tool call that could show it) -> when it was seen.
+        self._tokenless: dict[str, float] = {}
         self._background: set[asyncio.Task[None]] = set()
-        # request id -> the spend to put on the op's ledger row (assistant.ask through the chain).
-        self.pending_costs: dict[str, float] = {}
+        # request id -> (spend, run id) to put on the chain's ledger row for the answer (both
+        # surfaces: assistant.ask and the chat route are each one call through the chain).
+        self.pending: dict[str, tuple[float, str]] = {}
         if setup is not None:
             # Only a configured assistant answers, so only then does a row need its spend stamped.
-            self.ledger.observers.append(self._stamp_cost)
+            self.ledger.observers.append(self._stamp_answer)
 
     # -- status ------------------------------------------------------------------------------
 
@@ -131,6 +145,14 @@ class Bridge:
 
     def _available(self) -> tuple[str, str]:
         status, _ = self.status()
+        if status == Status.NOT_CONFIGURED:
+            # Retrying cannot fix a deployment with no assistant: an operator sets the URL.
+            raise Unavailable(
+                ErrorCode.ASSISTANT_UNAVAILABLE,
+                "no assistant is configured: set LOOM_ASSISTANT_LIBRECHAT_URL to LibreChat's internal address",
+                {"reason": "not_configured", "setting": "LOOM_ASSISTANT_LIBRECHAT_URL"},
+                retryable=False,
+            )
         if status != Status.READY or self.setup is None or self.setup.row is None:
             raise Unavailable(
                 ErrorCode.ASSISTANT_UNAVAILABLE,
@@ -141,19 +163,11 @@ class Bridge:
 
     # -- step 1 and 2 ------------------------------------------------------------------------
 
-    async def admit(self, token: str | None, namespace: str, *, transport: str, labels: Mapping[str, str], ledgered: bool) -> Admission:
-        """Refuse or admit; an admitted answer holds one of the namespace's slots until release."""
-        caller: Principal | None = None
-        try:
-            caller = self.auth.verify(token)
-            namespace = namespace or caller.default_namespace
-            return await self._admit(caller, token or "", namespace, transport, labels)
-        except LoomError as err:
-            if ledgered:
-                self._record_refusal(caller, namespace, transport, labels, err)
-            raise
-
-    async def _admit(self, caller: Principal, token: str, namespace: str, transport: str, labels: Mapping[str, str]) -> Admission:
+    async def admit(self, ctx: CallContext) -> Admission:
+        """Refuse or admit the chain's call (its token verified, its role checked, its rate
+        class spent, the policy gate passed); an admitted answer holds one of the namespace's
+        slots until release. The chain ledgers the call, refusals included."""
+        caller, namespace = ctx.principal, ctx.namespace
         now = int(time.time())
         refusal = caller_rules.first_refusal(
             _token_of(caller), namespace=namespace, now=now, answer_ttl_s=self.settings.assistant_answer_ttl_s
@@ -205,12 +219,12 @@ class Bridge:
             creator_grants=await self.auth.live_grants(caller.org, caller.sub),
             roles={namespace: Role.VIEWER.label},
             default_namespace=namespace,
-            consumer=caller_rules.ANSWER_CONSUMER,
+            consumer=ANSWER_CONSUMER,
             ends_with_session=True,
             token_id_prefix=caller_rules.ANSWER_TOKEN_PREFIX,
         )
         self._running[slot] += 1
-        adm = Admission(caller, namespace, role, answer, self.codec.encode(answer), time.time(), transport, dict(labels))
+        adm = Admission(caller, namespace, role, answer, self.codec.encode(answer), time.time(), ctx.request_id)
         adm.extra["api_key"], adm.extra["agent_id"] = api_key, agent_id
         return adm
 
@@ -219,6 +233,25 @@ class Bridge:
             adm.released = True
             slot = (adm.caller.org, adm.namespace)
             self._running[slot] = max(0, self._running[slot] - 1)
+
+    def charge(self, adm: Admission, *, usage: pricing.Usage | None, run_id: str) -> float:
+        """The answer's spend (its usage at the model's rate; the ceiling when it was cut, so a
+        timed-out or stopped answer is never $0), kept for the chain's ledger row."""
+        cost = pricing.answer_cost(self.model, usage, ceiling_usd=self.settings.assistant_answer_ceiling_usd)
+        adm.extra["cost"], adm.extra["run_id"] = cost, run_id
+        self.pending[adm.request_id] = (cost, run_id)
+        return cost
+
+    def _left_s(self, adm: Admission) -> float:
+        return max(0.0, self.settings.assistant_answer_ttl_s - (time.time() - adm.started))
+
+    def _timed_out(self) -> LoomError:
+        ttl = self.settings.assistant_answer_ttl_s
+        return Unavailable(
+            ErrorCode.OVERLOADED,
+            f"the answer ran past its limit of {ttl} s (LOOM_ASSISTANT_ANSWER_TTL_S); ask a narrower question",
+            {"reason": "answer_ttl", "limit_s": ttl},
+        )
 
     # -- step 3 ------------------------------------------------------------------------------
 
@@ -236,7 +269,7 @@ class Bridge:
         if exc.status in (401, 404) and self.setup is not None:
             # The key or the agent is gone: set up again.
             asyncio.get_running_loop().create_task(self.setup.repair())
-        return Unavailable(ErrorCode.ASSISTANT_UNAVAILABLE, "the assistant could not answer", {"reason": "failing"})
+        return _failing()
 
     async def whole(self, adm: Admission, messages: Any) -> dict[str, Any]:
         """A whole answer: the text, its checked citations and support."""
@@ -244,49 +277,65 @@ class Bridge:
         try:
             body = self.body(adm, messages)
             try:
-                out = await asyncio.wait_for(self.client.chat(adm.extra["api_key"], body), self.settings.assistant_answer_ttl_s)
+                out = await asyncio.wait_for(self.client.chat(adm.extra["api_key"], body), self._left_s(adm))
             except LibreChatError as exc:
                 raise self._upstream_error(exc) from None
-            except (TimeoutError, OSError) as exc:
-                raise Unavailable(ErrorCode.ASSISTANT_UNAVAILABLE, "the assistant could not answer", {"reason": "failing"}) from exc
+            except TimeoutError:
+                # LibreChat ran the answer to its limit: what it spent is unknown, so the ceiling.
+                self.charge(adm, usage=None, run_id="")
+                raise self._timed_out() from None
+            except (OSError, httpx.HTTPError) as exc:
+                raise _failing() from exc
             choice = (out.get("choices") or [{}])[0]
             text = str((choice.get("message") or {}).get("content") or "")
             run_id = str(out.get("id") or "")
-            usage = pricing.usage_of(out)
             calls = len((choice.get("message") or {}).get("tool_calls") or [])
+            self.charge(adm, usage=pricing.usage_of(out), run_id=run_id)
             verdict = await self.checker.verdict(self._scope(adm), run_id, text, streamed=False, tool_calls=calls)
-            self._observe_later(adm, calls, waited=bool(verdict.extra.get("calls_waited")))
-            cost = pricing.answer_cost(self.model, usage, ceiling_usd=self.settings.assistant_answer_ceiling_usd)
+            self._observe_later(adm, run_id, calls, waited=bool(verdict.extra.get("calls_waited")))
+            out["model"] = self.model
+            out[AGENT_FIELD] = adm.extra["agent_id"]
             out["citations"] = verdict.wire_citations()
             out["support"] = verdict.support.value
             out["unknown_names"] = verdict.unknown_names
-            adm.extra["cost"], adm.extra["run_id"] = cost, run_id
             return out
         finally:
             self.release(adm)
 
-    async def stream(self, adm: Admission, messages: Any) -> AsyncIterator[bytes]:
+    async def stream(self, adm: Admission, messages: Any) -> AsyncGenerator[bytes, None]:
         """Open the upstream stream (errors raise here, before any byte), then the relay."""
         assert self.client is not None
-        body = self.body(adm, messages)
+        try:
+            body = self.body(adm, messages)
+        except LoomError:
+            self.release(adm)
+            raise
         stack = contextlib.AsyncExitStack()
         try:
             resp = await asyncio.wait_for(
-                stack.enter_async_context(self.client.stream_chat(adm.extra["api_key"], body)), self.settings.assistant_upstream_timeout_s
+                stack.enter_async_context(self.client.stream_chat(adm.extra["api_key"], body)),
+                min(self.settings.assistant_upstream_timeout_s, self._left_s(adm)),
             )
         except LibreChatError as exc:
             await stack.aclose()
             self.release(adm)
             raise self._upstream_error(exc) from None
-        except (TimeoutError, OSError) as exc:
+        except TimeoutError as exc:
+            # Asked, and no answer began in time: closing the request aborts the run, which may
+            # already have spent; a service that does not answer is failing.
+            await stack.aclose()
+            self.charge(adm, usage=None, run_id="")
+            self.release(adm)
+            raise _failing() from exc
+        except (OSError, httpx.HTTPError) as exc:
             await stack.aclose()
             self.release(adm)
-            raise Unavailable(ErrorCode.ASSISTANT_UNAVAILABLE, "the assistant could not answer", {"reason": "failing"}) from exc
+            raise _failing() from exc
         return self._relay(adm, resp, stack)
 
-    async def _relay(self, adm: Admission, resp: Any, stack: contextlib.AsyncExitStack) -> AsyncIterator[bytes]:
+    async def _relay(self, adm: Admission, resp: Any, stack: contextlib.AsyncExitStack) -> AsyncGenerator[bytes, None]:
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-        state: dict[str, Any] = {"run_id": "", "text": [], "usage": None, "done": False, "tool_calls": set()}
+        state = _Streamed()
         shown: list[list[dict[str, Any]]] = [[]]
 
         async def pump() -> None:
@@ -296,20 +345,19 @@ class Bridge:
                     if data is None:
                         continue
                     if data.strip() == "[DONE]":
-                        state["done"] = True
+                        state.done = True
                         break
                     chunk = parse_chunk(data)
-                    if chunk is not None:
-                        state["run_id"] = state["run_id"] or str(chunk.get("id") or "")
-                        for ch in chunk.get("choices") or []:
-                            delta = ch.get("delta") or {}
-                            for tc in delta.get("tool_calls") or []:
-                                state["tool_calls"].add(str(tc.get("id") or tc.get("index")))
-                            content = delta.get("content")
-                            if isinstance(content, str):
-                                state["text"].append(content)
-                        state["usage"] = pricing.usage_of(chunk) or state["usage"]
-                    await queue.put(("chunk", f"data: {data}\n\n".encode()))
+                    if chunk is None:
+                        continue  # not a chunk a client could parse: nothing to relay
+                    state.run_id = state.run_id or str(chunk.get("id") or "")
+                    state.calls.add_chunk(chunk)
+                    for ch in chunk.get("choices") or []:
+                        content = (ch.get("delta") or {}).get("content") if isinstance(ch, dict) else None
+                        if isinstance(content, str):
+                            state.text.append(content)
+                    state.usage = pricing.usage_of(chunk) or state.usage
+                    await queue.put(("chunk", self._relayed(adm, chunk)))
             except Exception:  # noqa: BLE001 - a broken upstream ends the text; the answer is cut
                 log.warning("assistant: the upstream stream broke")
             finally:
@@ -323,29 +371,35 @@ class Bridge:
                 await asyncio.sleep(max(0.0, target - waited))
                 waited = target
                 try:
-                    steps = await self._live_steps(adm, state["run_id"])
+                    steps = await self._live_steps(adm, state.run_id)
                 except Exception:  # noqa: BLE001 - a read that fails ends the steps
                     return
                 wire = [s.wire() for s in steps]
                 if wire != shown[0]:
                     shown[0] = wire
-                    await queue.put(("step", self._event(state["run_id"], "loom.step", steps=wire)))
+                    await queue.put(("step", self._event(state.run_id, "loom.step", steps=wire)))
 
         pump_task = asyncio.create_task(pump())
         tick_task = asyncio.create_task(ticker())
-        finished = False
         try:
             while True:
-                kind, item = await queue.get()
+                try:
+                    # The answer's limit holds on a stream as on a whole answer.
+                    kind, item = await asyncio.wait_for(queue.get(), self._left_s(adm))
+                except TimeoutError:
+                    err = self._timed_out()
+                    adm.extra["error"] = err
+                    yield self._event(state.run_id, "loom.error", error=err.to_payload())
+                    yield b"data: [DONE]\n\n"
+                    return
                 if kind == "end":
                     break
                 yield item
             tick_task.cancel()
             await asyncio.gather(tick_task, return_exceptions=True)
-            run_id = state["run_id"]
-            text = "".join(state["text"])
-            yield self._event(run_id, "loom.text_done")
-            verdict = await self.checker.verdict(self._scope(adm), run_id, text, streamed=True, tool_calls=len(state["tool_calls"]))
+            text = "".join(state.text)
+            yield self._event(state.run_id, "loom.text_done")
+            verdict = await self.checker.verdict(self._scope(adm), state.run_id, text, streamed=True, tool_calls=len(state.calls))
             fields: dict[str, Any] = {
                 "citations": verdict.wire_citations(),
                 "support": verdict.support.value,
@@ -355,10 +409,9 @@ class Bridge:
                 fields["steps"] = [s.wire() for s in verdict.steps]
             if verdict.steps_cut:
                 fields["steps_cut"] = True
-            yield self._event(run_id, "loom.citations", **fields)
+            yield self._event(state.run_id, "loom.citations", **fields)
             yield b"data: [DONE]\n\n"
-            finished = True
-            self._observe_later(adm, len(state["tool_calls"]), waited=bool(verdict.extra.get("calls_waited")))
+            self._observe_later(adm, state.run_id, len(state.calls), waited=bool(verdict.extra.get("calls_waited")))
         finally:
             # Shielded: a disconnect cancels this generator's scope, and every await of the
             # cleanup would be cancelled again before the upstream request is closed.
@@ -368,41 +421,51 @@ class Bridge:
                 await asyncio.gather(pump_task, tick_task, return_exceptions=True)
                 # Closing the upstream request makes LibreChat abort the run.
                 await stack.aclose()
-                cut = not state["done"]
-                usage = None if cut else state["usage"]
-                cost = pricing.answer_cost(self.model, usage, ceiling_usd=self.settings.assistant_answer_ceiling_usd)
-                self.record_answer(adm, run_id=str(state["run_id"]), cost=cost, ok=finished, error_code="" if finished else "CANCELLED")
+                self.charge(adm, usage=state.usage if state.done else None, run_id=state.run_id)
                 self.release(adm)
 
-    def _observe_later(self, adm: Admission, tool_calls: int, *, waited: bool) -> None:
-        if tool_calls > 0:
-            task = asyncio.get_running_loop().create_task(self.observe_token_path(adm, tool_calls, waited=waited))
+    def observe_tokenless(self, run_id: str) -> None:
+        """The MCP door saw a request of answer `run_id` on the assistant toolset with no token."""
+        now = time.monotonic()
+        horizon = now - self.settings.assistant_answer_ttl_s
+        for old in [r for r, t in self._tokenless.items() if t < horizon]:
+            del self._tokenless[old]
+        self._tokenless[run_id] = now
+
+    def _observe_later(self, adm: Admission, run_id: str, tool_calls: int, *, waited: bool) -> None:
+        tokenless = self._tokenless.pop(run_id, None) is not None
+        if tool_calls > 0 or tokenless:
+            task = asyncio.get_running_loop().create_task(self.observe_token_path(adm, tool_calls, waited=waited, tokenless=tokenless))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
 
-    async def observe_token_path(self, adm: Admission, tool_calls: int, *, waited: bool = False) -> None:
+    async def observe_token_path(self, adm: Admission, tool_calls: int, *, waited: bool = False, tokenless: bool = False) -> None:
         """After an answer with tool calls: did any land under the answer's token? Within the
         calls' three-second bound, or one read when the answer's checks already waited for its
-        calls' rows; a read that fails says nothing. Sets `token_path_observed` when done."""
+        calls' rows; a read that fails says nothing. An answer whose MCP connection reached Loom
+        with no token (`tokenless`) is a miss without a read. Sets `token_path_observed` when done."""
         try:
-            await self._observe_token_path(adm, tool_calls, waited)
+            await self._observe_token_path(adm, tool_calls, waited, tokenless)
         finally:
             self.token_path_observed.set()
 
-    async def _observe_token_path(self, adm: Admission, tool_calls: int, waited: bool) -> None:
-        if tool_calls <= 0:
+    async def _observe_token_path(self, adm: Admission, tool_calls: int, waited: bool, tokenless: bool) -> None:
+        if tokenless:
+            n, tool_calls = 0, max(tool_calls, 1)
+        elif tool_calls <= 0:
             return
-        deadline = time.monotonic() + (0.0 if waited else CALLS_BOUND_S)
-        try:
-            while True:
-                await self.checker.flush()
-                n = await ledger_store.rows_under_token(self.store, org=adm.caller.org, token_id=adm.answer.jti)
-                if n > 0 or time.monotonic() >= deadline:
-                    break
-                await asyncio.sleep(min(0.1, self.checker.ledger_wait_s))
-        except Exception:  # noqa: BLE001 - an unreadable ledger decides nothing
-            log.warning("assistant: could not read the answer's calls for the token path")
-            return
+        else:
+            deadline = time.monotonic() + (0.0 if waited else CALLS_BOUND_S)
+            try:
+                while True:
+                    await self.checker.flush()
+                    n = await ledger_store.rows_under_token(self.store, org=adm.caller.org, token_id=adm.answer.jti)
+                    if n > 0 or time.monotonic() >= deadline:
+                        break
+                    await asyncio.sleep(min(0.1, self.checker.ledger_wait_s))
+            except Exception:  # noqa: BLE001 - an unreadable ledger decides nothing
+                log.warning("assistant: could not read the answer's calls for the token path")
+                return
         if n == 0:
             try:
                 self.auth.verify(adm.answer_token)
@@ -431,58 +494,56 @@ class Bridge:
     def _scope(self, adm: Admission) -> AnswerScope:
         return AnswerScope(adm.caller.org, adm.namespace, adm.caller.sub, adm.answer_token, adm.started)
 
-    @staticmethod
-    def _event(run_id: str, kind: str, **fields: Any) -> bytes:
-        event = {"id": run_id or None, "object": kind, "created": int(time.time()), "choices": [], **fields}
+    def _relayed(self, adm: Admission, chunk: dict[str, Any]) -> bytes:
+        """LibreChat's chunk as the caller sees it: `model` the model's name (LibreChat puts the
+        agent id there), the agent id in Loom's own field."""
+        out = {**chunk, "model": self.model, AGENT_FIELD: adm.extra["agent_id"]}
+        return f"data: {json.dumps(out, separators=(',', ':'))}\n\n".encode()
+
+    def _event(self, run_id: str, kind: str, **fields: Any) -> bytes:
+        """One of Loom's own events, shaped as a chunk an OpenAI client parses (no choices, so a
+        client that guards for them skips it), named by `loom_event`."""
+        event = {
+            "id": run_id,
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [],
+            EVENT_FIELD: kind,
+            **fields,
+        }
         return f"data: {json.dumps(event, separators=(',', ':'))}\n\n".encode()
+
+    def models(self) -> dict[str, Any]:
+        """GET /v1/assistant/models: the agent as the one model (an OpenAI model list)."""
+        _, agent_id = self._available()
+        return {
+            "object": "list",
+            "data": [{"id": self.model, "object": "model", "created": self.created, "owned_by": "loom", AGENT_FIELD: agent_id}],
+        }
 
     # -- the ledger --------------------------------------------------------------------------
 
-    def record_answer(self, adm: Admission, *, run_id: str, cost: float, ok: bool, error_code: str = "") -> None:
-        """The chat route's own row (assistant.ask through the chain gets the chain's row)."""
-        row = self._row(adm.caller, adm.namespace, adm.transport, adm.labels, ok=ok, error_code=error_code, run_id=run_id)
-        row["upstream_cost_usd"] = cost
-        row["latency_ms"] = (time.time() - adm.started) * 1000.0
-        self.ledger.record(row)
-
-    def _record_refusal(self, caller: Principal | None, namespace: str, transport: str, labels: Mapping[str, str], err: LoomError) -> None:
-        self.ledger.record(self._row(caller, namespace, transport, labels, ok=False, error_code=str(err.code), run_id=""))
-
-    @staticmethod
-    def _row(
-        caller: Principal | None, namespace: str, transport: str, labels: Mapping[str, str], *, ok: bool, error_code: str, run_id: str
-    ) -> dict[str, Any]:
-        return ledger_row(
-            org=caller.org if caller else "",
-            namespace=namespace,
-            subject=caller.sub if caller else "",
-            agent=labels.get("agent", ""),
-            user=labels.get("user", ""),
-            session=labels.get("session", ""),
-            op=ANSWER_OP,
-            transport=transport,
-            run_id=run_id,
-            consumer=caller.consumer if caller else "",
-            ok=ok,
-            error_code=error_code,
-            latency_ms=0.0,
-            args={},
-            out_hits=1 if ok else 0,
-            token_id=caller.jti if caller else "",
-            request_id=labels.get("request_id", ""),
-            write_shaped=False,
-        )
-
-    def _stamp_cost(self, row: dict[str, Any]) -> None:
-        """Puts an assistant.ask op call's spend on the row the chain records for it."""
-        if row.get("op") == ANSWER_OP and self.pending_costs:
-            cost = self.pending_costs.pop(str(row.get("request_id", "")), None)
-            if cost is not None:
-                row["upstream_cost_usd"] = cost
+    def _stamp_answer(self, row: dict[str, Any]) -> None:
+        """Puts an answer's spend and run on the row the chain records for its call."""
+        if row.get("op") == ANSWER_OP and self.pending:
+            stamp = self.pending.pop(str(row.get("request_id", "")), None)
+            if stamp is not None:
+                row["upstream_cost_usd"], run_id = stamp
+                row["run_id"] = row.get("run_id") or run_id
 
 
-def labels_of(headers: Mapping[str, str]) -> dict[str, str]:
-    return {k: headers.get(f"x-loom-{k.replace('_', '-')}", "") for k in ("agent", "user", "session", "request_id")}
+@dataclass(slots=True)
+class _Streamed:
+    """What the relay has read of LibreChat's stream so far."""
+
+    run_id: str = ""
+    text: list[str] = field(default_factory=list)
+    usage: pricing.Usage | None = None
+    done: bool = False
+    calls: ToolCalls = field(default_factory=ToolCalls)
 
 
-Clock = Callable[[], float]
+def _failing() -> LoomError:
+    """LibreChat failed (an error status, no connection, no answer begun in time)."""
+    return Unavailable(ErrorCode.ASSISTANT_UNAVAILABLE, "the assistant could not answer", {"reason": "failing"})

@@ -81,6 +81,7 @@ class Checker:
         setting_names: Sequence[str],
         docs_text: str | None,
         ops: OpCaller | None = None,
+        memory_reads_recorded: bool = True,
     ) -> None:
         self.store = store
         self.flush = flush
@@ -89,6 +90,9 @@ class Checker:
         self.setting_names = list(setting_names)
         self.docs_text = docs_text
         self.ops = ops
+        # LOOM_MEMORY_EXPOSURE_LEDGER_ENABLED: off, no memory read leaves the rows a memory
+        # citation is checked against, so none can be (spec 000 "Citations").
+        self.memory_reads_recorded = memory_reads_recorded
 
     async def verdict(self, scope: AnswerScope, run_id: str, text: str, *, streamed: bool, tool_calls: int = 0) -> Verdict:
         cites = cit.parse(text)
@@ -181,6 +185,8 @@ class Checker:
         if not run_id:
             return cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True)
         if c.kind == "memory":
+            if not self.memory_reads_recorded:
+                return cit.Checked(c, False, cit.REASON_MEMORY_NOT_RECORDED, undecided=True)
             return await self._until(reads.exposed, lambda keys: checks.memory(c, keys))
         if c.kind == "sql":
             return await self._until(reads.rows, lambda rows: checks.sql(c, rows))

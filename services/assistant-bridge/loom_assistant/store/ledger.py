@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from loom_core.chain.interceptor import ANSWER_CONSUMER as CONSUMER
 from loom_core.store import Store
 
 ANSWER_OP = "assistant.ask"
-CONSUMER = "loom-assistant"
 _COLS = "ts, op, ok, out_hits, args, namespace"
 
 

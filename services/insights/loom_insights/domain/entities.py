@@ -19,7 +19,7 @@ from .scope import SCOPE_FIELDS, pads
 
 # Bump when the allowlist or the shape of any entity changes: a build writes the entities only
 # when no version is stored or its own revision is newer (never over a newer build's).
-REVISION = 1
+REVISION = 2
 
 ANALYST = "loom_analyst"
 PROFILE = "loom_analyst_profile"
@@ -257,7 +257,11 @@ def write_plan(p: WritePlan) -> list[Statement]:
     if p.write_caps:
         out.append(Statement("caps", f"ALTER SETTINGS PROFILE {CAPS_PROFILE} SETTINGS {caps_settings(p.prefix, p.caps)}"))
     out.append(Statement("pins", f"ALTER SETTINGS PROFILE {PROFILE} SETTINGS {profile_settings(p.prefix, p.previous_version)}"))
-    out.append(Statement("revoke", f"REVOKE ALL ON *.* FROM {ANALYST}"))
+    # Revoke exactly what a write grants (each allowlisted table, the canary, and each table
+    # retired from the allowlist), so the re-grant below replaces its columns; no blanket
+    # REVOKE ALL, which would also take what an operator granted the user on purpose.
+    for name in (*(t.name for t in (*p.tables, CANARY)), *p.retired_tables):
+        out.append(Statement("revoke", f"REVOKE SELECT ON {p.db}.{name} FROM {ANALYST}"))
     for role in p.revoke_roles:
         out.append(Statement("revoke", f"REVOKE {role} FROM {ANALYST}"))
     for t in (*p.tables, CANARY):

@@ -262,7 +262,8 @@ class Analysis:
 
     def _require_ready(self) -> None:
         if self.state == "embedded":
-            raise unavailable("analysis needs a ClickHouse server", EMBEDDED_REASON)
+            # No retry fixes the embedded store: an operator points Loom at a ClickHouse server.
+            raise unavailable("analysis needs a ClickHouse server", EMBEDDED_REASON, retryable=False)
         if self.state == "unavailable":
             raise unavailable("analysis is unavailable", "the analysis boundary check failed (loom doctor)")
         if self.state != "ready":

@@ -56,8 +56,8 @@ def statement_ledger(sql: str) -> dict[str, str]:
     return {"sql_digest": statement_digest(sql), "sql_length": str(len(sql))}
 
 
-def unavailable(message: str, reason: str) -> Unavailable:
-    return Unavailable(ErrorCode.ANALYSIS_UNAVAILABLE, message, {"reason": reason})
+def unavailable(message: str, reason: str, *, retryable: bool | None = None) -> Unavailable:
+    return Unavailable(ErrorCode.ANALYSIS_UNAVAILABLE, message, {"reason": reason}, retryable=retryable)
 
 
 def overloaded(reason: str) -> Unavailable:
