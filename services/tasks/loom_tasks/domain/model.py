@@ -99,6 +99,11 @@ class TaskRow:
     def terminal(self) -> bool:
         return self.status in TERMINAL
 
+    def held_by(self, subject: str, agent: str) -> bool:
+        """Whether this subject, under this agent label, holds the task's lease now: its fence is
+        the holder's to read (a page reloaded after a claim still finishes the task)."""
+        return self.status == IN_PROGRESS and self.fence > 0 and self.claimed_by == subject and self.claimed_agent == agent
+
     def visible_to_pull(self, now: float) -> bool:
         """A todo task is claimable unless its not_before is still ahead."""
         return self.status == TODO and (self.not_before is None or self.not_before <= now)
