@@ -1,5 +1,5 @@
 import { useQuery } from '@tanstack/react-query';
-import { Navigate, Route, Routes } from 'react-router-dom';
+import { Navigate, Route, Routes, useLocation } from 'react-router-dom';
 import { ErrorNote } from './lib/errors';
 import { readSession } from './lib/session';
 import { ApiPage } from './pages/ApiPage';
@@ -12,8 +12,12 @@ import { PoliciesPage } from './pages/PoliciesPage';
 import { TasksPage } from './pages/TasksPage';
 import { Shell } from './shell/Shell';
 
+/** Pages that need no session: they never ask for one (a signed-out visitor's 401 is no error). */
+const PUBLIC = new Set(['/login', '/api', '/asyncapi']);
+
 export function App() {
-  const session = useQuery({ queryKey: ['session'], queryFn: readSession, staleTime: 60_000 });
+  const { pathname } = useLocation();
+  const session = useQuery({ queryKey: ['session'], queryFn: readSession, staleTime: 60_000, enabled: !PUBLIC.has(pathname) });
   return (
     <Routes>
       <Route path="/login" element={<LoginPage />} />

@@ -1,4 +1,4 @@
-import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
+import { MutationCache, QueryCache, QueryClient, QueryClientProvider } from '@tanstack/react-query';
 import { StrictMode } from 'react';
 import { createRoot } from 'react-dom/client';
 import { BrowserRouter } from 'react-router-dom';
@@ -6,7 +6,14 @@ import { LoomError } from '@loom/sdk';
 import { App } from './App';
 import './styles.css';
 
-const queryClient = new QueryClient({
+// A 401 on any call means the session ended (signed out elsewhere, expired, revoked): show sign-in.
+const signedOut = (error: unknown) => {
+  if (error instanceof LoomError && error.status === 401) queryClient.setQueryData(['session'], null);
+};
+
+const queryClient: QueryClient = new QueryClient({
+  queryCache: new QueryCache({ onError: signedOut }),
+  mutationCache: new MutationCache({ onError: signedOut }),
   defaultOptions: {
     queries: {
       // A refusal is an answer, not a blip: retry only what the server calls retryable.

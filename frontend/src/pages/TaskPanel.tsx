@@ -62,10 +62,12 @@ export function TaskPanel({ taskId }: { taskId: string }) {
             </dd>
             {task.claimed_by ? (
               <>
-                <dt>Held by</dt>
+                <dt>{task.status === 'in_progress' ? 'Held by' : 'Last held by'}</dt>
                 <dd>
-                  {task.claimed_agent || task.claimed_by}
-                  {task.lease_expires_time ? ` until ${new Date(task.lease_expires_time).toLocaleString()}` : ''}
+                  {task.claimed_by} ({task.claimed_agent})
+                  {task.status === 'in_progress' && task.lease_expires_time
+                    ? ` until ${new Date(task.lease_expires_time).toLocaleString()}`
+                    : ''}
                 </dd>
               </>
             ) : null}

@@ -201,6 +201,7 @@ function TaskRow({ task, writer, onDrag }: { task: Task; writer: boolean; onDrag
             <button
               key={m.op}
               type="button"
+              className={m.op === 'task.wont_do' ? 'secondary' : undefined}
               onClick={() => mover.mutate({ move: m, task })}
               disabled={mover.isPending}
             >
