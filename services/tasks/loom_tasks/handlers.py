@@ -311,7 +311,8 @@ class Handlers:
     # --- reading
 
     async def get_task(self, req: pb.GetTaskRequest, ctx: CallContext) -> pb.GetTaskResponse:
-        return pb.GetTaskResponse(task=task_pb(await self.reading.get(ctx, req.task_id)))
+        row = await self.reading.get(ctx, req.task_id)
+        return pb.GetTaskResponse(task=task_pb(row, fence=row.held_by(ctx.subject, ctx.agent_label)))
 
     async def list_tasks(self, req: pb.ListTasksRequest, ctx: CallContext) -> pb.ListTasksResponse:
         rows, token = await self.reading.list_tasks(
