@@ -128,7 +128,7 @@ async def test_an_expired_or_forged_login_link_is_refused(tenant: Tenant) -> Non
 
 async def test_a_login_from_another_origin_is_refused(tenant: Tenant, stack: Instance) -> None:
     await grant(stack, tenant.org, "user:alice", tenant.namespace, "viewer")
-    b = Browser(tenant.base_url, origin="https://evil.example")
+    b = Browser(tenant.base_url, origin="https://evil.example.com")
     try:
         code = make_login_code(TEST_SECRET, tenant.org, "user:alice", 900)
         assert error(await b.login(code), 403, "CSRF_REJECTED")["detail"]["reason"] == "origin"
@@ -167,7 +167,7 @@ async def test_a_cookie_write_without_the_csrf_token_or_from_another_origin_is_4
     cases = [
         ({"csrf": ""}, "csrf_missing"),
         ({"csrf": "wrong"}, "csrf_mismatch"),
-        ({"origin": "https://evil.example"}, "origin"),
+        ({"origin": "https://evil.example.com"}, "origin"),
         ({"origin": tenant.base_url.replace("127.0.0.1", "localhost")}, "origin"),
     ]
     for kwargs, reason in cases:
@@ -182,7 +182,7 @@ async def test_a_cookie_write_without_the_csrf_token_or_from_another_origin_is_4
 
 async def test_a_bearer_request_is_unaffected_by_a_cookie(tenant: Tenant, alice: Browser) -> None:
     r = await alice.client.post(
-        "/v1/auth.whoami", json={}, headers={"Authorization": f"Bearer {tenant.token}", "Origin": "https://evil.example"}
+        "/v1/auth.whoami", json={}, headers={"Authorization": f"Bearer {tenant.token}", "Origin": "https://evil.example.com"}
     )
     assert r.status_code == 200 and r.json()["subject"] == "user:admin"
 

@@ -23,7 +23,7 @@ class GatewaySettings(PlaneSettings):
     )
     public_url: str = Field(
         "",
-        description="The URL people open Loom at (e.g. https://loom.example.com): sign-in links name it and a cookie request's Origin must match it. Empty: the request's own host.",
+        description="The URL people open Loom at (e.g. https://example.com): sign-in links name it and a cookie request's Origin must match it. Empty: the request's own host.",
     )
     session_ttl_seconds: int = Field(
         7 * 86400, description="Longest a sign-in session (dashboard or `loom login`) lives; then sign in again."
