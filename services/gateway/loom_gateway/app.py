@@ -19,6 +19,12 @@ from .asyncapi import router as asyncapi_router
 from .fastpath import OpFastPath, parse_body
 from .mcp import PROTECTED_RESOURCE_PATH, LoomMCP, protected_resource_metadata, tool_name
 from .relay import Relay
+from .session_http import SessionCookies
+from .session_http import register as register_sessions
+from .sessions import SessionService
+from .settings import GatewaySettings
+from .web import register as register_web
+from .web import web_frontend
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +50,13 @@ def create_app(
     version: str = "0.1.0",
     plane_health: dict[str, PlaneHealth] | None = None,
     verify: Callable[[str | None], Any] | None = None,
+    sessions: SessionService | None = None,
+    gateway: GatewaySettings | None = None,
 ) -> FastAPI:
     """`verify` checks a bearer token (the runtime's Authenticator.verify); with it, an MCP
-    request without a valid token is answered 401 at the HTTP layer, as MCP clients expect."""
+    request without a valid token is answered 401 at the HTTP layer, as MCP clients expect.
+    `sessions`: the sign-in sessions (session_http.py), when this gateway holds the store."""
+    gateway = gateway or GatewaySettings()
     mcp = LoomMCP(relay, version=version, verify=verify)
 
     @contextlib.asynccontextmanager
@@ -72,6 +82,7 @@ def create_app(
     from .assistant_routes import register as register_assistant
 
     register_assistant(app, relay, ready_checks)
+    register_sessions(app, sessions, gateway.public_url, gateway.session_ttl_seconds)
 
     # A plain Starlette route: every op call skips FastAPI's per-request dependency solving.
     app.add_route("/v1/{op}", call_op, methods=["POST"], include_in_schema=False)
@@ -168,13 +179,15 @@ def create_app(
         return build_openapi(relay.catalog, relay.addresses, version)
 
     app.openapi = openapi  # type: ignore[method-assign]
-    app.include_router(asyncapi_router)  # GET /asyncapi.json, /asyncapi
+    app.include_router(asyncapi_router)  # GET /asyncapi.json
+    register_web(app, web_frontend(gateway, version, ready_checks))  # last: the dashboard's pages
     # Outermost, ahead of Starlette's and FastAPI's own middleware (error handling, telemetry):
     # POST /v1/{op} never reaches them. The fast path answers every LoomError itself.
     build_stack = app.build_middleware_stack
 
     def build_middleware_stack() -> Any:
-        return OpFastPath(build_stack(), relay)
+        stack = OpFastPath(build_stack(), relay)
+        return SessionCookies(stack, sessions, gateway.public_url) if sessions is not None else stack
 
     app.build_middleware_stack = build_middleware_stack  # type: ignore[method-assign]
     return app

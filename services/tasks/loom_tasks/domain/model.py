@@ -100,9 +100,10 @@ class TaskRow:
         return self.status in TERMINAL
 
     def held_by(self, subject: str, agent: str) -> bool:
-        """Whether this subject, under this agent label, holds the task's lease now: its fence is
-        the holder's to read (a page reloaded after a claim still finishes the task)."""
-        return self.status == IN_PROGRESS and self.fence > 0 and self.claimed_by == subject and self.claimed_agent == agent
+        """The caller holds this task's lease: the subject and agent label that claimed it, while
+        it is in progress. Only the holder is told the fence (a page reloaded after its claim
+        still finishes the work); anyone else reads fence 0."""
+        return self.status == IN_PROGRESS and self.claimed_by == subject and self.claimed_agent == agent
 
     def visible_to_pull(self, now: float) -> bool:
         """A todo task is claimable unless its not_before is still ahead."""
