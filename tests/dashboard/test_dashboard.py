@@ -151,10 +151,10 @@ def test_create_a_policy_rule_dry_run_it_and_see_it_refuse(ui: Browser, server: 
     page = ui.sign_in("user:admin")
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Policies").click()
     page.wait_for_url("**/policies")
-    assert page.get_by_test_id("policy-mode").inner_text() == "enforce"
+    assert page.get_by_test_id("policy-mode").text_content() == "enforce"
     page.get_by_role("button", name="New rule").click()
     form = page.get_by_role("form", name="New rule")
-    form.get_by_label("Name").fill("no-posts-to-frozen")
+    form.get_by_label("Name", exact=True).fill("no-posts-to-frozen")
     form.get_by_label("Actions").fill("task.create")
     form.get_by_label("Condition (JSON)").fill(
         '{"op": "count_within", "within": "1h", "operation": "task.create", "cmp": "gte", "value": 0}'
@@ -169,7 +169,6 @@ def test_create_a_policy_rule_dry_run_it_and_see_it_refuse(ui: Browser, server: 
     verdict = page.get_by_test_id("dry-run-verdict")
     verdict.filter(has_text="Refused").wait_for()
     assert "no-posts-to-frozen" in verdict.inner_text()
-    shoot(page, "policies")
 
     # The rule refuses the real call too, and the ledger shows it.
     r = httpx.post(
@@ -179,8 +178,17 @@ def test_create_a_policy_rule_dry_run_it_and_see_it_refuse(ui: Browser, server: 
         timeout=30,
     )
     assert r.status_code == 403, r.text
-    denied = server.call("policy.decisions", decision="deny")["decisions"]
-    assert any("no-posts-to-frozen" in d["determining_rules"] for d in denied)
+    # The gate writes its decision row in the background: wait until the ledger has it.
+    for _ in range(300):
+        denied = server.call("policy.decisions", decision="deny")["decisions"]
+        if any("no-posts-to-frozen" in d["determining_rules"] for d in denied):
+            break
+        time.sleep(0.1)
+    assert any("no-posts-to-frozen" in d["determining_rules"] for d in denied), denied
+    ledger = page.get_by_role("region", name="Decisions ledger")
+    ledger.get_by_label("Show").select_option("deny")
+    ledger.get_by_role("table", name="Policy decisions").get_by_role("cell", name="no-posts-to-frozen").first.wait_for()
+    shoot(page, "policies")
     # Delete it from the page, so the other tests' agent may post again.
     page.on("dialog", lambda d: d.accept())
     page.get_by_role("row", name=re.compile("no-posts-to-frozen")).get_by_role("button", name="Delete").click()
@@ -193,7 +201,7 @@ def test_a_policy_rule_the_server_refuses_shows_its_error_inline(ui: Browser, se
     page.goto("/policies")
     page.get_by_role("button", name="New rule").click()
     form = page.get_by_role("form", name="New rule")
-    form.get_by_label("Name").fill("bad-window")
+    form.get_by_label("Name", exact=True).fill("bad-window")
     form.get_by_label("Actions").fill("task.create")
     form.get_by_label("Condition (JSON)").fill('{"op": "formerly", "within": "forever"}')
     expect_console_error(page, r"status of 422")
@@ -203,7 +211,7 @@ def test_a_policy_rule_the_server_refuses_shows_its_error_inline(ui: Browser, se
     assert "condition" in alert.inner_text() and "VALIDATION_FAILED" in alert.inner_text()
     form.get_by_label("Condition (JSON)").fill("{not json")
     form.get_by_role("button", name="Save rule").click()
-    form.get_by_text("Not JSON").wait_for()
+    form.get_by_role("alert").filter(has_text="Not JSON").wait_for()
 
 
 def test_a_help_deep_link_opens_the_page_at_its_section(ui: Browser, server: Server) -> None:

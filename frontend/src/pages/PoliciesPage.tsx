@@ -189,22 +189,22 @@ function RuleForm({ rule, onDone }: { rule: Rule | undefined; onDone: () => void
       <h3>{rule ? `Edit ${rule.name}` : 'New rule'}</h3>
       <label>
         <span>Name</span>
-        <input value={name} onChange={(e) => setName(e.target.value)} readOnly={!!rule} aria-invalid={bad === 'name'} required />
-        {inline('name')}
+        <input value={name} onChange={(e) => setName(e.target.value)} readOnly={!!rule} aria-invalid={bad === 'name'} aria-describedby={bad === 'name' ? 'err-name' : undefined} required />
       </label>
+      {inline('name')}
       <label>
         <span>Effect</span>
         <select value={effect} onChange={(e) => setEffect(e.target.value as 'forbid')}>
           <option value="forbid">forbid: deny when the condition holds</option>
           <option value="require">require: deny when it does not</option>
         </select>
-        {inline('effect')}
       </label>
+      {inline('effect')}
       <label>
         <span>Actions (op names or globs, comma separated)</span>
-        <input value={actions} onChange={(e) => setActions(e.target.value)} aria-invalid={bad === 'actions'} placeholder="task.create" />
-        {inline('actions')}
+        <input value={actions} onChange={(e) => setActions(e.target.value)} aria-invalid={bad === 'actions'} aria-describedby={bad === 'actions' ? 'err-actions' : undefined} placeholder="task.create" />
       </label>
+      {inline('actions')}
       <label>
         <span>Rule mode</span>
         <select value={mode} onChange={(e) => setMode(e.target.value as 'inherit')}>
@@ -212,18 +212,21 @@ function RuleForm({ rule, onDone }: { rule: Rule | undefined; onDone: () => void
           <option value="shadow">shadow (log only)</option>
           <option value="enforce">enforce (refuse)</option>
         </select>
-        {inline('mode')}
       </label>
+      {inline('mode')}
       <label>
         <span>Condition (JSON)</span>
-        <textarea rows={8} value={condition} onChange={(e) => setCondition(e.target.value)} aria-invalid={!!jsonError || bad === 'condition'} spellCheck={false} />
-        {jsonError ? (
-          <span className="field-error" role="alert">
-            {jsonError}
-          </span>
-        ) : null}
-        {inline('condition')}
+        <textarea rows={8} value={condition} onChange={(e) => setCondition(e.target.value)} aria-invalid={!!jsonError || bad === 'condition'}
+          aria-describedby={jsonError ? 'err-condition-json' : bad === 'condition' ? 'err-condition' : undefined}
+          spellCheck={false}
+        />
       </label>
+      {jsonError ? (
+        <span className="field-error" role="alert" id="err-condition-json">
+          {jsonError}
+        </span>
+      ) : null}
+      {inline('condition')}
       <label>
         <span>Description</span>
         <input value={description} onChange={(e) => setDescription(e.target.value)} />
@@ -274,13 +277,13 @@ function DryRun() {
         </label>
         <label>
           <span>Arguments (JSON)</span>
-          <input value={args} onChange={(e) => setArgs(e.target.value)} aria-invalid={!!argsError} />
-          {argsError ? (
-            <span className="field-error" role="alert">
-              {argsError}
-            </span>
-          ) : null}
+          <input value={args} onChange={(e) => setArgs(e.target.value)} aria-invalid={!!argsError} aria-describedby="err-args" />
         </label>
+        {argsError ? (
+          <span className="field-error" role="alert" id="err-args">
+            {argsError}
+          </span>
+        ) : null}
         <button type="submit" disabled={check.isPending}>
           Check
         </button>

@@ -3,7 +3,7 @@ import { type ReactNode, useEffect, useMemo, useState } from 'react';
 import { NavLink, useNavigate } from 'react-router-dom';
 import { ErrorNote } from '../lib/errors';
 import { ScopeContext } from '../lib/context';
-import { atLeast, client, logout, roleOn, type Session, setNamespace as setClientNamespace } from '../lib/session';
+import { atLeast, client, logout, roleOn, type Session, setNamespace as setClientNamespace, setSession } from '../lib/session';
 import { SearchBox } from './SearchBox';
 
 const NS_KEY = 'loom.namespace';
@@ -17,6 +17,8 @@ function firstNamespace(names: string[]): string {
 export function Shell({ session, children }: { session: Session; children: ReactNode }) {
   const queryClient = useQueryClient();
   const navigate = useNavigate();
+  // Every call this shell's pages make carries this session's CSRF token.
+  setSession(session);
   const orgWide = session.namespaces.some((n) => n.namespace === '*');
   // An org-wide grant names no namespace: the org's namespaces come from namespace.list.
   const listed = useQuery({
@@ -46,6 +48,7 @@ export function Shell({ session, children }: { session: Session; children: React
   const signOut = async () => {
     try {
       await logout();
+      setSession(undefined);
       queryClient.clear();
       queryClient.setQueryData(['session'], null);
       navigate('/', { replace: true });
