@@ -68,9 +68,7 @@ class Server:
 
     def loom(self, *args: str) -> str:
         """Run the `loom` command against this server's data dir; its stdout."""
-        done = subprocess.run(
-            [str(ROOT / "loom"), *args], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=120, check=False
-        )
+        done = subprocess.run([str(ROOT / "loom"), *args], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=120, check=False)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 

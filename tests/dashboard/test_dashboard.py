@@ -6,13 +6,15 @@ also takes the screenshots docs/dashboard.md shows."""
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
-from tests.dashboard.conftest import NS, Browser, Server, expect_console_error, shoot
+from tests.dashboard.conftest import NS, ROOT, Browser, Server, expect_console_error, shoot
 
 pytestmark = pytest.mark.slow
 
@@ -72,7 +74,7 @@ def test_a_task_an_agent_creates_appears_live_then_accept_start_mark_done(ui: Br
     assert task["status"] == "triage"
     # No reload: the page reads the groups again by itself.
     row(page, "Rotate the staging keys").wait_for(timeout=10_000)
-    print(f"\ntask visible {time.monotonic() - posted:.2f}s after task.create")  # noqa: T201 (a measured figure)
+    print(f"\ntask visible {time.monotonic() - posted:.2f}s after task.create")  # a measured figure, printed with -s
     shoot(page, "tasks")
 
     row(page, "Rotate the staging keys").get_by_role("button", name="Accept", exact=True).click()
@@ -283,3 +285,56 @@ def test_sign_out_ends_the_session_and_its_cookie_is_refused(ui: Browser, server
         timeout=10,
     )
     assert r.status_code == 401, r.text
+
+
+def test_loom_login_is_approved_on_the_cli_login_page(ui: Browser, server: Server, tmp_path: Any) -> None:
+    env = {**server.env, "XDG_CONFIG_HOME": str(tmp_path)}
+    cli = subprocess.Popen(
+        [str(ROOT / "loom"), "login", "--url", server.base_url],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert cli.stdout is not None
+        link = ""
+        for line in cli.stdout:
+            found = re.search(r"https?://\S+/cli-login#code=\S+", line)
+            if found:
+                link = found.group(0)
+                break
+        assert link, "loom login printed no approve link"
+        page = ui.sign_in("user:admin")
+        parts = urlsplit(link)
+        page.goto(f"{parts.path}#{parts.fragment}")
+        page.get_by_role("heading", name="Approve a command-line sign-in").wait_for()
+        shoot(page, "cli-login")
+        page.get_by_role("button", name="Approve").click()
+        page.get_by_role("status").filter(has_text="Approved").wait_for()
+        out, _ = cli.communicate(timeout=60)
+        assert cli.returncode == 0, out
+        assert "signed in as user:admin" in out
+        assert (tmp_path / "loom" / "credentials.json").stat().st_mode & 0o777 == 0o600
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+
+
+def test_a_cookie_post_without_the_csrf_token_or_from_a_foreign_origin_is_403(server: Server, agent_token: str) -> None:
+    code = urlsplit(server.login_link("user:admin")).fragment.removeprefix("code=")
+    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+        session = http.post("/v1/session/login", json={"code": code}, headers={"Origin": server.base_url})
+        assert session.status_code == 200, session.text
+        csrf = session.json()["csrf_token"]
+        args = {"inbox": INBOX, "kind": "chore", "title": "forged"}
+        ns = {"X-Loom-Namespace": NS}
+        no_token = http.post("/v1/task.create", json=args, headers={**ns, "Origin": server.base_url})
+        foreign = http.post("/v1/task.create", json=args, headers={**ns, "Origin": "http://evil.example", "X-Loom-CSRF": csrf})
+        assert (no_token.status_code, foreign.status_code) == (403, 403)
+        assert no_token.json()["error"]["code"] == foreign.json()["error"]["code"] == "CSRF_REJECTED"
+        ok = http.post("/v1/auth.whoami", json={}, headers={"Origin": server.base_url, "X-Loom-CSRF": csrf})
+        assert ok.status_code == 200 and ok.json()["subject"] == "user:admin"
+    assert not [t for t in server.call("task.list", inbox=INBOX)["tasks"] if t["title"] == "forged"]
