@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 
 from tests.dashboard.conftest import NS, ROOT, Browser, Server, expect_console_error, shoot
 
@@ -237,28 +238,41 @@ def test_a_help_deep_link_opens_the_page_at_its_section(ui: Browser, server: Ser
 
 
 def test_decisions_page_searches_and_links_a_decision(ui: Browser, server: Server) -> None:
-    rec = server.call(
+    first = dict(category="vendor", scenario="Which queue for the billing events", alternatives=["Kafka"], confidence=0.8)
+    rec = server.call("decision.record", **first, reasoning="the team runs it already", outcome="NATS JetStream")
+    key = rec["memory_key"]
+    # Deciding it again supersedes the first version; a later decision names it as its cause.
+    again = server.call("decision.record", **first, reasoning="it replays from a sequence", outcome="NATS JetStream with a replay")
+    assert again["superseded_prior"] is True
+    later = server.call(
         "decision.record",
-        category="vendor",
-        scenario="Which queue for the billing events",
-        reasoning="it is already run by the team",
-        outcome="NATS JetStream",
-        alternatives=["Kafka"],
-        confidence=0.8,
+        category="operations",
+        scenario="How to replay billing events after an outage",
+        reasoning="JetStream keeps them by sequence",
+        outcome="replay from the last acked sequence",
+        caused_by=[key],
     )
     page = ui.sign_in("user:admin")
     page.goto("/decisions")
     page.get_by_label("Find decisions like…").fill("queue for billing events")
     page.get_by_role("link", name="Which queue for the billing events").click()
     page.get_by_role("heading", name="Statement").wait_for()
-    assert "Decided NATS JetStream" in page.locator(".statement").inner_text()
-    assert rec["memory_key"] in page.url or rec["memory_key"].replace("/", "%2F") in page.url
+    assert "Decided NATS JetStream with a replay" in page.locator(".statement").inner_text()
+    versions = page.get_by_role("list", name="Superseded versions")
+    versions.get_by_text("Decided NATS JetStream because").wait_for()
+    chain = page.get_by_role("list", name="Chain")
+    chain.get_by_role("link", name=later["memory_key"]).wait_for()
+    page.get_by_role("list", name="Precedents").get_by_role("link").first.wait_for()
     shoot(page, "decisions")
+    chain.get_by_role("link", name=later["memory_key"]).click()
+    page.get_by_role("heading", name="How to replay billing events after an outage").wait_for()
+    page.get_by_role("list", name="Chain").get_by_role("link", name=key).wait_for()
 
 
 def test_the_shell_reads_at_390px_and_the_api_pages_render_offline(ui: Browser, server: Server) -> None:
     page = ui.sign_in("user:admin", width=390, height=844)
     assert page.get_by_role("button", name="Sign out").is_visible()
+    expect(page.get_by_role("status").filter(has_text="Loading")).to_have_count(0)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     shoot(page, "tasks-390")
     page.goto("/api")

@@ -91,12 +91,19 @@ function DecisionDetail({ memoryKey }: { memoryKey: string }) {
     queryKey: ['decision.chain', namespace, memoryKey],
     queryFn: () => client.call('decision.chain', { memory_key: memoryKey, direction: 'both', max_hops: 4 }),
   });
+  const versions = useQuery({
+    queryKey: ['memory.history', namespace, memoryKey],
+    queryFn: () => client.call('memory.history', { key: memoryKey }),
+  });
+  const superseded = (versions.data?.versions ?? []).filter((v) => v.version !== row.data?.version);
   const self = chain.data?.nodes.find((n) => n.memory_key === memoryKey);
   const scenario = self?.scenario ?? '';
+  // Decisions like this one: searched by its scenario, else by its statement's opening.
+  const like = (scenario || row.data?.value || '').slice(0, 500);
   const precedents = useQuery({
     queryKey: ['decision.precedents', namespace, 'like', memoryKey],
-    queryFn: () => client.call('decision.precedents', { query: scenario, limit: 10 }),
-    enabled: scenario.length > 0,
+    queryFn: () => client.call('decision.precedents', { query: like, limit: 10 }),
+    enabled: like.length > 0,
   });
   const others = (precedents.data?.precedents ?? []).filter((p) => p.memory_key !== memoryKey);
   return (
@@ -104,7 +111,7 @@ function DecisionDetail({ memoryKey }: { memoryKey: string }) {
       <p>
         <Link to="/decisions">← All decisions</Link>
       </p>
-      <h1>{scenario || memoryKey}</h1>
+      <h1>{scenario || (row.data ? memoryKey : 'Decision')}</h1>
       <p className="muted">
         <code>{memoryKey}</code>
         {self ? ` · ${self.stage} · ${self.category}` : ''}
@@ -127,19 +134,37 @@ function DecisionDetail({ memoryKey }: { memoryKey: string }) {
       <section aria-labelledby="chain-title">
         <h2 id="chain-title">Chain</h2>
         <ErrorNote error={chain.error} title="Could not walk the chain" />
+        {chain.isPending ? <p role="status">Walking the chain…</p> : null}
         {chain.data && chain.data.edges.length === 0 ? <p className="empty">No causes, effects or superseded decisions linked.</p> : null}
         <ul aria-label="Chain">
           {chain.data?.edges.map((e) => (
             <li key={`${e.from_key}-${e.kind}-${e.to_key}`}>
-              <NodeLink k={e.from_key} current={memoryKey} /> <span className="muted">{e.kind.replace('_', ' ')}</span>{' '}
-              <NodeLink k={e.to_key} current={memoryKey} />
+              {/* An edge runs from the cause to the decision it caused or influenced. */}
+              <NodeLink k={e.to_key} current={memoryKey} /> <span className="muted">{e.kind.replace('_', ' ')}</span>{' '}
+              <NodeLink k={e.from_key} current={memoryKey} />
             </li>
           ))}
         </ul>
       </section>
+      <section aria-labelledby="superseded-title">
+        <h2 id="superseded-title">Superseded versions</h2>
+        <ErrorNote error={versions.error} title="Could not read the versions" />
+        {versions.data && superseded.length === 0 ? <p className="empty">This is the first version of the decision.</p> : null}
+        <ol aria-label="Superseded versions">
+          {superseded.map((v) => (
+            <li key={v.version}>
+              <span className="muted">
+                version {v.version} · {v.status} ·{' '}
+              </span>
+              {v.value}
+            </li>
+          ))}
+        </ol>
+      </section>
       <section aria-labelledby="precedents-title">
         <h2 id="precedents-title">Precedents</h2>
         <ErrorNote error={precedents.error} title="Could not search precedents" />
+        {precedents.isFetching && !precedents.data ? <p role="status">Searching…</p> : null}
         {precedents.data && others.length === 0 ? <p className="empty">No similar decision.</p> : null}
         <ul aria-label="Precedents">
           {others.map((p) => (
