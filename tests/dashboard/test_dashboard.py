@@ -352,3 +352,38 @@ def test_a_cookie_post_without_the_csrf_token_or_from_a_foreign_origin_is_403(se
         ok = http.post("/v1/auth.whoami", json={}, headers={"Origin": server.base_url, "X-Loom-CSRF": csrf})
         assert ok.status_code == 200 and ok.json()["subject"] == "user:admin"
     assert not [t for t in server.call("task.list", inbox=INBOX)["tasks"] if t["title"] == "forged"]
+
+
+def test_an_edit_made_on_a_stale_version_says_so_and_reloads(ui: Browser, server: Server, agent_token: str) -> None:
+    task = post_task(server, agent_token, "Edit me twice")
+    server.call("task.accept", task_id=task["task_id"])
+    page = ui.sign_in("user:admin")
+    page.goto(f"/tasks/{task['task_id']}")
+    form = page.get_by_role("form", name="Edit task")
+    form.get_by_label("Title").fill("My new title")
+    version = server.call("task.get", task_id=task["task_id"])["task"]["version"]
+    server.call("task.update", task_id=task["task_id"], if_match_version=version, title="Changed elsewhere")
+    expect_console_error(page, r"status of 409")
+    form.get_by_role("button", name="Save").click()
+    form.get_by_role("alert").filter(has_text="changed since you opened it").wait_for()
+    expect(form.get_by_label("Title")).to_have_value("Changed elsewhere")
+    form.get_by_label("Title").fill("My new title")
+    form.get_by_role("button", name="Save").click()
+    page.get_by_role("heading", name="My new title").wait_for()
+    assert server.call("task.get", task_id=task["task_id"])["task"]["title"] == "My new title"
+
+
+def test_inbox_settings_pick_posters_from_the_orgs_identities(ui: Browser, server: Server, agent_token: str) -> None:
+    server.call("sa.create", name="reporter", role="viewer")
+    page = ui.sign_in("user:admin")
+    page.get_by_label("Inbox").select_option(INBOX)
+    page.get_by_role("button", name="Inbox settings").click()
+    posters = page.get_by_role("group", name="Posters (who may post tasks here)")
+    expect(posters.get_by_role("checkbox", name=POSTER)).to_be_checked()
+    posters.get_by_role("checkbox", name="sa:reporter").check()
+    shoot(page, "inbox-settings")
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.get_by_role("button", name="Save settings")).to_have_count(0)
+    (inbox,) = [i for i in server.call("inbox.list")["inboxes"] if i["inbox"] == INBOX]
+    assert sorted(inbox["posters"]) == sorted([POSTER, "sa:reporter"])
+    assert inbox["owner_agent"] == "ops-bot" and inbox["description"] == "Operations requests"
