@@ -85,6 +85,9 @@ def test_a_task_an_agent_creates_appears_live_then_accept_start_mark_done(ui: Br
     panel = page.get_by_role("complementary", name="Rotate the staging keys")
     panel.get_by_role("button", name="Start", exact=True).click()
     panel.get_by_test_id("task-status").filter(has_text="in_progress").wait_for()
+    panel.get_by_role("list", name="Task history").get_by_text("claimed", exact=True).wait_for()
+    # The move shows in its group at once, before the next read.
+    row(page, "Rotate the staging keys", group(page, "In progress")).wait_for()
     shoot(page, "task-panel")
 
     # A reloaded page still holds the fence: Mark done works after a reload.

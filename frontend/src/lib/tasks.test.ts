@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { GROUPS, groupOf, inlineMoves, moveArgs, moveInto, panelMoves, reachableGroups, tiles } from './tasks';
+import { GROUPS, groupOf, inlineMoves, moveArgs, moveInto, panelMoves, placeTask, reachableGroups, tiles } from './tasks';
 
 const t = (status: string, fence = 0) => ({ task_id: 'abcdefgh', status, fence });
 
@@ -79,5 +79,23 @@ describe('panel and inline buttons', () => {
     const out = tiles({ triage: 2, blocked: 1 });
     expect(out.find((x) => x.id === 'triage')?.count).toBe(2);
     expect(out.find((x) => x.id === 'failed')?.count).toBe(0);
+  });
+});
+
+describe('a move shows at once in the cached lists', () => {
+  const data = {
+    pages: [{ tasks: [t('todo'), t('todo')].map((x, i) => (i ? { ...x, task_id: 'other001' } : x)), next_page_token: 'x' }, { tasks: [] }],
+    pageParams: ['', 'x'],
+  };
+  it('takes the task out of the group it left', () => {
+    const out = placeTask(data, { task_id: 'abcdefgh', status: 'in_progress', fence: 3 }, false);
+    expect(out.pages[0]!.tasks.map((x) => x.task_id)).toEqual(['other001']);
+    expect(out.pages[0]!.next_page_token).toBe('x');
+  });
+  it('puts it first in the group it entered, once', () => {
+    const moved = { task_id: 'abcdefgh', status: 'in_progress', fence: 3 };
+    const out = placeTask(data, moved, true);
+    expect(out.pages[0]!.tasks[0]).toBe(moved);
+    expect(out.pages[0]!.tasks.filter((x) => x.task_id === 'abcdefgh')).toHaveLength(1);
   });
 });

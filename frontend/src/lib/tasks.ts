@@ -204,3 +204,20 @@ export function tiles(counts: Record<string, number>): Tile[] {
     { id: 'todo', label: 'Ready to start', count: n('todo'), hint: 'Start one to work it under a one-day lease.' },
   ];
 }
+
+/** A cached list's pages (TanStack Query's infinite data, in the shape task.list answers). */
+export interface PagedTasks<T extends TaskLike> {
+  pages: Array<{ tasks: T[]; next_page_token?: string }>;
+  pageParams: unknown[];
+}
+
+/**
+ * A group's cached pages after a move answered `task`: taken out wherever it was, and put first
+ * when this group now holds it (`holds`), so the move shows before the next read.
+ */
+export function placeTask<T extends TaskLike, D extends PagedTasks<T>>(data: D, task: T, holds: boolean): D {
+  const pages = data.pages.map((p) => ({ ...p, tasks: p.tasks.filter((t) => t.task_id !== task.task_id) }));
+  const [first, ...rest] = pages;
+  if (!first || !holds) return { ...data, pages };
+  return { ...data, pages: [{ ...first, tasks: [task, ...first.tasks] }, ...rest] };
+}

@@ -1,11 +1,23 @@
-import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { type InfiniteData, useInfiniteQuery, useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { Link, useParams } from 'react-router-dom';
-import type { TaskGetResult } from '@loom/sdk';
+import type { TaskGetResult, TaskListResult } from '@loom/sdk';
 import { useScope } from '../lib/context';
 import { ErrorNote } from '../lib/errors';
 import { atLeast, client } from '../lib/session';
-import { GROUPS, type Group, type GroupId, groupOf, inlineMoves, type Move, moveArgs, moveInto, reachableGroups, tiles } from '../lib/tasks';
+import {
+  GROUPS,
+  type Group,
+  type GroupId,
+  groupOf,
+  inlineMoves,
+  type Move,
+  moveArgs,
+  moveInto,
+  placeTask,
+  reachableGroups,
+  tiles,
+} from '../lib/tasks';
 import { InboxSettings } from './InboxSettings';
 import { TaskPanel } from './TaskPanel';
 
@@ -23,7 +35,17 @@ export function useMoveTask() {
       return (await client.call(move.op, moveArgs(move, task) as never)) as { task?: Task };
     },
     onSuccess: (answer, { task }) => {
-      if (answer?.task) queryClient.setQueryData(['task', task.task_id], { task: answer.task });
+      const moved = answer?.task;
+      if (moved) {
+        queryClient.setQueryData(['task', task.task_id], { task: moved });
+        // Show the move at once: the lists read a projection that follows within a moment.
+        // A list's key is ['tasks', 'list', namespace, inbox filter, group].
+        for (const [key, data] of queryClient.getQueriesData<InfiniteData<TaskListResult>>({ queryKey: ['tasks', 'list'] })) {
+          if (!data) continue;
+          const holds = key[4] === groupOf(moved.status) && (key[3] === '' || key[3] === moved.inbox);
+          queryClient.setQueryData(key, placeTask(data, moved, holds));
+        }
+      }
       void queryClient.invalidateQueries({ queryKey: ['tasks'] });
       void queryClient.invalidateQueries({ queryKey: ['task-history', task.task_id] });
     },
