@@ -52,6 +52,12 @@ MEANING: dict[str, tuple[str, str]] = {
     ),
     "TASK_SELF_ACCEPT": ("An agent tried to accept its own task's result.", "Have the task's poster, or another agent, accept it."),
     "ASSISTANT_SELF_CALL": ("The assistant's own token called an op it may not call on itself.", "Call it with a person's token."),
+    "CSRF_REJECTED": (
+        "A state-changing request signed in with the dashboard's session cookie came without the session's "
+        "`X-Loom-CSRF` token, or from another origin (`detail.reason`: `csrf_missing`, `csrf_mismatch`, `origin`).",
+        "Send the `csrf_token` that `GET /v1/session` returns as `X-Loom-CSRF`, from the dashboard's own origin; "
+        "scripts use a Bearer token instead.",
+    ),
     "RESOURCE_NOT_FOUND": (
         "The named thing (task, inbox, rule, page, section) does not exist, or the caller may not see it.",
         "Check the name or id; list what exists with the plane's list op.",

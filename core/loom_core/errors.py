@@ -3,7 +3,7 @@
 LoomError
  ├── BadRequest                400 MISSING_IDENTITY_FIELD, REQUEST_TOO_DEEP, UNKNOWN_TOOLSET
  ├── Unauthenticated           401 AUTH_REQUIRED / AUTH_INVALID / AUTH_EXPIRED / AUTH_REVOKED
- ├── Forbidden                 403 AUTH_INSUFFICIENT, POLICY_FORBIDDEN, TASK_POSTER_DENIED, ...
+ ├── Forbidden                 403 AUTH_INSUFFICIENT, POLICY_FORBIDDEN, CSRF_REJECTED, ...
  ├── NotFound                  404 RESOURCE_NOT_FOUND, UNKNOWN_OP
  ├── Conflict                  409 TASK_TERMINAL, TASK_FENCE_STALE, PRECONDITION_FAILED, ...
  ├── RequestTimeout            408 REQUEST_TIMEOUT
@@ -63,6 +63,7 @@ class ErrorCode(StrEnum):
     REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
     UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
     REQUEST_TIMEOUT = "REQUEST_TIMEOUT"
+    CSRF_REJECTED = "CSRF_REJECTED"
 
 
 # code -> (http status, grpc status code, retryable)
@@ -77,6 +78,7 @@ CODES: dict[ErrorCode, tuple[int, grpc.StatusCode, bool]] = {
     ErrorCode.TASK_POSTER_DENIED: (403, grpc.StatusCode.PERMISSION_DENIED, False),
     ErrorCode.TASK_SELF_ACCEPT: (403, grpc.StatusCode.PERMISSION_DENIED, False),
     ErrorCode.ASSISTANT_SELF_CALL: (403, grpc.StatusCode.PERMISSION_DENIED, False),
+    ErrorCode.CSRF_REJECTED: (403, grpc.StatusCode.PERMISSION_DENIED, False),
     ErrorCode.RESOURCE_NOT_FOUND: (404, grpc.StatusCode.NOT_FOUND, False),
     ErrorCode.UNKNOWN_OP: (404, grpc.StatusCode.UNIMPLEMENTED, False),
     ErrorCode.TASK_TERMINAL: (409, grpc.StatusCode.FAILED_PRECONDITION, False),

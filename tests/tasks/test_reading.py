@@ -131,3 +131,23 @@ async def test_a_read_right_after_a_write_on_another_replica_sees_it(org: Org, t
         assert t["task_id"] in {x["task_id"] for x in (await reader("task.list", inbox="private-bot"))["tasks"]}
         assert (await reader("task.counts", inbox="private-bot"))["counts"]["todo"] == i + 1
         assert [e["kind"] for e in (await reader("task.history", task_id=t["task_id"]))["events"]] == ["created"]
+
+
+async def test_task_get_tells_the_fence_to_the_leases_holder_alone(org: Org) -> None:
+    """A page reloaded after Start reads its fence back and still finishes the task; another
+    agent label of the same subject, or another subject, reads fence 0."""
+    admin = await org.admin()
+    await register(admin)
+    ui = await org.owner(agent="loom-ui")
+    t = (await ui("task.create", inbox="private-bot", kind="chore", title="t"))["task"]
+    assert (await ui("task.get", task_id=t["task_id"]))["task"]["fence"] == 0  # todo: no lease yet
+    claimed = (await ui("task.claim", task_id=t["task_id"], lease_seconds=86400))["task"]
+    assert claimed["fence"] > 0
+    again = (await ui("task.get", task_id=t["task_id"]))["task"]
+    assert again["status"] == "in_progress" and again["fence"] == claimed["fence"]
+    other_label = await org.owner(agent="another-bot")
+    assert (await other_label("task.get", task_id=t["task_id"]))["task"]["fence"] == 0
+    assert (await admin("task.get", task_id=t["task_id"]))["task"]["fence"] == 0
+    done = (await ui("task.complete", task_id=t["task_id"], fence=again["fence"]))["task"]
+    assert done["status"] == "done"
+    assert (await ui("task.get", task_id=t["task_id"]))["task"]["fence"] == 0  # finished: no lease

@@ -267,3 +267,21 @@ async def test_owner_writes_need_writer_on_the_owner_namespace(org: Org) -> None
     got = await claimed(owner)
     viewer = await org.member("user:viewer", {org.private: "viewer", org.public: "writer"}, namespace=org.public)
     await viewer.refused(403, "AUTH_INSUFFICIENT", "task.complete", task_id=got["task_id"], fence=got["fence"])
+
+
+async def test_the_lease_holder_reads_its_fence_in_get_and_list_and_nobody_else_does(org: Org) -> None:
+    # A dashboard reloaded after Start reads the fence it must present (task.get / task.list);
+    # the same subject under another agent label, and any other caller, read 0.
+    admin, owner = await inbox_with_owner(org)
+    t = (await owner("task.create", inbox="private-bot", kind="chore", title="hold me"))["task"]
+    fence = (await owner("task.claim", task_id=t["task_id"], lease_seconds=86400))["task"]["fence"]
+    assert fence > 0
+    assert (await owner("task.get", task_id=t["task_id"]))["task"]["fence"] == fence
+    listed = (await owner("task.list", inbox="private-bot", status=["in_progress"]))["tasks"]
+    assert [(x["task_id"], x["fence"]) for x in listed] == [(t["task_id"], fence)]
+    relabelled = await org.owner(agent="other-label")
+    assert (await relabelled("task.get", task_id=t["task_id"]))["task"]["fence"] == 0
+    assert (await admin("task.get", task_id=t["task_id"]))["task"]["fence"] == 0
+    done = await owner("task.complete", task_id=t["task_id"], fence=fence, outcome={})
+    assert done["task"]["status"] == "done"
+    assert (await owner("task.get", task_id=t["task_id"]))["task"]["fence"] == 0

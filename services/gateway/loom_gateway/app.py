@@ -20,6 +20,12 @@ from .fastpath import OpFastPath
 from .limits import BODY_READ_SECONDS, parse_json
 from .mcp import PROTECTED_RESOURCE_PATH, LoomMCP, protected_resource_metadata, tool_name
 from .relay import Relay
+from .session_http import SessionCookies
+from .session_http import register as register_sessions
+from .sessions import SessionService
+from .settings import GatewaySettings
+from .web import register as register_web
+from .web import web_frontend
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +54,15 @@ def create_app(
     verify: Callable[[str | None], Any] | None = None,
     body_read_seconds: float = BODY_READ_SECONDS,
     nats_url: str = "",
+    sessions: SessionService | None = None,
+    gateway: GatewaySettings | None = None,
 ) -> FastAPI:
     """`verify` checks a bearer token (the runtime's Authenticator.verify); with it, an MCP
     request without a valid token is answered 401 at the HTTP layer, as MCP clients expect.
     `body_read_seconds`: how long a request's body may take to arrive (limits.py). `nats_url`:
-    the NATS server the AsyncAPI document names (the configured one; without it, localhost)."""
+    the NATS server the AsyncAPI document names (the configured one; without it, localhost).
+    `sessions`: the sign-in sessions (session_http.py), when this gateway holds the store."""
+    gateway = gateway or GatewaySettings()
     mcp = LoomMCP(relay, version=version, verify=verify)
 
     @contextlib.asynccontextmanager
@@ -81,6 +91,7 @@ def create_app(
     from .watch import register as register_watch  # GET /v1/task/watch (watch.py)
 
     register_watch(app, relay)
+    register_sessions(app, sessions, gateway.public_url, gateway.session_ttl_seconds)
 
     # A plain Starlette route: every op call skips FastAPI's per-request dependency solving.
     app.add_route("/v1/{op}", call_op, methods=["POST"], include_in_schema=False)
@@ -189,13 +200,15 @@ def create_app(
         return build_openapi(relay.catalog, relay.addresses, version)
 
     app.openapi = openapi  # type: ignore[method-assign]
-    app.include_router(asyncapi_router(nats_url or "nats://localhost:4222"))  # GET /asyncapi.json, /asyncapi
+    app.include_router(asyncapi_router(nats_url or "nats://localhost:4222"))  # GET /asyncapi.json
+    register_web(app, web_frontend(gateway, version, ready_checks))  # last: the dashboard's pages
     # Outermost, ahead of Starlette's and FastAPI's own middleware (error handling, telemetry):
     # POST /v1/{op} never reaches them. The fast path answers every LoomError itself.
     build_stack = app.build_middleware_stack
 
     def build_middleware_stack() -> Any:
-        return OpFastPath(build_stack(), relay, body_read_seconds)
+        stack = OpFastPath(build_stack(), relay, body_read_seconds)
+        return SessionCookies(stack, sessions, gateway.public_url) if sessions is not None else stack
 
     app.build_middleware_stack = build_middleware_stack  # type: ignore[method-assign]
     return app

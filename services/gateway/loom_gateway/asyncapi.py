@@ -1,6 +1,7 @@
-"""GET /asyncapi.json and /asyncapi: FastStream's AsyncAPI document of the NATS subjects Loom
-publishes for subscribers, gathered from the planes through the `loom.asyncapi` entry point
-(`name = "pkg.module:declare"`, a function that declares publishers on a FastStream NatsBroker)."""
+"""GET /asyncapi.json: FastStream's AsyncAPI document of the NATS subjects Loom publishes for
+subscribers, gathered from the planes through the `loom.asyncapi` entry point
+(`name = "pkg.module:declare"`, a function that declares publishers on a FastStream NatsBroker).
+The dashboard renders it at /asyncapi from assets the gateway serves (web.py): no CDN."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from fastapi import APIRouter
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import JSONResponse
 
 log = logging.getLogger(__name__)
 
@@ -30,11 +31,10 @@ def public_nats_url(url: str) -> str:
 
 
 @functools.cache
-def document(nats_url: str) -> tuple[dict[str, Any], str]:
+def document(nats_url: str) -> dict[str, Any]:
     """The document whose server is `nats_url` (the configured one, as subscribers reach it)."""
     from faststream.nats import NatsBroker
     from faststream.specification import AsyncAPI
-    from faststream.specification.asyncapi.site import get_asyncapi_html
 
     broker = NatsBroker(public_nats_url(nats_url).split(","))
     for ep in entry_points(group="loom.asyncapi"):
@@ -43,19 +43,16 @@ def document(nats_url: str) -> tuple[dict[str, Any], str]:
         except Exception:  # noqa: BLE001 - one plane's document never hides the others'
             log.warning("asyncapi: %s did not declare its subjects", ep.name)
     spec = AsyncAPI(broker, title="Loom events (NATS)", version="1.0.0", schema_version="3.0.0").to_specification()
-    return spec.to_jsonable(), get_asyncapi_html(spec, try_it_out_path=None)
+    jsonable: dict[str, Any] = spec.to_jsonable()
+    return jsonable
 
 
 def router(nats_url: str) -> APIRouter:
-    """GET /asyncapi.json and /asyncapi, naming `nats_url` as the server."""
+    """GET /asyncapi.json, naming `nats_url` as the server (the dashboard renders /asyncapi)."""
     routes = APIRouter()
 
     @routes.get("/asyncapi.json", include_in_schema=False)
     async def asyncapi_json() -> JSONResponse:
-        return JSONResponse(document(nats_url)[0])
-
-    @routes.get("/asyncapi", include_in_schema=False)
-    async def asyncapi_page() -> HTMLResponse:
-        return HTMLResponse(document(nats_url)[1])
+        return JSONResponse(document(nats_url))
 
     return routes

@@ -18,3 +18,19 @@ class GatewaySettings(PlaneSettings):
     assistant_bridge_url: str = Field(
         "", description="Cluster mode: the assistant bridge's internal HTTP address the gateway relays chats to (embedded: in process)."
     )
+    frontend_dir: str = Field(
+        "", description="The built dashboard (index.html and assets/) the gateway serves at /. Empty: the repository's frontend/dist."
+    )
+    public_url: str = Field(
+        "",
+        description="The URL people open Loom at (e.g. https://example.com): sign-in links name it and a cookie request's Origin must match it. Empty: the request's own host.",
+    )
+    session_ttl_seconds: int = Field(
+        7 * 86400, description="Longest a sign-in session (dashboard or `loom login`) lives; then sign in again."
+    )
+    session_token_ttl_seconds: int = Field(
+        3600, description="Lifetime of the access token the server holds for a session (refreshed silently)."
+    )
+    login_link_ttl_seconds: int = Field(
+        900, description="How long a sign-in link (`loom admin login-link`) or a `loom login` request stays usable."
+    )

@@ -20,7 +20,7 @@ from loom_core.local_secrets import WeakSecret, check_jwt_secret, with_local_sec
 from loom_core.process import freeze_startup_heap, tune_gc
 from loom_core.settings import Settings, render_markdown
 
-from . import secrets_cli
+from . import secrets_cli, session_cli
 
 # A plane's own commands: each entry point names a module with COMMANDS, add_commands(sub) and
 # run_command(args, settings) (loom_insights.cli: `loom ch-setup`).
@@ -48,12 +48,13 @@ def main(argv: list[str] | None = None) -> int:
     boot.add_argument("--new-token", action="store_true", help="the org exists already: mint another org-wide admin token for it anyway")
     ops = sub.add_parser("ops", help="list the ops Loom serves, as a table")
     ops.add_argument("--group", default=None, help="only this group's ops (task, memory, policy, ...)")
+    session_cli.add_admin_commands(admin_sub)  # `loom admin login-link`
     config = sub.add_parser("config", help="settings")
     config_sub = config.add_subparsers(dest="config_cmd", required=True)
     docs = config_sub.add_parser("docs", help="render docs/configuration.md from the settings definition")
     docs.add_argument("--output", type=Path, default=None)
     # `loom secrets reseal`, and each plane's own commands (`loom ch-setup`) through entry points.
-    commands = [secrets_cli, *(ep.load() for ep in sorted(entry_points(group=COMMANDS_ENTRY_POINTS), key=lambda e: e.name))]
+    commands = [secrets_cli, session_cli, *(ep.load() for ep in sorted(entry_points(group=COMMANDS_ENTRY_POINTS), key=lambda e: e.name))]
     for command in commands:
         command.add_commands(sub)
     args = parser.parse_args(argv)
@@ -69,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         return uvloop.run(_up(settings))  # uvloop: about twice the HTTP and gRPC throughput of asyncio's loop (docs/benchmarks.md)
     if args.cmd == "serve":
         return uvloop.run(_serve(settings, {p for p in args.planes.split(",") if p}, args.gateway))
+    if args.cmd == "admin" and args.admin_cmd in session_cli.ADMIN_COMMANDS:
+        return session_cli.run_login_link(args, settings)
     if args.cmd == "admin" and args.admin_cmd == "bootstrap":
         out = asyncio.run(_bootstrap(settings, args.org, args.namespace, args.subject, again=args.new_token))
         print(json.dumps(out) if args.json else out["token"])

@@ -26,6 +26,7 @@ from loom_core.store import Store, run_migrations
 from loom_gateway.app import create_app, error_response
 from loom_gateway.identity import bootstrap_org
 from loom_gateway.relay import Relay
+from loom_gateway.sessions import issue_login_code, open_sessions
 from loom_gateway.settings import GatewaySettings
 
 from .http import HttpServer
@@ -116,7 +117,17 @@ async def start_instance(
         checks = {"store": runtime.store.ping, "bus": runtime.bus.ping, **(extra_checks or {})}
         # The optional plane health hook (common agreement): `async def health() -> {name: check}`.
         plane_health = {p.name: hook for p in planes if callable(hook := getattr(p, "health", None))}
-        app = create_app(inst.relay, checks, plane_health=plane_health, verify=runtime.auth.verify, nats_url=nats_url)
+        gateway = settings.plane(GatewaySettings)
+        sessions = await open_sessions(runtime, gateway)
+        app = create_app(
+            inst.relay,
+            checks,
+            plane_health=plane_health,
+            verify=runtime.auth.verify,
+            nats_url=nats_url,
+            sessions=sessions,
+            gateway=gateway,
+        )
         inst.http = HttpServer(app, host=settings.http_host, port=settings.http_port if http_port is None else http_port)
         await inst.http.start()
     return inst
@@ -147,6 +158,17 @@ def admin_app(runtime: Runtime, planes: Sequence[Plane] = ()) -> FastAPI:
             return error_response(exc)
         await runtime.auth.publish_grant_change(p.org, p.sub)
         return JSONResponse({"token": token, "token_id": p.jti, "subject": p.sub, "org": p.org})
+
+    @app.post("/login-link")
+    async def login_link(request: Request) -> JSONResponse:
+        body: dict[str, Any] = await request.json()
+        ttl = runtime.settings.plane(GatewaySettings).login_link_ttl_seconds
+        try:
+            return JSONResponse(
+                await issue_login_code(runtime.identity, runtime.settings.jwt_secret, str(body["org"]), str(body["subject"]), ttl)
+            )
+        except LoomError as exc:
+            return error_response(exc)
 
     return app
 

@@ -318,13 +318,14 @@ class Handlers:
     # --- reading
 
     async def get_task(self, req: pb.GetTaskRequest, ctx: CallContext) -> pb.GetTaskResponse:
-        return pb.GetTaskResponse(task=task_pb(await self.reading.get(ctx, req.task_id)))
+        row = await self.reading.get(ctx, req.task_id)
+        return pb.GetTaskResponse(task=task_pb(row, fence=row.held_by(ctx.subject, ctx.agent_label)))
 
     async def list_tasks(self, req: pb.ListTasksRequest, ctx: CallContext) -> pb.ListTasksResponse:
         rows, token = await self.reading.list_tasks(
             ctx, req.inbox, list(req.status), list(req.kind), req.poster, req.mine, req.limit, req.page_token
         )
-        return pb.ListTasksResponse(tasks=[task_pb(r) for r in rows], next_page_token=token)
+        return pb.ListTasksResponse(tasks=[task_pb(r, fence=r.held_by(ctx.subject, ctx.agent_label)) for r in rows], next_page_token=token)
 
     async def count_tasks(self, req: pb.CountTasksRequest, ctx: CallContext) -> pb.CountTasksResponse:
         counts = await self.reading.counts(ctx, req.inbox)

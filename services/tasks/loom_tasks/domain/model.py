@@ -99,6 +99,12 @@ class TaskRow:
     def terminal(self) -> bool:
         return self.status in TERMINAL
 
+    def held_by(self, subject: str, agent: str) -> bool:
+        """The caller holds this task's lease: the subject and agent label that claimed it, while
+        it is in progress. Only the holder is told the fence (a page reloaded after its claim
+        still finishes the work); anyone else reads fence 0."""
+        return self.status == IN_PROGRESS and self.claimed_by == subject and self.claimed_agent == agent
+
     def visible_to_pull(self, now: float) -> bool:
         """A todo task is claimable unless its not_before is still ahead."""
         return self.status == TODO and (self.not_before is None or self.not_before <= now)

@@ -1,0 +1,74 @@
+// The sign-in session (server contract: POST /v1/session/login, GET /v1/session,
+// POST /v1/session/logout) and the one client every page calls ops through.
+
+import { LoomClient, LoomError, type Role } from '@loom/sdk';
+import { UI_AGENT } from './tasks';
+
+export interface SessionNamespace {
+  namespace: string;
+  role: Role;
+}
+
+export interface Session {
+  subject: string;
+  org: string;
+  namespaces: SessionNamespace[];
+  csrf_token: string;
+  session_id: string;
+  expires_at: string | number;
+}
+
+let current: Session | undefined;
+let namespace: string | undefined;
+
+export function setSession(s: Session | undefined): void {
+  current = s;
+}
+
+export function setNamespace(ns: string | undefined): void {
+  namespace = ns;
+}
+
+/** Every op the dashboard calls goes through here: cookie + CSRF, the header's namespace, agent loom-ui. */
+export const client = new LoomClient({
+  csrfToken: () => current?.csrf_token,
+  namespace: () => namespace,
+  agent: UI_AGENT,
+});
+
+/** The signed-in session, or undefined when the cookie is missing, expired or revoked. */
+export async function readSession(): Promise<Session | undefined> {
+  try {
+    return await client.get<Session>('/v1/session');
+  } catch (e) {
+    if (e instanceof LoomError && e.status === 401) return undefined;
+    throw e;
+  }
+}
+
+export function login(code: string): Promise<Session> {
+  return client.post<Session>('/v1/session/login', { code });
+}
+
+export function logout(): Promise<void> {
+  return client.post<void>('/v1/session/logout', {});
+}
+
+export function approveCli(code: string): Promise<unknown> {
+  return client.post<unknown>('/v1/session/cli_approve', { code });
+}
+
+const RANK: Record<Role, number> = { viewer: 1, writer: 2, admin: 3 };
+
+/** The session's role on a namespace: its own grant, else an org-wide (`*`) one. */
+export function roleOn(s: Session | undefined, ns: string | undefined): Role | undefined {
+  if (!s || !ns) return undefined;
+  const own = s.namespaces.find((n) => n.namespace === ns)?.role;
+  const wide = s.namespaces.find((n) => n.namespace === '*')?.role;
+  if (own && wide) return RANK[own] >= RANK[wide] ? own : wide;
+  return own ?? wide;
+}
+
+export function atLeast(role: Role | undefined, need: Role): boolean {
+  return role !== undefined && RANK[role] >= RANK[need];
+}

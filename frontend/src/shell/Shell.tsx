@@ -1,0 +1,101 @@
+import { useQuery, useQueryClient } from '@tanstack/react-query';
+import { type ReactNode, useEffect, useMemo, useState } from 'react';
+import { NavLink, useNavigate } from 'react-router-dom';
+import { ErrorNote } from '../lib/errors';
+import { ScopeContext } from '../lib/context';
+import { atLeast, client, logout, roleOn, type Session, setNamespace as setClientNamespace, setSession } from '../lib/session';
+import { SearchBox } from './SearchBox';
+
+const NS_KEY = 'loom.namespace';
+
+function firstNamespace(names: string[]): string {
+  const saved = window.localStorage.getItem(NS_KEY);
+  if (saved && names.includes(saved)) return saved;
+  return names[0] ?? '';
+}
+
+export function Shell({ session, children }: { session: Session; children: ReactNode }) {
+  const queryClient = useQueryClient();
+  const navigate = useNavigate();
+  // Every call this shell's pages make carries this session's CSRF token.
+  setSession(session);
+  const orgWide = session.namespaces.some((n) => n.namespace === '*');
+  // An org-wide grant names no namespace: the org's namespaces come from namespace.list.
+  const listed = useQuery({
+    queryKey: ['namespace.list', session.session_id],
+    queryFn: () => client.call('namespace.list', {}),
+    enabled: orgWide,
+  });
+  const names = useMemo(() => {
+    const own = session.namespaces.map((n) => n.namespace).filter((n) => n !== '*');
+    const more = listed.data?.namespaces?.map((n) => n.name) ?? [];
+    return [...new Set([...own, ...more])].sort();
+  }, [session, listed.data]);
+  const [namespace, setNamespace] = useState(() => firstNamespace(names));
+  useEffect(() => {
+    if (!namespace && names.length) setNamespace(firstNamespace(names));
+  }, [names, namespace, session]);
+  setClientNamespace(namespace || undefined);
+  const role = roleOn(session, namespace);
+  const [signOutError, setSignOutError] = useState<unknown>();
+
+  const choose = (ns: string) => {
+    window.localStorage.setItem(NS_KEY, ns);
+    setClientNamespace(ns);
+    setNamespace(ns);
+  };
+
+  const signOut = async () => {
+    try {
+      await logout();
+      setSession(undefined);
+      queryClient.clear();
+      queryClient.setQueryData(['session'], null);
+      navigate('/', { replace: true });
+    } catch (e) {
+      setSignOutError(e);
+    }
+  };
+
+  return (
+    <ScopeContext.Provider value={{ session, namespace, role, setNamespace: choose }}>
+      <a className="skip" href="#main">
+        Skip to content
+      </a>
+      <header className="top">
+        <div className="brand">Loom</div>
+        <nav aria-label="Main">
+          <NavLink to="/tasks">Tasks</NavLink>
+          <NavLink to="/decisions">Decisions</NavLink>
+          {atLeast(role, 'admin') ? <NavLink to="/policies">Policies</NavLink> : null}
+          <NavLink to="/help">Help</NavLink>
+        </nav>
+        <SearchBox />
+        <label className="ns">
+          <span>Namespace</span>
+          <select value={namespace} onChange={(e) => choose(e.target.value)}>
+            {names.map((n) => (
+              <option key={n} value={n}>
+                {n}
+              </option>
+            ))}
+          </select>
+        </label>
+        <div className="who">
+          <span title={`${session.org} · ${role ?? 'no role'}`} data-testid="subject">
+            {session.subject}
+          </span>
+          <span className="role">{role ?? 'no role'}</span>
+          <button type="button" onClick={signOut}>
+            Sign out
+          </button>
+        </div>
+      </header>
+      <ErrorNote error={signOutError} title="Sign out failed" />
+      {listed.error ? <ErrorNote error={listed.error} title="Could not list namespaces" /> : null}
+      <main id="main" className="main" key={namespace}>
+        {namespace ? children : <p>You hold no role in any namespace of {session.org}. Ask an admin for a grant.</p>}
+      </main>
+    </ScopeContext.Provider>
+  );
+}

@@ -1,0 +1,3 @@
+export { LoomClient, LoomError } from './client';
+export type { CallOptions, ClientOptions } from './client';
+export * from './generated/ops';
