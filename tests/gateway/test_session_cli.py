@@ -65,7 +65,7 @@ async def test_login_links_and_loom_login_with_and_without_a_server(tmp_path: Pa
             assert proc.stdout is not None
             await proc.stdout.readline()
             approve_url = (await asyncio.wait_for(proc.stdout.readline(), timeout=60)).decode().strip()
-            assert approve_url.startswith(f"{d.base_url}/cli-login#code=")
+            assert approve_url.startswith(f"http://localhost:{d.port}/cli-login#code=")
             cli_code = approve_url.split("#code=", 1)[1]
             r = await browser.post("/v1/session/cli_approve", json={"code": cli_code}, headers={"X-Loom-CSRF": csrf, "Origin": d.base_url})
             assert r.status_code == 200, r.text

@@ -247,7 +247,9 @@ async def test_sign_out_ends_the_session_and_every_token_under_it(tenant: Tenant
 async def test_loom_login_approved_in_the_dashboard_gives_a_refreshable_credential(tenant: Tenant, alice: Browser) -> None:
     async with httpx.AsyncClient(base_url=tenant.base_url, timeout=30) as cli:
         started = (await cli.post("/v1/session/cli_start")).json()
-        assert started["approve_url"] == f"{tenant.base_url}/cli-login#code={started['code']}"
+        # A loopback address reads as localhost, where a person's browser signed in.
+        local = tenant.base_url.replace("127.0.0.1", "localhost")
+        assert started["approve_url"] == f"{local}/cli-login#code={started['code']}"
         assert (await cli.post("/v1/session/cli_poll", json={"poll_token": started["poll_token"]})).json() == {"status": "pending"}
         # Approving is a cookie write: CSRF and Origin apply.
         error(await alice.client.post("/v1/session/cli_approve", json={"code": started["code"]}), 403, "CSRF_REJECTED")

@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .fastpath import error_body, parse_body
-from .sessions import BROWSER, CLI, CSRF_HEADER, SESSION_COOKIE, Session, SessionService, body_field
+from .sessions import BROWSER, CLI, CSRF_HEADER, SESSION_COOKIE, Session, SessionService, body_field, browser_base
 
 PREFIX = "/v1/session"
 LOGIN, STATE, LOGOUT = f"{PREFIX}/login", PREFIX, f"{PREFIX}/logout"
@@ -207,7 +207,7 @@ def register(app: FastAPI, sessions: SessionService | None, public_url: str, ses
 
     async def cli_start(request: Request, s: SessionService) -> Response:
         started = await s.cli_start()
-        base = public_url or str(request.base_url)
+        base = public_url or browser_base(str(request.base_url))
         return JSONResponse({**started, "approve_url": f"{base.rstrip('/')}/cli-login#code={started['code']}"})
 
     async def cli_poll(request: Request, s: SessionService) -> Response:
