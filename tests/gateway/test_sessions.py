@@ -173,6 +173,10 @@ async def test_a_cookie_write_without_the_csrf_token_or_from_another_origin_is_4
     for kwargs, reason in cases:
         err = error(await alice.op("auth.whoami", **kwargs), 403, "CSRF_REJECTED")  # type: ignore[arg-type]
         assert err["detail"]["reason"] == reason
+    # Every door the cookie reaches takes the same checks: MCP and the assistant's chat route.
+    for path in ("/mcp", "/v1/assistant/chat/completions"):
+        r = await alice.client.post(path, json={}, headers={"Origin": alice.origin})
+        assert error(r, 403, "CSRF_REJECTED")["detail"]["reason"] == "csrf_missing"
     # No Origin and no Referer: refused too; a same-origin Referer stands in for a missing Origin.
     r = await alice.client.post("/v1/auth.whoami", json={}, headers={"X-Loom-CSRF": alice.csrf})
     assert error(r, 403, "CSRF_REJECTED")["detail"]["reason"] == "origin"
@@ -240,6 +244,9 @@ async def test_sign_out_ends_the_session_and_every_token_under_it(tenant: Tenant
         assert error(await c.get("/v1/session", headers=headers), 401, "AUTH_REVOKED")["detail"]["reason"] == "session"
         error(await c.post("/v1/auth.whoami", json={}, headers=headers), 401, "AUTH_REVOKED")
         error(await c.post("/v1/session/logout", headers=headers), 401, "AUTH_REVOKED")
+        # What needs no credential still answers with the stale cookie.
+        assert (await c.get("/v1/health", headers=headers)).status_code == 200
+        assert (await c.get("/v1/ops", headers=headers)).status_code == 200
         bearer = await call(httpx.AsyncClient(base_url=tenant.base_url, headers={"Authorization": f"Bearer {child}"}), "auth.whoami")
         assert error(bearer, 401, "AUTH_REVOKED")["detail"]["reason"] == "session"
 

@@ -120,7 +120,9 @@ class SessionCookies:
             refusal = csrf_refusal(self.sessions, scope, headers, secret, self.public_url)
             if refusal is not None:
                 raise refusal
-            if path not in _OWN_COOKIE:
+            # Op calls (POST) and MCP run as the session; a read like GET /v1/ops or /v1/health
+            # needs no credential, and a stale cookie must not make it fail.
+            if path not in _OWN_COOKIE and (scope["method"] == "POST" or path.startswith("/mcp")):
                 session = await self.sessions.resolve(secret, BROWSER)
                 token, _ = await self.sessions.access_token(session)
                 # The call runs under the session's token; its ledger row names the session.
