@@ -282,6 +282,32 @@ async def test_loom_login_approved_in_the_dashboard_gives_a_refreshable_credenti
     assert (await alice.client.get("/v1/session")).status_code == 200
 
 
+async def test_revoking_the_subject_ends_its_sessions_on_every_replica(
+    tenant: Tenant, stack: Instance, replica_b: Instance, alice: Browser
+) -> None:
+    assert (await alice.op("auth.whoami")).status_code == 200
+    cookie = alice.cookie
+    async with tenant.client() as admin:
+        assert (await call(admin, "token.revoke", subject="user:alice")).status_code == 200
+    error(await alice.op("auth.whoami"), 401, "AUTH_REVOKED")
+    assert not alice.cookie  # a refused cookie is cleared
+    # Replica b never minted for this session: the token it mints now is refused as well.
+    b = Browser(replica_b.base_url)
+    b.client.cookies.set(SESSION_COOKIE, cookie)
+    b.csrf = alice.csrf
+    try:
+        assert error(await b.op("auth.whoami"), 401, "AUTH_REVOKED")["detail"]["reason"] == "parent_subject"
+    finally:
+        await b.close()
+    # A new sign-in after the revocation is a new session, and works.
+    again = Browser(tenant.base_url)
+    try:
+        assert (await again.login(make_login_code(TEST_SECRET, tenant.org, "user:alice", 900))).status_code == 200
+        assert (await again.op("auth.whoami")).json()["subject"] == "user:alice"
+    finally:
+        await again.close()
+
+
 @pytest.fixture(scope="module")
 async def replica_b(settings: Settings, store: EmbeddedStore, nats_server: NatsServer, stack: Instance) -> AsyncIterator[Instance]:
     inst = await start_instance(settings, store=store, nats_url=nats_server.url, name="sessions-b")

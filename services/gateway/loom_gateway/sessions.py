@@ -312,6 +312,9 @@ class SessionService:
                 default_namespace=next((ns for ns in roles if ns != "*"), ""),
                 consumer=f"loom-{s.kind}",
                 sid=s.session_id,
+                # The session as the token's parent, issued when it was made: revoking the
+                # subject ends the session's tokens, whenever and wherever they are minted.
+                parent_subjects=((s.subject, round(s.created_at * 1_000_000)),),
             )
             minted = _Minted(self.codec.encode(principal), principal, roles)
             if len(self._tokens) > 10_000:
