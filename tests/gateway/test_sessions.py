@@ -282,6 +282,13 @@ async def test_loom_login_approved_in_the_dashboard_gives_a_refreshable_credenti
     assert (await alice.client.get("/v1/session")).status_code == 200
 
 
+async def test_an_admin_ends_a_session_by_its_id(tenant: Tenant, alice: Browser) -> None:
+    sid = (await alice.client.get("/v1/session")).json()["session_id"]
+    async with tenant.client() as admin:
+        assert (await call(admin, "token.revoke", session_id=sid)).status_code == 200
+    assert error(await alice.op("auth.whoami"), 401, "AUTH_REVOKED")["detail"]["reason"] == "session"
+
+
 async def test_revoking_the_subject_ends_its_sessions_on_every_replica(
     tenant: Tenant, stack: Instance, replica_b: Instance, alice: Browser
 ) -> None:
