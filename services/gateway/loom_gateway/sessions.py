@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from loom_core.bus import kv
 from loom_core.bus.layout import KVBucket, ensure_bucket
@@ -133,6 +134,20 @@ def read_login_code(code: str, jwt_secrets: tuple[str, ...], now: float | None =
 
 def login_url(base_url: str, code: str) -> str:
     return f"{base_url.rstrip('/')}/login#code={code}"
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "0.0.0.0", "[::1]")
+
+
+def browser_base(base_url: str) -> str:
+    """The URL a person opens for this base: a loopback address reads as `localhost`, the host
+    people open Loom at on their own machine, so a link lands where their cookie is."""
+    u = urlsplit(base_url.rstrip("/"))
+    host = u.hostname or ""
+    if f"[{host}]" in LOOPBACK_HOSTS or host in LOOPBACK_HOSTS:
+        netloc = f"localhost:{u.port}" if u.port else "localhost"
+        return urlunsplit((u.scheme, netloc, u.path, "", ""))
+    return base_url.rstrip("/")
 
 
 # --- the store of record ------------------------------------------------------------------------
@@ -297,6 +312,9 @@ class SessionService:
                 default_namespace=next((ns for ns in roles if ns != "*"), ""),
                 consumer=f"loom-{s.kind}",
                 sid=s.session_id,
+                # The session as the token's parent, issued when it was made: revoking the
+                # subject ends the session's tokens, whenever and wherever they are minted.
+                parent_subjects=((s.subject, round(s.created_at * 1_000_000)),),
             )
             minted = _Minted(self.codec.encode(principal), principal, roles)
             if len(self._tokens) > 10_000:
