@@ -34,7 +34,8 @@ def convex(lexical: Mapping[int, float], dense: Mapping[int, float], alpha: floa
     """alpha x lexical + (1 - alpha) x dense per document of either list; lexical in [0, 1] (a
     share of the query's BM25 ceiling), dense a cosine (floored at 0); a missing score counts 0."""
     return {
-        d: alpha * min(1.0, max(0.0, lexical.get(d, 0.0))) + (1.0 - alpha) * max(0.0, dense.get(d, 0.0)) for d in lexical.keys() | dense.keys()
+        d: alpha * min(1.0, max(0.0, lexical.get(d, 0.0))) + (1.0 - alpha) * max(0.0, dense.get(d, 0.0))
+        for d in lexical.keys() | dense.keys()
     }
 
 
