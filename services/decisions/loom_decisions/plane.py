@@ -38,9 +38,11 @@ class DecisionsPlane:
         return bind_handlers(self.catalog, self.name, self.ops)
 
     async def start(self) -> None:
+        await self.rows.vectors.start()
         await self.embedder.load()
 
     async def stop(self) -> None:
+        await self.rows.vectors.stop()
         await self.embedder.close()
 
 

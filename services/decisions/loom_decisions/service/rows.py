@@ -29,6 +29,7 @@ from ..settings import DecisionsSettings
 from ..store.decisions import DecisionStore
 from ..store.memory import Ident, MemoryStore
 from .embedding import Embedder
+from .vector_index import VectorCache
 
 LOCK_PREFIX = "lock:"
 WRITE_PREFIX = "write:"
@@ -69,6 +70,7 @@ class Rows:
     def __init__(self, deps: Deps) -> None:
         self.d = deps
         self.mem = MemoryStore(deps.store)
+        self.vectors = VectorCache(deps.store, self.mem, deps.settings)
         self.dec = DecisionStore(deps.store)
         self._locks: dict[tuple[str, str, str], asyncio.Lock] = {}
 
@@ -174,6 +176,7 @@ class Rows:
             )
         row["pinned"] = int(bool(row["pinned"]))
         await self.mem.append(org, ns, row, embedding)
+        self.vectors.note(org, ns, row, embedding)
         return row
 
     async def publish_live(self, org: str, ns: str) -> None:

@@ -220,7 +220,14 @@ class MemoryStore:
                 if len(heads) >= limit or len(cands) < fetch:
                     break
                 fetch *= 4
-        heads = heads[:limit]
+        return await self._with_rows(org, ns, heads[:limit])
+
+    async def served(self, org: str, ns: str, candidates: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
+        """Candidates found elsewhere (a vector cache: key, identity, version, cosine distance d),
+        kept only while each is its row's newest version, as rows with their similarity."""
+        return await self._with_rows(org, ns, await self._current_of(org, ns, candidates))
+
+    async def _with_rows(self, org: str, ns: str, heads: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
         rows = await self.rows_at(org, ns, heads)
         dist = {(h["key"], h["agent"], h["user"], h["session"]): float(h["d"]) for h in heads}
         return [(r, 1.0 - dist[(r["key"], r["agent"], r["user"], r["session"])]) for r in rows]
