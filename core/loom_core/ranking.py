@@ -19,6 +19,7 @@ Whether a result is worth showing reads the best cosine among the hits (`weak`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 
 RRF_K = 60
@@ -61,3 +62,73 @@ def weak(best_cosine: float | None, named_found: bool, threshold: float = WEAK_C
     if named_found:
         return False
     return best_cosine is None or best_cosine < threshold
+
+
+# A name joined by `.`, `_` or `-` (`task.claim`, `LOOM_POLICY_MODE`, `TASK_FENCE_STALE`).
+IDENTIFIER = re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:[._-][A-Za-z0-9]+)+")
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "has",
+        "have",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "its",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "should",
+        "that",
+        "the",
+        "this",
+        "to",
+        "was",
+        "we",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+    ]
+)
+
+
+def named_identifiers(query: str) -> list[str]:
+    """The identifiers a query names, as written."""
+    return IDENTIFIER.findall(query)
+
+
+def query_words(text: str) -> set[str]:
+    """A text's lower-cased words, stopwords left out."""
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+def word_coverage(query: set[str], text: str) -> float:
+    """The share of the query's words the text contains (0 to 1): the lexical side of a fusion
+    over a short candidate list, where no corpus statistics are at hand."""
+    if not query:
+        return 0.0
+    return len(query & set(_WORD.findall(text.lower()))) / len(query)

@@ -134,9 +134,10 @@ class DecisionHandlers:
         return mpb.ListMemoryResponse(rows=[_row_msg(r) for r in rows])
 
     async def search_memory(self, req: mpb.SearchMemoryRequest, ctx: CallContext) -> mpb.SearchMemoryResponse:
-        hits = await self._memory.search(ctx, req.query, req.memory_type, req.tag, req.limit)
+        hits, weak = await self._memory.search(ctx, req.query, req.memory_type, req.tag, req.limit)
         ctx.out_hits = len(hits)
         return mpb.SearchMemoryResponse(
+            weak=weak,
             hits=[
                 mpb.SearchHit(
                     key=r["key"],
@@ -149,7 +150,7 @@ class DecisionHandlers:
                     version=int(r["version"]),
                 )
                 for r, s in hits
-            ]
+            ],
         )
 
     async def memory_history(self, req: mpb.MemoryHistoryRequest, ctx: CallContext) -> mpb.MemoryHistoryResponse:
