@@ -206,3 +206,29 @@ async def test_update_by_id_meets_the_conflict_check_again(desk: Desk) -> None:
     # Revised away again: the stale mark is cleared.
     await a.ok("memory.update_by_id", memory_id=row["memory_id"], value="which CI runner builds wheels. Decided hosted runners.")
     assert (await a.ok("memory.get", memory_key=other["memory_key"])).get("conflicts", []) == []
+
+
+async def test_search_puts_a_row_naming_the_identifier_above_rows_that_paraphrase_it(desk: Desk) -> None:
+    a = desk.as_agent("planner")
+    named = await a.ok(
+        "decision.record",
+        category="ops",
+        scenario="switching the history-policy gate on for the production deployment after a week of shadow decisions",
+        outcome="set LOOM_POLICY_MODE=enforce",
+        reasoning="replay showed no false denials",
+    )
+    await a.ok("decision.record", category="ops", scenario="policy mode", outcome="enforce policies")
+    await a.ok("decision.record", category="ops", scenario="policy gate mode for production", outcome="enforce")
+    out = await a.ok("memory.search", query="LOOM_POLICY_MODE", limit=3)
+    assert out["hits"][0]["key"] == named["memory_key"] and not out.get("weak")
+    out = await a.ok("memory.search", query="what is LOOM_POLICY_MODE set to in production?", limit=3)
+    assert out["hits"][0]["key"] == named["memory_key"]
+
+
+async def test_search_says_when_nothing_stored_is_about_the_query(desk: Desk) -> None:
+    a = desk.as_agent("planner")
+    await a.ok("decision.record", **STORAGE)
+    weak = await a.ok("memory.search", query="banana bread recipe with walnuts")
+    assert weak["weak"] is True
+    strong = await a.ok("memory.search", query="how long are customer chat logs retained?")
+    assert not strong.get("weak") and strong["hits"][0]["key"] == KEY

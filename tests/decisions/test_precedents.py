@@ -19,6 +19,7 @@ from loom_core.bus import NatsServer
 from loom_core.errors import Unavailable
 from loom_core.store.embedded import EmbeddedStore
 from loom_decisions.service.embedding import Embedder, LocalModel, OpenAIModel, shared_local_model
+from loom_decisions.settings import DecisionsSettings
 from loom_runner.embedded import Instance
 
 from tests.policy.conftest import new_tenant, start_policy_instance
@@ -76,16 +77,40 @@ async def test_precedents_find_a_decision_from_a_paraphrase(desk: Desk) -> None:
     for question, key in keys.items():
         got = (await a.ok("decision.precedents", query=question, limit=3))["precedents"]
         assert got[0]["memory_key"] == key, (question, [g["memory_key"] for g in got])
-        assert got[0]["score"] >= got[1]["score"] >= got[2]["score"]
+        scores = [g["score"] for g in got]
+        assert scores == sorted(scores, reverse=True) and all(sc >= FLOOR for sc in scores)
         assert got[0]["stage"] == "decided" and got[0]["category"] == "platform"
 
 
-async def test_precedents_filter_by_category_and_cap_at_25(desk: Desk) -> None:
+FLOOR = DecisionsSettings().decision_precedents_min_similarity
+
+
+def set_floor(desk: Desk, monkeypatch: pytest.MonkeyPatch, floor: float) -> None:
+    """The running plane's settings with another similarity floor, for this test only."""
+    deps = next(p for p in desk.inst.planes if p.name == "decisions").rows.d  # type: ignore[attr-defined]
+    monkeypatch.setattr(deps, "settings", deps.settings.model_copy(update={"decision_precedents_min_similarity": floor}))
+
+
+async def test_precedents_under_the_similarity_floor_are_not_returned(desk: Desk, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = desk.as_agent("planner")
+    await record_cases(a)
+    out = await a.ok("decision.precedents", query="banana bread recipe with walnuts", limit=10)
+    assert out["precedents"] == [] and out["none_close"] is True and out["min_similarity"] == pytest.approx(FLOOR)
+    close = await a.ok("decision.precedents", query="how long do we hold on to customer chat logs?", limit=25)
+    assert close["precedents"] and not close.get("none_close") and len(close["precedents"]) < len(CASES)
+    assert all(p["score"] >= FLOOR for p in close["precedents"])
+    # With the floor lowered every decision is a precedent again (the floor is a setting).
+    set_floor(desk, monkeypatch, -1.0)
+    assert len((await a.ok("decision.precedents", query="banana bread recipe with walnuts", limit=25))["precedents"]) == len(CASES)
+
+
+async def test_precedents_filter_by_category_and_cap_at_25(desk: Desk, monkeypatch: pytest.MonkeyPatch) -> None:
     a = desk.as_agent("planner")
     await record_cases(a)
     await a.ok("decision.record", category="storage", scenario="retention of support transcripts", outcome="30 days")
     got = (await a.ok("decision.precedents", query="how long do we hold on to customer chat logs?", category="storage"))["precedents"]
     assert [p["category"] for p in got] == ["storage"]
+    set_floor(desk, monkeypatch, -1.0)
     assert len((await a.ok("decision.precedents", query="anything", limit=25))["precedents"]) == 7
     await a.refused(422, "VALIDATION_FAILED", "decision.precedents", query="anything", limit=26)
     await a.refused(422, "VALIDATION_FAILED", "decision.precedents", query=" ")

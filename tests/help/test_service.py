@@ -48,7 +48,7 @@ async def test_concurrent_first_calls_share_one_build_in_a_worker_thread(docs: P
     results = await asyncio.gather(*calls)
     assert svc.builds == 1 and threads == [threads[0]] and threads[0] != threading.get_ident()
     assert all(r == results[0] for r in results[:8])
-    assert results[0][1][0].section.anchor == "claim"
+    assert results[0].hits[0].section.anchor == "claim"
     assert results[8][0].verified
 
 
@@ -57,13 +57,13 @@ async def test_the_index_is_never_rebuilt_per_call(docs: Path) -> None:
     for _ in range(5):
         await svc.search("claim", 5, "")
     write(docs, "later.md", "# Later\n\nclaim\n")
-    _, hits = await svc.search("claim", 5, "")
+    hits = (await svc.search("claim", 5, "")).hits
     assert svc.builds == 1 and all(h.section.page != "later.md" for h in hits)
 
 
 async def test_contributor_pages_are_left_out_of_the_index(docs: Path) -> None:
     svc = HelpService(docs)
-    _, hits = await svc.search("task.claim", 10, "")
+    hits = (await svc.search("task.claim", 10, "")).hits
     assert {h.section.page for h in hits} == {"tasks.md"}
     assert await svc.page("development/release.md") is None
 
@@ -72,18 +72,21 @@ async def test_no_docs_answers_unavailable_until_restart(tmp_path: Path, caplog:
     root = tmp_path / "missing"
     svc = HelpService(root)
     with caplog.at_level(logging.WARNING, logger="loom_help"):
-        assert await svc.search("claim", 5, "") == (False, [])
+        found = await svc.search("claim", 5, "")
+        assert not found.available and not found.hits
     assert "no docs folder" in caplog.text
     write(root, "tasks.md", "# Tasks\n\nclaim\n")
-    assert await svc.search("claim", 5, "") == (False, [])
+    found = await svc.search("claim", 5, "")
+    assert not found.available and not found.hits
     assert (await svc.verify(["[help:tasks.md]"]))[0].reason == "help_unavailable"
     assert svc.builds == 1
-    assert (await HelpService(root).search("claim", 5, ""))[0] is True  # a new process sees them
+    assert (await HelpService(root).search("claim", 5, "")).available  # a new process sees them
 
 
 async def test_an_empty_docs_folder_answers_unavailable(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    assert await HelpService(tmp_path / "empty").search("claim", 5, "") == (False, [])
+    found = await HelpService(tmp_path / "empty").search("claim", 5, "")
+    assert not found.available and not found.hits
 
 
 async def test_an_unreadable_page_is_left_out_with_a_warning(docs: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -91,7 +94,8 @@ async def test_an_unreadable_page_is_left_out_with_a_warning(docs: Path, caplog:
     (docs / "dangling.md").symlink_to(docs / "no-such-file.md")
     svc = HelpService(docs)
     with caplog.at_level(logging.WARNING, logger="loom_help"):
-        available, hits = await svc.search("claim", 10, "")
+        found = await svc.search("claim", 10, "")
+    available, hits = found.available, found.hits
     assert available and {h.section.page for h in hits} == {"tasks.md"}
     assert "left latin1.md out" in caplog.text and "left dangling.md out" in caplog.text
 

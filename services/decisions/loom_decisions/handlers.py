@@ -116,9 +116,13 @@ class DecisionHandlers:
         return dpb.RecordDecisionResponse(**out)
 
     async def decision_precedents(self, req: dpb.DecisionPrecedentsRequest, ctx: CallContext) -> dpb.DecisionPrecedentsResponse:
-        found = await self._decisions.precedents(ctx, req.query, req.category, req.with_outcome_only, req.limit)
+        found, none_close = await self._decisions.precedents(ctx, req.query, req.category, req.with_outcome_only, req.limit)
         ctx.out_hits = len(found)
-        return dpb.DecisionPrecedentsResponse(precedents=[dpb.Precedent(**p) for p in found])
+        return dpb.DecisionPrecedentsResponse(
+            precedents=[dpb.Precedent(**p) for p in found],
+            min_similarity=self._decisions.r.d.settings.decision_precedents_min_similarity,
+            none_close=none_close,
+        )
 
     async def decision_chain(self, req: dpb.DecisionChainRequest, ctx: CallContext) -> dpb.DecisionChainResponse:
         nodes, edges = await self._decisions.chain(ctx, req.memory_key, req.direction, req.max_hops)
@@ -235,9 +239,10 @@ class DecisionHandlers:
         return mpb.ListMemoryResponse(rows=[_row_msg(r) for r in rows])
 
     async def search_memory(self, req: mpb.SearchMemoryRequest, ctx: CallContext) -> mpb.SearchMemoryResponse:
-        hits = await self._memory.search(ctx, req.query, req.memory_type, req.tag, req.limit)
+        hits, weak = await self._memory.search(ctx, req.query, req.memory_type, req.tag, req.limit)
         ctx.out_hits = len(hits)
         return mpb.SearchMemoryResponse(
+            weak=weak,
             hits=[
                 mpb.SearchHit(
                     key=r["key"],
@@ -250,7 +255,7 @@ class DecisionHandlers:
                     version=int(r["version"]),
                 )
                 for r, s in hits
-            ]
+            ],
         )
 
     async def memory_history(self, req: mpb.MemoryHistoryRequest, ctx: CallContext) -> mpb.MemoryHistoryResponse:

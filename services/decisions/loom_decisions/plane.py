@@ -2,7 +2,10 @@
 
 It serves decision.* (DecisionService) and the memory.* ops their rows need (MemoryService),
 both in package loom.decisions.v1. Embeddings come from the local ONNX model or an
-OpenAI-compatible endpoint (LOOM_EMBEDDING_PROVIDER); the model loads on first use.
+OpenAI-compatible endpoint (LOOM_EMBEDDING_PROVIDER). The local model loads at start, in a worker
+thread, and start returns once it has: the process answers ready only with the model loaded, so
+the first decision.record after a start costs what the tenth does. A model file that is not the
+pinned one stops the start (loom_core.embedding.ModelFileError).
 
 `admin_routes` are the operator's: served on the data dir's admin socket by `loom up` (whoever
 can open the data dir is the operator), called by `loom decisions extract` (cli.py).
@@ -51,9 +54,11 @@ class DecisionsPlane:
         return bind_handlers(self.catalog, self.name, self.ops)
 
     async def start(self) -> None:
-        return None
+        await self.rows.vectors.start()
+        await self.embedder.load()
 
     async def stop(self) -> None:
+        await self.rows.vectors.stop()
         await self.embedder.close()
 
     # --- the operator's extraction

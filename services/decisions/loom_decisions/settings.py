@@ -32,6 +32,18 @@ class DecisionsSettings(PlaneSettings):
         0.9, description="Cosine similarity at or above which a decision under another key is flagged as a conflict (never merged)."
     )
     decision_lock_max_seconds: int = Field(86400, description="Longest memory.lock may hold a key.")
+    memory_vector_cache_min_rows: int = Field(
+        2000,
+        description="A namespace with at least this many live rows is searched through this process's ANN cache of its vectors (usearch HNSW, built from the store in the background, exact scan until it is); 0 turns the cache off.",
+    )
+    memory_vector_cache_refresh_seconds: float = Field(
+        5.0,
+        description="How often each replica reads the rows other replicas wrote into its vector cache: the bound on how long another replica's write is missing from this one's ANN answers.",
+    )
+    decision_precedents_min_similarity: float = Field(
+        0.20,
+        description="decision.precedents returns no decision less similar (cosine) to the query than this; chosen on the help evaluation set, where unrelated questions' best matches stay under 0.19.",
+    )
     memory_vector_index_min_rows: int = Field(
         20000,
         description="A namespace with at least this many live rows is searched through the HNSW vector index (approximate); a smaller one by exact cosine over its rows.",

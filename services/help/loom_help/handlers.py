@@ -29,9 +29,11 @@ class HelpHandlers:
             raise invalid_field("limit", f"between 1 and {MAX_LIMIT}")
         if request.audience not in ("", USER, OPERATOR):
             raise invalid_field("audience", f"{USER} or {OPERATOR}")
-        available, hits = await self.service.search(query, request.limit or DEFAULT_LIMIT, request.audience)
+        found = await self.service.search(query, request.limit or DEFAULT_LIMIT, request.audience)
         return pb.SearchResponse(
-            available=available,
+            available=found.available,
+            weak=found.weak,
+            ranking=found.ranking,
             hits=[
                 pb.Hit(
                     page=h.section.page,
@@ -43,7 +45,7 @@ class HelpHandlers:
                     score=h.score,
                     citation=h.citation,
                 )
-                for h in hits
+                for h in found.hits
             ],
         )
 

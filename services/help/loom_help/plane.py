@@ -1,7 +1,8 @@
 """The help plane: `build(runtime)` for the runner (entry point `loom.planes: help`).
 
 It holds no table and reads no bus: its index is built from the docs folder
-(LOOM_HELP_DOCS_DIR, else the docs this build ships) on the first help call.
+(LOOM_HELP_DOCS_DIR, else the docs this build ships) on the first help call, and the sections'
+embeddings after it (the MiniLM model the decisions plane uses, one copy per process).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class HelpPlane:
         return None
 
     async def stop(self) -> None:
-        return None
+        self.service.stop()
 
     async def health(self) -> dict[str, dict[str, Any]]:
         # Not required: a process without docs serves everything else.

@@ -211,7 +211,11 @@ class DecisionOps:
 
     # --- precedents
 
-    async def precedents(self, ctx: CallContext, query: str, category: str, with_outcome_only: bool, limit: int) -> list[dict[str, Any]]:
+    async def precedents(
+        self, ctx: CallContext, query: str, category: str, with_outcome_only: bool, limit: int
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """The closest live decisions, best first, none under the similarity floor; and whether
+        decisions matched the filters but none was that close."""
         org, ns = ctx.org, ctx.namespace
         if not query.strip():
             raise invalid_field("query", "required")
@@ -219,18 +223,21 @@ class DecisionOps:
             limit = 10
         if not 1 <= limit <= PRECEDENTS_MAX:
             raise invalid_field("limit", f"between 1 and {PRECEDENTS_MAX}")
+        floor = self.r.d.settings.decision_precedents_min_similarity
         vec = await self.r.d.embedder.embed_one(excerpt(query))
         tags = [CATEGORY_TAG_PREFIX + category] if category else []
         fetch = limit * (8 if with_outcome_only else 3)
         out: list[dict[str, Any]] = []
+        below_floor = False
         while True:
-            hits = await self.mem.search(
-                org, ns, vec, memory_type="decision", tags=tags, limit=fetch, index_min_rows=self.r.d.settings.memory_vector_index_min_rows
-            )
+            hits = await self.r.vectors.nearest(org, ns, vec, memory_type="decision", tags=tags, limit=fetch)
             recs = await self.dec.current_many(org, ns, [row["key"] for row, _ in hits])
             out = []
             seen: set[str] = set()
             for row, score in hits:
+                if score < floor:  # hits come closest first: the rest are further still
+                    below_floor = True
+                    break
                 rec = recs.get(row["key"])
                 if rec is None or rec["status"] != "active" or row["key"] in seen:
                     continue
@@ -242,11 +249,11 @@ class DecisionOps:
                 out.append(_precedent(rec, row, score))
                 if len(out) == limit:
                     break
-            if len(out) >= limit or len(hits) < fetch or fetch >= 2000:
+            if len(out) >= limit or below_floor or len(hits) < fetch or fetch >= 2000:
                 break
             fetch *= 4
         await self.r.exposed(ctx, [p["memory_key"] for p in out])
-        return out
+        return out, below_floor and not out
 
     # --- chain
 

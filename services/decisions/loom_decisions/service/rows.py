@@ -30,6 +30,7 @@ from ..settings import DecisionsSettings
 from ..store.decisions import DecisionStore
 from ..store.memory import Ident, MemoryStore, ident_of
 from .embedding import Embedder
+from .vector_index import VectorCache
 
 LOCK_PREFIX = "lock:"
 WRITE_PREFIX = "write:"
@@ -70,6 +71,7 @@ class Rows:
     def __init__(self, deps: Deps) -> None:
         self.d = deps
         self.mem = MemoryStore(deps.store)
+        self.vectors = VectorCache(deps.store, self.mem, deps.settings)
         self.dec = DecisionStore(deps.store)
         self._locks: dict[tuple[str, str, str], asyncio.Lock] = {}
 
@@ -175,6 +177,7 @@ class Rows:
             )
         row["pinned"] = int(bool(row["pinned"]))
         await self.mem.append(org, ns, row, embedding)
+        self.vectors.note(org, ns, row, embedding)
         return row
 
     async def store_chunks(self, org: str, ns: str, row: dict[str, Any]) -> None:

