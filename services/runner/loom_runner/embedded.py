@@ -27,6 +27,7 @@ from loom_gateway.identity import bootstrap_org
 from loom_gateway.relay import Relay
 from loom_gateway.settings import GatewaySettings
 
+from .doctor import DOCTOR_PATH, serve_checks
 from .http import HttpServer
 from .planes import build_planes, start_gate, stop_gate
 
@@ -141,6 +142,10 @@ def admin_app(runtime: Runtime) -> FastAPI:
             return error_response(exc)
         await runtime.auth.publish_grant_change(p.org, p.sub)
         return JSONResponse({"token": token, "token_id": p.jti, "subject": p.sub, "org": p.org})
+
+    @app.post(DOCTOR_PATH)
+    async def doctor() -> JSONResponse:  # `loom doctor` while this process holds the chDB engine
+        return JSONResponse(await serve_checks(runtime.settings, runtime.store, runtime.bus))
 
     return app
 

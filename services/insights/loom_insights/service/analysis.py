@@ -29,6 +29,7 @@ from ..domain.scope import valid_namespace
 from ..settings import InsightsSettings
 from ..store.clickhouse import ChClient, ChError, NoAnswer
 from ..store.tables import present as present_in
+from . import root
 from . import secrets as sec
 from .probe import Prober, ProbeResult
 from .provisioning import Provisioner, ProvisionRefused, detect_prefix
@@ -43,8 +44,8 @@ EMBEDDED_REASON = (
 
 
 NO_SECRETS_ROW = (
-    "there is no analysis secrets row: run loom ch-setup as a user with access management"
-    " (over a lost row, with the analyst user still there, drop that user first)"
+    "there is no analysis secrets row: run loom ch-setup as a user with access management on a first install;"
+    " over a lost row (the analyst user still there), loom ch-setup --rotate-analysis-key (loom doctor: analysis.boundary)"
 )
 REPAIR_ELSEWHERE = "this replica could not repair it: run loom ch-setup as a user with access management"
 REPAIR_REFUSED = "a write cannot repair it: an admin's fix, named in the server log"
@@ -87,6 +88,7 @@ class Analysis:
         self._wake = asyncio.Event()
         self.last_answer_at = time.time()
         self.last_probe: ProbeResult | None = None
+        self.core = core
         self.sealer = sec.sealer_for(core)
         self.runner = StatementRunner(self.caps, self.row_cap, self.per_org)
         # This build's allowlist: what a write grants and the probe checks.
@@ -95,6 +97,10 @@ class Analysis:
     # ---------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
+        try:
+            await root.record(self.store, self.core)
+        except Exception as exc:  # noqa: BLE001 - the next boot records it; the rotation refuses meanwhile
+            log.warning("analysis: the root's record was not written (%s)", type(exc).__name__)
         if self.embedded:
             log.info("analysis: %s", EMBEDDED_REASON)
             with contextlib.suppress(Exception):  # the catalog falls back to the unconditional entries
@@ -149,7 +155,7 @@ class Analysis:
                 if report.skipped:
                     log.info("analysis: boot write skipped: %s", report.skipped)
             except ProvisionRefused as exc:
-                self._set("unavailable", "the analyst's entities cannot be written: see the server log (loom doctor)")
+                self._set("unavailable", "the analyst's entities cannot be written: see the server log (loom doctor: analysis.boundary)")
                 log.error("analysis: %s", exc.reason)
             except ChError as exc:
                 log.warning(
@@ -261,7 +267,7 @@ class Analysis:
         if self.state == "embedded":
             raise unavailable("analysis needs a ClickHouse server", EMBEDDED_REASON)
         if self.state == "unavailable":
-            raise unavailable("analysis is unavailable", "the analysis boundary check failed (loom doctor)")
+            raise unavailable("analysis is unavailable", "the analysis boundary check failed (loom doctor: analysis.boundary)")
         if self.state != "ready":
             raise overloaded("the analysis boundary has not passed a probe yet")
 
