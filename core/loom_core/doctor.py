@@ -129,7 +129,7 @@ async def stream_checks(ctx: DoctorContext, streams: Sequence[str], owner: str, 
 
 def stream_health(cluster: Any) -> str:
     """Why a stream's cluster state is unhealthy, or "" (a single server has no cluster state)."""
-    if cluster is None:
+    if cluster is None or not cluster.name:  # a single server reports itself as a leader of no cluster
         return ""
     if not cluster.leader:
         return "no leader (its replicas lost quorum)"

@@ -22,7 +22,7 @@ import uuid
 
 from loom_core.doctor import Check, DoctorContext, fault, not_applicable, ok, schema_check, unchecked
 from loom_core.errors import Unavailable
-from loom_core.store import parse_ch_time
+from loom_core.store.base import parse_ch_time
 
 from .domain.allowlist import CANARY, CANARY_MARKER, Table
 from .domain.entities import ANALYST, CAPS_PROFILE, CAPS_STAMP, PROFILE, VERSION_STAMP, Caps, revision_of, version_of

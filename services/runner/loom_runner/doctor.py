@@ -61,7 +61,7 @@ CONNECT_TIMEOUT_S = 5.0
 CLOCK_SKEW_MAX_S = 2.0
 DISK_MIN_FREE_BYTES = 1 << 30
 DISK_MIN_FREE_SHARE = 0.05
-CORE_STREAMS = (LEDGER_STREAM, f"KV_{LEASES_BUCKET}")
+LEASES_STREAM = f"KV_{LEASES_BUCKET}"
 CORE_STREAM_FIX = "restart a Loom process (each declares the ledger stream and the leases bucket at start)"
 DOCTOR_PATH = "/doctor"
 
@@ -134,7 +134,8 @@ async def run_checks(ctx: DoctorContext) -> list[Check]:
 async def core_checks(ctx: DoctorContext) -> list[Check]:
     return [
         *await nats_checks(ctx),
-        *await stream_checks(ctx, CORE_STREAMS, "core", CORE_STREAM_FIX),
+        *await stream_checks(ctx, (LEASES_STREAM,), "core", CORE_STREAM_FIX),
+        *await ledger_stream_check(ctx),
         await clickhouse_reachable(ctx),
         await schema_check(ctx, "core", CORE_MIGRATIONS),
         root_secret_check(ctx.settings),
@@ -145,6 +146,9 @@ async def core_checks(ctx: DoctorContext) -> list[Check]:
 
 
 async def nats_checks(ctx: DoctorContext) -> list[Check]:
+    if ctx.bus is None and not ctx.settings.nats_url:
+        why = "no `loom up` runs on LOOM_DATA_DIR (the embedded NATS is its child)"
+        return [unchecked(n, why, "start Loom (`loom up`), then run `loom doctor` again") for n in ("nats.reachable", "nats.jetstream", "nats.quorum")]
     if ctx.bus is None:
         return [
             fault("nats.reachable", "nats-unreachable", f"NATS did not answer ({ctx.bus_problem or 'not reachable'})", NATS_DOWN_FIX),
@@ -175,11 +179,11 @@ async def nats_checks(ctx: DoctorContext) -> list[Check]:
         return out
     out.append(ok("nats.jetstream", "JetStream answers"))
     try:
-        info = await ctx.bus.js.stream_info(LEDGER_STREAM)
-    except Exception:  # noqa: BLE001 - the stream check names a missing ledger stream
-        out.append(unchecked("nats.quorum", f"the {LEDGER_STREAM} stream could not be read"))
+        info = await ctx.bus.js.stream_info(LEASES_STREAM)
+    except Exception:  # noqa: BLE001 - the stream check names a missing leases bucket
+        out.append(unchecked("nats.quorum", f"the {LEASES_STREAM} stream could not be read"))
         return out
-    if info.cluster is None:
+    if info.cluster is None or not info.cluster.name:
         out.append(not_applicable("nats.quorum", "a single NATS server (no cluster)"))
     elif problem := stream_health(info.cluster):
         out.append(
@@ -193,6 +197,14 @@ async def nats_checks(ctx: DoctorContext) -> list[Check]:
     else:
         out.append(ok("nats.quorum", f"NATS cluster {info.cluster.name}: leader {info.cluster.leader}, replicas current"))
     return out
+
+
+async def ledger_stream_check(ctx: DoctorContext) -> list[Check]:
+    """The ledger's stream: on the embedded store the ledger goes straight into chDB (one engine,
+    this process's), so there is none to check."""
+    if ctx.embedded:
+        return [not_applicable(f"nats.stream.{LEDGER_STREAM}", "the embedded store takes the ledger directly (no stream)")]
+    return await stream_checks(ctx, (LEDGER_STREAM,), "core", CORE_STREAM_FIX)
 
 
 async def clickhouse_reachable(ctx: DoctorContext) -> Check:
