@@ -138,7 +138,14 @@ async def test_a_secrets_file_others_can_read_is_a_fault(stack: Instance, tmp_pa
 
 async def test_policy_mode_off_over_stored_rules_is_a_fault_and_enforce_is_not(stack: Instance, tenant: Tenant, tmp_path: Path) -> None:
     async with tenant.client() as c:
-        r = await call(c, "policy.set", name="no-deletes", effect="forbid", actions=["task.cancel"], condition={"op": "breadth_within", "within": "1h", "cmp": "gt", "value": 2})
+        r = await call(
+            c,
+            "policy.set",
+            name="no-deletes",
+            effect="forbid",
+            actions=["task.cancel"],
+            condition={"op": "breadth_within", "within": "1h", "cmp": "gt", "value": 2},
+        )
         assert r.status_code == 200, r.text
     off = (await checks_on(stack, make_settings(tmp_path, policy_mode="off")))["policy.mode"]
     assert (off.verdict, off.fault) == (Verdict.FAULT, "policy-mode-off")

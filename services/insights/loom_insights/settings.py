@@ -35,5 +35,6 @@ class InsightsSettings(PlaneSettings):
         description="Seconds a key rotation waits for every ClickHouse server to apply its access changes where it cannot read each server's policies (and the printed rotation always waits); set it above the lag your ClickHouse shows for access changes.",
     )
     ch_analysis_doctor_probes: int = Field(
-        24, description="Signed probes `loom doctor: analysis.boundary` sends, each on a new connection so a load balancer spreads them over the servers."
+        24,
+        description="Signed probes `loom doctor: analysis.boundary` sends, each on a new connection so a load balancer spreads them over the servers.",
     )

@@ -148,7 +148,10 @@ async def core_checks(ctx: DoctorContext) -> list[Check]:
 async def nats_checks(ctx: DoctorContext) -> list[Check]:
     if ctx.bus is None and not ctx.settings.nats_url:
         why = "no `loom up` runs on LOOM_DATA_DIR (the embedded NATS is its child)"
-        return [unchecked(n, why, "start Loom (`loom up`), then run `loom doctor` again") for n in ("nats.reachable", "nats.jetstream", "nats.quorum")]
+        return [
+            unchecked(n, why, "start Loom (`loom up`), then run `loom doctor` again")
+            for n in ("nats.reachable", "nats.jetstream", "nats.quorum")
+        ]
     if ctx.bus is None:
         return [
             fault("nats.reachable", "nats-unreachable", f"NATS did not answer ({ctx.bus_problem or 'not reachable'})", NATS_DOWN_FIX),
