@@ -12,6 +12,7 @@ from loom_insights.domain.printed import render_rotation
 from loom_insights.domain.rotation import (
     Probe,
     access_on_cluster,
+    defers_repair,
     judge,
     key_id,
     policy_key_id,
@@ -193,3 +194,7 @@ def test_every_probe_failing_without_a_policy_read_names_both_causes() -> None:
 
 def test_without_the_row_s_stored_time_the_verdict_goes_by_the_probes_alone() -> None:
     assert judge(probes(0, 24), {"ch-1": ROW}, ROW, None, SETTLE).outcome == "stale_row"
+
+
+def test_the_probe_s_canary_repair_waits_three_settle_times_after_the_row_was_stored() -> None:
+    assert defers_repair(89.0, 30.0) and not defers_repair(90.0, 30.0)

@@ -143,6 +143,14 @@ class Verdict:
 
 
 LIVE = "loom ch-setup --rotate-analysis-key --live"
+
+
+def defers_repair(row_age_s: float, settle_s: float) -> bool:
+    """Within three settle times of the row's stored time a canary under another key may be a
+    server still applying the rotation: the probe's repair waits, as the doctor's verdict does."""
+    return row_age_s < 3 * settle_s
+
+
 SETTLE_SETTING = "LOOM_CH_ANALYSIS_ROTATION_SETTLE_S"
 
 
@@ -159,7 +167,7 @@ def judge(
     failed = [p for p in probes if not p.ok]
     if not failed:
         return Verdict("ok", f"{len(probes)} signed probes on new connections read the canary")
-    if row_age_s is not None and row_age_s < 3 * settle_s:
+    if row_age_s is not None and defers_repair(row_age_s, settle_s):
         return Verdict(
             "settling",
             f"{len(failed)} of {len(probes)} probes failed within three settle times of the row's stored time"

@@ -21,10 +21,12 @@ from loom_core.identity import Authenticator, Principal
 from loom_core.roles import Role
 from loom_core.settings import Settings
 from loom_core.store import Store
+from loom_core.store.base import parse_ch_time
 
 from ..domain.allowlist import ALLOWLIST, Table, present_tables
 from ..domain.catalog import build_catalog
 from ..domain.entities import ANALYST, PROFILE, VERSION_STAMP, Caps, may_write, revision_of, version_of
+from ..domain.rotation import defers_repair
 from ..domain.scope import valid_namespace
 from ..settings import InsightsSettings
 from ..store.clickhouse import ChClient, ChError, NoAnswer
@@ -82,6 +84,8 @@ class Analysis:
         self.prefix = ""
         self._key: bytes = b""
         self._password = ""
+        self._stored_at = ""  # the secrets row's stored time (ClickHouse's clock at the rotation)
+        self.settle_s = settings.ch_analysis_rotation_settle_s
         self._admin: ChClient | None = None
         self._analyst: ChClient | None = None
         self._task: asyncio.Task[None] | None = None
@@ -169,6 +173,11 @@ class Analysis:
         result = await self._probe_once()
         if result is None:
             return
+        if not result.ok and "canary_key" in result.codes and self._settling():
+            # A server still applying a rotation looks like a canary under another key: checked
+            # again once three settle times have passed since the row's stored time.
+            log.info("analysis: the canary reads nothing within three settle times of a rotation; the repair waits")
+            return
         if not result.ok and result.repairable and repair and self.settings.ch_analysis_write_entities:
             stored = await self._stored_version()
             if may_write(stored, version_of(self.tables)):
@@ -188,6 +197,9 @@ class Analysis:
                     return
                 log.warning("analysis: repaired the analyst's entities after: %s", "; ".join(result.findings))
                 await self._probe_once()
+
+    def _settling(self) -> bool:
+        return bool(self._stored_at) and defers_repair(time.time() - parse_ch_time(self._stored_at).timestamp(), self.settle_s)
 
     async def _stored_version(self) -> str:
         """The version the main profile carries; empty when Loom's user cannot list profiles."""
@@ -219,7 +231,8 @@ class Analysis:
         if loaded is None:
             self._set("unavailable", NO_SECRETS_ROW)
             return None
-        secrets_, _row = loaded
+        secrets_, row = loaded
+        self._stored_at = row.stored_at
         if secrets_.password != self._password or self._analyst is None:
             if self._analyst is not None:
                 await self._analyst.close()
@@ -296,11 +309,26 @@ class Analysis:
                 )
         return namespaces
 
+    async def _current_key(self) -> bytes:
+        """The key read from the row before each statement (part 2): a row a rotation deleted, or
+        one holding another password than this replica's connection, answers ANALYSIS_UNAVAILABLE
+        (and wakes the probe, which takes the new row up), so during a rotation no statement is
+        signed with a key the policies no longer hold."""
+        try:
+            loaded = await sec.load(self.store, self.sealer)
+        except sec.SecretsUnreadable:
+            loaded = None
+        if loaded is None or loaded[0].password != self._password:
+            self._wake.set()
+            raise unavailable("analysis is unavailable", "the analysis key is changing (loom doctor: analysis.boundary)")
+        return loaded[0].key
+
     async def query(self, principal: Principal, request_id: str, sql: str, namespaces: tuple[str, ...]) -> QueryAnswer:
         self._require_ready()
         assert self._analyst is not None
+        key = await self._current_key()
         try:
-            return await self.runner.run(self._analyst, self.prefix, self._key, principal.org, namespaces, request_id, sql)
+            return await self.runner.run(self._analyst, self.prefix, key, principal.org, namespaces, request_id, sql)
         except SignInFailed:
             self._wake.set()  # probe again now
             raise
