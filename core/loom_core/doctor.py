@@ -9,7 +9,8 @@ fault) or `unchecked` (it could not be checked: the part it needs did not answer
 Loom's own words: never a secret, a driver's text or a statement.
 
 The helpers below are the checks more than one plane needs: a JetStream stream (or KV bucket)
-present and healthy, and the tables a plane's migrations declare present.
+present and healthy, the tables a plane's migrations declare present, and a sealed secret at rest
+sealed under the current root secret.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
+from .sealing import Sealer, SealError
 from .settings import Settings
 from .store import Migration, Store
 
@@ -185,3 +187,27 @@ async def schema_check(ctx: DoctorContext, owner: str, migrations: Sequence[Migr
             "start a replica of this build (each runs its migrations at start: `loom up`, or roll the deployment)",
         )
     return ok(name, f"{len(want)} {owner} tables at this build's schema")
+
+
+# ---------------------------------------------------------------------------- sealed rows
+
+RESEAL_FIX = "run `loom secrets reseal` (with LOOM_JWT_SECRET_PREVIOUS set to the secret before), then unset LOOM_JWT_SECRET_PREVIOUS"
+
+
+def sealed_check(name: str, what: str, blob: str | None, sealer: Sealer, associated: bytes) -> Check:
+    """A sealed secret at rest: sealed under LOOM_JWT_SECRET, not only under the previous
+    secret a root rotation left (`loom secrets reseal` rewrites it), and opening at all."""
+    if not blob:
+        return not_applicable(name, f"no {what} is stored")
+    try:
+        sealer.open(blob, associated)
+    except SealError:
+        return fault(
+            name,
+            "sealed-row-unopenable",
+            f"the {what} does not open under LOOM_JWT_SECRET or LOOM_JWT_SECRET_PREVIOUS",
+            "set LOOM_JWT_SECRET (and LOOM_JWT_SECRET_PREVIOUS during a root rotation) to the deployment's root secret",
+        )
+    if not sealer.is_current(blob):
+        return fault(name, "secrets-not-resealed", f"the {what} is still sealed under LOOM_JWT_SECRET_PREVIOUS", RESEAL_FIX)
+    return ok(name, f"the {what} is sealed under LOOM_JWT_SECRET")

@@ -269,3 +269,18 @@ async def test_every_line_that_says_run_loom_doctor_names_a_check_the_doctor_mak
                     assert check in names or any(n.startswith(check + ".") for n in names), f"{where}: no check {check}"
                     seen.append(check)
     assert {"analysis.boundary", "secrets.root"} <= set(seen)
+
+
+async def test_a_sealed_row_left_under_the_previous_root_secret_or_under_another_is_a_fault(stack: Instance, tmp_path: Path) -> None:
+    """The root's record (every boot seals it under the deployment's LOOM_JWT_SECRET) after a root
+    rotation whose reseal did not run, and under another deployment's secret."""
+    from tests.conftest import TEST_SECRET
+
+    assert (await checks_on(stack))["secrets.sealed.analysis_root"].verdict == Verdict.OK
+    rotated = make_settings(tmp_path, jwt_secret="a-new-root-secret-0123456789abcdef0123", jwt_secret_previous=TEST_SECRET)
+    check = (await checks_on(stack, rotated))["secrets.sealed.analysis_root"]
+    assert (check.verdict, check.fault) == (Verdict.FAULT, "secrets-not-resealed")
+    assert "loom secrets reseal" in check.fix
+    foreign = make_settings(tmp_path, jwt_secret="another-deployments-secret-0123456789ab")
+    check = (await checks_on(stack, foreign))["secrets.sealed.analysis_root"]
+    assert (check.verdict, check.fault) == (Verdict.FAULT, "sealed-row-unopenable")

@@ -10,11 +10,13 @@ fault; the reachability check reads `GET /health` (200 `OK`)."""
 from __future__ import annotations
 
 import httpx
-from loom_core.doctor import Check, DoctorContext, fault, not_applicable, ok, schema_check, unchecked
+from loom_core.doctor import Check, DoctorContext, fault, not_applicable, ok, schema_check, sealed_check, unchecked
 
 from .settings import AssistantSettings
 from .store.schema import MIGRATIONS
+from .store.service_row import PURPOSE, ServiceRowStore, sealer
 
+SEALED = "secrets.sealed.assistant_service"
 REACHABLE = "librechat.reachable"
 AUTH = "librechat.auth"
 TIMEOUT_S = 5.0
@@ -65,8 +67,22 @@ async def librechat_checks(url: str) -> list[Check]:
     ]
 
 
+async def sealed_row_check(ctx: DoctorContext) -> Check:
+    """The service user's password and API key, sealed together in loom.assistant_service."""
+    if ctx.store is None:
+        return unchecked(SEALED, "the store did not answer")
+    seal = sealer(ctx.settings.jwt_secret, ctx.settings.jwt_secret_previous)
+    try:
+        raw = await ServiceRowStore(ctx.store, seal).read_raw()
+    except Exception as exc:  # noqa: BLE001 - the store's own errors carry no driver text
+        return unchecked(SEALED, f"the service row could not be read ({type(exc).__name__})")
+    blob = str(raw["sealed"]) if raw else None
+    return sealed_check(SEALED, "assistant's sealed service row", blob, seal, PURPOSE.encode())
+
+
 async def checks(ctx: DoctorContext) -> list[Check]:
     return [
         *await librechat_checks(ctx.settings.plane(AssistantSettings).assistant_librechat_url),
+        await sealed_row_check(ctx),
         await schema_check(ctx, "assistant", MIGRATIONS),
     ]

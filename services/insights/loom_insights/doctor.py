@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from loom_core.doctor import Check, DoctorContext, fault, not_applicable, ok, schema_check, unchecked
+from loom_core.doctor import Check, DoctorContext, fault, not_applicable, ok, schema_check, sealed_check, unchecked
 from loom_core.errors import Unavailable
 from loom_core.store.base import parse_ch_time
 
@@ -28,6 +28,7 @@ from .domain.allowlist import CANARY, CANARY_MARKER, Table
 from .domain.entities import ANALYST, CAPS_PROFILE, CAPS_STAMP, PROFILE, VERSION_STAMP, Caps, revision_of, version_of
 from .domain.rotation import Probe, judge, key_id
 from .domain.scope import Scope, scope_settings
+from .service import root
 from .service import secrets as sec
 from .service.analysis import EMBEDDED_REASON, caps_from
 from .service.probe import PROBE_TTL_S, Prober
@@ -35,7 +36,9 @@ from .service.provisioning import Provisioner, detect_prefix
 from .service.rotation import read_policy_keys
 from .settings import InsightsSettings
 from .store.clickhouse import ChClient, ChError, NoAnswer
+from .store.root import read_root
 from .store.schema import MIGRATIONS
+from .store.secrets import read_row
 
 BOUNDARY = "analysis.boundary"
 SECRETS = f"{BOUNDARY}.secrets"
@@ -45,16 +48,32 @@ ROTATION = f"{BOUNDARY}.rotation"
 CH_DOWN_FIX = "fix LOOM_CLICKHOUSE_URL or bring ClickHouse back, then run `loom doctor` again"
 
 
+async def sealed_checks(ctx: DoctorContext) -> list[Check]:
+    """The analysis secrets row and the root's record, each sealed under LOOM_JWT_SECRET."""
+    names = ("secrets.sealed.analysis_secrets", "secrets.sealed.analysis_root")
+    if ctx.store is None:
+        return [unchecked(n, "the store did not answer") for n in names]
+    try:
+        row, record = await read_row(ctx.store), await read_root(ctx.store)
+    except Exception as exc:  # noqa: BLE001 - the store's own errors carry no driver text
+        return [unchecked(n, f"the row could not be read ({type(exc).__name__})") for n in names]
+    return [
+        sealed_check(names[0], "analysis secrets row", row.sealed if row else None, sec.sealer_for(ctx.settings), sec.ASSOCIATED),
+        sealed_check(names[1], "root's record", record.sealed if record else None, root.sealer_for(ctx.settings), root.ASSOCIATED),
+    ]
+
+
 async def checks(ctx: DoctorContext) -> list[Check]:
     schema = await schema_check(ctx, "insights", MIGRATIONS)
+    sealed = await sealed_checks(ctx)
     if ctx.embedded:
-        return [schema, not_applicable(BOUNDARY, EMBEDDED_REASON)]
+        return [schema, *sealed, not_applicable(BOUNDARY, EMBEDDED_REASON)]
     if ctx.store is None:
         why = f"the store did not answer ({ctx.store_problem or 'not reachable'})"
-        return [schema, *(unchecked(n, why, CH_DOWN_FIX) for n in (SECRETS, ENTITIES, PROBE, ROTATION))]
+        return [schema, *sealed, *(unchecked(n, why, CH_DOWN_FIX) for n in (SECRETS, ENTITIES, PROBE, ROTATION))]
     admin = ChClient(ctx.settings.clickhouse_url, max_size=1)
     try:
-        return [schema, *await boundary_checks(ctx, admin)]
+        return [schema, *sealed, *await boundary_checks(ctx, admin)]
     finally:
         await admin.close()
 

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 PURPOSE = "loom.analysis.root"
 _RECORD = b"loom root record"
-_ASSOCIATED = b"loom.analysis_root:1"
+ASSOCIATED = b"loom.analysis_root:1"
 
 
 def sealer_for(settings: Settings) -> Sealer:
@@ -36,11 +36,11 @@ async def record(store: Store, settings: Settings) -> None:
         return
     if row is not None:
         try:
-            sealer.open(row.sealed, _ASSOCIATED)
+            sealer.open(row.sealed, ASSOCIATED)
         except SealError:
             log.error("analysis: this replica's LOOM_JWT_SECRET is not the one the deployment recorded (loom doctor: secrets.root)")
             return
-    await write_root(store, sealer.seal(_RECORD, _ASSOCIATED), (row.version + 1) if row else 1, ch_time())
+    await write_root(store, sealer.seal(_RECORD, ASSOCIATED), (row.version + 1) if row else 1, ch_time())
 
 
 async def prove(store: Store, settings: Settings) -> str:
@@ -50,7 +50,7 @@ async def prove(store: Store, settings: Settings) -> str:
     if row is None:
         return "no root record is stored: start a replica of this build once (each records the root at boot), then run again"
     try:
-        sealer_for(settings).open(row.sealed, _ASSOCIATED)
+        sealer_for(settings).open(row.sealed, ASSOCIATED)
     except SealError:
         return "this LOOM_JWT_SECRET is not the deployment's (it does not open the root's record): set the deployment's root secret"
     return ""
@@ -63,5 +63,5 @@ async def reseal_record(store: Store, settings: Settings) -> int:
     row = await read_root(store)
     if row is None or sealer.is_current(row.sealed):
         return 0
-    await write_root(store, sealer.reseal(row.sealed, _ASSOCIATED), row.version + 1, ch_time())
+    await write_root(store, sealer.reseal(row.sealed, ASSOCIATED), row.version + 1, ch_time())
     return 1

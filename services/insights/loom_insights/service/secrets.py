@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 PURPOSE = "loom.analysis.secrets"
 LEASE = "analysis.entities"
-_ASSOCIATED = b"loom.analysis_secrets:1"
+ASSOCIATED = b"loom.analysis_secrets:1"
 _SYMBOLS = "-_.!#%+="
 
 
@@ -58,12 +58,12 @@ def sealer_for(settings: Settings) -> Sealer:
 
 
 def seal(sealer: Sealer, s: AnalysisSecrets) -> str:
-    return sealer.seal(json.dumps({"key": s.key.hex(), "password": s.password}).encode(), _ASSOCIATED)
+    return sealer.seal(json.dumps({"key": s.key.hex(), "password": s.password}).encode(), ASSOCIATED)
 
 
 def unseal(sealer: Sealer, blob: str) -> AnalysisSecrets:
     try:
-        data = json.loads(sealer.open(blob, _ASSOCIATED))
+        data = json.loads(sealer.open(blob, ASSOCIATED))
         return AnalysisSecrets(bytes.fromhex(data["key"]), str(data["password"]))
     except (SealError, ValueError, KeyError, TypeError):
         raise SecretsUnreadable("the analysis secrets row does not open under LOOM_JWT_SECRET or LOOM_JWT_SECRET_PREVIOUS") from None
@@ -88,7 +88,7 @@ async def reseal_row(store: Store, sealer: Sealer) -> int:
     if row is None or sealer.is_current(row.sealed):
         return 0
     try:
-        blob = sealer.reseal(row.sealed, _ASSOCIATED)
+        blob = sealer.reseal(row.sealed, ASSOCIATED)
     except SealError:
         raise SecretsUnreadable("the analysis secrets row does not open under LOOM_JWT_SECRET or LOOM_JWT_SECRET_PREVIOUS") from None
     await write_row(store, blob, row.version + 1, row.stored_at)
