@@ -433,7 +433,12 @@ async def _ask_server(sock: Path) -> list[Check] | None:
             r = await client.post(DOCTOR_PATH, timeout=300)
     except httpx.TransportError:
         return None
-    r.raise_for_status()
+    if r.status_code != 200:
+        return [
+            unchecked(
+                "loom.server", f"the `loom up` on LOOM_DATA_DIR answered HTTP {r.status_code}: see its log", "run `loom doctor` again"
+            )
+        ]
     return [Check(c["name"], Verdict(c["verdict"]), c["summary"], c.get("fix", ""), c.get("fault", "")) for c in r.json()["checks"]]
 
 
