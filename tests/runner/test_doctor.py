@@ -284,3 +284,32 @@ async def test_a_sealed_row_left_under_the_previous_root_secret_or_under_another
     foreign = make_settings(tmp_path, jwt_secret="another-deployments-secret-0123456789ab")
     check = (await checks_on(stack, foreign))["secrets.sealed.analysis_root"]
     assert (check.verdict, check.fault) == (Verdict.FAULT, "sealed-row-unopenable")
+
+
+async def test_a_table_or_column_the_migrations_declare_and_the_store_lacks_is_schema_behind(stack: Instance, tmp_path: Path) -> None:
+    from loom_core.doctor import declared_schema, schema_check
+    from loom_core.store import Migration
+
+    migrations = [
+        Migration("x", "a", "CREATE TABLE IF NOT EXISTS {db}.doctor_never_made (a UInt8) ENGINE = MergeTree ORDER BY a"),
+        Migration(
+            "x", "b", "ALTER TABLE {db}.agent_events ADD COLUMN IF NOT EXISTS doctor_col UInt8, ADD COLUMN IF NOT EXISTS other_col UInt8"
+        ),
+    ]
+    assert declared_schema(migrations) == {"doctor_never_made": set(), "agent_events": {"doctor_col", "other_col"}}
+    ctx = DoctorContext(make_settings(tmp_path), stack.runtime.store, stack.runtime.bus)
+    check = await schema_check(ctx, "x", migrations)
+    assert (check.verdict, check.fault) == (Verdict.FAULT, "schema-behind")
+    assert "doctor_never_made" in check.summary and "agent_events.doctor_col" in check.summary
+
+
+def test_a_stream_without_a_leader_or_with_a_replica_behind_is_unhealthy_and_a_single_server_is_not() -> None:
+    from loom_core.doctor import stream_health
+    from nats.js.api import ClusterInfo, PeerInfo
+
+    assert stream_health(None) == ""
+    assert stream_health(ClusterInfo(leader="n1")) == ""  # one server: a leader of no cluster
+    assert "no leader" in stream_health(ClusterInfo(name="c", leader=None))
+    behind = ClusterInfo(name="c", leader="n1", replicas=[PeerInfo(name="n2", current=False), PeerInfo(name="n3", current=True)])
+    assert stream_health(behind) == "replicas offline or behind: n2"
+    assert stream_health(ClusterInfo(name="c", leader="n1", replicas=[PeerInfo(name="n2", current=True)])) == ""
