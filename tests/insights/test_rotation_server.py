@@ -125,7 +125,13 @@ async def lose_the_row(world: World) -> None:
 async def test_a_healthy_boundary_passes_every_doctor_check(world: World) -> None:
     await world.answers_own_rows()
     found = await world.doctor()
-    for name in ("analysis.boundary.secrets", "analysis.boundary.entities", "analysis.boundary.probe", "analysis.boundary.rotation"):
+    for name in (
+        "analysis.boundary.secrets",
+        "analysis.boundary.policies",
+        "analysis.boundary.entities",
+        "analysis.boundary.probe",
+        "analysis.boundary.rotation",
+    ):
         assert found[name].verdict == Verdict.OK, found[name]
 
 

@@ -3,6 +3,7 @@ and on a ClickHouse server the analyst boundary (spec 000, "Key rotation" and lo
 
 - `analysis.boundary.secrets`: the secrets row is there and opens (a lost row, with the analyst
   user still there, is `--rotate-analysis-key`'s; a row that does not open, the root secret's);
+- `analysis.boundary.policies`: no row policy Loom did not write widens what the analyst reads;
 - `analysis.boundary.entities`: the stored version is this build's (or newer), and the caps
   profile is this replica's settings;
 - `analysis.boundary.probe`: the replica's probe, run once (grants, policies, unsigned reads,
@@ -42,6 +43,7 @@ from .store.secrets import read_row
 
 BOUNDARY = "analysis.boundary"
 SECRETS = f"{BOUNDARY}.secrets"
+POLICIES = f"{BOUNDARY}.policies"
 ENTITIES = f"{BOUNDARY}.entities"
 PROBE = f"{BOUNDARY}.probe"
 ROTATION = f"{BOUNDARY}.rotation"
@@ -70,7 +72,7 @@ async def checks(ctx: DoctorContext) -> list[Check]:
         return [schema, *sealed, not_applicable(BOUNDARY, EMBEDDED_REASON)]
     if ctx.store is None:
         why = f"the store did not answer ({ctx.store_problem or 'not reachable'})"
-        return [schema, *sealed, *(unchecked(n, why, CH_DOWN_FIX) for n in (SECRETS, ENTITIES, PROBE, ROTATION))]
+        return [schema, *sealed, *(unchecked(n, why, CH_DOWN_FIX) for n in (SECRETS, POLICIES, ENTITIES, PROBE, ROTATION))]
     admin = ChClient(ctx.settings.clickhouse_url, max_size=1)
     try:
         return [schema, *sealed, *await boundary_checks(ctx, admin)]
@@ -130,6 +132,7 @@ async def boundary_checks(ctx: DoctorContext, admin: ChClient) -> list[Check]:
         ]
     secrets, row = loaded
     out = [ok(SECRETS, f"the secrets row opens (key {key_id(secrets.key)}, row version {row.version})")]
+    out.append(await _foreign(prov, tables))
     out.append(await _entities(prov, prefix, tables, caps))
     stored = await _stamp(prov, PROFILE, f"{prefix}{VERSION_STAMP}")
     current = revision_of(stored) <= revision_of(version_of(tables))
@@ -139,7 +142,33 @@ async def boundary_checks(ctx: DoctorContext, admin: ChClient) -> list[Check]:
 
 
 def _skipped(why: str) -> list[Check]:
-    return [unchecked(n, f"not checked: {why}") for n in (ENTITIES, PROBE, ROTATION)]
+    return [unchecked(n, f"not checked: {why}") for n in (POLICIES, ENTITIES, PROBE, ROTATION)]
+
+
+async def _foreign(prov: Provisioner, tables: tuple[Table, ...]) -> Check:
+    """Policies Loom did not write, which a write refuses to write over: a permissive one on an
+    allowlisted table (ORed with every other user's), or the analyst's scope policy in another
+    database (one Loom per ClickHouse service)."""
+    try:
+        foreign = await prov.foreign_permissive(tables)
+        elsewhere = await prov.scope_policy_elsewhere()
+    except Exception:  # noqa: BLE001 - a user without SHOW ROW POLICIES cannot list them
+        return unchecked(POLICIES, "Loom's ClickHouse user cannot list row policies (SHOW ROW POLICIES)")
+    if foreign:
+        return fault(
+            POLICIES,
+            "analysis-foreign-policy",
+            "permissive row policies Loom did not write widen what the analyst reads: " + "; ".join(foreign),
+            "an admin drops them or makes them RESTRICTIVE, then runs `loom ch-setup`",
+        )
+    if elsewhere:
+        return fault(
+            POLICIES,
+            "analysis-foreign-policy",
+            f"the analyst's scope policy exists in another database ({', '.join(elsewhere)}): one Loom per ClickHouse service",
+            "an admin removes the other deployment's analyst entities, or gives this Loom a ClickHouse service of its own",
+        )
+    return ok(POLICIES, "no row policy Loom did not write on the allowlisted tables")
 
 
 async def _analyst_exists(prov: Provisioner) -> bool | None:
