@@ -28,7 +28,7 @@ from loom_core.store import Store
 
 from ..domain.allowlist import CANARY, Table
 from ..domain.entities import LOG_TEXT_CUT, PROFILE, SCOPE_POLICY, VERSION_STAMP, Caps, WritePlan, may_write, quote, version_of
-from ..domain.rotation import CLI_OWN_STEPS, key_id, kill_statement, policy_key_id, rotation_plan
+from ..domain.rotation import CLI_OWN_STEPS, key_id, policy_key_id, rotation_plan
 from ..store.clickhouse import ChClient, ChError, NoAnswer
 from ..store.secrets import read_row, write_row
 from . import root
@@ -237,4 +237,4 @@ class Rotator:
                 ) from None
 
 
-__all__ = ["RotationRefused", "RotationReport", "Rotator", "kill_statement", "read_policy_keys"]
+__all__ = ["RotationRefused", "RotationReport", "Rotator", "read_policy_keys"]
