@@ -193,7 +193,7 @@ async def nats_checks(ctx: DoctorContext) -> list[Check]:
             fault(
                 "nats.quorum",
                 "nats-quorum",
-                f"the NATS cluster {info.cluster.name or ''} has no quorum for Loom's streams: {problem}".replace("  ", " "),
+                f"the NATS cluster {info.cluster.name} has no quorum for Loom's streams: {problem}",
                 "bring the NATS cluster's servers back (each stream needs a majority of its replicas)",
             )
         )
