@@ -107,6 +107,9 @@ class Emulator:
     # put under LibreChat's chat-only requestHeaders): the listing fails and the agent has no tools.
     listing_auth: bool = True
     registration: bool = True
+    # False: a misconfigured LibreChat whose agents API serves a caller without a key, which
+    # `loom doctor` names (librechat.auth).
+    agents_api_auth: bool = True
     users: dict[str, dict[str, Any]] = field(default_factory=dict)
     keys: dict[str, dict[str, Any]] = field(default_factory=dict)
     agents: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -160,6 +163,8 @@ class Emulator:
 
     def _key_user(self, request: Request) -> tuple[str | None, JSONResponse | None]:
         auth = request.headers.get("authorization", "")
+        if not self.agents_api_auth and not auth.strip():
+            return "anonymous", None
         if not auth.startswith("Bearer ") or not auth[7:].strip():
             return None, _err(401, "Missing or invalid Authorization header. Expected: Bearer <api_key>", code="missing_api_key")
         digest = hashlib.sha256(auth[7:].strip().encode()).hexdigest()

@@ -545,3 +545,45 @@ def test_the_gateway_relays_the_chat_route_to_the_bridge_and_only_the_gateway_re
     assert np.allows(GATEWAY, BRIDGE, 8090) and np.allows(BRIDGE, GATEWAY, 8080)
     for src in (STRANGER, OUTSIDE, LIBRECHAT, TASKS):
         assert not np.allows(src, BRIDGE, 8090), src
+
+
+# --------------------------------------------------------------------------- helm test: loom doctor
+
+DOCTOR = pod(
+    {
+        "app.kubernetes.io/name": "loom",
+        "app.kubernetes.io/instance": RELEASE,
+        "app.kubernetes.io/component": "doctor",
+        "loom.dev/role": "doctor",
+    }
+)
+
+
+def test_helm_test_runs_loom_doctor_json_in_a_hardened_pod_with_every_loom_setting(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    _, docs = rendered
+    hook = find(docs, "Pod", f"{RELEASE}-loom-doctor")
+    assert hook["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert DOCTOR.label_map.items() <= hook["metadata"]["labels"].items()
+    spec = hook["spec"]
+    assert spec["restartPolicy"] == "Never" and spec["automountServiceAccountToken"] is False
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    (c,) = spec["containers"]
+    assert c["command"] == ["loom", "doctor", "--json"]
+    gateway = find(docs, "Deployment", f"{RELEASE}-loom-gateway")["spec"]["template"]["spec"]["containers"][0]
+    assert c["envFrom"] == gateway["envFrom"] and c["image"] == gateway["image"]
+    sc = c["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"]
+    assert c["resources"]["requests"] and c["resources"]["limits"]
+    assert "/tmp" in {m["mountPath"] for m in c["volumeMounts"]}
+
+
+def test_the_doctor_reaches_nats_clickhouse_and_librechat_and_nothing_reaches_it(with_assistant: list[dict[str, Any]]) -> None:
+    np = Policies(with_assistant)
+    deny = find(with_assistant, "NetworkPolicy", f"{RELEASE}-loom-default-deny")
+    assert _selects(deny["spec"]["podSelector"], DOCTOR.label_map)
+    assert np.allows(DOCTOR, NATS, 4222) and np.allows(DOCTOR, CLICKHOUSE, 9000) and np.allows(DOCTOR, DNS, 53)
+    assert np.allows(DOCTOR, LIBRECHAT, 3080)
+    for dst, port in ((OUTSIDE, 443), (MONGO, 27017), (TASKS, 7000), (GATEWAY, 8080)):
+        assert not np.allows(DOCTOR, dst, port), dst
+    for src in (GATEWAY, TASKS, LIBRECHAT, STRANGER, OUTSIDE):
+        assert not np.allows(src, DOCTOR, 8080), src

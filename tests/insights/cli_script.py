@@ -46,13 +46,15 @@ run("analyst1", "ch-setup", "--print-analyst-sql")
 run("analyst2", "ch-setup", "--print-analyst-sql")
 run("shape", "ch-setup", "--print-sql")
 run("setup", "ch-setup")
+run("rotate", "ch-setup", "--rotate-analysis-key")
+run("live_alone", "ch-setup", "--live")
 os.environ["LOOM_JWT_SECRET_PREVIOUS"] = os.environ["LOOM_JWT_SECRET"]
 os.environ["LOOM_JWT_SECRET"] = "a-new-root-secret-0123456789abcdef0123"
 run("reseal", "secrets", "reseal")
 run("reseal_again", "secrets", "reseal")
 del os.environ["LOOM_JWT_SECRET_PREVIOUS"]
 run("analyst3", "ch-setup", "--print-analyst-sql")
-# Another deployment's root secret: the row does not open, and is never drawn over.
+# Another deployment's root secret: it does not open the root's record, so nothing is printed.
 resealed_secret = os.environ["LOOM_JWT_SECRET"]
 os.environ["LOOM_JWT_SECRET"] = "another-deployments-secret-0123456789ab"
 run("analyst_foreign", "ch-setup", "--print-analyst-sql")

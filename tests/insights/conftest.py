@@ -10,17 +10,19 @@ import pytest
 def pytest_report_header(config: pytest.Config) -> str:
     url = os.environ.get("LOOM_TEST_CLICKHOUSE_URL", "")
     if url:
-        return "insights isolation proof: against LOOM_TEST_CLICKHOUSE_URL"
-    return "insights isolation proof: SKIPPED (LOOM_TEST_CLICKHOUSE_URL is not set; it needs a ClickHouse server)"
+        return "insights isolation proof and key rotation: against LOOM_TEST_CLICKHOUSE_URL"
+    return "insights isolation proof and key rotation: SKIPPED (LOOM_TEST_CLICKHOUSE_URL is not set; they need a ClickHouse server)"
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Said at the end of every run too (the header is hidden under -q)."""
     if os.environ.get("LOOM_TEST_CLICKHOUSE_URL"):
         return
-    skipped = [r for r in terminalreporter.stats.get("skipped", []) if "test_isolation" in getattr(r, "nodeid", "")]
+    suites = ("test_isolation", "test_rotation_server")
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if any(s in getattr(r, "nodeid", "") for s in suites)]
     if skipped:
         terminalreporter.write_line(
-            f"insights isolation proof: {len(skipped)} cases SKIPPED (set LOOM_TEST_CLICKHOUSE_URL to a ClickHouse server to run them)",
+            f"insights isolation proof and key rotation: {len(skipped)} cases SKIPPED"
+            " (set LOOM_TEST_CLICKHOUSE_URL to a ClickHouse server to run them)",
             yellow=True,
         )

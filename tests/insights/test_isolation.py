@@ -75,7 +75,10 @@ async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World
     store = await ServerStore.open(CH_URL, db)
     await store.execute("CREATE DATABASE IF NOT EXISTS {db}")
     await store.execute(MEMORY_DDL)  # the conditional memory entry is generated when the table exists
-    settings = make_settings(tmp, clickhouse_url=CH_URL, clickhouse_database=db, ch_analysis_probe_interval_s=3600.0)
+    # A settle time near zero: no rotation runs here, so the probe's canary repair never waits.
+    settings = make_settings(
+        tmp, clickhouse_url=CH_URL, clickhouse_database=db, ch_analysis_probe_interval_s=3600.0, ch_analysis_rotation_settle_s=0.001
+    )
     async with NatsServer(tmp / "nats") as nats:
         inst = await start_instance(settings, store=store, nats_url=nats.url, name="loom-iso")
         try:

@@ -1,13 +1,16 @@
-"""`loom ch-setup [--print-sql | --print-analyst-sql]`: the insights plane's command, reached by
-the runner through the `loom.commands` entry point (the runner imports no plane).
+"""`loom ch-setup [--print-sql | --print-analyst-sql | --rotate-analysis-key [--live]]`: the
+insights plane's command, reached by the runner through the `loom.commands` entry point (the
+runner imports no plane).
 
 - `loom ch-setup`, run with a ClickHouse user that has access management, writes the analyst's
   entities under the `analysis.entities` lease (the repair too), unless the stored version is
   newer than this build's.
-- `--print-analyst-sql` prints the complete analyst SQL for an admin to run by hand (it needs no
-  access management, and works on the embedded store so the SQL can be reviewed before pointing
-  Loom at a server): it draws and stores the secrets row on a first install, otherwise prints the
-  stored key's entity set.
+- `--rotate-analysis-key` rotates the analysis key (service/rotation.py): the recovery from a
+  lost secrets row; with `--live`, a rotation on purpose of a row that opens.
+- `--print-analyst-sql` prints a complete rotation for an admin to run by hand in one session
+  (domain/rotation.py): it proves LOOM_JWT_SECRET against the root's record, draws a fresh key
+  and password, and stores nothing (the printed SQL stores the row); it needs no access
+  management, and works on the embedded store so the SQL can be reviewed.
 - `--print-sql` prints the statements `loom ch-setup` would run, with the key and the password as
   placeholders: the shape, for review; nothing is drawn or stored.
 """
@@ -29,7 +32,9 @@ def add_commands(sub: Any) -> None:
     ch = sub.add_parser("ch-setup", help="write (or print) the analysis user, its profiles, grants and signed row policies")
     mode = ch.add_mutually_exclusive_group()
     mode.add_argument("--print-sql", action="store_true", help="print what ch-setup would run, with the key and password as placeholders")
-    mode.add_argument("--print-analyst-sql", action="store_true", help="print the complete analyst SQL for an admin to run in one session")
+    mode.add_argument("--print-analyst-sql", action="store_true", help="print a complete key rotation for an admin to run in one session")
+    mode.add_argument("--rotate-analysis-key", action="store_true", help="rotate the analysis key (the recovery from a lost secrets row)")
+    ch.add_argument("--live", action="store_true", help="with --rotate-analysis-key: rotate a secrets row that still opens")
     ch.add_argument(
         "--prefix", choices=["SQL_", "custom_"], default=None, help="custom settings prefix for printed SQL (default: probe, else SQL_)"
     )
@@ -37,6 +42,10 @@ def add_commands(sub: Any) -> None:
 
 def run_command(args: argparse.Namespace, settings: Settings) -> int:
     settings = owned_secrets(settings)
+    if args.live and not args.rotate_analysis_key:
+        raise SystemExit("loom: --live goes with --rotate-analysis-key")
+    if args.rotate_analysis_key:
+        return asyncio.run(_rotate(settings, live=args.live))
     if args.print_sql or args.print_analyst_sql:
         text = asyncio.run(_print(settings, analyst=args.print_analyst_sql, prefix=args.prefix))
         sys.stdout.write(text)
@@ -56,7 +65,8 @@ async def _open(settings: Settings) -> Any:
 
 async def _print(settings: Settings, *, analyst: bool, prefix: str | None) -> str:
     from .domain.entities import Caps, WritePlan
-    from .domain.printed import render_script
+    from .domain.printed import render_rotation, render_script
+    from .service import root
     from .service import secrets as sec
     from .service.analysis import caps_from
     from .settings import InsightsSettings
@@ -68,28 +78,27 @@ async def _print(settings: Settings, *, analyst: bool, prefix: str | None) -> st
         caps: Caps = caps_from(settings.plane(InsightsSettings))
         if prefix is None:
             prefix = await _probe_prefix(settings) or "SQL_"
-        if analyst:
-            sealer = sec.sealer_for(settings)
-            try:
-                loaded = await sec.load(store, sealer)
-            except sec.SecretsUnreadable as exc:  # never drawn over
-                raise SystemExit(
-                    f"loom: {exc}: set LOOM_JWT_SECRET (or LOOM_JWT_SECRET_PREVIOUS) to the deployment's root secret"
-                ) from None
-            if loaded is None:
-                if await _analyst_exists(store):
-                    raise SystemExit(
-                        "loom: the analysis secrets row is gone while the analyst user exists: drop the user loom_analyst and run again"
-                    )
-                secrets = sec.draw()
-                await sec.store_new(store, sealer, secrets)
-            else:
-                secrets = loaded[0]
-            key, password = secrets.key, secrets.password
-        else:
-            key, password = bytes(32), "<the analyst password from loom.analysis_secrets>"
-        plan = WritePlan(db=store.database, prefix=prefix, key=key, password=password, version="", caps=caps, tables=tables)
-        return render_script(plan, placeholder_key=not analyst)
+        if not analyst:
+            plan = WritePlan(
+                db=store.database,
+                prefix=prefix,
+                key=bytes(32),
+                password="<the analyst password from loom.analysis_secrets>",
+                version="",
+                caps=caps,
+                tables=tables,
+            )
+            return render_script(plan, placeholder_key=True)
+        if store.engine != "clickhouse":
+            await root.record(store, settings)  # the CLI owns the embedded data dir, as `loom up` does
+        problem = await root.prove(store, settings)
+        if problem:
+            raise SystemExit(f"loom: {problem}")
+        own = settings.plane(InsightsSettings)
+        fresh = sec.draw()
+        plan = WritePlan(db=store.database, prefix=prefix, key=fresh.key, password=fresh.password, version="", caps=caps, tables=tables)
+        sealed = sec.seal(sec.sealer_for(settings), fresh)
+        return render_rotation(plan, sealed=sealed, settle_s=own.ch_analysis_rotation_settle_s, cluster=settings.clickhouse_cluster)
     finally:
         await store.close()
 
@@ -107,16 +116,6 @@ async def _probe_prefix(settings: Settings) -> str:
         return ""
     finally:
         await admin.close()
-
-
-async def _analyst_exists(store: Any) -> bool:
-    if store.engine != "clickhouse":
-        return False
-    try:
-        rows = await store.query("SELECT count() AS n FROM system.users WHERE name = 'loom_analyst'")
-    except Exception:  # noqa: BLE001 - a user that cannot list users cannot see it
-        return False
-    return bool(rows and int(rows[0]["n"]))
 
 
 async def _setup(settings: Settings) -> int:
@@ -164,6 +163,62 @@ async def _setup(settings: Settings) -> int:
         else:
             drew = " (drew new secrets)" if report.drew_secrets else ""
             print(f"loom: wrote the analyst's entities at version {report.version}{drew}: {report.statements} statements")
+        return 0
+    finally:
+        await admin.close()
+        if bus is not None:
+            await bus.close()
+        await store.close()
+
+
+async def _rotate(settings: Settings, *, live: bool) -> int:
+    if not settings.clickhouse_url:
+        raise SystemExit("loom: analysis needs a ClickHouse server (LOOM_CLICKHOUSE_URL): there is no key to rotate on the embedded store")
+    from loom_core.bus import LeaseStore, connect_bus
+
+    from .service.analysis import caps_from
+    from .service.rotation import RotationRefused, Rotator
+    from .settings import InsightsSettings
+    from .store.clickhouse import ChClient, ChError, NoAnswer
+
+    own = settings.plane(InsightsSettings)
+    store = await _open(settings)
+    admin = ChClient(settings.clickhouse_url, max_size=1)
+    bus = None
+    try:
+        leases = None
+        if settings.nats_url:
+            creds = (
+                {"user": settings.nats_internal_user, "password": settings.nats_internal_password} if settings.nats_internal_user else {}
+            )
+            bus = await connect_bus(settings.nats_url, name="loom-rotate", **creds)
+            leases = await LeaseStore.open(bus)
+        rotator = Rotator(store, admin, leases, settings, caps_from(own), own.ch_analysis_rotation_settle_s, own.ch_analysis_lease_wait_s)
+        try:
+            report = await rotator.rotate(live)
+        except RotationRefused as exc:
+            print(f"loom: rotation refused: {exc.reason}", file=sys.stderr)
+            return 1
+        except ChError as exc:
+            print(
+                f"loom: the rotation stopped: ClickHouse error {exc.code} {exc.name}; analysis stays unavailable until a rerun"
+                " finishes it (loom doctor: analysis.boundary)",
+                file=sys.stderr,
+            )
+            return 1
+        except NoAnswer:
+            print(
+                "loom: the rotation stopped: ClickHouse did not answer; analysis stays unavailable until a rerun finishes it"
+                " (loom doctor: analysis.boundary)",
+                file=sys.stderr,
+            )
+            return 1
+        how = (
+            "every server's policy carries it"
+            if report.confirmed == "policies"
+            else f"waited the settle time, {own.ch_analysis_rotation_settle_s:.0f} s"
+        )
+        print(f"loom: rotated the analysis key to {report.key} at version {report.version} ({how}): {report.statements} statements")
         return 0
     finally:
         await admin.close()

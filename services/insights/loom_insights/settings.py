@@ -30,3 +30,11 @@ class InsightsSettings(PlaneSettings):
     ch_analysis_lease_wait_s: float = Field(
         60.0, description="Longest a write of the analyst's entities waits for the analysis.entities lease."
     )
+    ch_analysis_rotation_settle_s: float = Field(
+        30.0,
+        description="Seconds a key rotation waits for every ClickHouse server to apply its access changes where it cannot read each server's policies (and the printed rotation always waits); set it above the lag your ClickHouse shows for access changes.",
+    )
+    ch_analysis_doctor_probes: int = Field(
+        24,
+        description="Signed probes `loom doctor: analysis.boundary` sends, each on a new connection so a load balancer spreads them over the servers.",
+    )

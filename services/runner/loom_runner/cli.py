@@ -20,7 +20,7 @@ from loom_core.local_secrets import WeakSecret, check_jwt_secret, with_local_sec
 from loom_core.process import freeze_startup_heap, tune_gc
 from loom_core.settings import Settings, render_markdown
 
-from . import secrets_cli, session_cli
+from . import doctor, secrets_cli, session_cli
 
 # A plane's own commands: each entry point names a module with COMMANDS, add_commands(sub) and
 # run_command(args, settings) (loom_insights.cli: `loom ch-setup`).
@@ -53,8 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     config_sub = config.add_subparsers(dest="config_cmd", required=True)
     docs = config_sub.add_parser("docs", help="render docs/configuration.md from the settings definition")
     docs.add_argument("--output", type=Path, default=None)
-    # `loom secrets reseal`, and each plane's own commands (`loom ch-setup`) through entry points.
-    commands = [secrets_cli, session_cli, *(ep.load() for ep in sorted(entry_points(group=COMMANDS_ENTRY_POINTS), key=lambda e: e.name))]
+    # `loom secrets reseal`, `loom doctor`, the session commands, and each plane's own commands (`loom ch-setup`) through entry points.
+    commands = [
+        secrets_cli,
+        session_cli,
+        doctor,
+        *(ep.load() for ep in sorted(entry_points(group=COMMANDS_ENTRY_POINTS), key=lambda e: e.name)),
+    ]
     for command in commands:
         command.add_commands(sub)
     args = parser.parse_args(argv)

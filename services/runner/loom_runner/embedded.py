@@ -29,6 +29,7 @@ from loom_gateway.relay import Relay
 from loom_gateway.sessions import issue_login_code, open_sessions
 from loom_gateway.settings import GatewaySettings
 
+from .doctor import DOCTOR_PATH, serve_checks
 from .http import HttpServer
 from .planes import build_planes, start_gate, stop_gate
 
@@ -169,6 +170,10 @@ def admin_app(runtime: Runtime, planes: Sequence[Plane] = ()) -> FastAPI:
             )
         except LoomError as exc:
             return error_response(exc)
+
+    @app.post(DOCTOR_PATH)
+    async def doctor() -> JSONResponse:  # `loom doctor` while this process holds the chDB engine
+        return JSONResponse(await serve_checks(runtime.settings, runtime.store, runtime.bus))
 
     return app
 

@@ -59,3 +59,51 @@ def render_script(plan: WritePlan, *, placeholder_key: bool = False) -> str:
                 lines.append(f"-- every grant {ANALYST}'s SHOW GRANTS lists goes before the allowlist is granted")
         lines.append(st.sql + ";")
     return "\n".join(lines) + "\n"
+
+
+_ROTATION_NOTE = """--
+-- This is a complete rotation, in the order of a write: it deletes the secrets row, sets a new
+-- password, ends the analyst's statements, writes the entity set under a new key, waits the
+-- settle time ({settle:.0f} s, ch_analysis_rotation_settle_s), ends the analyst's statements again
+-- and last stores the new sealed row. Run in full, it starts analysis on a first install, recovers
+-- it after a lost row and rotates a healthy key alike; analysis answers ANALYSIS_UNAVAILABLE while
+-- it runs. Run only in part, it leaves analysis unavailable: run the whole file again (or
+-- `loom ch-setup --rotate-analysis-key`). Print it afresh for each run: it is run, not kept.{cluster}
+"""
+
+
+def render_rotation(plan: WritePlan, *, sealed: str, settle_s: float, cluster: str = "") -> str:
+    """`--print-analyst-sql` (part 2): the complete rotation under the plan's fresh key and
+    password, with the new row sealed as `sealed`, the header and the session's first SET."""
+    from .rotation import rotation_plan
+
+    version = version_of(plan.tables)
+    on = f"\n-- Every access statement runs ON CLUSTER {quote(cluster)}: keep --distributed_ddl_output_mode=throw." if cluster else ""
+    names = "[" + ", ".join(quote(t.name) for t in plan.tables) + "]"
+    lines = [
+        _HEADER.format(version=version, db=quote(plan.db), tables=names, others=quote(OTHERS_POLICY), scope=quote(SCOPE_POLICY)).rstrip(
+            "\n"
+        ),
+        _ROTATION_NOTE.format(settle=settle_s, cluster=on),
+        "SET log_queries_cut_to_length = 1, log_formatted_queries = 0;\n",
+    ]
+    full = WritePlan(
+        db=plan.db,
+        prefix=plan.prefix,
+        key=plan.key,
+        password=plan.password,
+        version=version,
+        caps=plan.caps,
+        tables=plan.tables,
+        retired_tables=plan.retired_tables,
+        revoke_roles=plan.revoke_roles,
+        write_caps=True,
+        create_user=True,
+    )
+    step = ""
+    for st in rotation_plan(full, cluster=cluster, settle_s=settle_s, sealed=sealed):
+        if st.step != step:
+            step = st.step
+            lines.append(f"\n-- {step}")
+        lines.append(st.sql + ";")
+    return "\n".join(lines) + "\n"

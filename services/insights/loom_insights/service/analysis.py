@@ -21,14 +21,17 @@ from loom_core.identity import Authenticator, Principal
 from loom_core.roles import Role
 from loom_core.settings import Settings
 from loom_core.store import Store
+from loom_core.store.base import parse_ch_time
 
 from ..domain.allowlist import ALLOWLIST, Table, present_tables
 from ..domain.catalog import build_catalog
 from ..domain.entities import ANALYST, PROFILE, VERSION_STAMP, Caps, may_write, revision_of, version_of
+from ..domain.rotation import defers_repair
 from ..domain.scope import valid_namespace
 from ..settings import InsightsSettings
 from ..store.clickhouse import ChClient, ChError, NoAnswer
 from ..store.tables import present as present_in
+from . import root
 from . import secrets as sec
 from .probe import Prober, ProbeResult
 from .provisioning import Provisioner, ProvisionRefused, detect_prefix
@@ -43,8 +46,8 @@ EMBEDDED_REASON = (
 
 
 NO_SECRETS_ROW = (
-    "there is no analysis secrets row: run loom ch-setup as a user with access management"
-    " (over a lost row, with the analyst user still there, drop that user first)"
+    "there is no analysis secrets row: run loom ch-setup as a user with access management on a first install;"
+    " over a lost row (the analyst user still there), loom ch-setup --rotate-analysis-key (loom doctor: analysis.boundary)"
 )
 REPAIR_ELSEWHERE = "this replica could not repair it: run loom ch-setup as a user with access management"
 REPAIR_REFUSED = "a write cannot repair it: an admin's fix, named in the server log"
@@ -81,12 +84,15 @@ class Analysis:
         self.prefix = ""
         self._key: bytes = b""
         self._password = ""
+        self._stored_at = ""  # the secrets row's stored time (ClickHouse's clock at the rotation)
+        self.settle_s = settings.ch_analysis_rotation_settle_s
         self._admin: ChClient | None = None
         self._analyst: ChClient | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self.last_answer_at = time.time()
         self.last_probe: ProbeResult | None = None
+        self.core = core
         self.sealer = sec.sealer_for(core)
         self.runner = StatementRunner(self.caps, self.row_cap, self.per_org)
         # This build's allowlist: what a write grants and the probe checks.
@@ -95,6 +101,10 @@ class Analysis:
     # ---------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
+        try:
+            await root.record(self.store, self.core)
+        except Exception as exc:  # noqa: BLE001 - the next boot records it; the rotation refuses meanwhile
+            log.warning("analysis: the root's record was not written (%s)", type(exc).__name__)
         if self.embedded:
             log.info("analysis: %s", EMBEDDED_REASON)
             with contextlib.suppress(Exception):  # the catalog falls back to the unconditional entries
@@ -149,7 +159,7 @@ class Analysis:
                 if report.skipped:
                     log.info("analysis: boot write skipped: %s", report.skipped)
             except ProvisionRefused as exc:
-                self._set("unavailable", "the analyst's entities cannot be written: see the server log (loom doctor)")
+                self._set("unavailable", "the analyst's entities cannot be written: see the server log (loom doctor: analysis.boundary)")
                 log.error("analysis: %s", exc.reason)
             except ChError as exc:
                 log.warning(
@@ -162,6 +172,11 @@ class Analysis:
                 log.warning("analysis: the boot write failed (%s); run loom ch-setup as a user with access management", type(exc).__name__)
         result = await self._probe_once()
         if result is None:
+            return
+        if not result.ok and "canary_key" in result.codes and self._settling():
+            # A server still applying a rotation looks like a canary under another key: checked
+            # again once three settle times have passed since the row's stored time.
+            log.info("analysis: the canary reads nothing within three settle times of a rotation; the repair waits")
             return
         if not result.ok and result.repairable and repair and self.settings.ch_analysis_write_entities:
             stored = await self._stored_version()
@@ -182,6 +197,9 @@ class Analysis:
                     return
                 log.warning("analysis: repaired the analyst's entities after: %s", "; ".join(result.findings))
                 await self._probe_once()
+
+    def _settling(self) -> bool:
+        return bool(self._stored_at) and defers_repair(time.time() - parse_ch_time(self._stored_at).timestamp(), self.settle_s)
 
     async def _stored_version(self) -> str:
         """The version the main profile carries; empty when Loom's user cannot list profiles."""
@@ -213,7 +231,8 @@ class Analysis:
         if loaded is None:
             self._set("unavailable", NO_SECRETS_ROW)
             return None
-        secrets_, _row = loaded
+        secrets_, row = loaded
+        self._stored_at = row.stored_at
         if secrets_.password != self._password or self._analyst is None:
             if self._analyst is not None:
                 await self._analyst.close()
@@ -265,7 +284,7 @@ class Analysis:
             # No retry fixes the embedded store: an operator points Loom at a ClickHouse server.
             raise unavailable("analysis needs a ClickHouse server", EMBEDDED_REASON, retryable=False)
         if self.state == "unavailable":
-            raise unavailable("analysis is unavailable", "the analysis boundary check failed (loom doctor)")
+            raise unavailable("analysis is unavailable", "the analysis boundary check failed (loom doctor: analysis.boundary)")
         if self.state != "ready":
             raise overloaded("the analysis boundary has not passed a probe yet")
 
@@ -294,11 +313,26 @@ class Analysis:
                 )
         return namespaces
 
+    async def _current_key(self) -> bytes:
+        """The key read from the row before each statement (part 2): a row a rotation deleted, or
+        one holding another password than this replica's connection, answers ANALYSIS_UNAVAILABLE
+        (and wakes the probe, which takes the new row up), so during a rotation no statement is
+        signed with a key the policies no longer hold."""
+        try:
+            loaded = await sec.load(self.store, self.sealer)
+        except sec.SecretsUnreadable:
+            loaded = None
+        if loaded is None or loaded[0].password != self._password:
+            self._wake.set()
+            raise unavailable("analysis is unavailable", "the analysis key is changing (loom doctor: analysis.boundary)")
+        return loaded[0].key
+
     async def query(self, principal: Principal, request_id: str, sql: str, namespaces: tuple[str, ...]) -> QueryAnswer:
         self._require_ready()
         assert self._analyst is not None
+        key = await self._current_key()
         try:
-            return await self.runner.run(self._analyst, self.prefix, self._key, principal.org, namespaces, request_id, sql)
+            return await self.runner.run(self._analyst, self.prefix, key, principal.org, namespaces, request_id, sql)
         except SignInFailed:
             self._wake.set()  # probe again now
             raise

@@ -196,7 +196,7 @@ class Provisioner:
         if loaded is None:
             if exists:
                 raise ProvisionRefused(
-                    "the analysis secrets row is gone while the analyst user exists: drop the user loom_analyst and run loom ch-setup again"
+                    "the analysis secrets row is gone while the analyst user exists: run loom ch-setup --rotate-analysis-key"
                 )
             secrets = sec.draw()
             await sec.store_new(self.store, self.sealer, secrets)  # the row before the user

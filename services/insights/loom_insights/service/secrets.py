@@ -2,9 +2,9 @@
 kept together as one sealed value in loom.analysis_secrets, sealed under LOOM_JWT_SECRET (opened
 under it or LOOM_JWT_SECRET_PREVIOUS).
 
-`reseal` is the `loom.reseal` entry point `loom secrets reseal` runs: it rewrites the row under
-the current secret, holding the `analysis.entities` lease where a bus is configured, and carries
-the stored time over unchanged.
+`reseal` is the `loom.reseal` entry point `loom secrets reseal` runs: it rewrites the row (and
+the root's record, service/root.py) under the current secret, holding the `analysis.entities`
+lease where a bus is configured, and carries the stored time over unchanged.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 PURPOSE = "loom.analysis.secrets"
 LEASE = "analysis.entities"
-_ASSOCIATED = b"loom.analysis_secrets:1"
+ASSOCIATED = b"loom.analysis_secrets:1"
 _SYMBOLS = "-_.!#%+="
 
 
@@ -58,12 +58,12 @@ def sealer_for(settings: Settings) -> Sealer:
 
 
 def seal(sealer: Sealer, s: AnalysisSecrets) -> str:
-    return sealer.seal(json.dumps({"key": s.key.hex(), "password": s.password}).encode(), _ASSOCIATED)
+    return sealer.seal(json.dumps({"key": s.key.hex(), "password": s.password}).encode(), ASSOCIATED)
 
 
 def unseal(sealer: Sealer, blob: str) -> AnalysisSecrets:
     try:
-        data = json.loads(sealer.open(blob, _ASSOCIATED))
+        data = json.loads(sealer.open(blob, ASSOCIATED))
         return AnalysisSecrets(bytes.fromhex(data["key"]), str(data["password"]))
     except (SealError, ValueError, KeyError, TypeError):
         raise SecretsUnreadable("the analysis secrets row does not open under LOOM_JWT_SECRET or LOOM_JWT_SECRET_PREVIOUS") from None
@@ -88,7 +88,7 @@ async def reseal_row(store: Store, sealer: Sealer) -> int:
     if row is None or sealer.is_current(row.sealed):
         return 0
     try:
-        blob = sealer.reseal(row.sealed, _ASSOCIATED)
+        blob = sealer.reseal(row.sealed, ASSOCIATED)
     except SealError:
         raise SecretsUnreadable("the analysis secrets row does not open under LOOM_JWT_SECRET or LOOM_JWT_SECRET_PREVIOUS") from None
     await write_row(store, blob, row.version + 1, row.stored_at)
@@ -98,9 +98,11 @@ async def reseal_row(store: Store, sealer: Sealer) -> int:
 async def reseal(store: Store, settings: Settings) -> int:
     """`loom.reseal` entry point: reseal the analysis secrets row (under the analysis lease
     when a bus is configured, so it never interleaves with a write)."""
+    from . import root
+
     sealer = sealer_for(settings)
     if not settings.nats_url:
-        return await reseal_row(store, sealer)
+        return await reseal_row(store, sealer) + await root.reseal_record(store, settings)
     from loom_core.bus import LeaseStore, connect_bus
 
     creds = {"user": settings.nats_internal_user, "password": settings.nats_internal_password} if settings.nats_internal_user else {}
@@ -109,7 +111,7 @@ async def reseal(store: Store, settings: Settings) -> int:
         leases = await LeaseStore.open(bus)
         lease = await leases.wait_acquire(LEASE, f"reseal-{secrets.token_hex(4)}", ttl=60.0, timeout=120.0)
         try:
-            return await reseal_row(store, sealer)
+            return await reseal_row(store, sealer) + await root.reseal_record(store, settings)
         finally:
             await leases.release(lease)
     finally:

@@ -3,6 +3,8 @@
 - analysis_secrets: one sealed row (id 1) holding the analysis key and the analyst's password,
   ReplacingMergeTree(version); sealed under LOOM_JWT_SECRET (`loom secrets reseal` rewrites it).
 - analysis_canary: the probe's one row in the reserved scope (empty org and namespace).
+- analysis_root: the root's own record, a constant sealed under LOOM_JWT_SECRET by every boot
+  (service/root.py): what `loom ch-setup --rotate-analysis-key` proves its secret against.
 """
 
 from __future__ import annotations
@@ -34,5 +36,13 @@ MIGRATIONS: list[Migration] = [
         f"""
         INSERT INTO {{db}}.analysis_canary (org, namespace, marker)
         SELECT '', '', '{CANARY_MARKER}' WHERE (SELECT count() FROM {{db}}.analysis_canary) = 0""",
+    ),
+    Migration(
+        "insights",
+        "analysis_root",
+        """
+        CREATE TABLE IF NOT EXISTS {db}.analysis_root (
+            id UInt8, sealed String, version UInt64, recorded_at DateTime64(6, 'UTC')
+        ) ENGINE = ReplacingMergeTree(version) ORDER BY id""",
     ),
 ]
