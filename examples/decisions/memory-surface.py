@@ -18,13 +18,19 @@ async def main() -> None:
         again = await agent.ops.memory.set(memory_key="notes/ledger", value="Flushes are batched in loom_core.chain.ledger.")
         assert again["restated"] is True
         await agent.decision.record(
-            category="perf", scenario="ledger flushes", outcome="batch every second", reasoning="one insert per row is too slow",
+            category="perf",
+            scenario="ledger flushes",
+            outcome="batch every second",
+            reasoning="one insert per row is too slow",
             files=["core/loom_core/chain/ledger.py"],
         )
         block = await agent.ops.memory.for_file(path="core/loom_core/chain/ledger.py")
         assert block["block"].startswith("Before editing core/loom_core/chain/ledger.py, read (2 rows):")
         pack = await agent.ops.context.pack(token_budget=200)
-        assert pack["block"].split("\n")[1] == "- ledger flushes: batch every second — because one insert per row is too slow (#decision/perf/ledger-flushes)"
+        assert (
+            pack["block"].split("\n")[1]
+            == "- ledger flushes: batch every second — because one insert per row is too slow (#decision/perf/ledger-flushes)"
+        )
 
 
 asyncio.run(main())

@@ -254,10 +254,10 @@ class LoomMCP:
             except LoomError as err:
                 refusal = err, {}
         if refusal is not None:
-            err, headers = refusal
+            refused, headers = refusal
             request_id = await _request_id(request) if request.method == "POST" else None
-            status = 405 if request.method != "POST" else err.http_status
-            await JSONResponse(jsonrpc_error(err, request_id), status_code=status, headers=headers)(scope, receive, send)
+            status = 405 if request.method != "POST" else refused.http_status
+            await JSONResponse(jsonrpc_error(refused, request_id), status_code=status, headers=headers)(scope, receive, send)
             return
         assert self._manager is not None
         await self._manager.handle_request(scope, receive, send)

@@ -21,7 +21,8 @@ from starlette.requests import Request, cookie_parser
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .fastpath import error_body, parse_body
+from .fastpath import error_body
+from .limits import parse_json
 from .sessions import BROWSER, CLI, CSRF_HEADER, SESSION_COOKIE, Session, SessionService, body_field, browser_base
 
 PREFIX = "/v1/session"
@@ -168,7 +169,7 @@ def register(app: FastAPI, sessions: SessionService | None, public_url: str, ses
         return _secure(request.url.scheme, public_url)
 
     async def body(request: Request) -> Any:
-        return parse_body(await request.body())
+        return parse_json(await request.body())
 
     async def signed_in(request: Request, s: SessionService) -> tuple[Session, str]:
         secret = cookie_value(dict(request.headers))

@@ -114,7 +114,9 @@ async def start_instance(
         await plane.start()
     if http:
         local = dict(inst.servers) if (transport or settings.plane(GatewaySettings).gateway_transport) == "inproc" else {}
-        inst.relay = Relay(runtime.catalog, {**inst.addresses, **(remote_planes or {})}, local=local, recorder=runtime.interceptor(), replica=runtime.bus)
+        inst.relay = Relay(
+            runtime.catalog, {**inst.addresses, **(remote_planes or {})}, local=local, recorder=runtime.interceptor(), replica=runtime.bus
+        )
         checks = {"store": runtime.store.ping, "bus": runtime.bus.ping, **(extra_checks or {})}
         # The optional plane health hook (common agreement): `async def health() -> {name: check}`.
         plane_health = {p.name: hook for p in planes if callable(hook := getattr(p, "health", None))}
