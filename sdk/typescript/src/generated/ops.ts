@@ -155,6 +155,29 @@ export interface BudgetSetResult {
   assistant_spent_today_usd: number;
 }
 
+/** `context.pack` arguments. */
+export interface ContextPackArgs {
+  /** Namespace; defaults to the token's. */
+  namespace?: string;
+  query?: string;
+  token_budget?: number;
+  category?: string;
+}
+
+/** `context.pack` answer. */
+export interface ContextPackResult {
+  block: string;
+  tokens: number;
+  token_budget: number;
+  decisions: Array<{
+    memory_key: string;
+    stage: string;
+    line: string;
+    tokens: number;
+  }>;
+  omitted: number;
+}
+
 /** `decision.calibration` arguments. */
 export interface DecisionCalibrationArgs {
   /** Namespace; defaults to the token's. */
@@ -235,6 +258,7 @@ export interface DecisionOutcomeResult {
   credited: Array<string>;
   charged: Array<string>;
   restated: boolean;
+  uncredited: Array<string>;
 }
 
 /** `decision.precedents` arguments. */
@@ -266,6 +290,8 @@ export interface DecisionPrecedentsResult {
     recorded_time: string;
     conflicts: Array<string>;
   }>;
+  min_similarity: number;
+  none_close: boolean;
 }
 
 /** `decision.record` arguments. */
@@ -286,6 +312,7 @@ export interface DecisionRecordArgs {
   source_class?: string;
   tags?: Array<string>;
   run_id?: string;
+  memories_used?: Array<string>;
 }
 
 /** `decision.record` answer. */
@@ -374,6 +401,8 @@ export interface HelpSearchResult {
     score: number;
     citation: string;
   }>;
+  weak: boolean;
+  ranking: string;
 }
 
 /** `help.verify` arguments. */
@@ -594,6 +623,83 @@ export interface InsightsQueryResult {
   sql_digest: string;
 }
 
+/** `memory.apply` arguments. */
+export interface MemoryApplyArgs {
+  /** Namespace; defaults to the token's. */
+  namespace?: string;
+  actions?: Array<{
+    action: "set" | "delete";
+    memory_key: string;
+    value?: string;
+    memory_type?: string;
+    tags?: Array<string>;
+    files?: Array<string>;
+  }>;
+}
+
+/** `memory.apply` answer. */
+export interface MemoryApplyResult {
+  results: Array<{
+    memory_key: string;
+    action: string;
+    ok: boolean;
+    version: number;
+    error_code: string;
+    error: string;
+    retired_record: boolean;
+  }>;
+}
+
+/** `memory.auto_supersede` arguments. */
+export interface MemoryAutoSupersedeArgs {
+  /** Namespace; defaults to the token's. */
+  namespace?: string;
+  memory_key: string;
+  by_key: string;
+}
+
+/** `memory.auto_supersede` answer. */
+export interface MemoryAutoSupersedeResult {
+  memory_key: string;
+  by_key: string;
+  version: number;
+  retired_record: boolean;
+  similarity: number;
+}
+
+/** `memory.clear` arguments. */
+export interface MemoryClearArgs {
+  /** Namespace; defaults to the token's. */
+  namespace?: string;
+  prefix?: string;
+  memory_type?: string;
+}
+
+/** `memory.clear` answer. */
+export interface MemoryClearResult {
+  cleared: number;
+  locked: Array<string>;
+}
+
+/** `memory.dedup_resolve` arguments. */
+export interface MemoryDedupResolveArgs {
+  /** Namespace; defaults to the token's. */
+  namespace?: string;
+  keep_key: string;
+  drop_key: string;
+  agent_id?: string;
+  user_id?: string;
+  session_id?: string;
+}
+
+/** `memory.dedup_resolve` answer. */
+export interface MemoryDedupResolveResult {
+  kept: string;
+  dropped: string;
+  version: number;
+  retired_record: boolean;
+}
+
 /** `memory.delete` arguments. */
 export interface MemoryDeleteArgs {
   /** Namespace; defaults to the token's. */
@@ -629,11 +735,42 @@ export interface MemoryDeleteVersionResult {
   version: number;
 }
 
+/** `memory.for_file` arguments. */
+export interface MemoryForFileArgs {
+  /** Namespace; defaults to the token's. */
+  namespace?: string;
+  path: string;
+  repo?: string;
+  include_conflicted?: boolean;
+  max_chars?: number;
+}
+
+/** `memory.for_file` answer. */
+export interface MemoryForFileResult {
+  path: string;
+  block: string;
+  entries: Array<{
+    memory_key: string;
+    memory_type: string;
+    shown: string;
+    value: string;
+    pinned: boolean;
+    source_changed: boolean;
+    constraint: boolean;
+    conflicts: Array<string>;
+    agent_id: string;
+    actor: string;
+    updated_time: string;
+    version: number;
+    files: Array<string>;
+  }>;
+}
+
 /** `memory.get` arguments. */
 export interface MemoryGetArgs {
   /** Namespace; defaults to the token's. */
   namespace?: string;
-  key: string;
+  memory_key: string;
   user_id?: string;
   session_id?: string;
   agent_id?: string;
@@ -670,7 +807,7 @@ export interface MemoryGetResult {
 export interface MemoryHistoryArgs {
   /** Namespace; defaults to the token's. */
   namespace?: string;
-  key?: string;
+  memory_key?: string;
   user_id?: string;
   session_id?: string;
   agent_id?: string;
@@ -762,7 +899,7 @@ export interface MemoryListResult {
 export interface MemoryLockArgs {
   /** Namespace; defaults to the token's. */
   namespace?: string;
-  key: string;
+  memory_key: string;
   ttl_seconds?: number;
 }
 
@@ -774,11 +911,32 @@ export interface MemoryLockResult {
   holder: string;
 }
 
+/** `memory.move` arguments. */
+export interface MemoryMoveArgs {
+  /** Namespace; defaults to the token's. */
+  namespace?: string;
+  memory_key: string;
+  to_key: string;
+  keep_redirect?: boolean;
+  agent_id?: string;
+  user_id?: string;
+  session_id?: string;
+}
+
+/** `memory.move` answer. */
+export interface MemoryMoveResult {
+  memory_key: string;
+  to_key: string;
+  version: number;
+  kept_redirect: boolean;
+  retired_record: boolean;
+}
+
 /** `memory.pin` arguments. */
 export interface MemoryPinArgs {
   /** Namespace; defaults to the token's. */
   namespace?: string;
-  key?: string;
+  memory_key?: string;
   agent_id?: string;
   user_id?: string;
   session_id?: string;
@@ -794,11 +952,58 @@ export interface MemoryPinResult {
   value_hash: string;
 }
 
+/** `memory.record.history` arguments. */
+export interface MemoryRecordHistoryArgs {
+  /** Namespace; defaults to the token's. */
+  namespace?: string;
+  memory_key: string;
+}
+
+/** `memory.record.history` answer. */
+export interface MemoryRecordHistoryResult {
+  records: Array<{
+    version: number;
+    status: string;
+    agent_id: string;
+    user_id: string;
+    session_id: string;
+    category: string;
+    scenario: string;
+    outcome: string;
+    reasoning: string;
+    realized_outcome: string;
+    success?: boolean;
+    recorded_time: string;
+  }>;
+}
+
+/** `memory.record.write` arguments. */
+export interface MemoryRecordWriteArgs {
+  /** Namespace; defaults to the token's. */
+  namespace?: string;
+  schema: "decision";
+  category: string;
+  scenario: string;
+  reasoning?: string;
+  outcome: string;
+  alternatives?: Array<string>;
+  confidence?: number;
+  caused_by?: Array<string>;
+  influenced_by?: Array<string>;
+}
+
+/** `memory.record.write` answer. */
+export interface MemoryRecordWriteResult {
+  memory_key: string;
+  version: number;
+  superseded_prior: boolean;
+}
+
 /** `memory.restore` arguments. */
 export interface MemoryRestoreArgs {
   /** Namespace; defaults to the token's. */
   namespace?: string;
-  key?: string;
+  memory_key?: string;
   agent_id?: string;
   user_id?: string;
   session_id?: string;
@@ -836,13 +1041,41 @@ export interface MemorySearchResult {
     pinned: boolean;
     version: number;
   }>;
+  weak: boolean;
+}
+
+/** `memory.set` arguments. */
+export interface MemorySetArgs {
+  /** Namespace; defaults to the token's. */
+  namespace?: string;
+  memory_key: string;
+  value: string;
+  memory_type?: string;
+  tags?: Array<string>;
+  files?: Array<string>;
+  source_resource_id?: string;
+  source_class?: string;
+}
+
+/** `memory.set` answer. */
+export interface MemorySetResult {
+  memory_key: string;
+  version: number;
+  memory_id: string;
+  created: boolean;
+  restated: boolean;
+  pinned: boolean;
+  attestation: string;
+  value_hash: string;
+  files: Array<string>;
+  reinforcements: number;
 }
 
 /** `memory.unlock` arguments. */
 export interface MemoryUnlockArgs {
   /** Namespace; defaults to the token's. */
   namespace?: string;
-  key?: string;
+  memory_key?: string;
 }
 
 /** `memory.unlock` answer. */
@@ -857,7 +1090,7 @@ export interface MemoryUnlockResult {
 export interface MemoryUnpinArgs {
   /** Namespace; defaults to the token's. */
   namespace?: string;
-  key?: string;
+  memory_key?: string;
   agent_id?: string;
   user_id?: string;
   session_id?: string;
@@ -898,7 +1131,7 @@ export interface MemoryUpdateByIdResult {
 export interface MemoryVerifyArgs {
   /** Namespace; defaults to the token's. */
   namespace?: string;
-  key?: string;
+  memory_key?: string;
   agent_id?: string;
   user_id?: string;
   session_id?: string;
@@ -940,6 +1173,23 @@ export interface NamespaceListResult {
     description: string;
     created_time: string;
   }>;
+}
+
+/** `namespace.rollback` arguments. */
+export interface NamespaceRollbackArgs {
+  /** Namespace; defaults to the token's. */
+  namespace?: string;
+  to_time: string;
+  dry_run?: boolean;
+}
+
+/** `namespace.rollback` answer. */
+export interface NamespaceRollbackResult {
+  revived: number;
+  reverted: number;
+  tombstoned: number;
+  keys: Array<string>;
+  dry_run: boolean;
 }
 
 /** `org.model_calls` arguments. */
@@ -1026,7 +1276,7 @@ export interface PolicyCheckResult {
 export interface PolicyDecisionsArgs {
   /** Namespace; defaults to the token's. */
   namespace?: string;
-  decision?: "allow" | "deny";
+  decision?: "allow" | "deny" | "widened";
   agent?: string;
   operation?: string;
   rule?: string;
@@ -1078,6 +1328,10 @@ export interface PolicyDecisionsResult {
       error: string;
     }>;
     latency_ms: number;
+    rule: string;
+    widened_reasons: Array<string>;
+    before?: Record<string, unknown>;
+    after?: Record<string, unknown>;
   }>;
 }
 
@@ -1240,6 +1494,7 @@ export interface PolicySetResult {
   widened_reasons: Array<string>;
   created: boolean;
   warnings: Array<string>;
+  mode_in_effect: string;
 }
 
 /** `sa.create` arguments. */
@@ -1456,6 +1711,7 @@ export interface TaskCompleteArgs {
   task_id: string;
   fence: number;
   outcome?: Record<string, unknown>;
+  reason?: string;
 }
 
 /** `task.complete` answer. */
@@ -1504,6 +1760,7 @@ export interface TaskCompleteManyArgs {
     task_id: string;
     fence: number;
     outcome?: Record<string, unknown>;
+    reason?: string;
   }>;
 }
 
@@ -2260,6 +2517,41 @@ export interface TaskUpdatesResult {
   next_seq: number;
 }
 
+/** `task.watch` arguments. */
+export interface TaskWatchArgs {
+  /** Namespace; defaults to the token's. */
+  namespace?: string;
+  task_id?: string;
+  inbox?: string;
+  since_seq?: number;
+  wait_seconds?: number;
+  limit?: number;
+}
+
+/** `task.watch` answer. */
+export interface TaskWatchResult {
+  events: Array<{
+    seq: number;
+    event_id: string;
+    org: string;
+    namespace: string;
+    inbox: string;
+    task_id: string;
+    kind: string;
+    poster: string;
+    status: string;
+    at: string;
+    version: number;
+    reason: string;
+    actor: string;
+    actor_agent: string;
+    task_kind: string;
+    title: string;
+    data?: Record<string, unknown>;
+  }>;
+  next_seq: number;
+}
+
 /** `task.wont_do` arguments. */
 export interface TaskWontDoArgs {
   /** Namespace; defaults to the token's. */
@@ -2348,6 +2640,7 @@ export interface OpTypes {
   "auth.whoami": { args: AuthWhoamiArgs; result: AuthWhoamiResult };
   "budget.get": { args: BudgetGetArgs; result: BudgetGetResult };
   "budget.set": { args: BudgetSetArgs; result: BudgetSetResult };
+  "context.pack": { args: ContextPackArgs; result: ContextPackResult };
   "decision.calibration": { args: DecisionCalibrationArgs; result: DecisionCalibrationResult };
   "decision.chain": { args: DecisionChainArgs; result: DecisionChainResult };
   "decision.outcome": { args: DecisionOutcomeArgs; result: DecisionOutcomeResult };
@@ -2366,21 +2659,31 @@ export interface OpTypes {
   "inbox.register": { args: InboxRegisterArgs; result: InboxRegisterResult };
   "insights.catalog": { args: InsightsCatalogArgs; result: InsightsCatalogResult };
   "insights.query": { args: InsightsQueryArgs; result: InsightsQueryResult };
+  "memory.apply": { args: MemoryApplyArgs; result: MemoryApplyResult };
+  "memory.auto_supersede": { args: MemoryAutoSupersedeArgs; result: MemoryAutoSupersedeResult };
+  "memory.clear": { args: MemoryClearArgs; result: MemoryClearResult };
+  "memory.dedup_resolve": { args: MemoryDedupResolveArgs; result: MemoryDedupResolveResult };
   "memory.delete": { args: MemoryDeleteArgs; result: MemoryDeleteResult };
   "memory.delete_version": { args: MemoryDeleteVersionArgs; result: MemoryDeleteVersionResult };
+  "memory.for_file": { args: MemoryForFileArgs; result: MemoryForFileResult };
   "memory.get": { args: MemoryGetArgs; result: MemoryGetResult };
   "memory.history": { args: MemoryHistoryArgs; result: MemoryHistoryResult };
   "memory.list": { args: MemoryListArgs; result: MemoryListResult };
   "memory.lock": { args: MemoryLockArgs; result: MemoryLockResult };
+  "memory.move": { args: MemoryMoveArgs; result: MemoryMoveResult };
   "memory.pin": { args: MemoryPinArgs; result: MemoryPinResult };
+  "memory.record.history": { args: MemoryRecordHistoryArgs; result: MemoryRecordHistoryResult };
+  "memory.record.write": { args: MemoryRecordWriteArgs; result: MemoryRecordWriteResult };
   "memory.restore": { args: MemoryRestoreArgs; result: MemoryRestoreResult };
   "memory.search": { args: MemorySearchArgs; result: MemorySearchResult };
+  "memory.set": { args: MemorySetArgs; result: MemorySetResult };
   "memory.unlock": { args: MemoryUnlockArgs; result: MemoryUnlockResult };
   "memory.unpin": { args: MemoryUnpinArgs; result: MemoryUnpinResult };
   "memory.update_by_id": { args: MemoryUpdateByIdArgs; result: MemoryUpdateByIdResult };
   "memory.verify": { args: MemoryVerifyArgs; result: MemoryVerifyResult };
   "namespace.create": { args: NamespaceCreateArgs; result: NamespaceCreateResult };
   "namespace.list": { args: NamespaceListArgs; result: NamespaceListResult };
+  "namespace.rollback": { args: NamespaceRollbackArgs; result: NamespaceRollbackResult };
   "org.model_calls": { args: OrgModelCallsArgs; result: OrgModelCallsResult };
   "org.set_model_calls": { args: OrgSetModelCallsArgs; result: OrgSetModelCallsResult };
   "policy.check": { args: PolicyCheckArgs; result: PolicyCheckResult };
@@ -2413,6 +2716,7 @@ export interface OpTypes {
   "task.unblock": { args: TaskUnblockArgs; result: TaskUnblockResult };
   "task.update": { args: TaskUpdateArgs; result: TaskUpdateResult };
   "task.updates": { args: TaskUpdatesArgs; result: TaskUpdatesResult };
+  "task.watch": { args: TaskWatchArgs; result: TaskWatchResult };
   "task.wont_do": { args: TaskWontDoArgs; result: TaskWontDoResult };
   "token.mint": { args: TokenMintArgs; result: TokenMintResult };
   "token.revoke": { args: TokenRevokeArgs; result: TokenRevokeResult };
@@ -2432,9 +2736,10 @@ export const OP_INFO: { readonly [K in OpName]: OpInfo } = {
   "auth.whoami": { summary: "The verified subject, org, roles and labels of this call.", minRole: "viewer", writes: false },
   "budget.get": { summary: "The namespace's daily model cost cap, the assistant's share of it and what the assistant spent today.", minRole: "viewer", writes: false },
   "budget.set": { summary: "Set the namespace's daily model cost cap (daily_cost_cap_usd); omitted, the deployment's default applies again.", minRole: "admin", writes: true },
+  "context.pack": { summary: "The block an agent reads at the start of a task: the namespace's decisions with their because (proposed ones as \u2192 proposed: <outcome>), within a token budget, deterministic.", minRole: "viewer", writes: false },
   "decision.calibration": { summary: "Per agent and category: stated confidence against realized success over a window (counts, Brier score).", minRole: "viewer", writes: false },
   "decision.chain": { summary: "Walk causal edges upstream, downstream or both, up to 4 hops; nodes carry each decision's stage.", minRole: "viewer", writes: false },
-  "decision.outcome": { summary: "Record realized_outcome and success; credit or charge the memories the deciding run relied on.", minRole: "writer", writes: true },
+  "decision.outcome": { summary: "Record realized_outcome and success; credit or charge the memories the decision used (memories_used, caused_by, influenced_by) that its run was shown; a later failure undoes an earlier credit.", minRole: "writer", writes: true },
   "decision.precedents": { summary: "Semantic search over past decisions (at most 25), optionally by category or with_outcome_only.", minRole: "viewer", writes: false },
   "decision.record": { summary: "Record a decision (category + scenario identify it) and its causal edges; answers memory_key, created, superseded_prior, restated.", minRole: "writer", writes: true },
   "grants.list": { summary: "The subjects holding a role in the namespace.", minRole: "viewer", writes: false },
@@ -2450,25 +2755,35 @@ export const OP_INFO: { readonly [K in OpName]: OpInfo } = {
   "inbox.register": { summary: "Register (or re-register) an inbox in this namespace: its owner agent, posters, disclosure levels, leases and webhook.", minRole: "admin", writes: true },
   "insights.catalog": { summary: "The tables, columns, types and comments insights.query can read, with the notes a correct query needs.", minRole: "viewer", writes: false },
   "insights.query": { summary: "Run one read-only SQL statement over Loom's allowlisted metadata tables (see insights.catalog); rows are capped.", minRole: "viewer", writes: false },
+  "memory.apply": { summary: "Apply a list of set and delete actions in order, each as memory.set or memory.delete would; each item answers on its own.", minRole: "writer", writes: true },
+  "memory.auto_supersede": { summary: "Retire the older of a close decision pair judged an update of the other (memory.restore revives its row).", minRole: "writer", writes: true },
+  "memory.clear": { summary: "Tombstone the namespace's live rows (optionally by key prefix or memory_type); decision records stay active (admin).", minRole: "admin", writes: true },
+  "memory.dedup_resolve": { summary: "Resolve a pair flagged as duplicates or conflicts: tombstone drop_key's row (retiring its writer's record) and clear the mark on keep_key's.", minRole: "writer", writes: true },
   "memory.delete": { summary: "Tombstone a row; deleting the writer's decision row retires its record.", minRole: "writer", writes: true },
   "memory.delete_version": { summary: "Delete one version of a row; deleting the live version of the writer's decision row retires its record.", minRole: "writer", writes: true },
+  "memory.for_file": { summary: "The memories and decisions to read before editing a file, as one block within a ceiling, marked (pinned) and (source changed).", minRole: "viewer", writes: false },
   "memory.get": { summary: "One live row by key (the newest identity's unless user_id / session_id / agent_id pick one).", minRole: "viewer", writes: false },
   "memory.history": { summary: "Every version of a key's rows, and the versions of the decision record under it.", minRole: "viewer", writes: false },
   "memory.list": { summary: "Live rows of the namespace, by memory_type, tag or key prefix.", minRole: "viewer", writes: false },
   "memory.lock": { summary: "Lock a key's value for ttl_seconds: writes to it answer 423 LOCKED until the lock ends or is released.", minRole: "writer", writes: true },
+  "memory.move": { summary: "Move a row to another key; keep_redirect=true leaves the old row live as a redirect (a decision's record stays active), false deletes it through memory.delete (retiring the writer's record).", minRole: "writer", writes: true },
   "memory.pin": { summary: "Pin a row: its writer's different decision is refused (409 PINNED_CONFLICT) until it is unpinned.", minRole: "writer", writes: true },
+  "memory.record.history": { summary: "Every version of the typed record under a key (active, superseded, tombstoned), newest first.", minRole: "viewer", writes: false },
+  "memory.record.write": { summary: "Write a typed record alone (schema decision): no memory row; decision.chain serves it, decision.outcome answers not-found.", minRole: "writer", writes: true },
   "memory.restore": { summary: "Revive a deleted row with its last value (a retired decision record stays retired).", minRole: "writer", writes: true },
   "memory.search": { summary: "Semantic search over live rows (cosine over embeddings), optionally by memory_type or tag.", minRole: "viewer", writes: false },
+  "memory.set": { summary: "Write the caller's row under a key: the same value bytes restate it (reinforced; a pinned row accepts that), another value revises it (a pinned row refuses, 409 PINNED_CONFLICT).", minRole: "writer", writes: true },
   "memory.unlock": { summary: "Release a key's lock (its holder, or an admin).", minRole: "writer", writes: true },
   "memory.unpin": { summary: "Unpin a row (admin).", minRole: "admin", writes: true },
   "memory.update_by_id": { summary: "Revise a row by memory_id (value and/or tags), optionally conditional on the value's hash.", minRole: "writer", writes: true },
   "memory.verify": { summary: "Attest a row's current value; a later write takes effect and the attestation reads stale until verified again.", minRole: "writer", writes: true },
   "namespace.create": { summary: "Create a namespace in the caller's org (org-wide admin).", minRole: "admin", writes: true },
   "namespace.list": { summary: "Namespaces of the org the caller holds a role in.", minRole: "viewer", writes: false },
+  "namespace.rollback": { summary: "Return every memory row of the namespace to its state at to_time (revive, revert or tombstone); decision records are not revived or retired (admin).", minRole: "admin", writes: true },
   "org.model_calls": { summary: "Whether model calls (the assistant's answers) are on for the caller's org.", minRole: "viewer", writes: false },
   "org.set_model_calls": { summary: "Switch model calls (the assistant's answers) on or off for the caller's org; needs the org-wide admin role.", minRole: "admin", writes: true },
   "policy.check": { summary: "Dry-run a call against the stored rules or against rules passed in.", minRole: "viewer", writes: false },
-  "policy.decisions": { summary: "Read the policy decision ledger, filtered by allow / deny.", minRole: "viewer", writes: false },
+  "policy.decisions": { summary: "Read the policy decision ledger, filtered by allow / deny, or its policy.widened audit rows (decision=widened).", minRole: "viewer", writes: false },
   "policy.delete": { summary: "Remove a history-policy rule.", minRole: "admin", writes: true },
   "policy.list": { summary: "The namespace's history-policy rules and the deployment's mode.", minRole: "viewer", writes: false },
   "policy.replay": { summary: "What proposed rules (or stored rules in another mode) would have decided over the recorded ledger.", minRole: "viewer", writes: false },
@@ -2497,6 +2812,7 @@ export const OP_INFO: { readonly [K in OpName]: OpInfo } = {
   "task.unblock": { summary: "Return a blocked task to todo.", minRole: "writer", writes: true },
   "task.update": { summary: "Edit an unfinished task's title, brief, priority, deadline or not_before, if it is still at if_match_version.", minRole: "writer", writes: true },
   "task.updates": { summary: "Events of the tasks the caller posted, after a cursor (since_seq), waiting up to wait_seconds.", minRole: "viewer", writes: false },
+  "task.watch": { summary: "One task's or one inbox's events after a cursor (since_seq), waiting up to wait_seconds; GET /v1/task/watch streams them as server-sent events.", minRole: "viewer", writes: false },
   "task.wont_do": { summary: "Decline an unfinished task, with a reason.", minRole: "writer", writes: true },
   "token.mint": { summary: "Mint a token never wider nor longer-lived than the caller's.", minRole: "viewer", writes: true },
   "token.revoke": { summary: "Revoke a token id, a subject's tokens or a sign-in session.", minRole: "viewer", writes: true },
