@@ -86,14 +86,14 @@ function DecisionList() {
 
 function DecisionDetail({ memoryKey }: { memoryKey: string }) {
   const { namespace, role } = useScope();
-  const row = useQuery({ queryKey: ['memory.get', namespace, memoryKey], queryFn: () => client.call('memory.get', { key: memoryKey }) });
+  const row = useQuery({ queryKey: ['memory.get', namespace, memoryKey], queryFn: () => client.call('memory.get', { memory_key: memoryKey }) });
   const chain = useQuery({
     queryKey: ['decision.chain', namespace, memoryKey],
     queryFn: () => client.call('decision.chain', { memory_key: memoryKey, direction: 'both', max_hops: 4 }),
   });
   const versions = useQuery({
     queryKey: ['memory.history', namespace, memoryKey],
-    queryFn: () => client.call('memory.history', { key: memoryKey }),
+    queryFn: () => client.call('memory.history', { memory_key: memoryKey }),
   });
   const superseded = (versions.data?.versions ?? []).filter((v) => v.version !== row.data?.version);
   const self = chain.data?.nodes.find((n) => n.memory_key === memoryKey);
