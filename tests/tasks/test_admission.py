@@ -83,3 +83,17 @@ async def test_the_projector_here_lets_waiting_writes_go_as_soon_as_it_is_within
     assert p.looks <= looks + 1  # the poller stopped with the gate open
     a.projected(300)  # a position never goes back
     assert a.known == 400
+
+
+async def test_reached_waits_until_the_projector_applied_a_write_and_no_longer() -> None:
+    p = Projector(at=10)
+    a = Admission(p.position, max_behind=100, max_wait=1.0)
+    assert await a.reached(10, 1.0) is True  # already applied: one look
+    assert await a.reached(10, 1.0) is True and p.looks == 1  # known since: no look
+    waiting = asyncio.create_task(a.reached(20, 5.0))
+    await asyncio.sleep(0.02)
+    assert not waiting.done()
+    a.projected(20)  # the projector in this process tells it
+    assert await waiting is True
+    # Never applied: False once the wait is over (task.progress then answers a retryable 503).
+    assert await a.reached(30, 0.05) is False

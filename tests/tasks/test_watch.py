@@ -10,12 +10,18 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
 import httpx
 from loom import Agent
+from loom_api.tasks.v1 import tasks_pb2 as pb
+from loom_api.tasks.v1 import tasks_pb2_grpc
+from loom_core.grpc_errors import from_rpc_error
+from loom_gateway.mcp import tool_name
 from loom_runner.embedded import Instance
 from loom_tasks.events import STREAM
 
 from tests.tasks.conftest import Api, Org, eventually, register
+from tests.tasks.test_doors import body, mcp_session
 
 
 @dataclass
@@ -244,3 +250,30 @@ async def test_sdk_follows_an_inbox_and_completes_with_a_reason(org: Org) -> Non
                 break
         assert seen == [("created", ""), ("claimed", ""), ("done", "all green")]
         assert (await a.tasks.watch(task_id=t["task_id"], since_seq=event["seq"]))["events"] == []
+
+
+async def test_watch_over_grpc_and_mcp_answers_and_refuses_as_over_rest(org: Org, tasks_a: Instance) -> None:
+    _, owner, _ = await setup(org)
+    t = (await owner("task.create", inbox="private-bot", kind="chore", title="t"))["task"]
+    md = [
+        ("authorization", f"Bearer {org.token('sa:private-bot', {org.private: 'writer'}, org.private)}"),
+        ("x-loom-namespace", org.private),
+    ]
+    stranger_md = [("authorization", f"Bearer {org.token('sa:stranger', {org.public: 'writer'}, org.public)}")]
+    await org.grant("sa:stranger", org.public, "writer")
+    async with grpc.aio.insecure_channel(tasks_a.grpc_address("tasks")) as channel:
+        stub = tasks_pb2_grpc.TaskServiceStub(channel)
+        out = await stub.WatchTask(pb.WatchTaskRequest(task_id=t["task_id"]), metadata=md)
+        assert [(e.task_id, e.kind) for e in out.events] == [(t["task_id"], "created")] and out.next_seq >= out.events[0].seq
+        try:
+            await stub.WatchTask(pb.WatchTaskRequest(inbox="private-bot"), metadata=stranger_md)
+            raise AssertionError("a stranger read the inbox's events")
+        except grpc.aio.AioRpcError as exc:
+            assert from_rpc_error(exc).code == "RESOURCE_NOT_FOUND"
+    headers = {"Authorization": md[0][1], "X-Loom-Namespace": org.private}
+    async with mcp_session(tasks_a.base_url + "/mcp", **headers) as client:
+        assert tool_name("task.watch") in {tool.name for tool in (await client.list_tools()).tools}
+        got = body(await client.call_tool("task.watch", {"inbox": "private-bot"}))
+        assert [e["task_id"] for e in got["events"]] == [t["task_id"]]
+        bad = await client.call_tool("task.watch", {})
+        assert bad.is_error and body(bad)["error"]["code"] == "VALIDATION_FAILED"
