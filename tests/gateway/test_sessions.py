@@ -16,6 +16,7 @@ from loom_core.bus import NatsServer
 from loom_core.settings import Settings
 from loom_core.store.embedded import EmbeddedStore
 from loom_gateway.sessions import SESSION_COOKIE, make_login_code
+from loom_runner.cluster import start_relay_gateway
 from loom_runner.embedded import Instance, start_instance
 
 from tests.conftest import TEST_SECRET, Tenant, call, make_settings, unique
@@ -358,3 +359,17 @@ async def test_calls_without_a_session_are_rate_limited_per_client(data_dir: Pat
             assert (await c.get("/v1/health")).status_code == 200
     finally:
         await inst.stop()
+
+
+async def test_a_relay_only_gateway_says_it_holds_no_sessions_and_still_serves_the_app(stack: Instance) -> None:
+    relay = await start_relay_gateway(Settings(http_port=0, plane_addresses=""), {"identity": stack.grpc_address("identity")})
+    try:
+        async with httpx.AsyncClient(base_url=relay.base_url) as c:
+            err = error(await c.post("/v1/session/login", json={"code": "x"}), 503, "BACKEND_UNAVAILABLE")
+            assert err["detail"]["reason"] == "no_sessions" and "--planes identity" in err["message"]
+            # A cookie means nothing there: the call is unauthenticated, not a 5xx.
+            r = await c.post("/v1/auth.whoami", json={}, headers={"Cookie": f"{SESSION_COOKIE}=x", "Origin": relay.base_url})
+            error(r, 401, "AUTH_REQUIRED")
+            assert (await c.get("/")).headers["content-type"].startswith("text/html")
+    finally:
+        await relay.stop()
