@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,9 +16,10 @@ from loom_core.bus import NatsServer
 from loom_core.settings import Settings
 from loom_core.store.embedded import EmbeddedStore
 from loom_gateway.sessions import SESSION_COOKIE, make_login_code
+from loom_runner.cluster import start_relay_gateway
 from loom_runner.embedded import Instance, start_instance
 
-from tests.conftest import TEST_SECRET, Tenant, call, unique
+from tests.conftest import TEST_SECRET, Tenant, call, make_settings, unique
 
 
 async def grant(stack: Instance, org: str, subject: str, namespace: str, role: str) -> None:
@@ -173,6 +175,10 @@ async def test_a_cookie_write_without_the_csrf_token_or_from_another_origin_is_4
     for kwargs, reason in cases:
         err = error(await alice.op("auth.whoami", **kwargs), 403, "CSRF_REJECTED")  # type: ignore[arg-type]
         assert err["detail"]["reason"] == reason
+    # Every door the cookie reaches takes the same checks: MCP and the assistant's chat route.
+    for path in ("/mcp", "/v1/assistant/chat/completions"):
+        r = await alice.client.post(path, json={}, headers={"Origin": alice.origin})
+        assert error(r, 403, "CSRF_REJECTED")["detail"]["reason"] == "csrf_missing"
     # No Origin and no Referer: refused too; a same-origin Referer stands in for a missing Origin.
     r = await alice.client.post("/v1/auth.whoami", json={}, headers={"X-Loom-CSRF": alice.csrf})
     assert error(r, 403, "CSRF_REJECTED")["detail"]["reason"] == "origin"
@@ -240,6 +246,9 @@ async def test_sign_out_ends_the_session_and_every_token_under_it(tenant: Tenant
         assert error(await c.get("/v1/session", headers=headers), 401, "AUTH_REVOKED")["detail"]["reason"] == "session"
         error(await c.post("/v1/auth.whoami", json={}, headers=headers), 401, "AUTH_REVOKED")
         error(await c.post("/v1/session/logout", headers=headers), 401, "AUTH_REVOKED")
+        # What needs no credential still answers with the stale cookie.
+        assert (await c.get("/v1/health", headers=headers)).status_code == 200
+        assert (await c.get("/v1/ops", headers=headers)).status_code == 200
         bearer = await call(httpx.AsyncClient(base_url=tenant.base_url, headers={"Authorization": f"Bearer {child}"}), "auth.whoami")
         assert error(bearer, 401, "AUTH_REVOKED")["detail"]["reason"] == "session"
 
@@ -247,7 +256,9 @@ async def test_sign_out_ends_the_session_and_every_token_under_it(tenant: Tenant
 async def test_loom_login_approved_in_the_dashboard_gives_a_refreshable_credential(tenant: Tenant, alice: Browser) -> None:
     async with httpx.AsyncClient(base_url=tenant.base_url, timeout=30) as cli:
         started = (await cli.post("/v1/session/cli_start")).json()
-        assert started["approve_url"] == f"{tenant.base_url}/cli-login#code={started['code']}"
+        # A loopback address reads as localhost, where a person's browser signed in.
+        local = tenant.base_url.replace("127.0.0.1", "localhost")
+        assert started["approve_url"] == f"{local}/cli-login#code={started['code']}"
         assert (await cli.post("/v1/session/cli_poll", json={"poll_token": started["poll_token"]})).json() == {"status": "pending"}
         # Approving is a cookie write: CSRF and Origin apply.
         error(await alice.client.post("/v1/session/cli_approve", json={"code": started["code"]}), 403, "CSRF_REJECTED")
@@ -271,6 +282,39 @@ async def test_loom_login_approved_in_the_dashboard_gives_a_refreshable_credenti
         error(await cli.post("/v1/session/cli_poll", json={"poll_token": "nope"}), 401, "AUTH_INVALID")
     # Alice's own browser session is another session: still signed in.
     assert (await alice.client.get("/v1/session")).status_code == 200
+
+
+async def test_an_admin_ends_a_session_by_its_id(tenant: Tenant, alice: Browser) -> None:
+    sid = (await alice.client.get("/v1/session")).json()["session_id"]
+    async with tenant.client() as admin:
+        assert (await call(admin, "token.revoke", session_id=sid)).status_code == 200
+    assert error(await alice.op("auth.whoami"), 401, "AUTH_REVOKED")["detail"]["reason"] == "session"
+
+
+async def test_revoking_the_subject_ends_its_sessions_on_every_replica(
+    tenant: Tenant, stack: Instance, replica_b: Instance, alice: Browser
+) -> None:
+    assert (await alice.op("auth.whoami")).status_code == 200
+    cookie = alice.cookie
+    async with tenant.client() as admin:
+        assert (await call(admin, "token.revoke", subject="user:alice")).status_code == 200
+    error(await alice.op("auth.whoami"), 401, "AUTH_REVOKED")
+    assert not alice.cookie  # a refused cookie is cleared
+    # Replica b never minted for this session: the token it mints now is refused as well.
+    b = Browser(replica_b.base_url)
+    b.client.cookies.set(SESSION_COOKIE, cookie)
+    b.csrf = alice.csrf
+    try:
+        assert error(await b.op("auth.whoami"), 401, "AUTH_REVOKED")["detail"]["reason"] == "parent_subject"
+    finally:
+        await b.close()
+    # A new sign-in after the revocation is a new session, and works.
+    again = Browser(tenant.base_url)
+    try:
+        assert (await again.login(make_login_code(TEST_SECRET, tenant.org, "user:alice", 900))).status_code == 200
+        assert (await again.op("auth.whoami")).json()["subject"] == "user:alice"
+    finally:
+        await again.close()
 
 
 @pytest.fixture(scope="module")
@@ -301,3 +345,31 @@ async def test_a_session_made_on_one_replica_works_and_ends_on_the_other(tenant:
     finally:
         await a.close()
         await b.close()
+
+
+async def test_calls_without_a_session_are_rate_limited_per_client(data_dir: Path, store: EmbeddedStore, nats_server: NatsServer) -> None:
+    inst = await start_instance(make_settings(data_dir, rate_admin_per_minute=3), store=store, nats_url=nats_server.url, name="sessions-rl")
+    try:
+        async with httpx.AsyncClient(base_url=inst.base_url, timeout=30) as c:
+            answers = [await c.post("/v1/session/cli_poll", json={"poll_token": "nope"}) for _ in range(3)]
+            assert [r.status_code for r in answers] == [401, 401, 401]
+            limited = await c.post("/v1/session/refresh", json={"refresh_token": "nope"})
+            error(limited, 429, "RATE_LIMITED")
+            assert int(limited.headers["retry-after"]) >= 1
+            assert (await c.get("/v1/health")).status_code == 200
+    finally:
+        await inst.stop()
+
+
+async def test_a_relay_only_gateway_says_it_holds_no_sessions_and_still_serves_the_app(stack: Instance) -> None:
+    relay = await start_relay_gateway(Settings(http_port=0, plane_addresses=""), {"identity": stack.grpc_address("identity")})
+    try:
+        async with httpx.AsyncClient(base_url=relay.base_url) as c:
+            err = error(await c.post("/v1/session/login", json={"code": "x"}), 503, "BACKEND_UNAVAILABLE")
+            assert err["detail"]["reason"] == "no_sessions" and "--planes identity" in err["message"]
+            # A cookie means nothing there: the call is unauthenticated, not a 5xx.
+            r = await c.post("/v1/auth.whoami", json={}, headers={"Cookie": f"{SESSION_COOKIE}=x", "Origin": relay.base_url})
+            error(r, 401, "AUTH_REQUIRED")
+            assert (await c.get("/")).headers["content-type"].startswith("text/html")
+    finally:
+        await relay.stop()

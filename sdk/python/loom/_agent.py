@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from ._client import CLIENT_LABEL, Transport
+from ._login import SessionAuth, stored_credential
 from ._ops import Ops
 from .assistant import AssistantClient
 from .decisions import DecisionsClient
@@ -35,7 +36,8 @@ class Agent:
             argument overrides it for one call.
         agent: This agent's label (``X-Loom-Agent``). Labels file ledger rows and key history
             policies; they never grant anything.
-        api_key: The bearer token. Defaults to the ``LOOM_API_KEY`` environment variable.
+        api_key: The bearer token. Defaults to the ``LOOM_API_KEY`` environment variable, else
+            the session ``loom login`` keeps for ``base_url`` (refreshed as it nears its end).
         base_url: The gateway. Defaults to ``LOOM_URL``, else ``http://127.0.0.1:8080``.
         user: Optional person label (``X-Loom-User``).
         session: Optional session label (``X-Loom-Session``).
@@ -83,13 +85,17 @@ class Agent:
             "X-Loom-Namespace": namespace,
             "X-Loom-Agent": agent,
         }
-        # No key: send none, so the server answers AUTH_REQUIRED as it would to any caller.
+        # No key: the `loom login` session for this URL, else none, so the server answers
+        # AUTH_REQUIRED as it would to any caller.
+        auth = None
         if key:
             headers["Authorization"] = f"Bearer {key}"
+        elif (credential := stored_credential(self._base_url)) is not None:
+            auth = SessionAuth(self._base_url, credential)
         for name, value in (("X-Loom-User", user), ("X-Loom-Session", session), ("X-Loom-Run-Id", run_id)):
             if value:
                 headers[name] = value
-        self._transport = Transport(self._base_url, headers, timeout=timeout, transport=transport)
+        self._transport = Transport(self._base_url, headers, timeout=timeout, transport=transport, auth=auth)
         self.ops = Ops(self)
         self.tasks = TasksClient(self)
         self.policy = PolicyClient(self)

@@ -42,8 +42,10 @@ class Transport:
         *,
         timeout: float,
         transport: httpx.AsyncBaseTransport | None = None,
+        auth: httpx.Auth | None = None,
     ) -> None:
         self._http = httpx.AsyncClient(
+            auth=auth,
             base_url=base_url.rstrip("/"),
             headers={"User-Agent": USER_AGENT, **headers},
             timeout=timeout,

@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .fastpath import error_body, parse_body
-from .sessions import BROWSER, CLI, CSRF_HEADER, SESSION_COOKIE, Session, SessionService, body_field
+from .sessions import BROWSER, CLI, CSRF_HEADER, SESSION_COOKIE, Session, SessionService, body_field, browser_base
 
 PREFIX = "/v1/session"
 LOGIN, STATE, LOGOUT = f"{PREFIX}/login", PREFIX, f"{PREFIX}/logout"
@@ -120,7 +120,9 @@ class SessionCookies:
             refusal = csrf_refusal(self.sessions, scope, headers, secret, self.public_url)
             if refusal is not None:
                 raise refusal
-            if path not in _OWN_COOKIE:
+            # Op calls (POST) and MCP run as the session; a read like GET /v1/ops or /v1/health
+            # needs no credential, and a stale cookie must not make it fail.
+            if path not in _OWN_COOKIE and (scope["method"] == "POST" or path.startswith("/mcp")):
                 session = await self.sessions.resolve(secret, BROWSER)
                 token, _ = await self.sessions.access_token(session)
                 # The call runs under the session's token; its ledger row names the session.
@@ -152,6 +154,8 @@ def register(app: FastAPI, sessions: SessionService | None, public_url: str, ses
                         "sign-in sessions need a gateway that holds the store (loom up, or loom serve --gateway --planes identity)",
                         {"reason": "no_sessions"},
                     )
+                if path in _NO_COOKIE:
+                    sessions.admit(request.client.host if request.client else "")
                 return await fn(request, sessions)
             except LoomError as err:
                 status, headers, body = error_body(err)
@@ -207,7 +211,7 @@ def register(app: FastAPI, sessions: SessionService | None, public_url: str, ses
 
     async def cli_start(request: Request, s: SessionService) -> Response:
         started = await s.cli_start()
-        base = public_url or str(request.base_url)
+        base = public_url or browser_base(str(request.base_url))
         return JSONResponse({**started, "approve_url": f"{base.rstrip('/')}/cli-login#code={started['code']}"})
 
     async def cli_poll(request: Request, s: SessionService) -> Response:

@@ -25,10 +25,12 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from loom_core.bus import kv
 from loom_core.bus.layout import KVBucket, ensure_bucket
 from loom_core.bus.nats import Bus
+from loom_core.chain.ratelimit import RateLimiter
 from loom_core.errors import ErrorCode, NotFound, Unauthenticated, ValidationFailed, invalid_field
 from loom_core.identity import Authenticator, Principal, TokenCodec
 from loom_core.identity.store import IdentityStore
@@ -135,6 +137,20 @@ def login_url(base_url: str, code: str) -> str:
     return f"{base_url.rstrip('/')}/login#code={code}"
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "0.0.0.0", "[::1]")
+
+
+def browser_base(base_url: str) -> str:
+    """The URL a person opens for this base: a loopback address reads as `localhost`, the host
+    people open Loom at on their own machine, so a link lands where their cookie is."""
+    u = urlsplit(base_url.rstrip("/"))
+    host = u.hostname or ""
+    if f"[{host}]" in LOOPBACK_HOSTS or host in LOOPBACK_HOSTS:
+        netloc = f"localhost:{u.port}" if u.port else "localhost"
+        return urlunsplit((u.scheme, netloc, u.path, "", ""))
+    return base_url.rstrip("/")
+
+
 # --- the store of record ------------------------------------------------------------------------
 
 
@@ -201,8 +217,10 @@ class SessionService:
         bus: Bus,
         jwt_secrets: tuple[str, ...],
         limits: SessionLimits,
+        limiter: RateLimiter,
     ) -> None:
         self.store = store
+        self.limiter = limiter
         self.identity = identity
         self.auth = auth
         self.codec = codec
@@ -222,12 +240,18 @@ class SessionService:
         bus: Bus,
         jwt_secrets: tuple[str, ...],
         limits: SessionLimits,
+        limiter: RateLimiter,
     ) -> SessionService:
         if limits.link_ttl_seconds > BUCKET.ttl:
             raise ValueError(f"LOOM_LOGIN_LINK_TTL_SECONDS: at most {BUCKET.ttl:.0f} (how long a link's single use is remembered)")
         await run_migrations(store, MIGRATIONS)
         await ensure_bucket(bus, BUCKET)
-        return cls(SessionStore(store), identity, auth, codec, bus, jwt_secrets, limits)
+        return cls(SessionStore(store), identity, auth, codec, bus, jwt_secrets, limits, limiter)
+
+    def admit(self, client: str) -> None:
+        """A call that carries no session (sign in, `loom login`, refresh): limited per client
+        address at the admin rate class, since each costs a store read or a KV write."""
+        self.limiter.check("", f"client:{client}", "admin")
 
     # --- sessions
 
@@ -297,6 +321,9 @@ class SessionService:
                 default_namespace=next((ns for ns in roles if ns != "*"), ""),
                 consumer=f"loom-{s.kind}",
                 sid=s.session_id,
+                # The session as the token's parent, issued when it was made: revoking the
+                # subject ends the session's tokens, whenever and wherever they are minted.
+                parent_subjects=((s.subject, round(s.created_at * 1_000_000)),),
             )
             minted = _Minted(self.codec.encode(principal), principal, roles)
             if len(self._tokens) > 10_000:
@@ -445,7 +472,9 @@ async def open_sessions(runtime: Runtime, gateway: GatewaySettings) -> SessionSe
     s = runtime.settings
     limits = SessionLimits(gateway.session_ttl_seconds, gateway.session_token_ttl_seconds, gateway.login_link_ttl_seconds)
     secrets_ = (s.jwt_secret, s.jwt_secret_previous)
-    return await SessionService.open(runtime.store, runtime.identity, runtime.auth, runtime.codec, runtime.bus, secrets_, limits)
+    return await SessionService.open(
+        runtime.store, runtime.identity, runtime.auth, runtime.codec, runtime.bus, secrets_, limits, runtime.limiter
+    )
 
 
 async def issue_login_code(identity: IdentityStore, jwt_secret: str, org: str, subject: str, ttl_seconds: int) -> dict[str, Any]:

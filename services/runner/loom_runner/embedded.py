@@ -265,6 +265,12 @@ async def run_embedded(settings: Settings, stop: asyncio.Event) -> int:
         os.chmod(sock, 0o600)
         freeze_startup_heap()
         print(f"loom: up. gateway http://{settings.http_host}:{inst.http.port if inst.http else '-'}  data {data}", flush=True)
+        if inst.http is not None:
+            public = settings.plane(GatewaySettings).public_url or f"http://localhost:{inst.http.port}"
+            print(
+                f"loom:   dashboard        {public.rstrip('/')}/  (sign in: loom admin login-link --org ORG --subject user:NAME)",
+                flush=True,
+            )
         for name, addr in inst.addresses.items():
             print(f"loom:   plane {name:<10} grpc {addr}", flush=True)
         if inst.nats_auth is not None:
