@@ -63,6 +63,13 @@ def test_sign_in_with_a_login_link_opens_a_session_cookie(ui: Browser, server: S
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
     # The code was used: the address bar no longer holds it.
     assert "code=" not in page.url
+    # Keyboard: the first Tab stops are the skip link, then the navigation.
+    page.locator("body").focus()
+    focused = []
+    for _ in range(6):
+        page.keyboard.press("Tab")
+        focused.append(page.evaluate("document.activeElement.textContent || document.activeElement.getAttribute('aria-label') || ''"))
+    assert focused[:5] == ["Skip to content", "Tasks", "Decisions", "Policies", "Help"], focused
     shoot(page, "tasks-empty")
 
 

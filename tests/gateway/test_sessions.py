@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,9 +16,10 @@ from loom_core.bus import NatsServer
 from loom_core.settings import Settings
 from loom_core.store.embedded import EmbeddedStore
 from loom_gateway.sessions import SESSION_COOKIE, make_login_code
+from loom_runner.cluster import start_relay_gateway
 from loom_runner.embedded import Instance, start_instance
 
-from tests.conftest import TEST_SECRET, Tenant, call, unique
+from tests.conftest import TEST_SECRET, Tenant, call, make_settings, unique
 
 
 async def grant(stack: Instance, org: str, subject: str, namespace: str, role: str) -> None:
@@ -343,3 +345,31 @@ async def test_a_session_made_on_one_replica_works_and_ends_on_the_other(tenant:
     finally:
         await a.close()
         await b.close()
+
+
+async def test_calls_without_a_session_are_rate_limited_per_client(data_dir: Path, store: EmbeddedStore, nats_server: NatsServer) -> None:
+    inst = await start_instance(make_settings(data_dir, rate_admin_per_minute=3), store=store, nats_url=nats_server.url, name="sessions-rl")
+    try:
+        async with httpx.AsyncClient(base_url=inst.base_url, timeout=30) as c:
+            answers = [await c.post("/v1/session/cli_poll", json={"poll_token": "nope"}) for _ in range(3)]
+            assert [r.status_code for r in answers] == [401, 401, 401]
+            limited = await c.post("/v1/session/refresh", json={"refresh_token": "nope"})
+            error(limited, 429, "RATE_LIMITED")
+            assert int(limited.headers["retry-after"]) >= 1
+            assert (await c.get("/v1/health")).status_code == 200
+    finally:
+        await inst.stop()
+
+
+async def test_a_relay_only_gateway_says_it_holds_no_sessions_and_still_serves_the_app(stack: Instance) -> None:
+    relay = await start_relay_gateway(Settings(http_port=0, plane_addresses=""), {"identity": stack.grpc_address("identity")})
+    try:
+        async with httpx.AsyncClient(base_url=relay.base_url) as c:
+            err = error(await c.post("/v1/session/login", json={"code": "x"}), 503, "BACKEND_UNAVAILABLE")
+            assert err["detail"]["reason"] == "no_sessions" and "--planes identity" in err["message"]
+            # A cookie means nothing there: the call is unauthenticated, not a 5xx.
+            r = await c.post("/v1/auth.whoami", json={}, headers={"Cookie": f"{SESSION_COOKIE}=x", "Origin": relay.base_url})
+            error(r, 401, "AUTH_REQUIRED")
+            assert (await c.get("/")).headers["content-type"].startswith("text/html")
+    finally:
+        await relay.stop()

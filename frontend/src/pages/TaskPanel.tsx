@@ -83,7 +83,13 @@ export function TaskPanel({ taskId }: { taskId: string }) {
           {writer ? (
             <div className="moves" role="group" aria-label="Move this task">
               {panelMoves(task).map((m) => (
-                <button key={m.op} type="button" onClick={() => mover.mutate({ move: m, task })} disabled={mover.isPending}>
+                <button
+                  key={m.op}
+                  type="button"
+                  className={m.op === 'task.wont_do' || m.op === 'task.fail' ? 'secondary' : undefined}
+                  onClick={() => mover.mutate({ move: m, task })}
+                  disabled={mover.isPending}
+                >
                   {m.label}
                 </button>
               ))}

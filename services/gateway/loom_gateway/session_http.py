@@ -155,6 +155,8 @@ def register(app: FastAPI, sessions: SessionService | None, public_url: str, ses
                         "sign-in sessions need a gateway that holds the store (loom up, or loom serve --gateway --planes identity)",
                         {"reason": "no_sessions"},
                     )
+                if path in _NO_COOKIE:
+                    sessions.admit(request.client.host if request.client else "")
                 return await fn(request, sessions)
             except LoomError as err:
                 status, headers, body = error_body(err)

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 from loom_core.bus import kv
 from loom_core.bus.layout import KVBucket, ensure_bucket
 from loom_core.bus.nats import Bus
+from loom_core.chain.ratelimit import RateLimiter
 from loom_core.errors import ErrorCode, NotFound, Unauthenticated, ValidationFailed, invalid_field
 from loom_core.identity import Authenticator, Principal, TokenCodec
 from loom_core.identity.store import IdentityStore
@@ -216,8 +217,10 @@ class SessionService:
         bus: Bus,
         jwt_secrets: tuple[str, ...],
         limits: SessionLimits,
+        limiter: RateLimiter,
     ) -> None:
         self.store = store
+        self.limiter = limiter
         self.identity = identity
         self.auth = auth
         self.codec = codec
@@ -237,12 +240,18 @@ class SessionService:
         bus: Bus,
         jwt_secrets: tuple[str, ...],
         limits: SessionLimits,
+        limiter: RateLimiter,
     ) -> SessionService:
         if limits.link_ttl_seconds > BUCKET.ttl:
             raise ValueError(f"LOOM_LOGIN_LINK_TTL_SECONDS: at most {BUCKET.ttl:.0f} (how long a link's single use is remembered)")
         await run_migrations(store, MIGRATIONS)
         await ensure_bucket(bus, BUCKET)
-        return cls(SessionStore(store), identity, auth, codec, bus, jwt_secrets, limits)
+        return cls(SessionStore(store), identity, auth, codec, bus, jwt_secrets, limits, limiter)
+
+    def admit(self, client: str) -> None:
+        """A call that carries no session (sign in, `loom login`, refresh): limited per client
+        address at the admin rate class, since each costs a store read or a KV write."""
+        self.limiter.check("", f"client:{client}", "admin")
 
     # --- sessions
 
@@ -463,7 +472,9 @@ async def open_sessions(runtime: Runtime, gateway: GatewaySettings) -> SessionSe
     s = runtime.settings
     limits = SessionLimits(gateway.session_ttl_seconds, gateway.session_token_ttl_seconds, gateway.login_link_ttl_seconds)
     secrets_ = (s.jwt_secret, s.jwt_secret_previous)
-    return await SessionService.open(runtime.store, runtime.identity, runtime.auth, runtime.codec, runtime.bus, secrets_, limits)
+    return await SessionService.open(
+        runtime.store, runtime.identity, runtime.auth, runtime.codec, runtime.bus, secrets_, limits, runtime.limiter
+    )
 
 
 async def issue_login_code(identity: IdentityStore, jwt_secret: str, org: str, subject: str, ttl_seconds: int) -> dict[str, Any]:

@@ -310,6 +310,12 @@ async def run_embedded(settings: Settings, stop: asyncio.Event) -> int:
         url = f"http://{settings.http_host}:{inst.http.port if inst.http else '-'}"
         url_file.write_text(url)
         print(f"loom: up. gateway {url}  data {data}", flush=True)
+        if inst.http is not None:
+            public = settings.plane(GatewaySettings).public_url or f"http://localhost:{inst.http.port}"
+            print(
+                f"loom:   dashboard        {public.rstrip('/')}/  (sign in: loom admin login-link --org ORG --subject user:NAME)",
+                flush=True,
+            )
         for name, addr in inst.addresses.items():
             print(f"loom:   plane {name:<10} grpc {addr}", flush=True)
         if inst.nats_auth is not None:
