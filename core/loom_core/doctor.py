@@ -93,6 +93,7 @@ class DoctorContext:
 
 # ---------------------------------------------------------------------------- NATS
 
+REPLICA_SILENT_NS = 10 * 1_000_000_000
 NATS_DOWN_FIX = "start NATS (embedded: `loom up` runs it) or fix LOOM_NATS_URL, then run `loom doctor` again"
 
 
@@ -135,9 +136,11 @@ def stream_health(cluster: Any) -> str:
         return ""
     if not cluster.leader:
         return "no leader (its replicas lost quorum)"
-    lagging = [p.name for p in cluster.replicas or () if p.offline or not p.current]
-    if lagging:
-        return "replicas offline or behind: " + ", ".join(sorted(str(p) for p in lagging))
+    offline = [p.name for p in cluster.replicas or () if p.offline]
+    # A replica is briefly not current after every write; one silent for long has fallen behind.
+    behind = [p.name for p in cluster.replicas or () if not p.offline and not p.current and (p.active or 0) > REPLICA_SILENT_NS]
+    if offline or behind:
+        return "replicas offline or behind: " + ", ".join(sorted(str(p) for p in (*offline, *behind)))
     return ""
 
 

@@ -310,6 +310,65 @@ def test_a_stream_without_a_leader_or_with_a_replica_behind_is_unhealthy_and_a_s
     assert stream_health(None) == ""
     assert stream_health(ClusterInfo(leader="n1")) == ""  # one server: a leader of no cluster
     assert "no leader" in stream_health(ClusterInfo(name="c", leader=None))
-    behind = ClusterInfo(name="c", leader="n1", replicas=[PeerInfo(name="n2", current=False), PeerInfo(name="n3", current=True)])
+    silent = 60 * 1_000_000_000
+    behind = ClusterInfo(
+        name="c", leader="n1", replicas=[PeerInfo(name="n2", current=False, active=silent), PeerInfo(name="n3", current=True)]
+    )
     assert stream_health(behind) == "replicas offline or behind: n2"
+    catching_up = ClusterInfo(name="c", leader="n1", replicas=[PeerInfo(name="n2", current=False, active=2_000_000, lag=1)])
+    assert stream_health(catching_up) == ""
+    assert "n3" in stream_health(ClusterInfo(name="c", leader="n1", replicas=[PeerInfo(name="n3", current=False, offline=True)]))
     assert stream_health(ClusterInfo(name="c", leader="n1", replicas=[PeerInfo(name="n2", current=True)])) == ""
+
+
+async def test_a_nats_cluster_that_lost_quorum_is_a_fault_naming_it(stack: Instance, tmp_path: Path) -> None:
+    """Three real nats-servers in one JetStream cluster holding Loom's leases bucket with three
+    replicas: healthy, then with two of them stopped (no leader for the bucket's stream)."""
+    import asyncio
+    import shutil
+    import signal
+    import sys
+
+    binary = shutil.which("nats-server") or str(Path(sys.executable).parent / "nats-server")
+    client, route = [free_port() for _ in range(3)], [free_port() for _ in range(3)]
+    routes = ",".join(f"nats://127.0.0.1:{p}" for p in route)
+    procs = [
+        await asyncio.create_subprocess_exec(
+            binary, "-a", "127.0.0.1", "-p", str(client[i]), "-js", "-sd", str(tmp_path / f"n{i}"), "-n", f"n{i}",
+            "--cluster_name", "doctor-qc", "--cluster", f"nats://127.0.0.1:{route[i]}", "--routes", routes,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )
+        for i in range(3)
+    ]  # fmt: skip
+    try:
+        settings = make_settings(tmp_path, nats_url=f"nats://127.0.0.1:{client[0]}")
+        bus = None
+        for _ in range(100):  # the cluster forms and elects its JetStream leader
+            bus, _problem = await _connect_nats(settings)
+            if bus is not None:
+                try:
+                    await bus.js.create_key_value(bucket="loom_leases", replicas=3)
+                    break
+                except Exception:  # noqa: BLE001 - JetStream not ready yet
+                    await bus.nc.close()
+                    bus = None
+            await asyncio.sleep(0.2)
+        assert bus is not None, "the three-node cluster never took the bucket"
+        try:
+            found = by_name(await run_checks(DoctorContext(settings, stack.runtime.store, bus)))
+            assert found["nats.quorum"].verdict == Verdict.OK, found["nats.quorum"]
+            for p in procs[1:]:
+                p.send_signal(signal.SIGTERM)
+                await p.wait()
+            found = by_name(await run_checks(DoctorContext(settings, stack.runtime.store, bus)))
+        finally:
+            await bus.nc.close()
+        quorum = found["nats.quorum"]
+        assert (quorum.verdict, quorum.fault) == (Verdict.FAULT, "nats-quorum"), quorum
+        assert "no leader" in quorum.summary or "offline" in quorum.summary
+        assert found["nats.stream.KV_loom_leases"].verdict in (Verdict.FAULT, Verdict.UNCHECKED)
+    finally:
+        for p in procs:
+            if p.returncode is None:
+                p.kill()
+                await p.wait()

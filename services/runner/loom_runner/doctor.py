@@ -52,6 +52,8 @@ from loom_core.local_secrets import FILE_NAME as SECRETS_FILE
 from loom_core.local_secrets import WeakSecret, check_jwt_secret, with_local_secrets
 from loom_core.runtime import CORE_MIGRATIONS
 from loom_core.settings import Settings
+from nats.errors import NoRespondersError
+from nats.js.errors import NotFoundError
 
 COMMANDS = ("doctor",)
 EXIT_HEALTHY, EXIT_FAULTS, EXIT_UNCHECKED = 0, 1, 2
@@ -62,6 +64,7 @@ CLOCK_SKEW_MAX_S = 2.0
 DISK_MIN_FREE_BYTES = 1 << 30
 DISK_MIN_FREE_SHARE = 0.05
 LEASES_STREAM = f"KV_{LEASES_BUCKET}"
+JS_UNAVAILABLE = 10008  # JetStream's "system temporarily unavailable": no meta leader
 CORE_STREAM_FIX = "restart a Loom process (each declares the ledger stream and the leases bucket at start)"
 DOCTOR_PATH = "/doctor"
 
@@ -167,38 +170,69 @@ async def nats_checks(ctx: DoctorContext) -> list[Check]:
             unchecked("nats.quorum", "NATS did not answer"),
         ]
     out = [ok("nats.reachable", "NATS answers")]
+    js_problem, js_off = "", False
     try:
         await ctx.bus.js.account_info()
-    except Exception as exc:  # noqa: BLE001 - JetStream off, or this account has none
-        out.append(
-            fault(
-                "nats.jetstream",
-                "nats-jetstream-off",
-                f"JetStream does not answer ({type(exc).__name__})",
-                "run nats-server with JetStream on (-js, or `jetstream {}` in its configuration)",
-            )
-        )
-        out.append(unchecked("nats.quorum", "JetStream does not answer"))
-        return out
-    out.append(ok("nats.jetstream", "JetStream answers"))
+    except Exception as exc:  # noqa: BLE001 - JetStream off, or a cluster without its leader
+        js_problem = type(exc).__name__
+        # No responder at all: JetStream is off. A timeout or "temporarily unavailable" (10008)
+        # is a JetStream that is on but has no leader: a cluster that lost quorum.
+        js_off = isinstance(exc, NoRespondersError) or (getattr(exc, "err_code", None) not in (None, JS_UNAVAILABLE))
+    stream_problem = ""
     try:
         info = await ctx.bus.js.stream_info(LEASES_STREAM)
-    except Exception:  # noqa: BLE001 - the stream check names a missing leases bucket
-        out.append(unchecked("nats.quorum", f"the {LEASES_STREAM} stream could not be read"))
-        return out
-    if info.cluster is None or not info.cluster.name:
-        out.append(not_applicable("nats.quorum", "a single NATS server (no cluster)"))
-    elif problem := stream_health(info.cluster):
+    except NotFoundError:  # the stream check names a missing leases bucket
+        info = None
+    except Exception as exc:  # noqa: BLE001 - a stream whose replicas lost their leader does not answer
+        info, stream_problem = None, type(exc).__name__
+    cluster = info.cluster if info is not None and info.cluster is not None and info.cluster.name else None
+    problem = stream_health(cluster) if cluster is not None else ""
+    if (js_problem and not js_off and info is None) or (stream_problem and not js_problem):
+        problem = f"JetStream does not answer ({js_problem or stream_problem}) for {LEASES_STREAM}: no leader"
+        out.append(
+            unchecked("nats.jetstream", f"JetStream does not answer ({js_problem})")
+            if js_problem
+            else ok("nats.jetstream", "JetStream answers")
+        )
         out.append(
             fault(
                 "nats.quorum",
                 "nats-quorum",
-                f"the NATS cluster {info.cluster.name} has no quorum for Loom's streams: {problem}",
+                f"{problem} (a NATS cluster that lost quorum, or one still electing)",
+                "bring the NATS cluster's servers back (JetStream needs a majority of them), then run `loom doctor` again",
+            )
+        )
+        return out
+    if js_problem and not problem:
+        out.append(
+            fault(
+                "nats.jetstream",
+                "nats-jetstream-off",
+                f"JetStream does not answer ({js_problem})",
+                "run nats-server with JetStream on (-js, or `jetstream {}` in its configuration); on a cluster, bring its servers back",
+            )
+        )
+    elif js_problem:
+        out.append(unchecked("nats.jetstream", f"JetStream does not answer ({js_problem}) while its cluster has no quorum"))
+    else:
+        out.append(ok("nats.jetstream", "JetStream answers"))
+    if cluster is None:
+        out.append(
+            not_applicable("nats.quorum", "a single NATS server (no cluster)")
+            if info is not None
+            else unchecked("nats.quorum", f"the {LEASES_STREAM} stream could not be read")
+        )
+    elif problem:
+        out.append(
+            fault(
+                "nats.quorum",
+                "nats-quorum",
+                f"the NATS cluster {cluster.name} has no quorum for Loom's streams: {problem}",
                 "bring the NATS cluster's servers back (each stream needs a majority of its replicas)",
             )
         )
     else:
-        out.append(ok("nats.quorum", f"NATS cluster {info.cluster.name}: leader {info.cluster.leader}, replicas current"))
+        out.append(ok("nats.quorum", f"NATS cluster {cluster.name}: leader {cluster.leader}, replicas current"))
     return out
 
 
