@@ -242,13 +242,13 @@ class LoomMCP:
                 self.relay.catalog.check_toolset(toolset_of(request))
                 if self._manager is None:
                     raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the MCP endpoint is not running")
-            except LoomError as err:
-                refusal = err, {}
+            except LoomError as exc:
+                refusal = exc, {}
         if refusal is not None:
-            err, headers = refusal
+            error, headers = refusal
             request_id = await _request_id(request) if request.method == "POST" else None
-            status = 405 if request.method != "POST" else err.http_status
-            await JSONResponse(jsonrpc_error(err, request_id), status_code=status, headers=headers)(scope, receive, send)
+            status = 405 if request.method != "POST" else error.http_status
+            await JSONResponse(jsonrpc_error(error, request_id), status_code=status, headers=headers)(scope, receive, send)
             return
         assert self._manager is not None
         await self._manager.handle_request(scope, receive, send)
