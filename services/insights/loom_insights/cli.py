@@ -19,6 +19,7 @@ import asyncio
 import sys
 from typing import Any
 
+from loom_core.data_dir import served_by, socket_path
 from loom_core.local_secrets import owned_secrets
 from loom_core.settings import Settings
 
@@ -36,12 +37,42 @@ def add_commands(sub: Any) -> None:
 
 
 def run_command(args: argparse.Namespace, settings: Settings) -> int:
+    printing = args.print_sql or args.print_analyst_sql
+    if printing and not settings.clickhouse_url and served_by(settings.data_dir) is not None:
+        # `loom up` holds the embedded store: it renders the SQL (ADMIN_COMMANDS) over its admin socket.
+        sys.stdout.write(asyncio.run(_print_through_server(settings, analyst=args.print_analyst_sql, prefix=args.prefix)))
+        return 0
     settings = owned_secrets(settings)
-    if args.print_sql or args.print_analyst_sql:
+    if printing:
         text = asyncio.run(_print(settings, analyst=args.print_analyst_sql, prefix=args.prefix))
         sys.stdout.write(text)
         return 0
     return asyncio.run(_setup(settings))
+
+
+async def _print_through_server(settings: Settings, *, analyst: bool, prefix: str | None) -> str:
+    import httpx
+
+    sock = socket_path(settings.data_dir)
+    try:
+        async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=str(sock)), base_url="http://loom") as client:
+            r = await client.post(f"/command/{PRINT_COMMAND}", json={"analyst": analyst, "prefix": prefix}, timeout=120)
+    except httpx.TransportError:
+        raise SystemExit(f"loom: the running Loom on {settings.data_dir} does not answer on {sock}; try again once it is up") from None
+    if r.status_code != 200:
+        raise SystemExit(f"loom: {r.json().get('error', {}).get('message', r.text)}")
+    return str(r.json()["text"])
+
+
+async def _print_in_server(runtime: Any, args: dict[str, Any]) -> str:
+    """--print-sql / --print-analyst-sql run by the `loom up` that holds the store."""
+    prefix = args.get("prefix")
+    return await _render(runtime.store, runtime.settings, analyst=bool(args.get("analyst")), prefix=str(prefix) if prefix else None)
+
+
+PRINT_COMMAND = "ch-setup-print"
+# Commands the admin socket of a running `loom up` serves for this plane (loom_runner.embedded).
+ADMIN_COMMANDS = {PRINT_COMMAND: _print_in_server}
 
 
 async def _open(settings: Settings) -> Any:
@@ -55,6 +86,14 @@ async def _open(settings: Settings) -> Any:
 
 
 async def _print(settings: Settings, *, analyst: bool, prefix: str | None) -> str:
+    store = await _open(settings)
+    try:
+        return await _render(store, settings, analyst=analyst, prefix=prefix)
+    finally:
+        await store.close()
+
+
+async def _render(store: Any, settings: Settings, *, analyst: bool, prefix: str | None) -> str:
     from .domain.entities import Caps, WritePlan
     from .domain.printed import render_script
     from .service import secrets as sec
@@ -62,36 +101,30 @@ async def _print(settings: Settings, *, analyst: bool, prefix: str | None) -> st
     from .settings import InsightsSettings
     from .store.tables import present as present_in
 
-    store = await _open(settings)
-    try:
-        tables = await present_in(store)
-        caps: Caps = caps_from(settings.plane(InsightsSettings))
-        if prefix is None:
-            prefix = await _probe_prefix(settings) or "SQL_"
-        if analyst:
-            sealer = sec.sealer_for(settings)
-            try:
-                loaded = await sec.load(store, sealer)
-            except sec.SecretsUnreadable as exc:  # never drawn over
+    tables = await present_in(store)
+    caps: Caps = caps_from(settings.plane(InsightsSettings))
+    if prefix is None:
+        prefix = await _probe_prefix(settings) or "SQL_"
+    if analyst:
+        sealer = sec.sealer_for(settings)
+        try:
+            loaded = await sec.load(store, sealer)
+        except sec.SecretsUnreadable as exc:  # never drawn over
+            raise SystemExit(f"loom: {exc}: set LOOM_JWT_SECRET (or LOOM_JWT_SECRET_PREVIOUS) to the deployment's root secret") from None
+        if loaded is None:
+            if await _analyst_exists(store):
                 raise SystemExit(
-                    f"loom: {exc}: set LOOM_JWT_SECRET (or LOOM_JWT_SECRET_PREVIOUS) to the deployment's root secret"
-                ) from None
-            if loaded is None:
-                if await _analyst_exists(store):
-                    raise SystemExit(
-                        "loom: the analysis secrets row is gone while the analyst user exists: drop the user loom_analyst and run again"
-                    )
-                secrets = sec.draw()
-                await sec.store_new(store, sealer, secrets)
-            else:
-                secrets = loaded[0]
-            key, password = secrets.key, secrets.password
+                    "loom: the analysis secrets row is gone while the analyst user exists: drop the user loom_analyst and run again"
+                )
+            secrets = sec.draw()
+            await sec.store_new(store, sealer, secrets)
         else:
-            key, password = bytes(32), "<the analyst password from loom.analysis_secrets>"
-        plan = WritePlan(db=store.database, prefix=prefix, key=key, password=password, version="", caps=caps, tables=tables)
-        return render_script(plan, placeholder_key=not analyst)
-    finally:
-        await store.close()
+            secrets = loaded[0]
+        key, password = secrets.key, secrets.password
+    else:
+        key, password = bytes(32), "<the analyst password from loom.analysis_secrets>"
+    plan = WritePlan(db=store.database, prefix=prefix, key=key, password=password, version="", caps=caps, tables=tables)
+    return render_script(plan, placeholder_key=not analyst)
 
 
 async def _probe_prefix(settings: Settings) -> str:
