@@ -331,8 +331,9 @@ async def test_up_stops_on_a_signal_in_every_phase_leaving_no_child(tmp_path: Pa
     d = DataDir(tmp_path / "data", free_port())
     held = server_lock(d.path, wait=False) if phase == "waiting for the data dir" else None  # another command holds it
     log = tmp_path / "up.txt"
+    env = {**d.env(), "LOOM_LOG_LEVEL": "INFO"}  # every line a healthy start writes
     with log.open("wb") as out:
-        proc = await asyncio.create_subprocess_exec(LOOM, "up", env=d.env(), stdout=out, stderr=out)
+        proc = await asyncio.create_subprocess_exec(LOOM, "up", env=env, stdout=out, stderr=out)
     try:
         if phase == "waiting for the data dir":
             await wait_for_text(log, "waiting for another loom command", proc)
@@ -356,6 +357,9 @@ async def test_up_stops_on_a_signal_in_every_phase_leaving_no_child(tmp_path: Pa
     text = log.read_text()
     assert code == 0, text
     assert "Traceback" not in text, text
+    # A healthy start and stop logs nothing that looks like an error.
+    alarming = re.compile(r"error|fail|cannot|can't|unable|WARNING|ERROR|CRITICAL|None$", re.I)
+    assert [line for line in text.splitlines() if alarming.search(line)] == []
     assert nats_children_of(d) == []
     assert not (d.path / "loom-up.pid").exists()
 
