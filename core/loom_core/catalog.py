@@ -265,7 +265,7 @@ class Catalog:
                 field_name = ".".join(filter(None, [path, missing[0] if missing else ""]))
                 raise ValidationFailed(f"{field_name}: required", {"field": field_name, "reason": "required"})
             field_name = path or "(body)"
-            if err.validator == "anyOf" and all(set(sub) == {"required"} for sub in err.validator_value):
+            if err.validator == "anyOf" and all("required" in sub for sub in err.validator_value):
                 names = [sub["required"][0] for sub in err.validator_value]
                 field_name = ".".join(filter(None, [path, names[0]]))
                 raise ValidationFailed(
@@ -875,7 +875,16 @@ def message_schema(desc: Descriptor, response: bool = False) -> dict[str, Any]:
     if dependent:
         schema["dependentRequired"] = dependent
     if groups:
-        schema["allOf"] = [{"anyOf": [{"required": [name]} for name in names]} for names in groups.values()]
+        # A boolean without presence names its group only when true: false is proto3's "unset".
+        flags = {f.name for f in desc.fields if f.type == FieldDescriptor.TYPE_BOOL and not f.has_presence and not f.is_repeated}
+        schema["allOf"] = [
+            {
+                "anyOf": [
+                    {"required": [name], "properties": {name: {"const": True}}} if name in flags else {"required": [name]} for name in names
+                ]
+            }
+            for names in groups.values()
+        ]
     return schema
 
 

@@ -20,6 +20,7 @@ import secrets
 from pathlib import Path
 
 from .bus.auth_callout import DEFAULT_INTERNAL_USER, new_account_seed
+from .data_dir import served_by
 from .settings import DEFAULT_JWT_SECRET, Settings
 
 MIN_SECRET_BYTES = 32
@@ -136,6 +137,9 @@ def owned_secrets(settings: Settings) -> Settings:
     a message that says how to set one."""
     if settings.clickhouse_url:
         return settings
+    serving = served_by(settings.data_dir)
+    if serving is not None:
+        raise SystemExit(f"loom: this command opens the embedded store, which a running Loom holds: {serving}, then run it again")
     try:
         return with_local_secrets(settings)
     except WeakSecret as exc:

@@ -297,6 +297,12 @@ async def test_a_second_up_on_the_same_data_dir_says_so_at_once_and_keeps_the_pi
         assert "Traceback" not in text
         assert (d.path / "loom-up.pid").read_text() == pid_before
         assert (await whoami(d, await bootstrap(d, "acme", "private"))).status_code == 200  # the first one still serves
+        # A command that needs the store it holds: served through its admin socket, or refused in one line.
+        code, printed = await run_cli(d, "ch-setup", "--print-analyst-sql")
+        assert code == 0 and "loom_analyst" in printed and "Traceback" not in printed, printed[-2000:]
+        code, refused = await run_cli(d, "secrets", "reseal")
+        assert code != 0 and "a running Loom holds" in refused and f"kill {up.proc.pid}" in refused, refused
+        assert "Traceback" not in refused and len(refused.strip().splitlines()) == 1, refused
         code, _ = await up.stop()
         assert code == 0
     # The banner says the policy mode (LOOM_POLICY_MODE, off by default) and what it means.
@@ -320,13 +326,14 @@ async def wait_for_text(path: Path, text: str, proc: asyncio.subprocess.Process)
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.parametrize("phase", ["waiting for the data dir", "starting", "serving"])
 async def test_up_stops_on_a_signal_in_every_phase_leaving_no_child(tmp_path: Path, sig: signal.Signals, phase: str) -> None:
-    from loom_runner.embedded import server_lock
+    from loom_core.data_dir import server_lock
 
     d = DataDir(tmp_path / "data", free_port())
     held = server_lock(d.path, wait=False) if phase == "waiting for the data dir" else None  # another command holds it
     log = tmp_path / "up.txt"
+    env = {**d.env(), "LOOM_LOG_LEVEL": "INFO"}  # every line a healthy start writes
     with log.open("wb") as out:
-        proc = await asyncio.create_subprocess_exec(LOOM, "up", env=d.env(), stdout=out, stderr=out)
+        proc = await asyncio.create_subprocess_exec(LOOM, "up", env=env, stdout=out, stderr=out)
     try:
         if phase == "waiting for the data dir":
             await wait_for_text(log, "waiting for another loom command", proc)
@@ -350,6 +357,9 @@ async def test_up_stops_on_a_signal_in_every_phase_leaving_no_child(tmp_path: Pa
     text = log.read_text()
     assert code == 0, text
     assert "Traceback" not in text, text
+    # A healthy start and stop logs nothing that looks like an error.
+    alarming = re.compile(r"error|fail|cannot|can't|unable|WARNING|ERROR|CRITICAL|None$", re.I)
+    assert [line for line in text.splitlines() if alarming.search(line)] == []
     assert nats_children_of(d) == []
     assert not (d.path / "loom-up.pid").exists()
 

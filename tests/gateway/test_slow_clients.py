@@ -24,7 +24,7 @@ LIMIT_SECONDS = 1.0
 async def gateway(stack: Instance) -> AsyncIterator[str]:
     """The stack's gateway app served with short header and body read limits."""
     assert stack.relay is not None
-    server = HttpServer(create_app(stack.relay, {}, body_read_seconds=LIMIT_SECONDS), header_read_seconds=LIMIT_SECONDS)
+    server = HttpServer(create_app(stack.relay, {}), header_read_seconds=LIMIT_SECONDS, body_read_seconds=LIMIT_SECONDS)
     await server.start()
     try:
         yield f"http://127.0.0.1:{server.port}"

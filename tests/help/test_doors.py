@@ -127,9 +127,12 @@ async def test_any_valid_token_may_call_help_and_none_may_not(tenant: Tenant) ->
 
 async def test_help_is_listed_only_in_the_assistant_toolset_and_verify_nowhere(tenant: Tenant) -> None:
     async with tenant.client() as c:
-        default = {op["name"] for op in (await c.get("/v1/ops")).json()["ops"]}
+        every = {op["name"]: op for op in (await c.get("/v1/ops")).json()["ops"]}
+        listed = {op["name"] for op in (await c.get("/v1/ops", params={"toolset": "all"})).json()["ops"]}
         assistant = {op["name"]: op for op in (await c.get("/v1/ops", params={"toolset": "assistant"})).json()["ops"]}
-    assert not {"help.search", "help.get", "help.verify"} & default
+    # /v1/ops shows every op served, marked; the default MCP listing (`all`) leaves them out.
+    assert not {"help.search", "help.get", "help.verify"} & listed
+    assert every["help.search"]["experimental"] and every["help.get"]["experimental"] and every["help.verify"]["unlisted"]
     assert {"help.search", "help.get"} <= set(assistant) and "help.verify" not in assistant
     assert assistant["help.search"]["experimental"] and assistant["help.search"]["toolsets"] == ["assistant"]
     assert "namespace" not in assistant["help.search"]["input_schema"]["properties"]

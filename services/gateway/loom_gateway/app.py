@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .asyncapi import router as asyncapi_router
 from .fastpath import OpFastPath
-from .limits import BODY_READ_SECONDS, parse_json
+from .limits import parse_json
 from .mcp import PROTECTED_RESOURCE_PATH, LoomMCP, protected_resource_metadata, tool_name
 from .relay import Relay
 from .session_http import SessionCookies
@@ -52,16 +52,14 @@ def create_app(
     version: str = "0.1.0",
     plane_health: dict[str, PlaneHealth] | None = None,
     verify: Callable[[str | None], Any] | None = None,
-    body_read_seconds: float = BODY_READ_SECONDS,
     nats_url: str = "",
     sessions: SessionService | None = None,
     gateway: GatewaySettings | None = None,
 ) -> FastAPI:
     """`verify` checks a bearer token (the runtime's Authenticator.verify); with it, an MCP
     request without a valid token is answered 401 at the HTTP layer, as MCP clients expect.
-    `body_read_seconds`: how long a request's body may take to arrive (limits.py). `nats_url`:
-    the NATS server the AsyncAPI document names (the configured one; without it, localhost).
-    `sessions`: the sign-in sessions (session_http.py), when this gateway holds the store."""
+    `nats_url`: the NATS server the AsyncAPI document names (the configured one; without it,
+    localhost). `sessions`: the sign-in sessions (session_http.py), when this gateway holds the store."""
     gateway = gateway or GatewaySettings()
     mcp = LoomMCP(relay, version=version, verify=verify)
 
@@ -207,7 +205,7 @@ def create_app(
     build_stack = app.build_middleware_stack
 
     def build_middleware_stack() -> Any:
-        stack = OpFastPath(build_stack(), relay, body_read_seconds)
+        stack = OpFastPath(build_stack(), relay)
         return SessionCookies(stack, sessions, gateway.public_url) if sessions is not None else stack
 
     app.build_middleware_stack = build_middleware_stack  # type: ignore[method-assign]

@@ -15,7 +15,7 @@ import orjson
 from loom_core.errors import ErrorCode, LoomError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .limits import BODY_READ_SECONDS, METHODS_WITH_BODY, check_headers, parse_json, read_body
+from .limits import METHODS_WITH_BODY, check_headers, parse_json, read_body
 from .mcp import is_mcp_path, jsonrpc_error
 from .relay import Relay
 
@@ -46,10 +46,9 @@ class OpFastPath:
     """ASGI middleware: the input limits for every request with a body; a POST to a served op's
     URL answered here; anything else passed on."""
 
-    def __init__(self, app: ASGIApp, relay: Relay, body_read_seconds: float = BODY_READ_SECONDS) -> None:
+    def __init__(self, app: ASGIApp, relay: Relay) -> None:
         self.app = app
         self.relay = relay
-        self.body_read_seconds = body_read_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in METHODS_WITH_BODY:
@@ -68,7 +67,7 @@ class OpFastPath:
         unknown_op = op is None and bool(name) and "/" not in name
         try:
             check_headers(scope["headers"])
-            raw = await read_body(receive, self.body_read_seconds)
+            raw = await read_body(receive)
             args = None if unknown_op else parse_json(raw)
         except LoomError as err:
             if op is not None:

@@ -1,12 +1,11 @@
 """The limits every request body meets before any route sees it (op calls, MCP, the assistant's
-chat route): its declared and actual size, its media type, how long it may take to arrive, and
-what its JSON may hold (loom_core.json_limits). Applied once, in the gateway's outermost ASGI
-layer (fastpath.OpFastPath); how long a client may take over its headers, and how long an idle
-connection stays open, are the HTTP server's (loom_runner.http)."""
+chat route): its declared and actual size, its media type, and what its JSON may hold
+(loom_core.json_limits). Applied once, in the gateway's outermost ASGI layer
+(fastpath.OpFastPath); how long a client may take over its headers and body, and how long an
+idle connection stays open, are the HTTP server's (loom_runner.http)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Iterable
@@ -19,9 +18,6 @@ from starlette.types import Message, Receive
 
 # The largest body any route reads: the largest message an op takes.
 MAX_BODY_BYTES = MAX_MESSAGE_BYTES
-# The longest a client may take to send a body once its headers are in (a slow-body client
-# otherwise holds its request open for ever).
-BODY_READ_SECONDS = 30.0
 
 METHODS_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 
@@ -62,30 +58,23 @@ def check_headers(headers: Iterable[tuple[bytes, bytes]]) -> None:
                 )
 
 
-async def read_body(receive: Receive, within: float = BODY_READ_SECONDS) -> bytes:
-    """The whole body, refused past MAX_BODY_BYTES (413, reading stops there) or when it takes
-    longer than `within` seconds to arrive (408)."""
+async def read_body(receive: Receive) -> bytes:
+    """The whole body, refused past MAX_BODY_BYTES (413, reading stops there). How long it may
+    take to arrive is the HTTP server's limit (loom_runner.http), which costs the fast path no
+    timer of its own."""
     chunks: list[bytes] = []
     size = 0
-    try:
-        async with asyncio.timeout(within):
-            while True:
-                message: Message = await receive()
-                if message["type"] == "http.disconnect":
-                    raise ValidationFailed("the client went away", {"field": "(body)", "reason": "disconnected"})
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size > MAX_BODY_BYTES:
-                    raise too_large()
-                chunks.append(chunk)
-                if not message.get("more_body", False):
-                    return b"".join(chunks)
-    except TimeoutError:
-        raise LoomError(
-            ErrorCode.REQUEST_TIMEOUT,
-            f"the request body did not arrive within {within:g} s",
-            {"field": "(body)", "reason": "too slow", "timeout_seconds": within},
-        ) from None
+    while True:
+        message: Message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ValidationFailed("the client went away", {"field": "(body)", "reason": "disconnected"})
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise too_large()
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def parse_json(raw: bytes) -> Any:
@@ -97,7 +86,7 @@ def parse_json(raw: bytes) -> Any:
         return {}
     _check_depth(raw)
     try:
-        value = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
+        value = _DECODER.decode(raw.decode())
     except _NonFinite as exc:
         raise non_finite("(body)", exc.text) from None
     except (ValueError, RecursionError):
@@ -136,3 +125,7 @@ def _finite_float(text: str) -> float:
     if value in (float("inf"), float("-inf")):
         raise _NonFinite(text)
     return value
+
+
+# Built once: json.loads with these hooks would build a decoder per call.
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)

@@ -251,8 +251,8 @@ class LoomMCP:
                 self.relay.catalog.check_toolset(toolset_of(request))
                 if self._manager is None:
                     raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the MCP endpoint is not running")
-            except LoomError as err:
-                refusal = err, {}
+            except LoomError as exc:
+                refusal = exc, {}
         if refusal is not None:
             refused, headers = refusal
             request_id = await _request_id(request) if request.method == "POST" else None

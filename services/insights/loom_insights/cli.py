@@ -22,6 +22,7 @@ import asyncio
 import sys
 from typing import Any
 
+from loom_core.data_dir import served_by, socket_path
 from loom_core.local_secrets import owned_secrets
 from loom_core.settings import Settings
 
@@ -41,16 +42,46 @@ def add_commands(sub: Any) -> None:
 
 
 def run_command(args: argparse.Namespace, settings: Settings) -> int:
+    printing = args.print_sql or args.print_analyst_sql
+    if printing and not settings.clickhouse_url and served_by(settings.data_dir) is not None:
+        # `loom up` holds the embedded store: it renders the SQL (ADMIN_COMMANDS) over its admin socket.
+        sys.stdout.write(asyncio.run(_print_through_server(settings, analyst=args.print_analyst_sql, prefix=args.prefix)))
+        return 0
     settings = owned_secrets(settings)
     if args.live and not args.rotate_analysis_key:
         raise SystemExit("loom: --live goes with --rotate-analysis-key")
     if args.rotate_analysis_key:
         return asyncio.run(_rotate(settings, live=args.live))
-    if args.print_sql or args.print_analyst_sql:
+    if printing:
         text = asyncio.run(_print(settings, analyst=args.print_analyst_sql, prefix=args.prefix))
         sys.stdout.write(text)
         return 0
     return asyncio.run(_setup(settings))
+
+
+async def _print_through_server(settings: Settings, *, analyst: bool, prefix: str | None) -> str:
+    import httpx
+
+    sock = socket_path(settings.data_dir)
+    try:
+        async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=str(sock)), base_url="http://loom") as client:
+            r = await client.post(f"/command/{PRINT_COMMAND}", json={"analyst": analyst, "prefix": prefix}, timeout=120)
+    except httpx.TransportError:
+        raise SystemExit(f"loom: the running Loom on {settings.data_dir} does not answer on {sock}; try again once it is up") from None
+    if r.status_code != 200:
+        raise SystemExit(f"loom: {r.json().get('error', {}).get('message', r.text)}")
+    return str(r.json()["text"])
+
+
+async def _print_in_server(runtime: Any, args: dict[str, Any]) -> str:
+    """--print-sql / --print-analyst-sql run by the `loom up` that holds the store."""
+    prefix = args.get("prefix")
+    return await _render(runtime.store, runtime.settings, analyst=bool(args.get("analyst")), prefix=str(prefix) if prefix else None)
+
+
+PRINT_COMMAND = "ch-setup-print"
+# Commands the admin socket of a running `loom up` serves for this plane (loom_runner.embedded).
+ADMIN_COMMANDS = {PRINT_COMMAND: _print_in_server}
 
 
 async def _open(settings: Settings) -> Any:
@@ -64,6 +95,14 @@ async def _open(settings: Settings) -> Any:
 
 
 async def _print(settings: Settings, *, analyst: bool, prefix: str | None) -> str:
+    store = await _open(settings)
+    try:
+        return await _render(store, settings, analyst=analyst, prefix=prefix)
+    finally:
+        await store.close()
+
+
+async def _render(store: Any, settings: Settings, *, analyst: bool, prefix: str | None) -> str:
     from .domain.entities import Caps, WritePlan
     from .domain.printed import render_rotation, render_script
     from .service import root
@@ -72,35 +111,31 @@ async def _print(settings: Settings, *, analyst: bool, prefix: str | None) -> st
     from .settings import InsightsSettings
     from .store.tables import present as present_in
 
-    store = await _open(settings)
-    try:
-        tables = await present_in(store)
-        caps: Caps = caps_from(settings.plane(InsightsSettings))
-        if prefix is None:
-            prefix = await _probe_prefix(settings) or "SQL_"
-        if not analyst:
-            plan = WritePlan(
-                db=store.database,
-                prefix=prefix,
-                key=bytes(32),
-                password="<the analyst password from loom.analysis_secrets>",
-                version="",
-                caps=caps,
-                tables=tables,
-            )
-            return render_script(plan, placeholder_key=True)
-        if store.engine != "clickhouse":
-            await root.record(store, settings)  # the CLI owns the embedded data dir, as `loom up` does
-        problem = await root.prove(store, settings)
-        if problem:
-            raise SystemExit(f"loom: {problem}")
-        own = settings.plane(InsightsSettings)
-        fresh = sec.draw()
-        plan = WritePlan(db=store.database, prefix=prefix, key=fresh.key, password=fresh.password, version="", caps=caps, tables=tables)
-        sealed = sec.seal(sec.sealer_for(settings), fresh)
-        return render_rotation(plan, sealed=sealed, settle_s=own.ch_analysis_rotation_settle_s, cluster=settings.clickhouse_cluster)
-    finally:
-        await store.close()
+    tables = await present_in(store)
+    caps: Caps = caps_from(settings.plane(InsightsSettings))
+    if prefix is None:
+        prefix = await _probe_prefix(settings) or "SQL_"
+    if not analyst:
+        plan = WritePlan(
+            db=store.database,
+            prefix=prefix,
+            key=bytes(32),
+            password="<the analyst password from loom.analysis_secrets>",
+            version="",
+            caps=caps,
+            tables=tables,
+        )
+        return render_script(plan, placeholder_key=True)
+    if store.engine != "clickhouse":
+        await root.record(store, settings)  # the embedded data dir's owner records the root, as `loom up` does
+    problem = await root.prove(store, settings)
+    if problem:
+        raise SystemExit(f"loom: {problem}")
+    own = settings.plane(InsightsSettings)
+    fresh = sec.draw()
+    plan = WritePlan(db=store.database, prefix=prefix, key=fresh.key, password=fresh.password, version="", caps=caps, tables=tables)
+    sealed = sec.seal(sec.sealer_for(settings), fresh)
+    return render_rotation(plan, sealed=sealed, settle_s=own.ch_analysis_rotation_settle_s, cluster=settings.clickhouse_cluster)
 
 
 async def _probe_prefix(settings: Settings) -> str:

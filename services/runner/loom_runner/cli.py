@@ -23,7 +23,8 @@ from loom_core.settings import Settings, render_markdown
 from . import doctor, secrets_cli, session_cli
 
 # A plane's own commands: each entry point names a module with COMMANDS, add_commands(sub) and
-# run_command(args, settings) (loom_insights.cli: `loom ch-setup`).
+# run_command(args, settings) (loom_insights.cli: `loom ch-setup`), and optionally ADMIN_COMMANDS
+# a running `loom up` serves on its admin socket (embedded.admin_app).
 COMMANDS_ENTRY_POINTS = "loom.commands"
 
 
@@ -160,10 +161,10 @@ BOOTSTRAP_WAIT_SECONDS = 120.0
 
 def _server_starting(data_dir: Path) -> bool:
     """A `loom up` process on this data dir is alive (its pid file names a running process)."""
-    from .embedded import STARTING_PID
+    from loom_core.data_dir import PID_FILE
 
     try:
-        pid = int((data_dir / STARTING_PID).read_text().strip())
+        pid = int((data_dir / PID_FILE).read_text().strip())
         os.kill(pid, 0)
     except (OSError, ValueError):
         return False
@@ -193,7 +194,7 @@ def _ops(group: str | None) -> int:
 async def _bootstrap(settings: Settings, org: str, namespace: str, subject: str, *, again: bool = False) -> dict[str, str]:
     """Through the running server's admin socket when one holds the data dir; else directly.
     An org that exists already is refused unless `again` (--new-token)."""
-    from .embedded import server_lock, socket_path
+    from loom_core.data_dir import server_lock, socket_path
 
     if not settings.clickhouse_url:
         settings = _owned_secrets(settings)  # sign with the key `loom up` on this data dir uses

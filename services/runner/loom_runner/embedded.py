@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import IO, Any
 
@@ -18,6 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from loom_core.bus import NatsServer
 from loom_core.bus.auth_callout import NatsAuthCallout, embedded_nats_auth
+from loom_core.data_dir import PID_FILE, URL_FILE, served_by, server_lock, socket_path
 from loom_core.errors import ErrorCode, LoomError, Unavailable
 from loom_core.process import freeze_startup_heap
 from loom_core.runtime import Plane, PlaneServer, Runtime
@@ -29,6 +30,7 @@ from loom_gateway.relay import Relay
 from loom_gateway.sessions import issue_login_code, open_sessions
 from loom_gateway.settings import GatewaySettings
 
+from .cli import COMMANDS_ENTRY_POINTS
 from .doctor import DOCTOR_PATH, serve_checks
 from .http import HttpServer
 from .planes import build_planes, start_gate, stop_gate
@@ -177,6 +179,23 @@ def admin_app(runtime: Runtime, planes: Sequence[Plane] = ()) -> FastAPI:
     async def doctor() -> JSONResponse:  # `loom doctor` while this process holds the chDB engine
         return JSONResponse(await serve_checks(runtime.settings, runtime.store, runtime.bus))
 
+    # A plane command that needs the store this process holds (`loom ch-setup --print-analyst-sql`):
+    # each `loom.commands` module may name some in ADMIN_COMMANDS, `async (runtime, args) -> text`.
+    commands: dict[str, Callable[[Runtime, dict[str, Any]], Awaitable[str]]] = {}
+    for ep in entry_points(group=COMMANDS_ENTRY_POINTS):
+        commands.update(getattr(ep.load(), "ADMIN_COMMANDS", {}))
+
+    @app.post("/command/{name}")
+    async def command(name: str, request: Request) -> JSONResponse:
+        handler = commands.get(name)
+        if handler is None:
+            return JSONResponse({"error": {"message": f"no admin command {name!r}"}}, status_code=404)
+        try:
+            text = await handler(runtime, dict(await request.json()))
+        except SystemExit as exc:  # the command's own one-line refusal
+            return JSONResponse({"error": {"message": str(exc.code).removeprefix("loom: ")}}, status_code=409)
+        return JSONResponse({"text": text})
+
     return app
 
 
@@ -277,14 +296,14 @@ async def run_embedded(settings: Settings, stop: asyncio.Event) -> int:
         return 1
     if lock is None:
         return 0  # stopped while waiting
-    pid_file = data / STARTING_PID
+    pid_file = data / PID_FILE
     pid_file.write_text(str(os.getpid()))
     url_file = data / URL_FILE
     nats: NatsServer | None = None
     nats_url = settings.nats_url
     inst: Instance | None = None
     admin: HttpServer | None = None
-    sock = data / "admin.sock"
+    sock = socket_path(data)
     child: NatsChild | None = None
     supervisor: asyncio.Task[None] | None = None
     try:
@@ -368,12 +387,10 @@ async def _data_dir_lock(data: Path, stop: asyncio.Event) -> IO[bytes] | None:
         lock = server_lock(data, wait=False)
         if lock is not None:
             return lock
-        other = running_pid(data)
-        if other is not None:
-            url = (data / URL_FILE).read_text().strip() if (data / URL_FILE).exists() else "still starting"
+        serving = served_by(data)
+        if serving is not None:
             raise AlreadyRunning(
-                f"Loom is already running on {data} (pid {other}, {url}); stop it with `kill {other}` "
-                "(or Ctrl-C where it runs), or give this one another LOOM_DATA_DIR"
+                f"{serving.replace('Loom is running', 'Loom is already running', 1)}, or give this one another LOOM_DATA_DIR"
             )
         if not waiting_said:
             print(f"loom: waiting for another loom command that holds {data}", file=sys.stderr, flush=True)
@@ -395,40 +412,3 @@ async def _unless_stopped(start: Awaitable[Instance], stop: asyncio.Event) -> In
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     return None
-
-
-def running_pid(data_dir: Path) -> int | None:
-    """The pid of another live `loom up` on this data dir (its pid file names it), else None."""
-    try:
-        pid = int((data_dir / STARTING_PID).read_text().strip())
-        if pid == os.getpid():
-            return None
-        os.kill(pid, 0)
-    except (OSError, ValueError):
-        return None
-    return pid
-
-
-STARTING_PID = "loom-up.pid"
-# The gateway's URL, written once `loom up` serves (a second `loom up` names it).
-URL_FILE = "loom-up.url"
-
-
-LOCK_FILE = "loom.lock"
-
-
-def server_lock(data_dir: Path, wait: bool) -> IO[bytes] | None:
-    """The data dir's exclusive lock (released when the returned file closes, or the process
-    ends); None when `wait` is false and another process holds it."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    f = (data_dir.resolve() / LOCK_FILE).open("ab")
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-    except BlockingIOError:
-        f.close()
-        return None
-    return f
-
-
-def socket_path(data_dir: Path) -> Path:
-    return data_dir.resolve() / "admin.sock"

@@ -1,8 +1,8 @@
 """uvicorn servers run as tasks inside Loom's own loop (signals stay with the runner), with the
 connection limits a slow or idle client meets: a request's headers must arrive within
-HEADER_READ_SECONDS of its first byte (or of the connection's opening), an idle keep-alive
-connection closes after KEEP_ALIVE_SECONDS; the body's own time limit is the gateway's
-(loom_gateway.limits)."""
+HEADER_READ_SECONDS of its first byte (or of the connection's opening), its body within
+BODY_READ_SECONDS of its headers, and an idle keep-alive connection closes after
+KEEP_ALIVE_SECONDS."""
 
 from __future__ import annotations
 
@@ -30,62 +30,74 @@ SHUTDOWN_GRACE_SECONDS = 3.0
 # expiry (httpx 5 s, cloud load balancers 60 s), so the client always closes first: with equal
 # timeouts (uvicorn's default is httpx's 5 s) a request sent as the server closes fails mid-read.
 KEEP_ALIVE_SECONDS = 75
-# How long a client may take to send a request's headers. uvicorn has no such limit: a client
-# sending one header byte a minute (slowloris) held its connection for ever.
+# How long a client may take to send a request's headers, then its body. uvicorn has no such
+# limits: a client sending one header byte a minute (slowloris), or a body that never ends, held
+# its connection (and, for the body, its request) for ever.
 HEADER_READ_SECONDS = 10.0
+BODY_READ_SECONDS = 30.0
 
 
-def header_timed_protocol(within: float) -> type[HttpToolsProtocol]:
-    """uvicorn's httptools protocol with a header read timeout: armed when a connection opens and
-    when a request's first byte arrives, disarmed once its headers are complete. On expiry the
-    client gets a 408 in Loom's error body and the connection closes."""
+def _timeout_answer(what: str, within: float) -> bytes:
     error = LoomError(
         ErrorCode.REQUEST_TIMEOUT,
-        f"the request headers did not arrive within {within:g} s",
-        {"field": "(headers)", "reason": "too slow", "timeout_seconds": within},
+        f"the request {what} did not arrive within {within:g} s",
+        {"field": f"({what})", "reason": "too slow", "timeout_seconds": within},
     )
     body = json.dumps({"error": error.to_payload()}).encode()
-    answer = (
-        b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
-        + b"content-length: %d\r\n\r\n" % len(body)
-        + body
-    )
+    head = b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    return head + b"content-length: %d\r\n\r\n" % len(body) + body
 
-    class HeaderTimedProtocol(HttpToolsProtocol):
-        _header_timer: asyncio.TimerHandle | None = None
+
+def read_timed_protocol(header_seconds: float, body_seconds: float) -> type[HttpToolsProtocol]:
+    """uvicorn's httptools protocol with read timeouts: one timer per request, armed for the
+    headers when a connection opens and when a request's first byte arrives, re-armed for the
+    body when the headers are complete, disarmed when the whole request is in (for a small
+    request, within the same read). On expiry the client gets a 408 in Loom's error body and the
+    connection closes (a request waiting on its body sees a disconnect). Idle time between
+    requests is the keep-alive limit's, not this one's."""
+    headers_late = _timeout_answer("headers", header_seconds)
+    body_late = _timeout_answer("body", body_seconds)
+
+    class ReadTimedProtocol(HttpToolsProtocol):
+        _read_timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            self._arm()
+            self._arm(header_seconds, headers_late)
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
-            self._arm()
+            if self._read_timer is None:
+                self._arm(header_seconds, headers_late)
 
         def on_headers_complete(self) -> None:
             self._disarm()
+            self._arm(body_seconds, body_late)
             super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self._disarm()
+            super().on_message_complete()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
             super().connection_lost(exc)
 
-        def _arm(self) -> None:
-            if self._header_timer is None:
-                self._header_timer = self.loop.call_later(within, self._headers_too_slow)
+        def _arm(self, within: float, answer: bytes) -> None:
+            self._read_timer = self.loop.call_later(within, self._too_slow, answer)
 
         def _disarm(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
+            if self._read_timer is not None:
+                self._read_timer.cancel()
+                self._read_timer = None
 
-        def _headers_too_slow(self) -> None:
-            self._header_timer = None
+        def _too_slow(self, answer: bytes) -> None:
+            self._read_timer = None
             if not self.transport.is_closing():
                 self.transport.write(answer)
                 self.transport.close()
 
-    return HeaderTimedProtocol
+    return ReadTimedProtocol
 
 
 class HttpServer:
@@ -98,6 +110,7 @@ class HttpServer:
         uds: str | None = None,
         shutdown_grace: float = SHUTDOWN_GRACE_SECONDS,
         header_read_seconds: float = HEADER_READ_SECONDS,
+        body_read_seconds: float = BODY_READ_SECONDS,
     ) -> None:
         config = uvicorn.Config(
             app,
@@ -109,7 +122,7 @@ class HttpServer:
             access_log=False,
             loop="none",
             timeout_keep_alive=KEEP_ALIVE_SECONDS,
-            http=header_timed_protocol(header_read_seconds),
+            http=read_timed_protocol(header_read_seconds, body_read_seconds),
             timeout_graceful_shutdown=shutdown_grace,  # type: ignore[arg-type]  # uvicorn takes fractions of a second too
         )
         self.server = _Server(config)
