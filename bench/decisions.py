@@ -39,6 +39,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -157,7 +158,10 @@ class QueryVector:
         return None
 
 
-async def run(n: int, queries: int, seed: int, index: bool = True) -> dict[str, Any]:
+ALL_MODES = ("exact", "hnsw", "cache-exact", "cache-hnsw")
+
+
+async def run(n: int, queries: int, seed: int, index: bool = True, only: Sequence[str] = ALL_MODES) -> dict[str, Any]:
     from loom_core.embedding import LocalModel
     from loom_core.store import run_migrations
     from loom_core.store.embedded import EmbeddedStore
@@ -194,7 +198,7 @@ async def run(n: int, queries: int, seed: int, index: bool = True) -> dict[str, 
     }
     ctx = SimpleNamespace(org=ORG, namespace=NS)
     modes = [("exact", 10**12, 0), *([("hnsw", 1, 0)] if index else []), ("cache-exact", 10**12, 1), ("cache-hnsw", 10**12, 1)]
-    for mode, min_rows, cache_rows in modes:
+    for mode, min_rows, cache_rows in (m for m in modes if m[0] in only):
         # The floor off: synthetic vectors are not the model's, and recall is measured against the exact top 25.
         settings = DecisionsSettings(
             memory_exposure_ledger_enabled=False,
@@ -302,10 +306,11 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--no-index", action="store_true")
     ap.add_argument("--ann-only", type=int, default=0)
+    ap.add_argument("--modes", default=",".join(ALL_MODES), help="comma-separated subset of " + ", ".join(ALL_MODES))
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     load_before = os.getloadavg()
-    r = asyncio.run(run(a.n, a.queries, a.seed, index=not a.no_index))
+    r = asyncio.run(run(a.n, a.queries, a.seed, index=not a.no_index, only=a.modes.split(",")))
     if a.ann_only:
         r["ann_only"] = ann_only(a.ann_only, a.queries, a.seed)
     r["load"] = {"before": load_before, "after": os.getloadavg()}
@@ -325,6 +330,8 @@ def main() -> int:
             f"{m['p50_ms'] / base:6.1f}x numpy p50  recall@25 {m['recall_at_25']:.3f}"
         )
     for mode in ("cache-exact", "cache-hnsw"):
+        if mode not in r:
+            continue
         c = r[mode]
         print(
             f"{mode}: built from the store in {c['build_s']:.1f} s; its search alone p50 {c['index_search_p50_ms']:.3f} ms, "
