@@ -85,3 +85,11 @@ async def test_another_replicas_writes_arrive_with_a_refresh_and_superseded_vers
     got = (await a.ok("decision.precedents", query=question, limit=3))["precedents"]
     assert got[0]["memory_key"] == rec["memory_key"] and got[0]["outcome"] == "MessageBird"
     await other.stop()
+
+
+async def test_the_plane_has_loaded_its_model_when_it_has_started(desk: Desk) -> None:
+    from loom_core.embedding import LocalModel
+
+    plane = next(p for p in desk.inst.planes if p.name == "decisions")
+    model = plane.embedder.model  # type: ignore[attr-defined]
+    assert isinstance(model, LocalModel) and model.loaded
