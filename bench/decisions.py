@@ -15,9 +15,10 @@ and printed, so the op's total is the sum). Two modes of the same search:
 - exact: cosineDistance over the namespace's rows in ClickHouse (skip indexes off), the path a
   namespace takes while its cache warms;
 - hnsw: ClickHouse's vector_similarity HNSW index (post-filtered, with the exact fallback);
-- cache: the process-local usearch HNSW cache of the namespace (service/vector_index.py), built
-  from the store here (its build time is printed), every candidate checked against the store.
-  "index search" is the cache's own search, without the store reads around it.
+- cache-exact / cache-hnsw: the process-local cache of the namespace (service/vector_index.py),
+  built from the store here (its build time is printed), searched by a cosine scan of its
+  in-memory matrix or by its usearch HNSW graph; every candidate checked against the store.
+  "its search alone" is the cache's own search, without the store reads around it.
 
 Baseline: NumPy `M @ q` + argpartition over the same float32 matrix, in this process.
 
@@ -38,6 +39,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -156,7 +158,10 @@ class QueryVector:
         return None
 
 
-async def run(n: int, queries: int, seed: int, index: bool = True) -> dict[str, Any]:
+ALL_MODES = ("exact", "hnsw", "cache-exact", "cache-hnsw")
+
+
+async def run(n: int, queries: int, seed: int, index: bool = True, only: Sequence[str] = ALL_MODES) -> dict[str, Any]:
     from loom_core.embedding import LocalModel
     from loom_core.store import run_migrations
     from loom_core.store.embedded import EmbeddedStore
@@ -192,13 +197,14 @@ async def run(n: int, queries: int, seed: int, index: bool = True) -> dict[str, 
         "numpy": {"p50_ms": pct(np_ms, 50), "p99_ms": pct(np_ms, 99)},
     }
     ctx = SimpleNamespace(org=ORG, namespace=NS)
-    modes = [("exact", 10**12, 0), *([("hnsw", 1, 0)] if index else []), ("cache", 10**12, 1)]
-    for mode, min_rows, cache_rows in modes:
+    modes = [("exact", 10**12, 0), *([("hnsw", 1, 0)] if index else []), ("cache-exact", 10**12, 1), ("cache-hnsw", 10**12, 1)]
+    for mode, min_rows, cache_rows in (m for m in modes if m[0] in only):
         # The floor off: synthetic vectors are not the model's, and recall is measured against the exact top 25.
         settings = DecisionsSettings(
             memory_exposure_ledger_enabled=False,
             memory_vector_index_min_rows=min_rows,
             memory_vector_cache_min_rows=cache_rows,
+            memory_vector_cache_search="hnsw" if mode == "cache-hnsw" else "exact",
             decision_precedents_min_similarity=-1.0,
         )
         model = QueryVector()
@@ -300,10 +306,11 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--no-index", action="store_true")
     ap.add_argument("--ann-only", type=int, default=0)
+    ap.add_argument("--modes", default=",".join(ALL_MODES), help="comma-separated subset of " + ", ".join(ALL_MODES))
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     load_before = os.getloadavg()
-    r = asyncio.run(run(a.n, a.queries, a.seed, index=not a.no_index))
+    r = asyncio.run(run(a.n, a.queries, a.seed, index=not a.no_index, only=a.modes.split(",")))
     if a.ann_only:
         r["ann_only"] = ann_only(a.ann_only, a.queries, a.seed)
     r["load"] = {"before": load_before, "after": os.getloadavg()}
@@ -314,19 +321,22 @@ def main() -> int:
     print(f"machine: {machine()}; load average {r['load']['before'][0]:.2f} before, {r['load']['after'][0]:.2f} after")
     print(f"decisions in the namespace: {r['n']:,} (synthetic 384-d vectors), queries: {r['queries']}, load {r['load_seconds']} s")
     print(f"numpy exact top-25      p50 {r['numpy']['p50_ms']:7.2f} ms  p99 {r['numpy']['p99_ms']:7.2f} ms  (baseline)")
-    for mode in ("exact", "hnsw", "cache"):
+    for mode in ("exact", "hnsw", "cache-exact", "cache-hnsw"):
         if mode not in r:
             continue
         m = r[mode]
         print(
-            f"precedents, {mode:5}       p50 {m['p50_ms']:7.2f} ms  p99 {m['p99_ms']:7.2f} ms  "
+            f"precedents, {mode:11} p50 {m['p50_ms']:7.2f} ms  p99 {m['p99_ms']:7.2f} ms  "
             f"{m['p50_ms'] / base:6.1f}x numpy p50  recall@25 {m['recall_at_25']:.3f}"
         )
-    c = r["cache"]
-    print(
-        f"cache: built from the store in {c['build_s']:.1f} s; index search alone p50 {c['index_search_p50_ms']:.3f} ms, "
-        f"p99 {c['index_search_p99_ms']:.3f} ms ({c['index_search_p50_ms'] / base:.2f}x numpy p50)"
-    )
+    for mode in ("cache-exact", "cache-hnsw"):
+        if mode not in r:
+            continue
+        c = r[mode]
+        print(
+            f"{mode}: built from the store in {c['build_s']:.1f} s; its search alone p50 {c['index_search_p50_ms']:.3f} ms, "
+            f"p99 {c['index_search_p99_ms']:.3f} ms ({c['index_search_p50_ms'] / base:.2f}x numpy p50)"
+        )
     e = r["query_embedding"]
     print(
         f"query embedding (local) p50 {e['p50_ms']:7.2f} ms  p99 {e['p99_ms']:7.2f} ms  (add to the op's total); "

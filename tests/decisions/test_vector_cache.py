@@ -18,10 +18,10 @@ def plane_rows(desk: Desk) -> Any:
     return next(p for p in desk.inst.planes if p.name == "decisions").rows  # type: ignore[attr-defined]
 
 
-def small_namespaces_cached(desk: Desk, monkeypatch: pytest.MonkeyPatch) -> VectorCache:
+def small_namespaces_cached(desk: Desk, monkeypatch: pytest.MonkeyPatch, search: str = "exact") -> VectorCache:
     """This test's plane caches namespaces of 3 rows or more."""
     rows = plane_rows(desk)
-    settings = rows.d.settings.model_copy(update={"memory_vector_cache_min_rows": 3})
+    settings = rows.d.settings.model_copy(update={"memory_vector_cache_min_rows": 3, "memory_vector_cache_search": search})
     monkeypatch.setattr(rows.d, "settings", settings)
     monkeypatch.setattr(rows.vectors, "settings", settings)
     cache: VectorCache = rows.vectors
@@ -35,10 +35,11 @@ async def keys_near(cache: VectorCache, org: str, ns: str, text: str, limit: int
     return [row["key"] for row, _ in await cache.nearest(org, ns, [float(x) for x in vec], memory_type="decision", limit=limit)]
 
 
+@pytest.mark.parametrize("search", ["exact", "hnsw"])
 async def test_the_cache_answers_as_the_exact_scan_does_and_takes_the_writers_writes_at_once(
-    desk: Desk, monkeypatch: pytest.MonkeyPatch
+    desk: Desk, monkeypatch: pytest.MonkeyPatch, search: str
 ) -> None:
-    cache = small_namespaces_cached(desk, monkeypatch)
+    cache = small_namespaces_cached(desk, monkeypatch, search)
     org, ns = desk.tenant.org, desk.tenant.namespace
     a = desk.as_agent("planner")
     keys = await record_cases(a)
@@ -47,6 +48,7 @@ async def test_the_cache_answers_as_the_exact_scan_does_and_takes_the_writers_wr
     assert first[0]["memory_key"] == keys[question]
     await cache.wait_ready(org, ns)
     assert cache.state(org, ns) == "ready"
+    assert (cache._spaces[(org, ns)].index is not None) == (search == "hnsw")
     again = (await a.ok("decision.precedents", query=question, limit=3))["precedents"]
     assert [p["memory_key"] for p in again] == [p["memory_key"] for p in first]
     assert np.allclose([p["score"] for p in again], [p["score"] for p in first], atol=1e-4)
@@ -83,3 +85,11 @@ async def test_another_replicas_writes_arrive_with_a_refresh_and_superseded_vers
     got = (await a.ok("decision.precedents", query=question, limit=3))["precedents"]
     assert got[0]["memory_key"] == rec["memory_key"] and got[0]["outcome"] == "MessageBird"
     await other.stop()
+
+
+async def test_the_plane_has_loaded_its_model_when_it_has_started(desk: Desk) -> None:
+    from loom_core.embedding import LocalModel
+
+    plane = next(p for p in desk.inst.planes if p.name == "decisions")
+    model = plane.embedder.model  # type: ignore[attr-defined]
+    assert isinstance(model, LocalModel) and model.loaded

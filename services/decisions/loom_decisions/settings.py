@@ -34,7 +34,11 @@ class DecisionsSettings(PlaneSettings):
     decision_lock_max_seconds: int = Field(86400, description="Longest memory.lock may hold a key.")
     memory_vector_cache_min_rows: int = Field(
         2000,
-        description="A namespace with at least this many live rows is searched through this process's ANN cache of its vectors (usearch HNSW, built from the store in the background, exact scan until it is); 0 turns the cache off.",
+        description="A namespace with at least this many live rows is searched through this process's cache of its vectors (built from the store in the background, scanned in the store until it is); 0 turns the cache off.",
+    )
+    memory_vector_cache_search: Literal["exact", "hnsw"] = Field(
+        "exact",
+        description="How the vector cache searches: exact (a cosine scan of the vectors in memory, recall 1) or hnsw (a usearch HNSW graph: approximate, faster at 10^5 rows and beyond).",
     )
     memory_vector_cache_refresh_seconds: float = Field(
         5.0,

@@ -1,7 +1,11 @@
-"""A process-local ANN cache of a namespace's row vectors (usearch HNSW), in front of the store.
+"""A process-local cache of a namespace's row vectors, in front of the store.
 
 The store (memory_vectors) stays the truth; this is a cache of it, per (org, namespace), for
-namespaces of at least LOOM_MEMORY_VECTOR_CACHE_MIN_ROWS live rows:
+namespaces of at least LOOM_MEMORY_VECTOR_CACHE_MIN_ROWS live rows. It searches the way
+LOOM_MEMORY_VECTOR_CACHE_SEARCH says: `exact` (the default), a cosine scan of the vectors held
+as one float32 matrix in memory (every row, recall 1), or `hnsw`, a usearch HNSW graph
+(approximate; faster at 10^5 and beyond, but on bench/decisions.py's data its recall@25 is 0.68
+at the graph's default search width, see docs/benchmarks.md). Either way the cache is:
 
 - built from the store in the background: at start for every namespace already that large, else
   when a search first finds a namespace that large. Until it is built the search scans exactly
@@ -57,7 +61,9 @@ class _Entry:
 @dataclass
 class NamespaceIndex:
     dimensions: int
+    hnsw: bool = False
     index: Any = None
+    matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     entries: list[_Entry] = field(default_factory=list)
     current: dict[Ident4, int] = field(default_factory=dict)
     built: asyncio.Event = field(default_factory=asyncio.Event)
@@ -66,9 +72,11 @@ class NamespaceIndex:
     pending: list[tuple[_Entry, np.ndarray]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        from usearch.index import Index
+        self.matrix = np.zeros((1024, self.dimensions), np.float32)
+        if self.hnsw:
+            from usearch.index import Index
 
-        self.index = Index(ndim=self.dimensions, metric="cos", dtype="f32", connectivity=16, expansion_add=128, expansion_search=128)
+            self.index = Index(ndim=self.dimensions, metric="cos", dtype="f32", connectivity=16, expansion_add=128, expansion_search=128)
 
     def put_many(self, entries: Sequence[_Entry], vectors: np.ndarray) -> None:
         """Add rows (newer versions than the cache holds only); the versions they replace die."""
@@ -86,7 +94,25 @@ class NamespaceIndex:
         first = len(self.entries)
         for i in keep:
             self.entries.append(entries[i])
-        self.index.add(np.arange(first, first + len(keep), dtype=np.uint64), np.ascontiguousarray(vectors[keep], dtype=np.float32))
+        added = np.ascontiguousarray(vectors[keep], dtype=np.float32)
+        end = first + len(keep)
+        if end > len(self.matrix):  # grow by doubling: appends stay amortized O(1)
+            grown = np.zeros((max(end, 2 * len(self.matrix)), self.dimensions), np.float32)
+            grown[:first] = self.matrix[:first]
+            self.matrix = grown
+        self.matrix[first:end] = added / np.clip(np.linalg.norm(added, axis=1, keepdims=True), 1e-12, None)
+        if self.index is not None:
+            self.index.add(np.arange(first, end, dtype=np.uint64), added)
+
+    def _nearest(self, vector: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """(entry numbers, cosine similarities) of the `count` nearest entries, nearest first."""
+        if self.index is not None:
+            found = self.index.search(vector, count)
+            return np.asarray(found.keys, dtype=np.int64), 1.0 - np.asarray(found.distances, dtype=np.float32)
+        sims = self.matrix[: len(self.entries)] @ (vector / max(float(np.linalg.norm(vector)), 1e-12))
+        top = np.argpartition(-sims, count - 1)[:count] if count < len(sims) else np.arange(len(sims))
+        top = top[np.argsort(-sims[top])]
+        return top, sims[top]
 
     def search(self, vector: np.ndarray, limit: int, memory_type: str, tags: Sequence[str]) -> list[tuple[_Entry, float]]:
         """The `limit` nearest live entries that pass the filters, with their cosine similarity."""
@@ -96,13 +122,13 @@ class NamespaceIndex:
             return []
         fetch = min(size, max(limit * 4, 64))
         while True:
-            found = self.index.search(vector, fetch)
+            keys, sims = self._nearest(vector, fetch)
             out: list[tuple[_Entry, float]] = []
-            for key, dist in zip(found.keys, found.distances, strict=True):
+            for key, sim in zip(keys, sims, strict=True):
                 e = self.entries[int(key)]
                 if not e.live or (memory_type and e.memory_type != memory_type) or not want <= e.tags:
                     continue
-                out.append((e, 1.0 - float(dist)))
+                out.append((e, float(sim)))
                 if len(out) == limit:
                     return out
             if fetch >= size:
@@ -161,7 +187,7 @@ class VectorCache:
     def warm(self, org: str, ns: str) -> NamespaceIndex:
         space = self._spaces.get((org, ns))
         if space is None:
-            space = self._spaces[(org, ns)] = NamespaceIndex(self.dimensions)
+            space = self._spaces[(org, ns)] = NamespaceIndex(self.dimensions, hnsw=self.settings.memory_vector_cache_search == "hnsw")
             self._spawn(self._build(org, ns, space))
         return space
 
