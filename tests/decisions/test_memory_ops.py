@@ -61,7 +61,7 @@ async def test_move_refuses_a_taken_target_a_locked_key_and_the_same_key(desk: D
     await a.refused(409, "PRECONDITION_FAILED", "memory.move", memory_key="notes/a", to_key="notes/b")
     await a.ok("memory.lock", memory_key="notes/c", ttl_seconds=60)
     await a.refused(423, "LOCKED", "memory.move", memory_key="notes/a", to_key="notes/c")
-    await a.refused(422, "VALIDATION_FAILED", "memory.move", memory_key="notes/a", to_key="notes/a")
+    await a.refused(409, "PRECONDITION_FAILED", "memory.move", memory_key="notes/a", to_key="notes/a")
     await a.refused(404, "RESOURCE_NOT_FOUND", "memory.move", memory_key="notes/none", to_key="notes/d")
     assert (await a.ok("memory.get", memory_key="notes/b"))["value"] == "b"
 
@@ -168,6 +168,7 @@ async def test_dedup_resolve_tombstones_the_dropped_side_retires_its_record_and_
     assert await record_status(a, KEY) == "tombstoned"
     assert (await a.ok("memory.get", memory_key=CLOSE_KEY)).get("conflicts", []) == []
     await a.refused(404, "RESOURCE_NOT_FOUND", "memory.dedup_resolve", keep_key=CLOSE_KEY, drop_key="notes/none")
+    await a.refused(409, "PRECONDITION_FAILED", "memory.dedup_resolve", keep_key=CLOSE_KEY, drop_key=CLOSE_KEY)
 
 
 async def test_auto_supersede_retires_one_of_a_close_pair_and_restore_revives_the_row(desk: Desk) -> None:

@@ -13,7 +13,11 @@ and scenario needing a letter or digit (400 MISSING_IDENTITY_FIELD); the example
 
 On the embedded store (chDB) insights.query answers every valid statement 503 ANALYSIS_UNAVAILABLE
 by design (analysis needs a ClickHouse server): there, and only while insights.catalog says
-`available: false`, a 503 from that one op is expected; every check still runs on it."""
+`available: false`, a 503 from that one op is expected; every check still runs on it.
+
+A key an earlier example locked (memory.lock runs before the memory writes that come after it in
+the listing) answers the writes to it 423 LOCKED, as it must: for those writes 423 is an
+accepted answer to a valid request."""
 
 from __future__ import annotations
 
@@ -46,16 +50,21 @@ async def schemathesis(base_url: str, token: str, namespace: str, *extra: str, c
 async def test_schemathesis_checks_all_pass_on_every_op(stack: Instance, tenant: Tenant, transport: str, tmp_path: Path) -> None:
     if transport != "inproc":
         pytest.skip("the published schema and the checks do not depend on the transport; once is enough")
+    config = (
+        '[[operations]]\ninclude-path-regex = "^/v1/memory\\\\.(set|move|record\\\\.write|dedup_resolve|auto_supersede)$"\n'
+        'checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "423", "429", "5xx"]\n'
+    )
     async with httpx.AsyncClient(base_url=stack.base_url, timeout=30) as c:
         headers = {"Authorization": f"Bearer {tenant.token}", "X-Loom-Namespace": tenant.namespace}
         available = (await c.post("/v1/insights.catalog", json={}, headers=headers)).json()["available"]
         if not available:
             r = await c.post("/v1/insights.query", json={"sql": "SELECT 1"}, headers=headers)
             assert r.status_code == 503 and r.json()["error"]["code"] == "ANALYSIS_UNAVAILABLE", r.text
-            (tmp_path / "schemathesis.toml").write_text(
+            config += (
                 '[[operations]]\ninclude-path = "/v1/insights.query"\n'
                 'checks.not_a_server_error.expected-statuses = ["2xx", "3xx", "4xx", "503"]\n'
             )
+    (tmp_path / "schemathesis.toml").write_text(config)
     # Run in a temp dir: schemathesis keeps a cache of past failures in its working directory.
     code, out = await schemathesis(stack.base_url, tenant.token, tenant.namespace, cwd=tmp_path)
     assert code == 0, out[-6000:]

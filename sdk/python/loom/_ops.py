@@ -1178,6 +1178,7 @@ class NamespaceOps:
 
         Args:
             namespace: The namespace to act in; defaults to the agent's.
+            to_time: An RFC 3339 timestamp.
         """
         return await self._caller.call(
             "namespace.rollback",

@@ -12,7 +12,7 @@ from pydantic import Field
 class DecisionsSettings(PlaneSettings):
     memory_exposure_ledger_enabled: bool = Field(
         True,
-        description="Key-returning memory and decision reads (memory.get, memory.list, memory.search, decision.precedents, decision.chain) record one exposure row per key shown, under the call's run.",
+        description="Key-returning memory and decision reads (memory.get, memory.list, memory.search, memory.for_file, context.pack, decision.precedents, decision.chain) record one exposure row per key shown, under the call's run.",
     )
     embedding_provider: Literal["local", "openai"] = Field(
         "local",

@@ -249,7 +249,7 @@ class MemoryOps:
         if not key or not to_key:
             raise invalid_field("memory_key" if not key else "to_key", "required")
         if key == to_key:
-            raise invalid_field("to_key", "must differ from memory_key")
+            raise Conflict(ErrorCode.PRECONDITION_FAILED, "the row is already under to_key", {"memory_key": key})
         await self.r.refuse_if_locked(org, ns, key)
         await self.r.refuse_if_locked(org, ns, to_key)
         row = await self.r.live_head(org, ns, key, ident)
@@ -334,7 +334,9 @@ class MemoryOps:
         and clear the conflict mark on the kept side's live rows."""
         org, ns = ctx.org, ctx.namespace
         if keep_key == drop_key:
-            raise invalid_field("drop_key", "must differ from keep_key")
+            raise Conflict(
+                ErrorCode.PRECONDITION_FAILED, "a pair needs two keys: keep_key and drop_key are the same", {"keep_key": keep_key}
+            )
         kept = [h for h in await self.mem.heads(org, ns, keep_key) if h["status"] == "active"]
         if not kept:
             raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no live row under keep_key", {"keep_key": keep_key})
@@ -364,7 +366,7 @@ class MemoryOps:
         LOOM_DECISION_CONFLICT_THRESHOLD. memory.restore revives the row."""
         org, ns = ctx.org, ctx.namespace
         if key == by_key:
-            raise invalid_field("by_key", "must differ from memory_key")
+            raise Conflict(ErrorCode.PRECONDITION_FAILED, "a pair needs two keys: memory_key and by_key are the same", {"memory_key": key})
         pair = []
         for k in (key, by_key):
             rec = await self.r.dec.current(org, ns, k)
