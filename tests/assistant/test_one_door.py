@@ -477,3 +477,51 @@ async def test_with_memory_reads_not_recorded_a_memory_citation_says_so_and_is_u
     (cited,) = r.json()["citations"]
     assert cited["verified"] is False and cited["reason"] == REASON_MEMORY_NOT_RECORDED == "this deployment does not record memory reads"
     assert r.json()["support"] == "unchecked"
+
+
+async def test_a_client_gone_at_once_frees_the_slot_closes_the_upstream_and_is_charged(bench: Bench, asker: Asker) -> None:
+    # The chat app itself, as the gateway hands it the ASGI call, with a client that is gone
+    # as soon as its body is read.
+    body = json.dumps(chat_body(stream=True)).encode()
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": CHAT,
+        "headers": [(b"authorization", f"Bearer {asker.token}".encode()), (b"content-type", b"application/json")],
+    }
+    await bench.plane.chat_app()(scope, receive, send)
+    assert bench.plane.bridge._running[(asker.org, asker.namespace)] == 0
+    await asyncio.wait_for(bench.emu.aborted.wait(), 10)
+    (row,) = await answer_rows(bench, asker.org, 1)
+    assert row["upstream_cost_usd"] == pytest.approx(0.10)
+
+
+async def test_an_answer_stream_never_iterated_is_still_settled_by_aclose() -> None:
+    from loom_assistant.service.bridge import AnswerStream
+
+    settled: list[str] = []
+
+    async def relay() -> AsyncIterator[bytes]:
+        try:
+            yield b"data: x\n\n"
+        finally:
+            settled.append("relay")
+
+    async def never_relayed() -> None:
+        settled.append("never")
+
+    untouched = AnswerStream(relay(), never_relayed)  # type: ignore[arg-type]
+    await untouched.aclose()
+    started = AnswerStream(relay(), never_relayed)  # type: ignore[arg-type]
+    assert await started.__anext__() == b"data: x\n\n"
+    await started.aclose()
+    assert settled == ["never", "relay"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -163,14 +163,14 @@ class ChatEndpoint:
         adm = await self.bridge.admit(current_call())
         messages = body.get("messages")
         if body.get("stream"):
-            events: AsyncGenerator[bytes, None] = await self.bridge.stream(adm, messages)
+            events = await self.bridge.stream(adm, messages)
             try:
                 await EventStream(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})(
                     scope, receive, send
                 )
             finally:
-                # A disconnect leaves the relay suspended: its cleanup (close upstream, charge,
-                # free the slot) runs now, before the chain writes the answer's row.
+                # A disconnect leaves the relay suspended (or never started): its cleanup (close
+                # the upstream, charge, free the slot) runs now, before the chain writes the row.
                 await events.aclose()
             error = adm.extra.get("error")
             if isinstance(error, LoomError):

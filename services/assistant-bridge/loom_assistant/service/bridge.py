@@ -16,7 +16,7 @@ import json
 import logging
 import time
 from collections import defaultdict
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -302,7 +302,7 @@ class Bridge:
         finally:
             self.release(adm)
 
-    async def stream(self, adm: Admission, messages: Any) -> AsyncGenerator[bytes, None]:
+    async def stream(self, adm: Admission, messages: Any) -> AnswerStream:
         """Open the upstream stream (errors raise here, before any byte), then the relay."""
         assert self.client is not None
         try:
@@ -331,7 +331,14 @@ class Bridge:
             await stack.aclose()
             self.release(adm)
             raise _failing() from exc
-        return self._relay(adm, resp, stack)
+
+        async def never_relayed() -> None:
+            # The client left before the first byte: close the upstream, charge, free the slot.
+            await stack.aclose()
+            self.charge(adm, usage=None, run_id="")
+            self.release(adm)
+
+        return AnswerStream(self._relay(adm, resp, stack), never_relayed)
 
     async def _relay(self, adm: Admission, resp: Any, stack: contextlib.AsyncExitStack) -> AsyncGenerator[bytes, None]:
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -531,6 +538,31 @@ class Bridge:
             if stamp is not None:
                 row["upstream_cost_usd"], run_id = stamp
                 row["run_id"] = row.get("run_id") or run_id
+
+
+class AnswerStream:
+    """One streamed answer's bytes. `aclose` ends it whether or not it was ever iterated (an
+    async generator never started runs no `finally`), so the upstream request, the charge and
+    the slot are settled either way."""
+
+    def __init__(self, relay: AsyncGenerator[bytes, None], never_relayed: Callable[[], Awaitable[None]]) -> None:
+        self._relay = relay
+        self._never_relayed = never_relayed
+        self._started = False
+
+    def __aiter__(self) -> AnswerStream:
+        return self
+
+    async def __anext__(self) -> bytes:
+        self._started = True
+        return await self._relay.__anext__()
+
+    async def aclose(self) -> None:
+        if self._started:
+            await self._relay.aclose()
+        else:
+            self._started = True
+            await self._never_relayed()
 
 
 @dataclass(slots=True)
