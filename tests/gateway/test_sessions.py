@@ -373,3 +373,30 @@ async def test_a_relay_only_gateway_says_it_holds_no_sessions_and_still_serves_t
             assert (await c.get("/")).headers["content-type"].startswith("text/html")
     finally:
         await relay.stop()
+
+
+async def test_a_page_reloaded_after_start_reads_its_fence_and_marks_the_task_done(tenant: Tenant, alice: Browser) -> None:
+    """The dashboard's Start: task.claim under a day's lease held by `loom-ui`, over the cookie;
+    a new page (nothing kept) reads the fence back with task.get and finishes the task."""
+    async with tenant.client(**{"X-Loom-Namespace": tenant.namespace}) as admin:
+        r = await call(admin, "inbox.register", inbox="people", owner_agent="loom-ui")
+        assert r.status_code == 200, r.text
+        task = (await call(admin, "task.create", inbox="people", kind="chore", title="water the plants")).json()["task"]
+
+    async def ui(op: str, **args: Any) -> dict[str, Any]:
+        r = await alice.client.post(
+            f"/v1/{op}",
+            json=args,
+            headers={"X-Loom-CSRF": alice.csrf, "Origin": alice.origin, "X-Loom-Namespace": tenant.namespace, "X-Loom-Agent": "loom-ui"},
+        )
+        assert r.status_code == 200, r.text
+        return dict(r.json())
+
+    claimed = (await ui("task.claim", task_id=task["task_id"], lease_seconds=86400))["task"]
+    assert claimed["claimed_by"] == "user:alice" and claimed["claimed_agent"] == "loom-ui"
+    reloaded = (await ui("task.get", task_id=task["task_id"]))["task"]
+    assert reloaded["fence"] == claimed["fence"] > 0
+    done = (await ui("task.complete", task_id=task["task_id"], fence=reloaded["fence"]))["task"]
+    assert done["status"] == "done"
+    kinds = [e["kind"] for e in (await ui("task.history", task_id=task["task_id"]))["events"]]
+    assert "claimed" in kinds and "done" in kinds
