@@ -4,7 +4,7 @@ Any code block in README.md or docs/ that a user is meant to run (shell, Python,
 a file under examples/; in the doc the block is preceded by a marker line
 `<!-- example: examples/<path> -->` and its content equals the file exactly. Scripts read
 LOOM_URL, LOOM_TOKEN (an admin token), LOOM_ORG and LOOM_NAMESPACE from the environment and run
-as given against a plain `loom up`. A file that needs more than that (LibreChat, Docker, a Loom
+as given against a plain `loom up` (an operator's CLI command finds it through LOOM_DATA_DIR). A file that needs more than that (LibreChat, Docker, a Loom
 of its own) says so on a line `# example-needs: <what>` (`// example-needs:` in TypeScript),
 and the runner skips it saying so."""
 
@@ -23,7 +23,7 @@ MARKER = re.compile(r"^<!-- example: (\S+) -->$")
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.M | re.S)
 NEEDS = re.compile(r"^\s*(?:#|//) example-needs: (.+)$", re.M)
 # What the runner gives every example (the convention's environment, and nothing else of Loom's).
-EXAMPLE_ENV = ("LOOM_URL", "LOOM_TOKEN", "LOOM_ORG", "LOOM_NAMESPACE")
+EXAMPLE_ENV = ("LOOM_URL", "LOOM_TOKEN", "LOOM_ORG", "LOOM_NAMESPACE", "LOOM_DATA_DIR")
 
 
 def doc_pages() -> list[Path]:

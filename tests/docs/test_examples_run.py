@@ -33,6 +33,7 @@ class Loom:
     url: str
     token: str
     org: str
+    data_dir: Path
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,7 @@ async def loom(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Loom]:
         )
         out, _ = await asyncio.wait_for(boot.communicate(), 120)
         assert boot.returncode == 0
-        yield Loom(url, out.decode().strip(), "examples")
+        yield Loom(url, out.decode().strip(), "examples", data)
     finally:
         proc.send_signal(2)
         try:
@@ -100,6 +101,8 @@ async def test_example_runs_as_written(path: Path, loom: Loom) -> None:
         "LOOM_TOKEN": loom.token,
         "LOOM_ORG": loom.org,
         "LOOM_NAMESPACE": namespace,
+        # An operator's example runs the CLI beside the server (`loom admin login-link`): the data dir finds it.
+        "LOOM_DATA_DIR": str(loom.data_dir),
     }
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(*argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
