@@ -34,6 +34,9 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 
 
+_WARM_UP = " ".join(["retention for raw transcripts in the support namespace decided thirty days"] * 12)
+
+
 class ModelFileError(RuntimeError):
     """The embedding model or its tokenizer is missing or is not the pinned file."""
 
@@ -111,9 +114,10 @@ class LocalModel:
             session = ort.InferenceSession(str(model), sess_options=opts, providers=["CPUExecutionProvider"])
             self._inputs = tuple(i.name for i in session.get_inputs())
             self._tokenizer = tok
-            # Run it once: onnxruntime finishes preparing the graph on its first run.
+            # Run it once, at a statement's length: onnxruntime finishes preparing the graph and
+            # sizes its buffers on its first runs, which the first call would otherwise pay.
             self._session = session
-            self._encode(["warm up"])
+            self._encode([_WARM_UP, _WARM_UP[:200]])
 
     def start_loading(self) -> asyncio.Task[None]:
         """Load in a worker thread (concurrent loads wait on one lock, so the model loads once).

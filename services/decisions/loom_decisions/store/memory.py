@@ -280,8 +280,28 @@ class MemoryStore:
 
     async def served(self, org: str, ns: str, candidates: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
         """Candidates found elsewhere (a vector cache: key, identity, version, cosine distance d),
-        kept only while each is its row's newest version, as rows with their similarity."""
-        return await self._with_rows(org, ns, await self._current_of(org, ns, candidates))
+        kept only while each is its row's newest version, as rows with their similarity. One read:
+        the candidates' keys' versions, the newest of each identity among them."""
+        if not candidates:
+            return []
+        rows = await self.store.query(
+            f"SELECT {_COLS} FROM {ROWS} WHERE org = {{org:String}} AND namespace = {{ns:String}} AND key IN {{keys:Array(String)}}",
+            {"org": org, "ns": ns, "keys": sorted({c["key"] for c in candidates})},
+        )
+        newest: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        for r in rows:
+            ident = (r["key"], r["agent"], r["user"], r["session"])
+            if ident not in newest or int(r["version"]) > int(newest[ident]["version"]):
+                newest[ident] = r
+        out: list[tuple[dict[str, Any], float]] = []
+        seen: set[tuple[str, str, str, str]] = set()
+        for c in candidates:
+            ident = (c["key"], c["agent"], c["user"], c["session"])
+            row = newest.get(ident)
+            if row is not None and ident not in seen and int(row["version"]) == int(c["version"]):
+                seen.add(ident)
+                out.append((row, 1.0 - float(c["d"])))
+        return out
 
     async def _with_rows(self, org: str, ns: str, heads: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
         rows = await self.rows_at(org, ns, heads)
