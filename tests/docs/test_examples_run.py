@@ -25,7 +25,6 @@ from tests.docs.examples import ROOT, example_files, needs
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 BIN = Path(sys.executable).parent
-SECRET = "examples-runner-secret-0123456789abcdef0123"
 
 
 @dataclass
@@ -40,7 +39,8 @@ class Loom:
 async def loom(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Loom]:
     data, port = tmp_path_factory.mktemp("examples-loom"), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}
-    env.update(LOOM_DATA_DIR=str(data), LOOM_HTTP_PORT=str(port), LOOM_JWT_SECRET=SECRET, LOOM_LOG_LEVEL="WARNING")
+    # No LOOM_JWT_SECRET: the data dir keeps its own, so an operator's CLI example finds it there.
+    env.update(LOOM_DATA_DIR=str(data), LOOM_HTTP_PORT=str(port), LOOM_LOG_LEVEL="WARNING")
     log = (data / "loom-up.log").open("wb")
     proc = await asyncio.create_subprocess_exec(str(BIN / "loom"), "up", env=env, stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"
