@@ -854,6 +854,7 @@ def message_schema(desc: Descriptor, response: bool = False) -> dict[str, Any]:
     required: list[str] = []
     dependent: dict[str, list[str]] = {}
     groups: dict[str, list[str]] = {}
+    exclusive: dict[str, list[str]] = {}
     for f in desc.fields:
         props[f.name] = field_schema(f, response)
         if response:
@@ -869,6 +870,8 @@ def message_schema(desc: Descriptor, response: bool = False) -> dict[str, Any]:
             dependent[f.name] = list(fo.requires)
         if fo.one_required_of:
             groups.setdefault(fo.one_required_of, []).append(f.name)
+        if fo.exactly_one_of:
+            exclusive.setdefault(fo.exactly_one_of, []).append(f.name)
     schema: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
     if required:
         schema["required"] = required
@@ -885,6 +888,8 @@ def message_schema(desc: Descriptor, response: bool = False) -> dict[str, Any]:
             }
             for names in groups.values()
         ]
+    if exclusive:
+        schema.setdefault("allOf", []).extend({"oneOf": [{"required": [name]} for name in names]} for names in exclusive.values())
     return schema
 
 

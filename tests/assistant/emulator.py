@@ -367,7 +367,13 @@ class Emulator:
                 headers={"Accept": "application/json, text/event-stream"},
             )
             body = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
-            return keep(ToolResult(False, body if isinstance(body, dict) else {}))
+            if not isinstance(body, dict):
+                body = {}
+            # A JSON-RPC error object: Loom's own error body is its `data`.
+            error = body.get("error")
+            if isinstance(error, dict) and isinstance(error.get("data"), dict):
+                body = {"error": error["data"]}
+            return keep(ToolResult(False, body))
 
         async def say(chunk: str) -> None:
             self.calls_done.set()

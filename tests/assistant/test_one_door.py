@@ -239,16 +239,30 @@ async def test_the_policy_gate_refuses_a_chat_as_it_refuses_the_op(enforce: tupl
 # -- hostile bodies -----------------------------------------------------------------------------
 
 
-def _hostile() -> dict[str, tuple[bytes, str, str]]:
-    """name -> (body, content type, the refusal's detail.reason)."""
+def _hostile() -> dict[str, tuple[bytes, str, tuple[int, str, str]]]:
+    """name -> (body, content type, the refusal: status, code, detail.reason). The gateway's
+    limits for every route answer first (loom_gateway.limits); the chat's own 4 MiB cap after."""
     ok = json.dumps(chat_body()).encode()
+    invalid = (422, "VALIDATION_FAILED", "invalid character")
     return {
-        "10,000-deep JSON": (b'{"messages":' + b"[" * 10_000 + b"]" * 10_000 + b"}", "application/json", "too_deep"),
-        "10 MB body": (b'{"messages":[{"role":"user","content":"' + b"a" * (10 * 1024 * 1024) + b'"}]}', "application/json", "too_large"),
-        "NaN": (b'{"messages":[{"role":"user","content":"q"}],"temperature":NaN}', "application/json", "invalid_json"),
-        "wrong content type": (ok, "text/plain", "content_type"),
-        "NUL in a string": (b'{"messages":[{"role":"user","content":"a\\u0000b"}]}', "application/json", "nul"),
-        "a raw NUL byte": (ok[:-1] + b"\x00}", "application/json", "nul"),
+        "10,000-deep JSON": (
+            b'{"messages":' + b"[" * 10_000 + b"]" * 10_000 + b"}",
+            "application/json",
+            (400, "REQUEST_TOO_DEEP", "too deep"),
+        ),
+        "10 MB body": (
+            b'{"messages":[{"role":"user","content":"' + b"a" * (10 * 1024 * 1024) + b'"}]}',
+            "application/json",
+            (422, "VALIDATION_FAILED", "too_large"),
+        ),
+        "NaN": (
+            b'{"messages":[{"role":"user","content":"q"}],"temperature":NaN}',
+            "application/json",
+            (422, "VALIDATION_FAILED", "not a finite number"),
+        ),
+        "wrong content type": (ok, "text/plain", (415, "UNSUPPORTED_MEDIA_TYPE", "unsupported media type")),
+        "NUL in a string": (b'{"messages":[{"role":"user","content":"a\\u0000b"}]}', "application/json", invalid),
+        "a raw NUL byte": (ok[:-1] + b"\x00}", "application/json", (422, "VALIDATION_FAILED", "invalid JSON")),
     }
 
 
@@ -257,11 +271,11 @@ async def test_hostile_bodies_are_refused_before_anything_runs_and_hold_no_slot(
 ) -> None:
     caplog.set_level(logging.INFO)
     async with asker.client() as c:
-        for name, (body, content_type, reason) in _hostile().items():
+        for name, (body, content_type, (status, code, reason)) in _hostile().items():
             r = await c.post(CHAT, content=body, headers={"Content-Type": content_type})
-            assert r.status_code == 422, (name, r.status_code, r.text[:200])
+            assert r.status_code == status, (name, r.status_code, r.text[:200])
             err = r.json()["error"]
-            assert err["code"] == "VALIDATION_FAILED" and err["detail"]["reason"] == reason, (name, err)
+            assert err["code"] == code and err["detail"]["reason"] == reason, (name, err)
             assert err["retryable"] is False
         # Both of the namespace's slots are free: two answers run at once.
         gate = asyncio.Event()

@@ -12,8 +12,11 @@ ROOT = Path(__file__).resolve().parents[2]
 READS = {"subscribe", "pull_subscribe", "pull_subscribe_bind", "subscribe_bind", "watch", "watchall", "fetch"}
 # Per-request reads that are not consumers, each said why at the call.
 ALLOWED = {
-    ("services/tasks/loom_tasks/service/posting.py", "pull_subscribe_bind"),
-    ("services/tasks/loom_tasks/service/posting.py", "fetch"),
+    # task.updates and task.watch: one ephemeral ordered read of the caller's events per request.
+    ("services/tasks/loom_tasks/service/watching.py", "pull_subscribe_bind"),
+    ("services/tasks/loom_tasks/service/watching.py", "fetch"),
+    # The op task.watch's service method (TaskWatching.watch), not a KV watch.
+    ("services/tasks/loom_tasks/handlers.py", "watch"),
     # The broker's own fetch loop: FastStream's batch pull subscriber with a prompt fetch
     # (a subclass run by Bus.consume for Consumer(batch=True)), not a reader of its own.
     ("core/loom_core/bus/batched.py", "fetch"),

@@ -81,7 +81,9 @@ class Server:
         return f"{self.base_url}{link.path}#{link.fragment}"
 
 
-@pytest.fixture(scope="session")
+# Module scope: the sync Playwright API runs an event loop in this thread while it is open,
+# so it must close before any other test module (pytest-asyncio's) runs.
+@pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
     data = Path(tempfile.mkdtemp(prefix="loom-dashboard-"))
     port = free_port()
@@ -201,7 +203,7 @@ def shoot(page: Any, name: str) -> None:
         (SHOTS / f"dashboard-{name}.png").write_bytes(png)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
