@@ -15,7 +15,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.dashboard.conftest import NS, ROOT, Browser, Server, expect_console_error, shoot
+from tests.dashboard.conftest import NS, ROOT, Browser, Server, expect_console_error, requests_to, shoot
 
 pytestmark = pytest.mark.slow
 
@@ -77,12 +77,26 @@ def test_a_task_an_agent_creates_appears_live_then_accept_start_mark_done(ui: Br
     page = ui.sign_in("user:admin")
     to_do = group(page, "To do")
     to_do.get_by_text("Nothing to do").wait_for()
+    # The page follows the inbox's event stream (GET /v1/task/watch, the cookie alone) ...
+    def watching() -> list[str]:
+        return [u for u in requests_to(page, "/v1/task/watch") if f"inbox={INBOX}" in u]
+
+    while not watching():
+        page.wait_for_timeout(100)
+    assert f"namespace={NS}" in watching()[0] and "start=now" in watching()[0]
+    # ... and, while it is open and nothing happens, reads nothing again (no polling every second).
+    page.wait_for_timeout(1_000)  # the reads the stream's opening asks for
+    quiet = time.monotonic()
+    page.wait_for_timeout(3_000)
+    assert requests_to(page, "/v1/task.list", since=quiet) == [] and requests_to(page, "/v1/task.counts", since=quiet) == []
     posted = time.monotonic()
     task = post_task(server, agent_token, "Rotate the staging keys", brief={"why": "quarterly"})
     assert task["status"] == "triage"
-    # No reload: the page reads the groups again by itself.
+    # No reload: the task's `created` event makes the page read the groups again.
     row(page, "Rotate the staging keys").wait_for(timeout=10_000)
     print(f"\ntask visible {time.monotonic() - posted:.2f}s after task.create")  # a measured figure, printed with -s
+    assert requests_to(page, "/v1/task.list", since=posted)
+    assert len(watching()) == 1  # one stream, kept open
     shoot(page, "tasks")
 
     row(page, "Rotate the staging keys").get_by_role("button", name="Accept", exact=True).click()
