@@ -114,12 +114,17 @@ def test_a_task_an_agent_creates_appears_live_then_accept_start_mark_done(ui: Br
     # A reloaded page still holds the fence: Mark done works after a reload.
     page.reload()
     panel = page.get_by_role("complementary", name="Rotate the staging keys")
+    # The open panel follows the task's events: an edit made elsewhere shows without a reload.
+    version = server.call("task.get", task_id=task["task_id"])["task"]["version"]
+    server.call("task.update", task_id=task["task_id"], if_match_version=version, title="Rotate the staging keys (agent)")
+    page.get_by_role("complementary", name="Rotate the staging keys (agent)").wait_for(timeout=10_000)
+    panel.get_by_role("list", name="Task history").get_by_text("updated", exact=True).wait_for()
     panel.get_by_role("button", name="Mark done", exact=True).click()
     panel.get_by_test_id("task-status").filter(has_text="done").wait_for()
     panel.get_by_role("list", name="Task history").get_by_text("done", exact=True).wait_for()
 
     kinds = history_kinds(server, task["task_id"])
-    assert kinds == ["created", "accepted", "claimed", "done"], kinds
+    assert kinds == ["created", "accepted", "claimed", "updated", "done"], kinds
     events = server.call("task.history", task_id=task["task_id"])["events"]
     claimed = next(e for e in events if e["kind"] == "claimed")
     assert claimed["actor"] == "user:admin" and claimed["actor_agent"] == "loom-ui"
