@@ -77,6 +77,7 @@ def test_a_task_an_agent_creates_appears_live_then_accept_start_mark_done(ui: Br
     page = ui.sign_in("user:admin")
     to_do = group(page, "To do")
     to_do.get_by_text("Nothing to do").wait_for()
+
     # The page follows the inbox's event stream (GET /v1/task/watch, the cookie alone) ...
     def watching() -> list[str]:
         return [u for u in requests_to(page, "/v1/task/watch") if f"inbox={INBOX}" in u]
