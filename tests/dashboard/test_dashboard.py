@@ -313,8 +313,12 @@ def test_the_shell_reads_at_390px_and_the_api_pages_render_offline(ui: Browser, 
     assert page.get_by_text("Could not read").count() == 0
 
 
-def test_sign_out_ends_the_session_and_its_cookie_is_refused(ui: Browser, server: Server) -> None:
+def test_sign_out_ends_the_session_and_its_cookie_is_refused(ui: Browser, server: Server, agent_token: str) -> None:
     page = ui.sign_in("user:admin")
+    # The `ops` inbox's stream is open while signing out: its end (the session's revocation) and
+    # the page's going must log no error.
+    while not requests_to(page, "/v1/task/watch"):
+        page.wait_for_timeout(100)
     (cookie,) = [c for c in page.context.cookies() if c["name"] == "loom_session"]
     session = page.request.get("/v1/session").json()
     page.get_by_role("button", name="Sign out").click()

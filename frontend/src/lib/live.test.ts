@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_INBOX_STREAMS, staleKeys, streamedInboxes, watchUrl } from './live';
+import { MAX_INBOX_STREAMS, staleKeys, streamErrorCode, streamedInboxes, watchUrl } from './live';
 
 describe('the streams the Tasks page opens', () => {
   const inboxes = ['ops', 'billing', 'triage', 'support', 'alpha'].map((inbox) => ({ inbox }));
@@ -26,5 +26,15 @@ describe('what an event makes stale', () => {
   it('every task list and count, and each named task once', () => {
     expect(staleKeys([])).toEqual([['tasks']]);
     expect(staleKeys(['a', 'b', 'a'])).toEqual([['tasks'], ['task', 'a'], ['task-history', 'a'], ['task', 'b'], ['task-history', 'b']]);
+  });
+});
+
+describe("the stream's error frame", () => {
+  it('names the code that decides whether to reconnect', () => {
+    expect(streamErrorCode('{"error":{"code":"AUTH_REVOKED","message":"revoked"}}')).toBe('AUTH_REVOKED');
+    expect(streamErrorCode('{"error":{"code":"AUTH_EXPIRED"}}')).toBe('AUTH_EXPIRED');
+    expect(streamErrorCode('not json')).toBe('');
+    expect(streamErrorCode(undefined)).toBe('');
+    expect(streamErrorCode('{"seq":1}')).toBe('');
   });
 });

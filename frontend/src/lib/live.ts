@@ -51,6 +51,17 @@ export function staleKeys(taskIds: Iterable<string>): string[][] {
   return keys;
 }
 
+/** The error code of the stream's `event: error` frame (`{"error": {"code": ...}}`), else ''. */
+export function streamErrorCode(data: unknown): string {
+  if (typeof data !== 'string') return '';
+  try {
+    const body = JSON.parse(data) as { error?: { code?: unknown } };
+    return typeof body.error?.code === 'string' ? body.error.code : '';
+  } catch {
+    return '';
+  }
+}
+
 function subscribeVisibility(onChange: () => void): () => void {
   document.addEventListener('visibilitychange', onChange);
   return () => document.removeEventListener('visibilitychange', onChange);
@@ -78,6 +89,8 @@ class Stream {
     private readonly target: WatchTarget,
     private readonly onEvent: (taskId: string) => void,
     private readonly onState: (up: boolean) => void,
+    /** The server refused the stream (or could not be reached): maybe the session ended. */
+    private readonly onRefused: () => void,
   ) {
     this.connect();
   }
@@ -99,15 +112,26 @@ class Stream {
         // Not an event this page reads: the next one (or the fallback poll) catches up.
       }
     };
-    // Either the server's `event: error` frame (the session's token ended; the stream then ends
-    // and EventSource resumes it by itself) or a connection that failed (then it stays closed).
-    source.onerror = () => {
+    source.onerror = (e: Event) => {
       this.onState(false);
-      if (source.readyState === EventSource.CLOSED && !this.closed) {
+      if (this.closed) return;
+      const code = e instanceof MessageEvent ? streamErrorCode(e.data) : '';
+      if (code) {
+        // The server's `event: error` frame, then the stream ends. The session's access token
+        // expired: open it again at once (the next one is minted). The session ended (signed out
+        // here or elsewhere): no reconnect, whose 401 would be noise; the page's reads say so.
+        source.close();
+        if (code === 'AUTH_EXPIRED') this.connect();
+        return;
+      }
+      if (source.readyState === EventSource.CLOSED) {
+        // A connection refused or not made (EventSource gives up): try again, waiting longer.
+        this.onRefused();
         const wait = REOPEN_MS[Math.min(this.failures, REOPEN_MS.length - 1)];
         this.failures += 1;
         this.timer = setTimeout(() => this.connect(), wait);
       }
+      // Otherwise the connection dropped and EventSource resumes it by itself (Last-Event-ID).
     };
   }
 
@@ -153,7 +177,7 @@ export function useTaskEvents(namespace: string, targets: readonly WatchTarget[]
           return next;
         });
         if (isUp) stale('task_id' in target ? target.task_id : undefined);
-      });
+      }, () => void queryClient.invalidateQueries({ queryKey: ['session'] }));
     });
     return () => {
       clearTimeout(flush);
