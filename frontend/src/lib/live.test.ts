@@ -27,6 +27,9 @@ describe('what an event makes stale', () => {
     expect(staleKeys([])).toEqual([['tasks']]);
     expect(staleKeys(['a', 'b', 'a'])).toEqual([['tasks'], ['task', 'a'], ['task-history', 'a'], ['task', 'b'], ['task-history', 'b']]);
   });
+  it('every task read after a stream opened, since what came before it is not sent', () => {
+    expect(staleKeys(['a'], true)).toEqual([['tasks'], ['task'], ['task-history']]);
+  });
 });
 
 describe("the stream's error frame", () => {

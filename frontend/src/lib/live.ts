@@ -44,8 +44,12 @@ export function streamedInboxes(
   return { streamed: names.slice(0, cap), complete: names.length <= cap };
 }
 
-/** The query keys a task's event makes stale: every list and count, and that task's own reads. */
-export function staleKeys(taskIds: Iterable<string>): string[][] {
+/**
+ * The query keys a task's events make stale: every list and count, and those tasks' own reads;
+ * or, after a stream (re)opened (`all`: what happened before is not sent), every task read.
+ */
+export function staleKeys(taskIds: Iterable<string>, all = false): string[][] {
+  if (all) return [['tasks'], ['task'], ['task-history']];
   const keys = [['tasks']];
   for (const id of new Set(taskIds)) keys.push(['task', id], ['task-history', id]);
   return keys;
@@ -156,14 +160,17 @@ export function useTaskEvents(namespace: string, targets: readonly WatchTarget[]
   useEffect(() => {
     if (!visible || !key) return undefined;
     const pending = new Set<string>();
+    let all = false;
     let flush: ReturnType<typeof setTimeout> | undefined;
     const stale = (taskId: string | undefined) => {
       if (taskId) pending.add(taskId);
+      else all = true;
       if (flush !== undefined) return;
       flush = setTimeout(() => {
         flush = undefined;
-        const keys = staleKeys(pending);
+        const keys = staleKeys(pending, all);
         pending.clear();
+        all = false;
         for (const queryKey of keys) void queryClient.invalidateQueries({ queryKey });
       }, COALESCE_MS);
     };
@@ -176,7 +183,7 @@ export function useTaskEvents(namespace: string, targets: readonly WatchTarget[]
           else next.delete(id);
           return next;
         });
-        if (isUp) stale('task_id' in target ? target.task_id : undefined);
+        if (isUp) stale(undefined);
       }, () => void queryClient.invalidateQueries({ queryKey: ['session'] }));
     });
     return () => {
