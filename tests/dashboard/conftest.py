@@ -133,12 +133,14 @@ def server() -> Iterator[Server]:
 
 @dataclass
 class Watch:
-    """What a page did that fails a test: console errors, page errors, foreign requests."""
+    """What a page did that fails a test: console errors, page errors, foreign requests; and
+    every request it made, with when (a test reads how the page keeps itself live)."""
 
     origin: str
     errors: list[str] = field(default_factory=list)
     foreign: list[str] = field(default_factory=list)
     allowed: list[re.Pattern[str]] = field(default_factory=list)
+    requests: list[tuple[float, str]] = field(default_factory=list)
 
     def console(self, msg: Any) -> None:
         if msg.type == "error":
@@ -147,6 +149,7 @@ class Watch:
                 self.errors.append(text)
 
     def request(self, req: Any) -> None:
+        self.requests.append((time.monotonic(), req.url))
         parts = urlsplit(req.url)
         if parts.scheme in ("data", "blob", "about"):
             return
@@ -185,6 +188,11 @@ class Browser:
         page.wait_for_url("**/tasks")
         page.get_by_role("button", name="Sign out").wait_for()
         return page
+
+
+def requests_to(page: Any, path: str, since: float = 0.0) -> list[str]:
+    """The page's requests to `path` (the URL's path) made after `since` (time.monotonic())."""
+    return [url for at, url in page._loom_watch.requests if at > since and urlsplit(url).path == path]
 
 
 def expect_console_error(page: Any, pattern: str) -> None:

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.dashboard.conftest import NS, ROOT, Browser, Server, expect_console_error, shoot
+from tests.dashboard.conftest import NS, ROOT, Browser, Server, expect_console_error, requests_to, shoot
 
 pytestmark = pytest.mark.slow
 
@@ -77,12 +77,27 @@ def test_a_task_an_agent_creates_appears_live_then_accept_start_mark_done(ui: Br
     page = ui.sign_in("user:admin")
     to_do = group(page, "To do")
     to_do.get_by_text("Nothing to do").wait_for()
+
+    # The page follows the inbox's event stream (GET /v1/task/watch, the cookie alone) ...
+    def watching() -> list[str]:
+        return [u for u in requests_to(page, "/v1/task/watch") if f"inbox={INBOX}" in u]
+
+    while not watching():
+        page.wait_for_timeout(100)
+    assert f"namespace={NS}" in watching()[0] and "start=now" in watching()[0]
+    # ... and, while it is open and nothing happens, reads nothing again (no polling every second).
+    page.wait_for_timeout(1_000)  # the reads the stream's opening asks for
+    quiet = time.monotonic()
+    page.wait_for_timeout(3_000)
+    assert requests_to(page, "/v1/task.list", since=quiet) == [] and requests_to(page, "/v1/task.counts", since=quiet) == []
     posted = time.monotonic()
     task = post_task(server, agent_token, "Rotate the staging keys", brief={"why": "quarterly"})
     assert task["status"] == "triage"
-    # No reload: the page reads the groups again by itself.
+    # No reload: the task's `created` event makes the page read the groups again.
     row(page, "Rotate the staging keys").wait_for(timeout=10_000)
     print(f"\ntask visible {time.monotonic() - posted:.2f}s after task.create")  # a measured figure, printed with -s
+    assert requests_to(page, "/v1/task.list", since=posted)
+    assert len(watching()) == 1  # one stream, kept open
     shoot(page, "tasks")
 
     row(page, "Rotate the staging keys").get_by_role("button", name="Accept", exact=True).click()
@@ -100,12 +115,17 @@ def test_a_task_an_agent_creates_appears_live_then_accept_start_mark_done(ui: Br
     # A reloaded page still holds the fence: Mark done works after a reload.
     page.reload()
     panel = page.get_by_role("complementary", name="Rotate the staging keys")
+    # The open panel follows the task's events: an edit made elsewhere shows without a reload.
+    version = server.call("task.get", task_id=task["task_id"])["task"]["version"]
+    server.call("task.update", task_id=task["task_id"], if_match_version=version, title="Rotate the staging keys (agent)")
+    page.get_by_role("complementary", name="Rotate the staging keys (agent)").wait_for(timeout=10_000)
+    panel.get_by_role("list", name="Task history").get_by_text("updated", exact=True).wait_for()
     panel.get_by_role("button", name="Mark done", exact=True).click()
     panel.get_by_test_id("task-status").filter(has_text="done").wait_for()
     panel.get_by_role("list", name="Task history").get_by_text("done", exact=True).wait_for()
 
     kinds = history_kinds(server, task["task_id"])
-    assert kinds == ["created", "accepted", "claimed", "done"], kinds
+    assert kinds == ["created", "accepted", "claimed", "updated", "done"], kinds
     events = server.call("task.history", task_id=task["task_id"])["events"]
     claimed = next(e for e in events if e["kind"] == "claimed")
     assert claimed["actor"] == "user:admin" and claimed["actor_agent"] == "loom-ui"
@@ -293,8 +313,12 @@ def test_the_shell_reads_at_390px_and_the_api_pages_render_offline(ui: Browser, 
     assert page.get_by_text("Could not read").count() == 0
 
 
-def test_sign_out_ends_the_session_and_its_cookie_is_refused(ui: Browser, server: Server) -> None:
+def test_sign_out_ends_the_session_and_its_cookie_is_refused(ui: Browser, server: Server, agent_token: str) -> None:
     page = ui.sign_in("user:admin")
+    # The `ops` inbox's stream is open while signing out: its end (the session's revocation) and
+    # the page's going must log no error.
+    while not requests_to(page, "/v1/task/watch"):
+        page.wait_for_timeout(100)
     (cookie,) = [c for c in page.context.cookies() if c["name"] == "loom_session"]
     session = page.request.get("/v1/session").json()
     page.get_by_role("button", name="Sign out").click()

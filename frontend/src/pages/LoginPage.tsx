@@ -64,6 +64,9 @@ function SignInHelp() {
 
 /** Any page while nobody is signed in (or the session ended). */
 export function SignedOut() {
+  const queryClient = useQueryClient();
+  // Nothing the last session read stays behind (its pages are unmounted by now).
+  useEffect(() => queryClient.removeQueries({ predicate: (q) => q.queryKey[0] !== 'session' }), [queryClient]);
   return (
     <main className="page narrow">
       <h1>Sign in to Loom</h1>

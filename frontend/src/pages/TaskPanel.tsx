@@ -5,23 +5,35 @@ import { useNavigate } from 'react-router-dom';
 import { useScope } from '../lib/context';
 import { ErrorNote } from '../lib/errors';
 import { atLeast, client } from '../lib/session';
+import { useTaskEvents } from '../lib/live';
 import { panelMoves, UNFINISHED } from '../lib/tasks';
-import { LIVE_MS, type Task, useMoveTask } from './TasksPage';
+import { pollEvery, type Task, useMoveTask } from './TasksPage';
 
-/** The panel for one task (/tasks/<id>): its fields, edits under if_match_version, every move, its history. */
-export function TaskPanel({ taskId }: { taskId: string }) {
-  const { role } = useScope();
+/**
+ * The panel for one task (/tasks/<id>): its fields, edits under if_match_version, every move, its
+ * history. It follows the task's events: through its inbox's stream when the page has that open
+ * (`inboxesFollowed`), else on a stream of its own.
+ */
+export function TaskPanel({ taskId, inboxesFollowed }: { taskId: string; inboxesFollowed: readonly string[] }) {
+  const { namespace, role } = useScope();
   const navigate = useNavigate();
   const heading = useRef<HTMLHeadingElement>(null);
+  // Whether the task's events are followed (known once the task, and so its inbox, is read).
+  const [live, setLive] = useState(false);
   const got = useQuery({
     queryKey: ['task', taskId],
     queryFn: () => client.call('task.get', { task_id: taskId }),
-    refetchInterval: LIVE_MS,
+    refetchInterval: pollEvery(live),
   });
+  const inbox = got.data?.task?.inbox;
+  const viaInbox = inbox !== undefined && inboxesFollowed.includes(inbox);
+  const ownStream = useTaskEvents(namespace, inbox === undefined || viaInbox ? [] : [{ task_id: taskId }]);
+  const following = viaInbox || ownStream;
+  useEffect(() => setLive(following), [following]);
   const history = useQuery({
     queryKey: ['task-history', taskId],
     queryFn: () => client.call('task.history', { task_id: taskId, limit: 100 }),
-    refetchInterval: LIVE_MS,
+    refetchInterval: pollEvery(following),
   });
   const mover = useMoveTask();
   const task = got.data?.task;

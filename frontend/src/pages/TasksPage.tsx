@@ -4,6 +4,7 @@ import { Link, useParams } from 'react-router-dom';
 import type { TaskGetResult, TaskListResult } from '@loom/sdk';
 import { useScope } from '../lib/context';
 import { ErrorNote } from '../lib/errors';
+import { FALLBACK_POLL_MS, streamedInboxes, useTaskEvents } from '../lib/live';
 import { atLeast, client } from '../lib/session';
 import {
   GROUPS,
@@ -23,9 +24,12 @@ import { TaskPanel } from './TaskPanel';
 
 export type Task = TaskGetResult['task'] & object;
 
-/** How often the page reads the groups again: a task an agent posts shows within this. */
-export const LIVE_MS = 1000;
 const PAGE = 50;
+
+/** The fallback poll's interval: none while the page's streams are open. */
+export function pollEvery(live: boolean): number | false {
+  return live ? false : FALLBACK_POLL_MS;
+}
 
 export function useMoveTask() {
   const queryClient = useQueryClient();
@@ -60,10 +64,14 @@ export function TasksPage() {
   const [dragged, setDragged] = useState<Task | undefined>();
   const mover = useMoveTask();
   const inboxes = useQuery({ queryKey: ['tasks', 'inboxes', namespace], queryFn: () => client.call('inbox.list', {}) });
+  // Live: the shown inboxes' event streams; the slow poll only while one is down or not streamed.
+  const { streamed, complete } = streamedInboxes(inboxes.data?.inboxes ?? [], inbox);
+  const streaming = useTaskEvents(namespace, streamed.map((i) => ({ inbox: i })));
+  const live = streaming && complete;
   const counts = useQuery({
     queryKey: ['tasks', 'counts', namespace, inbox],
     queryFn: () => client.call('task.counts', inbox ? { inbox } : {}),
-    refetchInterval: LIVE_MS,
+    refetchInterval: pollEvery(live),
   });
   const writer = atLeast(role, 'writer');
   const reachable = dragged ? reachableGroups(dragged) : undefined;
@@ -115,6 +123,7 @@ export function TasksPage() {
             key={g.id}
             group={g}
             inbox={inbox}
+            live={live}
             writer={writer}
             dimmed={reachable !== undefined && groupOf(dragged?.status ?? '') !== g.id && !reachable.has(g.id)}
             dragged={dragged}
@@ -127,7 +136,7 @@ export function TasksPage() {
           />
         ))}
       </div>
-      {taskId ? <TaskPanel taskId={taskId} /> : null}
+      {taskId ? <TaskPanel taskId={taskId} inboxesFollowed={streaming ? streamed : []} /> : null}
     </section>
   );
 }
@@ -135,13 +144,14 @@ export function TasksPage() {
 function GroupSection(props: {
   group: Group;
   inbox: string;
+  live: boolean;
   writer: boolean;
   dimmed: boolean;
   dragged: Task | undefined;
   onDrag: (t: Task | undefined) => void;
   onDrop: (t: Task, g: GroupId) => void;
 }) {
-  const { group, inbox, writer, dimmed, dragged, onDrag, onDrop } = props;
+  const { group, inbox, live, writer, dimmed, dragged, onDrag, onDrop } = props;
   const { namespace } = useScope();
   const [over, setOver] = useState(false);
   const list = useInfiniteQuery({
@@ -150,7 +160,7 @@ function GroupSection(props: {
       client.call('task.list', { inbox: inbox || undefined, status: group.statuses, limit: PAGE, page_token: pageParam || undefined }),
     initialPageParam: '',
     getNextPageParam: (last) => last.next_page_token || undefined,
-    refetchInterval: LIVE_MS,
+    refetchInterval: pollEvery(live),
   });
   const tasks = list.data?.pages.flatMap((p) => p.tasks) ?? [];
   const headingId = `group-${group.id}`;

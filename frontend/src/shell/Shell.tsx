@@ -49,7 +49,8 @@ export function Shell({ session, children }: { session: Session; children: React
     try {
       await logout();
       setSession(undefined);
-      queryClient.clear();
+      // The signed-out page empties the cache once these pages are gone: one still mounted when
+      // the cache is emptied would read its queries again on its next render and meet 401s.
       queryClient.setQueryData(['session'], null);
       navigate('/', { replace: true });
     } catch (e) {

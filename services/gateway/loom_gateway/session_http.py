@@ -6,6 +6,10 @@ A cookie request that changes state (anything but GET, HEAD, OPTIONS) must carry
 session's CSRF token in `X-Loom-CSRF` and come from this origin (`Origin`, or `Referer` when a
 browser sends no Origin): else 403 CSRF_REJECTED before anything runs. A request with an
 `Authorization` header is left alone, cookie or not: a Bearer caller is unaffected.
+
+A GET that reads as the session (`GET /v1/task/watch`, which a browser's `EventSource` opens
+with the cookie and no way to add a header) needs no CSRF token, but when it names an Origin
+(a cross-origin `EventSource` does; a same-origin one sends none) that must be this origin.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .fastpath import error_body
 from .limits import parse_json
 from .sessions import BROWSER, CLI, CSRF_HEADER, SESSION_COOKIE, Session, SessionService, body_field, browser_base
+from .watch import WATCH_PATH
 
 PREFIX = "/v1/session"
 LOGIN, STATE, LOGOUT = f"{PREFIX}/login", PREFIX, f"{PREFIX}/logout"
@@ -33,6 +38,8 @@ _NO_COOKIE = frozenset({LOGIN, CLI_START, CLI_POLL, REFRESH})
 # Routes that read the cookie themselves; the middleware only checks CSRF and Origin.
 _OWN_COOKIE = frozenset({STATE, LOGOUT, CLI_APPROVE})
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# GET routes that read as the session (every other GET needs no credential).
+_SESSION_READS = frozenset({WATCH_PATH})
 
 
 def is_api_path(path: str) -> bool:
@@ -121,9 +128,16 @@ class SessionCookies:
             refusal = csrf_refusal(self.sessions, scope, headers, secret, self.public_url)
             if refusal is not None:
                 raise refusal
-            # Op calls (POST) and MCP run as the session; a read like GET /v1/ops or /v1/health
-            # needs no credential, and a stale cookie must not make it fail.
-            if path not in _OWN_COOKIE and (scope["method"] == "POST" or path.startswith("/mcp")):
+            session_read = scope["method"] == "GET" and path in _SESSION_READS
+            if session_read and headers.get("origin") and not same_origin(headers, scope["scheme"], self.public_url):
+                raise Forbidden(
+                    ErrorCode.CSRF_REJECTED,
+                    "a request signed in with the session cookie must come from Loom's own origin",
+                    {"reason": "origin"},
+                )
+            # Op calls (POST), MCP and the session's reads run as the session; a read like
+            # GET /v1/ops or /v1/health needs no credential, and a stale cookie must not make it fail.
+            if path not in _OWN_COOKIE and (scope["method"] == "POST" or path.startswith("/mcp") or session_read):
                 session = await self.sessions.resolve(secret, BROWSER)
                 token, _ = await self.sessions.access_token(session)
                 # The call runs under the session's token; its ledger row names the session.
