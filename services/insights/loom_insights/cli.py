@@ -158,7 +158,6 @@ async def _setup(settings: Settings) -> int:
         raise SystemExit(
             "loom: analysis needs a ClickHouse server (LOOM_CLICKHOUSE_URL); on the embedded store use --print-analyst-sql to review the SQL"
         )
-    from loom_core.bus import LeaseStore, connect_bus
     from loom_core.errors import LoomError
 
     from .service import secrets as sec
@@ -170,15 +169,9 @@ async def _setup(settings: Settings) -> int:
     own = settings.plane(InsightsSettings)
     store = await _open(settings)
     admin = ChClient(settings.clickhouse_url, max_size=1)
-    bus = None
+    bus: Any = None
     try:
-        leases = None
-        if settings.nats_url:
-            creds = (
-                {"user": settings.nats_internal_user, "password": settings.nats_internal_password} if settings.nats_internal_user else {}
-            )
-            bus = await connect_bus(settings.nats_url, name="loom-ch-setup", **creds)
-            leases = await LeaseStore.open(bus)
+        bus, leases = await _lease_store(settings, "loom-ch-setup")
         prov = Provisioner(store, admin, leases, sec.sealer_for(settings), caps_from(own), own.ch_analysis_lease_wait_s)
         try:
             report = await prov.write("setup", holder="ch-setup")
@@ -206,10 +199,24 @@ async def _setup(settings: Settings) -> int:
         await store.close()
 
 
+async def _lease_store(settings: Settings, name: str) -> tuple[Any, Any]:
+    """The bus connection (or None) and the analysis lease store over it, when NATS is configured."""
+    if not settings.nats_url:
+        return None, None
+    from loom_core.bus import LeaseStore, connect_bus
+
+    creds = {"user": settings.nats_internal_user, "password": settings.nats_internal_password} if settings.nats_internal_user else {}
+    bus = await connect_bus(settings.nats_url, name=name, **creds)
+    try:
+        return bus, await LeaseStore.open(bus)
+    except BaseException:
+        await bus.close()
+        raise
+
+
 async def _rotate(settings: Settings, *, live: bool) -> int:
     if not settings.clickhouse_url:
         raise SystemExit("loom: analysis needs a ClickHouse server (LOOM_CLICKHOUSE_URL): there is no key to rotate on the embedded store")
-    from loom_core.bus import LeaseStore, connect_bus
 
     from .service.analysis import caps_from
     from .service.rotation import RotationRefused, Rotator
@@ -219,15 +226,9 @@ async def _rotate(settings: Settings, *, live: bool) -> int:
     own = settings.plane(InsightsSettings)
     store = await _open(settings)
     admin = ChClient(settings.clickhouse_url, max_size=1)
-    bus = None
+    bus: Any = None
     try:
-        leases = None
-        if settings.nats_url:
-            creds = (
-                {"user": settings.nats_internal_user, "password": settings.nats_internal_password} if settings.nats_internal_user else {}
-            )
-            bus = await connect_bus(settings.nats_url, name="loom-rotate", **creds)
-            leases = await LeaseStore.open(bus)
+        bus, leases = await _lease_store(settings, "loom-rotate")
         rotator = Rotator(store, admin, leases, settings, caps_from(own), own.ch_analysis_rotation_settle_s, own.ch_analysis_lease_wait_s)
         try:
             report = await rotator.rotate(live)
