@@ -448,6 +448,71 @@ async def test_tools_list_without_the_token_turns_the_assistant_auth_off(bench: 
     assert refused.status_code == 503 and refused.json()["error"]["detail"] == {"reason": "auth_off"}
 
 
+async def test_a_gateway_only_process_tells_the_bridge_process_when_tools_list_comes_without_the_token(
+    bench: Bench, asker: Asker, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cluster mode: the gateway holds no bridge (`loom serve --gateway` relays the chat to
+    LOOM_ASSISTANT_BRIDGE_URL). LibreChat's tools/list without the token is refused 401 there
+    too (the gateway cannot verify a token, but a missing one needs no verifying), the bridge's
+    own listener is told, and the gateway's readiness shows the bridge's auth_off."""
+    from loom_runner.cluster import start_relay_gateway
+
+    bridge_port = await bench.plane.serve_chat("127.0.0.1", 0)
+    monkeypatch.setenv("LOOM_ASSISTANT_BRIDGE_URL", f"http://127.0.0.1:{bridge_port}")
+    gateway = await start_relay_gateway(make_settings(data_dir), bench.inst.addresses)
+    own_url = bench.emu.loom_url
+    try:
+
+        async def script(turn: Turn) -> None:
+            assert turn.tools == []  # the listing was refused: the agent has no tools
+            await turn.say("Nothing stored in Loom answers this.")
+
+        bench.emu.script = script
+        bench.emu.loom_url = gateway.base_url  # LibreChat's MCP server is the gateway process
+        bench.emu.listing_auth = False
+        async with asker.client() as c:
+            c.base_url = httpx.URL(gateway.base_url)
+            listed = await c.get("/v1/ops", params={"toolset": "assistant"})
+            assert listed.status_code == 200
+            for stream in (True, False):
+                bench.plane.bridge.token_path_observed.clear()
+                assert (await c.post(CHAT, json=chat_body(stream=stream))).status_code == 200
+                async with asyncio.timeout(10):
+                    await bench.plane.bridge.token_path_observed.wait()
+            ready = await c.get("/v1/health/ready")
+            refused = await c.post(CHAT, json=chat_body())
+        assert (await bench.plane.health())["assistant"] == {"ok": False, "required": False, "reason": "auth_off"}
+        assert ready.json()["checks"]["assistant"] == {"ok": False, "required": False, "reason": "auth_off"}
+        assert refused.status_code == 503 and refused.json()["error"]["detail"] == {"reason": "auth_off"}
+    finally:
+        bench.emu.loom_url = own_url
+        await gateway.stop()
+        assert bench.plane._server is not None
+        bench.plane._server.should_exit = True
+
+
+async def test_a_bridge_listener_refuses_a_malformed_notice_and_counts_none(bench: Bench) -> None:
+    """The bridge's own listener takes {"run_id": <label>} and nothing else."""
+    port = await bench.plane.serve_chat("127.0.0.1", 0)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as c:
+            bad = [
+                await c.post("/v1/assistant/observed/tokenless", content=b"not json"),
+                await c.post("/v1/assistant/observed/tokenless", json={"run_id": "a b"}),
+                await c.post("/v1/assistant/observed/tokenless", json={"run_id": 7}),
+                await c.post("/v1/assistant/observed/tokenless", content=b'{"run_id": "' + b"x" * 2000 + b'"}'),
+            ]
+            good = await c.post("/v1/assistant/observed/tokenless", json={"run_id": "msg-1"})
+            health = await c.get("/v1/assistant/health")
+        assert [r.status_code for r in bad] == [422, 422, 422, 422]
+        assert all(r.json()["error"]["code"] == "VALIDATION_FAILED" for r in bad)
+        assert good.status_code == 204
+        assert health.json() == {"assistant": {"ok": True, "required": False}}
+    finally:
+        assert bench.plane._server is not None
+        bench.plane._server.should_exit = True
+
+
 async def test_ready_shows_the_assistant_checks_failure(bench: Bench, asker: Asker) -> None:
     from loom_assistant.service.setup import Status
 

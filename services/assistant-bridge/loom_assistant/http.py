@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any
 
 import anyio
 from google.protobuf.message import Message
 from loom_api.assistant.v1 import assistant_pb2 as pb
+from loom_core.assistant_paths import CHAT_PATH, HEALTH_PATH, MODELS_PATH, TOKENLESS_PATH
 from loom_core.catalog import Catalog, OpSpec
 from loom_core.chain import OpChainInterceptor, current_call
 from loom_core.chain.context import LABEL_KEYS, MD_AUTHORIZATION, MD_TRANSPORT
-from loom_core.errors import ErrorCode, LoomError, NotFound, Unauthenticated, http_error
+from loom_core.errors import ErrorCode, LoomError, NotFound, Unauthenticated, ValidationFailed, http_error
+from loom_core.names import is_label
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.types import Message as AsgiMessage
 from starlette.types import Receive, Scope, Send
@@ -32,8 +34,6 @@ from .domain import chat_body
 from .domain import history as history_rules
 from .service.bridge import ANSWER_OP, Bridge
 
-CHAT_PATH = "/v1/assistant/chat/completions"
-MODELS_PATH = "/v1/assistant/models"
 # A chat is not `heavy` like assistant.ask: its own class, limited apart.
 CHAT_RATE_CLASS = "chat"
 
@@ -81,8 +81,8 @@ async def _render(err: LoomError, send: Send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def _read_body(receive: Receive) -> bytes:
-    """The body, refused as soon as it passes the limit (the rest is never read)."""
+async def _read_body(receive: Receive, limit: int = chat_body.MAX_BODY_BYTES) -> bytes:
+    """The body, refused as soon as it passes `limit` (the rest is never read)."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -91,7 +91,7 @@ async def _read_body(receive: Receive) -> bytes:
             raise chat_body.refusal("the client went away", "disconnected")
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > chat_body.MAX_BODY_BYTES:
+        if size > limit:
             raise chat_body.too_large()
         chunks.append(chunk)
         if not message.get("more_body", False):
@@ -109,13 +109,26 @@ def _metadata(headers: Mapping[str, str]) -> dict[str, str]:
     return md
 
 
-class ChatEndpoint:
-    """The ASGI app for both paths (a class instance, so a route hands it the raw ASGI call)."""
+# {"run_id": "<a LibreChat message id>"} and nothing more.
+MAX_NOTICE_BYTES = 1024
 
-    def __init__(self, bridge: Bridge, chain: OpChainInterceptor, op: OpSpec) -> None:
+
+async def _send_json(send: Send, value: Any) -> None:
+    body = json.dumps(value, separators=(",", ":")).encode()
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class ChatEndpoint:
+    """The ASGI app for the gateway's two paths (a class instance, so a route hands it the raw
+    ASGI call), and on the bridge's own listener in a cluster the two its gateway calls: what
+    the gateway's MCP door saw, and the health check."""
+
+    def __init__(self, bridge: Bridge, chain: OpChainInterceptor, op: OpSpec, health: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         self.bridge = bridge
         self.chain = chain
         self.op = op
+        self.health = health
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path, method = scope.get("path", ""), scope.get("method", "")
@@ -123,8 +136,32 @@ class ChatEndpoint:
             await self._chat(scope, receive, send)
         elif path == MODELS_PATH and method == "GET":
             await self._models(scope, send)
+        elif path == TOKENLESS_PATH and method == "POST":
+            await self._tokenless(receive, send)
+        elif path == HEALTH_PATH and method == "GET":
+            await _send_json(send, await self.health())
         else:
             await _render(NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no such path", {"reason": "path"}), send)
+
+    async def _tokenless(self, receive: Receive, send: Send) -> None:
+        """The gateway's MCP door saw a request of answer `run_id` with no token. Anyone could
+        send the MCP door such a request, so it takes no token here either: it counts only
+        toward an answer in flight under that run id (Bridge.observe_tokenless)."""
+        try:
+            raw = await _read_body(receive, MAX_NOTICE_BYTES)
+            try:
+                notice = json.loads(raw)
+            except ValueError:
+                notice = None
+            run_id = notice.get("run_id") if isinstance(notice, dict) else None
+            if not isinstance(run_id, str) or not is_label(run_id):
+                raise ValidationFailed('the body is {"run_id": <an answer\'s run id>}', {"field": "run_id", "reason": "invalid"})
+        except LoomError as err:
+            await _render(err, send)
+            return
+        self.bridge.observe_tokenless(run_id)
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
 
     async def _models(self, scope: Scope, send: Send) -> None:
         try:
@@ -133,12 +170,11 @@ class ChatEndpoint:
             if scheme.lower() != "bearer" or not token.strip():
                 raise Unauthenticated(ErrorCode.AUTH_REQUIRED, "a bearer token is required")
             self.bridge.auth.verify(token.strip())
-            body = json.dumps(self.bridge.models(), separators=(",", ":")).encode()
+            models = self.bridge.models()
         except LoomError as err:
             await _render(err, send)
             return
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body", "body": body})
+        await _send_json(send, models)
 
     async def _chat(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = _Started(send)

@@ -114,7 +114,7 @@ class AssistantPlane:
             model=self.definition.model,
         )
         # The chat route's own pass through the op chain (the same limiter, gate and ledger).
-        self._chat = ChatEndpoint(self.bridge, runtime.interceptor(), chat_op(runtime.catalog))
+        self._chat = ChatEndpoint(self.bridge, runtime.interceptor(), chat_op(runtime.catalog), self.health)
         self.controls = Controls(
             store=runtime.store, auth=runtime.auth, default_cap_usd=s.default_daily_cost_cap_usd, share=s.assistant_budget_share
         )

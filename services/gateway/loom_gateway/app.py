@@ -85,7 +85,11 @@ def create_app(
     # Before /v1/{op}: the assistant's chat route (services/gateway/loom_gateway/assistant_routes.py).
     from .assistant_routes import register as register_assistant
 
-    register_assistant(app, relay, mcp)
+    relayed_bridge_health = register_assistant(app, relay, mcp)
+    if relayed_bridge_health is not None:
+        # The bridge the chat is relayed to answers the assistant check (over HTTP), as it
+        # answers the chat: a configured bridge URL wins over a bridge in this process.
+        plane_health = {**(plane_health or {}), "assistant": relayed_bridge_health}
     from .watch import register as register_watch  # GET /v1/task/watch (watch.py)
 
     register_watch(app, relay)

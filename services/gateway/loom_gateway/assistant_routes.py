@@ -9,12 +9,14 @@ role, rate class, policy gate, ledger row), refuses, delegates and relays.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import httpx
 from fastapi import FastAPI
 from loom_core import inproc
+from loom_core.assistant_paths import CHAT_PATH, HEALTH_PATH, MODELS_PATH, TOKENLESS_PATH
 from loom_core.errors import ErrorCode, LoomError, Unavailable, http_error
 from loom_core.runtime import MAX_MESSAGE_BYTES
 from starlette.background import BackgroundTask
@@ -26,8 +28,10 @@ from .mcp import LoomMCP
 from .relay import Relay
 from .settings import GatewaySettings
 
-CHAT_PATH = "/v1/assistant/chat/completions"
-MODELS_PATH = "/v1/assistant/models"
+log = logging.getLogger(__name__)
+# What the gateway tells a cluster's bridge is small and must not hold up the MCP door long.
+NOTICE_TIMEOUT_S = 2.0
+
 _HOP_HEADERS = {"host", "content-length", "connection", "transfer-encoding", "accept-encoding"}
 
 
@@ -52,12 +56,36 @@ class _ChatEndpoint:
         self.bridge_url = bridge_url
         self._http: httpx.AsyncClient | None = None
 
-    def tokenless(self, run_id: str) -> None:
-        """An answer's MCP request came with no token: this replica's bridge judges auth_off
-        (a cluster's bridge runs in another process and sees only its answers' tool calls)."""
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient(base_url=self.bridge_url.rstrip("/"), timeout=httpx.Timeout(30.0, read=None))
+        return self._http
+
+    async def tokenless(self, run_id: str) -> None:
+        """An answer's MCP request came with no token: the answer's bridge judges auth_off. A
+        configured bridge URL (a cluster's bridge, in another process) is told over HTTP before
+        the door answers 401, so it knows before the answer can end; otherwise this replica's."""
+        if self.bridge_url:
+            try:
+                r = await self._client().post(TOKENLESS_PATH, json={"run_id": run_id}, timeout=NOTICE_TIMEOUT_S)
+                r.raise_for_status()
+            except httpx.HTTPError as exc:
+                log.warning("assistant: could not tell the bridge an answer's MCP request came without a token: %s", type(exc).__name__)
+            return
         plane = _local_plane(self.replica)
         if plane is not None:
             plane.bridge.observe_tokenless(run_id)
+
+    async def bridge_health(self) -> dict[str, dict[str, Any]]:
+        """A cluster's bridge's health check (its `assistant` check, never required), for this
+        gateway's readiness; an unreachable bridge reads as such and is not required either."""
+        try:
+            r = await self._client().get(HEALTH_PATH, timeout=NOTICE_TIMEOUT_S)
+            r.raise_for_status()
+            reported = r.json()
+        except (httpx.HTTPError, ValueError):
+            return {"assistant": {"ok": False, "required": False, "reason": "unreachable"}}
+        return reported if isinstance(reported, dict) else {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # A configured bridge URL (a cluster) wins over a bridge found in this process.
@@ -67,8 +95,7 @@ class _ChatEndpoint:
                 plane.attach_ops(relay_ops(self.relay))
             await plane.chat_app()(scope, receive, send)
             return
-        url = self.bridge_url
-        if not url:
+        if not self.bridge_url:
             err: LoomError = Unavailable(
                 ErrorCode.ASSISTANT_UNAVAILABLE,
                 "no assistant is configured: set LOOM_ASSISTANT_LIBRECHAT_URL to LibreChat's internal address",
@@ -77,11 +104,10 @@ class _ChatEndpoint:
             )
             await _render(err, send)
             return
-        await self._proxy(url, Request(scope, receive), scope, receive, send)
+        await self._proxy(Request(scope, receive), scope, receive, send)
 
-    async def _proxy(self, url: str, request: Request, scope: Scope, receive: Receive, send: Send) -> None:
-        if self._http is None:
-            self._http = httpx.AsyncClient(base_url=url.rstrip("/"), timeout=httpx.Timeout(30.0, read=None))
+    async def _proxy(self, request: Request, scope: Scope, receive: Receive, send: Send) -> None:
+        http = self._client()
         headers: Mapping[str, str] = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
         sent: bytes | None = b""
         if request.method == "POST":
@@ -92,9 +118,7 @@ class _ChatEndpoint:
                     LoomError(ErrorCode.VALIDATION_FAILED, "the request is too large", {"field": "(body)", "reason": "too_large"}), send
                 )
                 return
-        upstream = await self._http.send(
-            self._http.build_request(request.method, request.url.path, content=sent, headers=dict(headers)), stream=True
-        )
+        upstream = await http.send(http.build_request(request.method, request.url.path, content=sent, headers=dict(headers)), stream=True)
 
         async def body() -> AsyncIterator[bytes]:
             async for chunk in upstream.aiter_raw():
@@ -123,7 +147,9 @@ async def _body_within(request: Request, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def register(app: FastAPI, relay: Relay, mcp: LoomMCP | None = None) -> None:
+def register(app: FastAPI, relay: Relay, mcp: LoomMCP | None = None) -> Callable[[], Awaitable[dict[str, dict[str, Any]]]] | None:
+    """The chat and models routes; answers the relayed bridge's health hook when this gateway
+    relays to a bridge URL (a cluster), for the readiness checks."""
     # This replica's bridge is found by the replica the relay serves (core's in-process registry).
     endpoint = _ChatEndpoint(relay, relay.replica, GatewaySettings().assistant_bridge_url)
     if mcp is not None:
@@ -131,3 +157,4 @@ def register(app: FastAPI, relay: Relay, mcp: LoomMCP | None = None) -> None:
     # An ASGI app as the route's endpoint (a class instance is handed the raw ASGI call).
     app.add_route(CHAT_PATH, endpoint, methods=["POST"], include_in_schema=False)  # type: ignore[arg-type]
     app.add_route(MODELS_PATH, endpoint, methods=["GET"], include_in_schema=False)  # type: ignore[arg-type]
+    return endpoint.bridge_health if endpoint.bridge_url else None

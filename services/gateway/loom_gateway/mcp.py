@@ -26,7 +26,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import mcp_types as types
@@ -167,8 +167,9 @@ class LoomMCP:
         self._manager: StreamableHTTPSessionManager | None = None
         self._tools: dict[str | None, list[types.Tool]] = {}
         # Told the run id of an assistant-toolset request that came with no token at all (an
-        # answer's connection whose Authorization header LibreChat left off): auth_off.
-        self.on_tokenless: Callable[[str], None] | None = None
+        # answer's connection whose Authorization header LibreChat left off): auth_off. Awaited
+        # before the 401 goes out, so the bridge knows before the answer can end.
+        self.on_tokenless: Callable[[str], Awaitable[None]] | None = None
 
     # -- listing ---------------------------------------------------------------------------
 
@@ -245,7 +246,7 @@ class LoomMCP:
             # Stateless: no stream to hold open (GET) and no session to end (DELETE).
             refusal = ValidationFailed("MCP is served with POST (stateless, no stream)"), {"Allow": "POST"}
         else:
-            refusal = self._refuse_unauthenticated(request)
+            refusal = await self._refuse_unauthenticated(request)
         if refusal is None:
             try:
                 self.relay.catalog.check_toolset(toolset_of(request))
@@ -262,23 +263,25 @@ class LoomMCP:
         assert self._manager is not None
         await self._manager.handle_request(scope, receive, send)
 
-    def _refuse_unauthenticated(self, request: Request) -> tuple[LoomError, dict[str, str]] | None:
-        """No valid token: 401 with the bearer challenge (RFC 9728) an MCP client follows."""
-        if self.verify is None:
-            return None
+    async def _refuse_unauthenticated(self, request: Request) -> tuple[LoomError, dict[str, str]] | None:
+        """No token, or an invalid one: 401 with the bearer challenge (RFC 9728) an MCP client
+        follows. A gateway-only process (`verify` None) cannot check a token, which the chain
+        checks per call on the planes; a request with none it refuses here as every gateway
+        does, so a listing is never served to nobody and a token-less answer is seen."""
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
         try:
             if scheme.lower() != "bearer" or not token.strip() or len(header) > MAX_HEADER_BYTES:
                 raise Unauthenticated(ErrorCode.AUTH_REQUIRED, "a bearer token is required")
-            self.verify(token.strip())
+            if self.verify is not None:
+                self.verify(token.strip())
         except LoomError as err:
             if err.http_status != 401:
                 return None  # not a token problem: the chain answers it per call
             run_id = request.headers.get("x-loom-run-id", "")
             assistant = toolset_of(request) == assistant_toolset.TOOLSET
             if err.code == ErrorCode.AUTH_REQUIRED and run_id and assistant and self.on_tokenless is not None:
-                self.on_tokenless(run_id)
+                await self.on_tokenless(run_id)
             metadata = str(request.base_url).rstrip("/") + PROTECTED_RESOURCE_PATH
             challenge = f'Bearer resource_metadata="{metadata}"'
             if err.code != ErrorCode.AUTH_REQUIRED:
