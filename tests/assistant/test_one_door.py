@@ -491,6 +491,49 @@ async def test_a_gateway_only_process_tells_the_bridge_process_when_tools_list_c
         bench.plane._server.should_exit = True
 
 
+async def test_the_doctor_names_librechat_s_mcp_auth_off_from_the_bridge_in_process_and_over_its_listener(
+    bench: Bench, asker: Asker, data_dir: Path
+) -> None:
+    """`librechat.mcp_auth`: LibreChat's MCP header shows on no LibreChat API, so the doctor reads
+    the bridge's own finding: in the serving process (`loom doctor` beside `loom up`), or in a
+    cluster from the bridge's listener."""
+    from loom_assistant.doctor import mcp_auth_check
+    from loom_core.doctor import DoctorContext, Verdict
+
+    runtime = bench.inst.runtime
+    in_process = DoctorContext(runtime.settings, runtime.store, runtime.bus)
+    healthy = await mcp_auth_check(in_process)
+    assert healthy.verdict == Verdict.OK
+
+    async def script(turn: Turn) -> None:
+        await turn.say("Nothing stored in Loom answers this.")
+
+    bench.emu.script = script
+    bench.emu.listing_auth = False
+    for _ in range(2):
+        bench.plane.bridge.token_path_observed.clear()
+        async with asker.client() as c:
+            assert (await c.post(CHAT, json=chat_body())).status_code == 200
+        async with asyncio.timeout(10):
+            await bench.plane.bridge.token_path_observed.wait()
+    found = await mcp_auth_check(in_process)
+    assert (found.verdict, found.fault) == (Verdict.FAULT, "librechat-mcp-auth-off")
+    assert "librechat.yaml" in found.fix
+
+    port = await bench.plane.serve_chat("127.0.0.1", 0)
+    try:
+        cluster = make_settings(data_dir, assistant_librechat_url=bench.emu_url, assistant_bridge_url=f"http://127.0.0.1:{port}")
+        over_http = await mcp_auth_check(DoctorContext(cluster, None, None))
+        assert (over_http.verdict, over_http.fault) == (Verdict.FAULT, "librechat-mcp-auth-off")
+    finally:
+        assert bench.plane._server is not None
+        bench.plane._server.should_exit = True
+    nowhere = make_settings(data_dir, assistant_librechat_url=bench.emu_url)
+    assert (await mcp_auth_check(DoctorContext(nowhere, None, None))).verdict == Verdict.UNCHECKED
+    unset = make_settings(data_dir)
+    assert (await mcp_auth_check(DoctorContext(unset, None, None))).verdict == Verdict.NOT_APPLICABLE
+
+
 async def test_a_bridge_listener_refuses_a_malformed_notice_and_counts_none(bench: Bench) -> None:
     """The bridge's own listener takes {"run_id": <label>} and nothing else."""
     port = await bench.plane.serve_chat("127.0.0.1", 0)
