@@ -116,7 +116,9 @@ async def mcp_auth_check(ctx: DoctorContext) -> Check:
         return not_applicable(MCP_AUTH, "LOOM_ASSISTANT_LIBRECHAT_URL is not set: no assistant is configured")
     check = await _bridge_health(ctx)
     if isinstance(check, str):
-        return unchecked(MCP_AUTH, check, "run the doctor beside the running Loom (`loom up` answers it), or set LOOM_ASSISTANT_BRIDGE_URL in a cluster")
+        return unchecked(
+            MCP_AUTH, check, "run the doctor beside the running Loom (`loom up` answers it), or set LOOM_ASSISTANT_BRIDGE_URL in a cluster"
+        )
     if check.get("reason") == "auth_off":
         return fault(
             MCP_AUTH,

@@ -203,7 +203,7 @@ def create_app(
 
     app.openapi = openapi  # type: ignore[method-assign]
     app.include_router(asyncapi_router(nats_url or "nats://localhost:4222"))  # GET /asyncapi.json
-    register_web(app, web_frontend(gateway, version, ready_checks))  # last: the dashboard's pages
+    register_web(app, web_frontend(gateway, version, relay.replica))  # last: the dashboard's pages
     # Outermost, ahead of Starlette's and FastAPI's own middleware (error handling, telemetry):
     # POST /v1/{op} never reaches them. The fast path answers every LoomError itself.
     build_stack = app.build_middleware_stack
