@@ -241,7 +241,8 @@ async def test_the_policy_gate_refuses_a_chat_as_it_refuses_the_op(enforce: tupl
 
 def _hostile() -> dict[str, tuple[bytes, str, tuple[int, str, str]]]:
     """name -> (body, content type, the refusal: status, code, detail.reason). The gateway's
-    limits for every route answer first (loom_gateway.limits); the chat's own 4 MiB cap after."""
+        limits for every route answer first (loom_gateway.limits); the chat's own 4 MiB cap after, by
+    the same rules (loom_core.json_limits)."""
     ok = json.dumps(chat_body()).encode()
     invalid = (422, "VALIDATION_FAILED", "invalid character")
     return {
@@ -253,7 +254,7 @@ def _hostile() -> dict[str, tuple[bytes, str, tuple[int, str, str]]]:
         "10 MB body": (
             b'{"messages":[{"role":"user","content":"' + b"a" * (10 * 1024 * 1024) + b'"}]}',
             "application/json",
-            (422, "VALIDATION_FAILED", "too_large"),
+            (413, "REQUEST_TOO_LARGE", "too large"),
         ),
         "NaN": (
             b'{"messages":[{"role":"user","content":"q"}],"temperature":NaN}',

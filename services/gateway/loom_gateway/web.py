@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import mimetypes
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,10 +113,9 @@ class Frontend:
         return HTMLResponse(html, headers=page_headers(nonce))
 
 
-def web_frontend(gateway: GatewaySettings, version: str, ready_checks: Mapping[str, Any]) -> Frontend:
-    """The app as this gateway serves it; its boot snippet says whether an assistant is configured."""
-    # This replica is named by its bus connection, which its readiness check is bound to.
-    replica = getattr(ready_checks.get("bus"), "__self__", None)
+def web_frontend(gateway: GatewaySettings, version: str, replica: object | None) -> Frontend:
+    """The app as this gateway serves it; its boot snippet says whether an assistant is configured.
+    `replica`: the replica the gateway's relay serves (core's in-process registry names it)."""
 
     def assistant() -> dict[str, Any]:
         plane = inproc.find("assistant", replica) if replica is not None else None
