@@ -12,9 +12,8 @@ from typing import Any
 from faststream.nats import NatsBroker
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from loom_api.tasks.v1 import tasks_pb2 as pb
+from loom_core.bus.task_subjects import event_subject
 from pydantic import BaseModel, Field, create_model
-
-from .events import event_subject
 
 #: Every kind a task event has (the last token of its subject).
 KINDS: dict[str, str] = {
