@@ -24,11 +24,7 @@ from loom_core.process import freeze_startup_heap
 from loom_core.runtime import Plane, PlaneServer, Runtime
 from loom_core.settings import Settings
 from loom_core.store import Store, run_migrations
-from loom_gateway.app import create_app, error_response
-from loom_gateway.identity import bootstrap_org
-from loom_gateway.relay import Relay
-from loom_gateway.sessions import issue_login_code, open_sessions
-from loom_gateway.settings import GatewaySettings
+from loom_gateway import GatewaySettings, Relay, bootstrap_org, create_app, error_response, issue_login_code, open_sessions
 
 from .cli import COMMANDS_ENTRY_POINTS
 from .doctor import DOCTOR_PATH, serve_checks
