@@ -111,6 +111,9 @@ CONFIG = Consumer(
     description="an inbox or its policies changed (loom.task_config.<org>) -> this replica's directory cache drops the entries",
 )
 
+#: Every consumer above (the AsyncAPI document lists them: asyncapi.py).
+CONSUMERS = (PROJECTOR, NOTES, SWEEP_WATCH, WAKE, CONFIG)
+
 #: The cluster lease under which one replica at a time runs PROJECTOR (consumers/leased.py).
 PROJECTOR_LEASE = "tasks.projector"
 
