@@ -20,13 +20,14 @@ from `to_payload()` and rebuild with `from_payload()`; nothing else crosses a do
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 import grpc
+
+from . import fastjson
 
 
 class ErrorCode(StrEnum):
@@ -254,9 +255,11 @@ def retry_after(err: LoomError) -> str | None:
 
 
 def http_error(err: LoomError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    """A refusal as HTTP: status, headers, and the body `{"error": {code, message, retryable, detail}}`."""
+    """A refusal as HTTP: status, headers, and the body `{"error": {code, message, retryable, detail}}`.
+    The one renderer every HTTP door answers a refusal with (the gateway's fast path and app,
+    the chat route, the sign-in routes)."""
     headers = [(b"content-type", b"application/json")]
     after = retry_after(err)
     if after is not None:
         headers.append((b"retry-after", after.encode()))
-    return err.http_status, headers, json.dumps({"error": err.to_payload()}, separators=(",", ":"), default=str).encode()
+    return err.http_status, headers, fastjson.dumps({"error": err.to_payload()})

@@ -241,7 +241,8 @@ async def test_the_policy_gate_refuses_a_chat_as_it_refuses_the_op(enforce: tupl
 
 def _hostile() -> dict[str, tuple[bytes, str, tuple[int, str, str]]]:
     """name -> (body, content type, the refusal: status, code, detail.reason). The gateway's
-    limits for every route answer first (loom_gateway.limits); the chat's own 4 MiB cap after."""
+        limits for every route answer first (loom_gateway.limits); the chat's own 4 MiB cap after, by
+    the same rules (loom_core.json_limits)."""
     ok = json.dumps(chat_body()).encode()
     invalid = (422, "VALIDATION_FAILED", "invalid character")
     return {
@@ -253,7 +254,7 @@ def _hostile() -> dict[str, tuple[bytes, str, tuple[int, str, str]]]:
         "10 MB body": (
             b'{"messages":[{"role":"user","content":"' + b"a" * (10 * 1024 * 1024) + b'"}]}',
             "application/json",
-            (422, "VALIDATION_FAILED", "too_large"),
+            (413, "REQUEST_TOO_LARGE", "too large"),
         ),
         "NaN": (
             b'{"messages":[{"role":"user","content":"q"}],"temperature":NaN}',
@@ -547,8 +548,12 @@ async def test_a_bridge_listener_refuses_a_malformed_notice_and_counts_none(benc
             ]
             good = await c.post("/v1/assistant/observed/tokenless", json={"run_id": "msg-1"})
             health = await c.get("/v1/assistant/health")
-        assert [r.status_code for r in bad] == [422, 422, 422, 422]
-        assert all(r.json()["error"]["code"] == "VALIDATION_FAILED" for r in bad)
+        assert [(r.status_code, r.json()["error"]["code"]) for r in bad] == [
+            (422, "VALIDATION_FAILED"),
+            (422, "VALIDATION_FAILED"),
+            (422, "VALIDATION_FAILED"),
+            (413, "REQUEST_TOO_LARGE"),
+        ]
         assert good.status_code == 204
         assert health.json() == {"assistant": {"ok": True, "required": False}}
     finally:

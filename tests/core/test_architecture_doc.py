@@ -105,3 +105,19 @@ def test_each_op_path_goes_proto_handler_service_domain_store(plane: str) -> Non
     rest = " ".join(steps[2:])
     for layer in ("service", "domain", "store"):
         assert re.search(rf"\b{layer}[/.]", rest), f"{plane}: the path names no {layer} step"
+
+
+WALK = "## One op through every door: `task.claim`"
+# A repo-relative path (it has a directory and a file ending), backticked.
+REPO_PATH = re.compile(r"`((?:core|services|sdk|proto)/[\w./-]+\.(?:py|proto|ts))`")
+DOORS = ("**REST.**", "**gRPC.**", "**MCP.**", "**SDK.**", "**NATS.**", "**The plane.**")
+
+
+def test_the_task_claim_walk_covers_every_door_and_names_files_that_exist() -> None:
+    text = DOC.read_text()
+    assert WALK in text, f"docs/architecture.md lost its section {WALK!r}"
+    walk = text.split(WALK, 1)[1].split("\n## ", 1)[0]
+    assert [d for d in DOORS if d not in walk] == []
+    named = REPO_PATH.findall(walk)
+    assert len(named) >= 20, named
+    assert [p for p in named if not (REPO / p).is_file()] == []

@@ -17,7 +17,9 @@ from loom_gateway.identity import build as build_identity
 from loom_runner.embedded import Instance
 
 PLANE_EPS = sorted(entry_points(group="loom.planes"), key=lambda e: e.name)
-TEMPLATE = ("plane.py", "handlers.py", "service", "domain", "store", "consumers")
+TEMPLATE = ("plane.py", "handlers.py", "service", "domain", "store")
+# `consumers/` is the template's too, for a plane that reads the bus: present only with a reader in it.
+CONSUMERS = "consumers"
 
 
 def _package_dir(module: str) -> Path:
@@ -36,6 +38,27 @@ def test_every_installed_plane_has_the_template_layout(ep: object) -> None:
 def test_identity_has_the_template_layout() -> None:
     pkg = _package_dir("loom_gateway.identity")
     assert [part for part in TEMPLATE if not (pkg / part).exists()] == []
+
+
+@pytest.mark.parametrize("ep", PLANE_EPS, ids=[e.name for e in PLANE_EPS])
+def test_a_planes_consumers_package_holds_a_bus_reader_or_is_absent(ep: object) -> None:
+    consumers = _package_dir(ep.value.split(":")[0].rsplit(".", 1)[0]) / CONSUMERS  # type: ignore[attr-defined]
+    if consumers.exists():
+        readers = [p.name for p in consumers.glob("*.py") if p.name != "__init__.py"]
+        assert readers, f"{consumers} is empty: a plane that reads nothing from the bus has no consumers/"
+
+
+@pytest.mark.parametrize("ep", PLANE_EPS, ids=[e.name for e in PLANE_EPS])
+def test_a_planes_service_takes_narrow_parts_not_the_runtime(ep: object) -> None:
+    """`service/` is handed the stores, the bus and the settings it uses by `plane.py`, never the
+    whole `Runtime` (CONVENTIONS: a plane takes the narrow, typed dependencies it uses)."""
+    service = _package_dir(ep.value.split(":")[0].rsplit(".", 1)[0]) / "service"  # type: ignore[attr-defined]
+    reaching = [
+        str(p.relative_to(service.parent))
+        for p in service.rglob("*.py")
+        if "loom_core.runtime import Runtime" in p.read_text() or ".runtime." in p.read_text()
+    ]
+    assert reaching == []
 
 
 @pytest.mark.parametrize("ep", PLANE_EPS, ids=[e.name for e in PLANE_EPS])

@@ -13,7 +13,7 @@ async def test_asyncapi_names_every_task_event_subject_with_the_proto_payload(ta
         doc = (await c.get("/asyncapi.json")).json()
         page = await c.get("/asyncapi")
     addresses = {ch["address"] for ch in doc["channels"].values()}
-    assert addresses == {f"loom.tasks.{{org}}.{{namespace}}.{{inbox}}.{kind}" for kind in KINDS}
+    assert {f"loom.tasks.{{org}}.{{namespace}}.{{inbox}}.{kind}" for kind in KINDS} <= addresses
     schema = doc["components"]["schemas"]["TaskEvent"]
     assert set(schema["properties"]) == {f.name for f in pb.TaskEvent.DESCRIPTOR.fields}
     assert schema["properties"]["version"]["type"] == "integer" and schema["properties"]["data"]["type"] == "object"

@@ -8,11 +8,11 @@ import time
 from datetime import UTC, datetime
 
 import pytest
+from loom_core.bus.task_subjects import event_subject, namespace_filter, parse_subject
 from loom_core.errors import Conflict, Forbidden, ValidationFailed
 from loom_tasks.domain import model, transitions, trust
 from loom_tasks.domain import validate as v
 from loom_tasks.domain.model import Actor, InboxRow, PolicyRow, TaskRow
-from loom_tasks.events import event_subject, namespace_filter, parse_subject
 from loom_tasks.service.wake import InboxQueue
 
 OWNER = Actor("sa:private-bot", "private-bot", owner=True)

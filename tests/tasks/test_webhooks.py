@@ -29,6 +29,7 @@ from loom_core.errors import ValidationFailed
 from loom_core.runtime import Runtime
 from loom_core.store import run_migrations
 from loom_tasks import webhooks
+from loom_tasks.settings import TasksSettings
 from loom_tasks.webhooks import (
     SIGNATURE_HEADER,
     WebhookDeliverer,
@@ -321,7 +322,8 @@ def deliverer(rt: Runtime, lookup: Lookup, **kw: Any) -> WebhookDeliverer:
     kw.setdefault("durable", f"wh-{uuid.uuid4().hex[:8]}")
     kw.setdefault("retry_base_seconds", 0.05)
     kw.setdefault("timeout_seconds", 2.0)
-    return WebhookDeliverer(rt, lookup, **kw)
+    kw.setdefault("settings", rt.settings.plane(TasksSettings))
+    return WebhookDeliverer(rt.bus, rt.store, lookup, **kw)
 
 
 async def log_rows(rt: Runtime, o: Hook, n: int, timeout: float = 10.0, inbox: str | None = None) -> list[dict[str, Any]]:  # noqa: ASYNC109 - a polling helper

@@ -1,7 +1,7 @@
 """NATS: the embedded server child process, the runtime's broker and connection, declared
 streams/buckets/consumers, and KV leases."""
 
-from .layout import AckPolicy, BusLayout, Consumer, KVBucket, ensure_bucket
+from .layout import AckPolicy, BusLayout, Consumer, KVBucket, describe, ensure_bucket
 from .leases import Lease, LeaseHeld, LeaseStore
 from .nats import BatchHandler, Bus, Consuming, MessageHandler, connect_bus, make_broker
 from .natsserver import NatsServer
@@ -20,6 +20,7 @@ __all__ = [
     "MessageHandler",
     "NatsServer",
     "connect_bus",
+    "describe",
     "ensure_bucket",
     "make_broker",
 ]

@@ -62,6 +62,7 @@ from ..identity.store import IdentityStore
 from ..identity.tokens import Principal
 from ..roles import Role
 from ..settings import Settings
+from . import task_subjects
 from .layout import BusLayout, Consumer
 from .nats import Bus, Consuming
 
@@ -77,7 +78,7 @@ KICK_SUBJECT = "$SYS.REQ.SERVER.{server_id}.KICK"
 # A pushed revocation or grant change reaches every replica's Authenticator on the same message;
 # the kick waits this long so the client's reconnect is judged by the updated state.
 KICK_DELAY_SECONDS = 0.2
-EVENTS_EXPORT = "loom.tasks.>"
+EVENTS_EXPORT = task_subjects.ALL
 DEFAULT_INTERNAL_USER = "loom-internal"
 
 # One replica answers each connection (a queue group); every replica hears every revocation and
@@ -92,11 +93,6 @@ LAYOUT = BusLayout(
 
 _TOKEN = re.compile(r"^[a-z0-9_-]+$")  # a NATS subject token Loom names can always be
 _CONF_VALUE = re.compile(r"^[A-Za-z0-9._~+/=@:-]+$")  # what a rendered config value may hold
-
-
-def events_subject(org: str, namespace: str) -> str:
-    """Every task event of the inboxes a namespace owns."""
-    return f"loom.tasks.{org}.{namespace}.>"
 
 
 # --- NATS JWTs (nats-io/jwt v2: ed25519-nkey over "<header>.<payload>", base64url unpadded)
@@ -246,7 +242,7 @@ def user_claims(user_nkey: str, principal: Principal, namespaces: Sequence[str],
         "exp": expires,
         "nats": {
             "pub": {"deny": [">"]},
-            "sub": {"allow": [events_subject(principal.org, ns) for ns in namespaces]},
+            "sub": {"allow": [task_subjects.namespace_filter(principal.org, ns) for ns in namespaces]},
             "subs": -1,
             "data": -1,
             "payload": -1,

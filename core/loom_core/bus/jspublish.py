@@ -94,6 +94,7 @@ async def request(
             await nc._flush_pending(force_flush=todo == _FORCE)
         return await future
     except Exception as exc:
+        # the NATS adapter boundary: whatever the client raises (its errors, a timeout, a reset connection) is BACKEND_UNAVAILABLE
         raise unavailable() from exc
     finally:
         nc._resp_map.pop(token, None)  # gone already if the connection was reset meanwhile
@@ -298,6 +299,7 @@ def _answers_to(nc: Client, tokens: list[str], answer_within: float) -> Iterator
     try:
         yield [future for _, future in joined]
     except Exception as exc:
+        # the NATS adapter boundary, as in the single publish
         raise unavailable() from exc
     finally:
         for token, (rnd, future) in zip(tokens, joined, strict=True):

@@ -86,6 +86,7 @@ async def read(js: JetStreamContext, stream: str, subject: str, *, direct: bool 
     except nats.js.errors.NotFoundError:
         return None
     except Exception as exc:
+        # the NATS adapter boundary: any other client failure is BACKEND_UNAVAILABLE
         raise unavailable() from exc
     return _entry(raw.data, int(raw.seq or 0), raw.headers)
 

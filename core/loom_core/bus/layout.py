@@ -23,17 +23,19 @@ NATS consumer (no stream) has nothing to ack: its delivery is at most once, and 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from faststream import AckPolicy
+from faststream.nats import NatsBroker
 from nats.js.api import ConsumerConfig, DeliverPolicy, KeyValueConfig, StorageType, StreamConfig
 from nats.js.errors import BadRequestError, NotFoundError
 from nats.js.kv import KeyValue
 
 from .nats import Bus
 
-__all__ = ["AckPolicy", "BusLayout", "Consumer", "KVBucket"]
+__all__ = ["AckPolicy", "BusLayout", "Consumer", "KVBucket", "describe"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +113,10 @@ class BusLayout:
                 return c
         raise KeyError(name)
 
+    def describe(self, broker: NatsBroker) -> None:
+        """This layout's consumers in the AsyncAPI document of `broker` (see `describe`)."""
+        describe(broker, self.consumers)
+
     async def declare(self, bus: Bus) -> dict[str, KeyValue]:
         """Create or update the streams; open (creating if absent) the buckets, by name."""
         for stream in self.streams:
@@ -128,3 +134,16 @@ async def ensure_bucket(bus: Bus, bucket: KVBucket) -> KeyValue:
         return await bus.js.create_key_value(bucket.config())
     except BadRequestError:
         return await bus.js.key_value(bucket.name)
+
+
+def describe(broker: NatsBroker, consumers: Iterable[Consumer]) -> None:
+    """Each consumer as a channel of the AsyncAPI document built from `broker` (a spec-only
+    broker, never connected: the gateway's GET /asyncapi.json): its subject, its name, what it
+    does, and where it reads (a stream, or core NATS at most once)."""
+
+    async def spec_only(_: Any) -> None:  # never called: the broker is never started
+        return None
+
+    for c in consumers:
+        where = f"stream {c.stream}, ack {c.ack.name if c.ack else ''}" if c.stream else "core NATS, at most once"
+        broker.subscriber(c.subject, title=c.name, description=f"{c.description or c.name} ({where}).")(spec_only)

@@ -94,6 +94,7 @@ class Bus:
                 if acks_here:
                     await jspublish.ack_all(self.nc, msg.raw_message)
             except Exception:
+                # a consumer outlives a handler that fails on one message; its ack policy redelivers it
                 log.warning("bus: consumer %s failed on a message", name, exc_info=True)
                 if isinstance(subscriber, PromptBatchSubscriber):
                     subscriber.handler_failed()
@@ -176,5 +177,6 @@ async def connect_bus(url: str, name: str = "loom", *, user: str = "", password:
         protocol.install(nc)
         await broker.start()
     except Exception as exc:
+        # the NATS adapter boundary: a connect that fails in any way is BACKEND_UNAVAILABLE
         raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "cannot reach the bus") from exc
     return Bus(nc=nc, js=jetstream(nc, replicas), broker=broker)

@@ -23,6 +23,25 @@ MD_RUN_ID = "x-loom-run-id"
 MD_TRANSPORT = "x-loom-transport"
 MD_REQUEST_ID = "x-loom-request-id"
 LABEL_KEYS = (MD_NAMESPACE, MD_ORG, MD_AGENT, MD_USER, MD_SESSION, MD_RUN_ID, MD_TRANSPORT, MD_REQUEST_ID)
+# The HTTP header an SDK names itself in (`sdk-python/…`); it picks the ledger's transport label.
+HEADER_CLIENT = "x-loom-client"
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` value; None for no value, another
+    scheme or an empty token. Every door reads the header through this."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def http_transport(client: str | None) -> str:
+    """The transport label of an HTTP call (REST or the chat route): `sdk` when an SDK sent it
+    (its X-Loom-Client header), else `rest`. MCP's calls say `mcp`, gRPC's `grpc`."""
+    return "sdk" if client and client.startswith("sdk") else "rest"
 
 
 @dataclass(slots=True)

@@ -217,7 +217,7 @@ class Ledger:
         for observe in self.observers:
             try:
                 observe(kept)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - an observer is another plane's code; it never fails the call
                 log.warning("ledger: an observer failed")
         if len(self._buf) >= self.batch_max:
             self._wake.set()

@@ -99,6 +99,7 @@ class EmbeddedStore:
             bound = {k: _param_text(v) for k, v in params.items()} if params else None
             result = self._thread_conn().query(sql, fmt, params=bound)
         except Exception as exc:
+            # the chDB adapter boundary: chDB raises plain exceptions; their text stays in the debug log
             log.warning("chdb statement failed: %s", type(exc).__name__)
             log.debug("chdb error: %s", exc)
             raise StoreError() from exc

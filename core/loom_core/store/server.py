@@ -214,6 +214,7 @@ class ServerStore:
         try:
             await pool.startup()
         except Exception as exc:
+            # the ClickHouse driver boundary (asynch raises its own errors and socket errors)
             log.warning("clickhouse connect failed: %s", type(exc).__name__)
             with contextlib.suppress(Exception):  # cleanup is best effort
                 await pool.shutdown()
@@ -237,6 +238,7 @@ class ServerStore:
                 return []
             return [{name: norm(value) for (name, norm), value in zip(columns, row, strict=False)} for row in rows]
         except Exception as exc:
+            # the ClickHouse driver boundary: driver text never reaches a caller
             code = getattr(exc, "code", None)
             log.warning("clickhouse statement failed: %s%s", type(exc).__name__, f" (code {code})" if isinstance(code, int) else "")
             raise StoreError() from exc

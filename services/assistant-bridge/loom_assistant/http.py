@@ -5,8 +5,9 @@ or not.
 One door: a chat is one call through the same interceptor chain as every op (token, role,
 its own rate class `chat`, the history-policy gate, one ledger row, the same error body and
 Retry-After), as op assistant.ask, the operation both surfaces record their spend under. The
-body is checked first (domain/chat_body.py), so a hostile body is refused before the token is
-read, a slot is held or LibreChat is called.
+body is checked first, by the rules every HTTP door's body meets (loom_core.json_limits: media
+type, size, depth, NaN, NUL) under the chat's own size cap, so a hostile body is refused before
+the token is read, a slot is held or LibreChat is called.
 """
 
 from __future__ import annotations
@@ -20,22 +21,25 @@ from typing import Any
 import anyio
 from google.protobuf.message import Message
 from loom_api.assistant.v1 import assistant_pb2 as pb
+from loom_core import json_limits
 from loom_core.assistant_paths import CHAT_PATH, HEALTH_PATH, MODELS_PATH, TOKENLESS_PATH
 from loom_core.catalog import Catalog, OpSpec
 from loom_core.chain import OpChainInterceptor, current_call
-from loom_core.chain.context import LABEL_KEYS, MD_AUTHORIZATION, MD_TRANSPORT
+from loom_core.chain.context import HEADER_CLIENT, LABEL_KEYS, MD_AUTHORIZATION, MD_TRANSPORT, bearer_token, http_transport
 from loom_core.errors import ErrorCode, LoomError, NotFound, Unauthenticated, ValidationFailed, http_error
 from loom_core.names import is_label
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.types import Message as AsgiMessage
 from starlette.types import Receive, Scope, Send
 
-from .domain import chat_body
 from .domain import history as history_rules
 from .service.bridge import ANSWER_OP, Bridge
 
 # A chat is not `heavy` like assistant.ask: its own class, limited apart.
 CHAT_RATE_CLASS = "chat"
+# The chat's own cap, under the gateway's: fifty turns and a question of 20,000 characters
+# each, escaped, fit well inside.
+MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
 def chat_op(catalog: Catalog) -> OpSpec:
@@ -81,21 +85,17 @@ async def _render(err: LoomError, send: Send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def _read_body(receive: Receive, limit: int = chat_body.MAX_BODY_BYTES) -> bytes:
-    """The body, refused as soon as it passes `limit` (the rest is never read)."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise chat_body.refusal("the client went away", "disconnected")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise chat_body.too_large()
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+async def _read_chat(headers: Mapping[str, str], receive: Receive) -> dict[str, Any]:
+    """The chat's body as a JSON object, or its refusal (read no further than the cap)."""
+    json_limits.check_media_type(headers.get("content-type", "").encode("latin-1"))
+    body = json_limits.parse_json(await json_limits.read_body(receive, MAX_BODY_BYTES))
+    if not isinstance(body, dict):
+        raise ValidationFailed("the body must be a JSON object", {"field": "(body)", "reason": "not_an_object"})
+    try:
+        history_rules.clean_messages(body.get("messages") or [], None)
+    except history_rules.HistoryError as exc:
+        raise ValidationFailed(str(exc), {"field": exc.field, "reason": exc.reason}) from None
+    return body
 
 
 def _headers(scope: Scope) -> dict[str, str]:
@@ -105,7 +105,7 @@ def _headers(scope: Scope) -> dict[str, str]:
 def _metadata(headers: Mapping[str, str]) -> dict[str, str]:
     """The chain's metadata from the request's headers; the transport is the door's to say."""
     md = {k: headers[k] for k in (MD_AUTHORIZATION, *LABEL_KEYS) if k in headers and k != MD_TRANSPORT}
-    md[MD_TRANSPORT] = "sdk" if headers.get("x-loom-client", "").startswith("sdk") else "rest"
+    md[MD_TRANSPORT] = http_transport(headers.get(HEADER_CLIENT))
     return md
 
 
@@ -148,11 +148,7 @@ class ChatEndpoint:
         send the MCP door such a request, so it takes no token here either: it counts only
         toward an answer in flight under that run id (Bridge.observe_tokenless)."""
         try:
-            raw = await _read_body(receive, MAX_NOTICE_BYTES)
-            try:
-                notice = json.loads(raw)
-            except ValueError:
-                notice = None
+            notice = json_limits.parse_json(await json_limits.read_body(receive, MAX_NOTICE_BYTES))
             run_id = notice.get("run_id") if isinstance(notice, dict) else None
             if not isinstance(run_id, str) or not is_label(run_id):
                 raise ValidationFailed('the body is {"run_id": <an answer\'s run id>}', {"field": "run_id", "reason": "invalid"})
@@ -165,11 +161,10 @@ class ChatEndpoint:
 
     async def _models(self, scope: Scope, send: Send) -> None:
         try:
-            auth = _headers(scope).get("authorization", "")
-            scheme, _, token = auth.partition(" ")
-            if scheme.lower() != "bearer" or not token.strip():
+            token = bearer_token(_headers(scope).get(MD_AUTHORIZATION))
+            if token is None:
                 raise Unauthenticated(ErrorCode.AUTH_REQUIRED, "a bearer token is required")
-            self.bridge.auth.verify(token.strip())
+            self.bridge.auth.verify(token)
             models = self.bridge.models()
         except LoomError as err:
             await _render(err, send)
@@ -180,12 +175,7 @@ class ChatEndpoint:
         started = _Started(send)
         headers = _headers(scope)
         try:
-            chat_body.check_content_type(headers.get("content-type", ""))
-            body = chat_body.parse(await _read_body(receive))
-            try:
-                history_rules.clean_messages(body.get("messages") or [], None)
-            except history_rules.HistoryError as exc:
-                raise chat_body.refusal(str(exc), exc.reason, field=exc.field) from None
+            body = await _read_chat(headers, receive)
             answer = partial(self._answer, body, scope, receive, started)
             await self.chain.call(self.op, answer, pb.AskRequest(), _metadata(headers), validated=True)
         except LoomError as err:

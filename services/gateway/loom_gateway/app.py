@@ -11,11 +11,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from loom_core.catalog import Catalog
+from loom_core.chain.context import HEADER_CLIENT, http_transport
 from loom_core.errors import ErrorCode, LoomError, NotFound, ValidationFailed
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .asyncapi import router as asyncapi_router
+from .errors import error_response
 from .fastpath import OpFastPath
 from .limits import parse_json
 from .mcp import PROTECTED_RESOURCE_PATH, LoomMCP, protected_resource_metadata, tool_name
@@ -33,17 +35,6 @@ ReadyCheck = Callable[[], Awaitable[None]]
 # A plane's `health()`: named checks {name: {"ok": bool, "reason": str, "required": bool}}; a
 # check that does not apply to this deployment says {"applicable": False, "reason": str}.
 PlaneHealth = Callable[[], Awaitable[dict[str, dict[str, Any]]]]
-
-
-def error_response(err: LoomError) -> JSONResponse:
-    headers = {}
-    if err.code == ErrorCode.RATE_LIMITED and err.detail and "retry_after_s" in err.detail:
-        headers["Retry-After"] = str(max(1, int(float(err.detail["retry_after_s"]) + 0.999)))
-    return JSONResponse({"error": err.to_payload()}, status_code=err.http_status, headers=headers)
-
-
-def transport_of(request: Request) -> str:
-    return "sdk" if request.headers.get("x-loom-client", "").startswith("sdk") else "rest"
 
 
 def create_app(
@@ -72,14 +63,14 @@ def create_app(
     app.state.relay = relay
 
     @app.exception_handler(LoomError)
-    async def _loom_error(_: Request, exc: LoomError) -> JSONResponse:
+    async def _loom_error(_: Request, exc: LoomError) -> Response:
         return error_response(exc)
 
     async def call_op(request: Request) -> Response:
         # Served ops are answered by OpFastPath before FastAPI; what reaches here is unknown.
         op = str(request.path_params["op"])
         relay.op(op)  # UNKNOWN_OP before reading the body
-        result = await relay.call(op, parse_json(await request.body()), request.headers, transport_of(request))
+        result = await relay.call(op, parse_json(await request.body()), request.headers, http_transport(request.headers.get(HEADER_CLIENT)))
         return JSONResponse(result)
 
     # Before /v1/{op}: the assistant's chat route (services/gateway/loom_gateway/assistant_routes.py).

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from loom_core.chain.context import bearer_token
 from loom_core.errors import LoomError
 from loom_core.identity import Principal
 
@@ -20,11 +21,11 @@ Verify = Callable[[str | None], Principal]
 
 def first_namespace(authorization: str, verify: Verify | None) -> str:
     """The first namespace a verified bearer token names ("" for none, or a token that fails)."""
-    scheme, _, token = authorization.partition(" ")
-    if verify is None or scheme.lower() != "bearer" or not token.strip():
+    token = bearer_token(authorization)
+    if verify is None or token is None:
         return ""
     try:
-        principal = verify(token.strip())
+        principal = verify(token)
     except LoomError:
         return ""
     named = [ns for ns in principal.roles if ns != "*"]

@@ -1,6 +1,7 @@
-"""GET /asyncapi.json: FastStream's AsyncAPI document of the NATS subjects Loom publishes for
-subscribers, gathered from the planes through the `loom.asyncapi` entry point
-(`name = "pkg.module:declare"`, a function that declares publishers on a FastStream NatsBroker).
+"""GET /asyncapi.json: FastStream's AsyncAPI document of every NATS subject Loom publishes or
+consumes: core's, and the planes' gathered through the `loom.asyncapi` entry point
+(`name = "pkg.module:declare"`, a function that declares its publishers and consumers on a
+FastStream NatsBroker; `BusLayout.describe` does the consumers).
 The dashboard renders it at /asyncapi from assets the gateway serves (web.py): no CDN."""
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
+from loom_core.bus import auth_callout
+from loom_core.chain import ledger
+from loom_core.identity import authenticator
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +41,10 @@ def document(nats_url: str) -> dict[str, Any]:
     from faststream.specification import AsyncAPI
 
     broker = NatsBroker(public_nats_url(nats_url).split(","))
+    # Core's own subjects, on every replica: revocations and grant changes, the ledger's
+    # batches, the NATS auth callout's requests.
+    for layout in (authenticator.LAYOUT, ledger.LAYOUT, auth_callout.LAYOUT):
+        layout.describe(broker)
     for ep in entry_points(group="loom.asyncapi"):
         try:
             ep.load()(broker)

@@ -12,7 +12,8 @@ import logging
 from typing import Any
 
 import orjson
-from loom_core.errors import ErrorCode, LoomError
+from loom_core.chain.context import HEADER_CLIENT, http_transport
+from loom_core.errors import LoomError, http_error
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .limits import METHODS_WITH_BODY, check_headers, parse_json, read_body
@@ -35,13 +36,6 @@ def encode(body: Any) -> bytes:
         return json.dumps(body, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode()
 
 
-def error_body(err: LoomError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    headers = [(b"content-type", b"application/json")]
-    if err.code == ErrorCode.RATE_LIMITED and err.detail and "retry_after_s" in err.detail:
-        headers.append((b"retry-after", str(max(1, int(float(err.detail["retry_after_s"]) + 0.999))).encode()))
-    return err.http_status, headers, encode({"error": err.to_payload()})
-
-
 class OpFastPath:
     """ASGI middleware: the input limits for every request with a body; a POST to a served op's
     URL answered here; anything else passed on."""
@@ -62,7 +56,7 @@ class OpFastPath:
         if op is not None:
             for k, v in scope["headers"]:
                 headers[k.decode("latin-1").lower()] = v.decode("latin-1")
-        transport = "sdk" if headers.get("x-loom-client", "").startswith("sdk") else "rest"
+        transport = http_transport(headers.get(HEADER_CLIENT))
         # An unknown op's URL: the app behind answers UNKNOWN_OP before it looks at the body.
         unknown_op = op is None and bool(name) and "/" not in name
         try:
@@ -75,7 +69,7 @@ class OpFastPath:
             if is_mcp_path(scope["path"]):
                 await _answer(send, err.http_status, [(b"content-type", b"application/json")], encode(jsonrpc_error(err)))
             else:
-                await _answer(send, *error_body(err))
+                await _answer(send, *http_error(err))
             return
         if op is None:
             await self.app(scope, _replay(raw, receive), send)
@@ -87,7 +81,7 @@ class OpFastPath:
                 encode(await self.relay.call(name, args, headers, transport)),
             )
         except LoomError as err:
-            status, out_headers, body = error_body(err)
+            status, out_headers, body = http_error(err)
         await _answer(send, status, out_headers, body)
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import mcp_types as types
 from loom_core.catalog import OpSpec
+from loom_core.chain.context import bearer_token
 from loom_core.errors import ErrorCode, LoomError, Unauthenticated, Unavailable, ValidationFailed
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
@@ -211,6 +212,7 @@ class LoomMCP:
         except LoomError as err:
             return error_result(err)
         except Exception:
+            # unexpected: a tool error with no text, logged here (the MCP SDK would send its text)
             log.exception("mcp: tool %r failed", params.name)
             return error_result(LoomError())
         return ok_result(result)
@@ -269,12 +271,12 @@ class LoomMCP:
         checks per call on the planes; a request with none it refuses here as every gateway
         does, so a listing is never served to nobody and a token-less answer is seen."""
         header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
+        token = bearer_token(header)
         try:
-            if scheme.lower() != "bearer" or not token.strip() or len(header) > MAX_HEADER_BYTES:
+            if token is None or len(header) > MAX_HEADER_BYTES:
                 raise Unauthenticated(ErrorCode.AUTH_REQUIRED, "a bearer token is required")
             if self.verify is not None:
-                self.verify(token.strip())
+                self.verify(token)
         except LoomError as err:
             if err.http_status != 401:
                 return None  # not a token problem: the chain answers it per call

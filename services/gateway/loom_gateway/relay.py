@@ -202,6 +202,7 @@ class Relay:
         except LoomError:
             raise
         except Exception as exc:
+            # the gRPC channel boundary: a failure that is not an RPC status is a plane that did not answer
             raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "a plane did not answer") from exc
 
     async def close(self) -> None:

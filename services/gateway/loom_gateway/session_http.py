@@ -25,7 +25,7 @@ from starlette.requests import Request, cookie_parser
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .fastpath import error_body
+from .errors import error_response
 from .limits import parse_json
 from .sessions import BROWSER, CLI, CSRF_HEADER, SESSION_COOKIE, Session, SessionService, body_field, browser_base
 from .watch import WATCH_PATH
@@ -150,9 +150,8 @@ class SessionCookies:
         await self.app(scope, receive, send)
 
     async def _refuse(self, err: LoomError, scope: Scope, receive: Receive, send: Send) -> None:
-        status, headers, body = error_body(err)
-        response = Response(body, status_code=status, headers={k.decode(): v.decode() for k, v in headers})
-        if status == 401:
+        response = error_response(err)
+        if response.status_code == 401:
             clear_cookie(response, _secure(scope["scheme"], self.public_url))
         await response(scope, receive, send)
 
@@ -173,9 +172,8 @@ def register(app: FastAPI, sessions: SessionService | None, public_url: str, ses
                     sessions.admit(request.client.host if request.client else "")
                 return await fn(request, sessions)
             except LoomError as err:
-                status, headers, body = error_body(err)
-                response = Response(body, status_code=status, headers={k.decode(): v.decode() for k, v in headers})
-                if status == 401 and path in _OWN_COOKIE and cookie_value(dict(request.headers)):
+                response = error_response(err)
+                if response.status_code == 401 and path in _OWN_COOKIE and cookie_value(dict(request.headers)):
                     clear_cookie(response, secure(request))
                 return response
 

@@ -114,8 +114,8 @@ class Frontend:
 
 
 def web_frontend(gateway: GatewaySettings, version: str, replica: object | None) -> Frontend:
-    """The app as this gateway serves it; its boot snippet says whether an assistant is configured
-    (this replica's bridge, found by the replica the relay serves, or a cluster's bridge URL)."""
+    """The app as this gateway serves it; its boot snippet says whether an assistant is configured.
+    `replica`: the replica the gateway's relay serves (core's in-process registry names it)."""
 
     def assistant() -> dict[str, Any]:
         plane = inproc.find("assistant", replica) if replica is not None else None

@@ -6,6 +6,7 @@ book's periodic reload, a lost feed batch by the window rebuild on reconnect.
 
 from __future__ import annotations
 
+from faststream.nats import NatsBroker
 from loom_core.bus import AckPolicy, BusLayout, Consumer, KVBucket
 from nats.js.api import ConsumerConfig, RetentionPolicy, StreamConfig
 
@@ -45,3 +46,8 @@ LAYOUT = BusLayout(
     consumers=(RULE_PUSHES, HISTORY_FEED, DECISION_BATCHES),
     buckets=(RESERVATIONS,),
 )
+
+
+def declare(broker: NatsBroker) -> None:
+    """The policy plane's subjects in the AsyncAPI document (the `loom.asyncapi` entry point)."""
+    LAYOUT.describe(broker)

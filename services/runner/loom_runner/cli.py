@@ -236,7 +236,7 @@ async def _bootstrap(settings: Settings, org: str, namespace: str, subject: str,
     from loom_core.identity.tokens import TokenCodec
     from loom_core.runtime import CORE_MIGRATIONS
     from loom_core.store import open_store, run_migrations
-    from loom_gateway.identity import bootstrap_org
+    from loom_gateway import bootstrap_org
 
     if lock is None and not settings.clickhouse_url:
         lock = server_lock(settings.data_dir, wait=False)

@@ -21,8 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from loom_core.catalog import load_catalog
 from loom_core.errors import ErrorCode, Unavailable
 from loom_core.settings import Settings
-from loom_gateway.app import create_app
-from loom_gateway.relay import Relay
+from loom_gateway import Relay, create_app
 
 from .http import HttpServer
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from loom_core.bus import NatsServer
 from loom_core.bus.auth_callout import NatsAuthCallout, embedded_nats_auth
 from loom_core.data_dir import PID_FILE, URL_FILE, served_by, server_lock, socket_path
@@ -24,11 +24,7 @@ from loom_core.process import freeze_startup_heap
 from loom_core.runtime import Plane, PlaneServer, Runtime
 from loom_core.settings import Settings
 from loom_core.store import Store, run_migrations
-from loom_gateway.app import create_app, error_response
-from loom_gateway.identity import bootstrap_org
-from loom_gateway.relay import Relay
-from loom_gateway.sessions import issue_login_code, open_sessions
-from loom_gateway.settings import GatewaySettings
+from loom_gateway import GatewaySettings, Relay, bootstrap_org, create_app, error_response, issue_login_code, open_sessions
 
 from .cli import COMMANDS_ENTRY_POINTS
 from .doctor import DOCTOR_PATH, serve_checks
@@ -147,7 +143,7 @@ def admin_app(runtime: Runtime, planes: Sequence[Plane] = ()) -> FastAPI:
             app.add_api_route(path, _json_route(route), methods=["POST"])
 
     @app.post("/bootstrap")
-    async def bootstrap(request: Request) -> JSONResponse:
+    async def bootstrap(request: Request) -> Response:
         body: dict[str, Any] = await request.json()
         try:
             token, p = await bootstrap_org(
@@ -165,7 +161,7 @@ def admin_app(runtime: Runtime, planes: Sequence[Plane] = ()) -> FastAPI:
         return JSONResponse({"token": token, "token_id": p.jti, "subject": p.sub, "org": p.org})
 
     @app.post("/login-link")
-    async def login_link(request: Request) -> JSONResponse:
+    async def login_link(request: Request) -> Response:
         body: dict[str, Any] = await request.json()
         ttl = runtime.settings.plane(GatewaySettings).login_link_ttl_seconds
         try:

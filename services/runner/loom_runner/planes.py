@@ -7,8 +7,7 @@ from __future__ import annotations
 from importlib.metadata import entry_points
 
 from loom_core.runtime import Plane, Runtime
-from loom_gateway.identity import IdentityPlane
-from loom_gateway.identity import build as build_identity
+from loom_gateway import IdentityPlane, build_identity
 
 
 def build_planes(runtime: Runtime, only: set[str] | None = None) -> list[Plane]:

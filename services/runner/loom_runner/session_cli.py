@@ -22,8 +22,7 @@ from typing import Any
 import httpx
 from loom_core.local_secrets import WeakSecret, with_local_secrets
 from loom_core.settings import Settings
-from loom_gateway.sessions import issue_login_code, login_url
-from loom_gateway.settings import GatewaySettings
+from loom_gateway import GatewaySettings, issue_login_code, login_url
 
 COMMANDS = ("login", "logout", "token")
 ADMIN_COMMANDS = ("login-link",)

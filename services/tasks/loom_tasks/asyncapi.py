@@ -1,8 +1,10 @@
-"""The task events as a subscriber sees them, for FastStream's AsyncAPI document (served by the
-gateway at GET /asyncapi.json and /asyncapi through the `loom.asyncapi` entry point).
+"""The tasks plane's subjects, for FastStream's AsyncAPI document (served by the gateway at
+GET /asyncapi.json and /asyncapi through the `loom.asyncapi` entry point).
 
-One channel per event kind on `loom.tasks.{org}.{namespace}.{inbox}.{kind}` (the layout in
-events.py), each message's payload schema built from the proto's `loom.tasks.v1.TaskEvent`.
+The task events as a subscriber sees them: one channel per event kind on
+`loom.tasks.{org}.{namespace}.{inbox}.{kind}` (core's `loom_core.bus.task_subjects`), each
+message's payload schema built from the proto's `loom.tasks.v1.TaskEvent`. Then what the plane
+itself consumes (task state, notes, wake-ups, config changes, the webhook deliverer's events).
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ from typing import Any
 from faststream.nats import NatsBroker
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from loom_api.tasks.v1 import tasks_pb2 as pb
+from loom_core.bus import describe
+from loom_core.bus.task_subjects import event_subject
 from pydantic import BaseModel, Field, create_model
 
-from .events import event_subject
+from .consumers.layout import CONSUMERS
+from .webhooks import WEBHOOKS
 
 #: Every kind a task event has (the last token of its subject).
 KINDS: dict[str, str] = {
@@ -72,3 +77,4 @@ def declare(broker: NatsBroker) -> None:
             description=f"{what} On the LOOM_TASK_EVENTS stream; `seq` is set by readers from the stream sequence.",
             schema=event,
         )
+    describe(broker, (*CONSUMERS, WEBHOOKS))

@@ -1,17 +1,12 @@
-"""Task events on NATS JetStream: the subject layout, the stream, the publisher.
+"""Task events on NATS JetStream: the stream and the publisher.
 
-Subjects. Every task event is published on
-
-    loom.tasks.<org>.<namespace>.<inbox>.<kind>
-
-exactly four tokens after `loom.tasks`: the org, the inbox's owner namespace, the inbox, and
-the event kind (created, accepted, claimed, progress, done, failed, deferred, blocked,
-wont_do, cancelled, unblocked, resumed, reopened, updated, reassigned, released, escalated).
-Org, namespace and inbox names are `[a-z0-9_-]` and kinds `[a-z_]`, so no name holds a `.` or
-a wildcard. A subscriber that may read namespace `ns` of org `acme` subscribes to
-`loom.tasks.acme.ns.>` (one inbox: `loom.tasks.acme.ns.<inbox>.*`; done events of the
-namespace: `loom.tasks.acme.ns.*.done`). The webhook deliverer and the NATS auth callout rely
-on this layout; do not add a token.
+Subjects. Every task event is published on `loom.tasks.<org>.<namespace>.<inbox>.<kind>`, the
+layout core's `loom_core.bus.task_subjects` writes (the one place; the auth callout and the
+webhook deliverer read it from there). The kinds: created, accepted, claimed, progress, done,
+failed, deferred, blocked, wont_do, cancelled, unblocked, resumed, reopened, updated,
+reassigned, released, escalated. A subscriber that may read namespace `ns` of org `acme`
+subscribes to `loom.tasks.acme.ns.>` (one inbox: `loom.tasks.acme.ns.<inbox>.*`; done events
+of the namespace: `loom.tasks.acme.ns.*.done`).
 
 Stream. LOOM_TASK_EVENTS holds `loom.tasks.>` (limits retention, LOOM_TASK_EVENTS_MAX_AGE_SECONDS).
 Its sequence is the task.updates cursor: a sequence is assigned when an event is appended, so
@@ -35,7 +30,8 @@ import time
 from typing import Any
 
 from loom_core import fastjson
-from loom_core.bus import Bus, jspublish
+from loom_core.bus import Bus, jspublish, task_subjects
+from loom_core.bus.task_subjects import event_subject
 from loom_core.errors import ErrorCode, Unavailable
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.client import JetStreamContext
@@ -43,8 +39,7 @@ from nats.js.client import JetStreamContext
 log = logging.getLogger(__name__)
 
 STREAM = "LOOM_TASK_EVENTS"
-PREFIX = "loom.tasks"
-STREAM_SUBJECTS = [f"{PREFIX}.>"]
+STREAM_SUBJECTS = [task_subjects.ALL]
 WAKE_PREFIX = "loom.task_wake"
 CONFIG_PREFIX = "loom.task_config"
 #: A re-published event (the projector redelivered after a crash) inside this window is stored once.
@@ -57,29 +52,6 @@ PROJECTOR_DURABLE = "loom-task-projector"
 NOTES_DURABLE = "loom-task-notes"
 #: Earlier versions' history writer (events -> task.history's table): deleted at start.
 HISTORY_DURABLE = "loom-task-history"
-
-
-def event_subject(org: str, namespace: str, inbox: str, kind: str) -> str:
-    """`loom.tasks.<org>.<namespace>.<inbox>.<kind>`."""
-    return f"{PREFIX}.{org}.{namespace}.{inbox}.{kind}"
-
-
-def org_filter(org: str) -> str:
-    """Every task event of an org."""
-    return f"{PREFIX}.{org}.>"
-
-
-def namespace_filter(org: str, namespace: str) -> str:
-    """Every task event of the inboxes owned by one namespace (what a reader may subscribe to)."""
-    return f"{PREFIX}.{org}.{namespace}.>"
-
-
-def parse_subject(subject: str) -> tuple[str, str, str, str] | None:
-    """(org, namespace, inbox, kind) of an event subject, or None."""
-    parts = subject.split(".")
-    if len(parts) != 6 or ".".join(parts[:2]) != PREFIX:
-        return None
-    return parts[2], parts[3], parts[4], parts[5]
 
 
 def wake_subject(org: str, inbox: str) -> str:

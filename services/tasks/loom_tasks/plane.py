@@ -64,7 +64,10 @@ class TasksPlane:
         self.engine = Engine(self.truth, self.tasks, self.hub, self.admission)
         self.pushes = Pushes(runtime.bus, self.hub, self.directory)
         self.deps = Deps(
-            runtime=runtime,
+            bus=runtime.bus,
+            leases=runtime.leases,
+            identity=runtime.identity,
+            store=runtime.store,
             settings=s,
             tasks=self.tasks,
             inboxes=self.inboxes,
@@ -128,7 +131,7 @@ class TasksPlane:
         await self.sweeper.start()
         await self.depth.start()
         if s.task_webhook_deliver_enabled:
-            self.deliverer = WebhookDeliverer(self.runtime, self.directory, settings=s)
+            self.deliverer = WebhookDeliverer(self.runtime.bus, self.runtime.store, self.directory, settings=s)
             self.directory.on_change(self.deliverer.refresh_filter)
             await self.deliverer.start()
 

@@ -233,6 +233,7 @@ class VectorCache:
         except asyncio.CancelledError:
             raise
         except Exception:
+            # a cache that fails to build degrades to the exact scan, never fails a search
             log.exception("decisions: the vector cache of a namespace could not be built; its searches scan exactly")
             self._spaces.pop((org, ns), None)
         finally:

@@ -85,6 +85,7 @@ class HelpService:
         try:
             return await asyncio.to_thread(self._build_sync)
         except Exception:
+            # a broken index build leaves help unavailable, never the plane down
             log.exception("help: the index could not be built; help answers available: false until restart")
             return None
 
@@ -111,6 +112,7 @@ class HelpService:
             try:
                 vectors = await done
             except Exception:
+                # the model failing in its thread degrades help.search to BM25
                 log.exception("help: the section embeddings could not be computed; help.search ranks by BM25 alone")
                 return
             _section_vectors[digest] = vectors

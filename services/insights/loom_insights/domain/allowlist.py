@@ -60,6 +60,19 @@ def _c(name: str, type_: str, comment: str) -> Column:
 
 _ORG = _c("org", "String", "The org the row belongs to (always the caller's own).")
 _NS = _c("namespace", "String", "The namespace the row belongs to (one of the statement's namespaces).")
+# Columns that several tables hold with the same meaning, declared once.
+_TASK_ID = _c("task_id", "String", "The task's id.")
+_INBOX = _c("inbox", "String", "The inbox the task is in.")
+_KIND = _c("kind", "String", "The task kind the poster gave.")
+_STATUS = _c("status", "String", "The task's status (queued, claimed, blocked, done, failed, cancelled, …).")
+_PRIORITY = _c("priority", "Int32", "Priority (higher first).")
+_DEADLINE = _c("deadline", "Nullable(DateTime64(6, 'UTC'))", "The poster's deadline, if any.")
+_NOT_BEFORE = _c("not_before", "Nullable(DateTime64(6, 'UTC'))", "Hidden from pulls before this instant, if set.")
+_POSTER = _c("poster", "String", "The poster's subject.")
+_POSTED_AT = _c("created_at", "DateTime64(6, 'UTC')", "When the task was posted.")
+_ROW_VERSION = _c("version", "UInt64", "The row version (the latest wins).")
+_VERSION_WRITTEN = _c("updated_at", "DateTime64(6, 'UTC')", "When this version was written.")
+_WRITE_SHAPED = _c("write_shaped", "Bool", "True for ops that change state.")
 
 LEDGER = Table(
     name="agent_events",
@@ -81,7 +94,7 @@ LEDGER = Table(
         _c("latency_ms", "Float64", "Server-side latency of the call in milliseconds."),
         _c("out_hits", "Int64", "How many items the answer returned (rows, tasks, hits)."),
         _c("request_id", "String", "The request id (X-Loom-Request-Id or generated)."),
-        _c("write_shaped", "Bool", "True for ops that change state."),
+        _WRITE_SHAPED,
     ),
 )
 
@@ -92,21 +105,21 @@ TASKS = Table(
     comment="Tasks: one row per version; read FINAL (forced) so each task_id shows its latest version.",
     columns=(
         _ORG,
-        _c("task_id", "String", "The task's id."),
-        _c("inbox", "String", "The inbox the task is in."),
+        _TASK_ID,
+        _INBOX,
         _NS,
         _c("owner_agent", "String", "The agent owning the inbox."),
-        _c("kind", "String", "The task kind the poster gave."),
+        _KIND,
         _c("disclosure", "String", "The disclosure level the task was posted under."),
-        _c("priority", "Int32", "Priority (higher first)."),
-        _c("deadline", "Nullable(DateTime64(6, 'UTC'))", "The poster's deadline, if any."),
-        _c("not_before", "Nullable(DateTime64(6, 'UTC'))", "Hidden from pulls before this instant, if set."),
+        _PRIORITY,
+        _DEADLINE,
+        _NOT_BEFORE,
         _c("origin", "String", "Where the task came from (api, webhook, …)."),
         _c("parent_task_id", "String", "The task this one was split from, if any."),
-        _c("poster", "String", "The poster's subject."),
+        _POSTER,
         _c("poster_agent", "String", "The poster's agent label."),
         _c("poster_namespace", "String", "The namespace the poster posted from."),
-        _c("status", "String", "The task's status (queued, claimed, blocked, done, failed, cancelled, …)."),
+        _STATUS,
         _c("blocked_on", "String", "What a blocked task waits on."),
         _c("resume_at", "Nullable(DateTime64(6, 'UTC'))", "When a deferred task comes back."),
         _c("claimed_by", "String", "The subject holding the claim."),
@@ -117,9 +130,9 @@ TASKS = Table(
         _c("defers", "UInt32", "How many times the task was deferred."),
         _c("escalate_at", "Nullable(DateTime64(6, 'UTC'))", "When triage escalates the task."),
         _c("escalated_at", "Nullable(DateTime64(6, 'UTC'))", "When triage escalated it."),
-        _c("created_at", "DateTime64(6, 'UTC')", "When the task was posted."),
-        _c("updated_at", "DateTime64(6, 'UTC')", "When this version was written."),
-        _c("version", "UInt64", "The row version (the latest wins)."),
+        _POSTED_AT,
+        _VERSION_WRITTEN,
+        _ROW_VERSION,
     ),
     conditional=True,
 )
@@ -133,16 +146,16 @@ TASK_STATE = Table(
     comment="Tasks (the projection of their state): one row per task revision; read FINAL (forced) so each task_id shows its latest.",
     columns=(
         _ORG,
-        _c("task_id", "String", "The task's id."),
-        _c("inbox", "String", "The inbox the task is in."),
+        _TASK_ID,
+        _INBOX,
         _NS,
-        _c("kind", "String", "The task kind the poster gave."),
-        _c("status", "String", "The task's status (queued, claimed, blocked, done, failed, cancelled, …)."),
-        _c("priority", "Int32", "Priority (higher first)."),
-        _c("deadline", "Nullable(DateTime64(6, 'UTC'))", "The poster's deadline, if any."),
-        _c("not_before", "Nullable(DateTime64(6, 'UTC'))", "Hidden from pulls before this instant, if set."),
-        _c("poster", "String", "The poster's subject."),
-        _c("created_at", "DateTime64(6, 'UTC')", "When the task was posted."),
+        _KIND,
+        _STATUS,
+        _PRIORITY,
+        _DEADLINE,
+        _NOT_BEFORE,
+        _POSTER,
+        _POSTED_AT,
         _c("updated_at", "DateTime64(6, 'UTC')", "When this revision was written."),
         _c("version", "UInt64", "The task's version."),
         _c("rev", "UInt64", "The state revision this row was made from (the latest wins)."),
@@ -189,7 +202,7 @@ POLICY_DECISIONS = Table(
         _c("decision", "String", "The verdict: allow or deny."),
         _c("enforced", "Bool", "True when the verdict was enforced (not shadow mode)."),
         _c("mode", "String", "The mode the rules ran in (shadow, enforce)."),
-        _c("write_shaped", "Bool", "True for ops that change state."),
+        _WRITE_SHAPED,
         _c("determining_rules", "Array(String)", "The rule names that decided the verdict."),
         _c("rule_names", "Array(String)", "Every rule name evaluated."),
         _c("latency_ms", "Float64", "Time the gate took in milliseconds."),
@@ -208,9 +221,9 @@ DECISION_RECORDS = Table(
         _c("memory_key", "String", "The decision's key."),
         _c("category", "String", "The decision's category."),
         _c("stage", "String", "decided or proposed."),
-        _c("version", "UInt64", "The row version (the latest wins)."),
+        _ROW_VERSION,
         _c("created_at", "DateTime64(6, 'UTC')", "When the decision was first recorded."),
-        _c("updated_at", "DateTime64(6, 'UTC')", "When this version was written."),
+        _VERSION_WRITTEN,
     ),
     live="tombstoned_at IS NULL",
     conditional=True,
@@ -226,9 +239,9 @@ MEMORY = Table(
         _NS,
         _c("memory_key", "String", "The row's key."),
         _c("memory_type", "String", "The row's type (fact, decision, …)."),
-        _c("version", "UInt64", "The row version (the latest wins)."),
+        _ROW_VERSION,
         _c("created_at", "DateTime64(6, 'UTC')", "When the key was first written."),
-        _c("updated_at", "DateTime64(6, 'UTC')", "When this version was written."),
+        _VERSION_WRITTEN,
     ),
     live="tombstoned_at IS NULL",
     conditional=True,

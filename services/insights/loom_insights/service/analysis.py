@@ -139,6 +139,7 @@ class Analysis:
             except asyncio.CancelledError:
                 raise
             except Exception:
+                # the probe loop outlives any one probe; a failure marks analysis overloaded
                 log.exception("analysis: the probe failed")
                 self._set("overloaded", "the analysis probe failed unexpectedly")
             first = False

@@ -242,6 +242,7 @@ class PolicyGate:
             try:
                 snap = await self.shared.read(ctx.org, ctx.namespace, ctx.subject, now_us())
             except Exception as exc:
+                # the reservations (NATS KV) not answering in any way: a write is refused, a read passes
                 if write:
                     raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the history-policy reservations did not answer") from exc
                 return

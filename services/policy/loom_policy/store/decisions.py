@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from loom_core.bus import Bus
-from loom_core.store import Store
+from loom_core.store import Store, Where
 
 from ..bus import DECISIONS_SUBJECT
 
@@ -66,6 +66,7 @@ class DecisionWriter:
         try:
             await self._ship(rows)
         except Exception:
+            # re-raised: the rows go back to the buffer whatever failed
             self._buf[:0] = [(row, None) for row in rows]  # retried on the next pass
             raise
 
@@ -109,32 +110,31 @@ async def insert_batch(store: Store, rows: list[dict[str, Any]], batch_id: str) 
 async def query_decisions(
     store: Store, org: str, namespace: str, *, decision: str, agent: str, op: str, rule: str, since_us: int, limit: int
 ) -> list[dict[str, Any]]:
-    where = ["org = {org:String}", "namespace = {ns:String}"]
-    params: dict[str, Any] = {"org": org, "ns": namespace, "limit": limit}
+    where = _audited(org, namespace, agent, since_us, "d")
     if decision:
-        where.append("decision = {decision:String}")
-        params["decision"] = decision
-    if agent:
-        where.append("(agent = {agent:String} OR (agent = '' AND subject = {agent:String}))")
-        params["agent"] = agent
+        where.add("decision = {decision:String}", decision=decision)
     if op:
-        where.append("op = {op:String}")
-        params["op"] = op
+        where.add("op = {op:String}", op=op)
     if rule:
-        where.append("has(rule_names, {rule:String})")
-        params["rule"] = rule
-    if since_us:
-        where.append("d.ts >= fromUnixTimestamp64Micro({since:Int64})")
-        params["since"] = since_us
+        where.add("has(rule_names, {rule:String})", rule=rule)
     sql = (
         "SELECT toString(ts) AS ts, subject, agent, user, session, op, request_id, decision, enforced, mode, write_shaped,"
-        " determining_rules, errors, rules, latency_ms FROM {db}.policy_decisions AS d WHERE "
-        + " AND ".join(where)
-        + " ORDER BY d.ts DESC LIMIT {limit:UInt32}"
+        f" determining_rules, errors, rules, latency_ms FROM {{db}}.policy_decisions AS d WHERE {where} ORDER BY d.ts DESC LIMIT {{limit:UInt32}}"
     )
-    # `d.ts` is the column: a bare `ts` in WHERE would be the `toString(ts) AS ts` alias (ClickHouse
-    # resolves aliases there), and a String compared with a DateTime64 is an error.
-    return await store.query(sql, params)
+    return await store.query(sql, where.bind(limit=limit))
+
+
+def _audited(org: str, namespace: str, agent: str, since_us: int, alias: str) -> Where:
+    """A namespace's rows, of one agent (its label, else its subject) and since a time when named.
+    `alias` qualifies the time column: a bare `ts` in WHERE would be the select list's
+    `toString(ts) AS ts` (ClickHouse resolves aliases there), and a String compared with a
+    DateTime64 is an error."""
+    where = Where("org = {org:String}", "namespace = {ns:String}", org=org, ns=namespace)
+    if agent:
+        where.add("(agent = {agent:String} OR (agent = '' AND subject = {agent:String}))", agent=agent)
+    if since_us:
+        where.add(f"{alias}.ts >= fromUnixTimestamp64Micro({{since:Int64}})", since=since_us)
+    return where
 
 
 async def write_audit(store: Store, row: dict[str, Any]) -> None:
@@ -149,22 +149,13 @@ async def query_widened(
     store: Store, org: str, namespace: str, *, agent: str, op: str, rule: str, since_us: int, limit: int
 ) -> list[dict[str, Any]]:
     """The namespace's policy.widened audit rows, newest first, under policy.decisions' filters."""
-    where = ["org = {org:String}", "namespace = {ns:String}", "kind = 'policy.widened'"]
-    params: dict[str, Any] = {"org": org, "ns": namespace, "limit": limit}
-    if agent:
-        where.append("(agent = {agent:String} OR (agent = '' AND subject = {agent:String}))")
-        params["agent"] = agent
+    where = _audited(org, namespace, agent, since_us, "a").add("kind = 'policy.widened'")
     if op:
-        where.append("change = {change:String}")
-        params["change"] = AUDIT_OPS.get(op, "(none)")
+        where.add("change = {change:String}", change=AUDIT_OPS.get(op, "(none)"))
     if rule:
-        where.append("rule = {rule:String}")
-        params["rule"] = rule
-    if since_us:
-        where.append("a.ts >= fromUnixTimestamp64Micro({since:Int64})")
-        params["since"] = since_us
+        where.add("rule = {rule:String}", rule=rule)
     sql = (
         "SELECT toString(ts) AS ts, subject, agent, request_id, rule, change, reasons, before, after"
-        " FROM {db}.policy_audit AS a WHERE " + " AND ".join(where) + " ORDER BY a.ts DESC LIMIT {limit:UInt32}"
+        f" FROM {{db}}.policy_audit AS a WHERE {where} ORDER BY a.ts DESC LIMIT {{limit:UInt32}}"
     )
-    return await store.query(sql, params)
+    return await store.query(sql, where.bind(limit=limit))

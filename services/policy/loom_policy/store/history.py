@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loom_core.store import Store
+from loom_core.store import Store, Where
 
 _EVENT_COLS = (
     "toUnixTimestamp64Micro(ts) AS t, subject, agent, user, session, op, ok, args, request_id, latency_ms, error_code, write_shaped"
@@ -36,19 +36,11 @@ async def events(
     subject: str = "",
     limit: int,
 ) -> list[dict[str, Any]]:
-    where = ["org = {org:String}", "namespace = {ns:String}", "ts >= fromUnixTimestamp64Micro({since:Int64})"]
-    params: dict[str, Any] = {"org": org, "ns": namespace, "since": since_us, "limit": limit}
-    if until_us is not None:
-        where.append("ts < fromUnixTimestamp64Micro({until:Int64})")
-        params["until"] = until_us
+    where = _window(org, namespace, since_us, until_us, subject)
     if patterns is not None:
-        where.append("arrayExists(p -> like(op, p), {pats:Array(String)})")
-        params["pats"] = patterns
-    if subject:
-        where.append("subject = {subject:String}")
-        params["subject"] = subject
-    sql = f"SELECT {_EVENT_COLS} FROM {{db}}.agent_events WHERE {' AND '.join(where)} ORDER BY ts DESC LIMIT {{limit:UInt64}}"
-    return await store.query(sql, params)
+        where.add("arrayExists(p -> like(op, p), {pats:Array(String)})", pats=patterns)
+    sql = f"SELECT {_EVENT_COLS} FROM {{db}}.agent_events WHERE {where} ORDER BY ts DESC LIMIT {{limit:UInt64}}"
+    return await store.query(sql, where.bind(limit=limit))
 
 
 async def exposures(
@@ -64,18 +56,23 @@ async def exposures(
 ) -> list[dict[str, Any]]:
     if not kinds:
         return []
-    where = [
+    where = _window(org, namespace, since_us, until_us, subject).add("has({kinds:Array(String)}, kind)", kinds=sorted(kinds))
+    sql = f"SELECT {_EXPOSURE_COLS} FROM {{db}}.memory_exposures WHERE {where} ORDER BY ts DESC LIMIT {{limit:UInt64}}"
+    return await store.query(sql, where.bind(limit=limit))
+
+
+def _window(org: str, namespace: str, since_us: int, until_us: int | None, subject: str) -> Where:
+    """A namespace's rows from `since_us` (to `until_us`), of one subject when named."""
+    where = Where(
         "org = {org:String}",
         "namespace = {ns:String}",
         "ts >= fromUnixTimestamp64Micro({since:Int64})",
-        "has({kinds:Array(String)}, kind)",
-    ]
-    params: dict[str, Any] = {"org": org, "ns": namespace, "since": since_us, "limit": limit, "kinds": sorted(kinds)}
+        org=org,
+        ns=namespace,
+        since=since_us,
+    )
     if until_us is not None:
-        where.append("ts < fromUnixTimestamp64Micro({until:Int64})")
-        params["until"] = until_us
+        where.add("ts < fromUnixTimestamp64Micro({until:Int64})", until=until_us)
     if subject:
-        where.append("subject = {subject:String}")
-        params["subject"] = subject
-    sql = f"SELECT {_EXPOSURE_COLS} FROM {{db}}.memory_exposures WHERE {' AND '.join(where)} ORDER BY ts DESC LIMIT {{limit:UInt64}}"
-    return await store.query(sql, params)
+        where.add("subject = {subject:String}", subject=subject)
+    return where

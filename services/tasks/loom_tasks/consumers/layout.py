@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import contextlib
 
-from loom_core.bus import AckPolicy, Bus, Consumer
+from loom_core.bus import AckPolicy, Bus, Consumer, task_subjects
 from nats.js.api import AckPolicy as JsAckPolicy
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from ..events import CONFIG_PREFIX, HISTORY_DURABLE, NOTES_DURABLE, PREFIX, PROJECTOR_DURABLE, STREAM, WAKE_PREFIX
+from ..events import CONFIG_PREFIX, HISTORY_DURABLE, NOTES_DURABLE, PROJECTOR_DURABLE, STREAM, WAKE_PREFIX
 from ..store import truth
 
 #: Most writes one fetch hands over (one projection insert, one event-table insert).
@@ -56,7 +56,7 @@ PROJECTOR = Consumer(
 
 NOTES = Consumer(
     "task-notes",
-    f"{PREFIX}.*.*.*.progress",
+    task_subjects.kind_filter("progress"),
     stream=STREAM,
     durable=NOTES_DURABLE,
     ack=AckPolicy.NACK_ON_ERROR,
@@ -69,7 +69,7 @@ NOTES = Consumer(
         ack_wait=30.0,
         deliver_policy=DeliverPolicy.ALL,
         max_ack_pending=50_000,
-        filter_subject=f"{PREFIX}.*.*.*.progress",
+        filter_subject=task_subjects.kind_filter("progress"),
     ),
     description="task.progress notes (events with no state write) -> task.history's table task_events (acked after the insert)",
 )
@@ -110,6 +110,9 @@ CONFIG = Consumer(
     ack=None,
     description="an inbox or its policies changed (loom.task_config.<org>) -> this replica's directory cache drops the entries",
 )
+
+#: Every consumer above (the AsyncAPI document lists them: asyncapi.py).
+CONSUMERS = (PROJECTOR, NOTES, SWEEP_WATCH, WAKE, CONFIG)
 
 #: The cluster lease under which one replica at a time runs PROJECTOR (consumers/leased.py).
 PROJECTOR_LEASE = "tasks.projector"

@@ -303,6 +303,7 @@ class Sweeper:
             except LoomError as exc:
                 log.warning("task sweep: %s", exc.code)
             except Exception:
+                # the sweep loop outlives a failed pass; the next pass retries
                 log.exception("task sweep failed")
             await asyncio.sleep(self.interval)
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loom_core.runtime import Runtime
+from loom_core.bus import Bus, LeaseStore
+from loom_core.identity.store import IdentityStore
+from loom_core.store import Store
 
 from ..directory import Directory
 from ..events import EventPublisher
@@ -17,7 +19,12 @@ from .wake import WakeHub
 
 @dataclass(slots=True)
 class Deps:
-    runtime: Runtime
+    """The narrow parts of the runtime the op services use (never the runtime itself)."""
+
+    bus: Bus
+    leases: LeaseStore
+    identity: IdentityStore
+    store: Store
     settings: TasksSettings
     tasks: TaskStore
     inboxes: InboxStore

@@ -64,7 +64,7 @@ class InboxOps:
         description = v.text(s.description, "description", 2000)
         # Inbox names are unique in the org: one registration of a name at a time.
         lease_key = f"tasks.inbox.{ctx.org}.{name}"
-        lease_obj = await self.d.runtime.leases.wait_acquire(lease_key, ctx.request_id, REGISTER_LEASE_SECONDS, timeout=10.0)
+        lease_obj = await self.d.leases.wait_acquire(lease_key, ctx.request_id, REGISTER_LEASE_SECONDS, timeout=10.0)
         try:
             existing = await self.d.inboxes.get(ctx.org, name)
             if existing is not None and existing.namespace != ctx.namespace:
@@ -91,7 +91,7 @@ class InboxOps:
             await self.d.inboxes.put(row)
         finally:
             with contextlib.suppress(LoomError):  # it expires by itself
-                await self.d.runtime.leases.release(lease_obj)
+                await self.d.leases.release(lease_obj)
         await self.d.directory.changed(ctx.org, name)
         return row, existing is None
 
@@ -113,14 +113,14 @@ class InboxOps:
     async def principals(self, ctx: CallContext) -> list[tuple[str, str]]:
         if ctx.role < Role.ADMIN:
             raise Forbidden(ErrorCode.AUTH_INSUFFICIENT, "inbox.principals needs the admin role", {"reason": "role", "needed": "admin"})
-        subjects = await self.d.runtime.identity.principals(ctx.org)
+        subjects = await self.d.identity.principals(ctx.org)
         return [(s, s.split(":", 1)[0]) for s in subjects if s.startswith(("sa:", "user:"))]
 
     async def list_inboxes(self, ctx: CallContext) -> tuple[list[InboxRow], dict[str, dict[str, int]], bool]:
         rows = await self.d.inboxes.in_namespace(ctx.org, ctx.namespace)
         if rows:
             # Read-your-writes, as task.counts: the open counts come from the projection.
-            await caught_up(self.d.runtime.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
+            await caught_up(self.d.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
         counts = await self.d.tasks.open_counts_by_inbox(ctx.org, ctx.namespace) if rows else {}
         return rows, counts, ctx.role >= Role.ADMIN
 
@@ -132,4 +132,4 @@ class InboxOps:
     async def deliveries(self, ctx: CallContext, inbox: str, limit: int) -> list[dict[str, Any]]:
         v.inbox_name(inbox)
         row = await self.d.access.inbox(ctx, inbox, Role.ADMIN)
-        return await list_deliveries(self.d.runtime.store, ctx.org, row.name, limit or 100)
+        return await list_deliveries(self.d.store, ctx.org, row.name, limit or 100)

@@ -122,7 +122,7 @@ class ReadingOps:
         # progress notes: wait (briefly) until both have applied every write made before this
         # call, the caller's own included.
         await self._projected()
-        await caught_up(self.d.runtime.bus.js, STREAM, NOTES_DURABLE, READ_WAIT_SECONDS)
+        await caught_up(self.d.bus.js, STREAM, NOTES_DURABLE, READ_WAIT_SECONDS)
         events = await self.d.tasks.history(ctx.org, task_id, limit or 200)
         ctx.out_hits = len(events)
         return events
@@ -138,7 +138,7 @@ class ReadingOps:
         (nothing is delivered, its info does not answer) until JetStream elects one, which
         takes nats-server's Raft election timeout (4 to 9 s, longer on a loaded machine), more
         than this wait."""
-        if not await caught_up(self.d.runtime.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS):
+        if not await caught_up(self.d.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS):
             raise Unavailable(
                 ErrorCode.BACKEND_UNAVAILABLE,
                 "the task projection has not applied the writes made before this read yet; retry",

@@ -15,7 +15,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import nats.errors
 from loom_core.bus.position import position
+from loom_core.bus.task_subjects import event_subject, org_filter
 from loom_core.chain import CallContext
 from loom_core.errors import ErrorCode, Unavailable, ValidationFailed
 from loom_core.roles import Role
@@ -23,7 +25,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.client import JetStreamContext
 
 from ..domain import validate as v
-from ..events import PROJECTOR_DURABLE, READ_WAIT_SECONDS, STREAM, event_subject, org_filter
+from ..events import PROJECTOR_DURABLE, READ_WAIT_SECONDS, STREAM
 from ..events import caught_up as projected
 from ..store import truth
 from .access import no_inbox, no_task
@@ -40,6 +42,15 @@ def check_cursor(since_seq: int, limit: int) -> int:
     if since_seq < 0:
         raise ValidationFailed("since_seq: 0 or more", {"field": "since_seq", "reason": "negative"})
     return max(1, min(limit or 100, 1000))
+
+
+def _field_is(name: str, value: str) -> Keep:
+    """Keep the events whose `name` is `value`."""
+    return lambda event: event.get(name) == value
+
+
+def _every(_event: dict[str, Any]) -> bool:
+    return True
 
 
 async def read_events(
@@ -70,6 +81,7 @@ async def read_events(
         await asyncio.shield(asyncio.ensure_future(_delete(js, None, str(config.name))))
         raise
     except Exception as exc:
+        # the NATS adapter boundary: any failure to open the read is BACKEND_UNAVAILABLE
         raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the event stream did not answer") from exc
     events: list[dict[str, Any]] = []
     next_seq = since_seq
@@ -85,11 +97,9 @@ async def read_events(
             try:
                 msgs = await sub.fetch(min(FETCH, max(pending, 1)) if not caught_up else FETCH, timeout=timeout)
             except TimeoutError:
-                msgs = []
-            except Exception as exc:
-                if "Timeout" not in type(exc).__name__:
-                    raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the event stream did not answer") from exc
-                msgs = []
+                msgs = []  # nothing new within the wait (nats-py's timeouts are TimeoutErrors)
+            except nats.errors.Error as exc:
+                raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the event stream did not answer") from exc
             if not msgs:
                 if caught_up:
                     break
@@ -133,9 +143,7 @@ class WatchingOps:
         limit = check_cursor(since_seq, limit)
         wait = v.wait_seconds(wait_seconds)
         me = ctx.subject
-        events, next_seq = await read_events(
-            self.d.runtime.bus.js, org_filter(ctx.org), since_seq, wait, limit, lambda e: e.get("poster") == me
-        )
+        events, next_seq = await read_events(self.d.bus.js, org_filter(ctx.org), since_seq, wait, limit, lambda e: e.get("poster") == me)
         self.d.access.auth.check_live(ctx.principal)  # revoked while it waited: nothing handed over
         ctx.out_hits = len(events)
         return events, next_seq
@@ -160,7 +168,7 @@ class WatchingOps:
             await self.d.access.reader(ctx, row)
             # The org's events, not one inbox's: a reassigned task's next events are in another.
             subject_filter = org_filter(ctx.org)
-            keep = lambda e: e.get("task_id") == task_id  # noqa: E731
+            keep = _field_is("task_id", task_id)
         else:
             v.inbox_name(inbox_name)
             inbox = await self.d.directory.inbox(ctx.org, inbox_name)
@@ -169,12 +177,12 @@ class WatchingOps:
             role = await self.d.access.role_on(ctx, inbox.namespace)
             subject_filter = event_subject(ctx.org, inbox.namespace, inbox.name, "*")
             if role >= Role.VIEWER:
-                keep = lambda _e: True  # noqa: E731
+                keep = _every
             elif me in inbox.posters:
-                keep = lambda e: e.get("poster") == me  # noqa: E731
+                keep = _field_is("poster", me)
             else:
                 raise no_inbox(inbox_name)
-        events, next_seq = await read_events(self.d.runtime.bus.js, subject_filter, since_seq, wait, limit, keep)
+        events, next_seq = await read_events(self.d.bus.js, subject_filter, since_seq, wait, limit, keep)
         self.d.access.auth.check_live(ctx.principal)  # revoked while it waited: nothing handed over
         ctx.out_hits = len(events)
         return events, next_seq

@@ -154,7 +154,7 @@ class WorkingOps:
         """Review items, unclaimed: nothing changes, the owner decides with accept / wont_do."""
         deadline = time.monotonic() + wait
         q = self.d.hub.queue(inbox.org, inbox.name)
-        await caught_up(self.d.runtime.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
+        await caught_up(self.d.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
         while True:
             rows = await self.d.tasks.in_status(inbox.org, inbox.name, model.TRIAGE, kinds, want)
             remaining = deadline - time.monotonic()

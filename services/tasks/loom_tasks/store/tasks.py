@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from loom_core import fastjson
-from loom_core.store import Store
+from loom_core.store import Store, Where
 
 from ..domain import model
 from ..domain.model import TERMINAL, TaskRow
@@ -114,45 +114,28 @@ class TaskStore:
         limit: int,
     ) -> list[TaskRow]:
         """Newest first; `after` is the (created_at µs, task_id) of the last row of the previous page."""
-        where = ["org = {org:String}"]
-        params: dict[str, Any] = {"org": org, "limit": limit}
-        if namespace is not None:
-            where.append("namespace = {ns:String}")
-            params["ns"] = namespace
-        if inbox is not None:
-            where.append("inbox = {inbox:String}")
-            params["inbox"] = inbox
+        where = _placed(org, namespace, inbox)
         if poster is not None:
-            where.append("poster = {poster:String}")
-            params["poster"] = poster
+            where.add("poster = {poster:String}", poster=poster)
         if statuses:
-            where.append("status IN {statuses:Array(String)}")
-            params["statuses"] = list(statuses)
+            where.add("status IN {statuses:Array(String)}", statuses=list(statuses))
         if kinds:
-            where.append("kind IN {kinds:Array(String)}")
-            params["kinds"] = list(kinds)
+            where.add("kind IN {kinds:Array(String)}", kinds=list(kinds))
         if after is not None:
-            where.append("(toUnixTimestamp64Micro(created_at), task_id) < ({after_at:Int64}, {after_id:String})")
-            params["after_at"], params["after_id"] = after
+            where.add(
+                "(toUnixTimestamp64Micro(created_at), task_id) < ({after_at:Int64}, {after_id:String})",
+                after_at=after[0],
+                after_id=after[1],
+            )
         rows = await self.store.query(
-            f"SELECT {SELECT} FROM {TASKS} FINAL WHERE {' AND '.join(where)} ORDER BY created_at DESC, task_id DESC LIMIT {{limit:UInt32}}",
-            params,
+            f"SELECT {SELECT} FROM {TASKS} FINAL WHERE {where} ORDER BY created_at DESC, task_id DESC LIMIT {{limit:UInt32}}",
+            where.bind(limit=limit),
         )
         return [from_store(r) for r in rows]
 
     async def counts(self, org: str, *, namespace: str | None, inbox: str | None) -> dict[str, int]:
-        where = ["org = {org:String}"]
-        params: dict[str, Any] = {"org": org}
-        if namespace is not None:
-            where.append("namespace = {ns:String}")
-            params["ns"] = namespace
-        if inbox is not None:
-            where.append("inbox = {inbox:String}")
-            params["inbox"] = inbox
-        rows = await self.store.query(
-            f"SELECT status, count() AS n FROM {TASKS} FINAL WHERE {' AND '.join(where)} GROUP BY status",
-            params,
-        )
+        where = _placed(org, namespace, inbox)
+        rows = await self.store.query(f"SELECT status, count() AS n FROM {TASKS} FINAL WHERE {where} GROUP BY status", where.params)
         return {r["status"]: int(r["n"]) for r in rows}
 
     async def write(self, rows: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]], token: str) -> None:
@@ -204,3 +187,13 @@ class TaskStore:
             {"org": org, "id": task_id, "eid": event_id},
         )
         return bool(rows)
+
+
+def _placed(org: str, namespace: str | None, inbox: str | None) -> Where:
+    """Tasks of an org, narrowed to a namespace and an inbox when named."""
+    where = Where("org = {org:String}", org=org)
+    if namespace is not None:
+        where.add("namespace = {ns:String}", ns=namespace)
+    if inbox is not None:
+        where.add("inbox = {inbox:String}", inbox=inbox)
+    return where

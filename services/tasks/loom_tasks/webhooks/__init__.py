@@ -11,7 +11,7 @@ It carries no task content: the receiver pulls.
 """
 
 from ._config import encode_org, secret_ref_is_valid, url_problem, validate_webhook_config, webhook_secret_env_name
-from ._deliverer import DURABLE, STREAM, WebhookDeliverer, WebhookLookup
+from ._deliverer import DURABLE, STREAM, WEBHOOKS, WebhookDeliverer, WebhookLookup
 from ._guard import AddressRefused, check_host, refusal
 from ._signing import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, sign, verify_signature
 from ._store import MIGRATIONS, list_deliveries
@@ -23,6 +23,7 @@ __all__ = [
     "MIGRATIONS",
     "SIGNATURE_HEADER",
     "STREAM",
+    "WEBHOOKS",
     "AddressRefused",
     "WebhookDeliverer",
     "WebhookLookup",

@@ -47,9 +47,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from faststream.nats.message import NatsBatchMessage
-from loom_core.bus import AckPolicy, Consumer, Consuming
+from loom_core.bus import AckPolicy, Bus, Consumer, Consuming, task_subjects
 from loom_core.bus.position import stream_seq
-from loom_core.runtime import Runtime
+from loom_core.store import Store
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy as JsAckPolicy
 from nats.js.api import ConsumerConfig, DeliverPolicy
@@ -65,7 +65,7 @@ from ._store import Attempt, record_attempt
 log = logging.getLogger(__name__)
 
 STREAM = "LOOM_TASK_EVENTS"
-SUBJECTS = "loom.tasks.>"
+SUBJECTS = task_subjects.ALL
 DURABLE = "loom-task-webhooks"
 EVENT_NAME = "inbox.wake"
 ACK_WAIT_SECONDS = 300.0  # well above the longest a notice can take (attempts x timeout + backoff)
@@ -80,7 +80,7 @@ MAX_FILTERS = 256
 #: Most rounds of one refresh (set, read again) before it leaves the rest to the next.
 FILTER_ROUNDS = 50
 #: The filter when no inbox has a webhook: a subject no event has (org ids never hold "~").
-NO_WEBHOOKS = "loom.tasks.~.~.~.~"
+NO_WEBHOOKS = task_subjects.event_subject("~", "~", "~", "~")
 
 WEBHOOKS = Consumer(
     "task-webhooks",
@@ -112,10 +112,10 @@ def filter_subjects(inboxes: Iterable[tuple[str, str]]) -> list[str]:
     if not all(_plain_token(org) and _plain_token(inbox) for org, inbox in pairs):
         return [SUBJECTS]
     if len(pairs) <= MAX_FILTERS:
-        return [f"loom.tasks.{org}.*.{inbox}.*" for org, inbox in pairs]
+        return [task_subjects.inbox_filter(org, inbox) for org, inbox in pairs]
     orgs = sorted({org for org, _ in pairs})
     if len(orgs) <= MAX_FILTERS:
-        return [f"loom.tasks.{org}.>" for org in orgs]
+        return [task_subjects.org_filter(org) for org in orgs]
     return [SUBJECTS]
 
 
@@ -156,10 +156,10 @@ def _event_key(msg: Msg) -> tuple[str, str, str, int] | None:
     (`loom.tasks.<org>.<namespace>.<inbox>.<kind>`, built from the event's own fields) says where
     it belongs and its stream sequence is its seq, so the body is parsed only for a subject of
     another shape or a body that names a seq of its own (Loom's events carry none)."""
-    tokens = msg.subject.split(".")
-    if len(tokens) == 6 and tokens[0] == "loom" and tokens[1] == "tasks" and tokens[2] and tokens[4] and b'"seq"' not in msg.data:
+    parsed = task_subjects.parse_subject(msg.subject)
+    if parsed is not None and parsed[0] and parsed[2] and b'"seq"' not in msg.data:
         try:
-            return tokens[2], tokens[3], tokens[4], stream_seq(msg)
+            return parsed[0], parsed[1], parsed[2], stream_seq(msg)
         except Exception:  # noqa: BLE001 - no JetStream metadata: read the body
             pass
     try:
@@ -168,7 +168,7 @@ def _event_key(msg: Msg) -> tuple[str, str, str, int] | None:
         data = {}
     if not isinstance(data, dict):
         data = {}
-    from_subject = tokens[2:5] if len(tokens) >= 6 else ["", "", ""]
+    from_subject = parsed[:3] if parsed is not None else ("", "", "")
     org = str(data.get("org") or from_subject[0])
     namespace = str(data.get("namespace") or from_subject[1])
     inbox = str(data.get("inbox") or from_subject[2])
@@ -189,7 +189,8 @@ class WebhookDeliverer:
 
     def __init__(
         self,
-        runtime: Runtime,
+        bus: Bus,
+        store: Store,
         lookup: WebhookLookup,
         *,
         allow_loopback_for_tests: bool = False,
@@ -203,8 +204,9 @@ class WebhookDeliverer:
         fetch_batch: int = 256,
         settings: TasksSettings | None = None,
     ) -> None:
-        s = settings if settings is not None else runtime.settings.plane(TasksSettings)
-        self.runtime = runtime
+        s = settings if settings is not None else TasksSettings()
+        self.bus = bus
+        self.store = store
         self.lookup = lookup
         # A seam for tests only (no setting reaches it): lets a delivery reach a loopback receiver.
         self.allow_loopback_for_tests = allow_loopback_for_tests
@@ -267,7 +269,7 @@ class WebhookDeliverer:
         while not self._stopping and self._consuming is None:
             try:
                 await self.refresh_filter()  # the consumer exists, filtered, before it is bound
-                self._consuming = await self.runtime.bus.consume(self.consumer(), self._on_event)
+                self._consuming = await self.bus.consume(self.consumer(), self._on_event)
                 self.ready.set()
             except asyncio.CancelledError:
                 raise
@@ -293,7 +295,7 @@ class WebhookDeliverer:
     async def _filter_now(self) -> list[str] | None:
         """The consumer's subject filters now; None when it does not exist."""
         try:
-            info = await self.runtime.bus.js.consumer_info(self.stream, self.durable)
+            info = await self.bus.js.consumer_info(self.stream, self.durable)
         except NotFoundError:
             return None
         c = info.config
@@ -317,7 +319,7 @@ class WebhookDeliverer:
                     self.filter = wanted
                     self._filter_covered = covers
                     return wanted
-                await self.runtime.bus.js.add_consumer(self.stream, self._consumer_config(wanted))
+                await self.bus.js.add_consumer(self.stream, self._consumer_config(wanted))
             # The store kept changing under every round: the next change or FILTER_REFRESH_SECONDS settles it.
             log.warning("webhook filter: the inboxes kept changing for %d rounds; left for the next refresh", FILTER_ROUNDS)
             return self.filter
@@ -401,7 +403,7 @@ class WebhookDeliverer:
                 duration_ms=r.duration_ms if r else 0.0,
             )  # fmt: skip
             try:
-                await record_attempt(self.runtime.store, row)
+                await record_attempt(self.store, row)
             except Exception as exc:  # noqa: BLE001 - the log is best effort; the notice is not
                 log.warning("webhook delivery log write failed: %s", type(exc).__name__)
 

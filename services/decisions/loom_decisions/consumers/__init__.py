@@ -1,1 +1,0 @@
-"""Bus readers of the decisions plane (none yet: every write is synchronous)."""

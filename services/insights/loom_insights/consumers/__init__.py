@@ -1,1 +1,0 @@
-"""The insights plane reads nothing from the bus."""
