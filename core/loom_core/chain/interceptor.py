@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypedDict
+from typing import Any, TypeAlias, TypedDict
 
 import grpc
 from google.protobuf.message import Message
@@ -41,8 +41,9 @@ from .ratelimit import RateLimiter
 log = logging.getLogger(__name__)
 
 # A server context and a method handler over Loom's messages (every op is unary Message -> Message).
-Context = grpc.aio.ServicerContext[Message, Message]
-MethodHandler = grpc.RpcMethodHandler[Message, Message]
+# (Strings: grpc's classes are generic in its stubs only.)
+Context: TypeAlias = "grpc.aio.ServicerContext[Message, Message]"
+MethodHandler: TypeAlias = "grpc.RpcMethodHandler[Message, Message]"
 Behavior = Callable[[Message, Context], Awaitable[Message]]
 
 # An assistant answer's token (spec 000 "The bridge"): its consumer, and the toolset it reads by.
