@@ -62,6 +62,7 @@ def _shipped_samples() -> tuple[list[str], list[str]]:
 
 async def main(answers: int, chunks: int, rounds: int) -> None:
     from loom_assistant.domain import citations as cit
+    from loom_assistant.plane import AssistantPlane
     from loom_assistant.service.checks import AnswerScope
     from loom_core.bus import NatsServer
     from loom_core.chain.ledger import ledger_row
@@ -94,10 +95,13 @@ async def main(answers: int, chunks: int, rounds: int) -> None:
     async with NatsServer(tmp / "nats") as nats:
         inst = await start_instance(settings, store=store, nats_url=nats.url)
         emu.loom_url = inst.base_url
-        plane = next(p for p in inst.planes if p.name == "assistant")
+        plane = next(p for p in inst.planes if isinstance(p, AssistantPlane))
+        setup = plane.setup
+        assert setup is not None, "the assistant plane's setup runs when LibreChat's URL is set (the emulator's)"
         async with asyncio.timeout(30):
-            await plane.setup.wait_ready()
-        row = plane.setup.row
+            await setup.wait_ready()
+        row = setup.row
+        assert row is not None, "wait_ready returns once the row holds its key and agent"
         admin, _ = await bootstrap_org(inst.runtime.identity, inst.runtime.codec, "bench", "ns", 3600)
         async with httpx.AsyncClient(base_url=inst.base_url, timeout=60) as c:
             minted = (await c.post("/v1/token.mint", json={"roles": {"ns": "viewer"}}, headers={"Authorization": f"Bearer {admin}"})).json()

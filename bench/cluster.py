@@ -27,10 +27,11 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _machine import machine  # bench/ is on sys.path when a script runs
 from loom_api.identity.v1 import identity_pb2
+from loom_core.bus.natsserver import free_port
 
-from bench._machine import machine
-from tests.deploy.processes import LoomProcess, NatsCluster, bootstrap, free_port, loom_env
+from tests.deploy.processes import LoomProcess, NatsCluster, bootstrap, loom_env
 
 TICK = os.sysconf("SC_CLK_TCK")
 

@@ -49,7 +49,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._machine import machine  # noqa: E402
+from _machine import machine  # noqa: E402 - bench/ is on sys.path when a script runs, the root after the insert above
 
 ORG, NS = "bench-org", "bench-ns"
 TOPICS = 2000
@@ -58,7 +58,8 @@ K = 25
 
 
 def unit(x: np.ndarray) -> np.ndarray:
-    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+    out: np.ndarray = (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+    return out
 
 
 def synthetic(n: int, queries: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -37,6 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -178,7 +179,7 @@ def cpu_seconds(pid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-async def measured(args: argparse.Namespace, url: str, token: str, pids: dict[str, int | None]) -> dict[str, Any]:
+async def measured(args: argparse.Namespace, url: str, token: str, pids: Mapping[str, int | None]) -> dict[str, Any]:
     before = {side: cpu_seconds(pid) for side, pid in pids.items()}
     r = await run_client(args, url, token, args.requests)
     for side, pid in pids.items():

@@ -378,6 +378,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     from loom_core.store.embedded import EmbeddedStore
     from loom_gateway.identity import bootstrap_org
     from loom_runner.embedded import Instance, start_instance
+    from loom_tasks.plane import TasksPlane
 
     with tempfile.TemporaryDirectory(prefix="loom-bench-") as tmp:
         data = Path(tmp)
@@ -433,7 +434,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 "warmup": args.warmup,
                 "wake": args.wake,
             }
-            tasks_planes = [next(p for p in i.planes if p.name == "tasks") for i in instances]
+            tasks_planes = [next(p for p in i.planes if isinstance(p, TasksPlane)) for i in instances]
             # CPU time of the event loop's thread (not wall time, which the shared machine inflates).
             profiler = cProfile.Profile(time.thread_time) if args.profile else None
             runs: list[dict[str, Any]] = []
@@ -442,9 +443,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             try:
                 for door in doors:
                     for batch in batches:
-                        applied0 = sum(p.projector.applied for p in tasks_planes)  # type: ignore[attr-defined]
-                        batches0 = sum(p.projector.batches for p in tasks_planes)  # type: ignore[attr-defined]
-                        held0 = sum(p.admission.waits for p in tasks_planes)  # type: ignore[attr-defined]
+                        applied0 = sum(p.projector.applied for p in tasks_planes)
+                        batches0 = sum(p.projector.batches for p in tasks_planes)
+                        held0 = sum(p.admission.waits for p in tasks_planes)
                         if statements is not None:
                             statements.clear()
                         # The baseline right before and right after each Loom run: the run's ratio is
@@ -461,8 +462,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         cpu, loop_cpu, wall = time.process_time() - cpu0, time.thread_time() - loop0, time.perf_counter() - wall0
                         if profiler:
                             profiler.disable()
-                        applied = sum(p.projector.applied for p in tasks_planes) - applied0  # type: ignore[attr-defined]
-                        flushes = sum(p.projector.batches for p in tasks_planes) - batches0  # type: ignore[attr-defined]
+                        applied = sum(p.projector.applied for p in tasks_planes) - applied0
+                        flushes = sum(p.projector.batches for p in tasks_planes) - batches0
                         if statements is not None:
                             seen_statements = dict(statements)
                         runs.append(
@@ -478,7 +479,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                                 "loadavg": os.getloadavg()[0],
                                 "state_writes_per_projection_batch": applied / max(flushes, 1),
                                 # Writes that waited for the projector (LOOM_TASK_PROJECTION_MAX_BEHIND).
-                                "writes_held_back": sum(p.admission.waits for p in tasks_planes) - held0,  # type: ignore[attr-defined]
+                                "writes_held_back": sum(p.admission.waits for p in tasks_planes) - held0,
                                 # After the last complete, how long until the projector and the
                                 # webhook deliverer had nothing left (their CPU until then is in the server's).
                                 "derived_lag_ms": derived_lag * 1000,

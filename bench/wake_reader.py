@@ -28,6 +28,7 @@ from loom_core.bus import NatsServer, connect_bus
 from loom_tasks.consumers.layout import WAKE
 from loom_tasks.domain.model import TaskRow
 from loom_tasks.service.wake import WakeHub
+from nats.aio.client import Client as NATS
 
 SUBJECT = "loom.task_wake.acme.bot"
 
@@ -42,7 +43,7 @@ def _payload(i: int) -> bytes:
 
 
 async def measure(
-    start_reader: Callable[[WakeHub], Awaitable[Callable[[], Awaitable[None]]]], pub: nats.NATS, rounds: int, burst: int
+    start_reader: Callable[[WakeHub], Awaitable[Callable[[], Awaitable[None]]]], pub: NATS, rounds: int, burst: int
 ) -> tuple[float, float, float]:
     hub = WakeHub(None, _nothing, 60.0)
     q = hub.queue("acme", "bot")

@@ -102,12 +102,80 @@ def param_note(name: str, schema: dict[str, Any]) -> str | None:
     return " ".join(notes) or None
 
 
+# The well-known protobuf types an answer holds, as their JSON.
+_WELL_KNOWN = {
+    "google.protobuf.Struct": "dict[str, Any]",
+    "google.protobuf.ListValue": "list[Any]",
+    "google.protobuf.Timestamp": "str",
+}
+
+
+def answer_types(ops: Iterable[Any]) -> dict[str, list[str]]:
+    """A TypedDict per message an op answers with (its response and the messages inside it), by
+    name: the JSON the gateway prints (loom_core.catalog.message_to_json) field by field. A field
+    with presence may be absent (NotRequired); every other field is always printed."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    found: dict[str, Any] = {}
+
+    def value_type(f: Any) -> str:
+        mt = f.message_type
+        if mt is not None:
+            if mt.full_name.startswith("google.protobuf."):
+                return _WELL_KNOWN.get(mt.full_name, "Any")
+            visit(mt)
+            return str(mt.name)
+        if f.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
+            return "float"
+        if f.type == FieldDescriptor.TYPE_BOOL:
+            return "bool"
+        if f.type in (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES, FieldDescriptor.TYPE_ENUM):
+            return "str"
+        return "int"
+
+    def field_type(f: Any) -> str:
+        mt = f.message_type
+        if mt is not None and mt.GetOptions().map_entry:
+            return f"dict[str, {value_type(mt.fields_by_name['value'])}]"
+        if f.is_repeated:
+            return f"list[{value_type(f)}]"
+        typ = value_type(f)
+        return f"NotRequired[{typ}]" if f.has_presence else typ
+
+    def visit(desc: Any) -> None:
+        known = found.get(desc.name)
+        if known is not None:
+            if known.full_name != desc.full_name:
+                raise SystemExit(f"two answer messages are named {desc.name}: {known.full_name}, {desc.full_name}")
+            return
+        found[desc.name] = desc
+        for f in desc.fields:
+            field_type(f)
+
+    for op in ops:
+        response = getattr(op, "response_cls", None)
+        if response is not None:
+            visit(response.DESCRIPTOR)
+    out: dict[str, list[str]] = {}
+    for name in sorted(found):
+        desc = found[name]
+        fields = [(f.name, field_type(f)) for f in desc.fields]
+        doc = f'    """``{desc.full_name}`` as JSON."""'
+        if all(n.isidentifier() and not keyword.iskeyword(n) for n, _ in fields):
+            out[name] = [f"class {name}(TypedDict):", doc, "", *(f"    {n}: {t}" for n, t in fields)]
+        else:  # a field named like a keyword: TypedDict's functional form
+            items = ", ".join(f'"{n}": {t}' for n, t in fields)
+            out[name] = [f'{name} = TypedDict("{name}", {{{items}}})']
+    return out
+
+
 def render_method(op: Any, shadowed: frozenset[str]) -> list[str]:
     schema: dict[str, Any] = op.input_schema
     props: dict[str, dict[str, Any]] = schema.get("properties", {})
     required = set(schema.get("required", ()))
     params = [(name, identifier(name), prop) for name, prop in props.items()]
-    returns = py_type({"type": "object"}, shadowed)
+    response = getattr(op, "response_cls", None)  # an op-like without one (a test's) answers a plain dict
+    returns = str(response.DESCRIPTOR.name) if response is not None else py_type({"type": "object"}, shadowed)
     lines = []
     if params:
         lines.append(f"    async def {identifier(op.leaf)}(")
@@ -132,14 +200,21 @@ def render_method(op: Any, shadowed: frozenset[str]) -> list[str]:
             if note:
                 lines.append(f"            {ident}: {doc_text(note)}")
     lines.append('        """')
+    # The JSON edge: the gateway answers with the response message printed as JSON
+    # (loom_core.catalog.message_to_json), which the TypedDict is generated from.
+    typed = response is not None
     if params:
-        lines.append("        return await self._caller.call(")
+        lines.append("        answer = await self._caller.call(" if typed else "        return await self._caller.call(")
         lines.append(f'            "{op.name}",')
         for name, ident, _ in params:
             lines.append(f"            {name}={ident}," if name == ident else f'            **{{"{name}": {ident}}},')
         lines.append("        )")
     else:
-        lines.append(f'        return await self._caller.call("{op.name}")')
+        lines.append(
+            f'        answer = await self._caller.call("{op.name}")' if typed else f'        return await self._caller.call("{op.name}")'
+        )
+    if typed:
+        lines.append(f'        return cast("{returns}", answer)')
     return lines
 
 
@@ -149,23 +224,34 @@ def render(ops: Iterable[Any]) -> str:
     for op in sorted(ops, key=lambda o: o.name):
         groups.setdefault(op.group, []).append(op)
     shadowed = {group: frozenset(identifier(op.leaf) for op in members) & frozenset(_BUILTIN_TYPES) for group, members in groups.items()}
+    answers = answer_types(ops_sorted := [op for members in groups.values() for op in members])
+    clash = set(answers) & ({class_name(group) for group in groups} | {"Ops", "Any", "NotRequired", "TypedDict", "OpCaller", "cast"})
+    if clash:
+        raise SystemExit(f"answer types named like the module's other names: {sorted(clash)}")
+    del ops_sorted
     out = [
         HEADER,
         '"""Every op of the catalog as a typed method: ``agent.ops.<group>.<op>(**args)``.',
         "",
         "Each method sends only the arguments given (``None`` means the op's default) through",
-        "``Agent.call`` and returns the op's JSON answer as a dict.",
+        "``Agent.call`` and returns the op's JSON answer: a dict typed by the TypedDict named after",
+        "the op's response message, generated from the same proto as the gateway's answer (the one",
+        "cast in each method is that JSON edge: the wire's JSON declared as the op's answer).",
         '"""',
         "",
         "from __future__ import annotations",
         "",
-        "from typing import TYPE_CHECKING, Any",
+        f"from typing import TYPE_CHECKING, Any{', NotRequired, TypedDict, cast' if answers else ''}",
         "",
         "if TYPE_CHECKING:",
         "    from ._client import OpCaller",
         "",
-        '__all__ = ["Ops"]',
+        "__all__ = [",
+        *(f'    "{name}",' for name in sorted(["Ops", *answers])),
+        "]",
     ]
+    for lines in answers.values():
+        out += ["", "", *lines]
     for group, members in groups.items():
         out += ["", ""]
         out.append(f"class {class_name(group)}:")

@@ -22,11 +22,12 @@ class Role(IntEnum):
 
     @classmethod
     def from_proto(cls, value: int) -> Role:
-        return {
+        by_proto: dict[int, Role] = {
             options_pb2.ROLE_VIEWER: cls.VIEWER,
             options_pb2.ROLE_WRITER: cls.WRITER,
             options_pb2.ROLE_ADMIN: cls.ADMIN,
-        }.get(value, cls.VIEWER)
+        }
+        return by_proto.get(value, cls.VIEWER)
 
     @property
     def label(self) -> str:

@@ -18,6 +18,7 @@ from .bus import Bus, LeaseStore, connect_bus
 from .catalog import Catalog, OpSpec, load_catalog
 from .chain import CallContext, Ledger, NoopGate, OpChainInterceptor, PolicyGate, current_call
 from .chain import ledger as ledger_mod
+from .chain.interceptor import Context, MethodHandler
 from .chain.ratelimit import RateLimiter
 from .errors import ErrorCode, NotFound
 from .grpc_errors import to_rpc_status
@@ -170,7 +171,7 @@ class PlaneServer:
         missing = [op.name for op in ops if op.name not in self.handlers]
         if missing:
             raise RuntimeError(f"plane {self.plane} has no handler for {missing}")
-        by_service: dict[str, dict[str, grpc.RpcMethodHandler]] = {}
+        by_service: dict[str, dict[str, MethodHandler]] = {}
         for op in ops:
             fn = self.handlers[op.name]
             by_service.setdefault(op.service, {})[op.method] = grpc.unary_unary_rpc_method_handler(
@@ -223,7 +224,7 @@ class _WrongPlane(grpc.GenericRpcHandler):
         self.catalog = catalog
         self.plane = plane
 
-    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler[bytes, bytes]:
         method = handler_call_details.method
         op = self.catalog.by_path.get(method)
         if op is not None:
@@ -236,7 +237,7 @@ class _WrongPlane(grpc.GenericRpcHandler):
             error = NotFound(ErrorCode.UNKNOWN_OP, f"no op is served at {method}", {"method": method, "this_plane": self.plane})
         status = to_rpc_status(error)
 
-        async def refuse(_request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        async def refuse(_request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
             await context.abort_with_status(status)
             return b""  # never reached: abort raises
 
@@ -250,8 +251,8 @@ def _direct(fn: Handler) -> Callable[[Message], Awaitable[Message]]:
     return behavior
 
 
-def _bind(fn: Handler) -> Callable[[Message, grpc.aio.ServicerContext], Awaitable[Message]]:
-    async def behavior(request: Message, _context: grpc.aio.ServicerContext) -> Message:
+def _bind(fn: Handler) -> Callable[[Message, Context], Awaitable[Message]]:
+    async def behavior(request: Message, _context: Context) -> Message:
         return await fn(request, current_call())
 
     return behavior

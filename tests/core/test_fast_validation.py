@@ -18,6 +18,7 @@ import jsonschema_rs
 import pytest
 from google.protobuf import json_format, struct_pb2
 from loom_core import catalog as C
+from loom_core.catalog import parse, to_json, validation
 from loom_core.errors import ValidationFailed
 
 CATALOG = C.load_catalog()
@@ -44,7 +45,7 @@ STEMS = ["abc", "user:abc", "sa:x", "a" * 40, "1-abcdefgh", "$args.x", "5m", " 5
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_compiled_pattern_is_never_looser_than_python_re(pattern: str) -> None:
     rx = re.compile(pattern)
-    fast = jsonschema_rs.validator_for(C._fast_schema({"type": "string", "pattern": pattern}))
+    fast = jsonschema_rs.validator_for(validation._fast_schema({"type": "string", "pattern": pattern}))
     samples = BMP if pattern == C.NOT_BLANK else BMP[:0x800]
     samples = samples + [s + c for s in STEMS for c in ("", "\n", " ", "\x1c", "\x85", "\u00a0", "\u2028")]
     samples += [c + s for s in STEMS for c in BMP[:0x200]]
@@ -86,7 +87,7 @@ def _pull() -> dict[str, Any]:
 
 
 DEEP: Any = 1
-for _ in range(C._FAST_DEPTH + 8):
+for _ in range(parse.FAST_DEPTH + 8):
     DEEP = [DEEP]
 
 VALID = [("task.create_many", _create_many()), ("task.complete_many", _complete_many()), ("task.pull", _pull())]
@@ -165,9 +166,9 @@ def test_every_request_gets_the_answer_it_got_before_the_fast_path(
     monkeypatch.setitem(CATALOG._fast, op_name, None)
 
     def slow_parse(value: Any, msg: Any, depth: int = 0) -> None:
-        raise C._Slow
+        raise parse.Slow
 
-    monkeypatch.setattr(C, "_parse_into", slow_parse)
+    monkeypatch.setattr(parse, "parse_into", slow_parse)
     slow = [_answer(op_name, i) for i in instances]
     assert [(i, a) for i, a, b in zip(instances, fast, slow, strict=True) if a != b] == []
     assert any(isinstance(a, tuple) for a in fast) and not isinstance(fast[0], tuple)
@@ -195,8 +196,8 @@ def _parse_dict(op_name: str, args: Any) -> Any:
 def _fast_parse(op_name: str, args: Any) -> Any:
     msg = CATALOG.ops[op_name].request_cls()
     try:
-        C._parse_into(args, msg)
-    except (C._Slow, TypeError, ValueError, OverflowError):
+        parse.parse_into(args, msg)
+    except (parse.Slow, TypeError, ValueError, OverflowError):
         return _parse_dict(op_name, args)
     return msg
 
@@ -227,7 +228,7 @@ def test_shapes_the_fast_parser_does_not_take_go_to_parse_dict(instance: dict[st
 
 def _reference_json(msg: Any) -> dict[str, Any]:
     out = json_format.MessageToDict(msg, preserving_proto_field_name=True)
-    C._ints_back(msg.DESCRIPTOR, out)
+    to_json.ints_back(msg.DESCRIPTOR, out)
     return out  # type: ignore[no-any-return]
 
 

@@ -188,7 +188,8 @@ def test_sparse_json_converter_matches_message_to_dict_for_every_request_message
     """What a direct gRPC caller's request is checked as: MessageToDict (defaults left out) with
     64-bit ints as numbers, through the converter compiled from the descriptor."""
     from google.protobuf import json_format
-    from loom_core.catalog import _ints_back, message_to_sparse_json
+    from loom_core.catalog import message_to_sparse_json
+    from loom_core.catalog.to_json import ints_back
 
     rnd = random.Random(11)
     checked = 0
@@ -198,7 +199,7 @@ def test_sparse_json_converter_matches_message_to_dict_for_every_request_message
             if i:
                 _fill(msg, rnd)
             want = json_format.MessageToDict(msg, preserving_proto_field_name=True)
-            _ints_back(msg.DESCRIPTOR, want)
+            ints_back(msg.DESCRIPTOR, want)
             assert message_to_sparse_json(msg) == want, op.name
             checked += 1
     assert checked > 100

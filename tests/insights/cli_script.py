@@ -11,7 +11,7 @@ import os
 
 from loom_runner.cli import main
 
-out = {}
+out: dict[str, dict[str, int | str | None]] = {}
 
 
 async def _loom_tables() -> None:
@@ -30,9 +30,9 @@ async def _loom_tables() -> None:
 asyncio.run(_loom_tables())
 
 
-def run(name, *argv):
+def run(name: str, *argv: str) -> None:
     buf, err = io.StringIO(), io.StringIO()
-    code = None
+    code: int | None = None
     with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(err):
         try:
             code = main(list(argv))

@@ -3,7 +3,7 @@ instants, and one evaluation."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loom_policy.domain.compiler import Caller, CompiledRule, EvalContext, compile_rule
@@ -53,13 +53,13 @@ def shown(
 
 def window(
     rules: list[CompiledRule],
-    events: list[Event] = (),
-    exposures: list[Exposure] = (),
+    events: Sequence[Event] = (),
+    exposures: Sequence[Exposure] = (),
     *,
     cap: int = 200_000,
     floor_us: int = 1,
     live: dict[str, int] | None = None,
-) -> Window:  # type: ignore[assignment]
+) -> Window:
     shape = Shape()
     for r in rules:
         shape = shape.union(r.shape)

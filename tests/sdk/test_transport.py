@@ -154,11 +154,18 @@ async def test_repr_and_errors_never_show_the_api_key() -> None:
 
 
 async def test_plane_helpers_are_built_on_the_agent() -> None:
-    async with _agent(lambda _r: httpx.Response(200, json={})) as a:
+    seen: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        return httpx.Response(200, json={"rules": []})
+
+    async with _agent(answer) as a:
         assert isinstance(a.tasks, TasksClient)
         assert isinstance(a.policy, PolicyClient)
-        assert a.tasks._agent is a
-        assert a.policy._agent is a
+        await a.tasks.get("t-1")
+        await a.policy.list()
+    assert seen == ["/v1/task.get", "/v1/policy.list"]  # through the agent's one transport
 
 
 async def test_exiting_the_context_closes_the_connections() -> None:

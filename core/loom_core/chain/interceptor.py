@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypedDict
+from typing import Any, TypeAlias, TypedDict
 
 import grpc
 from google.protobuf.message import Message
@@ -41,7 +41,11 @@ from .ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
 
-Behavior = Callable[[Message, grpc.aio.ServicerContext], Awaitable[Message]]
+# A server context and a method handler over Loom's messages (every op is unary Message -> Message).
+# (Strings: grpc's classes are generic in its stubs only.)
+Context: TypeAlias = "grpc.aio.ServicerContext[Message, Message]"
+MethodHandler: TypeAlias = "grpc.RpcMethodHandler[Message, Message]"
+Behavior = Callable[[Message, Context], Awaitable[Message]]
 
 # An assistant answer's token (spec 000 "The bridge"): its consumer, and the toolset it reads by.
 ANSWER_CONSUMER = "loom-assistant"
@@ -73,16 +77,18 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         self.limiter = limiter
         self.gate = gate
         self.ledger = ledger
-        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
+        self._wrapped: dict[str, MethodHandler] = {}
         self._metric_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         # The plane whose server this chain guards (None: any); another plane's op is not wrapped.
         self.plane: str | None = None
 
-    async def intercept_service(
+    # grpc's stub makes intercept_service generic over any request and response types; this chain
+    # wraps only Loom's ops (Message -> Message) and passes every other handler on as it came.
+    async def intercept_service(  # type: ignore[override]
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[MethodHandler | None]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> MethodHandler | None:
         # A server's method -> handler map is fixed once it starts: wrap each op once, not per call.
         wrapped = self._wrapped.get(handler_call_details.method)
         if wrapped is not None:
@@ -91,9 +97,11 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         op = self.catalog.by_path.get(handler_call_details.method)
         if handler is None or op is None or handler.unary_unary is None or (self.plane is not None and op.plane != self.plane):
             return handler
-        inner: Behavior = handler.unary_unary
+        # The stub types a handler's behaviour as synchronous; on grpc.aio's server it is the
+        # coroutine function the plane registered (runtime._bind).
+        inner: Behavior = handler.unary_unary  # type: ignore[assignment]
 
-        async def behavior(request: Message, context: grpc.aio.ServicerContext) -> Message:
+        async def behavior(request: Message, context: Context) -> Message:
             return await self.run(op, inner, request, context)
 
         wrapped = grpc.unary_unary_rpc_method_handler(
@@ -104,7 +112,7 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         self._wrapped[handler_call_details.method] = wrapped
         return wrapped
 
-    async def run(self, op: OpSpec, inner: Behavior, request: Message, context: grpc.aio.ServicerContext) -> Message:
+    async def run(self, op: OpSpec, inner: Behavior, request: Message, context: Context) -> Message:
         """The gRPC transport: metadata from the call, a refusal as a rich status."""
         md = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
         try:

@@ -5,9 +5,10 @@ plane helpers (``agent.tasks``, ``agent.policy``, ...) call exactly one method, 
 
     await self._agent.call(op, **args)
 
-A plane helper is a class in ``loom/<plane>.py`` whose ``__init__(self, agent)`` keeps the agent
-as ``self._agent`` and whose methods shape arguments and call ``self._agent.call(...)``; the
-``Agent`` builds one per plane in its ``__init__``. Helpers never touch HTTP, headers or
+A plane helper is a class in ``loom/<plane>.py`` built with the agent (``__init__(self, agent)``)
+whose methods shape arguments and call the generated op methods (``Ops(agent)``: typed
+arguments and answers; ``tasks.py``, ``policy.py``) or ``self._agent.call(...)``; the ``Agent``
+builds one per plane in its ``__init__``. Helpers never touch HTTP, headers or
 errors: the transport below translates every failure into the typed errors of ``loom._errors``.
 """
 

@@ -2,18 +2,1242 @@
 """Every op of the catalog as a typed method: ``agent.ops.<group>.<op>(**args)``.
 
 Each method sends only the arguments given (``None`` means the op's default) through
-``Agent.call`` and returns the op's JSON answer as a dict.
+``Agent.call`` and returns the op's JSON answer: a dict typed by the TypedDict named after
+the op's response message, generated from the same proto as the gateway's answer (the one
+cast in each method is that JSON edge: the wire's JSON declared as the op's answer).
 """
 
 from __future__ import annotations
 
 import builtins
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 if TYPE_CHECKING:
     from ._client import OpCaller
 
-__all__ = ["Ops"]
+__all__ = [
+    "AcceptTaskResponse",
+    "ActionResult",
+    "ApplyMemoryResponse",
+    "AskResponse",
+    "AutoSupersedeResponse",
+    "BlockTaskResponse",
+    "BudgetResponse",
+    "CalibrationBin",
+    "CalibrationRow",
+    "CancelTaskResponse",
+    "CatalogCap",
+    "CatalogColumn",
+    "CatalogResponse",
+    "CatalogTable",
+    "ChainEdge",
+    "ChainNode",
+    "CheckPolicyResponse",
+    "Citation",
+    "ClaimTaskResponse",
+    "ClearMemoryResponse",
+    "Column",
+    "CompleteTaskResponse",
+    "CompleteTaskResult",
+    "CompleteTasksResponse",
+    "ContextPackResponse",
+    "CountTasksResponse",
+    "CreateNamespaceResponse",
+    "CreateServiceAccountResponse",
+    "CreateTaskResponse",
+    "CreateTaskResult",
+    "CreateTasksResponse",
+    "Decision",
+    "DecisionCalibrationResponse",
+    "DecisionChainResponse",
+    "DecisionOutcomeResponse",
+    "DecisionPrecedentsResponse",
+    "DedupResolveResponse",
+    "DeferTaskResponse",
+    "DeleteMemoryResponse",
+    "DeletePolicyResponse",
+    "Delivery",
+    "EvaluationError",
+    "FailTaskResponse",
+    "ForFileEntry",
+    "GetResponse",
+    "GetTaskHistoryResponse",
+    "GetTaskResponse",
+    "Grant",
+    "HeartbeatTaskResponse",
+    "Hit",
+    "Inbox",
+    "InboxPolicy",
+    "InboxPrincipal",
+    "ItemError",
+    "LeafResult",
+    "ListDecisionsResponse",
+    "ListGrantsResponse",
+    "ListInboxDeliveriesResponse",
+    "ListInboxPoliciesResponse",
+    "ListInboxPrincipalsResponse",
+    "ListInboxesResponse",
+    "ListMemoryResponse",
+    "ListNamespacesResponse",
+    "ListPoliciesResponse",
+    "ListTaskUpdatesResponse",
+    "ListTasksResponse",
+    "LockMemoryResponse",
+    "MemoryForFileResponse",
+    "MemoryHistoryResponse",
+    "MemoryRow",
+    "MemoryWriteResponse",
+    "MintTokenResponse",
+    "ModelCallsResponse",
+    "MoveMemoryResponse",
+    "Namespace",
+    "NamespaceRole",
+    "Ops",
+    "OutlineEntry",
+    "PackedDecision",
+    "Precedent",
+    "PullTasksResponse",
+    "QueryResponse",
+    "ReassignTaskResponse",
+    "RecordDecisionResponse",
+    "RecordHistoryResponse",
+    "RecordVersion",
+    "RegisterInboxResponse",
+    "ReopenTaskResponse",
+    "ReplayCall",
+    "ReplayPolicyResponse",
+    "ReplayTotals",
+    "ReportTaskProgressResponse",
+    "ResumeTaskResponse",
+    "RevokeTokenResponse",
+    "RollbackNamespaceResponse",
+    "Rule",
+    "RuleResult",
+    "RuleTotals",
+    "SearchHit",
+    "SearchMemoryResponse",
+    "SearchResponse",
+    "SetGrantResponse",
+    "SetInboxPolicyResponse",
+    "SetMemoryResponse",
+    "SetPolicyResponse",
+    "Task",
+    "TaskEvent",
+    "UnblockTaskResponse",
+    "UpdateTaskResponse",
+    "Verification",
+    "VerifyResponse",
+    "WatchTaskResponse",
+    "WhoAmIResponse",
+    "WontDoTaskResponse",
+    "WriteRecordResponse",
+]
+
+
+class AcceptTaskResponse(TypedDict):
+    """``loom.tasks.v1.AcceptTaskResponse`` as JSON."""
+
+    task: NotRequired[Task]
+
+
+class ActionResult(TypedDict):
+    """``loom.decisions.v1.ActionResult`` as JSON."""
+
+    memory_key: str
+    action: str
+    ok: bool
+    version: int
+    error_code: str
+    error: str
+    retired_record: bool
+
+
+class ApplyMemoryResponse(TypedDict):
+    """``loom.decisions.v1.ApplyMemoryResponse`` as JSON."""
+
+    results: list[ActionResult]
+
+
+class AskResponse(TypedDict):
+    """``loom.assistant.v1.AskResponse`` as JSON."""
+
+    text: str
+    citations: list[Citation]
+    support: str
+    unknown_names: list[str]
+    run_id: str
+
+
+class AutoSupersedeResponse(TypedDict):
+    """``loom.decisions.v1.AutoSupersedeResponse`` as JSON."""
+
+    memory_key: str
+    by_key: str
+    version: int
+    retired_record: bool
+    similarity: float
+
+
+class BlockTaskResponse(TypedDict):
+    """``loom.tasks.v1.BlockTaskResponse`` as JSON."""
+
+    task: NotRequired[Task]
+
+
+class BudgetResponse(TypedDict):
+    """``loom.assistant.v1.BudgetResponse`` as JSON."""
+
+    namespace: str
+    daily_cost_cap_usd: float
+    is_default: bool
+    assistant_share: float
+    assistant_spent_today_usd: float
+
+
+class CalibrationBin(TypedDict):
+    """``loom.decisions.v1.CalibrationBin`` as JSON."""
+
+    lower: float
+    upper: float
+    count: int
+    mean_confidence: float
+    success_rate: float
+
+
+class CalibrationRow(TypedDict):
+    """``loom.decisions.v1.CalibrationRow`` as JSON."""
+
+    agent: str
+    category: str
+    count: int
+    successes: int
+    mean_confidence: float
+    success_rate: float
+    brier: float
+    overconfidence: float
+    bins: list[CalibrationBin]
+
+
+class CancelTaskResponse(TypedDict):
+    """``loom.tasks.v1.CancelTaskResponse`` as JSON."""
+
+    task: NotRequired[Task]
+
+
+class CatalogCap(TypedDict):
+    """``loom.insights.v1.CatalogCap`` as JSON."""
+
+    setting: str
+    value: int
+    meaning: str
+
+
+class CatalogColumn(TypedDict):
+    """``loom.insights.v1.CatalogColumn`` as JSON."""
+
+    name: str
+    type: str
+    comment: str
+
+
+class CatalogResponse(TypedDict):
+    """``loom.insights.v1.CatalogResponse`` as JSON."""
+
+    tables: list[CatalogTable]
+    notes: list[str]
+    caps: list[CatalogCap]
+    version: str
+    available: bool
+
+
+class CatalogTable(TypedDict):
+    """``loom.insights.v1.CatalogTable`` as JSON."""
+
+    name: str
+    comment: str
+    shape: str
+    note: str
+    columns: list[CatalogColumn]
+
+
+class ChainEdge(TypedDict):
+    """``loom.decisions.v1.ChainEdge`` as JSON."""
+
+    from_key: str
+    to_key: str
+    kind: str
+
+
+class ChainNode(TypedDict):
+    """``loom.decisions.v1.ChainNode`` as JSON."""
+
+    memory_key: str
+    hops: int
+    stage: str
+    is_decision: bool
+    category: str
+    scenario: str
+    outcome: str
+    realized_outcome: str
+
+
+class CheckPolicyResponse(TypedDict):
+    """``loom.policy.v1.CheckPolicyResponse`` as JSON."""
+
+    decision: str
+    would_enforce: bool
+    mode: str
+    write_shaped: bool
+    determining_rules: list[str]
+    errors: list[EvaluationError]
+    rules: list[RuleResult]
+    latency_ms: float
+
+
+class Citation(TypedDict):
+    """``loom.assistant.v1.Citation`` as JSON."""
+
+    kind: str
+    ref: str
+    verified: bool
+    reason: str
+    anchor: str
+    text: str
+
+
+class ClaimTaskResponse(TypedDict):
+    """``loom.tasks.v1.ClaimTaskResponse`` as JSON."""
+
+    task: NotRequired[Task]
+
+
+class ClearMemoryResponse(TypedDict):
+    """``loom.decisions.v1.ClearMemoryResponse`` as JSON."""
+
+    cleared: int
+    locked: list[str]
+
+
+class Column(TypedDict):
+    """``loom.insights.v1.Column`` as JSON."""
+
+    name: str
+    type: str
+
+
+class CompleteTaskResponse(TypedDict):
+    """``loom.tasks.v1.CompleteTaskResponse`` as JSON."""
+
+    task: NotRequired[Task]
+
+
+class CompleteTaskResult(TypedDict):
+    """``loom.tasks.v1.CompleteTaskResult`` as JSON."""
+
+    task: NotRequired[Task]
+    error: NotRequired[ItemError]
+
+
+class CompleteTasksResponse(TypedDict):
+    """``loom.tasks.v1.CompleteTasksResponse`` as JSON."""
+
+    results: list[CompleteTaskResult]
+
+
+class ContextPackResponse(TypedDict):
+    """``loom.decisions.v1.ContextPackResponse`` as JSON."""
+
+    block: str
+    tokens: int
+    token_budget: int
+    decisions: list[PackedDecision]
+    omitted: int
+
+
+class CountTasksResponse(TypedDict):
+    """``loom.tasks.v1.CountTasksResponse`` as JSON."""
+
+    counts: dict[str, int]
+    total: int
+
+
+class CreateNamespaceResponse(TypedDict):
+    """``loom.identity.v1.CreateNamespaceResponse`` as JSON."""
+
+    namespace: NotRequired[Namespace]
+    created: bool
+
+
+class CreateServiceAccountResponse(TypedDict):
+    """``loom.identity.v1.CreateServiceAccountResponse`` as JSON."""
+
+    subject: str
+    grant: NotRequired[Grant]
+    created: bool
+
+
+class CreateTaskResponse(TypedDict):
+    """``loom.tasks.v1.CreateTaskResponse`` as JSON."""
+
+    task: NotRequired[Task]
+    created: bool
+
+
+class CreateTaskResult(TypedDict):
+    """``loom.tasks.v1.CreateTaskResult`` as JSON."""
+
+    task: NotRequired[Task]
+    created: bool
+    error: NotRequired[ItemError]
+
+
+class CreateTasksResponse(TypedDict):
+    """``loom.tasks.v1.CreateTasksResponse`` as JSON."""
+
+    results: list[CreateTaskResult]
+
+
+class Decision(TypedDict):
+    """``loom.policy.v1.Decision`` as JSON."""
+
+    time: str
+    operation: str
+    subject: str
+    agent: str
+    user: str
+    session: str
+    request_id: str
+    decision: str
+    enforced: bool
+    mode: str
+    write_shaped: bool
+    determining_rules: list[str]
+    errors: list[EvaluationError]
+    rules: list[RuleResult]
+    latency_ms: float
+    rule: str
+    widened_reasons: list[str]
+    before: NotRequired[dict[str, Any]]
+    after: NotRequired[dict[str, Any]]
+
+
+class DecisionCalibrationResponse(TypedDict):
+    """``loom.decisions.v1.DecisionCalibrationResponse`` as JSON."""
+
+    rows: list[CalibrationRow]
+    window_days: int
+    unscored: int
+
+
+class DecisionChainResponse(TypedDict):
+    """``loom.decisions.v1.DecisionChainResponse`` as JSON."""
+
+    nodes: list[ChainNode]
+    edges: list[ChainEdge]
+
+
+class DecisionOutcomeResponse(TypedDict):
+    """``loom.decisions.v1.DecisionOutcomeResponse`` as JSON."""
+
+    memory_key: str
+    realized_outcome: str
+    success: NotRequired[bool]
+    stage: str
+    statement: str
+    version: int
+    credited: list[str]
+    charged: list[str]
+    restated: bool
+    uncredited: list[str]
+
+
+class DecisionPrecedentsResponse(TypedDict):
+    """``loom.decisions.v1.DecisionPrecedentsResponse`` as JSON."""
+
+    precedents: list[Precedent]
+    min_similarity: float
+    none_close: bool
+
+
+class DedupResolveResponse(TypedDict):
+    """``loom.decisions.v1.DedupResolveResponse`` as JSON."""
+
+    kept: str
+    dropped: str
+    version: int
+    retired_record: bool
+
+
+class DeferTaskResponse(TypedDict):
+    """``loom.tasks.v1.DeferTaskResponse`` as JSON."""
+
+    task: NotRequired[Task]
+
+
+class DeleteMemoryResponse(TypedDict):
+    """``loom.decisions.v1.DeleteMemoryResponse`` as JSON."""
+
+    deleted: bool
+    retired_record: bool
+    version: int
+
+
+class DeletePolicyResponse(TypedDict):
+    """``loom.policy.v1.DeletePolicyResponse`` as JSON."""
+
+    deleted: bool
+    widened: bool
+
+
+class Delivery(TypedDict):
+    """``loom.tasks.v1.Delivery`` as JSON."""
+
+    delivery_id: str
+    attempt: int
+    attempted_time: str
+    outcome: str
+    status_code: int
+    error: str
+    url: str
+    address: str
+    newest_seq: int
+    event_count: int
+    duration_ms: float
+
+
+class EvaluationError(TypedDict):
+    """``loom.policy.v1.EvaluationError`` as JSON."""
+
+    rule: str
+    path: str
+    message: str
+
+
+class FailTaskResponse(TypedDict):
+    """``loom.tasks.v1.FailTaskResponse`` as JSON."""
+
+    task: NotRequired[Task]
+
+
+class ForFileEntry(TypedDict):
+    """``loom.decisions.v1.ForFileEntry`` as JSON."""
+
+    memory_key: str
+    memory_type: str
+    shown: str
+    value: str
+    pinned: bool
+    source_changed: bool
+    constraint: bool
+    conflicts: list[str]
+    agent_id: str
+    actor: str
+    updated_time: str
+    version: int
+    files: list[str]
+
+
+class GetResponse(TypedDict):
+    """``loom.help.v1.GetResponse`` as JSON."""
+
+    page: str
+    title: str
+    text: str
+    outline: list[OutlineEntry]
+    next_offset: NotRequired[int]
+
+
+class GetTaskHistoryResponse(TypedDict):
+    """``loom.tasks.v1.GetTaskHistoryResponse`` as JSON."""
+
+    events: list[TaskEvent]
+
+
+class GetTaskResponse(TypedDict):
+    """``loom.tasks.v1.GetTaskResponse`` as JSON."""
+
+    task: NotRequired[Task]
+
+
+class Grant(TypedDict):
+    """``loom.identity.v1.Grant`` as JSON."""
+
+    subject: str
+    namespace: str
+    role: str
+    updated_time: str
+
+
+class HeartbeatTaskResponse(TypedDict):
+    """``loom.tasks.v1.HeartbeatTaskResponse`` as JSON."""
+
+    task_id: str
+    fence: int
+    lease_expires_time: str
+
+
+class Hit(TypedDict):
+    """``loom.help.v1.Hit`` as JSON."""
+
+    page: str
+    title: str
+    breadcrumb: list[str]
+    anchor: str
+    audience: str
+    snippet: str
+    score: float
+    citation: str
+
+
+class Inbox(TypedDict):
+    """``loom.tasks.v1.Inbox`` as JSON."""
+
+    inbox: str
+    namespace: str
+    owner_agent: str
+    posters: list[str]
+    accept_disclosure: list[str]
+    default_lease_seconds: int
+    max_attempts: int
+    max_defers: int
+    triage_escalate_after_seconds: int
+    webhook_url: str
+    webhook_secret_ref: str
+    description: str
+    created_time: str
+    updated_time: str
+    counts: dict[str, int]
+
+
+class InboxPolicy(TypedDict):
+    """``loom.tasks.v1.InboxPolicy`` as JSON."""
+
+    inbox: str
+    poster: str
+    kind: str
+    mode: str
+    require_evidence: list[str]
+    updated_time: str
+    updated_by: str
+
+
+class InboxPrincipal(TypedDict):
+    """``loom.tasks.v1.InboxPrincipal`` as JSON."""
+
+    subject: str
+    type: str
+
+
+class ItemError(TypedDict):
+    """``loom.tasks.v1.ItemError`` as JSON."""
+
+    code: str
+    message: str
+    http_status: int
+
+
+class LeafResult(TypedDict):
+    """``loom.policy.v1.LeafResult`` as JSON."""
+
+    path: str
+    op: str
+    holds: bool
+    observed: float
+    cmp: str
+    threshold: float
+    within_seconds: int
+    operation: str
+    key: str
+    key_value: str
+    last_time: str
+    error: str
+
+
+class ListDecisionsResponse(TypedDict):
+    """``loom.policy.v1.ListDecisionsResponse`` as JSON."""
+
+    decisions: list[Decision]
+
+
+class ListGrantsResponse(TypedDict):
+    """``loom.identity.v1.ListGrantsResponse`` as JSON."""
+
+    grants: list[Grant]
+
+
+class ListInboxDeliveriesResponse(TypedDict):
+    """``loom.tasks.v1.ListInboxDeliveriesResponse`` as JSON."""
+
+    deliveries: list[Delivery]
+
+
+class ListInboxPoliciesResponse(TypedDict):
+    """``loom.tasks.v1.ListInboxPoliciesResponse`` as JSON."""
+
+    policies: list[InboxPolicy]
+
+
+class ListInboxPrincipalsResponse(TypedDict):
+    """``loom.tasks.v1.ListInboxPrincipalsResponse`` as JSON."""
+
+    principals: list[InboxPrincipal]
+
+
+class ListInboxesResponse(TypedDict):
+    """``loom.tasks.v1.ListInboxesResponse`` as JSON."""
+
+    inboxes: list[Inbox]
+
+
+class ListMemoryResponse(TypedDict):
+    """``loom.decisions.v1.ListMemoryResponse`` as JSON."""
+
+    rows: list[MemoryRow]
+
+
+class ListNamespacesResponse(TypedDict):
+    """``loom.identity.v1.ListNamespacesResponse`` as JSON."""
+
+    namespaces: list[Namespace]
+
+
+class ListPoliciesResponse(TypedDict):
+    """``loom.policy.v1.ListPoliciesResponse`` as JSON."""
+
+    rules: list[Rule]
+    mode: str
+    max_window_seconds: int
+    cache_ttl_seconds: float
+
+
+class ListTaskUpdatesResponse(TypedDict):
+    """``loom.tasks.v1.ListTaskUpdatesResponse`` as JSON."""
+
+    events: list[TaskEvent]
+    next_seq: int
+
+
+class ListTasksResponse(TypedDict):
+    """``loom.tasks.v1.ListTasksResponse`` as JSON."""
+
+    tasks: list[Task]
+    next_page_token: str
+
+
+class LockMemoryResponse(TypedDict):
+    """``loom.decisions.v1.LockMemoryResponse`` as JSON."""
+
+    key: str
+    locked: bool
+    expires_time: str
+    holder: str
+
+
+class MemoryForFileResponse(TypedDict):
+    """``loom.decisions.v1.MemoryForFileResponse`` as JSON."""
+
+    path: str
+    block: str
+    entries: list[ForFileEntry]
+
+
+class MemoryHistoryResponse(TypedDict):
+    """``loom.decisions.v1.MemoryHistoryResponse`` as JSON."""
+
+    versions: list[MemoryRow]
+    records: list[RecordVersion]
+
+
+class MemoryRow(TypedDict):
+    """``loom.decisions.v1.MemoryRow`` as JSON."""
+
+    key: str
+    value: str
+    version: int
+    tags: list[str]
+    memory_type: str
+    pinned: bool
+    memory_id: str
+    agent_id: str
+    user_id: str
+    session_id: str
+    attestation: str
+    locked: bool
+    status: str
+    conflicts: list[str]
+    reinforcements: int
+    credits: int
+    charges: int
+    files: list[str]
+    source_resource_id: str
+    source_class: str
+    value_hash: str
+    updated_time: str
+    op: str
+
+
+class MemoryWriteResponse(TypedDict):
+    """``loom.decisions.v1.MemoryWriteResponse`` as JSON."""
+
+    key: str
+    version: int
+    memory_id: str
+    pinned: bool
+    attestation: str
+    value_hash: str
+
+
+class MintTokenResponse(TypedDict):
+    """``loom.identity.v1.MintTokenResponse`` as JSON."""
+
+    token: str
+    token_id: str
+    subject: str
+    expires_time: str
+    session_id: str
+    roles: dict[str, str]
+
+
+class ModelCallsResponse(TypedDict):
+    """``loom.assistant.v1.ModelCallsResponse`` as JSON."""
+
+    org: str
+    enabled: bool
+
+
+class MoveMemoryResponse(TypedDict):
+    """``loom.decisions.v1.MoveMemoryResponse`` as JSON."""
+
+    memory_key: str
+    to_key: str
+    version: int
+    kept_redirect: bool
+    retired_record: bool
+
+
+class Namespace(TypedDict):
+    """``loom.identity.v1.Namespace`` as JSON."""
+
+    name: str
+    description: str
+    created_time: str
+
+
+class NamespaceRole(TypedDict):
+    """``loom.identity.v1.NamespaceRole`` as JSON."""
+
+    namespace: str
+    role: str
+
+
+class OutlineEntry(TypedDict):
+    """``loom.help.v1.OutlineEntry`` as JSON."""
+
+    breadcrumb: list[str]
+    anchor: str
+    level: int
+
+
+class PackedDecision(TypedDict):
+    """``loom.decisions.v1.PackedDecision`` as JSON."""
+
+    memory_key: str
+    stage: str
+    line: str
+    tokens: int
+
+
+class Precedent(TypedDict):
+    """``loom.decisions.v1.Precedent`` as JSON."""
+
+    memory_key: str
+    score: float
+    stage: str
+    category: str
+    scenario: str
+    outcome: str
+    reasoning: str
+    alternatives: list[str]
+    realized_outcome: str
+    success: NotRequired[bool]
+    confidence: NotRequired[float]
+    statement: str
+    agent_id: str
+    recorded_time: str
+    conflicts: list[str]
+
+
+class PullTasksResponse(TypedDict):
+    """``loom.tasks.v1.PullTasksResponse`` as JSON."""
+
+    tasks: list[Task]
+
+
+class QueryResponse(TypedDict):
+    """``loom.insights.v1.QueryResponse`` as JSON."""
+
+    columns: list[Column]
+    rows: list[list[Any]]
+    row_count: int
+    truncated: bool
+    elapsed_ms: float
+    sql_digest: str
+
+
+class ReassignTaskResponse(TypedDict):
+    """``loom.tasks.v1.ReassignTaskResponse`` as JSON."""
+
+    task: NotRequired[Task]
+
+
+class RecordDecisionResponse(TypedDict):
+    """``loom.decisions.v1.RecordDecisionResponse`` as JSON."""
+
+    memory_key: str
+    created: bool
+    superseded_prior: bool
+    restated: bool
+    conflicts: list[str]
+    stage: str
+    statement: str
+    version: int
+
+
+class RecordHistoryResponse(TypedDict):
+    """``loom.decisions.v1.RecordHistoryResponse`` as JSON."""
+
+    records: list[RecordVersion]
+
+
+class RecordVersion(TypedDict):
+    """``loom.decisions.v1.RecordVersion`` as JSON."""
+
+    version: int
+    status: str
+    agent_id: str
+    user_id: str
+    session_id: str
+    category: str
+    scenario: str
+    outcome: str
+    reasoning: str
+    realized_outcome: str
+    success: NotRequired[bool]
+    recorded_time: str
+
+
+class RegisterInboxResponse(TypedDict):
+    """``loom.tasks.v1.RegisterInboxResponse`` as JSON."""
+
+    inbox: NotRequired[Inbox]
+    created: bool
+
+
+class ReopenTaskResponse(TypedDict):
+    """``loom.tasks.v1.ReopenTaskResponse`` as JSON."""
+
+    task: NotRequired[Task]
+
+
+class ReplayCall(TypedDict):
+    """``loom.policy.v1.ReplayCall`` as JSON."""
+
+    time: str
+    operation: str
+    subject: str
+    agent: str
+    request_id: str
+    recorded_ok: bool
+    recorded_error_code: str
+    decision: str
+    would_enforce: bool
+    determining_rules: list[str]
+    errors: list[EvaluationError]
+    rules: list[RuleResult]
+
+
+class ReplayPolicyResponse(TypedDict):
+    """``loom.policy.v1.ReplayPolicyResponse`` as JSON."""
+
+    calls: list[ReplayCall]
+    totals: NotRequired[ReplayTotals]
+    since_time: str
+    until_time: str
+    truncated: bool
+    mode: str
+
+
+class ReplayTotals(TypedDict):
+    """``loom.policy.v1.ReplayTotals`` as JSON."""
+
+    calls: int
+    evaluated: int
+    allowed: int
+    denied: int
+    would_enforce: int
+    errors: int
+    newly_denied: int
+    by_rule: list[RuleTotals]
+
+
+class ReportTaskProgressResponse(TypedDict):
+    """``loom.tasks.v1.ReportTaskProgressResponse`` as JSON."""
+
+    task_id: str
+    event_id: str
+
+
+class ResumeTaskResponse(TypedDict):
+    """``loom.tasks.v1.ResumeTaskResponse`` as JSON."""
+
+    task: NotRequired[Task]
+
+
+class RevokeTokenResponse(TypedDict):
+    """``loom.identity.v1.RevokeTokenResponse`` as JSON."""
+
+    revoked: int
+
+
+class RollbackNamespaceResponse(TypedDict):
+    """``loom.decisions.v1.RollbackNamespaceResponse`` as JSON."""
+
+    revived: int
+    reverted: int
+    tombstoned: int
+    keys: list[str]
+    dry_run: bool
+
+
+class Rule(TypedDict):
+    """``loom.policy.v1.Rule`` as JSON."""
+
+    name: str
+    effect: str
+    actions: list[str]
+    condition: NotRequired[dict[str, Any]]
+    description: str
+    mode: str
+    leaf_count: int
+    updated_by: str
+    updated_time: str
+    broken: bool
+    broken_reason: str
+
+
+class RuleResult(TypedDict):
+    """``loom.policy.v1.RuleResult`` as JSON."""
+
+    name: str
+    effect: str
+    mode: str
+    condition_holds: bool
+    denies: bool
+    leaves: list[LeafResult]
+    error: str
+
+
+class RuleTotals(TypedDict):
+    """``loom.policy.v1.RuleTotals`` as JSON."""
+
+    name: str
+    evaluated: int
+    denied: int
+    errors: int
+
+
+class SearchHit(TypedDict):
+    """``loom.decisions.v1.SearchHit`` as JSON."""
+
+    key: str
+    score: float
+    value: str
+    memory_type: str
+    tags: list[str]
+    agent_id: str
+    pinned: bool
+    version: int
+
+
+class SearchMemoryResponse(TypedDict):
+    """``loom.decisions.v1.SearchMemoryResponse`` as JSON."""
+
+    hits: list[SearchHit]
+    weak: bool
+
+
+class SearchResponse(TypedDict):
+    """``loom.help.v1.SearchResponse`` as JSON."""
+
+    available: bool
+    hits: list[Hit]
+    weak: bool
+    ranking: str
+
+
+class SetGrantResponse(TypedDict):
+    """``loom.identity.v1.SetGrantResponse`` as JSON."""
+
+    grant: NotRequired[Grant]
+
+
+class SetInboxPolicyResponse(TypedDict):
+    """``loom.tasks.v1.SetInboxPolicyResponse`` as JSON."""
+
+    policy: NotRequired[InboxPolicy]
+    removed: bool
+
+
+class SetMemoryResponse(TypedDict):
+    """``loom.decisions.v1.SetMemoryResponse`` as JSON."""
+
+    memory_key: str
+    version: int
+    memory_id: str
+    created: bool
+    restated: bool
+    pinned: bool
+    attestation: str
+    value_hash: str
+    files: list[str]
+    reinforcements: int
+
+
+class SetPolicyResponse(TypedDict):
+    """``loom.policy.v1.SetPolicyResponse`` as JSON."""
+
+    rule: NotRequired[Rule]
+    leaf_count: int
+    widened: bool
+    widened_reasons: list[str]
+    created: bool
+    warnings: list[str]
+    mode_in_effect: str
+
+
+class Task(TypedDict):
+    """``loom.tasks.v1.Task`` as JSON."""
+
+    task_id: str
+    inbox: str
+    namespace: str
+    kind: str
+    title: str
+    brief: NotRequired[dict[str, Any]]
+    status: str
+    disclosure: str
+    priority: int
+    deadline: str
+    not_before: str
+    origin: str
+    parent_task_id: str
+    poster: str
+    poster_agent: str
+    poster_namespace: str
+    idempotency_key: str
+    reason: str
+    blocked_on: str
+    resume_at: str
+    outcome: NotRequired[dict[str, Any]]
+    claimed_by: str
+    claimed_agent: str
+    fence: int
+    lease_expires_time: str
+    attempts: int
+    defers: int
+    version: int
+    created_time: str
+    updated_time: str
+    escalated_time: str
+    owner_agent: str
+
+
+class TaskEvent(TypedDict):
+    """``loom.tasks.v1.TaskEvent`` as JSON."""
+
+    seq: int
+    event_id: str
+    org: str
+    namespace: str
+    inbox: str
+    task_id: str
+    kind: str
+    poster: str
+    status: str
+    at: str
+    version: int
+    reason: str
+    actor: str
+    actor_agent: str
+    task_kind: str
+    title: str
+    data: NotRequired[dict[str, Any]]
+
+
+class UnblockTaskResponse(TypedDict):
+    """``loom.tasks.v1.UnblockTaskResponse`` as JSON."""
+
+    task: NotRequired[Task]
+
+
+class UpdateTaskResponse(TypedDict):
+    """``loom.tasks.v1.UpdateTaskResponse`` as JSON."""
+
+    task: NotRequired[Task]
+
+
+class Verification(TypedDict):
+    """``loom.help.v1.Verification`` as JSON."""
+
+    ref: str
+    verified: bool
+    anchor: str
+    reason: str
+
+
+class VerifyResponse(TypedDict):
+    """``loom.help.v1.VerifyResponse`` as JSON."""
+
+    results: list[Verification]
+
+
+class WatchTaskResponse(TypedDict):
+    """``loom.tasks.v1.WatchTaskResponse`` as JSON."""
+
+    events: list[TaskEvent]
+    next_seq: int
+
+
+class WhoAmIResponse(TypedDict):
+    """``loom.identity.v1.WhoAmIResponse`` as JSON."""
+
+    subject: str
+    org: str
+    namespace: str
+    role: str
+    token_roles: list[NamespaceRole]
+    token_id: str
+    session_id: str
+    consumer: str
+    parents: list[str]
+    expires_time: str
+    agent: str
+    user: str
+    session: str
+
+
+class WontDoTaskResponse(TypedDict):
+    """``loom.tasks.v1.WontDoTaskResponse`` as JSON."""
+
+    task: NotRequired[Task]
+
+
+class WriteRecordResponse(TypedDict):
+    """``loom.decisions.v1.WriteRecordResponse`` as JSON."""
+
+    memory_key: str
+    version: int
+    superseded_prior: bool
 
 
 class AssistantOps:
@@ -28,7 +1252,7 @@ class AssistantOps:
         namespace: str | None = None,
         question: str | None = None,
         history: list[dict[str, Any]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> AskResponse:
         """Ask Loom's assistant one question about the namespace; the whole answer with its checked citations and support (spends model budget).
 
         Calls ``assistant.ask`` (experimental).
@@ -36,12 +1260,13 @@ class AssistantOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "assistant.ask",
             namespace=namespace,
             question=question,
             history=history,
         )
+        return cast("AskResponse", answer)
 
 
 class AuthOps:
@@ -50,12 +1275,13 @@ class AuthOps:
     def __init__(self, caller: OpCaller) -> None:
         self._caller = caller
 
-    async def whoami(self) -> dict[str, Any]:
+    async def whoami(self) -> WhoAmIResponse:
         """The verified subject, org, roles and labels of this call.
 
         Calls ``auth.whoami``.
         """
-        return await self._caller.call("auth.whoami")
+        answer = await self._caller.call("auth.whoami")
+        return cast("WhoAmIResponse", answer)
 
 
 class BudgetOps:
@@ -68,7 +1294,7 @@ class BudgetOps:
         self,
         *,
         namespace: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> BudgetResponse:
         """The namespace's daily model cost cap, the assistant's share of it and what the assistant spent today.
 
         Calls ``budget.get``.
@@ -76,17 +1302,18 @@ class BudgetOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "budget.get",
             namespace=namespace,
         )
+        return cast("BudgetResponse", answer)
 
     async def set(
         self,
         *,
         namespace: str | None = None,
         daily_cost_cap_usd: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> BudgetResponse:
         """Set the namespace's daily model cost cap (daily_cost_cap_usd); omitted, the deployment's default applies again.
 
         Calls ``budget.set``.
@@ -94,11 +1321,12 @@ class BudgetOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "budget.set",
             namespace=namespace,
             daily_cost_cap_usd=daily_cost_cap_usd,
         )
+        return cast("BudgetResponse", answer)
 
 
 class ContextOps:
@@ -114,7 +1342,7 @@ class ContextOps:
         query: str | None = None,
         token_budget: int | None = None,
         category: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ContextPackResponse:
         """The block an agent reads at the start of a task: the namespace's decisions with their because (proposed ones as → proposed: <outcome>), within a token budget, deterministic.
 
         Calls ``context.pack``.
@@ -122,13 +1350,14 @@ class ContextOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "context.pack",
             namespace=namespace,
             query=query,
             token_budget=token_budget,
             category=category,
         )
+        return cast("ContextPackResponse", answer)
 
 
 class DecisionOps:
@@ -144,7 +1373,7 @@ class DecisionOps:
         window_days: int | None = None,
         agent: str | None = None,
         category: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> DecisionCalibrationResponse:
         """Per agent and category: stated confidence against realized success over a window (counts, Brier score).
 
         Calls ``decision.calibration``.
@@ -152,13 +1381,14 @@ class DecisionOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "decision.calibration",
             namespace=namespace,
             window_days=window_days,
             agent=agent,
             category=category,
         )
+        return cast("DecisionCalibrationResponse", answer)
 
     async def chain(
         self,
@@ -167,7 +1397,7 @@ class DecisionOps:
         memory_key: str | None = None,
         direction: str | None = None,
         max_hops: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> DecisionChainResponse:
         """Walk causal edges upstream, downstream or both, up to 4 hops; nodes carry each decision's stage.
 
         Calls ``decision.chain``.
@@ -176,13 +1406,14 @@ class DecisionOps:
             namespace: The namespace to act in; defaults to the agent's.
             direction: One of: upstream, downstream, both.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "decision.chain",
             namespace=namespace,
             memory_key=memory_key,
             direction=direction,
             max_hops=max_hops,
         )
+        return cast("DecisionChainResponse", answer)
 
     async def outcome(
         self,
@@ -191,7 +1422,7 @@ class DecisionOps:
         memory_key: str | None = None,
         realized_outcome: str,
         success: bool | None = None,
-    ) -> dict[str, Any]:
+    ) -> DecisionOutcomeResponse:
         """Record realized_outcome and success; credit or charge the memories the decision used (memories_used, caused_by, influenced_by) that its run was shown; a later failure undoes an earlier credit.
 
         Calls ``decision.outcome``.
@@ -199,13 +1430,14 @@ class DecisionOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "decision.outcome",
             namespace=namespace,
             memory_key=memory_key,
             realized_outcome=realized_outcome,
             success=success,
         )
+        return cast("DecisionOutcomeResponse", answer)
 
     async def precedents(
         self,
@@ -215,7 +1447,7 @@ class DecisionOps:
         category: str | None = None,
         with_outcome_only: bool | None = None,
         limit: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> DecisionPrecedentsResponse:
         """Semantic search over past decisions (at most 25), optionally by category or with_outcome_only.
 
         Calls ``decision.precedents``.
@@ -223,7 +1455,7 @@ class DecisionOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "decision.precedents",
             namespace=namespace,
             query=query,
@@ -231,6 +1463,7 @@ class DecisionOps:
             with_outcome_only=with_outcome_only,
             limit=limit,
         )
+        return cast("DecisionPrecedentsResponse", answer)
 
     async def record(
         self,
@@ -251,7 +1484,7 @@ class DecisionOps:
         tags: list[str] | None = None,
         run_id: str | None = None,
         memories_used: list[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> RecordDecisionResponse:
         """Record a decision (category + scenario identify it) and its causal edges; answers memory_key, created, superseded_prior, restated.
 
         Calls ``decision.record``.
@@ -260,7 +1493,7 @@ class DecisionOps:
             namespace: The namespace to act in; defaults to the agent's.
             stage: One of: decided, proposed.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "decision.record",
             namespace=namespace,
             category=category,
@@ -279,6 +1512,7 @@ class DecisionOps:
             run_id=run_id,
             memories_used=memories_used,
         )
+        return cast("RecordDecisionResponse", answer)
 
 
 class GrantsOps:
@@ -291,7 +1525,7 @@ class GrantsOps:
         self,
         *,
         namespace: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ListGrantsResponse:
         """The subjects holding a role in the namespace.
 
         Calls ``grants.list``.
@@ -299,10 +1533,11 @@ class GrantsOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "grants.list",
             namespace=namespace,
         )
+        return cast("ListGrantsResponse", answer)
 
     async def set(
         self,
@@ -310,7 +1545,7 @@ class GrantsOps:
         namespace: str | None = None,
         subject: str,
         role: str,
-    ) -> dict[str, Any]:
+    ) -> SetGrantResponse:
         """Give a subject a role in the namespace, or remove it (role none).
 
         Calls ``grants.set``.
@@ -319,12 +1554,13 @@ class GrantsOps:
             namespace: The namespace to act in; defaults to the agent's.
             role: One of: viewer, writer, admin, none.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "grants.set",
             namespace=namespace,
             subject=subject,
             role=role,
         )
+        return cast("SetGrantResponse", answer)
 
 
 class HelpOps:
@@ -339,17 +1575,18 @@ class HelpOps:
         page: str,
         anchor: str | None = None,
         offset: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> GetResponse:
         """Read a documentation page with its outline, or one section of it by anchor.
 
         Calls ``help.get`` (experimental).
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "help.get",
             page=page,
             anchor=anchor,
             offset=offset,
         )
+        return cast("GetResponse", answer)
 
     async def search(
         self,
@@ -357,7 +1594,7 @@ class HelpOps:
         query: str,
         limit: int | None = None,
         audience: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> SearchResponse:
         """Search Loom's documentation: the best sections for a question or a name (op, setting, error code, header).
 
         Calls ``help.search`` (experimental).
@@ -365,26 +1602,28 @@ class HelpOps:
         Args:
             audience: One of: user, operator.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "help.search",
             query=query,
             limit=limit,
             audience=audience,
         )
+        return cast("SearchResponse", answer)
 
     async def verify(
         self,
         *,
         citations: list[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> VerifyResponse:
         """Check [help:<page> § <section>] citations against the documentation index.
 
         Calls ``help.verify`` (unlisted).
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "help.verify",
             citations=citations,
         )
+        return cast("VerifyResponse", answer)
 
 
 class InboxOps:
@@ -399,7 +1638,7 @@ class InboxOps:
         namespace: str | None = None,
         inbox: str,
         limit: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> ListInboxDeliveriesResponse:
         """An inbox's webhook delivery log, newest attempt first.
 
         Calls ``inbox.deliveries``.
@@ -407,18 +1646,19 @@ class InboxOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "inbox.deliveries",
             namespace=namespace,
             inbox=inbox,
             limit=limit,
         )
+        return cast("ListInboxDeliveriesResponse", answer)
 
     async def list(
         self,
         *,
         namespace: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ListInboxesResponse:
         """The inboxes of this namespace, with their settings and open task counts.
 
         Calls ``inbox.list``.
@@ -426,17 +1666,18 @@ class InboxOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "inbox.list",
             namespace=namespace,
         )
+        return cast("ListInboxesResponse", answer)
 
     async def policy_list(
         self,
         *,
         namespace: str | None = None,
         inbox: str,
-    ) -> dict[str, Any]:
+    ) -> ListInboxPoliciesResponse:
         """An inbox's trust rows: mode and required evidence per (poster, kind).
 
         Calls ``inbox.policy_list``.
@@ -444,11 +1685,12 @@ class InboxOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "inbox.policy_list",
             namespace=namespace,
             inbox=inbox,
         )
+        return cast("ListInboxPoliciesResponse", answer)
 
     async def policy_set(
         self,
@@ -460,7 +1702,7 @@ class InboxOps:
         mode: str | None = None,
         require_evidence: builtins.list[str] | None = None,
         remove: bool | None = None,
-    ) -> dict[str, Any]:
+    ) -> SetInboxPolicyResponse:
         """Set how far an inbox trusts a poster for a kind: deny, review or auto (kind or poster * for any).
 
         Calls ``inbox.policy_set``.
@@ -469,7 +1711,7 @@ class InboxOps:
             namespace: The namespace to act in; defaults to the agent's.
             mode: One of: deny, review, auto.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "inbox.policy_set",
             namespace=namespace,
             inbox=inbox,
@@ -479,12 +1721,13 @@ class InboxOps:
             require_evidence=require_evidence,
             remove=remove,
         )
+        return cast("SetInboxPolicyResponse", answer)
 
     async def principals(
         self,
         *,
         namespace: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ListInboxPrincipalsResponse:
         """The identities Loom knows in the org, to pick an inbox's posters from.
 
         Calls ``inbox.principals``.
@@ -492,10 +1735,11 @@ class InboxOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "inbox.principals",
             namespace=namespace,
         )
+        return cast("ListInboxPrincipalsResponse", answer)
 
     async def register(
         self,
@@ -512,7 +1756,7 @@ class InboxOps:
         webhook_url: str | None = None,
         webhook_secret_ref: str | None = None,
         description: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> RegisterInboxResponse:
         """Register (or re-register) an inbox in this namespace: its owner agent, posters, disclosure levels, leases and webhook.
 
         Calls ``inbox.register``.
@@ -520,7 +1764,7 @@ class InboxOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "inbox.register",
             namespace=namespace,
             inbox=inbox,
@@ -535,6 +1779,7 @@ class InboxOps:
             webhook_secret_ref=webhook_secret_ref,
             description=description,
         )
+        return cast("RegisterInboxResponse", answer)
 
 
 class InsightsOps:
@@ -547,7 +1792,7 @@ class InsightsOps:
         self,
         *,
         namespace: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> CatalogResponse:
         """The tables, columns, types and comments insights.query can read, with the notes a correct query needs.
 
         Calls ``insights.catalog``.
@@ -555,10 +1800,11 @@ class InsightsOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "insights.catalog",
             namespace=namespace,
         )
+        return cast("CatalogResponse", answer)
 
     async def query(
         self,
@@ -566,7 +1812,7 @@ class InsightsOps:
         namespace: str | None = None,
         sql: str,
         namespaces: list[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> QueryResponse:
         """Run one read-only SQL statement over Loom's allowlisted metadata tables (see insights.catalog); rows are capped.
 
         Calls ``insights.query``.
@@ -574,12 +1820,13 @@ class InsightsOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "insights.query",
             namespace=namespace,
             sql=sql,
             namespaces=namespaces,
         )
+        return cast("QueryResponse", answer)
 
 
 class MemoryOps:
@@ -593,7 +1840,7 @@ class MemoryOps:
         *,
         namespace: str | None = None,
         actions: builtins.list[dict[str, Any]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> ApplyMemoryResponse:
         """Apply a list of set and delete actions in order, each as memory.set or memory.delete would; each item answers on its own.
 
         Calls ``memory.apply``.
@@ -601,11 +1848,12 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.apply",
             namespace=namespace,
             actions=actions,
         )
+        return cast("ApplyMemoryResponse", answer)
 
     async def auto_supersede(
         self,
@@ -613,7 +1861,7 @@ class MemoryOps:
         namespace: str | None = None,
         memory_key: str,
         by_key: str,
-    ) -> dict[str, Any]:
+    ) -> AutoSupersedeResponse:
         """Retire the older of a close decision pair judged an update of the other (memory.restore revives its row).
 
         Calls ``memory.auto_supersede``.
@@ -621,12 +1869,13 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.auto_supersede",
             namespace=namespace,
             memory_key=memory_key,
             by_key=by_key,
         )
+        return cast("AutoSupersedeResponse", answer)
 
     async def clear(
         self,
@@ -634,7 +1883,7 @@ class MemoryOps:
         namespace: str | None = None,
         prefix: str | None = None,
         memory_type: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ClearMemoryResponse:
         """Tombstone the namespace's live rows (optionally by key prefix or memory_type); decision records stay active (admin).
 
         Calls ``memory.clear``.
@@ -642,12 +1891,13 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.clear",
             namespace=namespace,
             prefix=prefix,
             memory_type=memory_type,
         )
+        return cast("ClearMemoryResponse", answer)
 
     async def dedup_resolve(
         self,
@@ -658,7 +1908,7 @@ class MemoryOps:
         agent_id: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> DedupResolveResponse:
         """Resolve a pair flagged as duplicates or conflicts: tombstone drop_key's row (retiring its writer's record) and clear the mark on keep_key's.
 
         Calls ``memory.dedup_resolve``.
@@ -666,7 +1916,7 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.dedup_resolve",
             namespace=namespace,
             keep_key=keep_key,
@@ -675,6 +1925,7 @@ class MemoryOps:
             user_id=user_id,
             session_id=session_id,
         )
+        return cast("DedupResolveResponse", answer)
 
     async def delete(
         self,
@@ -684,7 +1935,7 @@ class MemoryOps:
         agent_id: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> DeleteMemoryResponse:
         """Tombstone a row; deleting the writer's decision row retires its record.
 
         Calls ``memory.delete``.
@@ -692,7 +1943,7 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.delete",
             namespace=namespace,
             memory_key=memory_key,
@@ -700,6 +1951,7 @@ class MemoryOps:
             user_id=user_id,
             session_id=session_id,
         )
+        return cast("DeleteMemoryResponse", answer)
 
     async def delete_version(
         self,
@@ -710,7 +1962,7 @@ class MemoryOps:
         agent_id: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> DeleteMemoryResponse:
         """Delete one version of a row; deleting the live version of the writer's decision row retires its record.
 
         Calls ``memory.delete_version``.
@@ -718,7 +1970,7 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.delete_version",
             namespace=namespace,
             memory_key=memory_key,
@@ -727,6 +1979,7 @@ class MemoryOps:
             user_id=user_id,
             session_id=session_id,
         )
+        return cast("DeleteMemoryResponse", answer)
 
     async def for_file(
         self,
@@ -736,7 +1989,7 @@ class MemoryOps:
         repo: str | None = None,
         include_conflicted: bool | None = None,
         max_chars: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryForFileResponse:
         """The memories and decisions to read before editing a file, as one block within a ceiling, marked (pinned) and (source changed).
 
         Calls ``memory.for_file``.
@@ -744,7 +1997,7 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.for_file",
             namespace=namespace,
             path=path,
@@ -752,6 +2005,7 @@ class MemoryOps:
             include_conflicted=include_conflicted,
             max_chars=max_chars,
         )
+        return cast("MemoryForFileResponse", answer)
 
     async def get(
         self,
@@ -761,7 +2015,7 @@ class MemoryOps:
         user_id: str | None = None,
         session_id: str | None = None,
         agent_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryRow:
         """One live row by key (the newest identity's unless user_id / session_id / agent_id pick one).
 
         Calls ``memory.get``.
@@ -769,7 +2023,7 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.get",
             namespace=namespace,
             memory_key=memory_key,
@@ -777,6 +2031,7 @@ class MemoryOps:
             session_id=session_id,
             agent_id=agent_id,
         )
+        return cast("MemoryRow", answer)
 
     async def history(
         self,
@@ -786,7 +2041,7 @@ class MemoryOps:
         user_id: str | None = None,
         session_id: str | None = None,
         agent_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryHistoryResponse:
         """Every version of a key's rows, and the versions of the decision record under it.
 
         Calls ``memory.history``.
@@ -794,7 +2049,7 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.history",
             namespace=namespace,
             memory_key=memory_key,
@@ -802,6 +2057,7 @@ class MemoryOps:
             session_id=session_id,
             agent_id=agent_id,
         )
+        return cast("MemoryHistoryResponse", answer)
 
     async def list(
         self,
@@ -811,7 +2067,7 @@ class MemoryOps:
         tag: str | None = None,
         prefix: str | None = None,
         limit: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> ListMemoryResponse:
         """Live rows of the namespace, by memory_type, tag or key prefix.
 
         Calls ``memory.list``.
@@ -819,7 +2075,7 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.list",
             namespace=namespace,
             memory_type=memory_type,
@@ -827,6 +2083,7 @@ class MemoryOps:
             prefix=prefix,
             limit=limit,
         )
+        return cast("ListMemoryResponse", answer)
 
     async def lock(
         self,
@@ -834,7 +2091,7 @@ class MemoryOps:
         namespace: str | None = None,
         memory_key: str,
         ttl_seconds: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> LockMemoryResponse:
         """Lock a key's value for ttl_seconds: writes to it answer 423 LOCKED until the lock ends or is released.
 
         Calls ``memory.lock``.
@@ -842,12 +2099,13 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.lock",
             namespace=namespace,
             memory_key=memory_key,
             ttl_seconds=ttl_seconds,
         )
+        return cast("LockMemoryResponse", answer)
 
     async def move(
         self,
@@ -859,7 +2117,7 @@ class MemoryOps:
         agent_id: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> MoveMemoryResponse:
         """Move a row to another key; keep_redirect=true leaves the old row live as a redirect (a decision's record stays active), false deletes it through memory.delete (retiring the writer's record).
 
         Calls ``memory.move``.
@@ -867,7 +2125,7 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.move",
             namespace=namespace,
             memory_key=memory_key,
@@ -877,6 +2135,7 @@ class MemoryOps:
             user_id=user_id,
             session_id=session_id,
         )
+        return cast("MoveMemoryResponse", answer)
 
     async def pin(
         self,
@@ -886,7 +2145,7 @@ class MemoryOps:
         agent_id: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryWriteResponse:
         """Pin a row: its writer's different decision is refused (409 PINNED_CONFLICT) until it is unpinned.
 
         Calls ``memory.pin``.
@@ -894,7 +2153,7 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.pin",
             namespace=namespace,
             memory_key=memory_key,
@@ -902,13 +2161,14 @@ class MemoryOps:
             user_id=user_id,
             session_id=session_id,
         )
+        return cast("MemoryWriteResponse", answer)
 
     async def record_history(
         self,
         *,
         namespace: str | None = None,
         memory_key: str,
-    ) -> dict[str, Any]:
+    ) -> RecordHistoryResponse:
         """Every version of the typed record under a key (active, superseded, tombstoned), newest first.
 
         Calls ``memory.record.history``.
@@ -916,11 +2176,12 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.record.history",
             namespace=namespace,
             memory_key=memory_key,
         )
+        return cast("RecordHistoryResponse", answer)
 
     async def record_write(
         self,
@@ -935,7 +2196,7 @@ class MemoryOps:
         confidence: float | None = None,
         caused_by: builtins.list[str] | None = None,
         influenced_by: builtins.list[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> WriteRecordResponse:
         """Write a typed record alone (schema decision): no memory row; decision.chain serves it, decision.outcome answers not-found.
 
         Calls ``memory.record.write``.
@@ -944,7 +2205,7 @@ class MemoryOps:
             namespace: The namespace to act in; defaults to the agent's.
             schema: One of: decision.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.record.write",
             namespace=namespace,
             schema=schema,
@@ -957,6 +2218,7 @@ class MemoryOps:
             caused_by=caused_by,
             influenced_by=influenced_by,
         )
+        return cast("WriteRecordResponse", answer)
 
     async def restore(
         self,
@@ -966,7 +2228,7 @@ class MemoryOps:
         agent_id: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryWriteResponse:
         """Revive a deleted row with its last value (a retired decision record stays retired).
 
         Calls ``memory.restore``.
@@ -974,7 +2236,7 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.restore",
             namespace=namespace,
             memory_key=memory_key,
@@ -982,6 +2244,7 @@ class MemoryOps:
             user_id=user_id,
             session_id=session_id,
         )
+        return cast("MemoryWriteResponse", answer)
 
     async def search(
         self,
@@ -991,7 +2254,7 @@ class MemoryOps:
         memory_type: str | None = None,
         tag: str | None = None,
         limit: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> SearchMemoryResponse:
         """Semantic search over live rows (cosine over embeddings), optionally by memory_type or tag.
 
         Calls ``memory.search``.
@@ -999,7 +2262,7 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.search",
             namespace=namespace,
             query=query,
@@ -1007,6 +2270,7 @@ class MemoryOps:
             tag=tag,
             limit=limit,
         )
+        return cast("SearchMemoryResponse", answer)
 
     async def set(
         self,
@@ -1019,7 +2283,7 @@ class MemoryOps:
         files: builtins.list[str] | None = None,
         source_resource_id: str | None = None,
         source_class: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> SetMemoryResponse:
         """Write the caller's row under a key: the same value bytes restate it (reinforced; a pinned row accepts that), another value revises it (a pinned row refuses, 409 PINNED_CONFLICT).
 
         Calls ``memory.set``.
@@ -1027,7 +2291,7 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.set",
             namespace=namespace,
             memory_key=memory_key,
@@ -1038,13 +2302,14 @@ class MemoryOps:
             source_resource_id=source_resource_id,
             source_class=source_class,
         )
+        return cast("SetMemoryResponse", answer)
 
     async def unlock(
         self,
         *,
         namespace: str | None = None,
         memory_key: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> LockMemoryResponse:
         """Release a key's lock (its holder, or an admin).
 
         Calls ``memory.unlock``.
@@ -1052,11 +2317,12 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.unlock",
             namespace=namespace,
             memory_key=memory_key,
         )
+        return cast("LockMemoryResponse", answer)
 
     async def unpin(
         self,
@@ -1066,7 +2332,7 @@ class MemoryOps:
         agent_id: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryWriteResponse:
         """Unpin a row (admin).
 
         Calls ``memory.unpin``.
@@ -1074,7 +2340,7 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.unpin",
             namespace=namespace,
             memory_key=memory_key,
@@ -1082,6 +2348,7 @@ class MemoryOps:
             user_id=user_id,
             session_id=session_id,
         )
+        return cast("MemoryWriteResponse", answer)
 
     async def update_by_id(
         self,
@@ -1092,7 +2359,7 @@ class MemoryOps:
         tags: builtins.list[str] | None = None,
         set_tags: bool | None = None,
         if_value_hash: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryWriteResponse:
         """Revise a row by memory_id (value and/or tags), optionally conditional on the value's hash.
 
         Calls ``memory.update_by_id``.
@@ -1100,7 +2367,7 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.update_by_id",
             namespace=namespace,
             memory_id=memory_id,
@@ -1109,6 +2376,7 @@ class MemoryOps:
             set_tags=set_tags,
             if_value_hash=if_value_hash,
         )
+        return cast("MemoryWriteResponse", answer)
 
     async def verify(
         self,
@@ -1118,7 +2386,7 @@ class MemoryOps:
         agent_id: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryWriteResponse:
         """Attest a row's current value; a later write takes effect and the attestation reads stale until verified again.
 
         Calls ``memory.verify``.
@@ -1126,7 +2394,7 @@ class MemoryOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "memory.verify",
             namespace=namespace,
             memory_key=memory_key,
@@ -1134,6 +2402,7 @@ class MemoryOps:
             user_id=user_id,
             session_id=session_id,
         )
+        return cast("MemoryWriteResponse", answer)
 
 
 class NamespaceOps:
@@ -1147,23 +2416,25 @@ class NamespaceOps:
         *,
         name: str,
         description: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> CreateNamespaceResponse:
         """Create a namespace in the caller's org (org-wide admin).
 
         Calls ``namespace.create``.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "namespace.create",
             name=name,
             description=description,
         )
+        return cast("CreateNamespaceResponse", answer)
 
-    async def list(self) -> dict[str, Any]:
+    async def list(self) -> ListNamespacesResponse:
         """Namespaces of the org the caller holds a role in.
 
         Calls ``namespace.list``.
         """
-        return await self._caller.call("namespace.list")
+        answer = await self._caller.call("namespace.list")
+        return cast("ListNamespacesResponse", answer)
 
     async def rollback(
         self,
@@ -1171,7 +2442,7 @@ class NamespaceOps:
         namespace: str | None = None,
         to_time: str,
         dry_run: bool | None = None,
-    ) -> dict[str, Any]:
+    ) -> RollbackNamespaceResponse:
         """Return every memory row of the namespace to its state at to_time (revive, revert or tombstone); decision records are not revived or retired (admin).
 
         Calls ``namespace.rollback``.
@@ -1180,12 +2451,13 @@ class NamespaceOps:
             namespace: The namespace to act in; defaults to the agent's.
             to_time: An RFC 3339 timestamp.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "namespace.rollback",
             namespace=namespace,
             to_time=to_time,
             dry_run=dry_run,
         )
+        return cast("RollbackNamespaceResponse", answer)
 
 
 class OrgOps:
@@ -1198,31 +2470,33 @@ class OrgOps:
         self,
         *,
         org: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ModelCallsResponse:
         """Whether model calls (the assistant's answers) are on for the caller's org.
 
         Calls ``org.model_calls``.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "org.model_calls",
             org=org,
         )
+        return cast("ModelCallsResponse", answer)
 
     async def set_model_calls(
         self,
         *,
         enabled: bool,
         org: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ModelCallsResponse:
         """Switch model calls (the assistant's answers) on or off for the caller's org; needs the org-wide admin role.
 
         Calls ``org.set_model_calls``.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "org.set_model_calls",
             enabled=enabled,
             org=org,
         )
+        return cast("ModelCallsResponse", answer)
 
 
 class PolicyOps:
@@ -1241,7 +2515,7 @@ class PolicyOps:
         session: str | None = None,
         args: dict[str, Any] | None = None,
         rules: builtins.list[dict[str, Any]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> CheckPolicyResponse:
         """Dry-run a call against the stored rules or against rules passed in.
 
         Calls ``policy.check``.
@@ -1249,7 +2523,7 @@ class PolicyOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "policy.check",
             namespace=namespace,
             operation=operation,
@@ -1259,6 +2533,7 @@ class PolicyOps:
             args=args,
             rules=rules,
         )
+        return cast("CheckPolicyResponse", answer)
 
     async def decisions(
         self,
@@ -1270,7 +2545,7 @@ class PolicyOps:
         rule: str | None = None,
         since: str | None = None,
         limit: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> ListDecisionsResponse:
         """Read the policy decision ledger, filtered by allow / deny, or its policy.widened audit rows (decision=widened).
 
         Calls ``policy.decisions``.
@@ -1280,7 +2555,7 @@ class PolicyOps:
             decision: One of: allow, deny, widened.
             since: An RFC 3339 instant, or a duration back from now (30s, 15m, 1h, 7d).
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "policy.decisions",
             namespace=namespace,
             decision=decision,
@@ -1290,13 +2565,14 @@ class PolicyOps:
             since=since,
             limit=limit,
         )
+        return cast("ListDecisionsResponse", answer)
 
     async def delete(
         self,
         *,
         namespace: str | None = None,
         name: str,
-    ) -> dict[str, Any]:
+    ) -> DeletePolicyResponse:
         """Remove a history-policy rule.
 
         Calls ``policy.delete``.
@@ -1304,17 +2580,18 @@ class PolicyOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "policy.delete",
             namespace=namespace,
             name=name,
         )
+        return cast("DeletePolicyResponse", answer)
 
     async def list(
         self,
         *,
         namespace: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ListPoliciesResponse:
         """The namespace's history-policy rules and the deployment's mode.
 
         Calls ``policy.list``.
@@ -1322,10 +2599,11 @@ class PolicyOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "policy.list",
             namespace=namespace,
         )
+        return cast("ListPoliciesResponse", answer)
 
     async def replay(
         self,
@@ -1340,7 +2618,7 @@ class PolicyOps:
         agent: str | None = None,
         limit: int | None = None,
         only_denied: bool | None = None,
-    ) -> dict[str, Any]:
+    ) -> ReplayPolicyResponse:
         """What proposed rules (or stored rules in another mode) would have decided over the recorded ledger.
 
         Calls ``policy.replay``.
@@ -1351,7 +2629,7 @@ class PolicyOps:
             since: An RFC 3339 instant, or a duration back from now (30s, 15m, 1h, 7d).
             until: An RFC 3339 instant, or a duration back from now (30s, 15m, 1h, 7d).
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "policy.replay",
             namespace=namespace,
             rules=rules,
@@ -1364,6 +2642,7 @@ class PolicyOps:
             limit=limit,
             only_denied=only_denied,
         )
+        return cast("ReplayPolicyResponse", answer)
 
     async def set(
         self,
@@ -1375,7 +2654,7 @@ class PolicyOps:
         condition: dict[str, Any],
         description: str | None = None,
         mode: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> SetPolicyResponse:
         """Create or replace a history-policy rule; returns leaf_count and whether it widened.
 
         Calls ``policy.set``.
@@ -1386,7 +2665,7 @@ class PolicyOps:
             condition: A history-policy condition: a leaf (formerly, count_within, not_since, breadth_within) or all / any / not over conditions. The plane also refuses (422 naming the node) a tree deeper than 8 or with more than 32 leaves, which this schema does not count.
             mode: One of: inherit, shadow, enforce.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "policy.set",
             namespace=namespace,
             name=name,
@@ -1396,6 +2675,7 @@ class PolicyOps:
             description=description,
             mode=mode,
         )
+        return cast("SetPolicyResponse", answer)
 
 
 class SaOps:
@@ -1411,7 +2691,7 @@ class SaOps:
         name: str,
         role: str | None = None,
         description: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> CreateServiceAccountResponse:
         """Create a service account and grant it a role in the namespace.
 
         Calls ``sa.create``.
@@ -1420,13 +2700,14 @@ class SaOps:
             namespace: The namespace to act in; defaults to the agent's.
             role: One of: viewer, writer, admin.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "sa.create",
             namespace=namespace,
             name=name,
             role=role,
             description=description,
         )
+        return cast("CreateServiceAccountResponse", answer)
 
 
 class TaskOps:
@@ -1441,7 +2722,7 @@ class TaskOps:
         namespace: str | None = None,
         task_id: str,
         reason: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> AcceptTaskResponse:
         """Accept a triaged task: triage -> todo (never the poster's own).
 
         Calls ``task.accept``.
@@ -1449,12 +2730,13 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.accept",
             namespace=namespace,
             task_id=task_id,
             reason=reason,
         )
+        return cast("AcceptTaskResponse", answer)
 
     async def block(
         self,
@@ -1464,7 +2746,7 @@ class TaskOps:
         fence: int,
         blocked_on: str,
         reason: str,
-    ) -> dict[str, Any]:
+    ) -> BlockTaskResponse:
         """Mark a task you hold blocked on the sender, a human or something external (fenced).
 
         Calls ``task.block``.
@@ -1473,7 +2755,7 @@ class TaskOps:
             namespace: The namespace to act in; defaults to the agent's.
             blocked_on: One of: sender, human, external.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.block",
             namespace=namespace,
             task_id=task_id,
@@ -1481,6 +2763,7 @@ class TaskOps:
             blocked_on=blocked_on,
             reason=reason,
         )
+        return cast("BlockTaskResponse", answer)
 
     async def cancel(
         self,
@@ -1488,7 +2771,7 @@ class TaskOps:
         namespace: str | None = None,
         task_id: str,
         reason: str,
-    ) -> dict[str, Any]:
+    ) -> CancelTaskResponse:
         """Cancel an unfinished task (the owner, or its poster while nobody holds it).
 
         Calls ``task.cancel``.
@@ -1496,12 +2779,13 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.cancel",
             namespace=namespace,
             task_id=task_id,
             reason=reason,
         )
+        return cast("CancelTaskResponse", answer)
 
     async def claim(
         self,
@@ -1509,7 +2793,7 @@ class TaskOps:
         namespace: str | None = None,
         task_id: str,
         lease_seconds: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> ClaimTaskResponse:
         """Claim one named todo task: a lease and a fence every owner write presents.
 
         Calls ``task.claim``.
@@ -1517,12 +2801,13 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.claim",
             namespace=namespace,
             task_id=task_id,
             lease_seconds=lease_seconds,
         )
+        return cast("ClaimTaskResponse", answer)
 
     async def complete(
         self,
@@ -1532,7 +2817,7 @@ class TaskOps:
         fence: int,
         outcome: dict[str, Any] | None = None,
         reason: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> CompleteTaskResponse:
         """Finish a task you hold with its outcome (fenced): in_progress -> done.
 
         Calls ``task.complete``.
@@ -1540,7 +2825,7 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.complete",
             namespace=namespace,
             task_id=task_id,
@@ -1548,13 +2833,14 @@ class TaskOps:
             outcome=outcome,
             reason=reason,
         )
+        return cast("CompleteTaskResponse", answer)
 
     async def complete_many(
         self,
         *,
         namespace: str | None = None,
         tasks: builtins.list[dict[str, Any]],
-    ) -> dict[str, Any]:
+    ) -> CompleteTasksResponse:
         """Finish up to 100 tasks you hold (each with its own fence and outcome); each item answers on its own.
 
         Calls ``task.complete_many``.
@@ -1562,18 +2848,19 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.complete_many",
             namespace=namespace,
             tasks=tasks,
         )
+        return cast("CompleteTasksResponse", answer)
 
     async def counts(
         self,
         *,
         namespace: str | None = None,
         inbox: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> CountTasksResponse:
         """Task counts by status for an inbox or this namespace's inboxes.
 
         Calls ``task.counts``.
@@ -1581,11 +2868,12 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.counts",
             namespace=namespace,
             inbox=inbox,
         )
+        return cast("CountTasksResponse", answer)
 
     async def create(
         self,
@@ -1602,7 +2890,7 @@ class TaskOps:
         origin: str | None = None,
         parent_task_id: str | None = None,
         idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> CreateTaskResponse:
         """Post a task to an inbox (namespace is the poster's own); lands in triage or todo by the owner's trust.
 
         Calls ``task.create``.
@@ -1613,7 +2901,7 @@ class TaskOps:
             deadline: An RFC 3339 timestamp.
             not_before: An RFC 3339 timestamp.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.create",
             namespace=namespace,
             inbox=inbox,
@@ -1628,13 +2916,14 @@ class TaskOps:
             parent_task_id=parent_task_id,
             idempotency_key=idempotency_key,
         )
+        return cast("CreateTaskResponse", answer)
 
     async def create_many(
         self,
         *,
         namespace: str | None = None,
         tasks: builtins.list[dict[str, Any]],
-    ) -> dict[str, Any]:
+    ) -> CreateTasksResponse:
         """Post up to 100 tasks in one call (one idempotency_key each); each item answers on its own.
 
         Calls ``task.create_many``.
@@ -1642,11 +2931,12 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.create_many",
             namespace=namespace,
             tasks=tasks,
         )
+        return cast("CreateTasksResponse", answer)
 
     async def defer(
         self,
@@ -1656,7 +2946,7 @@ class TaskOps:
         fence: int,
         resume_at: str,
         reason: str,
-    ) -> dict[str, Any]:
+    ) -> DeferTaskResponse:
         """Put a task you hold aside until resume_at (fenced): in_progress -> deferred.
 
         Calls ``task.defer``.
@@ -1665,7 +2955,7 @@ class TaskOps:
             namespace: The namespace to act in; defaults to the agent's.
             resume_at: An RFC 3339 timestamp.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.defer",
             namespace=namespace,
             task_id=task_id,
@@ -1673,6 +2963,7 @@ class TaskOps:
             resume_at=resume_at,
             reason=reason,
         )
+        return cast("DeferTaskResponse", answer)
 
     async def fail(
         self,
@@ -1681,7 +2972,7 @@ class TaskOps:
         task_id: str,
         fence: int,
         reason: str,
-    ) -> dict[str, Any]:
+    ) -> FailTaskResponse:
         """Give up on a task you hold, with a reason (fenced): in_progress -> failed.
 
         Calls ``task.fail``.
@@ -1689,20 +2980,21 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.fail",
             namespace=namespace,
             task_id=task_id,
             fence=fence,
             reason=reason,
         )
+        return cast("FailTaskResponse", answer)
 
     async def get(
         self,
         *,
         namespace: str | None = None,
         task_id: str,
-    ) -> dict[str, Any]:
+    ) -> GetTaskResponse:
         """One task (readers of its inbox, or its poster).
 
         Calls ``task.get``.
@@ -1710,11 +3002,12 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.get",
             namespace=namespace,
             task_id=task_id,
         )
+        return cast("GetTaskResponse", answer)
 
     async def heartbeat(
         self,
@@ -1723,7 +3016,7 @@ class TaskOps:
         task_id: str,
         fence: int,
         lease_seconds: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> HeartbeatTaskResponse:
         """Extend the lease of a task you hold (fenced).
 
         Calls ``task.heartbeat``.
@@ -1731,13 +3024,14 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.heartbeat",
             namespace=namespace,
             task_id=task_id,
             fence=fence,
             lease_seconds=lease_seconds,
         )
+        return cast("HeartbeatTaskResponse", answer)
 
     async def history(
         self,
@@ -1745,7 +3039,7 @@ class TaskOps:
         namespace: str | None = None,
         task_id: str,
         limit: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> GetTaskHistoryResponse:
         """A task's events, oldest first.
 
         Calls ``task.history``.
@@ -1753,12 +3047,13 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.history",
             namespace=namespace,
             task_id=task_id,
             limit=limit,
         )
+        return cast("GetTaskHistoryResponse", answer)
 
     async def list(
         self,
@@ -1771,7 +3066,7 @@ class TaskOps:
         mine: bool | None = None,
         limit: int | None = None,
         page_token: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ListTasksResponse:
         """Tasks of an inbox or of this namespace's inboxes (or posted by the caller), filtered and paged.
 
         Calls ``task.list``.
@@ -1779,7 +3074,7 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.list",
             namespace=namespace,
             inbox=inbox,
@@ -1790,6 +3085,7 @@ class TaskOps:
             limit=limit,
             page_token=page_token,
         )
+        return cast("ListTasksResponse", answer)
 
     async def progress(
         self,
@@ -1799,7 +3095,7 @@ class TaskOps:
         fence: int,
         note: str | None = None,
         percent: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> ReportTaskProgressResponse:
         """Record a progress note on a task you hold (fenced; no state change).
 
         Calls ``task.progress``.
@@ -1807,7 +3103,7 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.progress",
             namespace=namespace,
             task_id=task_id,
@@ -1815,6 +3111,7 @@ class TaskOps:
             note=note,
             percent=percent,
         )
+        return cast("ReportTaskProgressResponse", answer)
 
     async def pull(
         self,
@@ -1826,7 +3123,7 @@ class TaskOps:
         wait_seconds: int | None = None,
         lease_seconds: int | None = None,
         max_tasks: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> PullTasksResponse:
         """Claim the next todo task of an inbox (lease + fence), waiting up to wait_seconds; status=triage lists review items unclaimed.
 
         Calls ``task.pull``.
@@ -1835,7 +3132,7 @@ class TaskOps:
             namespace: The namespace to act in; defaults to the agent's.
             status: One of: todo, triage.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.pull",
             namespace=namespace,
             inbox=inbox,
@@ -1845,6 +3142,7 @@ class TaskOps:
             lease_seconds=lease_seconds,
             max_tasks=max_tasks,
         )
+        return cast("PullTasksResponse", answer)
 
     async def reassign(
         self,
@@ -1853,7 +3151,7 @@ class TaskOps:
         task_id: str,
         to_inbox: str,
         reason: str,
-    ) -> dict[str, Any]:
+    ) -> ReassignTaskResponse:
         """Hand an unfinished task to another inbox of the org (its claim ends).
 
         Calls ``task.reassign``.
@@ -1861,13 +3159,14 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.reassign",
             namespace=namespace,
             task_id=task_id,
             to_inbox=to_inbox,
             reason=reason,
         )
+        return cast("ReassignTaskResponse", answer)
 
     async def reopen(
         self,
@@ -1875,7 +3174,7 @@ class TaskOps:
         namespace: str | None = None,
         task_id: str,
         reason: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ReopenTaskResponse:
         """Move a failed, wont_do or cancelled task back to todo.
 
         Calls ``task.reopen``.
@@ -1883,12 +3182,13 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.reopen",
             namespace=namespace,
             task_id=task_id,
             reason=reason,
         )
+        return cast("ReopenTaskResponse", answer)
 
     async def resume(
         self,
@@ -1896,7 +3196,7 @@ class TaskOps:
         namespace: str | None = None,
         task_id: str,
         reason: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ResumeTaskResponse:
         """Return a deferred task to todo before its resume_at.
 
         Calls ``task.resume``.
@@ -1904,12 +3204,13 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.resume",
             namespace=namespace,
             task_id=task_id,
             reason=reason,
         )
+        return cast("ResumeTaskResponse", answer)
 
     async def unblock(
         self,
@@ -1917,7 +3218,7 @@ class TaskOps:
         namespace: str | None = None,
         task_id: str,
         reason: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> UnblockTaskResponse:
         """Return a blocked task to todo.
 
         Calls ``task.unblock``.
@@ -1925,12 +3226,13 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.unblock",
             namespace=namespace,
             task_id=task_id,
             reason=reason,
         )
+        return cast("UnblockTaskResponse", answer)
 
     async def update(
         self,
@@ -1943,7 +3245,7 @@ class TaskOps:
         priority: int | None = None,
         deadline: str | None = None,
         not_before: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> UpdateTaskResponse:
         """Edit an unfinished task's title, brief, priority, deadline or not_before, if it is still at if_match_version.
 
         Calls ``task.update``.
@@ -1953,7 +3255,7 @@ class TaskOps:
             deadline: An RFC 3339 timestamp.
             not_before: An RFC 3339 timestamp.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.update",
             namespace=namespace,
             task_id=task_id,
@@ -1964,6 +3266,7 @@ class TaskOps:
             deadline=deadline,
             not_before=not_before,
         )
+        return cast("UpdateTaskResponse", answer)
 
     async def updates(
         self,
@@ -1972,7 +3275,7 @@ class TaskOps:
         since_seq: int | None = None,
         wait_seconds: int | None = None,
         limit: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> ListTaskUpdatesResponse:
         """Events of the tasks the caller posted, after a cursor (since_seq), waiting up to wait_seconds.
 
         Calls ``task.updates``.
@@ -1980,13 +3283,14 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.updates",
             namespace=namespace,
             since_seq=since_seq,
             wait_seconds=wait_seconds,
             limit=limit,
         )
+        return cast("ListTaskUpdatesResponse", answer)
 
     async def watch(
         self,
@@ -1997,7 +3301,7 @@ class TaskOps:
         since_seq: int | None = None,
         wait_seconds: int | None = None,
         limit: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> WatchTaskResponse:
         """One task's or one inbox's events after a cursor (since_seq), waiting up to wait_seconds; GET /v1/task/watch streams them as server-sent events.
 
         Calls ``task.watch``.
@@ -2005,7 +3309,7 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.watch",
             namespace=namespace,
             task_id=task_id,
@@ -2014,6 +3318,7 @@ class TaskOps:
             wait_seconds=wait_seconds,
             limit=limit,
         )
+        return cast("WatchTaskResponse", answer)
 
     async def wont_do(
         self,
@@ -2021,7 +3326,7 @@ class TaskOps:
         namespace: str | None = None,
         task_id: str,
         reason: str,
-    ) -> dict[str, Any]:
+    ) -> WontDoTaskResponse:
         """Decline an unfinished task, with a reason.
 
         Calls ``task.wont_do``.
@@ -2029,12 +3334,13 @@ class TaskOps:
         Args:
             namespace: The namespace to act in; defaults to the agent's.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "task.wont_do",
             namespace=namespace,
             task_id=task_id,
             reason=reason,
         )
+        return cast("WontDoTaskResponse", answer)
 
 
 class TokenOps:
@@ -2055,12 +3361,12 @@ class TokenOps:
         start_session: bool | None = None,
         ends_with_session: bool | None = None,
         token_id_prefix: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> MintTokenResponse:
         """Mint a token never wider nor longer-lived than the caller's.
 
         Calls ``token.mint``.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "token.mint",
             subject=subject,
             roles=roles,
@@ -2072,6 +3378,7 @@ class TokenOps:
             ends_with_session=ends_with_session,
             token_id_prefix=token_id_prefix,
         )
+        return cast("MintTokenResponse", answer)
 
     async def revoke(
         self,
@@ -2080,18 +3387,19 @@ class TokenOps:
         subject: str | None = None,
         session_id: str | None = None,
         reason: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> RevokeTokenResponse:
         """Revoke a token id, a subject's tokens or a sign-in session.
 
         Calls ``token.revoke``.
         """
-        return await self._caller.call(
+        answer = await self._caller.call(
             "token.revoke",
             token_id=token_id,
             subject=subject,
             session_id=session_id,
             reason=reason,
         )
+        return cast("RevokeTokenResponse", answer)
 
 
 class Ops:

@@ -28,6 +28,8 @@ import builtins
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._ops import CheckPolicyResponse, Decision, DeletePolicyResponse, ListPoliciesResponse, Ops, ReplayPolicyResponse, SetPolicyResponse
+
 if TYPE_CHECKING:
     from ._agent import Agent
 
@@ -83,7 +85,7 @@ class PolicyClient:
     """Helpers for the history-policy ops (`policy.*`), reached as `agent.policy`."""
 
     def __init__(self, agent: Agent) -> None:
-        self._agent = agent
+        self._ops = Ops(agent)
 
     async def set(
         self,
@@ -94,7 +96,7 @@ class PolicyClient:
         condition: Mapping[str, Any],
         description: str | None = None,
         mode: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> SetPolicyResponse:
         """Create or replace a rule (admin).
 
         Args:
@@ -113,23 +115,17 @@ class PolicyClient:
         Raises:
             ValidationError: a malformed rule; ``detail.field`` names the bad node's path.
         """
-        args = {
-            "name": name,
-            "effect": effect,
-            "actions": list(actions),
-            "condition": dict(condition),
-            "description": description,
-            "mode": mode,
-        }
-        return await self._agent.call("policy.set", **args)
+        return await self._ops.policy.set(
+            name=name, effect=effect, actions=list(actions), condition=dict(condition), description=description, mode=mode
+        )
 
-    async def delete(self, name: str) -> dict[str, Any]:
+    async def delete(self, name: str) -> DeletePolicyResponse:
         """Remove a rule (admin). Returns ``{deleted, widened}``."""
-        return await self._agent.call("policy.delete", name=name)
+        return await self._ops.policy.delete(name=name)
 
-    async def list(self) -> dict[str, Any]:
+    async def list(self) -> ListPoliciesResponse:
         """The namespace's rules and the deployment's mode: ``{rules, mode, ...}``."""
-        return await self._agent.call("policy.list")
+        return await self._ops.policy.list()
 
     async def check(
         self,
@@ -140,7 +136,7 @@ class PolicyClient:
         session: str | None = None,
         args: Mapping[str, Any] | None = None,
         rules: Sequence[Mapping[str, Any]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> CheckPolicyResponse:
         """Dry-run a call against the stored rules, or against ``rules`` passed in.
 
         The history read is always the caller's own (its token's subject), under the labels
@@ -150,8 +146,7 @@ class PolicyClient:
             The verdict: ``{decision, would_enforce, mode, write_shaped, determining_rules,
             errors, rules, latency_ms}``.
         """
-        return await self._agent.call(
-            "policy.check",
+        return await self._ops.policy.check(
             operation=operation,
             agent=agent,
             user=user,
@@ -169,12 +164,10 @@ class PolicyClient:
         rule: str | None = None,
         since: str | None = None,
         limit: int | None = None,
-    ) -> builtins.list[dict[str, Any]]:
+    ) -> builtins.list[Decision]:
         """The decision ledger, newest first, filtered by ``allow`` / ``deny`` and more."""
-        body = await self._agent.call(
-            "policy.decisions", decision=decision, agent=agent, operation=operation, rule=rule, since=since, limit=limit
-        )
-        return list(body.get("decisions", []))
+        body = await self._ops.policy.decisions(decision=decision, agent=agent, operation=operation, rule=rule, since=since, limit=limit)
+        return body["decisions"]
 
     async def replay(
         self,
@@ -188,7 +181,7 @@ class PolicyClient:
         agent: str | None = None,
         limit: int | None = None,
         only_denied: bool | None = None,
-    ) -> dict[str, Any]:
+    ) -> ReplayPolicyResponse:
         """What rules would have decided over the recorded ledger in a window.
 
         Args:
@@ -204,8 +197,7 @@ class PolicyClient:
         Returns:
             ``{calls, totals, since_time, until_time, truncated, mode}``.
         """
-        return await self._agent.call(
-            "policy.replay",
+        return await self._ops.policy.replay(
             rules=[dict(r) for r in rules] if rules is not None else None,
             names=list(names) if names is not None else None,
             include_stored=include_stored,

@@ -24,7 +24,44 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
+
+from ._ops import (
+    AcceptTaskResponse,
+    BlockTaskResponse,
+    CancelTaskResponse,
+    ClaimTaskResponse,
+    CompleteTaskResponse,
+    CompleteTasksResponse,
+    CountTasksResponse,
+    CreateTaskResponse,
+    CreateTasksResponse,
+    DeferTaskResponse,
+    FailTaskResponse,
+    GetTaskHistoryResponse,
+    GetTaskResponse,
+    HeartbeatTaskResponse,
+    ListInboxDeliveriesResponse,
+    ListInboxesResponse,
+    ListInboxPoliciesResponse,
+    ListInboxPrincipalsResponse,
+    ListTasksResponse,
+    ListTaskUpdatesResponse,
+    Ops,
+    PullTasksResponse,
+    ReassignTaskResponse,
+    RegisterInboxResponse,
+    ReopenTaskResponse,
+    ReportTaskProgressResponse,
+    ResumeTaskResponse,
+    SetInboxPolicyResponse,
+    Task,
+    TaskEvent,
+    UnblockTaskResponse,
+    UpdateTaskResponse,
+    WatchTaskResponse,
+    WontDoTaskResponse,
+)
 
 if TYPE_CHECKING:
     from ._client import OpCaller
@@ -34,6 +71,10 @@ __all__ = ["TasksClient"]
 Time = datetime | str | None
 
 
+@overload
+def _time(value: datetime | str) -> str: ...
+@overload
+def _time(value: None) -> None: ...
 def _time(value: Time) -> str | None:
     if value is None or isinstance(value, str):
         return value
@@ -50,7 +91,7 @@ class TasksClient:
     """Helpers for the task inbox ops (``inbox.*``, ``task.*``), reached as ``agent.tasks``."""
 
     def __init__(self, agent: OpCaller) -> None:
-        self._agent = agent
+        self._ops = Ops(agent)
 
     # --- inbox setup (admin) and reading ------------------------------------------------------
 
@@ -69,7 +110,7 @@ class TasksClient:
         webhook_secret_ref: str | None = None,
         description: str | None = None,
         namespace: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> RegisterInboxResponse:
         """Register (or re-register) an inbox in the namespace (``inbox.register``, admin).
 
         Args:
@@ -86,8 +127,7 @@ class TasksClient:
             description: Free text.
             namespace: The owner namespace (default: the agent's).
         """
-        return await self._agent.call(
-            "inbox.register",
+        return await self._ops.inbox.register(
             inbox=inbox,
             owner_agent=owner_agent,
             posters=_list(posters),
@@ -112,7 +152,7 @@ class TasksClient:
         require_evidence: Sequence[str] | None = None,
         remove: bool | None = None,
         namespace: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> SetInboxPolicyResponse:
         """Set how far the inbox trusts ``poster`` for ``kind`` (``inbox.policy_set``, admin).
 
         Args:
@@ -124,8 +164,7 @@ class TasksClient:
             remove: Remove the row instead.
             namespace: The namespace to call in (default: the agent's).
         """
-        return await self._agent.call(
-            "inbox.policy_set",
+        return await self._ops.inbox.policy_set(
             inbox=inbox,
             poster=poster,
             kind=kind,
@@ -135,21 +174,21 @@ class TasksClient:
             namespace=namespace,
         )
 
-    async def principals(self, *, namespace: str | None = None) -> dict[str, Any]:
+    async def principals(self, *, namespace: str | None = None) -> ListInboxPrincipalsResponse:
         """The identities Loom knows in the org, to pick posters from (``inbox.principals``, admin)."""
-        return await self._agent.call("inbox.principals", namespace=namespace)
+        return await self._ops.inbox.principals(namespace=namespace)
 
-    async def inboxes(self, *, namespace: str | None = None) -> dict[str, Any]:
+    async def inboxes(self, *, namespace: str | None = None) -> ListInboxesResponse:
         """The namespace's inboxes with their open task counts (``inbox.list``)."""
-        return await self._agent.call("inbox.list", namespace=namespace)
+        return await self._ops.inbox.list(namespace=namespace)
 
-    async def policies(self, inbox: str, *, namespace: str | None = None) -> dict[str, Any]:
+    async def policies(self, inbox: str, *, namespace: str | None = None) -> ListInboxPoliciesResponse:
         """The inbox's trust rows (``inbox.policy_list``)."""
-        return await self._agent.call("inbox.policy_list", inbox=inbox, namespace=namespace)
+        return await self._ops.inbox.policy_list(inbox=inbox, namespace=namespace)
 
-    async def deliveries(self, inbox: str, *, limit: int | None = None, namespace: str | None = None) -> dict[str, Any]:
+    async def deliveries(self, inbox: str, *, limit: int | None = None, namespace: str | None = None) -> ListInboxDeliveriesResponse:
         """The inbox's webhook delivery log, newest first (``inbox.deliveries``, admin)."""
-        return await self._agent.call("inbox.deliveries", inbox=inbox, limit=limit, namespace=namespace)
+        return await self._ops.inbox.deliveries(inbox=inbox, limit=limit, namespace=namespace)
 
     # --- posting ------------------------------------------------------------------------------
 
@@ -168,7 +207,7 @@ class TasksClient:
         parent_task_id: str | None = None,
         idempotency_key: str | None = None,
         namespace: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> CreateTaskResponse:
         """Post a task to ``inbox`` (``task.create``); answers ``{"task": …, "created": bool}``.
 
         The task lands in ``triage`` or ``todo`` by the owner's trust for this poster and kind.
@@ -187,8 +226,7 @@ class TasksClient:
             idempotency_key: A retried create with this key lands once.
             namespace: The poster's namespace (default: the agent's).
         """
-        return await self._agent.call(
-            "task.create",
+        return await self._ops.task.create(
             inbox=inbox,
             kind=kind,
             title=title,
@@ -205,7 +243,7 @@ class TasksClient:
 
     async def updates(
         self, *, since_seq: int = 0, wait_seconds: int | None = None, limit: int | None = None, namespace: str | None = None
-    ) -> dict[str, Any]:
+    ) -> ListTaskUpdatesResponse:
         """Events of the tasks this agent's subject posted, after ``since_seq`` (``task.updates``).
 
         Answers ``{"events": [...], "next_seq": n}``. Save ``next_seq`` only after handling the
@@ -217,7 +255,7 @@ class TasksClient:
             limit: Most events in one answer (default 100).
             namespace: The namespace to call in (default: the agent's).
         """
-        return await self._agent.call("task.updates", since_seq=since_seq, wait_seconds=wait_seconds, limit=limit, namespace=namespace)
+        return await self._ops.task.updates(since_seq=since_seq, wait_seconds=wait_seconds, limit=limit, namespace=namespace)
 
     async def watch(
         self,
@@ -228,15 +266,14 @@ class TasksClient:
         wait_seconds: int | None = None,
         limit: int | None = None,
         namespace: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> WatchTaskResponse:
         """One task's or one inbox's events after ``since_seq`` (``task.watch``); name exactly one
         of ``task_id`` and ``inbox``. Answers ``{"events": [...], "next_seq": n}`` as ``updates``.
 
         A task's events: its poster, or a reader of its inbox. An inbox's: a reader sees every
         task's; a listed poster who may not read it, its own tasks'.
         """
-        return await self._agent.call(
-            "task.watch",
+        return await self._ops.task.watch(
             task_id=task_id,
             inbox=inbox,
             since_seq=since_seq,
@@ -253,7 +290,7 @@ class TasksClient:
         since_seq: int = 0,
         wait_seconds: int = 30,
         namespace: str | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncIterator[TaskEvent]:
         """One task's or one inbox's events from ``since_seq`` on, for as long as the loop runs.
 
         Long-polls ``task.watch`` and yields each event; each carries its ``seq``, the cursor to
@@ -266,19 +303,19 @@ class TasksClient:
                 yield event
             cursor = int(out.get("next_seq") or cursor)
 
-    async def cancel(self, task_id: str, *, reason: str, namespace: str | None = None) -> dict[str, Any]:
+    async def cancel(self, task_id: str, *, reason: str, namespace: str | None = None) -> CancelTaskResponse:
         """Cancel an unfinished task: the owner, or its poster while nobody holds it (``task.cancel``)."""
-        return await self._agent.call("task.cancel", task_id=task_id, reason=reason, namespace=namespace)
+        return await self._ops.task.cancel(task_id=task_id, reason=reason, namespace=namespace)
 
     # --- working (owner) ----------------------------------------------------------------------
 
-    async def create_many(self, tasks: Sequence[dict[str, Any]], *, namespace: str | None = None) -> dict[str, Any]:
+    async def create_many(self, tasks: Sequence[dict[str, Any]], *, namespace: str | None = None) -> CreateTasksResponse:
         """Post up to 100 tasks in one call (``task.create_many``); answers ``{"results": [...]}``,
         one per item in order: ``{"task": …, "created": bool}`` or ``{"error": {"code", "message",
         "http_status"}}``. Each item takes ``task.create``'s arguments (``inbox``, ``kind``,
         ``title``, ``brief``, …, its own ``idempotency_key``); times may be datetimes."""
         items = [{k: (_time(v) if k in ("deadline", "not_before") else v) for k, v in t.items() if v is not None} for t in tasks]
-        return await self._agent.call("task.create_many", tasks=items, namespace=namespace)
+        return await self._ops.task.create_many(tasks=items, namespace=namespace)
 
     async def pull(
         self,
@@ -290,7 +327,7 @@ class TasksClient:
         lease_seconds: int | None = None,
         max_tasks: int | None = None,
         namespace: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> PullTasksResponse:
         """Claim the next todo tasks of ``inbox`` (``task.pull``); answers ``{"tasks": [...]}``.
 
         Each task carries its ``fence``, which every owner write presents.
@@ -304,8 +341,7 @@ class TasksClient:
             max_tasks: Tasks to claim at once (default 1).
             namespace: The namespace to call in (default: the agent's).
         """
-        return await self._agent.call(
-            "task.pull",
+        return await self._ops.task.pull(
             inbox=inbox,
             kinds=_list(kinds),
             status=status,
@@ -324,7 +360,7 @@ class TasksClient:
         lease_seconds: int | None = None,
         batch: int = 1,
         namespace: str | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncIterator[Task]:
         """Claimed tasks of ``inbox``, one at a time, for as long as the loop runs.
 
         Long-polls ``task.pull`` (``wait_seconds`` each) and yields every task it claims; a
@@ -345,21 +381,21 @@ class TasksClient:
             for task in out.get("tasks", []):
                 yield task
 
-    async def claim(self, task_id: str, *, lease_seconds: int | None = None, namespace: str | None = None) -> dict[str, Any]:
+    async def claim(self, task_id: str, *, lease_seconds: int | None = None, namespace: str | None = None) -> ClaimTaskResponse:
         """Claim one named todo task (``task.claim``); answers ``{"task": …}`` with its fence."""
-        return await self._agent.call("task.claim", task_id=task_id, lease_seconds=lease_seconds, namespace=namespace)
+        return await self._ops.task.claim(task_id=task_id, lease_seconds=lease_seconds, namespace=namespace)
 
     async def heartbeat(
         self, task_id: str, *, fence: int, lease_seconds: int | None = None, namespace: str | None = None
-    ) -> dict[str, Any]:
+    ) -> HeartbeatTaskResponse:
         """Extend the lease of a task you hold (``task.heartbeat``)."""
-        return await self._agent.call("task.heartbeat", task_id=task_id, fence=fence, lease_seconds=lease_seconds, namespace=namespace)
+        return await self._ops.task.heartbeat(task_id=task_id, fence=fence, lease_seconds=lease_seconds, namespace=namespace)
 
     async def progress(
         self, task_id: str, *, fence: int, note: str, percent: int | None = None, namespace: str | None = None
-    ) -> dict[str, Any]:
+    ) -> ReportTaskProgressResponse:
         """Record a progress note on a task you hold; no state change (``task.progress``)."""
-        return await self._agent.call("task.progress", task_id=task_id, fence=fence, note=note, percent=percent, namespace=namespace)
+        return await self._ops.task.progress(task_id=task_id, fence=fence, note=note, percent=percent, namespace=namespace)
 
     async def complete(
         self,
@@ -369,51 +405,51 @@ class TasksClient:
         outcome: dict[str, Any] | None = None,
         reason: str | None = None,
         namespace: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> CompleteTaskResponse:
         """Finish a task you hold with its outcome, and optionally why: in_progress -> done (``task.complete``)."""
-        return await self._agent.call("task.complete", task_id=task_id, fence=fence, outcome=outcome, reason=reason, namespace=namespace)
+        return await self._ops.task.complete(task_id=task_id, fence=fence, outcome=outcome, reason=reason, namespace=namespace)
 
-    async def complete_many(self, items: Sequence[dict[str, Any]], *, namespace: str | None = None) -> dict[str, Any]:
+    async def complete_many(self, items: Sequence[dict[str, Any]], *, namespace: str | None = None) -> CompleteTasksResponse:
         """Finish up to 100 tasks you hold in one call (``task.complete_many``): each item is
         ``{"task_id", "fence", "outcome", "reason"}``; answers ``{"results": [...]}``, one per item in order:
         ``{"task": …}`` or ``{"error": {"code", "message", "http_status"}}``."""
-        return await self._agent.call("task.complete_many", tasks=[dict(i) for i in items], namespace=namespace)
+        return await self._ops.task.complete_many(tasks=[dict(i) for i in items], namespace=namespace)
 
-    async def fail(self, task_id: str, *, fence: int, reason: str, namespace: str | None = None) -> dict[str, Any]:
+    async def fail(self, task_id: str, *, fence: int, reason: str, namespace: str | None = None) -> FailTaskResponse:
         """Give up on a task you hold, with a reason: in_progress -> failed (``task.fail``)."""
-        return await self._agent.call("task.fail", task_id=task_id, fence=fence, reason=reason, namespace=namespace)
+        return await self._ops.task.fail(task_id=task_id, fence=fence, reason=reason, namespace=namespace)
 
-    async def defer(self, task_id: str, *, fence: int, resume_at: Time, reason: str, namespace: str | None = None) -> dict[str, Any]:
+    async def defer(
+        self, task_id: str, *, fence: int, resume_at: datetime | str, reason: str, namespace: str | None = None
+    ) -> DeferTaskResponse:
         """Put a task you hold aside until ``resume_at``, with a reason (``task.defer``)."""
-        return await self._agent.call(
-            "task.defer", task_id=task_id, fence=fence, resume_at=_time(resume_at), reason=reason, namespace=namespace
-        )
+        return await self._ops.task.defer(task_id=task_id, fence=fence, resume_at=_time(resume_at), reason=reason, namespace=namespace)
 
-    async def block(self, task_id: str, *, fence: int, blocked_on: str, reason: str, namespace: str | None = None) -> dict[str, Any]:
+    async def block(self, task_id: str, *, fence: int, blocked_on: str, reason: str, namespace: str | None = None) -> BlockTaskResponse:
         """Mark a task you hold blocked on ``sender``, ``human`` or ``external`` (``task.block``)."""
-        return await self._agent.call("task.block", task_id=task_id, fence=fence, blocked_on=blocked_on, reason=reason, namespace=namespace)
+        return await self._ops.task.block(task_id=task_id, fence=fence, blocked_on=blocked_on, reason=reason, namespace=namespace)
 
     # --- triage and repair (owner) ------------------------------------------------------------
 
-    async def accept(self, task_id: str, *, reason: str | None = None, namespace: str | None = None) -> dict[str, Any]:
+    async def accept(self, task_id: str, *, reason: str | None = None, namespace: str | None = None) -> AcceptTaskResponse:
         """Accept a triaged task: triage -> todo (``task.accept``; never the poster's own)."""
-        return await self._agent.call("task.accept", task_id=task_id, reason=reason, namespace=namespace)
+        return await self._ops.task.accept(task_id=task_id, reason=reason, namespace=namespace)
 
-    async def wont_do(self, task_id: str, *, reason: str, namespace: str | None = None) -> dict[str, Any]:
+    async def wont_do(self, task_id: str, *, reason: str, namespace: str | None = None) -> WontDoTaskResponse:
         """Decline an unfinished task, with a reason (``task.wont_do``)."""
-        return await self._agent.call("task.wont_do", task_id=task_id, reason=reason, namespace=namespace)
+        return await self._ops.task.wont_do(task_id=task_id, reason=reason, namespace=namespace)
 
-    async def unblock(self, task_id: str, *, reason: str | None = None, namespace: str | None = None) -> dict[str, Any]:
+    async def unblock(self, task_id: str, *, reason: str | None = None, namespace: str | None = None) -> UnblockTaskResponse:
         """Return a blocked task to todo (``task.unblock``)."""
-        return await self._agent.call("task.unblock", task_id=task_id, reason=reason, namespace=namespace)
+        return await self._ops.task.unblock(task_id=task_id, reason=reason, namespace=namespace)
 
-    async def resume(self, task_id: str, *, reason: str | None = None, namespace: str | None = None) -> dict[str, Any]:
+    async def resume(self, task_id: str, *, reason: str | None = None, namespace: str | None = None) -> ResumeTaskResponse:
         """Return a deferred task to todo before its resume_at (``task.resume``)."""
-        return await self._agent.call("task.resume", task_id=task_id, reason=reason, namespace=namespace)
+        return await self._ops.task.resume(task_id=task_id, reason=reason, namespace=namespace)
 
-    async def reopen(self, task_id: str, *, reason: str | None = None, namespace: str | None = None) -> dict[str, Any]:
+    async def reopen(self, task_id: str, *, reason: str | None = None, namespace: str | None = None) -> ReopenTaskResponse:
         """Move a failed, wont_do or cancelled task back to todo (``task.reopen``)."""
-        return await self._agent.call("task.reopen", task_id=task_id, reason=reason, namespace=namespace)
+        return await self._ops.task.reopen(task_id=task_id, reason=reason, namespace=namespace)
 
     async def update(
         self,
@@ -426,10 +462,9 @@ class TasksClient:
         deadline: Time = None,
         not_before: Time = None,
         namespace: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> UpdateTaskResponse:
         """Edit an unfinished task if it is still at ``if_match_version`` (``task.update``)."""
-        return await self._agent.call(
-            "task.update",
+        return await self._ops.task.update(
             task_id=task_id,
             if_match_version=if_match_version,
             title=title,
@@ -440,15 +475,15 @@ class TasksClient:
             namespace=namespace,
         )
 
-    async def reassign(self, task_id: str, *, to_inbox: str, reason: str, namespace: str | None = None) -> dict[str, Any]:
+    async def reassign(self, task_id: str, *, to_inbox: str, reason: str, namespace: str | None = None) -> ReassignTaskResponse:
         """Hand an unfinished task to another inbox of the org (``task.reassign``)."""
-        return await self._agent.call("task.reassign", task_id=task_id, to_inbox=to_inbox, reason=reason, namespace=namespace)
+        return await self._ops.task.reassign(task_id=task_id, to_inbox=to_inbox, reason=reason, namespace=namespace)
 
     # --- reading ------------------------------------------------------------------------------
 
-    async def get(self, task_id: str, *, namespace: str | None = None) -> dict[str, Any]:
+    async def get(self, task_id: str, *, namespace: str | None = None) -> GetTaskResponse:
         """One task (``task.get``)."""
-        return await self._agent.call("task.get", task_id=task_id, namespace=namespace)
+        return await self._ops.task.get(task_id=task_id, namespace=namespace)
 
     async def list(
         self,
@@ -461,10 +496,9 @@ class TasksClient:
         limit: int | None = None,
         page_token: str | None = None,
         namespace: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ListTasksResponse:
         """Tasks, newest first, filtered and paged (``task.list``); ``next_page_token`` pages on."""
-        return await self._agent.call(
-            "task.list",
+        return await self._ops.task.list(
             inbox=inbox,
             status=_list(status),
             kind=_list(kind),
@@ -475,10 +509,10 @@ class TasksClient:
             namespace=namespace,
         )
 
-    async def counts(self, inbox: str | None = None, *, namespace: str | None = None) -> dict[str, Any]:
+    async def counts(self, inbox: str | None = None, *, namespace: str | None = None) -> CountTasksResponse:
         """Task counts by status for an inbox or the namespace's inboxes (``task.counts``)."""
-        return await self._agent.call("task.counts", inbox=inbox, namespace=namespace)
+        return await self._ops.task.counts(inbox=inbox, namespace=namespace)
 
-    async def history(self, task_id: str, *, limit: int | None = None, namespace: str | None = None) -> dict[str, Any]:
+    async def history(self, task_id: str, *, limit: int | None = None, namespace: str | None = None) -> GetTaskHistoryResponse:
         """A task's events, oldest first (``task.history``)."""
-        return await self._agent.call("task.history", task_id=task_id, limit=limit, namespace=namespace)
+        return await self._ops.task.history(task_id=task_id, limit=limit, namespace=namespace)

@@ -88,7 +88,7 @@ class Relay:
             self.addresses.setdefault(plane, "(in process)")
         self.timeout = timeout
         self._channels: dict[str, grpc.aio.Channel] = {}
-        self._stubs: dict[str, grpc.aio.UnaryUnaryMultiCallable] = {}
+        self._stubs: dict[str, grpc.aio.UnaryUnaryMultiCallable[Message, Message]] = {}
         self._inflight: set[asyncio.Task[Any]] = set()
         self._draining = False
 
@@ -109,7 +109,7 @@ class Relay:
             raise NotFound(ErrorCode.UNKNOWN_OP, f"unknown op {name!r}", {"op": name})
         return op
 
-    def _stub(self, op: OpSpec) -> grpc.aio.UnaryUnaryMultiCallable:
+    def _stub(self, op: OpSpec) -> grpc.aio.UnaryUnaryMultiCallable[Message, Message]:
         stub = self._stubs.get(op.name)
         if stub is None:
             channel = self._channels.get(op.plane)
@@ -196,7 +196,7 @@ class Relay:
                 raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "a plane did not answer")
             return response
         try:
-            return await self._stub(op)(request, metadata=list(metadata.items()), timeout=self.timeout)  # type: ignore[no-any-return]
+            return await self._stub(op)(request, metadata=list(metadata.items()), timeout=self.timeout)
         except grpc.aio.AioRpcError as exc:
             raise from_rpc_error(exc) from None
         except LoomError:

@@ -205,8 +205,8 @@ async def _lease_store(settings: Settings, name: str) -> tuple[Any, Any]:
         return None, None
     from loom_core.bus import LeaseStore, connect_bus
 
-    creds = {"user": settings.nats_internal_user, "password": settings.nats_internal_password} if settings.nats_internal_user else {}
-    bus = await connect_bus(settings.nats_url, name=name, **creds)
+    user = settings.nats_internal_user
+    bus = await connect_bus(settings.nats_url, name=name, user=user, password=settings.nats_internal_password if user else "")
     try:
         return bus, await LeaseStore.open(bus)
     except BaseException:

@@ -4,9 +4,10 @@ cases are in service/, the rules in domain/, the SQL in store/."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 from google.protobuf import json_format, struct_pb2
+from google.protobuf.message import Message
 from loom_api.policy.v1 import policy_pb2 as pb
 from loom_core.chain import CallContext
 
@@ -15,6 +16,8 @@ from .service.decisions import DecisionQuery, DecisionService
 from .service.evaluation import CheckRequest, EvaluationService, ReplayRequest
 from .service.rules import RuleService
 from .settings import PolicySettings
+
+M = TypeVar("M", bound=Message)
 
 
 def _struct_dict(msg: struct_pb2.Struct) -> dict[str, Any]:
@@ -51,7 +54,7 @@ def _spec_dict(spec: pb.SetPolicyRequest | pb.RuleSpec) -> dict[str, Any]:
     }
 
 
-def _parsed(msg_cls: type[Any], body: dict[str, Any]) -> Any:
+def _parsed(msg_cls: type[M], body: dict[str, Any]) -> M:
     msg = msg_cls()
     json_format.ParseDict(body, msg)
     return msg
@@ -102,7 +105,7 @@ class PolicyHandlers:
                 args=_struct_dict(req.args),
             ),
         )
-        return _parsed(pb.CheckPolicyResponse, verdict)  # type: ignore[no-any-return]
+        return _parsed(pb.CheckPolicyResponse, verdict)
 
     async def list_decisions(self, req: pb.ListDecisionsRequest, ctx: CallContext) -> pb.ListDecisionsResponse:
         rows = await self._decisions.list(
@@ -126,4 +129,4 @@ class PolicyHandlers:
                 only_denied=req.only_denied,
             ),
         )
-        return _parsed(pb.ReplayPolicyResponse, body)  # type: ignore[no-any-return]
+        return _parsed(pb.ReplayPolicyResponse, body)

@@ -53,7 +53,9 @@ async def plane_health(address: str, within: float = HEALTH_TIMEOUT_SECONDS) -> 
     """grpc.health.v1 Check of one plane's server; raises Unavailable unless it is SERVING."""
     async with grpc.aio.insecure_channel(address) as channel:
         try:
-            reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=within)
+            # types-grpcio-health-checking declares HealthStub without its methods (Check is there at run time).
+            check = health_pb2_grpc.HealthStub(channel).Check  # type: ignore[attr-defined]
+            reply = await check(health_pb2.HealthCheckRequest(service=""), timeout=within)
         except grpc.aio.AioRpcError as exc:
             raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, f"plane at {address} did not answer") from exc
     if reply.status != health_pb2.HealthCheckResponse.SERVING:

@@ -432,7 +432,7 @@ async def _diagnose_direct(settings: Settings, store: Any | None = None, store_p
 
 
 async def _diagnose_embedded(settings: Settings) -> list[Check]:
-    from .embedded import server_lock, socket_path
+    from loom_core.data_dir import server_lock, socket_path
 
     data = settings.data_dir.resolve()
     if (data / SECRETS_FILE).exists():

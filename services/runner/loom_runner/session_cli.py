@@ -155,7 +155,7 @@ def run_login_link(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _login_code(settings: Settings, org: str, subject: str, ttl_seconds: int) -> dict[str, Any]:
     """Through the running server's admin socket when one holds the data dir; else directly."""
-    from .embedded import server_lock, socket_path
+    from loom_core.data_dir import server_lock, socket_path
 
     if not settings.clickhouse_url:
         try:

@@ -59,7 +59,7 @@ def model_of(descriptor: Descriptor) -> type[BaseModel]:
     fields: dict[str, Any] = {}
     for f in descriptor.fields:
         typ: Any = _SCALARS.get(f.type, dict)
-        if f.type == FieldDescriptor.TYPE_MESSAGE and f.message_type.full_name != "google.protobuf.Struct":
+        if f.message_type is not None and f.message_type.full_name != "google.protobuf.Struct":
             typ = model_of(f.message_type)
         if f.is_repeated:
             typ = list[typ]

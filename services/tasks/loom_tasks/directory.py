@@ -17,13 +17,15 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from loom_core.bus import Bus
 
 from .domain.model import InboxRow, PolicyRow
 from .events import config_subject
 from .store import InboxStore
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -65,20 +67,25 @@ class Directory:
         return await self._load(("policies", org, inbox), lambda: self.inboxes.policies(org, inbox), self._policies, key)
 
     async def _load(
-        self, flight: tuple[str, str, str], fetch: Callable[[], Awaitable[Any]], cache: dict[Any, Any], key: tuple[str, str]
-    ) -> Any:
+        self,
+        flight: tuple[str, str, str],
+        fetch: Callable[[], Awaitable[T]],
+        cache: dict[tuple[str, str], tuple[float, T]],
+        key: tuple[str, str],
+    ) -> T:
         """One store read per entry at a time: concurrent misses share it."""
         pending = self._flights.get(flight)
         if pending is None:
             pending = asyncio.ensure_future(fetch())
             self._flights[flight] = pending
             try:
-                value = await pending
+                value: T = await pending
                 cache[key] = (time.monotonic() + self.ttl, value)
                 return value
             finally:
                 self._flights.pop(flight, None)
-        return await asyncio.shield(pending)
+        shared: T = await asyncio.shield(pending)
+        return shared
 
     async def changed(self, org: str, inbox: str) -> None:
         """Drop the entries here and on every replica; this replica's listeners run before it returns."""

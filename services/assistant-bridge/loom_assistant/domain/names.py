@@ -20,8 +20,7 @@ def candidates(text: str, groups: Iterable[str]) -> list[str]:
         if _DOTTED.match(name) and name.split(".", 1)[0] in gs:
             out.append(name)
     out.extend(m.group(0) for m in _SETTING.finditer(text))
-    seen: set[str] = set()
-    return [n for n in out if not (n in seen or seen.add(n))]  # type: ignore[func-returns-value]
+    return list(dict.fromkeys(out))  # each name once, in order of first mention
 
 
 def unknown(text: str, *, ops: Iterable[str], settings: Iterable[str], docs_text: str | None) -> list[str]:

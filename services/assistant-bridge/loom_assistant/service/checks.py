@@ -17,7 +17,7 @@ from ..domain import checks, opsets
 from ..domain import citations as cit
 from ..domain import names as names_mod
 from ..domain.steps import Step, steps_of
-from ..domain.support import RUN_ROWS_CUT, Call, Calls, Support, cut_run, decide
+from ..domain.support import RUN_ROWS_CUT, Call, Calls, OpKind, Support, cut_run, decide
 from ..store import ledger
 
 CHECKS_BOUND_S = 10.0
@@ -141,7 +141,7 @@ class Checker:
             return Calls(calls, cut=cut, kinds=kinds), kept
 
         def citable_found(got: tuple[Calls, list[dict[str, Any]]]) -> bool:
-            return any(c.ok and c.found and kinds.get(c.op) == opsets.OpKind.CITABLE for c in got[0].calls)
+            return any(c.ok and c.found and kinds.get(c.op) == OpKind.CITABLE for c in got[0].calls)
 
         async def until_landed() -> tuple[Calls, list[dict[str, Any]]]:
             got = await read()

@@ -134,7 +134,7 @@ class ServiceSetup:
 
     def backoff(self, failures: int) -> float:
         """The wait after the n-th failure in a row: doubling, at most 16 times the first."""
-        return self.retry_s * min(2 ** max(failures - 1, 0), MAX_BACKOFF_FACTOR)
+        return self.retry_s * min(2.0 ** max(failures - 1, 0), MAX_BACKOFF_FACTOR)
 
     async def _loop(self) -> None:
         while True:

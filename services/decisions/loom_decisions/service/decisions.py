@@ -168,6 +168,8 @@ class DecisionOps:
             rec = await self.dec.current(org, ns, key)
             now = ch_time()
             version = (int(rec["version"]) + 1) if rec is not None else 1
+            caused_by: list[str] = list(dict.fromkeys(req.get("caused_by", [])))
+            influenced_by: list[str] = list(dict.fromkeys(req.get("influenced_by", [])))
             new_rec = {
                 "key": key,
                 "version": version,
@@ -179,8 +181,8 @@ class DecisionOps:
                 "outcome": text.outcome,
                 "alternatives": list(text.alternatives),
                 "confidence": req.get("confidence"),
-                "caused_by": list(dict.fromkeys(req.get("caused_by", []))),
-                "influenced_by": list(dict.fromkeys(req.get("influenced_by", []))),
+                "caused_by": caused_by,
+                "influenced_by": influenced_by,
                 "memories_used": [],
                 "run_id": ctx.run_id,
                 "agent": ctx.agent_label,
@@ -197,7 +199,7 @@ class DecisionOps:
                 "ts": now,
             }
             await self.dec.append(org, ns, new_rec)
-            edges = [(src, "caused_by") for src in new_rec["caused_by"]] + [(src, "influenced_by") for src in new_rec["influenced_by"]]
+            edges = [(src, "caused_by") for src in caused_by] + [(src, "influenced_by") for src in influenced_by]
             await self.dec.add_edges(org, ns, key, version, edges, now)
         return {"memory_key": key, "version": version, "superseded_prior": rec is not None and rec["status"] == "active"}
 

@@ -52,7 +52,8 @@ class OpenAIModel:
         vecs = np.array([d["embedding"] for d in data], dtype=np.float32)
         if vecs.shape != (len(texts), self.dimensions):
             raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, f"the embeddings endpoint answered vectors of shape {vecs.shape}")
-        return vecs / np.clip(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12, None)
+        unit: np.ndarray = vecs / np.clip(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12, None)
+        return unit
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -83,7 +83,7 @@ class Rows:
         lock = self._locks.setdefault(k, asyncio.Lock())
         async with lock:
             yield
-        if not lock.locked() and not lock._waiters:  # type: ignore[attr-defined]
+        if not lock.locked() and not lock._waiters:
             self._locks.pop(k, None)
 
     async def refuse_if_locked(self, org: str, ns: str, key: str) -> None:

@@ -146,11 +146,11 @@ class HelpService:
         return self.vectors is not None
 
     async def query_vector(self, query: str) -> np.ndarray:
-        vec = self._queries.get(query)
-        if vec is not None:
+        cached = self._queries.get(query)
+        if cached is not None:
             self._queries.move_to_end(query)
-            return vec
-        vec = (await asyncio.to_thread(self._model.encode, [query]))[0]
+            return cached
+        vec: np.ndarray = (await asyncio.to_thread(self._model.encode, [query]))[0]
         self._queries[query] = vec
         if len(self._queries) > QUERY_CACHE:
             self._queries.popitem(last=False)

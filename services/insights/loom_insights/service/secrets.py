@@ -105,8 +105,8 @@ async def reseal(store: Store, settings: Settings) -> int:
         return await reseal_row(store, sealer) + await root.reseal_record(store, settings)
     from loom_core.bus import LeaseStore, connect_bus
 
-    creds = {"user": settings.nats_internal_user, "password": settings.nats_internal_password} if settings.nats_internal_user else {}
-    bus = await connect_bus(settings.nats_url, name="loom-reseal", **creds)
+    user = settings.nats_internal_user
+    bus = await connect_bus(settings.nats_url, name="loom-reseal", user=user, password=settings.nats_internal_password if user else "")
     try:
         leases = await LeaseStore.open(bus)
         lease = await leases.wait_acquire(LEASE, f"reseal-{secrets.token_hex(4)}", ttl=60.0, timeout=120.0)

@@ -124,10 +124,11 @@ class ChClient:
     async def _run(self, pool: Pool, sql: str, settings: Mapping[str, Any] | None, query_id: str) -> Result:
         try:
             async with pool.connection() as conn, conn.cursor() as cursor:
+                # asynch's own stubs (cursors.pyi) leave these two setters unannotated.
                 if settings:
-                    cursor.set_settings({k: str(v) if not isinstance(v, (int, float)) else v for k, v in settings.items()})
+                    cursor.set_settings({k: str(v) if not isinstance(v, (int, float)) else v for k, v in settings.items()})  # type: ignore[no-untyped-call]
                 if query_id:
-                    cursor.set_query_id(query_id)
+                    cursor.set_query_id(query_id)  # type: ignore[no-untyped-call]
                 await cursor.execute(sql)
                 rows = await cursor.fetchall()
                 columns = [(c.name, str(c.type_code)) for c in cursor.description or ()]

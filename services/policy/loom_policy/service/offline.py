@@ -11,7 +11,7 @@ from loom_core.exposures import live_rows
 from loom_core.store import Store
 
 from ..domain.compiler import CompiledRule
-from ..domain.history import Shape, Window
+from ..domain.history import Exposure, Shape, Window
 from ..domain.replay import RecordedCall
 from ..domain.timeutil import US
 from ..store import history as hist
@@ -47,7 +47,7 @@ async def caller_window(store: Store, org: str, namespace: str, subject: str, sh
 
 async def recorded(
     store: Store, org: str, namespace: str, rules: Sequence[CompiledRule], since_us: int, until_us: int
-) -> tuple[list[RecordedCall], list, dict[str, int], bool]:
+) -> tuple[list[RecordedCall], list[Exposure], dict[str, int], bool]:
     """The ledger calls and exposures a replay needs, oldest first, and whether the read was cut."""
     shape = shape_of(rules)
     globs: set[str] | None = set()

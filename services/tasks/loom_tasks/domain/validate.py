@@ -10,7 +10,8 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from loom_core.errors import ValidationFailed, invalid_field
+from loom_core.errors import ValidationFailed
+from loom_core.errors import invalid_field as invalid_field  # re-exported: the services refuse through `v.invalid_field`
 
 from . import model
 

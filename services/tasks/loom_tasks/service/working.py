@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from loom_core.chain import CallContext
@@ -28,6 +28,9 @@ from ..store import truth
 from ..store.truth import WrongRevision
 from .access import no_task
 from .deps import Deps
+
+# A fenced state change: the row, who acts, now (epoch seconds), the inbox (when asked for) -> the change.
+Move = Callable[[TaskRow, Actor, float, InboxRow | None], transitions.Change]
 
 MAX_PULL = 100
 
@@ -248,7 +251,7 @@ class WorkingOps:
         await self.d.publisher.publish(event)
         return str(event["event_id"])
 
-    async def _fenced(self, ctx: CallContext, task_id: str, fence: int, move: Any, *, with_inbox: bool = False) -> TaskRow:
+    async def _fenced(self, ctx: CallContext, task_id: str, fence: int, move: Move, *, with_inbox: bool = False) -> TaskRow:
         """A state change by the claim's holder: the fence checked against the task's state."""
         first, actor = await self._held(ctx, task_id, fence, remembered=True)
         inbox = await self.d.directory.inbox(ctx.org, first.inbox) if with_inbox else None
