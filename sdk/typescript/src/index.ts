@@ -14,4 +14,16 @@ export type {
   Support,
 } from './assistant.js';
 export { Loom } from './loom.js';
+export { runWorker, subscribe } from './tasks.js';
+export type {
+  NatsConnectionLike,
+  NatsMsgLike,
+  NatsSubscriptionLike,
+  PulledTask,
+  SubscribeOptions,
+  TaskEvent,
+  TaskHandler,
+  WorkContext,
+  WorkerOptions,
+} from './tasks.js';
 export * from './generated/ops.js';
