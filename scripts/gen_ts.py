@@ -8,7 +8,8 @@ scripts/gen_sdk.py reads it) gives each op's name, summary, role and input and o
 schemas. Each op becomes two interfaces, `<Op>Args` and `<Op>Result`, an entry in `OpTypes`
 (op name -> {args, result}) that the hand-written client (sdk/typescript/src/client.ts) types
 its `call` with, an entry in `OP_INFO` (summary, min_role, writes) that a UI reads to hide
-what a role cannot do, and a typed method per op, by group (`OpGroups`, built by `opGroups`:
+what a role cannot do, `ERROR_CODES` (each error code's HTTP status and retryable, from
+loom_core.errors), and a typed method per op, by group (`OpGroups`, built by `opGroups`:
 `loom.task.claim({...})`, `loom.memory.record.write({...})`, the op's last part in camelCase). Shared schema definitions ($defs) become named types. The output is
 deterministic (ops sorted by name, fields in proto order), so tests/sdk/test_generated_ts.py
 can hold the committed file to it.
@@ -197,8 +198,22 @@ def render_groups(ops: list[Any]) -> list[str]:
     return out
 
 
-def render(ops: Iterable[Any]) -> str:
-    """The whole ops.ts for these ops (OpSpec-like: name, summary, min_role, write_shaped, schemas)."""
+def render_errors(codes: dict[str, tuple[int, bool]]) -> list[str]:
+    """`ERROR_CODES`: each error code's HTTP status and whether it is retryable, from core's error table."""
+    out = ["/** Every error code Loom answers: its HTTP status and whether a retry may succeed (core's error table). */"]
+    out.append("export const ERROR_CODES = {")
+    for code, (status, retryable) in sorted(codes.items()):
+        out.append(f"  {code}: {{ status: {status}, retryable: {'true' if retryable else 'false'} }},")
+    out.append("} as const;")
+    out.append("")
+    out.append("export type ErrorCode = keyof typeof ERROR_CODES;")
+    out.append("")
+    return out
+
+
+def render(ops: Iterable[Any], errors: dict[str, tuple[int, bool]] | None = None) -> str:
+    """The whole ops.ts for these ops (OpSpec-like: name, summary, min_role, write_shaped, schemas)
+    and error codes (code -> (HTTP status, retryable))."""
     ordered = sorted(ops, key=lambda o: o.name)
     r = Renderer()
     blocks: list[str] = []
@@ -252,14 +267,16 @@ def render(ops: Iterable[Any]) -> str:
         )
     out.append("};")
     out.append("")
+    out += render_errors(errors or {})
     out += render_groups(ordered)
     return "\n".join(out) + "\n"
 
 
 def render_catalog() -> str:
     from loom_core.catalog import load_catalog
+    from loom_core.errors import CODES
 
-    return render(load_catalog().ops.values())
+    return render(load_catalog().ops.values(), {code.value: (status, retryable) for code, (status, _, retryable) in CODES.items()})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,14 +38,17 @@ BIN = Path(sys.executable).parent
 ORG, NS = "sdkts", "main"
 # A person with a grant on one namespace alone: the assistant refuses an org-wide session.
 PERSON, PERSON_NS = "user:ts-reader", "reading"
+# Short, so a `[slow]` answer left running ends with the stream's loom.error event.
+ANSWER_TTL_S = 15
 
 
 async def scripted(turn: Turn) -> None:
     """The emulator's model, picked by a tag in the question: `[slow]` streams words until it is
-    stopped; `[help]` searches Loom's docs and cites the first hit; anything else greets."""
+    stopped (or runs past the answer's limit, ANSWER_TTL_S); `[help]` searches Loom's docs and
+    cites the first hit; anything else greets."""
     question = str(turn.messages[-1].get("content", "")) if turn.messages else ""
     if "[slow]" in question:
-        for i in range(2000):
+        for i in range(ANSWER_TTL_S * 40):
             await turn.say(f"word{i} ")
             await asyncio.sleep(0.05)
         return
@@ -95,6 +98,7 @@ async def run_stack(data: Path) -> AsyncIterator[Stack]:
         LOOM_LOG_LEVEL="WARNING",
         LOOM_ASSISTANT_LIBRECHAT_URL=emulator_url,
         LOOM_ASSISTANT_SETUP_RETRY_S="0.2",
+        LOOM_ASSISTANT_ANSWER_TTL_S=str(ANSWER_TTL_S),
     )
     log = (data / "loom-up.log").open("wb")
     proc = await asyncio.create_subprocess_exec(str(BIN / "loom"), "up", env=env, stdout=log, stderr=log)

@@ -254,7 +254,7 @@ class Stream implements AssistantStream {
     }
     if (kind === 'loom.error') {
       const payload = chunk.error && typeof chunk.error === 'object' ? (chunk.error as Record<string, unknown>) : {};
-      throw errorFromPayload(200, payload);
+      throw errorFromPayload(undefined, payload);
     }
     return []; // an event this SDK does not know
   }

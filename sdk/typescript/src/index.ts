@@ -1,6 +1,6 @@
 export { LoomClient, backoffMs, sleep } from './client.js';
 export type { CallOptions, ClientOptions, RequestSpec, RetryOptions } from './client.js';
-export { LoomError, errorFromPayload, errorOf, networkError } from './errors.js';
+export { LoomError, errorFromPayload, errorOf, networkError, statusOfCode } from './errors.js';
 export { AssistantClient, CHAT_PATH } from './assistant.js';
 export type {
   AssistantAnswer,

@@ -144,3 +144,23 @@ test('the browser session: the cookie and the CSRF header on the POST, and no CS
   const noCsrf = new Loom({ baseUrl: URL_, namespace: () => ns, fetch: browserFetch });
   await assert.rejects(noCsrf.assistant.stream({ messages: ask('hello') }).final(), (e) => e instanceof LoomError && e.status === 403);
 });
+
+test("an answer past its limit ends with the stream's loom.error: an error event after the text, and final() rejects", async () => {
+  const { loom } = await scoped('viewer');
+  const stream = loom.assistant.stream({ messages: ask('[slow] until the limit') });
+  const kinds = new Set();
+  let error;
+  for await (const event of stream.events()) {
+    kinds.add(event.type);
+    if (event.type === 'error') error = event.error;
+  }
+  assert.deepEqual([...kinds], ['text', 'error']);
+  assert.ok(error instanceof LoomError);
+  assert.equal(error.code, 'OVERLOADED');
+  assert.equal(error.status, 503);
+  assert.equal(error.detail.reason, 'answer_ttl');
+  assert.equal(error.retryable, true);
+  await assert.rejects(stream.final(), (e) => e === error);
+  assert.ok(stream.text.startsWith('word0 '));
+  assert.equal(stream.citations, undefined);
+});

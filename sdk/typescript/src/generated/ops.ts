@@ -2818,6 +2818,44 @@ export const OP_INFO: { readonly [K in OpName]: OpInfo } = {
   "token.revoke": { summary: "Revoke a token id, a subject's tokens or a sign-in session.", minRole: "viewer", writes: true },
 };
 
+/** Every error code Loom answers: its HTTP status and whether a retry may succeed (core's error table). */
+export const ERROR_CODES = {
+  ALREADY_EXISTS: { status: 409, retryable: false },
+  ANALYSIS_UNAVAILABLE: { status: 503, retryable: true },
+  ASSISTANT_SELF_CALL: { status: 403, retryable: false },
+  ASSISTANT_UNAVAILABLE: { status: 503, retryable: true },
+  AUTH_EXPIRED: { status: 401, retryable: false },
+  AUTH_INSUFFICIENT: { status: 403, retryable: false },
+  AUTH_INVALID: { status: 401, retryable: false },
+  AUTH_REQUIRED: { status: 401, retryable: false },
+  AUTH_REVOKED: { status: 401, retryable: false },
+  AUTH_WRONG_ORG: { status: 403, retryable: false },
+  BACKEND_UNAVAILABLE: { status: 503, retryable: true },
+  CSRF_REJECTED: { status: 403, retryable: false },
+  INTERNAL: { status: 500, retryable: true },
+  LOCKED: { status: 423, retryable: true },
+  MISSING_IDENTITY_FIELD: { status: 400, retryable: false },
+  OVERLOADED: { status: 503, retryable: true },
+  PINNED_CONFLICT: { status: 409, retryable: false },
+  POLICY_FORBIDDEN: { status: 403, retryable: false },
+  PRECONDITION_FAILED: { status: 409, retryable: true },
+  RATE_LIMITED: { status: 429, retryable: true },
+  REQUEST_TIMEOUT: { status: 408, retryable: true },
+  REQUEST_TOO_DEEP: { status: 400, retryable: false },
+  REQUEST_TOO_LARGE: { status: 413, retryable: false },
+  RESOURCE_NOT_FOUND: { status: 404, retryable: false },
+  TASK_FENCE_STALE: { status: 409, retryable: false },
+  TASK_POSTER_DENIED: { status: 403, retryable: false },
+  TASK_SELF_ACCEPT: { status: 403, retryable: false },
+  TASK_TERMINAL: { status: 409, retryable: false },
+  UNKNOWN_OP: { status: 404, retryable: false },
+  UNKNOWN_TOOLSET: { status: 400, retryable: false },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, retryable: false },
+  VALIDATION_FAILED: { status: 422, retryable: false },
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
 export type OpArgs<K extends OpName> = OpTypes[K]['args'];
 export type OpResult<K extends OpName> = OpTypes[K]['result'];
 
