@@ -5,8 +5,9 @@ README's streamed-answer example (examples/typescript/stream.js), which needs th
 
 The node tests read the stack from the environment: LOOM_URL, LOOM_TOKEN (the org's admin),
 LOOM_ORG, LOOM_NAMESPACE, LOOM_DATA_DIR, LOOM_TEST_LOGIN_CODE (a one-time sign-in code for the
-browser-session tests) and LOOM_TEST_EMULATOR_URL (the emulator, whose /_test/state says
-whether a streamed answer was aborted upstream)."""
+browser-session tests), LOOM_TEST_EMULATOR_URL (the emulator, whose /_test/state says
+whether a streamed answer was aborted upstream) and LOOM_TEST_NATS_URL (the embedded
+nats-server, which agents reach with their Loom token through the auth callout)."""
 
 from __future__ import annotations
 
@@ -68,6 +69,7 @@ class Stack:
     data: Path
     env: dict[str, str]
     emulator_url: str
+    nats_url: str
 
 
 @contextlib.asynccontextmanager
@@ -88,13 +90,14 @@ async def run_stack(data: Path) -> AsyncIterator[Stack]:
     emulator = HttpServer(app)
     await emulator.start()
     emulator_url = f"http://127.0.0.1:{emulator.port}"
-    port = free_port()
+    port, nats_port = free_port(), free_port()
     url = f"http://127.0.0.1:{port}"
     emu.loom_url = url
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}
     env.update(
         LOOM_DATA_DIR=str(data),
         LOOM_HTTP_PORT=str(port),
+        LOOM_NATS_PORT=str(nats_port),
         LOOM_LOG_LEVEL="WARNING",
         LOOM_ASSISTANT_LIBRECHAT_URL=emulator_url,
         LOOM_ASSISTANT_SETUP_RETRY_S="0.2",
@@ -124,7 +127,7 @@ async def run_stack(data: Path) -> AsyncIterator[Stack]:
                 await asyncio.sleep(0.1)
             else:
                 pytest.fail("the assistant did not become ready: " + (data / "loom-up.log").read_text()[-3000:])
-        yield Stack(url, token, data, env, emulator_url)
+        yield Stack(url, token, data, env, emulator_url, f"nats://127.0.0.1:{nats_port}")
     finally:
         proc.send_signal(2)
         try:
@@ -178,6 +181,7 @@ async def test_the_node_suite_passes_against_a_live_loom(stack: Stack) -> None:
         LOOM_TEST_LOGIN_CODE=await login_code(stack, PERSON),
         LOOM_TEST_SESSION_NAMESPACE=PERSON_NS,
         LOOM_TEST_EMULATOR_URL=stack.emulator_url,
+        LOOM_TEST_NATS_URL=stack.nats_url,
     )
     files = sorted(str(p.relative_to(SDK)) for p in (SDK / "test").glob("*.test.js"))
     assert files

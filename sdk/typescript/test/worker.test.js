@@ -114,3 +114,26 @@ test('subscribe yields the events of the caller\'s tasks from a cursor, by long 
   setTimeout(() => again.abort(), 3000);
   for await (const event of loom.subscribe({ sinceSeq: last, signal: again.signal, waitSeconds: 1 })) assert.ok(event.seq > last);
 });
+
+test('subscribe reads task events from NATS when given a connection (nats.js, with the Loom token)', async () => {
+  const { connect } = await import('nats');
+  const { loom, token, ns } = await scoped('admin', { agent: 'ts-worker' });
+  const inbox = unique('in');
+  await loom.inbox.register({ inbox, owner_agent: 'ts-worker' });
+  const nc = await connect({ servers: process.env.LOOM_TEST_NATS_URL, token });
+  try {
+    const controller = new AbortController();
+    const events = loom.subscribe({ nats: { connection: nc, org: process.env.LOOM_ORG, namespace: ns, inbox }, signal: controller.signal });
+    const it = events[Symbol.asyncIterator]();
+    const first = it.next(); // subscribes
+    await nc.flush(); // the server has the subscription before anything is published
+    const { task } = await loom.task.create({ inbox, kind: 'job', title: 'over nats' });
+    const { value } = await first;
+    assert.equal(value.task_id, task.task_id);
+    assert.equal(value.kind, 'created');
+    controller.abort();
+    assert.equal((await it.next()).done, true);
+  } finally {
+    await nc.close();
+  }
+});
