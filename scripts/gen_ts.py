@@ -162,7 +162,9 @@ def render_groups(ops: list[Any]) -> list[str]:
             else:
                 lines += doc_comment(f"`{value.name}`: {value.summary or ''}", indent)
                 optional = "?" if _all_optional(value.input_schema) else ""
-                lines.append(f"{indent}{prop_key(key)}(args{optional}: OpArgs<{json.dumps(value.name)}>, call?: O): Promise<OpResult<{json.dumps(value.name)}>>;")
+                lines.append(
+                    f"{indent}{prop_key(key)}(args{optional}: OpArgs<{json.dumps(value.name)}>, call?: O): Promise<OpResult<{json.dumps(value.name)}>>;"
+                )
         return lines
 
     def build(node: dict[str, Any], indent: str) -> list[str]:

@@ -173,7 +173,10 @@ async def test_the_node_suite_passes_against_a_live_loom(stack: Stack) -> None:
     assert shutil.which("node"), "node is needed for the TypeScript SDK's tests (apt-get install nodejs)"
     assert (SDK / "dist" / "index.js").exists(), "sdk/typescript/dist is missing: ./loom builds it (npm run build)"
     async with httpx.AsyncClient(base_url=stack.url, headers={"Authorization": f"Bearer {stack.token}"}) as c:
-        for op, args in (("namespace.create", {"name": PERSON_NS}), ("grants.set", {"namespace": PERSON_NS, "subject": PERSON, "role": "viewer"})):
+        for op, args in (
+            ("namespace.create", {"name": PERSON_NS}),
+            ("grants.set", {"namespace": PERSON_NS, "subject": PERSON, "role": "viewer"}),
+        ):
             r = await c.post(f"/v1/{op}", json=args)
             assert r.status_code == 200, r.text
     env = _env(
