@@ -206,3 +206,14 @@ async def test_the_readme_streamed_answer_runs_against_the_emulator(stack: Stack
     out, _ = await asyncio.wait_for(proc.communicate(), 240)
     assert proc.returncode == 0, out.decode()
     assert "Hello! Ask me about this namespace." in out.decode()
+
+
+def test_the_examples_type_check_against_the_sdk_s_declarations() -> None:
+    """examples/typescript/*.js, checked by tsc (checkJs) against sdk/typescript/dist's .d.ts: a
+    method, argument or field the SDK does not have fails here."""
+    tsc = SDK / "node_modules" / ".bin" / "tsc"
+    assert tsc.exists(), "sdk/typescript/node_modules is missing: ./loom installs it (npm ci)"
+    done = subprocess.run(
+        [str(tsc), "-p", "tsconfig.json"], cwd=ROOT / "examples" / "typescript", capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
