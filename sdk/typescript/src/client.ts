@@ -8,9 +8,6 @@
 import { errorOf, isAbort, LoomError, networkError } from './errors.js';
 import type { OpName, OpTypes } from './generated/ops.js';
 
-export { LoomError } from './errors.js';
-export type { OpName, OpTypes } from './generated/ops.js';
-
 /** Opt-in retry of refusals the server marks retryable (and requests that got no answer). */
 export interface RetryOptions {
   /** Retries after the first try (default 3). */

@@ -1,4 +1,4 @@
-export { LoomClient, backoffMs, sleep } from './client.js';
+export { LoomClient, backoffMs } from './client.js';
 export type { CallOptions, ClientOptions, RequestSpec, RetryOptions } from './client.js';
 export { LoomError, errorFromPayload, errorOf, networkError, statusOfCode } from './errors.js';
 export { AssistantClient, CHAT_PATH } from './assistant.js';
