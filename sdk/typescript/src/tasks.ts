@@ -9,7 +9,7 @@
 import type { CallOptions, LoomClient } from './client.js';
 import { backoffMs, sleep } from './client.js';
 import { isAbort, LoomError, networkError } from './errors.js';
-import type { TaskPullResult, TaskUpdatesResult } from './generated/ops.js';
+import type { TaskCompleteArgs, TaskHeartbeatArgs, TaskPullArgs, TaskPullResult, TaskUpdatesResult } from './generated/ops.js';
 
 export type PulledTask = TaskPullResult['tasks'][number];
 export type TaskEvent = TaskUpdatesResult['events'][number];
@@ -63,12 +63,12 @@ export async function runWorker(client: LoomClient, opts: WorkerOptions, handler
   while (!signal?.aborted) {
     let tasks: PulledTask[];
     try {
-      const args: Record<string, unknown> = { inbox: opts.inbox, wait_seconds: opts.waitSeconds ?? 30, max_tasks: 1 };
+      const args: TaskPullArgs = { inbox: opts.inbox, wait_seconds: opts.waitSeconds ?? 30, max_tasks: 1 };
       if (opts.kinds) args.kinds = opts.kinds;
       if (opts.leaseSeconds !== undefined) args.lease_seconds = opts.leaseSeconds;
       const call: CallOptions = { ...ns };
       if (signal) call.signal = signal;
-      tasks = (await client.call('task.pull', args as { inbox: string }, call)).tasks;
+      tasks = (await client.call('task.pull', args, call)).tasks;
       failures = 0;
     } catch (e) {
       if (isAbort(e, signal)) return;
@@ -95,7 +95,7 @@ async function workOne(client: LoomClient, opts: WorkerOptions, ns: CallOptions,
   let lost = false;
   const beat = async (): Promise<void> => {
     try {
-      const args: { task_id: string; fence: number; lease_seconds?: number } = { task_id, fence };
+      const args: TaskHeartbeatArgs = { task_id, fence };
       if (opts.leaseSeconds !== undefined) args.lease_seconds = opts.leaseSeconds;
       await client.call('task.heartbeat', args, ns);
     } catch (e) {
@@ -127,7 +127,7 @@ async function workOne(client: LoomClient, opts: WorkerOptions, ns: CallOptions,
     }
     clearInterval(timer);
     if (lost) return;
-    const args: { task_id: string; fence: number; outcome?: Record<string, unknown> } = { task_id, fence };
+    const args: TaskCompleteArgs = { task_id, fence };
     if (outcome) args.outcome = outcome;
     await finish(opts, task, () => client.call('task.complete', args, ns));
   } finally {
