@@ -1429,6 +1429,33 @@ class SaOps:
         )
 
 
+class SearchOps:
+    """The ``search.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def unified(
+        self,
+        *,
+        query: str,
+        limit: int | None = None,
+        namespaces: list[str] | None = None,
+        sources: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """One search over the memories, decisions and tasks the token can read, in every namespace it holds a role in (or those named), ranked together.
+
+        Calls ``search.unified``.
+        """
+        return await self._caller.call(
+            "search.unified",
+            query=query,
+            limit=limit,
+            namespaces=namespaces,
+            sources=sources,
+        )
+
+
 class TaskOps:
     """The ``task.*`` ops."""
 
@@ -2111,6 +2138,7 @@ class Ops:
     org: OrgOps
     policy: PolicyOps
     sa: SaOps
+    search: SearchOps
     task: TaskOps
     token: TokenOps
 
@@ -2129,5 +2157,6 @@ class Ops:
         self.org = OrgOps(caller)
         self.policy = PolicyOps(caller)
         self.sa = SaOps(caller)
+        self.search = SearchOps(caller)
         self.task = TaskOps(caller)
         self.token = TokenOps(caller)
