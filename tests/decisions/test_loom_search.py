@@ -56,7 +56,13 @@ async def seed(t: Tenant, other_ns: str) -> str:
 def token_for(desk: Desk, sub: str, roles: dict[str, str]) -> str:
     now = int(time.time())
     p = Principal(
-        jti=new_token_id("test-"), sub=sub, org=desk.tenant.org, roles=roles, iat=now, exp=now + 3600, default_namespace=desk.tenant.namespace
+        jti=new_token_id("test-"),
+        sub=sub,
+        org=desk.tenant.org,
+        roles=roles,
+        iat=now,
+        exp=now + 3600,
+        default_namespace=desk.tenant.namespace,
     )
     return desk.inst.runtime.codec.encode(p)
 
@@ -134,7 +140,12 @@ async def test_loom_search_refuses_a_token_with_no_role_another_org_and_bad_inpu
         r = await call(c, "search.unified", query=QUERY)
         assert r.status_code == 403 and r.json()["error"]["code"] == "AUTH_WRONG_ORG", r.text
     async with t.client() as c:
-        for bad in ({"query": ""}, {"query": "x", "limit": 500}, {"query": "x", "sources": ["files"]}, {"query": "x", "namespaces": ["Bad NS"]}):
+        for bad in (
+            {"query": ""},
+            {"query": "x", "limit": 500},
+            {"query": "x", "sources": ["files"]},
+            {"query": "x", "namespaces": ["Bad NS"]},
+        ):
             r = await call(c, "search.unified", **bad)
             assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_FAILED", (bad, r.text)
     bad = await mcp_search(desk.inst.base_url + "/mcp", t.token, {"query": "x", "limit": 500})
