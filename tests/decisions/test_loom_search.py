@@ -44,7 +44,7 @@ async def seed(t: Tenant, other_ns: str) -> str:
         assert (await call(c, "inbox.register", inbox=inbox)).status_code == 200
         r = await call(c, "task.create", inbox=inbox, kind="chore", title="Purge raw transcripts older than 30 days")
         assert r.status_code == 200, r.text
-        task_id = str(r.json()["task_id"])
+        task_id = str(r.json()["task"]["task_id"])
         r = await call(c, "task.create", inbox=inbox, kind="chore", title="Rotate the signing key of the webhook")
         assert r.status_code == 200, r.text
     async with t.client(**{"X-Loom-Namespace": other_ns}) as c:
@@ -99,7 +99,7 @@ async def test_loom_search_ranks_memories_decisions_and_tasks_of_every_readable_
 
     # And through the SDK's generated method.
     async with Agent(org=t.org, namespace=t.namespace, agent="sdk", api_key=t.token, base_url=t.base_url) as agent:
-        got = await agent.search.unified(query=QUERY, namespaces=[other_ns])
+        got = await agent.ops.search.unified(query=QUERY, namespaces=[other_ns])
         assert [(h["kind"], h["key"]) for h in got["results"]] == [("memory", "notes/elsewhere")]
 
 
