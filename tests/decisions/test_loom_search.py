@@ -9,8 +9,11 @@ import time
 from typing import Any
 
 import httpx2
+import pytest
 from loom import Agent
+from loom_core.errors import LoomError
 from loom_core.identity.tokens import Principal, new_token_id
+from loom_core.op_caller import HttpOpCaller
 from loom_runner.embedded import Instance
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -177,3 +180,19 @@ async def test_loom_search_gives_no_tasks_to_a_caller_a_policy_keeps_from_readin
         assert {"memory", "decision"} <= kinds
         assert body["skipped"] == [{"namespace": t.namespace, "source": "task", "code": "POLICY_FORBIDDEN"}]
         assert body["namespaces"] == [t.namespace]
+
+
+async def test_a_clusters_plane_reads_the_ops_through_a_gateway_over_http(desk: Desk) -> None:
+    """LOOM_SEARCH_LOOM_URL's caller: the ops as the caller, a refusal as its LoomError."""
+    t = desk.tenant
+    await seed(t, unique("ns"))
+    ops = HttpOpCaller(desk.inst.base_url)
+    try:
+        found = await ops("memory.search", {"query": QUERY, "namespace": t.namespace}, {"authorization": f"Bearer {t.token}"}, "rest")
+        assert DECISION_KEY in {h["key"] for h in found["hits"]}
+        nobody = token_for(desk, "sa:nobody", {})
+        with pytest.raises(LoomError) as refused:
+            await ops("task.list", {"namespace": t.namespace}, {"authorization": f"Bearer {nobody}"}, "rest")
+        assert refused.value.code.value == "AUTH_INSUFFICIENT" and refused.value.http_status == 403
+    finally:
+        await ops.close()
