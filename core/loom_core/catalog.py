@@ -142,7 +142,6 @@ class OpSpec:
             "experimental": self.experimental,
             "unlisted": self.unlisted,
             "grpc": self.grpc_path,
-            **({"tool_name": self.tool_name} if self.tool_name else {}),
             "input_schema": self.input_schema,
             "output_schema": self.output_schema,
         }
