@@ -273,6 +273,7 @@ def render_ops() -> str:
                 "",
                 op.summary or "(no summary)",
                 "",
+                *([f"MCP tool: `{op.tool_name}` (the name the spec gives it).", ""] if op.tool_name else []),
                 "| role | rate class | scope | writes | listing | toolsets | gRPC |",
                 "|---|---|---|---|---|---|---|",
                 f"| {op.min_role.label} | {op.rate_class} | {scope} | {'yes' if op.write_shaped else 'no'} | {listing} | {toolsets} | `{op.grpc_path}` |",

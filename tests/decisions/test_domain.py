@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from loom_decisions.domain.calibration import Scored, calibrate
 from loom_decisions.domain.keys import MissingIdentity, decision_key
+from loom_decisions.domain.ranking import UnifiedHit, merge, score_candidates
 from loom_decisions.domain.statement import (
     ALTERNATIVE_MAX,
     DecisionText,
@@ -198,3 +199,25 @@ def test_model_configuration_problems_and_output_caps() -> None:
     assert "not served by this build" in model_problem(DecisionsSettings(llm_provider="anthropic"))
     caps = max_tokens(DecisionsSettings(llm_max_tokens_overrides='{"decision_extract": 16000}'))
     assert caps == {"decision_extract": 16000, "decision_support": 8000}
+
+
+# --- search.unified's ranking
+
+
+def test_a_task_scores_on_memory_searchs_scale_and_an_unrelated_one_is_no_hit() -> None:
+    query = "purge raw transcripts"
+    scores = score_candidates(query, ["Purge raw transcripts nightly", "Rotate the webhook key", "Rotate the webhook key"], [0.6, 0.1, 0.3])
+    assert scores[0] == pytest.approx(0.5 * 1.0 + 0.5 * 0.6)
+    assert scores[1] is None  # no query word, far in meaning
+    assert scores[2] == pytest.approx(0.5 * 0.3)  # close in meaning alone
+
+
+def test_merge_puts_a_named_identifier_first_then_the_score_then_a_stable_order() -> None:
+    hits = [
+        UnifiedHit("memory", "b", "notes/x", "plain words", 0.9),
+        UnifiedHit("task", "a", "t1", "set LOOM_POLICY_MODE to enforce", 0.2),
+        UnifiedHit("decision", "a", "decision/k", "plain words", 0.9),
+        UnifiedHit("memory", "a", "notes/y", "plain words", 0.5),
+    ]
+    merged = merge("what does LOOM_POLICY_MODE do", hits, 3)
+    assert [(h.kind, h.key) for h in merged] == [("task", "t1"), ("decision", "decision/k"), ("memory", "notes/x")]

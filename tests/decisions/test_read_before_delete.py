@@ -42,14 +42,30 @@ async def test_the_specs_read_before_delete_rule_governs_the_real_memory_ops(enf
         r = await call(bot, "memory.delete", memory_key="notes/old")
         assert r.status_code == 403, r.text
         assert r.json()["error"]["code"] == "POLICY_FORBIDDEN"
+        # The spec's dry run says the same, in the verdict's spec'd shape.
+        async with Agent(org=t.org, namespace=t.namespace, agent="admin", api_key=t.token, base_url=t.base_url) as agent:
+            verdict = await agent.policy.check(operation="memory.delete", agent="cleanup-bot", args={"memory_key": "notes/old"})
+        assert set(verdict) >= {"decision", "would_enforce", "mode", "write_shaped", "determining_rules", "rules", "latency_ms"}
+        assert verdict["decision"] == "deny" and verdict["determining_rules"] == ["read-before-delete"], verdict
+        assert verdict["write_shaped"] is True and verdict["would_enforce"] is True
+
+        # Nothing was deleted; this memory.get is the read the rule asks for.
         assert (await call(bot, "memory.get", memory_key="notes/old")).json()["status"] == "active"
 
-        # That memory.get is the read the rule asks for: the delete of the same key goes through.
+        # The delete of the same key now goes through.
         async def deleted() -> dict[str, Any] | None:
             r = await call(bot, "memory.delete", memory_key="notes/old")
             return r.json() if r.status_code == 200 else None
 
         assert (await eventually(deleted))["deleted"] is True
+
+        # After the read, the dry run of the same key's delete allows it.
+        async def allowed() -> dict[str, Any] | None:
+            async with Agent(org=t.org, namespace=t.namespace, agent="admin", api_key=t.token, base_url=t.base_url) as agent:
+                v = await agent.policy.check(operation="memory.delete", agent="cleanup-bot", args={"memory_key": "notes/old"})
+            return v if v["decision"] == "allow" else None
+
+        await eventually(allowed)
 
         # A read of one key does not open another's delete.
         r = await call(bot, "memory.delete", memory_key="notes/new")

@@ -105,9 +105,10 @@ async def test_listing_without_toolset_is_the_all_listing_with_model_safe_names_
     async with mcp_client(stack.base_url + "/mcp", era, Authorization=bearer(tenant.token)) as (client, _):
         listed = await client.list_tools()
         all_listed = await mcp_list(stack.base_url + "/mcp?toolset=all", era, tenant.token)
-    # Besides the ops, the listing holds one composed tool: loom_search (tests/decisions/test_loom_search.py).
-    tools = {t.name: t for t in listed.tools if t.name != "loom_search"}
-    assert set(tools) | {"loom_search"} == {t.name for t in listed.tools} == {t.name for t in all_listed}
+    tools = {t.name: t for t in listed.tools}
+    assert set(tools) == {t.name for t in all_listed}
+    # An op the spec names a tool for is listed under that name (search.unified is loom_search).
+    assert "loom_search" in tools and "loom_search_unified" not in tools
     assert set(tools) == served(stack, catalog.listed("all"))
     assert "loom_auth_whoami" in tools and "loom_token_mint" in tools
     by_tool = {tool_name(name): op for name, op in catalog.ops.items()}
@@ -131,8 +132,7 @@ async def test_v1_ops_and_mcp_list_the_same_ops_for_every_toolset(stack: Instanc
         for toolset in stack.relay.catalog.toolsets():
             ops = (await http.get("/v1/ops", params={"toolset": toolset})).json()["ops"]
             tools = await mcp_list(stack.base_url + f"/mcp?toolset={toolset}", "legacy", tenant.token)
-            composed = {"loom_search"} if toolset == "all" else set()
-            assert {o["tool"] for o in ops} | composed == {t.name for t in tools}, toolset
+            assert {o["tool"] for o in ops} == {t.name for t in tools}, toolset
         every = {o["name"]: o for o in (await http.get("/v1/ops")).json()["ops"]}
         listed_all = {o["name"] for o in (await http.get("/v1/ops?toolset=all")).json()["ops"]}
     # No toolset: every op served, the ones MCP's default listing leaves out marked as such.

@@ -13,7 +13,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 from loom_api.assistant.v1 import assistant_pb2
-from loom_api.decisions.v1 import decisions_pb2, memory_pb2
+from loom_api.decisions.v1 import decisions_pb2, memory_pb2, search_pb2
 from loom_api.help.v1 import help_pb2
 from loom_api.identity.v1 import identity_pb2
 from loom_api.insights.v1 import insights_pb2
@@ -923,6 +923,48 @@ def decisions_v1_SetMemoryResponse_json(msg: memory_pb2.SetMemoryResponse) -> di
     }
 
 
+def decisions_v1_UnifiedSearchHit_json(msg: search_pb2.UnifiedSearchHit) -> dict[str, Any]:
+    return {
+        "kind": msg.kind,
+        "namespace": msg.namespace,
+        "key": msg.key,
+        "text": msg.text,
+        "score": double_json(msg.score),
+        "stage": msg.stage,
+        "status": msg.status,
+        "inbox": msg.inbox,
+    }
+
+
+def decisions_v1_UnifiedSearchRequest_json(msg: search_pb2.UnifiedSearchRequest) -> dict[str, Any]:
+    return {"query": msg.query, "limit": msg.limit, "namespaces": list(msg.namespaces), "sources": list(msg.sources)}
+
+
+def decisions_v1_UnifiedSearchRequest_sparse(msg: search_pb2.UnifiedSearchRequest) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if v_query := msg.query:
+        out["query"] = v_query
+    if v_limit := msg.limit:
+        out["limit"] = v_limit
+    if v_namespaces := msg.namespaces:
+        out["namespaces"] = list(v_namespaces)
+    if v_sources := msg.sources:
+        out["sources"] = list(v_sources)
+    return out
+
+
+def decisions_v1_UnifiedSearchResponse_json(msg: search_pb2.UnifiedSearchResponse) -> dict[str, Any]:
+    return {
+        "results": [decisions_v1_UnifiedSearchHit_json(x) for x in msg.results],
+        "namespaces": list(msg.namespaces),
+        "skipped": [decisions_v1_UnifiedSearchSkip_json(x) for x in msg.skipped],
+    }
+
+
+def decisions_v1_UnifiedSearchSkip_json(msg: search_pb2.UnifiedSearchSkip) -> dict[str, Any]:
+    return {"namespace": msg.namespace, "source": msg.source, "code": msg.code}
+
+
 def decisions_v1_UnlockMemoryRequest_json(msg: memory_pb2.UnlockMemoryRequest) -> dict[str, Any]:
     return {"memory_key": msg.memory_key}
 
@@ -1376,6 +1418,7 @@ def options_v1_OpOptions_json(msg: options_pb2.OpOptions) -> dict[str, Any]:
         "unlisted": msg.unlisted,
         "summary": msg.summary,
         "org_level": msg.org_level,
+        "tool_name": msg.tool_name,
     }
 
 
@@ -2627,6 +2670,10 @@ JSON: dict[type[Message], Callable[[Any], dict[str, Any]]] = {
     memory_pb2.SearchMemoryResponse: decisions_v1_SearchMemoryResponse_json,
     memory_pb2.SetMemoryRequest: decisions_v1_SetMemoryRequest_json,
     memory_pb2.SetMemoryResponse: decisions_v1_SetMemoryResponse_json,
+    search_pb2.UnifiedSearchHit: decisions_v1_UnifiedSearchHit_json,
+    search_pb2.UnifiedSearchRequest: decisions_v1_UnifiedSearchRequest_json,
+    search_pb2.UnifiedSearchResponse: decisions_v1_UnifiedSearchResponse_json,
+    search_pb2.UnifiedSearchSkip: decisions_v1_UnifiedSearchSkip_json,
     memory_pb2.UnlockMemoryRequest: decisions_v1_UnlockMemoryRequest_json,
     memory_pb2.UpdateMemoryByIdRequest: decisions_v1_UpdateMemoryByIdRequest_json,
     memory_pb2.WriteRecordRequest: decisions_v1_WriteRecordRequest_json,
@@ -2794,6 +2841,7 @@ SPARSE: dict[type[Message], Callable[[Any], dict[str, Any]]] = {
     memory_pb2.RollbackNamespaceRequest: decisions_v1_RollbackNamespaceRequest_sparse,
     memory_pb2.SearchMemoryRequest: decisions_v1_SearchMemoryRequest_sparse,
     memory_pb2.SetMemoryRequest: decisions_v1_SetMemoryRequest_sparse,
+    search_pb2.UnifiedSearchRequest: decisions_v1_UnifiedSearchRequest_sparse,
     memory_pb2.UnlockMemoryRequest: decisions_v1_UnlockMemoryRequest_sparse,
     memory_pb2.UpdateMemoryByIdRequest: decisions_v1_UpdateMemoryByIdRequest_sparse,
     memory_pb2.WriteRecordRequest: decisions_v1_WriteRecordRequest_sparse,

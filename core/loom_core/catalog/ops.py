@@ -48,6 +48,8 @@ class OpSpec:
     unlisted: bool
     summary: str
     org_level: bool
+    # The MCP tool's name, when the spec names one (else loom_<group>_<op>, the door's rule).
+    tool_name: str
     input_schema: dict[str, Any] = field(hash=False, compare=False)
     output_schema: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
@@ -187,6 +189,7 @@ def _op_from_method(method: MethodDescriptor, plane: str) -> OpSpec | None:
         unlisted=o.unlisted,
         summary=o.summary,
         org_level=o.org_level,
+        tool_name=o.tool_name,
         input_schema=request_schema(method.input_type, o.org_level),
         output_schema=response_schema(method.output_type),
     )

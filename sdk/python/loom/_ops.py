@@ -124,6 +124,9 @@ __all__ = [
     "Task",
     "TaskEvent",
     "UnblockTaskResponse",
+    "UnifiedSearchHit",
+    "UnifiedSearchResponse",
+    "UnifiedSearchSkip",
     "UpdateTaskResponse",
     "Verification",
     "VerifyResponse",
@@ -1178,6 +1181,35 @@ class UnblockTaskResponse(TypedDict):
     """``loom.tasks.v1.UnblockTaskResponse`` as JSON."""
 
     task: NotRequired[Task]
+
+
+class UnifiedSearchHit(TypedDict):
+    """``loom.decisions.v1.UnifiedSearchHit`` as JSON."""
+
+    kind: str
+    namespace: str
+    key: str
+    text: str
+    score: float
+    stage: str
+    status: str
+    inbox: str
+
+
+class UnifiedSearchResponse(TypedDict):
+    """``loom.decisions.v1.UnifiedSearchResponse`` as JSON."""
+
+    results: list[UnifiedSearchHit]
+    namespaces: list[str]
+    skipped: list[UnifiedSearchSkip]
+
+
+class UnifiedSearchSkip(TypedDict):
+    """``loom.decisions.v1.UnifiedSearchSkip`` as JSON."""
+
+    namespace: str
+    source: str
+    code: str
 
 
 class UpdateTaskResponse(TypedDict):
@@ -2710,6 +2742,34 @@ class SaOps:
         return cast("CreateServiceAccountResponse", answer)
 
 
+class SearchOps:
+    """The ``search.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def unified(
+        self,
+        *,
+        query: str,
+        limit: int | None = None,
+        namespaces: list[str] | None = None,
+        sources: list[str] | None = None,
+    ) -> UnifiedSearchResponse:
+        """One search over the memories, decisions and tasks the token can read, in every namespace it holds a role in (or those named), ranked together.
+
+        Calls ``search.unified``.
+        """
+        answer = await self._caller.call(
+            "search.unified",
+            query=query,
+            limit=limit,
+            namespaces=namespaces,
+            sources=sources,
+        )
+        return cast("UnifiedSearchResponse", answer)
+
+
 class TaskOps:
     """The ``task.*`` ops."""
 
@@ -3419,6 +3479,7 @@ class Ops:
     org: OrgOps
     policy: PolicyOps
     sa: SaOps
+    search: SearchOps
     task: TaskOps
     token: TokenOps
 
@@ -3437,5 +3498,6 @@ class Ops:
         self.org = OrgOps(caller)
         self.policy = PolicyOps(caller)
         self.sa = SaOps(caller)
+        self.search = SearchOps(caller)
         self.task = TaskOps(caller)
         self.token = TokenOps(caller)

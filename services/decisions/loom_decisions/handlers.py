@@ -7,6 +7,7 @@ from typing import Any
 
 from loom_api.decisions.v1 import decisions_pb2 as dpb
 from loom_api.decisions.v1 import memory_pb2 as mpb
+from loom_api.decisions.v1 import search_pb2 as spb
 from loom_core.chain import CallContext
 
 from .service.blocks import BlockOps
@@ -14,6 +15,7 @@ from .service.decisions import DecisionOps
 from .service.memory import MemoryOps
 from .service.rollback import Rollback
 from .service.rows import Rows, iso
+from .service.unified_search import UnifiedSearch
 
 
 def _row_msg(row: dict[str, Any]) -> mpb.MemoryRow:
@@ -85,8 +87,9 @@ def _record_msgs(records: list[dict[str, Any]]) -> list[mpb.RecordVersion]:
 
 
 class DecisionHandlers:
-    def __init__(self, rows: Rows) -> None:
+    def __init__(self, rows: Rows, search: UnifiedSearch) -> None:
         self._rows = rows
+        self._search = search
         self._decisions = DecisionOps(rows)
         self._memory = MemoryOps(rows)
         self._blocks = BlockOps(rows)
@@ -256,6 +259,27 @@ class DecisionHandlers:
                 )
                 for r, s in hits
             ],
+        )
+
+    async def unified_search(self, req: spb.UnifiedSearchRequest, ctx: CallContext) -> spb.UnifiedSearchResponse:
+        hits, searched, skipped = await self._search.search(ctx, req.query, req.limit, list(req.namespaces), list(req.sources))
+        ctx.out_hits = len(hits)
+        return spb.UnifiedSearchResponse(
+            results=[
+                spb.UnifiedSearchHit(
+                    kind=h.kind,
+                    namespace=h.namespace,
+                    key=h.key,
+                    text=h.text,
+                    score=round(h.score, 6),
+                    stage=h.stage,
+                    status=h.status,
+                    inbox=h.inbox,
+                )
+                for h in hits
+            ],
+            namespaces=searched,
+            skipped=[spb.UnifiedSearchSkip(namespace=s.namespace, source=s.source, code=s.code) for s in skipped],
         )
 
     async def memory_history(self, req: mpb.MemoryHistoryRequest, ctx: CallContext) -> mpb.MemoryHistoryResponse:

@@ -1,7 +1,7 @@
 """The decisions plane: `build(runtime)` for the runner (entry point `loom.planes: decisions`).
 
-It serves decision.* (DecisionService) and the memory.* ops their rows need (MemoryService),
-both in package loom.decisions.v1. Embeddings come from the local ONNX model or an
+It serves decision.* (DecisionService), the memory.* ops their rows need (MemoryService) and
+search.unified (SearchService, MCP loom_search), all in package loom.decisions.v1. Embeddings come from the local ONNX model or an
 OpenAI-compatible endpoint (LOOM_EMBEDDING_PROVIDER). The local model loads at start, in a worker
 thread, and start returns once it has: the process answers ready only with the model loaded, so
 the first decision.record after a start costs what the tenth does. A model file that is not the
@@ -20,6 +20,7 @@ from typing import Any
 from loom_core.chain import CallContext
 from loom_core.chain.ledger import ledger_row
 from loom_core.identity.tokens import Principal, new_token_id
+from loom_core.op_caller import HttpOpCaller, OpCaller
 from loom_core.plane import bind_handlers
 from loom_core.roles import Role
 from loom_core.runtime import Handler, Runtime
@@ -33,6 +34,7 @@ from .service.extract import Extractor, Report
 from .service.llm import ChatModel
 from .service.memory import MemoryOps
 from .service.rows import Deps, Rows
+from .service.unified_search import UnifiedSearch
 from .settings import DecisionsSettings
 from .store.schema import migrations
 
@@ -47,7 +49,9 @@ class DecisionsPlane:
         self.catalog = runtime.catalog
         self.embedder: Embedder = build_embedder(s)
         self.rows = Rows(Deps(settings=s, store=runtime.store, leases=runtime.leases, exposures=runtime, embedder=self.embedder))
-        self.ops = DecisionHandlers(self.rows)
+        self._http_ops = HttpOpCaller(s.search_loom_url) if s.search_loom_url else None
+        self.search = UnifiedSearch(self.embedder, self._http_ops)
+        self.ops = DecisionHandlers(self.rows, self.search)
         self.admin_routes: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {"/decisions/extract": self._extract_route}
 
     def handlers(self) -> dict[str, Handler]:
@@ -60,6 +64,14 @@ class DecisionsPlane:
     async def stop(self) -> None:
         await self.rows.vectors.stop()
         await self.embedder.close()
+        if self._http_ops is not None:
+            await self._http_ops.close()
+
+    def attach_op_caller(self, ops: OpCaller) -> None:
+        """The runner's route to the ops search.unified composes (its replica's relay), unless
+        LOOM_SEARCH_LOOM_URL names a gateway."""
+        if self._http_ops is None:
+            self.search.attach(ops)
 
     # --- the operator's extraction
 

@@ -14,6 +14,10 @@ class DecisionsSettings(PlaneSettings):
         True,
         description="Key-returning memory and decision reads (memory.get, memory.list, memory.search, memory.for_file, context.pack, decision.precedents, decision.chain) record one exposure row per key shown, under the call's run.",
     )
+    search_loom_url: str = Field(
+        "",
+        description="Cluster mode: the gateway URL search.unified (MCP loom_search) reads namespace.list, memory.search and task.list through, as the caller (embedded: in process).",
+    )
     embedding_provider: Literal["local", "openai"] = Field(
         "local",
         description="Embeddings for memory and decision search: local (all-MiniLM-L6-v2 int8 ONNX, offline) or openai (an OpenAI-compatible /embeddings endpoint).",

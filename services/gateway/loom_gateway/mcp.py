@@ -1,11 +1,12 @@
 """The MCP door: `/mcp`, streamable HTTP through the official `mcp` SDK's low-level server.
 
 Tools are the op catalog: a tool is named `loom_<group>_<op>` (`task.create` ->
-`loom_task_create`), since model tool APIs accept only `^[a-zA-Z0-9_-]{1,64}$`; a call by the
-dotted op name keeps working. Its input and output schemas are the op's. `?toolset=<name>` on
+`loom_task_create`), since model tool APIs accept only `^[a-zA-Z0-9_-]{1,64}$`, unless the op
+names its tool (`search.unified` is the spec's `loom_search`); a call by the dotted op name keeps
+working. Its input and output schemas are the op's. `?toolset=<name>` on
 the URL picks the listing the same way `GET /v1/ops?toolset=` does (no toolset: `all`; an
 unknown one: 400 naming the known ones); every op stays callable by name whatever the listing,
-unlisted ones included. One tool is not an op: `loom_search` (unified_search.py), composed of ops.
+unlisted ones included.
 
 Without a valid bearer token an MCP request answers HTTP 401 with `WWW-Authenticate: Bearer`
 pointing at the protected-resource metadata (RFC 9728, as the MCP authorization spec asks), so
@@ -30,7 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import mcp_types as types
-from loom_core.catalog import OpSpec
+from loom_core.catalog import OpSpec, load_catalog
 from loom_core.chain.context import bearer_token
 from loom_core.errors import ErrorCode, LoomError, Unauthenticated, Unavailable, ValidationFailed
 from mcp.server.context import ServerRequestContext
@@ -40,7 +41,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from . import assistant_toolset, unified_search
+from . import assistant_toolset
 from .relay import FORWARDED_HEADERS, MAX_HEADER_BYTES, Relay
 
 log = logging.getLogger(__name__)
@@ -53,8 +54,10 @@ TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 def tool_name(op_name: str) -> str:
-    """`task.create` -> `loom_task_create`: the name model tool APIs accept."""
-    name = "loom_" + op_name.replace(".", "_")
+    """`task.create` -> `loom_task_create`: the name model tool APIs accept; or the name the op
+    gives its tool (its `tool_name` option: `search.unified` -> `loom_search`)."""
+    op = load_catalog().get(op_name)
+    name = op.tool_name if op is not None and op.tool_name else "loom_" + op_name.replace(".", "_")
     if not TOOL_NAME.match(name):
         raise ValueError(f"op {op_name!r} makes no valid MCP tool name")
     return name
@@ -180,8 +183,6 @@ class LoomMCP:
             # The catalog is fixed for the process, so every listing is built once.
             catalog, served = self.relay.catalog, self.relay.addresses
             self._tools = {ts: [tool_of(op) for op in catalog.listed(ts) if op.plane in served] for ts in catalog.toolsets()}
-            if "decisions" in served:  # loom_search is composed of memory.search (and task.list where served)
-                self._tools[DEFAULT_TOOLSET].append(unified_search.tool())
         self.relay.catalog.check_toolset(toolset)
         return self._tools.get(toolset, [])
 
@@ -194,8 +195,6 @@ class LoomMCP:
 
     def _input_schema(self, name: str) -> Mapping[str, Any] | None:
         # Any op, listed or not, so a by-name call to an unlisted op is checked like a listed one.
-        if name == unified_search.TOOL_NAME:
-            return unified_search.INPUT_SCHEMA
         op = self.relay.catalog.get(self.op_name(name))
         return op.input_schema if op is not None and op.plane in self.relay.addresses else None
 
@@ -206,8 +205,6 @@ class LoomMCP:
         if toolset_of(ctx.request) == assistant_toolset.TOOLSET:
             args, headers = assistant_toolset.assistant_call(args, headers, self.verify)
         try:
-            if params.name == unified_search.TOOL_NAME:
-                return ok_result(await unified_search.search(self.relay, args, headers, TRANSPORT))
             result = await self.relay.call(self.op_name(params.name), args, headers, TRANSPORT)
         except LoomError as err:
             return error_result(err)

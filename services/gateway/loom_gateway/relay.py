@@ -167,6 +167,9 @@ class Relay:
         task = asyncio.current_task()
         if self._draining or task is None:
             raise _shutting_down()
+        # A call made from inside another (an op composed of ops, search.unified) runs in its
+        # caller's task: the outer call keeps the task tracked until it ends.
+        nested = task in self._inflight
         self._inflight.add(task)
         try:
             return message_to_json(await self.send(op, request, metadata))
@@ -177,7 +180,8 @@ class Relay:
                 raise _shutting_down() from None
             raise
         finally:
-            self._inflight.discard(task)
+            if not nested:
+                self._inflight.discard(task)
 
     async def send(self, op: OpSpec, request: Message, metadata: dict[str, str]) -> Message:
         """One op call on whichever transport reaches its plane; a refusal as its LoomError."""

@@ -115,6 +115,11 @@ async def start_instance(
         inst.relay = Relay(
             runtime.catalog, {**inst.addresses, **(remote_planes or {})}, local=local, recorder=runtime.interceptor(), replica=runtime.bus
         )
+        for plane in planes:
+            # A plane whose op composes other ops (search.unified) calls them through this relay.
+            attach = getattr(plane, "attach_op_caller", None)
+            if attach is not None:
+                attach(inst.relay.call)
         checks = {"store": runtime.store.ping, "bus": runtime.bus.ping, **(extra_checks or {})}
         # The optional plane health hook (common agreement): `async def health() -> {name: check}`.
         plane_health = {p.name: hook for p in planes if callable(hook := getattr(p, "health", None))}

@@ -1518,6 +1518,34 @@ export interface SaCreateResult {
   created: boolean;
 }
 
+/** `search.unified` arguments. */
+export interface SearchUnifiedArgs {
+  query: string;
+  limit?: number;
+  namespaces?: Array<string>;
+  sources?: Array<"memory" | "decision" | "task">;
+}
+
+/** `search.unified` answer. */
+export interface SearchUnifiedResult {
+  results: Array<{
+    kind: string;
+    namespace: string;
+    key: string;
+    text: string;
+    score: number;
+    stage: string;
+    status: string;
+    inbox: string;
+  }>;
+  namespaces: Array<string>;
+  skipped: Array<{
+    namespace: string;
+    source: string;
+    code: string;
+  }>;
+}
+
 /** `task.accept` arguments. */
 export interface TaskAcceptArgs {
   /** Namespace; defaults to the token's. */
@@ -2693,6 +2721,7 @@ export interface OpTypes {
   "policy.replay": { args: PolicyReplayArgs; result: PolicyReplayResult };
   "policy.set": { args: PolicySetArgs; result: PolicySetResult };
   "sa.create": { args: SaCreateArgs; result: SaCreateResult };
+  "search.unified": { args: SearchUnifiedArgs; result: SearchUnifiedResult };
   "task.accept": { args: TaskAcceptArgs; result: TaskAcceptResult };
   "task.block": { args: TaskBlockArgs; result: TaskBlockResult };
   "task.cancel": { args: TaskCancelArgs; result: TaskCancelResult };
@@ -2789,6 +2818,7 @@ export const OP_INFO: { readonly [K in OpName]: OpInfo } = {
   "policy.replay": { summary: "What proposed rules (or stored rules in another mode) would have decided over the recorded ledger.", minRole: "viewer", writes: false },
   "policy.set": { summary: "Create or replace a history-policy rule; returns leaf_count and whether it widened.", minRole: "admin", writes: true },
   "sa.create": { summary: "Create a service account and grant it a role in the namespace.", minRole: "admin", writes: true },
+  "search.unified": { summary: "One search over the memories, decisions and tasks the token can read, in every namespace it holds a role in (or those named), ranked together.", minRole: "viewer", writes: false },
   "task.accept": { summary: "Accept a triaged task: triage -> todo (never the poster's own).", minRole: "writer", writes: true },
   "task.block": { summary: "Mark a task you hold blocked on the sender, a human or something external (fenced).", minRole: "writer", writes: true },
   "task.cancel": { summary: "Cancel an unfinished task (the owner, or its poster while nobody holds it).", minRole: "writer", writes: true },
@@ -3008,6 +3038,10 @@ export interface OpGroups<O> {
     /** `sa.create`: Create a service account and grant it a role in the namespace. */
     create(args: OpArgs<"sa.create">, call?: O): Promise<OpResult<"sa.create">>;
   };
+  search: {
+    /** `search.unified`: One search over the memories, decisions and tasks the token can read, in every namespace it holds a role in (or those named), ranked together. */
+    unified(args: OpArgs<"search.unified">, call?: O): Promise<OpResult<"search.unified">>;
+  };
   task: {
     /** `task.accept`: Accept a triaged task: triage -> todo (never the poster's own). */
     accept(args: OpArgs<"task.accept">, call?: O): Promise<OpResult<"task.accept">>;
@@ -3157,6 +3191,9 @@ export function opGroups<O>(call: OpCaller<O>): OpGroups<O> {
     },
     sa: {
       create: (args, o) => call("sa.create", args ?? {}, o),
+    },
+    search: {
+      unified: (args, o) => call("search.unified", args ?? {}, o),
     },
     task: {
       accept: (args, o) => call("task.accept", args ?? {}, o),

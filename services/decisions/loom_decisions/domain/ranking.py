@@ -1,5 +1,6 @@
 """memory.search's ranking: the nearest rows by cosine and the rows that name an identifier the
-query names, fused (loom_core.ranking).
+query names, fused (loom_core.ranking); and search.unified's, which scores tasks on the same
+scale and merges them with memory.search's hits.
 
 A row's score is half its cosine to the query and half the share of the query's words its value
 contains; a row that names an identifier the query names comes first, so `LOOM_POLICY_MODE`
@@ -9,6 +10,7 @@ finds the row that says LOOM_POLICY_MODE above short rows that only paraphrase i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from loom_core import ranking
@@ -32,3 +34,43 @@ def fuse(query: str, hits: Sequence[tuple[dict[str, Any], float]], limit: int) -
     ranked = ranking.exact_first(fused, named, limit)
     best = max((dense[i] for _, i in ranked), default=None)
     return [(rows[i][0], score) for score, i in ranked], ranking.weak(best, bool(named & {i for _, i in ranked}))
+
+
+@dataclass(frozen=True, slots=True)
+class UnifiedHit:
+    """One result of search.unified: a memory, a decision or a task."""
+
+    kind: str
+    namespace: str
+    key: str
+    text: str
+    score: float
+    stage: str = ""
+    status: str = ""
+    inbox: str = ""
+
+
+def score_candidates(query: str, texts: Sequence[str], cosines: Sequence[float]) -> list[float | None]:
+    """Each text's score on memory.search's scale (half cosine, half the share of the query's
+    words it holds), or None when it is about something else: no query word and a cosine under
+    the weak floor (a listing of every task is not a search result)."""
+    words = ranking.query_words(query)
+    out: list[float | None] = []
+    for text, cosine in zip(texts, cosines, strict=True):
+        coverage = ranking.word_coverage(words, text)
+        if coverage == 0.0 and cosine < ranking.WEAK_COSINE:
+            out.append(None)
+        else:
+            out.append(ranking.convex({0: coverage}, {0: cosine})[0])
+    return out
+
+
+def merge(query: str, hits: Sequence[UnifiedHit], limit: int) -> list[UnifiedHit]:
+    """Every source's hits in one list, best first: a hit naming an identifier the query names
+    before the rest (as memory.search orders), then by score; ties by namespace, kind and key."""
+    names = [n.lower() for n in ranking.named_identifiers(query)]
+
+    def named(h: UnifiedHit) -> bool:
+        return bool(names) and any(n in h.text.lower() for n in names)
+
+    return sorted(hits, key=lambda h: (not named(h), -h.score, h.namespace, h.kind, h.key))[:limit]
