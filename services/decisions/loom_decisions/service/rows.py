@@ -71,8 +71,8 @@ class Rows:
     def __init__(self, deps: Deps) -> None:
         self.d = deps
         self.mem = MemoryStore(deps.store)
-        self.vectors = VectorCache(deps.store, self.mem, deps.settings)
         self.dec = DecisionStore(deps.store)
+        self.vectors = VectorCache(deps.store, self.mem, self.dec, deps.settings)
         self._locks: dict[tuple[str, str, str], asyncio.Lock] = {}
 
     # --- serialization and leases
@@ -202,7 +202,11 @@ class Rows:
         """The conflict check: decisions under other keys that read the same at or above
         LOOM_DECISION_CONFLICT_THRESHOLD (flagged on the row, never merged)."""
         s = self.d.settings
-        hits = await self.mem.search(org, ns, vec, memory_type="decision", limit=10, index_min_rows=s.memory_vector_index_min_rows)
+        cached = await self.vectors.nearest_decisions(org, ns, vec, limit=10)
+        if cached is not None:  # the cache's bound across replicas (see vector_index) holds for this check too
+            hits = cached[0]
+        else:
+            hits = await self.mem.search(org, ns, vec, memory_type="decision", limit=10, index_min_rows=s.memory_vector_index_min_rows)
         return sorted({row["key"] for row, score in hits if row["key"] != key and score >= s.decision_conflict_threshold})
 
     # --- the decision record a row may hold
@@ -214,8 +218,13 @@ class Rows:
         rec = await self.dec.current(org, ns, key)
         if rec is None or rec["status"] != "active" or Ident(rec["agent"], rec["user"], rec["session"]) != ident:
             return False
-        await self.dec.append(org, ns, {**record_row(rec), "version": int(rec["version"]) + 1, "status": "tombstoned", "ts": ch_time()})
+        await self.append_record(org, ns, {**record_row(rec), "version": int(rec["version"]) + 1, "status": "tombstoned", "ts": ch_time()})
         return True
+
+    async def append_record(self, org: str, ns: str, rec: dict[str, Any]) -> None:
+        """A new version of the key's decision record, into the store and this replica's cache."""
+        await self.dec.append(org, ns, rec)
+        self.vectors.note_record(org, ns, rec)
 
 
 RECORD_FIELDS = (
