@@ -86,6 +86,7 @@ async def load(store: Any, docs: np.ndarray, tmp: Path) -> float:
     keys = [f"decision/bench/scenario-{i}" for i in range(n)]
     tags = [["decision:category:bench"]] * n
     t0 = time.perf_counter()
+    embedding = pa.FixedSizeListArray.from_arrays(pa.array(docs.reshape(-1), pa.float32()), DIMS).cast(pa.list_(pa.float32()))
     vec = pa.table(
         {
             "org": [ORG] * n,
@@ -98,7 +99,7 @@ async def load(store: Any, docs: np.ndarray, tmp: Path) -> float:
             "memory_type": ["decision"] * n,
             "tags": tags,
             "live": pa.array([1] * n, pa.uint8()),
-            "embedding": pa.FixedSizeListArray.from_arrays(pa.array(docs.reshape(-1), pa.float32()), DIMS).cast(pa.list_(pa.float32())),
+            "embedding": embedding,
         }
     )
     rows = pa.table(
@@ -116,6 +117,7 @@ async def load(store: Any, docs: np.ndarray, tmp: Path) -> float:
             "memory_type": ["decision"] * n,
             "tags": tags,
             "status": ["active"] * n,
+            "embedding": embedding,
         }
     )
     recs = pa.table(

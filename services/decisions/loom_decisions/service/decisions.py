@@ -97,7 +97,7 @@ class DecisionOps:
                 now = ch_time()
                 new_rec = {
                     "key": key,
-                    "version": (int(rec["version"]) + 1) if rec is not None else 1,
+                    "version": await self.r.next_record_version(org, ns, key, int(rec["version"]) if rec is not None else 0),
                     "status": "active",
                     "category": category,
                     "scenario": text.scenario,
@@ -167,7 +167,7 @@ class DecisionOps:
         async with self.r.key_lock(org, ns, key):
             rec = await self.dec.current(org, ns, key)
             now = ch_time()
-            version = (int(rec["version"]) + 1) if rec is not None else 1
+            version = await self.r.next_record_version(org, ns, key, int(rec["version"]) if rec is not None else 0)
             new_rec = {
                 "key": key,
                 "version": version,
@@ -365,7 +365,7 @@ class DecisionOps:
                 ns,
                 {
                     **record_row(rec),
-                    "version": int(rec["version"]) + 1,
+                    "version": await self.r.next_record_version(org, ns, key, int(rec["version"])),
                     "realized_outcome": text.realized,
                     "success": None if verdict is None else int(verdict),
                     "outcome_at": now,

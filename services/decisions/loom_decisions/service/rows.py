@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -19,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from loom_core.bus import LeaseStore
+from loom_core.bus.counters import Counters
 from loom_core.bus.leases import LeaseHeld
 from loom_core.chain import CallContext
 from loom_core.errors import Conflict, ErrorCode, Locked, NotFound, Unavailable
@@ -51,6 +53,10 @@ def lease_key(org: str, ns: str, key: str) -> str:
     return "memkey." + hashlib.sha256(f"{org}\0{ns}\0{key}".encode()).hexdigest()[:48]
 
 
+def record_counter_key(org: str, ns: str, key: str) -> str:
+    return "decver." + hashlib.sha256(f"{org}\0{ns}\0{key}".encode()).hexdigest()[:48]
+
+
 def iso(ts: str) -> str:
     """A store time ('2026-11-30 19:40:01.123456') as ISO 8601 UTC."""
     return ts.replace(" ", "T") + "Z" if ts and "T" not in ts else ts
@@ -74,6 +80,12 @@ class Rows:
         self.dec = DecisionStore(deps.store)
         self.vectors = VectorCache(deps.store, self.mem, self.dec, deps.settings)
         self._locks: dict[tuple[str, str, str], asyncio.Lock] = {}
+
+    @functools.cached_property
+    def counters(self) -> Counters:
+        """The record versions' counters, in the lease bucket: a counter that ages out of it
+        restarts from the store's newest version (Counters' floor)."""
+        return Counters(self.d.leases.bus, self.d.leases.bucket)
 
     # --- serialization and leases
 
@@ -218,8 +230,15 @@ class Rows:
         rec = await self.dec.current(org, ns, key)
         if rec is None or rec["status"] != "active" or Ident(rec["agent"], rec["user"], rec["session"]) != ident:
             return False
-        await self.append_record(org, ns, {**record_row(rec), "version": int(rec["version"]) + 1, "status": "tombstoned", "ts": ch_time()})
+        version = await self.next_record_version(org, ns, key, int(rec["version"]))
+        await self.append_record(org, ns, {**record_row(rec), "version": version, "status": "tombstoned", "ts": ch_time()})
         return True
+
+    async def next_record_version(self, org: str, ns: str, key: str, current: int) -> int:
+        """The key's next decision-record version, `current` (the newest this replica's store
+        read) + 1 or past it: one number per write across every replica, since the key lock is
+        per process (a NATS KV counter, by compare-and-set)."""
+        return await self.counters.next(record_counter_key(org, ns, key), floor=current)
 
     async def append_record(self, org: str, ns: str, rec: dict[str, Any]) -> None:
         """A new version of the key's decision record, into the store and this replica's cache."""
