@@ -83,7 +83,9 @@ async def test_two_processes_racing_on_one_key_write_distinct_versions(tmp_path:
             await ready(url, p)
         clients = [
             httpx.AsyncClient(
-                base_url=url, headers={"Authorization": f"Bearer {b['token']}", "X-Loom-Namespace": ns, "X-Loom-Agent": f"writer-{i}"}, timeout=120
+                base_url=url,
+                headers={"Authorization": f"Bearer {b['token']}", "X-Loom-Namespace": ns, "X-Loom-Agent": f"writer-{i}"},
+                timeout=120,
             )
             for i, (url, b) in enumerate(zip(urls, boots, strict=True))
         ]
@@ -91,7 +93,12 @@ async def test_two_processes_racing_on_one_key_write_distinct_versions(tmp_path:
         async def write(c: httpx.AsyncClient, n: int) -> dict[str, Any]:
             r = await c.post(
                 "/v1/memory.record.write",
-                json={"schema": "decision", "category": "platform", "scenario": "where customer chat logs are archived", "outcome": f"bucket {n}"},
+                json={
+                    "schema": "decision",
+                    "category": "platform",
+                    "scenario": "where customer chat logs are archived",
+                    "outcome": f"bucket {n}",
+                },
             )
             assert r.status_code == 200, r.text
             return dict(r.json())
