@@ -80,6 +80,10 @@ class Rows:
         self.dec = DecisionStore(deps.store)
         self.vectors = VectorCache(deps.store, self.mem, self.dec, deps.settings)
         self._locks: dict[tuple[str, str, str], asyncio.Lock] = {}
+        # publish_live's coalescing, per namespace: writes seen, writes a published count covers.
+        self._live_written: dict[tuple[str, str], int] = {}
+        self._live_counted: dict[tuple[str, str], int] = {}
+        self._live_locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     @functools.cached_property
     def counters(self) -> Counters:
@@ -203,7 +207,18 @@ class Rows:
         await self.mem.add_chunks(org, ns, row, pieces, [[float(x) for x in v] for v in vecs])
 
     async def publish_live(self, org: str, ns: str) -> None:
-        await set_live_rows(self.d.store, org, ns, "memory", await self.mem.live_count(org, ns))
+        """Publish the namespace's live row count after a write. Concurrent writers share one
+        count (a namespace scan): a count started after this write's rows were stored covers
+        it, so a writer that finds one already done since its write returns at once."""
+        k = (org, ns)
+        wrote = self._live_written[k] = self._live_written.get(k, 0) + 1
+        lock = self._live_locks.setdefault(k, asyncio.Lock())
+        async with lock:
+            if self._live_counted.get(k, 0) >= wrote:
+                return
+            covers = self._live_written[k]
+            await set_live_rows(self.d.store, org, ns, "memory", await self.mem.live_count(org, ns))
+            self._live_counted[k] = covers
 
     async def exposed(self, ctx: CallContext, keys: Iterable[str]) -> None:
         """Record the keys a read returned under the call's run (LOOM_MEMORY_EXPOSURE_LEDGER_ENABLED)."""
