@@ -17,8 +17,8 @@ and printed, so the op's total is the sum). Two modes of the same search:
 - hnsw: ClickHouse's vector_similarity HNSW index (post-filtered, with the exact fallback);
 - cache-exact / cache-hnsw: the process-local cache of the namespace (service/vector_index.py),
   built from the store here (its build time is printed), searched by a cosine scan of its
-  in-memory matrix or by its usearch HNSW graph; every candidate checked against the store.
-  "its search alone" is the cache's own search, without the store reads around it.
+  in-memory matrix or by its usearch HNSW graph; precedents serves the hits' rows and records
+  from the cache too (no store read). "its search alone" is the cache's own search.
 
 Baseline: NumPy `M @ q` + argpartition over the same float32 matrix, in this process.
 
