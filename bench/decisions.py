@@ -17,8 +17,8 @@ and printed, so the op's total is the sum). Two modes of the same search:
 - hnsw: ClickHouse's vector_similarity HNSW index (post-filtered, with the exact fallback);
 - cache-exact / cache-hnsw: the process-local cache of the namespace (service/vector_index.py),
   built from the store here (its build time is printed), searched by a cosine scan of its
-  in-memory matrix or by its usearch HNSW graph; every candidate checked against the store.
-  "its search alone" is the cache's own search, without the store reads around it.
+  in-memory matrix or by its usearch HNSW graph; precedents serves the hits' rows and records
+  from the cache too (no store read). "its search alone" is the cache's own search.
 
 Baseline: NumPy `M @ q` + argpartition over the same float32 matrix, in this process.
 
@@ -87,6 +87,7 @@ async def load(store: Any, docs: np.ndarray, tmp: Path) -> float:
     keys = [f"decision/bench/scenario-{i}" for i in range(n)]
     tags = [["decision:category:bench"]] * n
     t0 = time.perf_counter()
+    embedding = pa.FixedSizeListArray.from_arrays(pa.array(docs.reshape(-1), pa.float32()), DIMS).cast(pa.list_(pa.float32()))
     vec = pa.table(
         {
             "org": [ORG] * n,
@@ -99,7 +100,7 @@ async def load(store: Any, docs: np.ndarray, tmp: Path) -> float:
             "memory_type": ["decision"] * n,
             "tags": tags,
             "live": pa.array([1] * n, pa.uint8()),
-            "embedding": pa.FixedSizeListArray.from_arrays(pa.array(docs.reshape(-1), pa.float32()), DIMS).cast(pa.list_(pa.float32())),
+            "embedding": embedding,
         }
     )
     rows = pa.table(
@@ -117,6 +118,7 @@ async def load(store: Any, docs: np.ndarray, tmp: Path) -> float:
             "memory_type": ["decision"] * n,
             "tags": tags,
             "status": ["active"] * n,
+            "embedding": embedding,
         }
     )
     recs = pa.table(

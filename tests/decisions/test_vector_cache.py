@@ -68,7 +68,7 @@ async def test_another_replicas_writes_arrive_with_a_refresh_and_superseded_vers
     await record_cases(a)
     # Another replica: its own cache of the same store, built now.
     rows = plane_rows(desk)
-    other = VectorCache(rows.d.store, rows.mem, cache.settings)
+    other = VectorCache(rows.d.store, rows.mem, rows.dec, cache.settings)
     await other.wait_ready(org, ns)
     rec = await a.ok("decision.record", category="platform", scenario="vendor for SMS notifications", outcome="Twilio")
     question = "which provider sends our text messages?"
@@ -84,6 +84,24 @@ async def test_another_replicas_writes_arrive_with_a_refresh_and_superseded_vers
         assert [row["key"] for row, _ in found].count(rec["memory_key"]) <= 1
     got = (await a.ok("decision.precedents", query=question, limit=3))["precedents"]
     assert got[0]["memory_key"] == rec["memory_key"] and got[0]["outcome"] == "MessageBird"
+    # Precedents' cache-only answer: rows and records as both replicas now hold them.
+    from loom_core.embedding import shared_local_model
+
+    vec = [float(x) for x in shared_local_model().encode([question])[0]]
+    await cache.wait_ready(org, ns)
+    for c in (cache, other):
+        served = await c.nearest_decisions(org, ns, vec, limit=3)
+        assert served is not None
+        hits, records = served
+        assert hits[0][0]["key"] == rec["memory_key"] and "MessageBird" in hits[0][0]["value"]
+        assert records[rec["memory_key"]]["outcome"] == "MessageBird"
+    # Retired on this replica: gone from its cache at once, from the other's after a refresh.
+    await a.ok("memory.delete", memory_key=rec["memory_key"])
+    await other.refresh(org, ns, other._spaces[(org, ns)])
+    for c in (cache, other):
+        served = await c.nearest_decisions(org, ns, vec, limit=3)
+        assert served is not None and rec["memory_key"] not in [row["key"] for row, _ in served[0]]
+        assert c._spaces[(org, ns)].records[rec["memory_key"]]["status"] == "tombstoned"
     await other.stop()
 
 

@@ -97,7 +97,7 @@ class DecisionOps:
                 now = ch_time()
                 new_rec = {
                     "key": key,
-                    "version": (int(rec["version"]) + 1) if rec is not None else 1,
+                    "version": await self.r.next_record_version(org, ns, key, int(rec["version"]) if rec is not None else 0),
                     "status": "active",
                     "category": category,
                     "scenario": text.scenario,
@@ -123,7 +123,7 @@ class DecisionOps:
                     "ts": now,
                 }
                 new_rec["record_version"] = new_rec["version"]
-                await self.dec.append(org, ns, new_rec)
+                await self.r.append_record(org, ns, new_rec)
                 edges = [(src, "caused_by") for src in new_rec["caused_by"]] + [(src, "influenced_by") for src in new_rec["influenced_by"]]
                 await self.dec.add_edges(org, ns, key, new_rec["version"], edges, now)
         await self.r.publish_live(org, ns)
@@ -167,7 +167,7 @@ class DecisionOps:
         async with self.r.key_lock(org, ns, key):
             rec = await self.dec.current(org, ns, key)
             now = ch_time()
-            version = (int(rec["version"]) + 1) if rec is not None else 1
+            version = await self.r.next_record_version(org, ns, key, int(rec["version"]) if rec is not None else 0)
             caused_by: list[str] = list(dict.fromkeys(req.get("caused_by", [])))
             influenced_by: list[str] = list(dict.fromkeys(req.get("influenced_by", [])))
             new_rec = {
@@ -198,7 +198,7 @@ class DecisionOps:
                 "outcome_at": None,
                 "ts": now,
             }
-            await self.dec.append(org, ns, new_rec)
+            await self.r.append_record(org, ns, new_rec)
             edges = [(src, "caused_by") for src in caused_by] + [(src, "influenced_by") for src in influenced_by]
             await self.dec.add_edges(org, ns, key, version, edges, now)
         return {"memory_key": key, "version": version, "superseded_prior": rec is not None and rec["status"] == "active"}
@@ -232,8 +232,12 @@ class DecisionOps:
         out: list[dict[str, Any]] = []
         below_floor = False
         while True:
-            hits = await self.r.vectors.nearest(org, ns, vec, memory_type="decision", tags=tags, limit=fetch)
-            recs = await self.dec.current_many(org, ns, [row["key"] for row, _ in hits])
+            cached = await self.r.vectors.nearest_decisions(org, ns, vec, tags=tags, limit=fetch)
+            if cached is not None:
+                hits, recs = cached
+            else:
+                hits = await self.r.vectors.nearest(org, ns, vec, memory_type="decision", tags=tags, limit=fetch)
+                recs = await self.dec.current_many(org, ns, [row["key"] for row, _ in hits])
             out = []
             seen: set[str] = set()
             for row, score in hits:
@@ -358,12 +362,12 @@ class DecisionOps:
                 raise moved
             verdict = success if success is not None else (None if rec["success"] is None else bool(rec["success"]))
             now = ch_time()
-            await self.dec.append(
+            await self.r.append_record(
                 org,
                 ns,
                 {
                     **record_row(rec),
-                    "version": int(rec["version"]) + 1,
+                    "version": await self.r.next_record_version(org, ns, key, int(rec["version"])),
                     "realized_outcome": text.realized,
                     "success": None if verdict is None else int(verdict),
                     "outcome_at": now,

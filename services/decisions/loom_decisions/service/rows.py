@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -19,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from loom_core.bus import LeaseStore
+from loom_core.bus.counters import Counters
 from loom_core.bus.leases import LeaseHeld
 from loom_core.chain import CallContext
 from loom_core.errors import Conflict, ErrorCode, Locked, NotFound, Unavailable
@@ -51,6 +53,10 @@ def lease_key(org: str, ns: str, key: str) -> str:
     return "memkey." + hashlib.sha256(f"{org}\0{ns}\0{key}".encode()).hexdigest()[:48]
 
 
+def record_counter_key(org: str, ns: str, key: str) -> str:
+    return "decver." + hashlib.sha256(f"{org}\0{ns}\0{key}".encode()).hexdigest()[:48]
+
+
 def iso(ts: str) -> str:
     """A store time ('2026-11-30 19:40:01.123456') as ISO 8601 UTC."""
     return ts.replace(" ", "T") + "Z" if ts and "T" not in ts else ts
@@ -71,9 +77,19 @@ class Rows:
     def __init__(self, deps: Deps) -> None:
         self.d = deps
         self.mem = MemoryStore(deps.store)
-        self.vectors = VectorCache(deps.store, self.mem, deps.settings)
         self.dec = DecisionStore(deps.store)
+        self.vectors = VectorCache(deps.store, self.mem, self.dec, deps.settings)
         self._locks: dict[tuple[str, str, str], asyncio.Lock] = {}
+        # publish_live's coalescing, per namespace: writes seen, writes a published count covers.
+        self._live_written: dict[tuple[str, str], int] = {}
+        self._live_counted: dict[tuple[str, str], int] = {}
+        self._live_locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    @functools.cached_property
+    def counters(self) -> Counters:
+        """The record versions' counters, in the lease bucket: a counter that ages out of it
+        restarts from the store's newest version (Counters' floor)."""
+        return Counters(self.d.leases.bus, self.d.leases.bucket)
 
     # --- serialization and leases
 
@@ -191,7 +207,18 @@ class Rows:
         await self.mem.add_chunks(org, ns, row, pieces, [[float(x) for x in v] for v in vecs])
 
     async def publish_live(self, org: str, ns: str) -> None:
-        await set_live_rows(self.d.store, org, ns, "memory", await self.mem.live_count(org, ns))
+        """Publish the namespace's live row count after a write. Concurrent writers share one
+        count (a namespace scan): a count started after this write's rows were stored covers
+        it, so a writer that finds one already done since its write returns at once."""
+        k = (org, ns)
+        wrote = self._live_written[k] = self._live_written.get(k, 0) + 1
+        lock = self._live_locks.setdefault(k, asyncio.Lock())
+        async with lock:
+            if self._live_counted.get(k, 0) >= wrote:
+                return
+            covers = self._live_written[k]
+            await set_live_rows(self.d.store, org, ns, "memory", await self.mem.live_count(org, ns))
+            self._live_counted[k] = covers
 
     async def exposed(self, ctx: CallContext, keys: Iterable[str]) -> None:
         """Record the keys a read returned under the call's run (LOOM_MEMORY_EXPOSURE_LEDGER_ENABLED)."""
@@ -202,7 +229,11 @@ class Rows:
         """The conflict check: decisions under other keys that read the same at or above
         LOOM_DECISION_CONFLICT_THRESHOLD (flagged on the row, never merged)."""
         s = self.d.settings
-        hits = await self.mem.search(org, ns, vec, memory_type="decision", limit=10, index_min_rows=s.memory_vector_index_min_rows)
+        cached = await self.vectors.nearest_decisions(org, ns, vec, limit=10)
+        if cached is not None:  # the cache's bound across replicas (see vector_index) holds for this check too
+            hits = cached[0]
+        else:
+            hits = await self.mem.search(org, ns, vec, memory_type="decision", limit=10, index_min_rows=s.memory_vector_index_min_rows)
         return sorted({row["key"] for row, score in hits if row["key"] != key and score >= s.decision_conflict_threshold})
 
     # --- the decision record a row may hold
@@ -214,8 +245,20 @@ class Rows:
         rec = await self.dec.current(org, ns, key)
         if rec is None or rec["status"] != "active" or Ident(rec["agent"], rec["user"], rec["session"]) != ident:
             return False
-        await self.dec.append(org, ns, {**record_row(rec), "version": int(rec["version"]) + 1, "status": "tombstoned", "ts": ch_time()})
+        version = await self.next_record_version(org, ns, key, int(rec["version"]))
+        await self.append_record(org, ns, {**record_row(rec), "version": version, "status": "tombstoned", "ts": ch_time()})
         return True
+
+    async def next_record_version(self, org: str, ns: str, key: str, current: int) -> int:
+        """The key's next decision-record version, `current` (the newest this replica's store
+        read) + 1 or past it: one number per write across every replica, since the key lock is
+        per process (a NATS KV counter, by compare-and-set)."""
+        return await self.counters.next(record_counter_key(org, ns, key), floor=current)
+
+    async def append_record(self, org: str, ns: str, rec: dict[str, Any]) -> None:
+        """A new version of the key's decision record, into the store and this replica's cache."""
+        await self.dec.append(org, ns, rec)
+        self.vectors.note_record(org, ns, rec)
 
 
 RECORD_FIELDS = (

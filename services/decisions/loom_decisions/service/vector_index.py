@@ -15,9 +15,17 @@ at the graph's default search width, see docs/benchmarks.md). Either way the cac
   ts, with a few seconds of overlap): a row another replica writes reaches this replica's
   cache within that bound plus one read; until then it is missing from this replica's ANN
   answers, never wrong in them;
-- every candidate is checked against the store before it is served (the newest version of its
-  row, read with the rows themselves), so a superseded or deleted row is never served from a
-  stale cache entry.
+- `nearest` (memory.search) checks every candidate against the store before it is served (the
+  newest version of its row, read with the rows themselves), so a superseded or deleted row is
+  never served from a stale cache entry;
+- `nearest_decisions` (decision.precedents) serves from the cache alone: besides the vectors it
+  holds each decision row's statement and conflicts and each key's current decision record
+  (built from decision_records, updated on write, refreshed by ts like the rows). Reading the
+  hits' rows back costs a scan of the namespace (random keys touch every granule: 0.2-0.7 s at
+  10^5), which is what precedents paid before; so its bound across replicas is the refresh's:
+  a row or record another replica wrote, superseded or retired is served as it was for at most
+  LOOM_MEMORY_VECTOR_CACHE_REFRESH_SECONDS plus one read. The writing replica's own writes are
+  in its cache before the write returns.
 
 A new version of a row adds a new entry and marks the old one dead; dead entries are skipped.
 """
@@ -36,7 +44,8 @@ import numpy as np
 from loom_core.store import Store
 
 from ..settings import DecisionsSettings
-from ..store.memory import ROWS, VECTORS, MemoryStore
+from ..store.decisions import DecisionStore
+from ..store.memory import DELETES, ROWS, VECTORS, MemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +54,8 @@ PAGE = 20_000
 # older ts than one already read.
 OVERLAP_SECONDS = 5.0
 _HEX = "arrayStringConcat(arrayMap(x -> hex(x), embedding))"
+# Only decision rows' values are held (precedents serves them); other rows' may be long.
+_DECISION_VALUE = "if(memory_type = 'decision', value, '') AS value"
 
 Ident4 = tuple[str, str, str, str]
 
@@ -56,6 +67,23 @@ class _Entry:
     memory_type: str
     tags: frozenset[str]
     live: bool
+    # A decision row's statement and conflicts (what precedents serves); empty for other rows.
+    value: str = ""
+    conflicts: tuple[str, ...] = ()
+
+    def row(self) -> dict[str, Any]:
+        key, agent, user, session = self.ident
+        return {
+            "key": key,
+            "agent": agent,
+            "user": user,
+            "session": session,
+            "version": self.version,
+            "memory_type": self.memory_type,
+            "tags": sorted(self.tags),
+            "value": self.value,
+            "conflicts": list(self.conflicts),
+        }
 
 
 @dataclass
@@ -70,6 +98,10 @@ class NamespaceIndex:
     ready: bool = False
     watermark: str = ""
     pending: list[tuple[_Entry, np.ndarray]] = field(default_factory=list)
+    # Each key's current decision record (the newest version), and the newest ts read from them.
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    records_watermark: str = ""
+    pending_records: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.matrix = np.zeros((1024, self.dimensions), np.float32)
@@ -103,6 +135,13 @@ class NamespaceIndex:
         self.matrix[first:end] = added / np.clip(np.linalg.norm(added, axis=1, keepdims=True), 1e-12, None)
         if self.index is not None:
             self.index.add(np.arange(first, end, dtype=np.uint64), added)
+
+    def put_records(self, records: Sequence[dict[str, Any]]) -> None:
+        """Decision records, each kept while it is its key's newest version."""
+        for rec in records:
+            held = self.records.get(rec["key"])
+            if held is None or int(held["version"]) < int(rec["version"]):
+                self.records[rec["key"]] = rec
 
     def _nearest(self, vector: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
         """(entry numbers, cosine similarities) of the `count` nearest entries, nearest first."""
@@ -143,9 +182,10 @@ def _vectors(rows: Sequence[dict[str, Any]], dimensions: int) -> np.ndarray:
 
 
 class VectorCache:
-    def __init__(self, store: Store, mem: MemoryStore, settings: DecisionsSettings) -> None:
+    def __init__(self, store: Store, mem: MemoryStore, dec: DecisionStore, settings: DecisionsSettings) -> None:
         self.store = store
         self.mem = mem
+        self.dec = dec
         self.settings = settings
         self.dimensions = settings.embedding_dimensions
         self._spaces: dict[tuple[str, str], NamespaceIndex] = {}
@@ -206,26 +246,39 @@ class VectorCache:
         started = time.perf_counter()
         try:
             space.watermark = await self._last_ts(org, ns)
+            space.records_watermark = await self.dec.last_ts(org, ns)
             after: Ident4 = ("", "", "", "")
             while True:
                 rows = await self.store.query(
-                    f"SELECT key, agent, user, session, version, memory_type, tags, {_HEX} AS h FROM {VECTORS} FINAL "
-                    "WHERE org = {org:String} AND namespace = {ns:String} AND live = 1 "
+                    f"SELECT key, agent, user, session, version, memory_type, tags, status, {_DECISION_VALUE}, conflicts, {_HEX} AS h "
+                    f"FROM {ROWS} WHERE org = {{org:String}} AND namespace = {{ns:String}} "
                     "AND (key, agent, user, session) > ({k:String}, {a:String}, {u:String}, {s:String}) "
-                    "ORDER BY key, agent, user, session LIMIT {page:UInt64}",
+                    f"AND (key, agent, user, session, version) NOT IN (SELECT key, agent, user, session, version FROM {DELETES} "
+                    "WHERE org = {org:String} AND namespace = {ns:String}) "
+                    "ORDER BY key, agent, user, session, version DESC LIMIT 1 BY key, agent, user, session LIMIT {page:UInt64}",
                     {"org": org, "ns": ns, "k": after[0], "a": after[1], "u": after[2], "s": after[3], "page": PAGE},
                 )
+                live = [r for r in rows if r["status"] == "active"]
+                if live:
+                    vecs = await asyncio.to_thread(_vectors, live, self.dimensions)
+                    await asyncio.to_thread(space.put_many, [_entry(r, True) for r in live], vecs)
                 if rows:
-                    vecs = await asyncio.to_thread(_vectors, rows, self.dimensions)
-                    entries = [_entry(r, True) for r in rows]
-                    await asyncio.to_thread(space.put_many, entries, vecs)
                     last = rows[-1]
                     after = (last["key"], last["agent"], last["user"], last["session"])
                 if len(rows) < PAGE:
                     break
+            key_after = ""
+            while True:
+                recs = await self.dec.current_page(org, ns, key_after, PAGE)
+                space.put_records(recs)
+                if len(recs) < PAGE:
+                    break
+                key_after = recs[-1]["key"]
             for entry, vec in space.pending:
                 space.put_many([entry], vec.reshape(1, -1))
             space.pending.clear()
+            space.put_records(space.pending_records)
+            space.pending_records.clear()
             space.ready = True
             log.info(
                 "decisions: vector cache of %s/%s built: %d rows in %.1f s", org, ns, len(space.entries), time.perf_counter() - started
@@ -257,6 +310,16 @@ class VectorCache:
             return
         space.put_many([entry], vec.reshape(1, -1))
 
+    def note_record(self, org: str, ns: str, record: dict[str, Any]) -> None:
+        """A decision record this replica wrote: into the namespace's cache when it has one."""
+        space = self._spaces.get((org, ns))
+        if space is None:
+            return
+        if not space.ready:
+            space.pending_records.append(record)
+            return
+        space.put_records([record])
+
     async def _refresh_forever(self) -> None:
         while True:
             await asyncio.sleep(self.settings.memory_vector_cache_refresh_seconds)
@@ -270,26 +333,29 @@ class VectorCache:
     async def refresh(self, org: str, ns: str, space: NamespaceIndex) -> None:
         """Rows written since the last read (by any replica) into the cache."""
         rows = await self.store.query(
-            f"SELECT key, agent, user, session, version, memory_type, tags, status, toString(ts) AS t, {_HEX} AS h FROM {ROWS} "
+            f"SELECT key, agent, user, session, version, memory_type, tags, status, {_DECISION_VALUE}, conflicts, toString(ts) AS t, "
+            f"{_HEX} AS h FROM {ROWS} "
             "WHERE org = {org:String} AND namespace = {ns:String} AND ts >= parseDateTime64BestEffort({wm:String}, 6) "
             "- toIntervalMillisecond({overlap:UInt32}) ORDER BY ts",
             {"org": org, "ns": ns, "wm": space.watermark or "1970-01-01", "overlap": int(OVERLAP_SECONDS * 1000)},
         )
-        if not rows:
-            return
-        vecs = _vectors(rows, self.dimensions)
-        space.put_many([_entry(r, r["status"] == "active") for r in rows], vecs)
-        space.watermark = max(space.watermark, rows[-1]["t"])
+        if rows:
+            vecs = _vectors(rows, self.dimensions)
+            space.put_many([_entry(r, r["status"] == "active") for r in rows], vecs)
+            space.watermark = max(space.watermark, rows[-1]["t"])
+        recs = await self.dec.changed_since(org, ns, space.records_watermark or "1970-01-01", OVERLAP_SECONDS)
+        if recs:
+            space.put_records(recs)
+            space.records_watermark = max(space.records_watermark, max(str(r["ts"]) for r in recs))
 
     async def nearest(
         self, org: str, ns: str, vector: Sequence[float], *, memory_type: str = "", tags: Sequence[str] = (), limit: int = 10
     ) -> list[tuple[dict[str, Any], float]]:
         """Live rows nearest `vector` with their cosine: from the namespace's cache when it is
-        built, else as the store searches (exact below its index threshold)."""
-        space = self._spaces.get((org, ns))
-        if space is None and self.enabled and await self.mem.live_count_cached(org, ns) >= self.settings.memory_vector_cache_min_rows:
-            space = self.warm(org, ns)
-        if space is None or not space.ready:
+        built (each checked against the store), else as the store searches (exact below its
+        index threshold)."""
+        space = await self._space(org, ns)
+        if space is None:
             return await self.mem.search(
                 org, ns, vector, memory_type=memory_type, tags=tags, limit=limit, index_min_rows=self.settings.memory_vector_index_min_rows
             )
@@ -301,8 +367,36 @@ class VectorCache:
         ]
         return await self.mem.served(org, ns, heads)
 
+    async def nearest_decisions(
+        self, org: str, ns: str, vector: Sequence[float], *, tags: Sequence[str] = (), limit: int = 10
+    ) -> tuple[list[tuple[dict[str, Any], float]], dict[str, dict[str, Any]]] | None:
+        """From the namespace's built cache alone (no store read): the live decision rows nearest
+        `vector` (key, identity, version, tags, value, conflicts) with their cosine, and the hit
+        keys' current decision records. None while the namespace has no built cache."""
+        space = await self._space(org, ns)
+        if space is None:
+            return None
+        found = space.search(np.asarray(vector, dtype=np.float32), limit, "decision", tags)
+        records = {e.ident[0]: rec for e, _ in found if (rec := space.records.get(e.ident[0])) is not None}
+        return [(e.row(), sim) for e, sim in found], records
+
+    async def _space(self, org: str, ns: str) -> NamespaceIndex | None:
+        """The namespace's built cache; None while it has none (starting its build when the
+        namespace is large enough) or while it warms."""
+        space = self._spaces.get((org, ns))
+        if space is None and self.enabled and await self.mem.live_count_cached(org, ns) >= self.settings.memory_vector_cache_min_rows:
+            space = self.warm(org, ns)
+        return space if space is not None and space.ready else None
+
 
 def _entry(row: dict[str, Any], live: bool) -> _Entry:
+    decision = row["memory_type"] == "decision"
     return _Entry(
-        (row["key"], row["agent"], row["user"], row["session"]), int(row["version"]), row["memory_type"], frozenset(row["tags"]), live
+        (row["key"], row["agent"], row["user"], row["session"]),
+        int(row["version"]),
+        row["memory_type"],
+        frozenset(row["tags"]),
+        live,
+        str(row.get("value", "")) if decision else "",
+        tuple(row.get("conflicts") or ()) if decision else (),
     )

@@ -46,6 +46,30 @@ class DecisionStore:
         )
         return {r["key"]: r for r in rows}
 
+    async def current_page(self, org: str, ns: str, after: str, page: int) -> list[dict[str, Any]]:
+        """The current record of each key after `after`, in key order, at most `page` of them."""
+        return await self.store.query(
+            f"SELECT {_COLS} FROM {RECORDS} WHERE org = {{org:String}} AND namespace = {{ns:String}} AND key > {{after:String}} "
+            "ORDER BY key, version DESC LIMIT 1 BY key LIMIT {page:UInt64}",
+            {"org": org, "ns": ns, "after": after, "page": page},
+        )
+
+    async def changed_since(self, org: str, ns: str, ts: str, overlap_seconds: float) -> list[dict[str, Any]]:
+        """Record versions written at `ts` or after, less `overlap_seconds` (an insert can land
+        with a ts older than one already read), oldest first."""
+        return await self.store.query(
+            # The filter in a subquery: the selected `ts` is a string, and an alias shadows the column.
+            f"SELECT {_COLS} FROM (SELECT * FROM {RECORDS} WHERE org = {{org:String}} AND namespace = {{ns:String}} "
+            "AND ts >= parseDateTime64BestEffort({ts:String}, 6) - toIntervalMillisecond({overlap:UInt32})) ORDER BY ts",
+            {"org": org, "ns": ns, "ts": ts, "overlap": int(overlap_seconds * 1000)},
+        )
+
+    async def last_ts(self, org: str, ns: str) -> str:
+        rows = await self.store.query(
+            f"SELECT toString(max(ts)) AS t FROM {RECORDS} WHERE org = {{org:String}} AND namespace = {{ns:String}}", {"org": org, "ns": ns}
+        )
+        return str(rows[0]["t"]) if rows else ""
+
     async def append(self, org: str, ns: str, row: dict[str, Any]) -> None:
         await self.store.insert(RECORDS, [{"org": org, "namespace": ns, **row}])
 

@@ -1,0 +1,125 @@
+"""Two `loom serve` processes write the same decision key at once: each write gets its own
+record version, across the processes, with nothing lost.
+
+Each process serves the identity and decisions planes with the gateway beside them, on one real
+nats-server (JetStream, Loom's accounts and auth callout). chDB opens a data dir in one process
+only, so each keeps its own store, bootstrapped with the same org; each reads the key's newest
+version from its own store, which knows nothing of the other's writes. What keeps the versions
+apart is the key's counter on NATS KV (compare-and-set), which both share: the seam under test.
+Before it, each process counted `max(version) + 1` under a per-process lock, and both wrote
+versions 1, 2, 3…; with a ClickHouse server both share one store, and the same race wrote the
+same version twice whenever the two reads came before either insert.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from .processes import LoomProcess, NatsCluster, account_seed, bootstrap, free_port, loom_env
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+INTERNAL_USER = "loom-internal"
+INTERNAL_PASSWORD = uuid.uuid4().hex
+WRITES_PER_PROCESS = 8
+
+
+async def ready(url: str, proc: LoomProcess, within: float = 120) -> None:
+    await proc.wait_line(r"^loom: plane decisions grpc ", within=within)
+    async with httpx.AsyncClient(base_url=url, timeout=5) as c:
+        for _ in range(int(within / 0.2)):
+            try:
+                if (await c.get("/v1/health/ready")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.2)
+    raise AssertionError(f"{url} never answered ready")
+
+
+async def test_two_processes_racing_on_one_key_write_distinct_versions(tmp_path: Path) -> None:
+    seed, issuer = account_seed()
+    nats = NatsCluster(
+        tmp_path / "nats",
+        1,
+        {
+            "LOOM_NATS_INTERNAL_USER": INTERNAL_USER,
+            "LOOM_NATS_INTERNAL_PASSWORD": INTERNAL_PASSWORD,
+            "NATS_SYS_USER": f"{INTERNAL_USER}-sys",
+            "NATS_AUTH_CALLOUT_ISSUER": issuer,
+        },
+    )
+    nats.start()
+    procs: list[LoomProcess] = []
+    clients: list[httpx.AsyncClient] = []
+    try:
+        await nats.wait_ready(INTERNAL_USER, INTERNAL_PASSWORD)
+        org, ns = f"org-{uuid.uuid4().hex[:8]}", "private"
+        dirs = [tmp_path / "a", tmp_path / "b"]
+        boots = await asyncio.gather(*(asyncio.to_thread(bootstrap, loom_env(d), org, ns) for d in dirs))
+        urls = []
+        for d in dirs:
+            port = free_port()
+            urls.append(f"http://127.0.0.1:{port}")
+            env = loom_env(
+                d,
+                nats_url=nats.urls,
+                nats_replicas="1",
+                nats_internal_user=INTERNAL_USER,
+                nats_internal_password=INTERNAL_PASSWORD,
+                nats_auth_callout_issuer_seed=seed,
+                http_port=str(port),
+                rate_write_per_minute="1000000",
+            )
+            procs.append(LoomProcess(["serve", "--planes", "identity,decisions", "--gateway"], env, tmp_path / f"{d.name}.log"))
+            procs[-1].start()
+        for url, p in zip(urls, procs, strict=True):
+            await ready(url, p)
+        clients = [
+            httpx.AsyncClient(
+                base_url=url,
+                headers={"Authorization": f"Bearer {b['token']}", "X-Loom-Namespace": ns, "X-Loom-Agent": f"writer-{i}"},
+                timeout=120,
+            )
+            for i, (url, b) in enumerate(zip(urls, boots, strict=True))
+        ]
+
+        async def write(c: httpx.AsyncClient, n: int) -> dict[str, Any]:
+            r = await c.post(
+                "/v1/memory.record.write",
+                json={
+                    "schema": "decision",
+                    "category": "platform",
+                    "scenario": "where customer chat logs are archived",
+                    "outcome": f"bucket {n}",
+                },
+            )
+            assert r.status_code == 200, r.text
+            return dict(r.json())
+
+        answers = await asyncio.gather(*(write(c, i * 100 + n) for i, c in enumerate(clients) for n in range(WRITES_PER_PROCESS)))
+        versions = sorted(int(a["version"]) for a in answers)
+        assert len({a["memory_key"] for a in answers}) == 1
+        assert versions == list(range(1, 2 * WRITES_PER_PROCESS + 1))  # each once: none written twice, none skipped
+
+        # Each process's store holds its own writes under those versions, and the newest is the
+        # last version handed out on whichever process wrote it.
+        key = answers[0]["memory_key"]
+        held: list[int] = []
+        for c in clients:
+            r = await c.post("/v1/memory.record.history", json={"memory_key": key})
+            assert r.status_code == 200, r.text
+            held += [int(rec["version"]) for rec in r.json()["records"]]
+        assert sorted(held) == versions
+    finally:
+        for c in clients:
+            await c.aclose()
+        for p in procs:
+            p.stop()
+        nats.stop()
