@@ -5,25 +5,20 @@
 // (the HttpOnly `loom_session` cookie, sent same-origin, with the session's CSRF token on every
 // POST as `X-Loom-CSRF`).
 
-import type { OpName, OpTypes } from './generated/ops';
+import { errorOf, isAbort, LoomError, networkError } from './errors.js';
+import type { OpName, OpTypes } from './generated/ops.js';
 
-export type { OpName, OpTypes } from './generated/ops';
+export { LoomError } from './errors.js';
+export type { OpName, OpTypes } from './generated/ops.js';
 
-/** An error answer: Loom's `{"error": {code, message, retryable, detail}}` and the HTTP status. */
-export class LoomError extends Error {
-  readonly code: string;
-  readonly retryable: boolean;
-  readonly detail: Record<string, unknown>;
-  readonly status: number;
-
-  constructor(status: number, code: string, message: string, retryable = false, detail: Record<string, unknown> = {}) {
-    super(message);
-    this.name = 'LoomError';
-    this.status = status;
-    this.code = code;
-    this.retryable = retryable;
-    this.detail = detail;
-  }
+/** Opt-in retry of refusals the server marks retryable (and requests that got no answer). */
+export interface RetryOptions {
+  /** Retries after the first try (default 3). */
+  retries?: number;
+  /** The first backoff in ms, doubled each retry, with jitter (default 250). */
+  baseDelayMs?: number;
+  /** No wait is longer, a Retry-After included (default 30000). */
+  maxDelayMs?: number;
 }
 
 export interface ClientOptions {
@@ -37,75 +32,129 @@ export interface ClientOptions {
   namespace?: () => string | undefined;
   /** The X-Loom-Agent label calls are made under. */
   agent?: string;
+  /** Retry retryable refusals with backoff, honouring Retry-After. Off unless set. */
+  retry?: boolean | RetryOptions;
   fetch?: typeof fetch;
 }
 
 export interface CallOptions {
   signal?: AbortSignal;
   namespace?: string;
+  /** This call's retry, over the client's. */
+  retry?: boolean | RetryOptions;
 }
 
-async function errorOf(res: Response): Promise<LoomError> {
-  let body: unknown;
-  try {
-    body = await res.json();
-  } catch {
-    body = undefined;
-  }
-  const err = (body as { error?: Record<string, unknown> } | undefined)?.error;
-  if (err && typeof err === 'object') {
-    return new LoomError(
-      res.status,
-      String(err.code ?? 'UNKNOWN'),
-      String(err.message ?? res.statusText),
-      Boolean(err.retryable),
-      (err.detail as Record<string, unknown> | undefined) ?? {},
-    );
-  }
-  return new LoomError(res.status, `HTTP_${res.status}`, res.statusText || 'request failed', res.status >= 500);
+/** One HTTP request as the client sends it (see LoomClient.request). */
+export interface RequestSpec {
+  method: 'GET' | 'POST';
+  body?: unknown;
+  accept?: string;
+}
+
+const DEFAULT_RETRY: Required<RetryOptions> = { retries: 3, baseDelayMs: 250, maxDelayMs: 30_000 };
+
+function retryOf(setting: boolean | RetryOptions | undefined): Required<RetryOptions> | undefined {
+  if (!setting) return undefined;
+  return setting === true ? DEFAULT_RETRY : { ...DEFAULT_RETRY, ...setting };
+}
+
+/** How long to wait before retry number `attempt` (0-based) of `err`. */
+export function backoffMs(err: LoomError, attempt: number, retry: Required<RetryOptions>): number {
+  if (err.retryAfter !== undefined) return Math.min(retry.maxDelayMs, err.retryAfter * 1000);
+  const full = Math.min(retry.maxDelayMs, retry.baseDelayMs * 2 ** attempt);
+  return full / 2 + Math.random() * (full / 2);
+}
+
+/** Resolves after `ms`, or rejects with the signal's reason as soon as it aborts. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
 }
 
 export class LoomClient {
-  private readonly opts: ClientOptions;
+  protected readonly opts: ClientOptions;
 
   constructor(opts: ClientOptions = {}) {
     this.opts = opts;
   }
 
-  /** POST a JSON body to a path of this Loom and answer its JSON (or undefined for 204). */
-  async post<T>(path: string, body: unknown, call: CallOptions = {}): Promise<T> {
-    const headers: Record<string, string> = { 'Content-Type': 'application/json' };
-    const { token, csrfToken, namespace, agent } = this.opts;
-    if (token) headers.Authorization = `Bearer ${token}`;
-    const csrf = csrfToken?.();
-    if (!token && csrf) headers['X-Loom-CSRF'] = csrf;
-    const ns = call.namespace ?? namespace?.();
+  /** The headers every request carries: the token or the session's CSRF token, namespace, agent. */
+  headers(method: 'GET' | 'POST', namespace?: string): Record<string, string> {
+    const headers: Record<string, string> = {};
+    const { token, csrfToken, agent } = this.opts;
+    if (token) {
+      headers.Authorization = `Bearer ${token}`;
+      // Calls made with a token are the SDK's (the ledger's transport `sdk`); the dashboard's stay `rest`.
+      headers['X-Loom-Client'] = 'sdk-ts';
+    }
+    const csrf = method === 'POST' && !token ? csrfToken?.() : undefined;
+    if (csrf) headers['X-Loom-CSRF'] = csrf;
+    const ns = namespace ?? this.opts.namespace?.();
     if (ns) headers['X-Loom-Namespace'] = ns;
     if (agent) headers['X-Loom-Agent'] = agent;
+    return headers;
+  }
+
+  /** Send one request and answer the successful Response (its body unread), retrying
+   * retryable refusals when retry is on. Refusals throw LoomError; an abort throws the
+   * signal's reason. */
+  async request(path: string, init: RequestSpec, call: CallOptions = {}): Promise<Response> {
+    const retry = retryOf(call.retry ?? this.opts.retry);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.once(path, init, call);
+      } catch (e) {
+        if (!(e instanceof LoomError) || !e.retryable || !retry || attempt >= retry.retries) throw e;
+        await sleep(backoffMs(e, attempt, retry), call.signal);
+      }
+    }
+  }
+
+  private async once(path: string, init: RequestSpec, call: CallOptions): Promise<Response> {
+    const headers = this.headers(init.method, call.namespace);
+    if (init.method === 'POST') headers['Content-Type'] = 'application/json';
+    if (init.accept) headers.Accept = init.accept;
     const doFetch = this.opts.fetch ?? fetch;
-    const res = await doFetch(`${this.opts.baseUrl ?? ''}${path}`, {
-      method: 'POST',
-      headers,
-      body: JSON.stringify(body ?? {}),
-      credentials: token ? 'omit' : 'same-origin',
-      signal: call.signal,
-    });
+    let res: Response;
+    try {
+      res = await doFetch(`${this.opts.baseUrl ?? ''}${path}`, {
+        method: init.method,
+        headers,
+        body: init.method === 'POST' ? JSON.stringify(init.body ?? {}) : null,
+        credentials: this.opts.token ? 'omit' : 'same-origin',
+        signal: call.signal ?? null,
+      });
+    } catch (e) {
+      if (isAbort(e, call.signal)) throw e;
+      throw networkError(e);
+    }
     if (!res.ok) throw await errorOf(res);
+    return res;
+  }
+
+  /** POST a JSON body to a path of this Loom and answer its JSON (or undefined for 204). */
+  async post<T>(path: string, body: unknown, call: CallOptions = {}): Promise<T> {
+    const res = await this.request(path, { method: 'POST', body }, call);
     if (res.status === 204) return undefined as T;
     return (await res.json()) as T;
   }
 
   /** GET a path of this Loom and answer its JSON. */
   async get<T>(path: string, call: CallOptions = {}): Promise<T> {
-    const headers: Record<string, string> = {};
-    if (this.opts.token) headers.Authorization = `Bearer ${this.opts.token}`;
-    const doFetch = this.opts.fetch ?? fetch;
-    const res = await doFetch(`${this.opts.baseUrl ?? ''}${path}`, {
-      headers,
-      credentials: this.opts.token ? 'omit' : 'same-origin',
-      signal: call.signal,
-    });
-    if (!res.ok) throw await errorOf(res);
+    const res = await this.request(path, { method: 'GET' }, call);
     return (await res.json()) as T;
   }
 
