@@ -6,32 +6,12 @@
 // (spec 000 "Asking again"): the turn keeps its old answer until the new text begins, and an
 // attempt that fails, is refused, is stopped or ends empty first puts the turn back as it was.
 
-import { LoomError } from '@loom/sdk';
-import type { CheckedCitation } from './citations';
+import { type AssistantStream, type ChatMessage, LoomError } from '@loom/sdk';
 import { withContext } from './pageContext';
 import { clearConversations, loadConversations, saveConversations } from './storage';
-import type { Answer, AnswerError, Card, Conversation, Step, Turn } from './types';
+import type { Answer, AnswerError, Card, Conversation, Turn } from './types';
 
-/** A chat message as the assistant route takes it. */
-export interface ChatMessage {
-  role: 'user' | 'assistant';
-  content: string;
-}
-
-/** The events the SDK's streaming client gives, in order (its AssistantEvent). */
-export type StreamEvent =
-  | { type: 'text'; delta: string }
-  | { type: 'step'; step: Step }
-  | { type: 'text_done' }
-  | { type: 'citations'; citations: readonly CheckedCitation[]; support: string; unknown_names?: readonly string[] }
-  | { type: 'error'; error: unknown };
-
-export interface OpenedStream {
-  events(): AsyncIterable<StreamEvent>;
-  readonly steps: readonly Step[];
-}
-
-export type OpenStream = (req: { messages: ChatMessage[]; namespace: string; signal: AbortSignal }) => OpenedStream;
+export type OpenStream = (req: { messages: ChatMessage[]; namespace: string; signal: AbortSignal }) => AssistantStream;
 
 export interface ChatState {
   conversations: Conversation[];
@@ -275,7 +255,6 @@ export class ChatStore {
                 state: 'done',
                 citations: [...ev.citations],
                 support: ev.support,
-                unknownNames: ev.unknown_names ? [...ev.unknown_names] : undefined,
                 steps: [...stream.steps],
               }),
               true,
@@ -287,8 +266,19 @@ export class ChatStore {
             return;
         }
       }
-      if (!text) this.endEmpty(conversationId, turnId, { state: 'done', citations: [], support: 'none' });
-      else if (!checked) this.patchAnswer(conversationId, turnId, () => ({ state: 'lost' }), true);
+      if (controller.signal.aborted) {
+        // Stop: the SDK ends the stream without an error.
+        if (!text) this.endEmpty(conversationId, turnId, { state: 'stopped' });
+        else if (!checked) this.patchAnswer(conversationId, turnId, () => ({ state: 'stopped' }), true);
+      } else if (!text) {
+        this.endEmpty(conversationId, turnId, { state: 'done', citations: [], support: 'none' });
+      } else if (!checked) {
+        this.patchAnswer(conversationId, turnId, () => ({ state: 'lost' }), true);
+      } else {
+        // The names the check found nowhere in this Loom (the finished answer carries them).
+        const names = (await stream.final().catch(() => undefined))?.unknownNames;
+        if (names?.length) this.patchAnswer(conversationId, turnId, () => ({ unknownNames: names }), true);
+      }
     } catch (e) {
       if (controller.signal.aborted) {
         if (!text) this.endEmpty(conversationId, turnId, { state: 'stopped' });

@@ -16,6 +16,8 @@ export function refusalReason(error: unknown): Reason {
   }
   const reason = typeof error.detail.reason === 'string' ? error.detail.reason : '';
   switch (reason) {
+    case 'network':
+      return { title: 'The connection to Loom was lost.', todo: 'Check your network and ask again.', retry: true };
     case 'not_configured':
       return {
         title: 'No assistant is configured on this Loom.',
