@@ -4,7 +4,7 @@
 // as a number by where it first appears, linking to its Sources row once the check has ended.
 
 import { type Token, type Tokens, lexer } from 'marked';
-import type { ReactNode } from 'react';
+import { Fragment, type ReactNode } from 'react';
 import { type CheckedCitation, citationFor, citationNumbers } from './citations';
 
 // Private-use characters stand in for each marker while Markdown is parsed, so a marker's
@@ -168,7 +168,7 @@ class Renderer {
     switch (t.type) {
       case 'text': {
         const tx = t as Tokens.Text;
-        return tx.tokens ? <span key={this.k()}>{this.inline(tx.tokens)}</span> : <span key={this.k()}>{this.words(tx.text)}</span>;
+        return <Fragment key={this.k()}>{tx.tokens ? this.inline(tx.tokens) : this.words(tx.text)}</Fragment>;
       }
       case 'escape':
         return (t as Tokens.Escape).text;
@@ -186,7 +186,7 @@ class Renderer {
         // No links in the answer's text but its citations: a link's words, as text (a bare
         // URL is its own words).
         const l = t as Tokens.Link;
-        return <span key={this.k()}>{l.tokens?.length ? this.inline(l.tokens) : this.words(l.text)}</span>;
+        return <Fragment key={this.k()}>{l.tokens?.length ? this.inline(l.tokens) : this.words(l.text)}</Fragment>;
       }
       case 'image':
         // No image is fetched: one would carry what the answer read away in its URL.
@@ -197,7 +197,7 @@ class Renderer {
         );
       default:
         // Raw HTML included: as text.
-        return 'raw' in t ? <span key={this.k()}>{this.words(String(t.raw))}</span> : null;
+        return 'raw' in t ? <Fragment key={this.k()}>{this.words(String(t.raw))}</Fragment> : null;
     }
   }
 }
