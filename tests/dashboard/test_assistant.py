@@ -19,7 +19,7 @@ from loom_runner.http import HttpServer
 from playwright.sync_api import expect
 
 from tests.assistant.emulator import Emulator, Turn
-from tests.dashboard.conftest import Browser, Server, running_loom
+from tests.dashboard.conftest import Browser, Server, expect_console_error, running_loom
 
 pytestmark = pytest.mark.slow
 
@@ -52,6 +52,7 @@ class EmulatorThread:
         self.run(self.http.stop())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+        self.loop.close()
 
 
 class Gate:
@@ -94,6 +95,16 @@ def server(librechat: EmulatorThread) -> Iterator[Server]:
         yield s
 
 
+PERSON = "user:ann"
+
+
+@pytest.fixture(scope="module")
+def person(server: Server) -> str:
+    """A writer on the namespace itself (an org-wide grant cannot ask: an answer reads one namespace)."""
+    server.call("grants.set", subject=PERSON, role="writer")
+    return PERSON
+
+
 @pytest.fixture(scope="module")
 def task_id(server: Server) -> str:
     server.call("inbox.register", inbox="review", owner_agent="review-bot", description="Reviews")
@@ -106,7 +117,7 @@ def scripted(librechat: EmulatorThread, script: Callable[[Turn], Awaitable[None]
 
 
 def open_panel(ui: Browser) -> Any:
-    page = ui.sign_in("user:admin")
+    page = ui.sign_in(PERSON)
     page.get_by_role("button", name="Ask AI", exact=True).click()
     panel = page.get_by_role("complementary", name="Ask AI")
     expect(panel).to_be_visible()
@@ -118,7 +129,7 @@ def ask(panel: Any, question: str) -> None:
     panel.get_by_role("button", name="Ask", exact=True).click()
 
 
-def test_an_answer_streams_in_and_stop_closes_the_request(ui: Browser, librechat: EmulatorThread) -> None:
+def test_an_answer_streams_in_and_stop_closes_the_request(ui: Browser, person: str, librechat: EmulatorThread) -> None:
     gate = librechat.gate()
     aborted = librechat.run(_new_event())
     librechat.emu.aborted = aborted
@@ -158,7 +169,7 @@ def _says(text: str) -> Callable[[Turn], Awaitable[None]]:
     return script
 
 
-def test_answering_shows_the_latest_step_then_the_text(ui: Browser, librechat: EmulatorThread, task_id: str) -> None:
+def test_answering_shows_the_latest_step_then_the_text(ui: Browser, person: str, librechat: EmulatorThread, task_id: str) -> None:
     gate = librechat.gate()
 
     async def script(turn: Turn) -> None:
@@ -179,7 +190,7 @@ def test_answering_shows_the_latest_step_then_the_text(ui: Browser, librechat: E
 
 
 def test_citations_are_numbered_and_open_their_sources_a_failing_one_is_not_confirmed(
-    ui: Browser, librechat: EmulatorThread, task_id: str
+    ui: Browser, person: str, librechat: EmulatorThread, task_id: str
 ) -> None:
     async def script(turn: Turn) -> None:
         await turn.call("task.get", {"task_id": task_id})
@@ -217,7 +228,7 @@ def _href_of(row: Any) -> str:
     return "#" + str(row.get_attribute("id"))
 
 
-def test_html_an_image_or_a_raw_link_in_an_answer_render_as_text(ui: Browser, librechat: EmulatorThread) -> None:
+def test_html_an_image_or_a_raw_link_in_an_answer_render_as_text(ui: Browser, person: str, librechat: EmulatorThread) -> None:
     scripted(
         librechat,
         _says(
@@ -239,10 +250,10 @@ def test_html_an_image_or_a_raw_link_in_an_answer_render_as_text(ui: Browser, li
 
 
 def test_ask_about_this_puts_the_task_on_the_chip_and_the_conversation_is_kept_until_sign_out(
-    ui: Browser, librechat: EmulatorThread, task_id: str
+    ui: Browser, person: str, librechat: EmulatorThread, task_id: str
 ) -> None:
     scripted(librechat, _says("Noted."))
-    page = ui.sign_in("user:admin")
+    page = ui.sign_in(PERSON)
     page.goto(f"/tasks/{task_id}")
     page.get_by_role("button", name="Ask about this").click()
     panel = page.get_by_role("complementary", name="Ask AI")
@@ -267,9 +278,9 @@ def test_ask_about_this_puts_the_task_on_the_chip_and_the_conversation_is_kept_u
     assert page.evaluate("window.localStorage.getItem('loom.assistant.conversations')") is None
 
 
-def test_the_header_search_answers_in_place_and_goes_on_in_the_panel(ui: Browser, librechat: EmulatorThread) -> None:
+def test_the_header_search_answers_in_place_and_goes_on_in_the_panel(ui: Browser, person: str, librechat: EmulatorThread) -> None:
     scripted(librechat, _says("Tasks move from triage to todo when a person accepts them."))
-    page = ui.sign_in("user:admin")
+    page = ui.sign_in(PERSON)
     page.get_by_role("searchbox", name="Search").fill("how do tasks move")
     page.get_by_role("button", name="Ask AI: “how do tasks move”").click()
     preview = page.get_by_label("Ask AI answer")
@@ -284,3 +295,19 @@ def test_the_header_search_answers_in_place_and_goes_on_in_the_panel(ui: Browser
     expect(panel.get_by_text("Yes.")).to_be_visible()
     messages = librechat.emu.chat_bodies[-1]["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+
+
+def test_a_refusal_reads_as_its_reason_with_what_to_do(ui: Browser, server: Server, librechat: EmulatorThread) -> None:
+    scripted(librechat, _says("never asked"))
+    page = ui.sign_in("user:admin")  # the org's bootstrap admin: an org-wide grant
+    expect_console_error(page, r"403 \(Forbidden\) @ .*/v1/assistant/chat/completions")
+    page.get_by_role("button", name="Ask AI", exact=True).click()
+    panel = page.get_by_role("complementary", name="Ask AI")
+    asked = len(librechat.emu.chat_bodies)
+    ask(panel, "What is here?")
+    refusal = panel.get_by_role("alert")
+    expect(refusal).to_contain_text("An org-wide grant cannot ask the assistant")
+    expect(refusal).to_contain_text("Ask an admin for a role on this namespace itself")
+    expect(refusal.locator("code")).to_have_text("AUTH_INSUFFICIENT")
+    # Refused before LibreChat was called.
+    assert len(librechat.emu.chat_bodies) == asked

@@ -28,7 +28,7 @@ export function CardView({ card, conversationId, turnId, namespace }: { card: Ca
   return (
     <section className="card starter-card" aria-label={starter.label}>
       <p className="card-source">
-        <strong>Loom’s own read</strong> <span className="muted">— exact, read with your session; no model call</span>
+        <strong>Loom's own read</strong> <span className="muted">— exact, read with your session; no model call</span>
       </p>
       {card.readAt === 0 ? <p role="status">Reading…</p> : null}
       {card.error ? (
