@@ -255,6 +255,7 @@ def test_ask_about_this_puts_the_task_on_the_chip_and_the_conversation_is_kept_u
     scripted(librechat, _says("Noted."))
     page = ui.sign_in(PERSON)
     page.goto(f"/tasks/{task_id}")
+    expect(page.get_by_role("heading", name="Check the vendor contract")).to_be_visible()
     page.get_by_role("button", name="Ask about this").click()
     panel = page.get_by_role("complementary", name="Ask AI")
     chip = panel.get_by_test_id("context-chip")
@@ -311,3 +312,23 @@ def test_a_refusal_reads_as_its_reason_with_what_to_do(ui: Browser, server: Serv
     expect(refusal.locator("code")).to_have_text("AUTH_INSUFFICIENT")
     # Refused before LibreChat was called.
     assert len(librechat.emu.chat_bodies) == asked
+
+
+def test_a_starter_shows_its_card_and_also_asks_the_model(ui: Browser, person: str, librechat: EmulatorThread) -> None:
+    scripted(librechat, _says("Nothing waits for a person. Nothing stored in Loom answers this."))
+    _page, panel = open_panel(ui)
+    expect(panel.get_by_label("Also ask the model")).to_be_checked()
+    asked = len(librechat.emu.chat_bodies)
+    panel.get_by_role("button", name="What the policies refused").click()
+    card = panel.get_by_role("region", name="What the policies refused")
+    expect(card.get_by_text("Loom's own read")).to_be_visible()
+    expect(card.get_by_text("The policies refused nothing in that time.")).to_be_visible()
+    expect(panel.get_by_text("Nothing waits for a person.")).to_be_visible()
+    # The question names the window the card was read with.
+    question = librechat.emu.chat_bodies[asked]["messages"][-1]["content"]
+    assert "in the last 7d" in question, question
+    # With "Also ask the model" off, a starter is its card alone: no model call.
+    panel.get_by_label("Also ask the model").uncheck()
+    panel.get_by_role("button", name="Tasks that need a person").click()
+    expect(panel.get_by_role("region", name="Tasks that need a person").get_by_text("Loom's own read")).to_be_visible()
+    assert len(librechat.emu.chat_bodies) == asked + 1

@@ -31,9 +31,16 @@ export function AssistantPanel() {
   // The chip follows the page unless "Ask about this" named an item (or the person removed it).
   const pageLine = contextLine({ page: pageName(pathname) });
   const [removed, setRemoved] = useState(false);
+  const shownPath = useRef(pathname);
   useEffect(() => {
-    if (!state.chipFromItem) chat.setChip(pageLine);
-  }, [pageLine, state.chipFromItem]);
+    if (shownPath.current !== pathname) {
+      // Another page: the chip names it (an item asked about before is no longer on screen).
+      shownPath.current = pathname;
+      chat.setChip(pageLine);
+    } else if (!state.chipFromItem && state.chip !== pageLine) {
+      chat.setChip(pageLine);
+    }
+  }, [pathname, pageLine, state.chipFromItem, state.chip]);
   useEffect(() => setRemoved(false), [state.chip]);
   useEffect(() => heading.current?.focus(), []);
   const chip = removed ? undefined : state.chip;
