@@ -270,7 +270,7 @@ def test_ask_about_this_puts_the_task_on_the_chip_and_the_conversation_is_kept_u
     page.reload()
     page.get_by_role("button", name="Ask AI", exact=True).click()
     panel.get_by_role("button", name="History").click()
-    expect(panel.get_by_role("button", name="Why is it waiting?")).to_be_visible()
+    expect(panel.get_by_role("button", name="Why is it waiting?", exact=True)).to_be_visible()
     stored = page.evaluate("window.localStorage.getItem('loom.assistant.conversations')")
     assert "Why is it waiting?" in stored
     # Sign-out deletes them from this browser.

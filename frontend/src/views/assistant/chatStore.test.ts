@@ -90,4 +90,15 @@ describe('asking again', () => {
     expect(storage.length).toBe(0);
     expect(store.snapshot().conversations).toEqual([]);
   });
+  it('Delete removes one conversation from storage', async () => {
+    const storage = new MemoryStorage();
+    const store = new ChatStore(() => storage, scripted([{ type: 'text', delta: 'x' }, { type: 'citations', citations: [], support: 'none' }]));
+    store.bind('o');
+    store.ask({ question: 'kept?', namespace: 'ns', model: false });
+    const id = store.snapshot().activeId ?? '';
+    expect(storage.getItem('loom.assistant.conversations')).toContain('kept?');
+    store.deleteConversation(id);
+    expect(storage.getItem('loom.assistant.conversations')).not.toContain('kept?');
+    expect(store.snapshot().conversations).toEqual([]);
+  });
 });
