@@ -28,7 +28,7 @@ interface Marker {
 }
 
 /** The text with each citation marker replaced by a placeholder, and the markers in order. */
-export function withPlaceholders(text: string): { text: string; markers: Marker[] } {
+function withPlaceholders(text: string): { text: string; markers: Marker[] } {
   const clean = text.replaceAll(OPEN, '').replaceAll(CLOSE, '');
   const markers: Marker[] = [];
   let out = '';
