@@ -7,8 +7,10 @@ The catalog (loom_core.catalog.load_catalog, read from the proto descriptors, as
 scripts/gen_sdk.py reads it) gives each op's name, summary, role and input and output JSON
 schemas. Each op becomes two interfaces, `<Op>Args` and `<Op>Result`, an entry in `OpTypes`
 (op name -> {args, result}) that the hand-written client (sdk/typescript/src/client.ts) types
-its `call` with, and an entry in `OP_INFO` (summary, min_role, writes) that a UI reads to hide
-what a role cannot do. Shared schema definitions ($defs) become named types. The output is
+its `call` with, an entry in `OP_INFO` (summary, min_role, writes) that a UI reads to hide
+what a role cannot do, `ERROR_CODES` (each error code's HTTP status and retryable, from
+loom_core.errors), and a typed method per op, by group (`OpGroups`, built by `opGroups`:
+`loom.task.claim({...})`, `loom.memory.record.write({...})`, the op's last part in camelCase). Shared schema definitions ($defs) become named types. The output is
 deterministic (ops sorted by name, fields in proto order), so tests/sdk/test_generated_ts.py
 can hold the committed file to it.
 """
@@ -124,8 +126,96 @@ class Renderer:
         return "\n".join(lines)
 
 
-def render(ops: Iterable[Any]) -> str:
-    """The whole ops.ts for these ops (OpSpec-like: name, summary, min_role, write_shaped, schemas)."""
+def camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _tree(ops: list[Any]) -> dict[str, Any]:
+    """Group name -> (sub-group name -> ... -> op) from the ops' dotted names."""
+    tree: dict[str, Any] = {}
+    for op in ops:
+        *groups, leaf = op.name.split(".")
+        node = tree
+        for g in groups:
+            node = node.setdefault(g, {})
+        node[camel(leaf)] = op
+    return tree
+
+
+def _all_optional(schema: dict[str, Any]) -> bool:
+    return not schema.get("required")
+
+
+def render_groups(ops: list[Any]) -> list[str]:
+    """`OpGroups<O>`, every op as a typed method by group, and `opGroups`, which builds it over
+    one `call`."""
+    tree = _tree(ops)
+
+    def iface(node: dict[str, Any], indent: str) -> list[str]:
+        lines: list[str] = []
+        for key, value in node.items():
+            if isinstance(value, dict):
+                lines.append(f"{indent}{prop_key(key)}: {{")
+                lines += iface(value, indent + "  ")
+                lines.append(f"{indent}}};")
+            else:
+                lines += doc_comment(f"`{value.name}`: {value.summary or ''}", indent)
+                optional = "?" if _all_optional(value.input_schema) else ""
+                lines.append(
+                    f"{indent}{prop_key(key)}(args{optional}: OpArgs<{json.dumps(value.name)}>, call?: O): Promise<OpResult<{json.dumps(value.name)}>>;"
+                )
+        return lines
+
+    def build(node: dict[str, Any], indent: str) -> list[str]:
+        lines: list[str] = []
+        for key, value in node.items():
+            if isinstance(value, dict):
+                lines.append(f"{indent}{prop_key(key)}: {{")
+                lines += build(value, indent + "  ")
+                lines.append(f"{indent}}},")
+            else:
+                lines.append(f"{indent}{prop_key(key)}: (args, o) => call({json.dumps(value.name)}, args ?? {{}}, o),")
+        return lines
+
+    out = [
+        "export type OpArgs<K extends OpName> = OpTypes[K]['args'];",
+        "export type OpResult<K extends OpName> = OpTypes[K]['result'];",
+        "",
+        "/** Calls one op with its arguments and the caller's options `O` (the client's `call`). */",
+        "export type OpCaller<O> = <K extends OpName>(op: K, args: OpArgs<K>, call?: O) => Promise<OpResult<K>>;",
+        "",
+        "/** Every op as a typed method, by group: `task.claim`, `memory.record.write`. */",
+        "export interface OpGroups<O> {",
+        *iface(tree, "  "),
+        "}",
+        "",
+        "/** The typed methods of every op over one `call`. */",
+        "export function opGroups<O>(call: OpCaller<O>): OpGroups<O> {",
+        "  return {",
+        *build(tree, "    "),
+        "  };",
+        "}",
+    ]
+    return out
+
+
+def render_errors(codes: dict[str, tuple[int, bool]]) -> list[str]:
+    """`ERROR_CODES`: each error code's HTTP status and whether it is retryable, from core's error table."""
+    out = ["/** Every error code Loom answers: its HTTP status and whether a retry may succeed (core's error table). */"]
+    out.append("export const ERROR_CODES = {")
+    for code, (status, retryable) in sorted(codes.items()):
+        out.append(f"  {code}: {{ status: {status}, retryable: {'true' if retryable else 'false'} }},")
+    out.append("} as const;")
+    out.append("")
+    out.append("export type ErrorCode = keyof typeof ERROR_CODES;")
+    out.append("")
+    return out
+
+
+def render(ops: Iterable[Any], errors: dict[str, tuple[int, bool]] | None = None) -> str:
+    """The whole ops.ts for these ops (OpSpec-like: name, summary, min_role, write_shaped, schemas)
+    and error codes (code -> (HTTP status, retryable))."""
     ordered = sorted(ops, key=lambda o: o.name)
     r = Renderer()
     blocks: list[str] = []
@@ -178,13 +268,17 @@ def render(ops: Iterable[Any]) -> str:
             f"writes: {'true' if info['writes'] else 'false'} }},"
         )
     out.append("};")
+    out.append("")
+    out += render_errors(errors or {})
+    out += render_groups(ordered)
     return "\n".join(out) + "\n"
 
 
 def render_catalog() -> str:
     from loom_core.catalog import load_catalog
+    from loom_core.errors import CODES
 
-    return render(load_catalog().ops.values())
+    return render(load_catalog().ops.values(), {code.value: (status, retryable) for code, (status, _, retryable) in CODES.items()})
 
 
 def main(argv: list[str] | None = None) -> int:

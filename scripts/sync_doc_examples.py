@@ -1,5 +1,5 @@
 """Copy each examples/ file into the doc blocks that include it: every fenced block preceded by
-`<!-- example: examples/<path> -->` in README.md and docs/ gets the file's content exactly
+`<!-- example: examples/<path> -->` in README.md, sdk/typescript/README.md and docs/ gets the file's content exactly
 (tests/docs/test_examples_included.py fails until it does). Run after editing an example:
 `.venv/bin/python scripts/sync_doc_examples.py`."""
 
@@ -21,7 +21,7 @@ def sync(page: Path) -> bool:
 
 
 def main() -> None:
-    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+    for page in [ROOT / "README.md", ROOT / "sdk" / "typescript" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
         if sync(page):
             print(f"updated {page.relative_to(ROOT)}")
 

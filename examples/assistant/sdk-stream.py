@@ -1,11 +1,10 @@
 # example-needs: the assistant configured (LibreChat, docs/operations/assistant.md)
-"""The assistant's answer as events, through the SDK: `.venv/bin/python examples/assistant/sdk-stream.py`."""
+"""The assistant's answer as it comes, through the SDK: `.venv/bin/python examples/assistant/sdk-stream.py`."""
 
 import asyncio
 import os
 
 from loom import Agent
-from loom.assistant import Done, Steps, TextDelta
 
 
 async def main() -> None:
@@ -15,13 +14,14 @@ async def main() -> None:
         agent="asker",
         api_key=os.environ["LOOM_TOKEN"],
     ) as agent:
-        async for event in agent.assistant.stream("Who are the admins here?"):
-            if isinstance(event, TextDelta):
-                print(event.text, end="")
-            elif isinstance(event, Steps):
-                print("working:", event.steps[-1].text)
-            elif isinstance(event, Done):
-                print(event.answer.support, [c.ref for c in event.answer.citations if c.verified])
+        async with agent.assistant.stream("Who are the admins here?") as stream:
+            async for text in stream:  # the text; loom.step and loom.text_done are skipped
+                print(text, end="")
+            answer = await stream.final()
+        print()
+        print(answer.support, [c.ref for c in answer.citations or [] if c.verified])
+        for step in answer.steps or []:
+            print("read:", step.text)
 
 
 asyncio.run(main())

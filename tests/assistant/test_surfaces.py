@@ -11,7 +11,6 @@ import httpx2
 import mcp_types as types
 import pytest
 from loom import Agent
-from loom.assistant import Done, Steps, TextDelta
 from loom_api.assistant.v1 import assistant_pb2 as pb
 from loom_api.assistant.v1 import assistant_pb2_grpc
 from loom_assistant.domain import opsets
@@ -102,20 +101,40 @@ async def test_assistant_ask_records_its_spend_on_the_op_ledger_row(bench: Bench
     assert rows and rows[0]["upstream_cost_usd"] == pytest.approx(0.0027)
 
 
-async def test_sdk_stream_yields_text_steps_and_the_checked_answer(bench: Bench, asker: Asker) -> None:
+async def test_sdk_stream_yields_the_text_and_ends_with_the_checked_answer(bench: Bench, asker: Asker) -> None:
     bench.emu.script = cited_script
     async with Agent(org=asker.org, namespace=asker.namespace, agent="sdk-test", api_key=asker.token, base_url=asker.base_url) as a:
-        events = [e async for e in a.assistant.stream("what is my role?")]
+        stream = a.assistant.stream("what is my role?")
+        texts = [t async for t in stream]
+        answer = await stream.final()
         whole = await a.assistant.ask("what is my role?")
         generated = await a.ops.assistant.ask(question="hi")
-    texts = "".join(e.text for e in events if isinstance(e, TextDelta))
-    done = events[-1]
-    assert isinstance(done, Done) and texts == done.answer.text == "You read as viewer. Nothing else is claimed."
-    assert done.answer.support == "unchecked"
-    assert [s.op for s in done.answer.steps or []] == ["grants.list", "task.counts"]
-    assert all(isinstance(e, (TextDelta, Steps, Done)) for e in events)
-    assert whole.text == done.answer.text and whole.steps is None
+    # Only text comes out of the loop: loom.step and loom.text_done are skipped, as in the TypeScript SDK.
+    assert all(isinstance(t, str) and t for t in texts)
+    assert "".join(texts) == answer.text == stream.text == "You read as viewer. Nothing else is claimed."
+    assert answer.support == stream.support == "unchecked"
+    assert answer.citations == [] and answer.stopped is False
+    assert [s.op for s in answer.steps or []] == ["grants.list", "task.counts"]
+    assert whole.text == answer.text and whole.steps is None
     assert generated["text"] == "You read as viewer. Nothing else is claimed."
+
+
+async def test_sdk_stream_closed_early_closes_the_request_upstream(bench: Bench, asker: Asker) -> None:
+    async def talkative(turn: Turn) -> None:
+        for i in range(400):
+            await turn.say(f"word{i} ")
+
+    bench.emu.script, bench.emu.chunk_delay_s = talkative, 0.05
+    async with Agent(org=asker.org, namespace=asker.namespace, agent="sdk-test", api_key=asker.token, base_url=asker.base_url) as a:
+        async with a.assistant.stream("talk") as stream:
+            async for text in stream:
+                assert text.startswith("word")
+                if stream.text.count(" ") >= 3:
+                    break
+        await asyncio.wait_for(bench.emu.aborted.wait(), 30)
+        answer = await stream.final()
+    assert answer.stopped is True and answer.citations is None and answer.support is None
+    assert answer.text.startswith("word0 word1 word2 ")
 
 
 async def test_mcp_calls_assistant_ask_by_name_but_no_listing_shows_it(bench: Bench, asker: Asker) -> None:

@@ -27,7 +27,8 @@ EXAMPLE_ENV = ("LOOM_URL", "LOOM_TOKEN", "LOOM_ORG", "LOOM_NAMESPACE", "LOOM_DAT
 
 
 def doc_pages() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    # The TypeScript SDK's README is a doc too (the npm registry shows it).
+    return [ROOT / "README.md", ROOT / "sdk" / "typescript" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ def blocks(page: Path) -> list[Block]:
 
 
 def example_files() -> list[Path]:
-    return sorted(p for p in EXAMPLES.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
+    # examples/typescript/node_modules links the TypeScript SDK in: installed, not an example.
+    return sorted(p for p in EXAMPLES.rglob("*") if p.is_file() and p.suffix in SUFFIXES and "node_modules" not in p.parts)
 
 
 def needs(path: Path) -> str | None:

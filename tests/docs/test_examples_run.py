@@ -75,7 +75,10 @@ def command(path: Path) -> list[str] | None:
         return ["bash", str(path)]
     if path.suffix == ".py":
         return [sys.executable, str(path)]
-    return None  # TypeScript / JavaScript: no Node SDK in this tree yet
+    if path.suffix == ".js":
+        # ESM, importing @loom-coord/sdk through examples/typescript/node_modules (the install step links it).
+        return ["node", str(path)]
+    return None  # TypeScript source needs a build step: examples are .js
 
 
 def test_examples_are_discovered() -> None:

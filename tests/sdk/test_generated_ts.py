@@ -85,3 +85,26 @@ def test_render_maps_schemas_to_types_refs_unions_and_optional_fields() -> None:
     assert "export interface ThingDoResult {\n  ok: boolean;\n}" in text
     assert '"thing.do": { args: ThingDoArgs; result: ThingDoResult };' in text
     assert '"thing.do": { summary: "Do a thing.", minRole: "writer", writes: true },' in text
+
+
+def test_render_gives_each_op_a_typed_method_by_group_and_the_error_table() -> None:
+    ops = [
+        _Op("thing.do_it", "Do it.", {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+        _Op("thing.sub.read", "Read.", {"type": "object", "properties": {"n": {"type": "integer"}}}),
+    ]
+    text = gen_ts.render(ops, {"RATE_LIMITED": (429, True), "AUTH_INVALID": (401, False)})
+    # Required arguments stay required; an op whose arguments are all optional may omit them.
+    assert '    doIt(args: OpArgs<"thing.do_it">, call?: O): Promise<OpResult<"thing.do_it">>;' in text
+    assert '      read(args?: OpArgs<"thing.sub.read">, call?: O): Promise<OpResult<"thing.sub.read">>;' in text
+    assert '      doIt: (args, o) => call("thing.do_it", args ?? {}, o),' in text
+    assert '        read: (args, o) => call("thing.sub.read", args ?? {}, o),' in text
+    assert "export function opGroups<O>(call: OpCaller<O>): OpGroups<O> {" in text
+    assert "  AUTH_INVALID: { status: 401, retryable: false },\n  RATE_LIMITED: { status: 429, retryable: true },\n} as const;" in text
+
+
+def test_the_error_table_is_core_s() -> None:
+    from loom_core.errors import CODES
+
+    text = GENERATED.read_text()
+    for code, (status, _, retryable) in CODES.items():
+        assert f"  {code.value}: {{ status: {status}, retryable: {'true' if retryable else 'false'} }}," in text

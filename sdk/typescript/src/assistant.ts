@@ -13,6 +13,7 @@
 
 import type { CallOptions, LoomClient, RetryOptions } from './client.js';
 import { errorFromPayload, isAbort, LoomError, networkError } from './errors.js';
+import type { AssistantAskArgs, AssistantAskResult } from './generated/ops.js';
 
 export const CHAT_PATH = '/v1/assistant/chat/completions';
 
@@ -253,7 +254,7 @@ class Stream implements AssistantStream {
     }
     if (kind === 'loom.error') {
       const payload = chunk.error && typeof chunk.error === 'object' ? (chunk.error as Record<string, unknown>) : {};
-      throw errorFromPayload(200, payload);
+      throw errorFromPayload(undefined, payload);
     }
     return []; // an event this SDK does not know
   }
@@ -339,8 +340,16 @@ export class AssistantClient {
     return new Stream(this.#client, req);
   }
 
-  /** The whole answer with its checked citations and support (no steps). */
-  async ask(req: AssistantRequest): Promise<AssistantAnswer> {
+  /** The whole answer with its checked citations and support (no steps). Given op
+   * assistant.ask's own arguments (`{question, history}`), calls that op and answers its result. */
+  ask(req: AssistantRequest): Promise<AssistantAnswer>;
+  ask(args: AssistantAskArgs, call?: CallOptions): Promise<AssistantAskResult>;
+  ask(req: AssistantRequest | AssistantAskArgs, opCall?: CallOptions): Promise<AssistantAnswer | AssistantAskResult> {
+    if (!('messages' in req)) return this.#client.call('assistant.ask', req, opCall);
+    return this.#chat(req);
+  }
+
+  async #chat(req: AssistantRequest): Promise<AssistantAnswer> {
     const call: CallOptions = {};
     if (req.signal) call.signal = req.signal;
     if (req.namespace !== undefined) call.namespace = req.namespace;

@@ -1,11 +1,14 @@
+import { ERROR_CODES, type ErrorCode } from './generated/ops.js';
+
 // Loom's errors as one typed class: every refusal the server answers
 // (`{"error": {code, message, retryable, detail}}` with the HTTP status its code maps to), an
 // error event inside a streamed answer, and a request that got no answer at all.
 
 /** A call Loom refused or could not answer. */
 export class LoomError extends Error {
-  /** The server's stable code, e.g. `AUTH_INVALID`, `TASK_FENCE_STALE`, `RATE_LIMITED`. */
-  readonly code: string;
+  /** The server's stable code, e.g. `AUTH_INVALID`, `TASK_FENCE_STALE`, `RATE_LIMITED` (ERROR_CODES
+   * lists them; a newer server may answer one this SDK does not know). */
+  readonly code: ErrorCode | (string & {});
   /** The server's hint that the same call may succeed later. */
   readonly retryable: boolean;
   /** Structured facts about the refusal (`field`, `reason`, `retry_after_s`, ...). */
@@ -57,12 +60,19 @@ function retryAfterHeader(value: string | null): number | undefined {
   return Number.isNaN(when) ? undefined : Math.max(0, (when - Date.now()) / 1000);
 }
 
-/** The error of Loom's `{code, message, retryable, detail}` payload, answered with `status`. */
-export function errorFromPayload(status: number, payload: Record<string, unknown>, retryAfter?: number): LoomError {
+/** The HTTP status a code is answered with (an error inside a streamed answer came on a 200). */
+export function statusOfCode(code: string): number {
+  return (ERROR_CODES as Record<string, { status: number }>)[code]?.status ?? 500;
+}
+
+/** The error of Loom's `{code, message, retryable, detail}` payload, answered with `status`
+ * (undefined: the code's own, for an error event inside a streamed answer). */
+export function errorFromPayload(status: number | undefined, payload: Record<string, unknown>, retryAfter?: number): LoomError {
   const detail = payload.detail;
+  const code = String(payload.code ?? (status !== undefined ? CODE_BY_STATUS[status] : undefined) ?? 'INTERNAL');
   return new LoomError(
-    status,
-    String(payload.code ?? CODE_BY_STATUS[status] ?? 'INTERNAL'),
+    status ?? statusOfCode(code),
+    code,
     String(payload.message ?? ''),
     Boolean(payload.retryable),
     detail && typeof detail === 'object' && !Array.isArray(detail) ? (detail as Record<string, unknown>) : {},

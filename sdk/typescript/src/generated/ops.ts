@@ -2817,3 +2817,377 @@ export const OP_INFO: { readonly [K in OpName]: OpInfo } = {
   "token.mint": { summary: "Mint a token never wider nor longer-lived than the caller's.", minRole: "viewer", writes: true },
   "token.revoke": { summary: "Revoke a token id, a subject's tokens or a sign-in session.", minRole: "viewer", writes: true },
 };
+
+/** Every error code Loom answers: its HTTP status and whether a retry may succeed (core's error table). */
+export const ERROR_CODES = {
+  ALREADY_EXISTS: { status: 409, retryable: false },
+  ANALYSIS_UNAVAILABLE: { status: 503, retryable: true },
+  ASSISTANT_SELF_CALL: { status: 403, retryable: false },
+  ASSISTANT_UNAVAILABLE: { status: 503, retryable: true },
+  AUTH_EXPIRED: { status: 401, retryable: false },
+  AUTH_INSUFFICIENT: { status: 403, retryable: false },
+  AUTH_INVALID: { status: 401, retryable: false },
+  AUTH_REQUIRED: { status: 401, retryable: false },
+  AUTH_REVOKED: { status: 401, retryable: false },
+  AUTH_WRONG_ORG: { status: 403, retryable: false },
+  BACKEND_UNAVAILABLE: { status: 503, retryable: true },
+  CSRF_REJECTED: { status: 403, retryable: false },
+  INTERNAL: { status: 500, retryable: true },
+  LOCKED: { status: 423, retryable: true },
+  MISSING_IDENTITY_FIELD: { status: 400, retryable: false },
+  OVERLOADED: { status: 503, retryable: true },
+  PINNED_CONFLICT: { status: 409, retryable: false },
+  POLICY_FORBIDDEN: { status: 403, retryable: false },
+  PRECONDITION_FAILED: { status: 409, retryable: true },
+  RATE_LIMITED: { status: 429, retryable: true },
+  REQUEST_TIMEOUT: { status: 408, retryable: true },
+  REQUEST_TOO_DEEP: { status: 400, retryable: false },
+  REQUEST_TOO_LARGE: { status: 413, retryable: false },
+  RESOURCE_NOT_FOUND: { status: 404, retryable: false },
+  TASK_FENCE_STALE: { status: 409, retryable: false },
+  TASK_POSTER_DENIED: { status: 403, retryable: false },
+  TASK_SELF_ACCEPT: { status: 403, retryable: false },
+  TASK_TERMINAL: { status: 409, retryable: false },
+  UNKNOWN_OP: { status: 404, retryable: false },
+  UNKNOWN_TOOLSET: { status: 400, retryable: false },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, retryable: false },
+  VALIDATION_FAILED: { status: 422, retryable: false },
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export type OpArgs<K extends OpName> = OpTypes[K]['args'];
+export type OpResult<K extends OpName> = OpTypes[K]['result'];
+
+/** Calls one op with its arguments and the caller's options `O` (the client's `call`). */
+export type OpCaller<O> = <K extends OpName>(op: K, args: OpArgs<K>, call?: O) => Promise<OpResult<K>>;
+
+/** Every op as a typed method, by group: `task.claim`, `memory.record.write`. */
+export interface OpGroups<O> {
+  assistant: {
+    /** `assistant.ask`: Ask Loom's assistant one question about the namespace; the whole answer with its checked citations and support (spends model budget). */
+    ask(args?: OpArgs<"assistant.ask">, call?: O): Promise<OpResult<"assistant.ask">>;
+  };
+  auth: {
+    /** `auth.whoami`: The verified subject, org, roles and labels of this call. */
+    whoami(args?: OpArgs<"auth.whoami">, call?: O): Promise<OpResult<"auth.whoami">>;
+  };
+  budget: {
+    /** `budget.get`: The namespace's daily model cost cap, the assistant's share of it and what the assistant spent today. */
+    get(args?: OpArgs<"budget.get">, call?: O): Promise<OpResult<"budget.get">>;
+    /** `budget.set`: Set the namespace's daily model cost cap (daily_cost_cap_usd); omitted, the deployment's default applies again. */
+    set(args?: OpArgs<"budget.set">, call?: O): Promise<OpResult<"budget.set">>;
+  };
+  context: {
+    /** `context.pack`: The block an agent reads at the start of a task: the namespace's decisions with their because (proposed ones as → proposed: <outcome>), within a token budget, deterministic. */
+    pack(args?: OpArgs<"context.pack">, call?: O): Promise<OpResult<"context.pack">>;
+  };
+  decision: {
+    /** `decision.calibration`: Per agent and category: stated confidence against realized success over a window (counts, Brier score). */
+    calibration(args?: OpArgs<"decision.calibration">, call?: O): Promise<OpResult<"decision.calibration">>;
+    /** `decision.chain`: Walk causal edges upstream, downstream or both, up to 4 hops; nodes carry each decision's stage. */
+    chain(args?: OpArgs<"decision.chain">, call?: O): Promise<OpResult<"decision.chain">>;
+    /** `decision.outcome`: Record realized_outcome and success; credit or charge the memories the decision used (memories_used, caused_by, influenced_by) that its run was shown; a later failure undoes an earlier credit. */
+    outcome(args: OpArgs<"decision.outcome">, call?: O): Promise<OpResult<"decision.outcome">>;
+    /** `decision.precedents`: Semantic search over past decisions (at most 25), optionally by category or with_outcome_only. */
+    precedents(args: OpArgs<"decision.precedents">, call?: O): Promise<OpResult<"decision.precedents">>;
+    /** `decision.record`: Record a decision (category + scenario identify it) and its causal edges; answers memory_key, created, superseded_prior, restated. */
+    record(args: OpArgs<"decision.record">, call?: O): Promise<OpResult<"decision.record">>;
+  };
+  grants: {
+    /** `grants.list`: The subjects holding a role in the namespace. */
+    list(args?: OpArgs<"grants.list">, call?: O): Promise<OpResult<"grants.list">>;
+    /** `grants.set`: Give a subject a role in the namespace, or remove it (role none). */
+    set(args: OpArgs<"grants.set">, call?: O): Promise<OpResult<"grants.set">>;
+  };
+  help: {
+    /** `help.get`: Read a documentation page with its outline, or one section of it by anchor. */
+    get(args: OpArgs<"help.get">, call?: O): Promise<OpResult<"help.get">>;
+    /** `help.search`: Search Loom's documentation: the best sections for a question or a name (op, setting, error code, header). */
+    search(args: OpArgs<"help.search">, call?: O): Promise<OpResult<"help.search">>;
+    /** `help.verify`: Check [help:<page> § <section>] citations against the documentation index. */
+    verify(args?: OpArgs<"help.verify">, call?: O): Promise<OpResult<"help.verify">>;
+  };
+  inbox: {
+    /** `inbox.deliveries`: An inbox's webhook delivery log, newest attempt first. */
+    deliveries(args: OpArgs<"inbox.deliveries">, call?: O): Promise<OpResult<"inbox.deliveries">>;
+    /** `inbox.list`: The inboxes of this namespace, with their settings and open task counts. */
+    list(args?: OpArgs<"inbox.list">, call?: O): Promise<OpResult<"inbox.list">>;
+    /** `inbox.policy_list`: An inbox's trust rows: mode and required evidence per (poster, kind). */
+    policyList(args: OpArgs<"inbox.policy_list">, call?: O): Promise<OpResult<"inbox.policy_list">>;
+    /** `inbox.policy_set`: Set how far an inbox trusts a poster for a kind: deny, review or auto (kind or poster * for any). */
+    policySet(args: OpArgs<"inbox.policy_set">, call?: O): Promise<OpResult<"inbox.policy_set">>;
+    /** `inbox.principals`: The identities Loom knows in the org, to pick an inbox's posters from. */
+    principals(args?: OpArgs<"inbox.principals">, call?: O): Promise<OpResult<"inbox.principals">>;
+    /** `inbox.register`: Register (or re-register) an inbox in this namespace: its owner agent, posters, disclosure levels, leases and webhook. */
+    register(args: OpArgs<"inbox.register">, call?: O): Promise<OpResult<"inbox.register">>;
+  };
+  insights: {
+    /** `insights.catalog`: The tables, columns, types and comments insights.query can read, with the notes a correct query needs. */
+    catalog(args?: OpArgs<"insights.catalog">, call?: O): Promise<OpResult<"insights.catalog">>;
+    /** `insights.query`: Run one read-only SQL statement over Loom's allowlisted metadata tables (see insights.catalog); rows are capped. */
+    query(args: OpArgs<"insights.query">, call?: O): Promise<OpResult<"insights.query">>;
+  };
+  memory: {
+    /** `memory.apply`: Apply a list of set and delete actions in order, each as memory.set or memory.delete would; each item answers on its own. */
+    apply(args?: OpArgs<"memory.apply">, call?: O): Promise<OpResult<"memory.apply">>;
+    /** `memory.auto_supersede`: Retire the older of a close decision pair judged an update of the other (memory.restore revives its row). */
+    autoSupersede(args: OpArgs<"memory.auto_supersede">, call?: O): Promise<OpResult<"memory.auto_supersede">>;
+    /** `memory.clear`: Tombstone the namespace's live rows (optionally by key prefix or memory_type); decision records stay active (admin). */
+    clear(args?: OpArgs<"memory.clear">, call?: O): Promise<OpResult<"memory.clear">>;
+    /** `memory.dedup_resolve`: Resolve a pair flagged as duplicates or conflicts: tombstone drop_key's row (retiring its writer's record) and clear the mark on keep_key's. */
+    dedupResolve(args: OpArgs<"memory.dedup_resolve">, call?: O): Promise<OpResult<"memory.dedup_resolve">>;
+    /** `memory.delete`: Tombstone a row; deleting the writer's decision row retires its record. */
+    delete(args?: OpArgs<"memory.delete">, call?: O): Promise<OpResult<"memory.delete">>;
+    /** `memory.delete_version`: Delete one version of a row; deleting the live version of the writer's decision row retires its record. */
+    deleteVersion(args: OpArgs<"memory.delete_version">, call?: O): Promise<OpResult<"memory.delete_version">>;
+    /** `memory.for_file`: The memories and decisions to read before editing a file, as one block within a ceiling, marked (pinned) and (source changed). */
+    forFile(args: OpArgs<"memory.for_file">, call?: O): Promise<OpResult<"memory.for_file">>;
+    /** `memory.get`: One live row by key (the newest identity's unless user_id / session_id / agent_id pick one). */
+    get(args: OpArgs<"memory.get">, call?: O): Promise<OpResult<"memory.get">>;
+    /** `memory.history`: Every version of a key's rows, and the versions of the decision record under it. */
+    history(args?: OpArgs<"memory.history">, call?: O): Promise<OpResult<"memory.history">>;
+    /** `memory.list`: Live rows of the namespace, by memory_type, tag or key prefix. */
+    list(args?: OpArgs<"memory.list">, call?: O): Promise<OpResult<"memory.list">>;
+    /** `memory.lock`: Lock a key's value for ttl_seconds: writes to it answer 423 LOCKED until the lock ends or is released. */
+    lock(args: OpArgs<"memory.lock">, call?: O): Promise<OpResult<"memory.lock">>;
+    /** `memory.move`: Move a row to another key; keep_redirect=true leaves the old row live as a redirect (a decision's record stays active), false deletes it through memory.delete (retiring the writer's record). */
+    move(args: OpArgs<"memory.move">, call?: O): Promise<OpResult<"memory.move">>;
+    /** `memory.pin`: Pin a row: its writer's different decision is refused (409 PINNED_CONFLICT) until it is unpinned. */
+    pin(args?: OpArgs<"memory.pin">, call?: O): Promise<OpResult<"memory.pin">>;
+    record: {
+      /** `memory.record.history`: Every version of the typed record under a key (active, superseded, tombstoned), newest first. */
+      history(args: OpArgs<"memory.record.history">, call?: O): Promise<OpResult<"memory.record.history">>;
+      /** `memory.record.write`: Write a typed record alone (schema decision): no memory row; decision.chain serves it, decision.outcome answers not-found. */
+      write(args: OpArgs<"memory.record.write">, call?: O): Promise<OpResult<"memory.record.write">>;
+    };
+    /** `memory.restore`: Revive a deleted row with its last value (a retired decision record stays retired). */
+    restore(args?: OpArgs<"memory.restore">, call?: O): Promise<OpResult<"memory.restore">>;
+    /** `memory.search`: Semantic search over live rows (cosine over embeddings), optionally by memory_type or tag. */
+    search(args: OpArgs<"memory.search">, call?: O): Promise<OpResult<"memory.search">>;
+    /** `memory.set`: Write the caller's row under a key: the same value bytes restate it (reinforced; a pinned row accepts that), another value revises it (a pinned row refuses, 409 PINNED_CONFLICT). */
+    set(args: OpArgs<"memory.set">, call?: O): Promise<OpResult<"memory.set">>;
+    /** `memory.unlock`: Release a key's lock (its holder, or an admin). */
+    unlock(args?: OpArgs<"memory.unlock">, call?: O): Promise<OpResult<"memory.unlock">>;
+    /** `memory.unpin`: Unpin a row (admin). */
+    unpin(args?: OpArgs<"memory.unpin">, call?: O): Promise<OpResult<"memory.unpin">>;
+    /** `memory.update_by_id`: Revise a row by memory_id (value and/or tags), optionally conditional on the value's hash. */
+    updateById(args: OpArgs<"memory.update_by_id">, call?: O): Promise<OpResult<"memory.update_by_id">>;
+    /** `memory.verify`: Attest a row's current value; a later write takes effect and the attestation reads stale until verified again. */
+    verify(args?: OpArgs<"memory.verify">, call?: O): Promise<OpResult<"memory.verify">>;
+  };
+  namespace: {
+    /** `namespace.create`: Create a namespace in the caller's org (org-wide admin). */
+    create(args: OpArgs<"namespace.create">, call?: O): Promise<OpResult<"namespace.create">>;
+    /** `namespace.list`: Namespaces of the org the caller holds a role in. */
+    list(args?: OpArgs<"namespace.list">, call?: O): Promise<OpResult<"namespace.list">>;
+    /** `namespace.rollback`: Return every memory row of the namespace to its state at to_time (revive, revert or tombstone); decision records are not revived or retired (admin). */
+    rollback(args: OpArgs<"namespace.rollback">, call?: O): Promise<OpResult<"namespace.rollback">>;
+  };
+  org: {
+    /** `org.model_calls`: Whether model calls (the assistant's answers) are on for the caller's org. */
+    modelCalls(args?: OpArgs<"org.model_calls">, call?: O): Promise<OpResult<"org.model_calls">>;
+    /** `org.set_model_calls`: Switch model calls (the assistant's answers) on or off for the caller's org; needs the org-wide admin role. */
+    setModelCalls(args: OpArgs<"org.set_model_calls">, call?: O): Promise<OpResult<"org.set_model_calls">>;
+  };
+  policy: {
+    /** `policy.check`: Dry-run a call against the stored rules or against rules passed in. */
+    check(args: OpArgs<"policy.check">, call?: O): Promise<OpResult<"policy.check">>;
+    /** `policy.decisions`: Read the policy decision ledger, filtered by allow / deny, or its policy.widened audit rows (decision=widened). */
+    decisions(args?: OpArgs<"policy.decisions">, call?: O): Promise<OpResult<"policy.decisions">>;
+    /** `policy.delete`: Remove a history-policy rule. */
+    delete(args: OpArgs<"policy.delete">, call?: O): Promise<OpResult<"policy.delete">>;
+    /** `policy.list`: The namespace's history-policy rules and the deployment's mode. */
+    list(args?: OpArgs<"policy.list">, call?: O): Promise<OpResult<"policy.list">>;
+    /** `policy.replay`: What proposed rules (or stored rules in another mode) would have decided over the recorded ledger. */
+    replay(args?: OpArgs<"policy.replay">, call?: O): Promise<OpResult<"policy.replay">>;
+    /** `policy.set`: Create or replace a history-policy rule; returns leaf_count and whether it widened. */
+    set(args: OpArgs<"policy.set">, call?: O): Promise<OpResult<"policy.set">>;
+  };
+  sa: {
+    /** `sa.create`: Create a service account and grant it a role in the namespace. */
+    create(args: OpArgs<"sa.create">, call?: O): Promise<OpResult<"sa.create">>;
+  };
+  task: {
+    /** `task.accept`: Accept a triaged task: triage -> todo (never the poster's own). */
+    accept(args: OpArgs<"task.accept">, call?: O): Promise<OpResult<"task.accept">>;
+    /** `task.block`: Mark a task you hold blocked on the sender, a human or something external (fenced). */
+    block(args: OpArgs<"task.block">, call?: O): Promise<OpResult<"task.block">>;
+    /** `task.cancel`: Cancel an unfinished task (the owner, or its poster while nobody holds it). */
+    cancel(args: OpArgs<"task.cancel">, call?: O): Promise<OpResult<"task.cancel">>;
+    /** `task.claim`: Claim one named todo task: a lease and a fence every owner write presents. */
+    claim(args: OpArgs<"task.claim">, call?: O): Promise<OpResult<"task.claim">>;
+    /** `task.complete`: Finish a task you hold with its outcome (fenced): in_progress -> done. */
+    complete(args: OpArgs<"task.complete">, call?: O): Promise<OpResult<"task.complete">>;
+    /** `task.complete_many`: Finish up to 100 tasks you hold (each with its own fence and outcome); each item answers on its own. */
+    completeMany(args: OpArgs<"task.complete_many">, call?: O): Promise<OpResult<"task.complete_many">>;
+    /** `task.counts`: Task counts by status for an inbox or this namespace's inboxes. */
+    counts(args?: OpArgs<"task.counts">, call?: O): Promise<OpResult<"task.counts">>;
+    /** `task.create`: Post a task to an inbox (namespace is the poster's own); lands in triage or todo by the owner's trust. */
+    create(args: OpArgs<"task.create">, call?: O): Promise<OpResult<"task.create">>;
+    /** `task.create_many`: Post up to 100 tasks in one call (one idempotency_key each); each item answers on its own. */
+    createMany(args: OpArgs<"task.create_many">, call?: O): Promise<OpResult<"task.create_many">>;
+    /** `task.defer`: Put a task you hold aside until resume_at (fenced): in_progress -> deferred. */
+    defer(args: OpArgs<"task.defer">, call?: O): Promise<OpResult<"task.defer">>;
+    /** `task.fail`: Give up on a task you hold, with a reason (fenced): in_progress -> failed. */
+    fail(args: OpArgs<"task.fail">, call?: O): Promise<OpResult<"task.fail">>;
+    /** `task.get`: One task (readers of its inbox, or its poster). */
+    get(args: OpArgs<"task.get">, call?: O): Promise<OpResult<"task.get">>;
+    /** `task.heartbeat`: Extend the lease of a task you hold (fenced). */
+    heartbeat(args: OpArgs<"task.heartbeat">, call?: O): Promise<OpResult<"task.heartbeat">>;
+    /** `task.history`: A task's events, oldest first. */
+    history(args: OpArgs<"task.history">, call?: O): Promise<OpResult<"task.history">>;
+    /** `task.list`: Tasks of an inbox or of this namespace's inboxes (or posted by the caller), filtered and paged. */
+    list(args?: OpArgs<"task.list">, call?: O): Promise<OpResult<"task.list">>;
+    /** `task.progress`: Record a progress note on a task you hold (fenced; no state change). */
+    progress(args: OpArgs<"task.progress">, call?: O): Promise<OpResult<"task.progress">>;
+    /** `task.pull`: Claim the next todo task of an inbox (lease + fence), waiting up to wait_seconds; status=triage lists review items unclaimed. */
+    pull(args: OpArgs<"task.pull">, call?: O): Promise<OpResult<"task.pull">>;
+    /** `task.reassign`: Hand an unfinished task to another inbox of the org (its claim ends). */
+    reassign(args: OpArgs<"task.reassign">, call?: O): Promise<OpResult<"task.reassign">>;
+    /** `task.reopen`: Move a failed, wont_do or cancelled task back to todo. */
+    reopen(args: OpArgs<"task.reopen">, call?: O): Promise<OpResult<"task.reopen">>;
+    /** `task.resume`: Return a deferred task to todo before its resume_at. */
+    resume(args: OpArgs<"task.resume">, call?: O): Promise<OpResult<"task.resume">>;
+    /** `task.unblock`: Return a blocked task to todo. */
+    unblock(args: OpArgs<"task.unblock">, call?: O): Promise<OpResult<"task.unblock">>;
+    /** `task.update`: Edit an unfinished task's title, brief, priority, deadline or not_before, if it is still at if_match_version. */
+    update(args: OpArgs<"task.update">, call?: O): Promise<OpResult<"task.update">>;
+    /** `task.updates`: Events of the tasks the caller posted, after a cursor (since_seq), waiting up to wait_seconds. */
+    updates(args?: OpArgs<"task.updates">, call?: O): Promise<OpResult<"task.updates">>;
+    /** `task.watch`: One task's or one inbox's events after a cursor (since_seq), waiting up to wait_seconds; GET /v1/task/watch streams them as server-sent events. */
+    watch(args?: OpArgs<"task.watch">, call?: O): Promise<OpResult<"task.watch">>;
+    /** `task.wont_do`: Decline an unfinished task, with a reason. */
+    wontDo(args: OpArgs<"task.wont_do">, call?: O): Promise<OpResult<"task.wont_do">>;
+  };
+  token: {
+    /** `token.mint`: Mint a token never wider nor longer-lived than the caller's. */
+    mint(args?: OpArgs<"token.mint">, call?: O): Promise<OpResult<"token.mint">>;
+    /** `token.revoke`: Revoke a token id, a subject's tokens or a sign-in session. */
+    revoke(args?: OpArgs<"token.revoke">, call?: O): Promise<OpResult<"token.revoke">>;
+  };
+}
+
+/** The typed methods of every op over one `call`. */
+export function opGroups<O>(call: OpCaller<O>): OpGroups<O> {
+  return {
+    assistant: {
+      ask: (args, o) => call("assistant.ask", args ?? {}, o),
+    },
+    auth: {
+      whoami: (args, o) => call("auth.whoami", args ?? {}, o),
+    },
+    budget: {
+      get: (args, o) => call("budget.get", args ?? {}, o),
+      set: (args, o) => call("budget.set", args ?? {}, o),
+    },
+    context: {
+      pack: (args, o) => call("context.pack", args ?? {}, o),
+    },
+    decision: {
+      calibration: (args, o) => call("decision.calibration", args ?? {}, o),
+      chain: (args, o) => call("decision.chain", args ?? {}, o),
+      outcome: (args, o) => call("decision.outcome", args ?? {}, o),
+      precedents: (args, o) => call("decision.precedents", args ?? {}, o),
+      record: (args, o) => call("decision.record", args ?? {}, o),
+    },
+    grants: {
+      list: (args, o) => call("grants.list", args ?? {}, o),
+      set: (args, o) => call("grants.set", args ?? {}, o),
+    },
+    help: {
+      get: (args, o) => call("help.get", args ?? {}, o),
+      search: (args, o) => call("help.search", args ?? {}, o),
+      verify: (args, o) => call("help.verify", args ?? {}, o),
+    },
+    inbox: {
+      deliveries: (args, o) => call("inbox.deliveries", args ?? {}, o),
+      list: (args, o) => call("inbox.list", args ?? {}, o),
+      policyList: (args, o) => call("inbox.policy_list", args ?? {}, o),
+      policySet: (args, o) => call("inbox.policy_set", args ?? {}, o),
+      principals: (args, o) => call("inbox.principals", args ?? {}, o),
+      register: (args, o) => call("inbox.register", args ?? {}, o),
+    },
+    insights: {
+      catalog: (args, o) => call("insights.catalog", args ?? {}, o),
+      query: (args, o) => call("insights.query", args ?? {}, o),
+    },
+    memory: {
+      apply: (args, o) => call("memory.apply", args ?? {}, o),
+      autoSupersede: (args, o) => call("memory.auto_supersede", args ?? {}, o),
+      clear: (args, o) => call("memory.clear", args ?? {}, o),
+      dedupResolve: (args, o) => call("memory.dedup_resolve", args ?? {}, o),
+      delete: (args, o) => call("memory.delete", args ?? {}, o),
+      deleteVersion: (args, o) => call("memory.delete_version", args ?? {}, o),
+      forFile: (args, o) => call("memory.for_file", args ?? {}, o),
+      get: (args, o) => call("memory.get", args ?? {}, o),
+      history: (args, o) => call("memory.history", args ?? {}, o),
+      list: (args, o) => call("memory.list", args ?? {}, o),
+      lock: (args, o) => call("memory.lock", args ?? {}, o),
+      move: (args, o) => call("memory.move", args ?? {}, o),
+      pin: (args, o) => call("memory.pin", args ?? {}, o),
+      record: {
+        history: (args, o) => call("memory.record.history", args ?? {}, o),
+        write: (args, o) => call("memory.record.write", args ?? {}, o),
+      },
+      restore: (args, o) => call("memory.restore", args ?? {}, o),
+      search: (args, o) => call("memory.search", args ?? {}, o),
+      set: (args, o) => call("memory.set", args ?? {}, o),
+      unlock: (args, o) => call("memory.unlock", args ?? {}, o),
+      unpin: (args, o) => call("memory.unpin", args ?? {}, o),
+      updateById: (args, o) => call("memory.update_by_id", args ?? {}, o),
+      verify: (args, o) => call("memory.verify", args ?? {}, o),
+    },
+    namespace: {
+      create: (args, o) => call("namespace.create", args ?? {}, o),
+      list: (args, o) => call("namespace.list", args ?? {}, o),
+      rollback: (args, o) => call("namespace.rollback", args ?? {}, o),
+    },
+    org: {
+      modelCalls: (args, o) => call("org.model_calls", args ?? {}, o),
+      setModelCalls: (args, o) => call("org.set_model_calls", args ?? {}, o),
+    },
+    policy: {
+      check: (args, o) => call("policy.check", args ?? {}, o),
+      decisions: (args, o) => call("policy.decisions", args ?? {}, o),
+      delete: (args, o) => call("policy.delete", args ?? {}, o),
+      list: (args, o) => call("policy.list", args ?? {}, o),
+      replay: (args, o) => call("policy.replay", args ?? {}, o),
+      set: (args, o) => call("policy.set", args ?? {}, o),
+    },
+    sa: {
+      create: (args, o) => call("sa.create", args ?? {}, o),
+    },
+    task: {
+      accept: (args, o) => call("task.accept", args ?? {}, o),
+      block: (args, o) => call("task.block", args ?? {}, o),
+      cancel: (args, o) => call("task.cancel", args ?? {}, o),
+      claim: (args, o) => call("task.claim", args ?? {}, o),
+      complete: (args, o) => call("task.complete", args ?? {}, o),
+      completeMany: (args, o) => call("task.complete_many", args ?? {}, o),
+      counts: (args, o) => call("task.counts", args ?? {}, o),
+      create: (args, o) => call("task.create", args ?? {}, o),
+      createMany: (args, o) => call("task.create_many", args ?? {}, o),
+      defer: (args, o) => call("task.defer", args ?? {}, o),
+      fail: (args, o) => call("task.fail", args ?? {}, o),
+      get: (args, o) => call("task.get", args ?? {}, o),
+      heartbeat: (args, o) => call("task.heartbeat", args ?? {}, o),
+      history: (args, o) => call("task.history", args ?? {}, o),
+      list: (args, o) => call("task.list", args ?? {}, o),
+      progress: (args, o) => call("task.progress", args ?? {}, o),
+      pull: (args, o) => call("task.pull", args ?? {}, o),
+      reassign: (args, o) => call("task.reassign", args ?? {}, o),
+      reopen: (args, o) => call("task.reopen", args ?? {}, o),
+      resume: (args, o) => call("task.resume", args ?? {}, o),
+      unblock: (args, o) => call("task.unblock", args ?? {}, o),
+      update: (args, o) => call("task.update", args ?? {}, o),
+      updates: (args, o) => call("task.updates", args ?? {}, o),
+      watch: (args, o) => call("task.watch", args ?? {}, o),
+      wontDo: (args, o) => call("task.wont_do", args ?? {}, o),
+    },
+    token: {
+      mint: (args, o) => call("token.mint", args ?? {}, o),
+      revoke: (args, o) => call("token.revoke", args ?? {}, o),
+    },
+  };
+}
