@@ -273,7 +273,9 @@ def test_ask_about_this_puts_the_task_on_the_chip_and_the_conversation_is_kept_u
     expect(panel.get_by_role("button", name="Why is it waiting?", exact=True)).to_be_visible()
     stored = page.evaluate("window.localStorage.getItem('loom.assistant.conversations')")
     assert "Why is it waiting?" in stored
-    # Sign-out deletes them from this browser.
+    # Sign-out deletes them from this browser (from the Tasks page: a task's panel covers the
+    # header's right end).
+    page.goto("/tasks")
     page.get_by_role("button", name="Sign out").click()
     page.get_by_role("heading", name="Sign in to Loom").wait_for()
     assert page.evaluate("window.localStorage.getItem('loom.assistant.conversations')") is None
