@@ -52,10 +52,10 @@ export function Shell({ session, children }: { session: Session; children: React
   };
 
   const signOut = async () => {
-    // Sign-out deletes the conversations this browser keeps (and stops any answer).
-    chat.signOut();
     try {
       await logout();
+      // Sign-out deletes the conversations this browser keeps (and stops any answer).
+      chat.signOut();
       setSession(undefined);
       // The signed-out page empties the cache once these pages are gone: one still mounted when
       // the cache is emptied would read its queries again on its next render and meet 401s.
