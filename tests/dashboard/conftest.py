@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,10 +82,10 @@ class Server:
         return f"{self.base_url}{link.path}#{link.fragment}"
 
 
-# Module scope: the sync Playwright API runs an event loop in this thread while it is open,
-# so it must close before any other test module (pytest-asyncio's) runs.
-@pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
+@contextmanager
+def running_loom(**extra_env: str) -> Iterator[Server]:
+    """`./loom up` on a temp data dir and a free port, with org ORG and namespace NS bootstrapped;
+    stopped (its process group: nats-server too) and its data removed afterwards."""
     data = Path(tempfile.mkdtemp(prefix="loom-dashboard-"))
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}
@@ -95,6 +96,7 @@ def server() -> Iterator[Server]:
         LOOM_LOG_LEVEL="WARNING",
         # Rules refuse: the policy test sees a refusal, not only a logged decision.
         LOOM_POLICY_MODE="enforce",
+        **extra_env,
     )
     log = data / "loom-up.log"
     with log.open("wb") as out:
@@ -129,6 +131,14 @@ def server() -> Iterator[Server]:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
         shutil.rmtree(data, ignore_errors=True)
+
+
+# Module scope: the sync Playwright API runs an event loop in this thread while it is open,
+# so it must close before any other test module (pytest-asyncio's) runs.
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    with running_loom() as s:
+        yield s
 
 
 @dataclass

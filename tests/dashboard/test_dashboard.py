@@ -421,3 +421,28 @@ def test_inbox_settings_pick_posters_from_the_orgs_identities(ui: Browser, serve
     (inbox,) = [i for i in server.call("inbox.list")["inboxes"] if i["inbox"] == INBOX]
     assert sorted(inbox["posters"]) == sorted([POSTER, "sa:reporter"])
     assert inbox["owner_agent"] == "ops-bot" and inbox["description"] == "Operations requests"
+
+
+def test_ask_ai_with_no_assistant_configured_shows_the_starters_cards_without_chat(ui: Browser, server: Server, agent_token: str) -> None:
+    waiting = post_task(server, agent_token, "Review the quarterly access list")
+    page = ui.sign_in("user:admin")
+    # The boot snippet says no assistant is configured on this server.
+    assert page.evaluate("window.__LOOM_ASSISTANT") == {"configured": False}
+    page.get_by_role("button", name="Ask AI", exact=True).click()
+    panel = page.get_by_role("complementary", name="Ask AI")
+    panel.get_by_text("No assistant is configured on this Loom").wait_for()
+    assert "LOOM_ASSISTANT_LIBRECHAT_URL" in panel.get_by_role("note").inner_text()
+    # Cards only: no question field, no "Also ask the model", no "Ask about this".
+    assert panel.get_by_role("textbox").count() == 0
+    assert panel.get_by_label("Also ask the model").count() == 0
+    # A starter's card is read with the person's own session: the tasks that need a person.
+    panel.get_by_role("button", name="Tasks that need a person").click()
+    card = panel.get_by_role("region", name="Tasks that need a person")
+    card.get_by_text("Loom's own read").wait_for()
+    card.get_by_role("link", name="Review the quarterly access list").wait_for()
+    assert requests_to(page, "/v1/task.list")
+    assert not requests_to(page, "/v1/assistant/chat/completions")
+    shoot(page, "ask-ai-cards")
+    card.get_by_role("link", name="Review the quarterly access list").click()
+    page.wait_for_url(f"**/tasks/{waiting['task_id']}")
+    assert page.get_by_role("button", name="Ask about this").count() == 0

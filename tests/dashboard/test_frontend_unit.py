@@ -1,6 +1,8 @@
 """The dashboard's own checks, from the README's test command: TypeScript strict over the app
 and the SDK core (`npm run typecheck`), and its component tests under Vitest (`npm test`: the
-grouping by next step, the moves each group allows, the Markdown renderer)."""
+grouping by next step, the moves each group allows, the Markdown renderer, and the Ask AI
+panel's citation numbering, answer Markdown, labels, reasons, context line, storage expiry and
+asking again)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 // The sign-in session (server contract: POST /v1/session/login, GET /v1/session,
 // POST /v1/session/logout) and the one client every page calls ops through.
 
-import { LoomClient, LoomError, type Role } from '@loom/sdk';
+import { Loom, LoomError, type Role } from '@loom/sdk';
 import { UI_AGENT } from './tasks';
 
 export interface SessionNamespace {
@@ -29,8 +29,9 @@ export function setNamespace(ns: string | undefined): void {
   namespace = ns;
 }
 
-/** Every op the dashboard calls goes through here: cookie + CSRF, the header's namespace, agent loom-ui. */
-export const client = new LoomClient({
+/** Every op the dashboard calls goes through here: cookie + CSRF, the header's namespace, agent loom-ui;
+ * the Ask AI panel's answers too (client.assistant). */
+export const client = new Loom({
   csrfToken: () => current?.csrf_token,
   namespace: () => namespace,
   agent: UI_AGENT,

@@ -5,6 +5,7 @@ import { useScope } from '../lib/context';
 import { ErrorNote } from '../lib/errors';
 import { atLeast, client } from '../lib/session';
 import { useDebounced } from '../shell/SearchBox';
+import { AskAboutThis } from '../views/assistant/AskAboutThis';
 
 export function decisionHref(key: string): string {
   return `/decisions/${encodeURIComponent(key)}`;
@@ -116,6 +117,7 @@ function DecisionDetail({ memoryKey }: { memoryKey: string }) {
         <code>{memoryKey}</code>
         {self ? ` · ${self.stage} · ${self.category}` : ''}
       </p>
+      <AskAboutThis page="Decisions" item={{ kind: 'decision', key: memoryKey }} />
       <ErrorNote error={row.error} title="Could not read the decision" />
       {row.data ? (
         <section aria-labelledby="statement-title">

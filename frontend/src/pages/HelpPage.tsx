@@ -6,6 +6,7 @@ import { ErrorNote } from '../lib/errors';
 import { renderMarkdown } from '../lib/markdown';
 import { client } from '../lib/session';
 import { helpHref } from '../shell/SearchBox';
+import { AskAboutThis } from '../views/assistant/AskAboutThis';
 
 const HOME = 'index.md';
 
@@ -66,6 +67,7 @@ function HelpDoc({ page }: { page: string }) {
         ) : null}
       </nav>
       <article className="doc" aria-busy={doc.isPending}>
+        {doc.data ? <AskAboutHelp page={page} anchor={hash.slice(1)} outline={doc.data.outline} /> : null}
         {doc.isPending ? <p role="status">Loading {page}…</p> : null}
         <ErrorNote error={doc.error} title={`Could not open ${page}`} />
         {doc.error ? (
@@ -100,5 +102,17 @@ function HelpSearch({ query }: { query: string }) {
         ))}
       </ol>
     </section>
+  );
+}
+
+/** "Ask about this" for the section the address names (or the page when it names none). */
+function AskAboutHelp({ page, anchor, outline }: { page: string; anchor: string; outline: HelpGetResult['outline'] }) {
+  const at = decodeURIComponent(anchor);
+  const section = outline.find((o) => o.anchor === at);
+  const title = (section ?? outline[0])?.breadcrumb.join(' › ');
+  return (
+    <p className="doc-tools">
+      <AskAboutThis page="Help" item={{ kind: 'help', page, anchor: section ? at : undefined, title }} />
+    </p>
   );
 }

@@ -7,6 +7,7 @@ import { ErrorNote } from '../lib/errors';
 import { atLeast, client } from '../lib/session';
 import { useTaskEvents } from '../lib/live';
 import { panelMoves, UNFINISHED } from '../lib/tasks';
+import { AskAboutThis } from '../views/assistant/AskAboutThis';
 import { pollEvery, type Task, useMoveTask } from './TasksPage';
 
 /**
@@ -53,9 +54,12 @@ export function TaskPanel({ taskId, inboxesFollowed }: { taskId: string; inboxes
         <h2 id="task-panel-title" tabIndex={-1} ref={heading}>
           {task ? task.title || task.task_id : 'Task'}
         </h2>
-        <button type="button" onClick={close} aria-label="Close task">
-          ×
-        </button>
+        <div className="panel-tools">
+          <AskAboutThis page="Tasks" item={{ kind: 'task', taskId, title: task?.title }} />
+          <button type="button" onClick={close} aria-label="Close task">
+            ×
+          </button>
+        </div>
       </div>
       <ErrorNote error={got.error} title="Could not read the task" />
       {got.isPending ? <p role="status">Loading…</p> : null}

@@ -4,6 +4,9 @@ import { NavLink, useNavigate } from 'react-router-dom';
 import { ErrorNote } from '../lib/errors';
 import { ScopeContext } from '../lib/context';
 import { atLeast, client, logout, roleOn, type Session, setNamespace as setClientNamespace, setSession } from '../lib/session';
+import { AssistantPanel } from '../views/assistant/AssistantPanel';
+import { ownerOf } from '../views/assistant/storage';
+import { chat, useChat } from '../views/assistant/store';
 import { SearchBox } from './SearchBox';
 
 const NS_KEY = 'loom.namespace';
@@ -38,6 +41,9 @@ export function Shell({ session, children }: { session: Session; children: React
   setClientNamespace(namespace || undefined);
   const role = roleOn(session, namespace);
   const [signOutError, setSignOutError] = useState<unknown>();
+  const assistant = useChat();
+  // This person's kept conversations; another person's, left in this browser, are deleted.
+  useEffect(() => chat.bind(ownerOf(session)), [session]);
 
   const choose = (ns: string) => {
     window.localStorage.setItem(NS_KEY, ns);
@@ -48,6 +54,8 @@ export function Shell({ session, children }: { session: Session; children: React
   const signOut = async () => {
     try {
       await logout();
+      // Sign-out deletes the conversations this browser keeps (and stops any answer).
+      chat.signOut();
       setSession(undefined);
       // The signed-out page empties the cache once these pages are gone: one still mounted when
       // the cache is emptied would read its queries again on its next render and meet 401s.
@@ -72,6 +80,14 @@ export function Shell({ session, children }: { session: Session; children: React
           <NavLink to="/help">Help</NavLink>
         </nav>
         <SearchBox />
+        <button
+          type="button"
+          className="ask-ai"
+          aria-expanded={assistant.open}
+          onClick={() => (assistant.open ? chat.closePanel() : chat.openPanel())}
+        >
+          Ask AI
+        </button>
         <label className="ns">
           <span>Namespace</span>
           <select value={namespace} onChange={(e) => choose(e.target.value)}>
@@ -94,9 +110,12 @@ export function Shell({ session, children }: { session: Session; children: React
       </header>
       <ErrorNote error={signOutError} title="Sign out failed" />
       {listed.error ? <ErrorNote error={listed.error} title="Could not list namespaces" /> : null}
-      <main id="main" className="main" key={namespace}>
-        {namespace ? children : <p>You hold no role in any namespace of {session.org}. Ask an admin for a grant.</p>}
-      </main>
+      <div className={assistant.open ? 'with-assistant' : undefined}>
+        <main id="main" className="main" key={namespace}>
+          {namespace ? children : <p>You hold no role in any namespace of {session.org}. Ask an admin for a grant.</p>}
+        </main>
+        {assistant.open && namespace ? <AssistantPanel /> : null}
+      </div>
     </ScopeContext.Provider>
   );
 }
