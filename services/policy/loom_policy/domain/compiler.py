@@ -42,6 +42,8 @@ class History(Protocol):
 
     def exposures_for(self, pkey: PKey) -> Mapping[tuple[str, str], Breadth] | None: ...
 
+    def view(self, pkey: PKey, ops: str, outcome: str) -> Series | None: ...
+
 
 class EvalContext:
     """One evaluation: the history, the caller, the instant, and the current call's arguments
@@ -108,13 +110,25 @@ def compare(cmp: str, observed: float, threshold: float, exact: bool) -> bool | 
 
 
 class CompiledLeaf:
-    __slots__ = ("_anchor", "_ops", "leaf", "within_us")
+    __slots__ = ("_anchor", "_ops", "_spans", "leaf", "within_us")
 
     def __init__(self, leaf: Leaf) -> None:
         self.leaf = leaf
         self.within_us = leaf.within_seconds * US
         self._ops = GlobSet((leaf.operation,))
         self._anchor = GlobSet((leaf.anchor,)) if leaf.anchor else None
+        # Op names (the leaf's and its anchor's) whose events span several (op, ok) series: a glob, or outcome `any`.
+        self._spans = {
+            name for name in (leaf.operation, leaf.anchor) if name and (leaf.outcome == "any" or any(c in name for c in "*?["))
+        }
+
+    def _series(self, history: History, pkey: PKey, ops: str) -> Series | None:
+        """The principal's events this leaf reads, as one series: an op's own series, or the
+        window's view over every op (and outcome) the leaf spans, kept as events arrive."""
+        if ops in self._spans:
+            return history.view(pkey, ops, self.leaf.outcome)
+        series = history.series_for(pkey)
+        return series.get((ops, self.leaf.outcome == "ok")) if series else None
 
     def _filter(self, ctx: EvalContext, spec: tuple[Any, ...]) -> tuple[tuple[str, str], ...]:
         out = []
@@ -127,10 +141,6 @@ class CompiledLeaf:
             else:
                 out.append((a.field, a.literal))
         return tuple(out)
-
-    def _outcome_ok(self, ok: bool) -> bool:
-        o = self.leaf.outcome
-        return o == "any" or (o == "ok") == ok
 
     def evaluate(self, ctx: EvalContext) -> LeafOutcome:
         leaf = self.leaf
@@ -164,36 +174,25 @@ class CompiledLeaf:
         hi = ctx.now_us
         lo = hi - self.within_us
         floor = _missing_upto(ctx.history)
-        ops = ctx.history.series_for(pkey) or {}
+        s = self._series(ctx.history, pkey, leaf.operation)
         filt = self._filter(ctx, leaf.args_equal) if leaf.args_equal else ()
         if leaf.op == "not_since":
-            assert self._anchor is not None
             afilt = self._filter(ctx, leaf.anchor_args_equal) if leaf.anchor_args_equal else ()
-            anchor_at, trunc = 0, floor
-            for (op, ok), s in ops.items():
-                if self._outcome_ok(ok) and self._anchor(op):
-                    anchor_at = max(anchor_at, s.latest(lo, hi, afilt))
-                    trunc = max(trunc, s.truncated_upto)
+            anchor = self._series(ctx.history, pkey, leaf.anchor)
+            anchor_at = anchor.latest(lo, hi, afilt) if anchor else 0
+            trunc = max(floor, anchor.truncated_upto) if anchor else floor
             out.last_us = anchor_at
             if not anchor_at:
                 if lo <= trunc:
                     raise _Undecided(f"history before {trunc} is not kept here; no anchor {leaf.anchor} after it")
                 out.holds = False
                 return
-            since = 0
-            for (op, ok), s in ops.items():
-                if self._outcome_ok(ok) and self._ops(op):
-                    since += s.count(anchor_at + 1, hi, filt)[0]
+            since = s.count(anchor_at + 1, hi, filt)[0] if s else 0
             out.observed = float(since)
             out.holds = since == 0
             return
-        total, last, trunc = 0, 0, floor
-        for (op, ok), s in ops.items():
-            if self._outcome_ok(ok) and self._ops(op):
-                n, at = s.count(lo, hi, filt)
-                total += n
-                last = max(last, at)
-                trunc = max(trunc, s.truncated_upto)
+        total, last = s.count(lo, hi, filt) if s else (0, 0)
+        trunc = max(floor, s.truncated_upto) if s else floor
         exact = lo > trunc
         out.last_us = last
         if leaf.op == "formerly":

@@ -11,14 +11,18 @@ count is only a lower bound (and says so when that bound does not decide it).
 from __future__ import annotations
 
 import fnmatch
+import heapq
 from bisect import bisect_left, insort
 from collections.abc import Mapping
+from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import Any
 
 # A principal's key: (subject, key kind, key value). The subject is always part of it: that
 # is the caller pin, a rule never reads another principal's events.
 PKey = tuple[str, str, str]
+# A leaf's question about ops: (op name or glob, outcome `ok` / `failed` / `any`).
+ViewKey = tuple[str, str]
 
 
 @dataclass(slots=True)
@@ -118,6 +122,10 @@ class _ArgSeries:
             del self.args[:i]
 
 
+def outcome_matches(outcome: str, ok: bool) -> bool:
+    return outcome == "any" or (outcome == "ok") == ok
+
+
 class NotIndexed(Exception):
     """An args_equal field the window does not index (its shape is older than the rule)."""
 
@@ -212,6 +220,24 @@ class Series:
             if all(sub.args[k].get(f) == v for f, v in rest):
                 return sub.times[k]
         return 0
+
+
+def merged(parts: list[Series], arg_names: frozenset[str]) -> Series:
+    """One series holding every event of `parts` (a view's start, from the series it covers)."""
+    out = Series(arg_names)
+    out.times = list(heapq.merge(*(p.times for p in parts)))
+    out.truncated_upto = max((p.truncated_upto for p in parts), default=0)
+    for name, values in out.by_arg.items():
+        subs: dict[str, list[_ArgSeries]] = {}
+        for p in parts:
+            for v, sub in p.by_arg.get(name, {}).items():
+                subs.setdefault(v, []).append(sub)
+        for v, group in subs.items():
+            target = values[v] = _ArgSeries()
+            for ts, args in heapq.merge(*(zip(g.times, g.args, strict=True) for g in group), key=itemgetter(0)):
+                target.times.append(ts)
+                target.args.append(args)
+    return out
 
 
 class Breadth:
@@ -310,6 +336,12 @@ class Window:
     live_rows: dict[str, int] = field(default_factory=dict)
     events: int = 0
     _wants: GlobSet | None = None
+    # Views: for a leaf that reads several (op, outcome) series (a glob, or outcome `any`), one
+    # series per principal holding all of their events, kept up to date as events arrive, so
+    # the leaf's question is two binary searches however many ops it spans. Built from the
+    # series on first use; `_routes` memoises which views an (op, ok) feeds.
+    _views: dict[ViewKey, tuple[GlobSet, dict[PKey, Series]]] = field(default_factory=dict)
+    _routes: dict[tuple[str, bool], list[dict[PKey, Series]]] = field(default_factory=dict)
 
     def wants(self, op: str) -> bool:
         if self.shape.op_globs is None:
@@ -323,6 +355,7 @@ class Window:
             return
         self.events += 1
         names = self.shape.arg_names
+        routes = self._route(ev.op, ev.ok) if self._views else ()
         for kind in self.shape.key_kinds:
             pkey = (ev.subject, kind, ev.key_value(kind))
             ops = self.principals.get(pkey)
@@ -332,9 +365,46 @@ class Window:
             if s is None:
                 s = ops[(ev.op, ev.ok)] = Series(names)
             s.add(ev.ts, ev.args)
+            for by_pkey in routes:
+                v = by_pkey.get(pkey)
+                if v is None:
+                    v = by_pkey[pkey] = Series(names)
+                v.add(ev.ts, ev.args)
             # Amortised: cut back to the cap once a series is a tenth over it.
             if len(s.times) > self.cap + self.cap // 10:
                 s.truncate(self.cap)
+                # A view holds what its series hold: cut where they were cut.
+                for by_pkey in routes:
+                    v = by_pkey[pkey]
+                    v.truncated_upto = max(v.truncated_upto, s.truncated_upto)
+                    v.drop_before(s.truncated_upto + 1)
+
+    def view(self, pkey: PKey, ops: str, outcome: str) -> Series | None:
+        """The principal's events of ops matching `ops` with this outcome, as one series (None:
+        none kept)."""
+        kept = self._views.get((ops, outcome))
+        if kept is None:
+            kept = self._keep_view(ops, outcome)
+        return kept[1].get(pkey)
+
+    def _keep_view(self, ops: str, outcome: str) -> tuple[GlobSet, dict[PKey, Series]]:
+        globs = GlobSet((ops,))
+        by_pkey: dict[PKey, Series] = {}
+        for pkey, series in self.principals.items():
+            parts = [s for (op, ok), s in series.items() if outcome_matches(outcome, ok) and globs(op)]
+            if parts:
+                by_pkey[pkey] = merged(parts, self.shape.arg_names)
+        kept = self._views[(ops, outcome)] = (globs, by_pkey)
+        self._routes.clear()
+        return kept
+
+    def _route(self, op: str, ok: bool) -> list[dict[PKey, Series]]:
+        routes = self._routes.get((op, ok))
+        if routes is None:
+            routes = self._routes[(op, ok)] = [
+                by_pkey for (_, outcome), (globs, by_pkey) in self._views.items() if outcome_matches(outcome, ok) and globs(op)
+            ]
+        return routes
 
     def add_exposure(self, x: Exposure) -> None:
         if x.kind not in self.shape.exposure_kinds:
@@ -369,6 +439,11 @@ class Window:
                     del ops[k]
             if not ops:
                 del self.principals[pkey]
+        for _, by_pkey in self._views.values():
+            for pkey in list(by_pkey):
+                by_pkey[pkey].drop_before(cutoff)
+                if not by_pkey[pkey].times:
+                    del by_pkey[pkey]
         for pkey in list(self.exposures):
             idx = self.exposures[pkey]
             for slot in list(idx):
