@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loom_api.identity.v1 import identity_pb2
 
-from bench._machine import machine
+from bench._machine import add_durability_argument, durability, load, machine
 from tests.deploy.processes import LoomProcess, NatsCluster, bootstrap, free_port, loom_env
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -59,6 +59,7 @@ async def main() -> None:
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--lifecycles", type=int, default=300)
     ap.add_argument("--concurrency", type=int, default=16)
+    add_durability_argument(ap)
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="loom-bench-cluster-"))
     nats = NatsCluster(
@@ -70,6 +71,7 @@ async def main() -> None:
             "NATS_SYS_USER": "u-sys",
             "NATS_AUTH_CALLOUT_ISSUER": "ABQALO726KPHYPHEJFQ4B4HYJBZSZCILX3ZH4DOUO2EJU5SUC4HJPSWV",
         },
+        sync_interval=args.sync_interval,
     )
     nats.start()
     await nats.wait_ready("u", "p")
@@ -150,7 +152,8 @@ async def main() -> None:
         gateway.stop()
         planes.stop()
         nats.stop()
-    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
+    print(f"machine: {machine()}; {load()}")
+    print(durability(args.sync_interval))
     print(f"CPU at rest: gateway {1000 * idle[0]:.1f} ms/s, planes {1000 * idle[1]:.1f} ms/s (netted out of the 'net' columns)")
     print(f"{'load':<50} {'n':>5} {'per s':>7} {'gateway ms CPU/op':>18} {'planes ms CPU/op':>17} {'net gw':>7} {'net planes':>10}")
     for name, n, wall, g, p in rows:

@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _machine import add_durability_argument, durability, load, machine  # bench/ is on sys.path when a script runs
+
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = "bench-bot"
 
@@ -225,7 +227,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         }
         off_settings = Settings(**base, plane_overrides={"policy_mode": "off"})  # type: ignore[arg-type]
         on_settings = Settings(**base, plane_overrides={"policy_mode": "enforce"})  # type: ignore[arg-type]
-        async with NatsServer(data / "nats") as nats:
+        async with NatsServer(data / "nats", sync_interval=args.sync_interval) as nats:
             store = EmbeddedStore.open(data / "chdb", off_settings.clickhouse_database)
             off = await start_instance(off_settings, store=store, nats_url=nats.url, name="off")
             on = await start_instance(on_settings, store=store, nats_url=nats.url, name="enforce")
@@ -313,7 +315,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
     ms = 1000.0
     return {
-        "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count(), "platform": platform.platform()},
+        "machine": machine(),
+        "platform": platform.platform(),
+        "durability": durability(args.sync_interval),
+        "load": load(),
         "events_loaded": args.events,
         "caller_events_in_window": agent_events,
         "window_stats": window.stats(),
@@ -339,6 +344,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 def report(r: dict[str, Any]) -> str:
     return "\n".join(
         [
+            f"machine: {r['machine']}; {r['load']} at the end",
+            r["durability"],
             f"caller's events in the window: {r['caller_events_in_window']} (loaded {r['events_loaded']} in {r['load_seconds']} s; window built in {r['window_build_seconds']} s)",
             f"auth.whoami over gRPC, {r['calls_per_side']} calls per side, alternating:",
             f"  mode off      p50 {r['off_p50_ms']:.3f} ms   p99 {r['off_p99_ms']:.3f} ms",
@@ -359,6 +366,7 @@ if __name__ == "__main__":
     p.add_argument("--events", type=int, default=100_000, help="events of the caller in the ledger")
     p.add_argument("--eval-seconds", type=float, default=3.0)
     p.add_argument("--json", action="store_true")
+    add_durability_argument(p)
     a = p.parse_args()
     result = asyncio.run(main(a))
     print(json.dumps(result, indent=2) if a.json else report(result))

@@ -134,15 +134,18 @@ class Series:
     """One principal's events of one op and outcome: sorted times, plus a sub-series per value
     of each argument the namespace's rules compare."""
 
-    __slots__ = ("by_arg", "times", "truncated_upto")
+    __slots__ = ("by_arg", "times", "truncated_upto", "version")
 
     def __init__(self, arg_names: frozenset[str]) -> None:
         self.times: list[int] = []
         self.by_arg: dict[str, dict[str, _ArgSeries]] = {name: {} for name in arg_names}
         # Events at or before this instant may be missing (0: nothing dropped by count).
         self.truncated_upto = 0
+        # Bumped on every change: an answer read from this series holds while it is unchanged.
+        self.version = 0
 
     def add(self, ts: int, args: Mapping[str, str]) -> None:
+        self.version += 1
         times = self.times
         if not times or ts >= times[-1]:
             times.append(ts)
@@ -160,6 +163,7 @@ class Series:
         i = bisect_left(self.times, cutoff)
         if not i:
             return
+        self.version += 1
         del self.times[:i]
         for values in self.by_arg.values():
             emptied = []
@@ -177,6 +181,7 @@ class Series:
             return
         upto = self.times[extra - 1]
         self.truncated_upto = max(self.truncated_upto, upto)
+        self.version += 1
         self.drop_before(upto + 1)
 
     def _sub(self, filt: tuple[tuple[str, str], ...]) -> _ArgSeries | None:
@@ -244,18 +249,20 @@ class Breadth:
     """Distinct keys shown to one principal: each key once, at the last time it was shown,
     in time order, so 'distinct keys since t' is one binary search."""
 
-    __slots__ = ("last", "order", "truncated_upto")
+    __slots__ = ("last", "order", "truncated_upto", "version")
 
     def __init__(self) -> None:
         self.last: dict[str, int] = {}
         self.order: list[tuple[int, str]] = []
         self.truncated_upto = 0
+        self.version = 0  # as Series.version
 
     def add(self, ts: int, key: str) -> None:
         old = self.last.get(key)
+        if old is not None and ts <= old:
+            return
+        self.version += 1
         if old is not None:
-            if ts <= old:
-                return
             i = bisect_left(self.order, (old, key))
             del self.order[i]
         self.last[key] = ts
@@ -273,6 +280,7 @@ class Breadth:
     def drop_before(self, cutoff: int) -> None:
         i = bisect_left(self.order, (cutoff, ""))
         if i:
+            self.version += 1
             for _, k in self.order[:i]:
                 del self.last[k]
             del self.order[:i]
@@ -282,6 +290,7 @@ class Breadth:
         if extra > 0:
             upto = self.order[extra - 1][0]
             self.truncated_upto = max(self.truncated_upto, upto)
+            self.version += 1
             self.drop_before(upto + 1)
 
 
@@ -335,6 +344,9 @@ class Window:
     # The namespace's live rows per exposure kind (breadth_within's fraction), when known.
     live_rows: dict[str, int] = field(default_factory=dict)
     events: int = 0
+    # Bumped whenever a series or breadth index is created or removed, or the floor moves: with
+    # each read series' version, what an answer depends on (compiler.CompiledRule's memo).
+    generation: int = 0
     _wants: GlobSet | None = None
     # Views: for a leaf that reads several (op, outcome) series (a glob, or outcome `any`), one
     # series per principal holding all of their events, kept up to date as events arrive, so
@@ -364,11 +376,13 @@ class Window:
             s = ops.get((ev.op, ev.ok))
             if s is None:
                 s = ops[(ev.op, ev.ok)] = Series(names)
+                self.generation += 1
             s.add(ev.ts, ev.args)
             for by_pkey in routes:
                 v = by_pkey.get(pkey)
                 if v is None:
                     v = by_pkey[pkey] = Series(names)
+                    self.generation += 1
                 v.add(ev.ts, ev.args)
             # Amortised: cut back to the cap once a series is a tenth over it.
             if len(s.times) > self.cap + self.cap // 10:
@@ -377,6 +391,7 @@ class Window:
                 for by_pkey in routes:
                     v = by_pkey[pkey]
                     v.truncated_upto = max(v.truncated_upto, s.truncated_upto)
+                    v.version += 1
                     v.drop_before(s.truncated_upto + 1)
 
     def view(self, pkey: PKey, ops: str, outcome: str) -> Series | None:
@@ -396,6 +411,7 @@ class Window:
                 by_pkey[pkey] = merged(parts, self.shape.arg_names)
         kept = self._views[(ops, outcome)] = (globs, by_pkey)
         self._routes.clear()
+        self.generation += 1
         return kept
 
     def _route(self, op: str, ok: bool) -> list[dict[PKey, Series]]:
@@ -418,6 +434,7 @@ class Window:
                 b = idx.get(slot)
                 if b is None:
                     b = idx[slot] = Breadth()
+                    self.generation += 1
                 b.add(x.ts, x.key)
                 if len(b.order) > self.cap + self.cap // 10:
                     b.truncate(self.cap)
@@ -431,6 +448,7 @@ class Window:
     def evict(self, cutoff: int) -> None:
         """Drop what is older than any rule looks (cutoff = now - the longest window)."""
         self.floor_us = max(self.floor_us, cutoff)
+        self.generation += 1
         for pkey in list(self.principals):
             ops = self.principals[pkey]
             for k in list(ops):
