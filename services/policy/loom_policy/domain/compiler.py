@@ -358,6 +358,7 @@ class CompiledRule:
         globs: set[str] = set()
         args: set[str] = set()
         exposure_kinds: set[str] = set()
+        views: set[tuple[str, str]] = set()
         retention = 0
         for cl in self._leaves.values():
             leaf = cl.leaf
@@ -371,7 +372,15 @@ class CompiledRule:
                 globs.add(leaf.anchor)
             args.update(a.field for a in leaf.args_equal)
             args.update(a.field for a in leaf.anchor_args_equal)
-        return Shape(frozenset(kinds), None if "*" in globs else frozenset(globs), frozenset(args), retention, frozenset(exposure_kinds))
+            views.update((ops, leaf.outcome) for ops in cl._spans)
+        return Shape(
+            frozenset(kinds),
+            None if "*" in globs else frozenset(globs),
+            frozenset(args),
+            retention,
+            frozenset(exposure_kinds),
+            frozenset(views),
+        )
 
     def applies(self, op: str) -> bool:
         return self._actions(op)

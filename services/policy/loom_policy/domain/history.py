@@ -11,9 +11,9 @@ count is only a lower bound (and says so when that bound does not decide it).
 from __future__ import annotations
 
 import fnmatch
-import heapq
 from bisect import bisect_left, insort
 from collections.abc import Mapping
+from itertools import chain
 from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import Any
@@ -228,9 +228,10 @@ class Series:
 
 
 def merged(parts: list[Series], arg_names: frozenset[str]) -> Series:
-    """One series holding every event of `parts` (a view's start, from the series it covers)."""
+    """One series holding every event of `parts` (a view's start, from the series it covers).
+    Sorting the concatenated runs is a merge in C (timsort finds the sorted runs)."""
     out = Series(arg_names)
-    out.times = list(heapq.merge(*(p.times for p in parts)))
+    out.times = sorted(chain.from_iterable(p.times for p in parts))
     out.truncated_upto = max((p.truncated_upto for p in parts), default=0)
     for name, values in out.by_arg.items():
         subs: dict[str, list[_ArgSeries]] = {}
@@ -239,9 +240,12 @@ def merged(parts: list[Series], arg_names: frozenset[str]) -> Series:
                 subs.setdefault(v, []).append(sub)
         for v, group in subs.items():
             target = values[v] = _ArgSeries()
-            for ts, args in heapq.merge(*(zip(g.times, g.args, strict=True) for g in group), key=itemgetter(0)):
-                target.times.append(ts)
-                target.args.append(args)
+            if len(group) == 1:
+                target.times, target.args = list(group[0].times), list(group[0].args)
+                continue
+            pairs = sorted(chain.from_iterable(zip(g.times, g.args, strict=True) for g in group), key=itemgetter(0))
+            target.times = [ts for ts, _ in pairs]
+            target.args = [a for _, a in pairs]
     return out
 
 
@@ -304,6 +308,9 @@ class Shape:
     arg_names: frozenset[str] = frozenset()
     retention_us: int = 0
     exposure_kinds: frozenset[str] = frozenset()
+    # The views (Window.view) the rules read, kept from the window's first event on; a view
+    # asked for that is not here is built from the series when first read.
+    views: frozenset[ViewKey] = frozenset()
 
     def covers(self, other: Shape) -> bool:
         """Whatever `other` needs, a window of this shape already keeps."""
@@ -324,6 +331,7 @@ class Shape:
             self.arg_names | other.arg_names,
             max(self.retention_us, other.retention_us),
             self.exposure_kinds | other.exposure_kinds,
+            self.views | other.views,
         )
 
     @property
@@ -354,6 +362,10 @@ class Window:
     # series on first use; `_routes` memoises which views an (op, ok) feeds.
     _views: dict[ViewKey, tuple[GlobSet, dict[PKey, Series]]] = field(default_factory=dict)
     _routes: dict[tuple[str, bool], list[dict[PKey, Series]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for ops, outcome in self.shape.views:
+            self._views[(ops, outcome)] = (GlobSet((ops,)), {})
 
     def wants(self, op: str) -> bool:
         if self.shape.op_globs is None:
