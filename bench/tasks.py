@@ -253,17 +253,25 @@ async def sdk_serial(cfg: dict[str, Any], n: int) -> dict[str, Any]:
     from loom import Agent
 
     agent = Agent(org=cfg["org"], namespace=cfg["namespace"], agent="bench", api_key=cfg["token"], base_url=cfg["http"][0])
+    steps: dict[str, list[float]] = {"create": [], "pull": [], "complete": []}
     try:
         started = time.perf_counter()
         for i in range(n):
+            t0 = time.perf_counter()
             created = (await agent.tasks.create(SERIAL_INBOX, kind="chore", title=f"s{i}"))["task"]["task_id"]
+            t1 = time.perf_counter()
             got = (await agent.tasks.pull(SERIAL_INBOX, wait_seconds=2, max_tasks=1))["tasks"]
+            t2 = time.perf_counter()
             assert len(got) == 1 and got[0]["task_id"] == created, got
             await agent.tasks.complete(created, fence=int(got[0]["fence"]))
+            t3 = time.perf_counter()
+            for name, d in (("create", t1 - t0), ("pull", t2 - t1), ("complete", t3 - t2)):
+                steps[name].append(d)
         elapsed = time.perf_counter() - started
     finally:
         await agent.aclose()
-    return {"lifecycles": n, "seconds": elapsed, "per_second": n / elapsed}
+    p50 = {name: statistics.median(v) * 1000 for name, v in steps.items()}
+    return {"lifecycles": n, "seconds": elapsed, "per_second": n / elapsed, "step_p50_ms": p50}
 
 
 async def jetstream_serial(url: str, n: int) -> dict[str, Any]:
@@ -322,6 +330,55 @@ def proc_cpu(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size of a process in MiB (VmRSS in /proc), 0 when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+async def idle_loom_up_rss(settle: float) -> dict[str, float]:
+    """Start a plain `loom up` (temp data dir, a random port), let it settle, read its RSS and
+    its nats-server child's, and stop it."""
+    import random
+    import signal
+
+    from loom_core.data_dir import URL_FILE
+
+    with tempfile.TemporaryDirectory(prefix="loom-bench-up-") as tmp:
+        env = {**os.environ, "LOOM_DATA_DIR": tmp, "LOOM_HTTP_PORT": str(random.randint(20000, 60000)), "LOOM_LOG_LEVEL": "WARNING"}
+        proc = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).parent / "loom"), "up", env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+        )
+        try:
+            deadline = time.monotonic() + 180
+            while not (Path(tmp) / URL_FILE).exists():
+                if proc.returncode is not None or time.monotonic() > deadline:
+                    raise RuntimeError("loom up did not start")
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(settle)
+            nats = sum(rss_mb(c) for c in children(proc.pid))
+            return {"loom_up_mb": rss_mb(proc.pid), "nats_server_mb": nats, "settled_seconds": settle}
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 60)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
 
 
 class CpuMeter:
@@ -440,6 +497,31 @@ class DerivedBacklogWatch:
         return max(0.0, self.first_idle_after_busy - last_done)
 
 
+async def soak(cfg: dict[str, Any], door: str, args: argparse.Namespace, sample: Any) -> dict[str, Any]:
+    """Batched lifecycle runs back to back for `--soak-seconds`, the server's and nats-server's
+    RSS after each. The leak check: the last third's median RSS against the first third's (a
+    heap that settles grows early and then holds; a leak keeps growing)."""
+    samples: list[tuple[float, float, float]] = []
+    started = time.monotonic()
+    while time.monotonic() - started < args.soak_seconds:
+        await run_client({**cfg, "door": door, "batch": args.batch, "phase": "lifecycles", "warmup": 0})
+        server, nats = sample()
+        samples.append((round(time.monotonic() - started, 1), server, nats))
+    third = max(1, len(samples) // 3)
+    first = statistics.median(x[1] for x in samples[:third])
+    last = statistics.median(x[1] for x in samples[-third:])
+    return {
+        "seconds": round(time.monotonic() - started, 1),
+        "runs": len(samples),
+        "samples": samples,
+        "server_first_third_mb": first,
+        "server_last_third_mb": last,
+        "growth_pct": (last - first) * 100 / first,
+        "nats_first_mb": samples[0][2],
+        "nats_last_mb": samples[-1][2],
+    }
+
+
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     sys.path[:0] = [str(ROOT)]
     from loom_core.bus import NatsServer
@@ -507,6 +589,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 "wake": args.wake,
             }
             tasks_planes = [next(p for p in i.planes if p.name == "tasks") for i in instances]
+            memory: dict[str, Any] = {"server_idle_mb": rss_mb(os.getpid()), "nats_idle_mb": rss_mb(cfg["nats_pid"]), "after_runs_mb": []}
             # CPU time of the event loop's thread (not wall time, which the shared machine inflates).
             profiler = cProfile.Profile(time.thread_time) if args.profile else None
             runs: list[dict[str, Any]] = []
@@ -565,6 +648,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                                 "server_loop_cpu_ms_per_lifecycle": loop_cpu * 1000 / (args.tasks + args.warmup),
                             }
                         )
+                        memory["after_runs_mb"].append(rss_mb(os.getpid()))
                         base = (await run_client({**cfg, "phase": "baseline"}))["jetstream"]
                         runs[-1]["jetstream_after"] = base["per_second"]
                         runs[-1]["jetstream_per_second"] = (runs[-1]["jetstream_before"] + base["per_second"]) / 2
@@ -583,6 +667,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 )
                 if args.replicas > 1 and args.wake > 0 and not args.only_serial:
                     wakes.append((await run_client({**cfg, "door": doors[0], "phase": "wake", "wake_replicas": 2}))["wake"])
+                if args.soak_seconds:
+                    memory["soak"] = await soak(cfg, doors[0], args, lambda: (rss_mb(os.getpid()), rss_mb(cfg["nats_pid"])))
             finally:
                 for inst in reversed(instances):
                     try:
@@ -612,7 +698,10 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "ratio_cpu_unbatched": max((r["ratio_cpu"] for r in runs if r["batch"] == 1), default=0.0),
         "checked": all(r["checked"] for r in runs),
         "serial": serial,
+        "memory": memory,
     }
+    if args.idle_rss:
+        result["memory"]["loom_up_idle"] = await idle_loom_up_rss(args.idle_rss)
     if seen_statements is not None:
         result["store_statements"] = {
             k: {"count": len(v), "seconds": round(sum(v), 3)} for k, v in sorted(seen_statements.items(), key=lambda kv: -sum(kv[1]))
@@ -680,13 +769,31 @@ def report(r: dict[str, Any]) -> str:
         for lr, jr, ratio in zip(sr["loom"], sr["jetstream"], sr["ratios"], strict=True):
             lines.append(
                 f"  loom {lr['per_second']:6.0f} lifecycles/s ({lr['cpu_ms']:.2f} ms CPU each: client + server + nats)  "
-                f"jetstream {jr['per_second']:6.0f}/s ({jr['cpu_ms']:.3f} ms CPU)  ratio {ratio:.3f}  load {lr['loadavg']:.1f}"
+                f"jetstream {jr['per_second']:6.0f}/s ({jr['cpu_ms']:.3f} ms CPU)  ratio {ratio:.3f}  load {lr['loadavg']:.1f}  "
+                f"(p50 ms: {', '.join(f'{k} {v:.2f}' for k, v in lr['step_p50_ms'].items())})"
             )
         lines.append(f"ratio one call at a time (median of {len(sr['ratios'])} rounds) {sr['ratio']:.3f}")
     if runs_present:
         lines.append(f"ratio (best batched) {r['ratio']:.3f}; unbatched {r['ratio_unbatched']:.3f}")
     if runs_present:
         lines.append(f"ratio_cpu (best batched) {r['ratio_cpu']:.3f}; unbatched {r['ratio_cpu_unbatched']:.3f}")
+    m = r["memory"]
+    lines.append(
+        f"RSS: bench server (identity + tasks planes, chDB, gateway) idle {m['server_idle_mb']:.0f} MiB, after each run "
+        f"{', '.join(f'{x:.0f}' for x in m['after_runs_mb']) or '-'} MiB; nats-server idle {m['nats_idle_mb']:.0f} MiB"
+    )
+    if "loom_up_idle" in m:
+        u = m["loom_up_idle"]
+        lines.append(
+            f"RSS of an idle `loom up` ({u['settled_seconds']:g} s after it started): {u['loom_up_mb']:.0f} MiB, its nats-server {u['nats_server_mb']:.0f} MiB"
+        )
+    if "soak" in m:
+        k = m["soak"]
+        verdict = "grows (look for a leak)" if k["growth_pct"] > 10 else "holds"
+        lines.append(
+            f"soak: {k['runs']} batched runs over {k['seconds']:.0f} s; server RSS median first third {k['server_first_third_mb']:.0f} MiB, "
+            f"last third {k['server_last_third_mb']:.0f} MiB ({k['growth_pct']:+.1f}%: {verdict}); nats-server {k['nats_first_mb']:.0f} -> {k['nats_last_mb']:.0f} MiB"
+        )
     if "store_statements" in r:
         lines += ["store statements during the last lifecycle run (count, seconds):"]
         lines += [f"  {v['count']:6d} {v['seconds']:8.2f}  {k}" for k, v in r["store_statements"].items()]
@@ -705,6 +812,10 @@ def main() -> int:
     p.add_argument("--serial", type=int, default=300, help="lifecycles per round one call at a time through the SDK (default 300; 0: none)")
     p.add_argument("--serial-rounds", type=int, default=5, help="interleaved rounds of the one-call-at-a-time comparison (default 5)")
     p.add_argument("--only-serial", action="store_true", help="run only the one-call-at-a-time comparison")
+    p.add_argument("--soak-seconds", type=float, default=0, help="then batched runs back to back this long, RSS after each (leak check)")
+    p.add_argument(
+        "--idle-rss", type=float, default=0, metavar="SECONDS", help="also start a plain `loom up`, read its RSS this long after it started"
+    )
     p.add_argument("--door", choices=("grpc", "rest", "both"), default="both", help="how the client calls Loom (default both)")
     p.add_argument("--replicas", type=int, default=1, choices=(1, 2), help="Loom replicas in the server process (default 1)")
     p.add_argument("--wake", type=int, default=200, help="wake-latency rounds (default 200)")

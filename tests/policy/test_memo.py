@@ -117,3 +117,12 @@ def test_eviction_moves_the_floor() -> None:
     assert both([r], w, 100).rules[0].condition is True
     w.evict(T0 + 50 * US)
     assert both([r], w, 100).rules[0].condition is None  # the hour reaches before the new floor
+
+
+def test_a_call_in_flight_the_rule_does_not_count_leaves_the_memo_in_use() -> None:
+    r = rule({"op": "count_within", "within": "1h", "operation": "memory.set", "cmp": "gte", "value": 2})
+    w = window([r], [ev(0, "memory.set")])
+    first = both([r], w, 10)
+    other = PendingCall("r-y", "memory.get", T0 + 11 * US, CALLER.subject, CALLER.agent, CALLER.user, CALLER.session)
+    again = both([r], w, 12, pending=(other,))
+    assert again.decision == "allow" and again.rules[0].leaves is first.rules[0].leaves

@@ -269,7 +269,7 @@ class CompiledLeaf:
         lo = ctx.now_us - self.within_us
         floor = _missing_upto(ctx.history)
         idx = ctx.history.exposures_for(pkey) or {}
-        if leaf.operation == "*" or "*" not in leaf.operation and "?" not in leaf.operation and "[" not in leaf.operation:
+        if leaf.operation == "*" or ("*" not in leaf.operation and "?" not in leaf.operation and "[" not in leaf.operation):
             b = idx.get((leaf.kind, leaf.operation))
             distinct = b.distinct_since(lo) if b else 0
             trunc = max(floor, b.truncated_upto if b else 0)
@@ -340,8 +340,10 @@ class CompiledRule:
         leaves = [cl.leaf for cl in self._leaves.values()]
         # The call's own arguments a leaf binds ($args.<field>): part of the memo's key.
         self._binds = tuple(sorted({a.bind for leaf in leaves for a in (*leaf.args_equal, *leaf.anchor_args_equal) if a.bind}))
-        # Calls in flight count toward count_within: with any pending, such a rule is evaluated afresh.
-        self._reads_pending = any(leaf.op == "count_within" and leaf.outcome != "failed" for leaf in leaves)
+        # Calls in flight count toward count_within: with one of the caller's in flight that such
+        # a leaf would count, the rule is evaluated afresh.
+        counted = tuple(leaf.operation for leaf in leaves if leaf.op == "count_within" and leaf.outcome != "failed")
+        self._reads_pending = GlobSet(counted) if counted else None
         # breadth_within's fraction reads the namespace's live row count, which no version tracks.
         self._memoizable = not any(leaf.fraction is not None for leaf in leaves)
         self._memo: dict[tuple[str, str, str, str, tuple[str | None, ...]], _Memo] = {}
@@ -397,7 +399,7 @@ class CompiledRule:
         depends on changed: the history keeps each series' version, and the answer knows the
         instant at which time alone could change it. The window is kept as events arrive; a
         call pays for evaluating only the rules whose history moved."""
-        if not (ctx.memo and self._memoizable) or (ctx.pending and self._reads_pending):
+        if not (ctx.memo and self._memoizable) or (ctx.pending and self._counts_in_flight(ctx)):
             leaves: list[LeafOutcome] = []
             return self._eval(self.definition.condition, ctx, leaves), leaves
         c = ctx.caller
@@ -416,6 +418,11 @@ class CompiledRule:
             self._memo.clear()
         self._memo[key] = _Memo(ctx.history, ctx.history.generation, [(x, x.version) for x in ctx.reads], ctx.until, value, leaves)
         return value, leaves
+
+    def _counts_in_flight(self, ctx: EvalContext) -> bool:
+        counted = self._reads_pending
+        subject = ctx.caller.subject
+        return counted is not None and any(c.subject == subject and counted(c.op) for c in ctx.pending)
 
     def _eval(self, node: Node, ctx: EvalContext, leaves: list[LeafOutcome]) -> bool | None:
         if isinstance(node, Leaf):

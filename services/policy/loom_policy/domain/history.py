@@ -13,9 +13,9 @@ from __future__ import annotations
 import fnmatch
 from bisect import bisect_left, insort
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
-from dataclasses import dataclass, field
 from typing import Any
 
 # A principal's key: (subject, key kind, key value). The subject is always part of it: that
