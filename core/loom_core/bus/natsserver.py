@@ -38,9 +38,7 @@ class NatsServer:
     as `loom up` runs by default; an interval such as `2m`; empty: nats-server's own default,
     an fsync every two minutes)."""
 
-    def __init__(
-        self, store_dir: Path, port: int = 0, host: str = "127.0.0.1", config: str | None = None, sync_interval: str = ""
-    ) -> None:
+    def __init__(self, store_dir: Path, port: int = 0, host: str = "127.0.0.1", config: str | None = None, sync_interval: str = "") -> None:
         self.store_dir = store_dir
         self.host = host
         self.port = port or free_port(host)
