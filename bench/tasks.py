@@ -344,10 +344,14 @@ def rss_mb(pid: int) -> float:
 
 
 def children(pid: int) -> list[int]:
-    try:
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
+    """A process's children, whichever of its threads started them."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
 
 
 async def idle_loom_up_rss(settle: float) -> dict[str, float]:
