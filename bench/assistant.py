@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _machine import machine  # bench/ is on sys.path when a script runs
+from _machine import add_durability_argument, durability, load, machine  # bench/ is on sys.path when a script runs
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -60,7 +60,7 @@ def _shipped_samples() -> tuple[list[str], list[str]]:
     return pages, sources[:10]
 
 
-async def main(answers: int, chunks: int, rounds: int) -> None:
+async def main(answers: int, chunks: int, rounds: int, sync_interval: str) -> None:
     from loom_assistant.domain import citations as cit
     from loom_assistant.plane import AssistantPlane
     from loom_assistant.service.checks import AnswerScope
@@ -92,7 +92,7 @@ async def main(answers: int, chunks: int, rounds: int) -> None:
         },
     )  # fmt: skip
     store = EmbeddedStore.open(tmp / "chdb", "loom")
-    async with NatsServer(tmp / "nats") as nats:
+    async with NatsServer(tmp / "nats", sync_interval=sync_interval) as nats:
         inst = await start_instance(settings, store=store, nats_url=nats.url)
         emu.loom_url = inst.base_url
         plane = next(p for p in inst.planes if isinstance(p, AssistantPlane))
@@ -133,7 +133,8 @@ async def main(answers: int, chunks: int, rounds: int) -> None:
             )
 
         d, b = summary("direct"), summary("bridge")
-        print(f"machine: {machine()}")
+        print(f"machine: {machine()}; {load()}")
+        print(durability(sync_interval))
         print(f"answers: {answers * rounds} per path, {chunks} content chunks each, medians")
         print(f"first byte   direct {d[0]:7.2f} ms   bridge {b[0]:7.2f} ms   added {b[0] - d[0]:+7.2f} ms   ratio {b[0] / d[0]:.2f}x")
         print(f"per chunk    direct {d[1]:7.3f} ms   bridge {b[1]:7.3f} ms   added {b[1] - d[1]:+7.3f} ms")
@@ -191,5 +192,6 @@ if __name__ == "__main__":
     p.add_argument("--answers", type=int, default=20)
     p.add_argument("--chunks", type=int, default=40)
     p.add_argument("--rounds", type=int, default=3)
+    add_durability_argument(p)
     a = p.parse_args()
-    asyncio.run(main(a.answers, a.chunks, a.rounds))
+    asyncio.run(main(a.answers, a.chunks, a.rounds, a.sync_interval))

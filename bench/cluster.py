@@ -27,7 +27,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _machine import machine  # bench/ is on sys.path when a script runs
+from _machine import add_durability_argument, durability, load, machine  # bench/ is on sys.path when a script runs
 from loom_api.identity.v1 import identity_pb2
 from loom_core.bus.natsserver import free_port
 
@@ -60,6 +60,7 @@ async def main() -> None:
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--lifecycles", type=int, default=300)
     ap.add_argument("--concurrency", type=int, default=16)
+    add_durability_argument(ap)
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="loom-bench-cluster-"))
     nats = NatsCluster(
@@ -71,6 +72,7 @@ async def main() -> None:
             "NATS_SYS_USER": "u-sys",
             "NATS_AUTH_CALLOUT_ISSUER": "ABQALO726KPHYPHEJFQ4B4HYJBZSZCILX3ZH4DOUO2EJU5SUC4HJPSWV",
         },
+        sync_interval=args.sync_interval,
     )
     nats.start()
     await nats.wait_ready("u", "p")
@@ -151,7 +153,8 @@ async def main() -> None:
         gateway.stop()
         planes.stop()
         nats.stop()
-    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
+    print(f"machine: {machine()}; {load()}")
+    print(durability(args.sync_interval))
     print(f"CPU at rest: gateway {1000 * idle[0]:.1f} ms/s, planes {1000 * idle[1]:.1f} ms/s (netted out of the 'net' columns)")
     print(f"{'load':<50} {'n':>5} {'per s':>7} {'gateway ms CPU/op':>18} {'planes ms CPU/op':>17} {'net gw':>7} {'net planes':>10}")
     for name, n, wall, g, p in rows:

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import uvloop
-from _machine import machine  # bench/ is on sys.path when a script runs
+from _machine import add_durability_argument, durability, load, machine  # bench/ is on sys.path when a script runs
 
 ROOT = Path(__file__).resolve().parents[1]
 OP_PATH = "/v1/auth.whoami"
@@ -241,6 +241,7 @@ def bench_settings(data: Path, database: str) -> Any:
 
 
 async def bench_embedded(args: argparse.Namespace) -> dict[str, Any]:
+    sync_interval = args.sync_interval
     from loom_core.bus import NatsServer
     from loom_core.store.embedded import EmbeddedStore
     from loom_gateway.app import create_app
@@ -252,7 +253,7 @@ async def bench_embedded(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="loom-bench-") as tmp:
         data = Path(tmp)
         settings = bench_settings(data, "loom_bench")
-        async with NatsServer(data / "nats") as nats:
+        async with NatsServer(data / "nats", sync_interval=sync_interval) as nats:
             store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
             # The op under test is the identity plane's; other planes would only idle beside it.
             inst = await start_instance(
@@ -353,7 +354,7 @@ async def ledger_cost(ledger: Any, store: Any, rows: int = 20000) -> dict[str, f
     return {"record_us": record_us, "insert_us": insert_us, "total_us": record_us + insert_us}
 
 
-async def bench_ledger(rounds: int) -> dict[str, Any]:
+async def bench_ledger(rounds: int, sync_interval: str) -> dict[str, Any]:
     """The ledger's cost per call alone (`--ledger-only N`): N rounds of `ledger_cost` on an
     embedded instance's own ledger and store, with the load average beside each."""
     from loom_core.bus import NatsServer
@@ -364,7 +365,7 @@ async def bench_ledger(rounds: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="loom-bench-") as tmp:
         data = Path(tmp)
         settings = bench_settings(data, "loom_bench_ledger")
-        async with NatsServer(data / "nats") as nats:
+        async with NatsServer(data / "nats", sync_interval=sync_interval) as nats:
             store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
             inst = await start_instance(
                 settings, store=store, nats_url=nats.url, name="bench", only_planes={"identity"}, transport="inproc"
@@ -377,7 +378,7 @@ async def bench_ledger(rounds: int) -> dict[str, Any]:
             finally:
                 await inst.stop()
                 await store.close()
-    return {"machine": machine(), "ledger_per_call": out}
+    return {"machine": machine(), "durability": durability(sync_interval), "ledger_per_call": out}
 
 
 async def _spawn(*argv: str) -> tuple[asyncio.subprocess.Process, dict[str, Any]]:
@@ -402,11 +403,12 @@ async def _stop(proc: asyncio.subprocess.Process) -> dict[str, Any]:
 
 async def bench_cluster(args: argparse.Namespace) -> dict[str, Any]:
     """The identity plane and the gateway in two processes (plus the shared nats-server)."""
+    sync_interval = args.sync_interval
     from loom_core.bus import NatsServer
 
     with tempfile.TemporaryDirectory(prefix="loom-bench-cluster-") as tmp:
         data = Path(tmp)
-        async with NatsServer(data / "nats") as nats:
+        async with NatsServer(data / "nats", sync_interval=sync_interval) as nats:
             plane, info = await _spawn("--serve-plane", str(data / "plane"), "--nats", nats.url)
             gateway, ginfo = await _spawn("--serve-gateway", str(data / "gateway"), "--nats", nats.url, "--plane-address", info["address"])
             pids = {"gateway": gateway.pid, "plane": plane.pid}
@@ -470,6 +472,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     sys.path[:0] = [str(ROOT)]
     result: dict[str, Any] = {
         "machine": machine(),
+        "durability": durability(args.sync_interval),
         "client": args.client,
         "concurrency": args.concurrency,
         "rounds": args.rounds,
@@ -480,12 +483,14 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         result.update(await bench_cluster(args))
     result["throughput_ratio"] = result["loom"]["rps"] / result["baseline"]["rps"]
     result["p50_ratio"] = result["loom"]["p50_ms"] / result["baseline"]["p50_ms"]
+    result["loadavg"] = load()
     return result
 
 
 def report(r: dict[str, Any]) -> str:
     lines = [
-        f"machine: {r['machine']}",
+        f"machine: {r['machine']}; {r['loadavg']} at the end",
+        r["durability"],
         f"client {r['client']}, {r['load']} x {r['rounds']} rounds per server, {r['concurrency']} connections, POST {OP_PATH} (median round)",
         f"{'':<44}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'errors':>7}   CPU µs/request",
     ]
@@ -526,6 +531,7 @@ def main() -> int:
     p.add_argument("--client", choices=["auto", "wrk", "python"], default="auto", help="load generator (auto: wrk when installed)")
     p.add_argument("--no-cluster", action="store_true", help="skip the two-process cluster measurement")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_durability_argument(p)
     p.add_argument("--ledger-only", type=int, default=0, metavar="ROUNDS", help="measure only the ledger's cost per call, ROUNDS times")
     p.add_argument("--profile", action="store_true", help="cProfile the server process during the embedded Loom rounds")
     p.add_argument("--profile-sort", default="tottime")
@@ -553,7 +559,7 @@ def main() -> int:
     if args.client == "auto":
         args.client = "wrk" if shutil.which("wrk") else "python"
     if args.ledger_only:
-        print(json.dumps(uvloop.run(bench_ledger(args.ledger_only)), indent=2))
+        print(json.dumps(uvloop.run(bench_ledger(args.ledger_only, args.sync_interval)), indent=2))
         return 0
     # The servers run on uvloop, as `loom up` runs them; the baseline shares the same loop.
     result = uvloop.run(bench(args))

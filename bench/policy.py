@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import io
 import json
 import logging
 import platform
+import pstats
 import random
 import statistics
 import sys
@@ -28,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from _machine import add_durability_argument, durability, load, machine  # bench/ is on sys.path when a script runs
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = "bench-bot"
@@ -225,7 +230,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         }
         off_settings = Settings(**base, plane_overrides={"policy_mode": "off"})  # type: ignore[arg-type]
         on_settings = Settings(**base, plane_overrides={"policy_mode": "enforce"})  # type: ignore[arg-type]
-        async with NatsServer(data / "nats") as nats:
+        async with NatsServer(data / "nats", sync_interval=args.sync_interval) as nats:
             store = EmbeddedStore.open(data / "chdb", off_settings.clickhouse_database)
             off = await start_instance(off_settings, store=store, nats_url=nats.url, name="off")
             on = await start_instance(on_settings, store=store, nats_url=nats.url, name="enforce")
@@ -249,18 +254,38 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 caller = Caller("user:admin", AGENT)
                 agent_events = sum(len(s.times) for s in (window.series_for(caller.pkey("agent")) or {}).values())
 
-                # Time spent inside the gate itself (enforce replica).
+                # Time spent inside the gate itself (enforce replica): wall, and the thread's CPU
+                # (which a loaded machine inflates far less); the same for the ledger observer that
+                # feeds each call's row into the window (also a cost enforce adds).
                 inner: list[float] = []
+                inner_cpu: list[float] = []
+                observer_cpu: list[float] = []
                 real_check = gate.check
+                profiler = cProfile.Profile(time.thread_time) if args.profile else None
 
                 async def timed_check(call: Any) -> None:
-                    started = time.perf_counter()
+                    started, cpu = time.perf_counter(), time.thread_time()
+                    if profiler:
+                        profiler.enable()
                     try:
                         await real_check(call)
                     finally:
+                        if profiler:
+                            profiler.disable()
+                        inner_cpu.append(time.thread_time() - cpu)
                         inner.append(time.perf_counter() - started)
 
                 gate.check = timed_check  # type: ignore[method-assign]
+                history = gate.history
+                real_observe = history.observe_ledger_row
+                observers = gate._ledger_observers
+
+                def timed_observe(row: dict[str, Any]) -> None:
+                    cpu = time.thread_time()
+                    real_observe(row)
+                    observer_cpu.append(time.thread_time() - cpu)
+
+                observers[observers.index(real_observe)] = timed_observe
 
                 md = [("authorization", f"Bearer {token}"), ("x-loom-agent", AGENT)]
                 async with (
@@ -274,6 +299,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                         await stub_off.WhoAmI(req, metadata=md)
                         await stub_on.WhoAmI(req, metadata=md)
                     inner.clear()
+                    inner_cpu.clear()
+                    observer_cpu.clear()
                     lat_off: list[float] = []
                     lat_on: list[float] = []
                     for i in range(args.n):
@@ -285,6 +312,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                             await stub.WhoAmI(req, metadata=md)
                             out.append(time.perf_counter() - started)
                 gate.check = real_check  # type: ignore[method-assign]
+                observers[observers.index(timed_observe)] = real_observe
                 diffs = [b - a for a, b in zip(lat_off, lat_on, strict=True)]
 
                 # The evaluator alone: 10 rules over the same window, no I/O.
@@ -305,6 +333,24 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                         )
                     count += 200
                 evals_s = count / (time.perf_counter() - started)
+                # As the gate evaluates: with the rules' memo, each call's own ledger row added to
+                # the window after it (so rules reading every op, or auth.whoami, evaluate afresh).
+                from loom_policy.domain.history import Event
+
+                count, started = 0, time.perf_counter()
+                while time.perf_counter() - started < args.eval_seconds:
+                    for _ in range(200):
+                        t = now_us()
+                        evaluate(
+                            rules_for,
+                            EvalContext(window, caller, t, {}, memo=True),
+                            op="auth.whoami",
+                            write_shaped=False,
+                            deployment_mode="enforce",
+                        )
+                        window.add_event(Event(t, "user:admin", AGENT, "", "", "auth.whoami", True, {}, request_id=f"e{count}"))
+                    count += 200
+                evals_memo_s = count / (time.perf_counter() - started)
                 decisions = await store.query("SELECT decision, count() AS n FROM {db}.policy_decisions GROUP BY decision")
             finally:
                 await on.stop()
@@ -313,7 +359,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
     ms = 1000.0
     return {
-        "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count(), "platform": platform.platform()},
+        "machine": machine(),
+        "platform": platform.platform(),
+        "durability": durability(args.sync_interval),
+        "load": load(),
         "events_loaded": args.events,
         "caller_events_in_window": agent_events,
         "window_stats": window.stats(),
@@ -330,6 +379,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "p99_difference_ms": (quantile(lat_on, 0.99) - quantile(lat_off, 0.99)) * ms,
         "gate_check_p50_ms": statistics.median(inner) * ms,
         "gate_check_p99_ms": quantile(inner, 0.99) * ms,
+        "gate_check_cpu_p50_us": statistics.median(inner_cpu) * 1e6,
+        "gate_check_cpu_p99_us": quantile(inner_cpu, 0.99) * 1e6,
+        "observer_cpu_p50_us": statistics.median(observer_cpu) * 1e6,
+        "evaluations_per_second_memo": evals_memo_s,
+        **({"profile": _profile_text(profiler)} if profiler else {}),
         "evaluations_per_second": evals_s,
         "rule_evaluations_per_second": evals_s * 10,
         "decisions": {r["decision"]: int(r["n"]) for r in decisions},
@@ -339,6 +393,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 def report(r: dict[str, Any]) -> str:
     return "\n".join(
         [
+            f"machine: {r['machine']}; {r['load']} at the end",
+            r["durability"],
             f"caller's events in the window: {r['caller_events_in_window']} (loaded {r['events_loaded']} in {r['load_seconds']} s; window built in {r['window_build_seconds']} s)",
             f"auth.whoami over gRPC, {r['calls_per_side']} calls per side, alternating:",
             f"  mode off      p50 {r['off_p50_ms']:.3f} ms   p99 {r['off_p99_ms']:.3f} ms",
@@ -346,10 +402,20 @@ def report(r: dict[str, Any]) -> str:
             f"  added latency (per-pair enforce - off): p50 {r['added_p50_ms']:.3f} ms   p99 {r['added_p99_ms']:.3f} ms",
             f"  difference of quantiles:                p50 {r['p50_difference_ms']:.3f} ms   p99 {r['p99_difference_ms']:.3f} ms",
             f"  inside gate.check:                      p50 {r['gate_check_p50_ms']:.3f} ms   p99 {r['gate_check_p99_ms']:.3f} ms",
-            f"evaluator alone: {r['evaluations_per_second']:.0f} evaluations/s of 10 rules ({r['rule_evaluations_per_second']:.0f} rule evaluations/s)",
+            f"  CPU inside gate.check (thread time):    p50 {r['gate_check_cpu_p50_us']:.1f} µs   p99 {r['gate_check_cpu_p99_us']:.1f} µs"
+            f"   (+ the ledger observer feeding the window: p50 {r['observer_cpu_p50_us']:.1f} µs)",
+            f"evaluator alone: {r['evaluations_per_second']:.0f} evaluations/s of 10 rules afresh ({r['rule_evaluations_per_second']:.0f} rule evaluations/s); "
+            f"{r['evaluations_per_second_memo']:.0f}/s as the gate evaluates (rule memo, each call's own row added)",
             f"decision rows written: {r['decisions']}",
+            *([r["profile"]] if "profile" in r else []),
         ]
     )
+
+
+def _profile_text(profiler: cProfile.Profile) -> str:
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(20)
+    return out.getvalue()
 
 
 if __name__ == "__main__":
@@ -359,6 +425,8 @@ if __name__ == "__main__":
     p.add_argument("--events", type=int, default=100_000, help="events of the caller in the ledger")
     p.add_argument("--eval-seconds", type=float, default=3.0)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--profile", action="store_true", help="cProfile (thread CPU) of gate.check on the enforce replica")
+    add_durability_argument(p)
     a = p.parse_args()
     result = asyncio.run(main(a))
     print(json.dumps(result, indent=2) if a.json else report(result))

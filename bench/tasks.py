@@ -44,11 +44,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _machine import machine  # bench/ is on sys.path when a script runs
+from _machine import add_durability_argument, durability, load, machine  # bench/ is on sys.path when a script runs
 
 ROOT = Path(__file__).resolve().parents[1]
 INBOX = "bench-bot"
 WAKE_INBOX = "wake-bot"
+SERIAL_INBOX = "serial-bot"
 
 
 # --- the load client (runs in its own process) ------------------------------------------------------
@@ -246,6 +247,81 @@ async def jetstream_work_queue(url: str, n: int, workers: int, producers: int) -
     return {"messages": done, "seconds": elapsed, "per_second": done / elapsed}
 
 
+async def sdk_serial(cfg: dict[str, Any], n: int) -> dict[str, Any]:
+    """One worker, one call at a time, through the Python SDK over REST: task.create, then
+    task.pull of one task, then task.complete with its fence; `n` times."""
+    from loom import Agent
+
+    agent = Agent(org=cfg["org"], namespace=cfg["namespace"], agent="bench", api_key=cfg["token"], base_url=cfg["http"][0])
+    steps: dict[str, list[float]] = {"create": [], "pull": [], "complete": []}
+    try:
+        started = time.perf_counter()
+        for i in range(n):
+            t0 = time.perf_counter()
+            created = (await agent.tasks.create(SERIAL_INBOX, kind="chore", title=f"s{i}"))["task"]["task_id"]
+            t1 = time.perf_counter()
+            got = (await agent.tasks.pull(SERIAL_INBOX, wait_seconds=2, max_tasks=1))["tasks"]
+            t2 = time.perf_counter()
+            assert len(got) == 1 and got[0]["task_id"] == created, got
+            await agent.tasks.complete(created, fence=int(got[0]["fence"]))
+            t3 = time.perf_counter()
+            for name, d in (("create", t1 - t0), ("pull", t2 - t1), ("complete", t3 - t2)):
+                steps[name].append(d)
+        elapsed = time.perf_counter() - started
+    finally:
+        await agent.aclose()
+    p50 = {name: statistics.median(v) * 1000 for name, v in steps.items()}
+    return {"lifecycles": n, "seconds": elapsed, "per_second": n / elapsed, "step_p50_ms": p50}
+
+
+async def jetstream_serial(url: str, n: int) -> dict[str, Any]:
+    """The same three steps on raw JetStream with nats-py, one at a time: publish (acked by the
+    server), fetch one, ack_sync (acked by the server); `n` times."""
+    import nats
+    from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
+
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    stream = f"BENCH_SERIAL_{int(time.time() * 1000)}"
+    subject = f"bench.serial.{stream.lower()}"
+    await js.add_stream(StreamConfig(name=stream, subjects=[subject], retention=RetentionPolicy.WORK_QUEUE, storage=StorageType.FILE))
+    await js.add_consumer(stream, ConsumerConfig(durable_name="worker", ack_policy=AckPolicy.EXPLICIT))
+    sub = await js.pull_subscribe_bind("worker", stream=stream)
+    started = time.perf_counter()
+    for i in range(n):
+        await js.publish(subject, f"task {i}".encode())
+        msgs = await sub.fetch(1, timeout=2)
+        assert len(msgs) == 1
+        await msgs[0].ack_sync()
+    elapsed = time.perf_counter() - started
+    await js.delete_stream(stream)
+    await nc.close()
+    return {"messages": n, "seconds": elapsed, "per_second": n / elapsed}
+
+
+async def serial_rounds(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Interleaved rounds in this one client process: JetStream, Loom, JetStream, Loom, ...
+    (which goes first alternates); each round's ratio is Loom over the mean of the JetStream
+    rounds beside it, and the median ratio is reported."""
+    await sdk_serial(cfg, min(cfg["warmup"], 100))
+    await jetstream_serial(cfg["nats"], min(cfg["warmup"], 100))
+    loom_rounds: list[dict[str, Any]] = []
+    js_rounds: list[dict[str, Any]] = []
+    for r in range(cfg["rounds"]):
+        pair = [("js", jetstream_serial(cfg["nats"], cfg["serial"])), ("loom", sdk_serial(cfg, cfg["serial"]))]
+        for name, run in pair if r % 2 == 0 else reversed(pair):
+            meter = CpuMeter(cfg)
+            out = await run
+            cpu = meter.split()
+            out["cpu_ms"] = (
+                (cpu["total"] if name == "loom" else cpu["client"] + cpu["nats"]) * 1000 / (out.get("lifecycles") or out["messages"])
+            )
+            out["loadavg"] = os.getloadavg()[0]
+            (loom_rounds if name == "loom" else js_rounds).append(out)
+    ratios = [lr["per_second"] / jr["per_second"] for lr, jr in zip(loom_rounds, js_rounds, strict=True)]
+    return {"loom": loom_rounds, "jetstream": js_rounds, "ratios": ratios, "ratio": statistics.median(ratios)}
+
+
 def proc_cpu(pid: int) -> float:
     """CPU seconds (user + system) a process has used so far, from /proc."""
     try:
@@ -254,6 +330,59 @@ def proc_cpu(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size of a process in MiB (VmRSS in /proc), 0 when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def children(pid: int) -> list[int]:
+    """A process's children, whichever of its threads started them."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
+async def idle_loom_up_rss(settle: float) -> dict[str, float]:
+    """Start a plain `loom up` (temp data dir, a random port), let it settle, read its RSS and
+    its nats-server child's, and stop it."""
+    import random
+    import signal
+
+    from loom_core.data_dir import URL_FILE
+
+    with tempfile.TemporaryDirectory(prefix="loom-bench-up-") as tmp:
+        env = {**os.environ, "LOOM_DATA_DIR": tmp, "LOOM_HTTP_PORT": str(random.randint(20000, 60000)), "LOOM_LOG_LEVEL": "WARNING"}
+        proc = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).parent / "loom"), "up", env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+        )
+        try:
+            deadline = time.monotonic() + 180
+            while not (Path(tmp) / URL_FILE).exists():
+                if proc.returncode is not None or time.monotonic() > deadline:
+                    raise RuntimeError("loom up did not start")
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(settle)
+            nats = sum(rss_mb(c) for c in children(proc.pid))
+            return {"loom_up_mb": rss_mb(proc.pid), "nats_server_mb": nats, "settled_seconds": settle}
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 60)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
 
 
 class CpuMeter:
@@ -284,6 +413,8 @@ async def _client(cfg: dict[str, Any]) -> dict[str, Any]:
             out["loom"]["cpu"] = meter.split()
         if cfg["phase"] == "wake":
             out["wake"] = await loom_wake(door, cfg["wake_replicas"], cfg["wake"])
+        if cfg["phase"] == "serial":
+            out["serial"] = await serial_rounds(cfg)
     finally:
         await door.close()
     if cfg["phase"] == "baseline":
@@ -370,6 +501,31 @@ class DerivedBacklogWatch:
         return max(0.0, self.first_idle_after_busy - last_done)
 
 
+async def soak(cfg: dict[str, Any], door: str, args: argparse.Namespace, sample: Any) -> dict[str, Any]:
+    """Batched lifecycle runs back to back for `--soak-seconds`, the server's and nats-server's
+    RSS after each. The leak check: the last third's median RSS against the first third's (a
+    heap that settles grows early and then holds; a leak keeps growing)."""
+    samples: list[tuple[float, float, float]] = []
+    started = time.monotonic()
+    while time.monotonic() - started < args.soak_seconds:
+        await run_client({**cfg, "door": door, "batch": args.batch, "phase": "lifecycles", "warmup": 0})
+        server, nats = sample()
+        samples.append((round(time.monotonic() - started, 1), server, nats))
+    third = max(1, len(samples) // 3)
+    first = statistics.median(x[1] for x in samples[:third])
+    last = statistics.median(x[1] for x in samples[-third:])
+    return {
+        "seconds": round(time.monotonic() - started, 1),
+        "runs": len(samples),
+        "samples": samples,
+        "server_first_third_mb": first,
+        "server_last_third_mb": last,
+        "growth_pct": (last - first) * 100 / first,
+        "nats_first_mb": samples[0][2],
+        "nats_last_mb": samples[-1][2],
+    }
+
+
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     sys.path[:0] = [str(ROOT)]
     from loom_core.bus import NatsServer
@@ -397,7 +553,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 **({"task_projection_max_behind": args.max_behind} if args.max_behind is not None else {}),
             },
         )
-        async with NatsServer(data / "nats") as nats:
+        async with NatsServer(data / "nats", sync_interval=args.sync_interval) as nats:
             store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
             statements = _count_statements(store) if args.store_stats else None
             planes = {"identity", "tasks"}
@@ -412,7 +568,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             async with httpx.AsyncClient(
                 base_url=a.base_url, headers={"Authorization": f"Bearer {token}", "X-Loom-Namespace": "main"}
             ) as c:
-                for inbox in (INBOX, WAKE_INBOX):
+                for inbox in (INBOX, WAKE_INBOX, SERIAL_INBOX):
                     r = await c.post("/v1/inbox.register", json={"inbox": inbox, "default_lease_seconds": 600})
                     r.raise_for_status()
             doors = ["grpc", "rest"] if args.door == "both" else [args.door]
@@ -425,7 +581,10 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 "nats_pid": nats.proc.pid if nats.proc is not None else 0,
                 "server_pid": os.getpid(),
                 "token": token,
+                "org": "bench",
                 "namespace": "main",
+                "serial": args.serial,
+                "rounds": args.serial_rounds,
                 "replicas": args.replicas,
                 "n": args.tasks,
                 "workers": args.workers,
@@ -435,13 +594,17 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 "wake": args.wake,
             }
             tasks_planes = [next(p for p in i.planes if isinstance(p, TasksPlane)) for i in instances]
+            memory: dict[str, Any] = {"server_idle_mb": rss_mb(os.getpid()), "nats_idle_mb": rss_mb(cfg["nats_pid"]), "after_runs_mb": []}
             # CPU time of the event loop's thread (not wall time, which the shared machine inflates).
             profiler = cProfile.Profile(time.thread_time) if args.profile else None
             runs: list[dict[str, Any]] = []
             base: dict[str, Any] | None = None
             seen_statements: dict[str, list[float]] | None = None
+            serial: dict[str, Any] | None = None
             try:
-                for door in doors:
+                if args.serial:
+                    serial = (await run_client({**cfg, "phase": "serial"}))["serial"]
+                for door in doors if not args.only_serial else []:
                     for batch in batches:
                         applied0 = sum(p.projector.applied for p in tasks_planes)
                         batches0 = sum(p.projector.batches for p in tasks_planes)
@@ -490,6 +653,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                                 "server_loop_cpu_ms_per_lifecycle": loop_cpu * 1000 / (args.tasks + args.warmup),
                             }
                         )
+                        memory["after_runs_mb"].append(rss_mb(os.getpid()))
                         base = (await run_client({**cfg, "phase": "baseline"}))["jetstream"]
                         runs[-1]["jetstream_after"] = base["per_second"]
                         runs[-1]["jetstream_per_second"] = (runs[-1]["jetstream_before"] + base["per_second"]) / 2
@@ -502,10 +666,14 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         runs[-1]["ratio_cpu"] = runs[-1]["jetstream_cpu_ms_per_message"] / runs[-1]["cpu_ms_per_lifecycle"]
                 # --wake 0: no wake rounds, no wake figures (statistics.median of nothing raises).
                 wakes = (
-                    [(await run_client({**cfg, "door": doors[0], "phase": "wake", "wake_replicas": 1}))["wake"]] if args.wake > 0 else []
+                    [(await run_client({**cfg, "door": doors[0], "phase": "wake", "wake_replicas": 1}))["wake"]]
+                    if args.wake > 0 and not args.only_serial
+                    else []
                 )
-                if args.replicas > 1 and args.wake > 0:
+                if args.replicas > 1 and args.wake > 0 and not args.only_serial:
                     wakes.append((await run_client({**cfg, "door": doors[0], "phase": "wake", "wake_replicas": 2}))["wake"])
+                if args.soak_seconds:
+                    memory["soak"] = await soak(cfg, doors[0], args, lambda: (rss_mb(os.getpid()), rss_mb(cfg["nats_pid"])))
             finally:
                 for inst in reversed(instances):
                     try:
@@ -518,6 +686,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     batched = [r for r in runs if r["batch"] > 1] or runs
     result: dict[str, Any] = {
         "machine": machine(),
+        "durability": durability(args.sync_interval),
+        "sync_interval": args.sync_interval,
+        "load": load(),
         "replicas": args.replicas,
         "tasks": args.tasks,
         "workers": args.workers,
@@ -526,12 +697,16 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "wake": wakes,
         "jetstream": base,  # the last run's baseline; each run carries its own
         # The headline: the best batched run over the baseline; unbatched beside it.
-        "ratio": max(r["ratio"] for r in batched),
+        "ratio": max((r["ratio"] for r in batched), default=0.0),
         "ratio_unbatched": max((r["ratio"] for r in runs if r["batch"] == 1), default=0.0),
-        "ratio_cpu": max(r["ratio_cpu"] for r in batched),
+        "ratio_cpu": max((r["ratio_cpu"] for r in batched), default=0.0),
         "ratio_cpu_unbatched": max((r["ratio_cpu"] for r in runs if r["batch"] == 1), default=0.0),
         "checked": all(r["checked"] for r in runs),
+        "serial": serial,
+        "memory": memory,
     }
+    if args.idle_rss:
+        result["memory"]["loom_up_idle"] = await idle_loom_up_rss(args.idle_rss)
     if seen_statements is not None:
         result["store_statements"] = {
             k: {"count": len(v), "seconds": round(sum(v), 3)} for k, v in sorted(seen_statements.items(), key=lambda kv: -sum(kv[1]))
@@ -569,7 +744,8 @@ def _count_statements(store: Any) -> dict[str, list[float]]:
 
 def report(r: dict[str, Any]) -> str:
     lines = [
-        f"machine: {r['machine']}",
+        f"machine: {r['machine']}; {r['load']} at the end",
+        r["durability"],
         f"{r['tasks']} tasks, {r['producers']} producers, {r['workers']} workers, {r['replicas']} replica(s)",
         "each run's ratio is against the jetstream work queue (publish -> fetch -> ack) measured right before and after it",
     ]
@@ -588,8 +764,41 @@ def report(r: dict[str, Any]) -> str:
     for wk in r["wake"]:
         where = "across replicas" if wk["across_replicas"] else "same replica"
         lines.append(f"wake latency ({where}): p50 {wk['p50_ms']:.1f} ms, p99 {wk['p99_ms']:.1f} ms over {wk['rounds']} rounds")
-    lines.append(f"ratio (best batched) {r['ratio']:.3f}; unbatched {r['ratio_unbatched']:.3f}")
-    lines.append(f"ratio_cpu (best batched) {r['ratio_cpu']:.3f}; unbatched {r['ratio_cpu_unbatched']:.3f}")
+    runs_present = bool(r["runs"])
+    if r["serial"]:
+        sr = r["serial"]
+        lines.append(
+            "one call at a time, one worker (Python SDK over REST: task.create, task.pull, task.complete) against raw JetStream "
+            "(nats-py: publish, fetch 1, ack_sync), interleaved rounds in one client process:"
+        )
+        for lr, jr, ratio in zip(sr["loom"], sr["jetstream"], sr["ratios"], strict=True):
+            lines.append(
+                f"  loom {lr['per_second']:6.0f} lifecycles/s ({lr['cpu_ms']:.2f} ms CPU each: client + server + nats)  "
+                f"jetstream {jr['per_second']:6.0f}/s ({jr['cpu_ms']:.3f} ms CPU)  ratio {ratio:.3f}  load {lr['loadavg']:.1f}  "
+                f"(p50 ms: {', '.join(f'{k} {v:.2f}' for k, v in lr['step_p50_ms'].items())})"
+            )
+        lines.append(f"ratio one call at a time (median of {len(sr['ratios'])} rounds) {sr['ratio']:.3f}")
+    if runs_present:
+        lines.append(f"ratio (best batched) {r['ratio']:.3f}; unbatched {r['ratio_unbatched']:.3f}")
+    if runs_present:
+        lines.append(f"ratio_cpu (best batched) {r['ratio_cpu']:.3f}; unbatched {r['ratio_cpu_unbatched']:.3f}")
+    m = r["memory"]
+    lines.append(
+        f"RSS: bench server (identity + tasks planes, chDB, gateway) idle {m['server_idle_mb']:.0f} MiB, after each run "
+        f"{', '.join(f'{x:.0f}' for x in m['after_runs_mb']) or '-'} MiB; nats-server idle {m['nats_idle_mb']:.0f} MiB"
+    )
+    if "loom_up_idle" in m:
+        u = m["loom_up_idle"]
+        lines.append(
+            f"RSS of an idle `loom up` ({u['settled_seconds']:g} s after it started): {u['loom_up_mb']:.0f} MiB, its nats-server {u['nats_server_mb']:.0f} MiB"
+        )
+    if "soak" in m:
+        k = m["soak"]
+        verdict = "grows (look for a leak)" if k["growth_pct"] > 10 else "holds"
+        lines.append(
+            f"soak: {k['runs']} batched runs over {k['seconds']:.0f} s; server RSS median first third {k['server_first_third_mb']:.0f} MiB, "
+            f"last third {k['server_last_third_mb']:.0f} MiB ({k['growth_pct']:+.1f}%: {verdict}); nats-server {k['nats_first_mb']:.0f} -> {k['nats_last_mb']:.0f} MiB"
+        )
     if "store_statements" in r:
         lines += ["store statements during the last lifecycle run (count, seconds):"]
         lines += [f"  {v['count']:6d} {v['seconds']:8.2f}  {k}" for k, v in r["store_statements"].items()]
@@ -605,12 +814,20 @@ def main() -> int:
     p.add_argument("-p", "--producers", type=int, default=8, help="concurrent producers (default 8)")
     p.add_argument("--batch", type=int, default=100, help="items per batch call in the batched run (default 100; 1: unbatched only)")
     p.add_argument("--only-batch", action="store_true", help="run only the batched lifecycles (not the unbatched run beside them)")
+    p.add_argument("--serial", type=int, default=300, help="lifecycles per round one call at a time through the SDK (default 300; 0: none)")
+    p.add_argument("--serial-rounds", type=int, default=5, help="interleaved rounds of the one-call-at-a-time comparison (default 5)")
+    p.add_argument("--only-serial", action="store_true", help="run only the one-call-at-a-time comparison")
+    p.add_argument("--soak-seconds", type=float, default=0, help="then batched runs back to back this long, RSS after each (leak check)")
+    p.add_argument(
+        "--idle-rss", type=float, default=0, metavar="SECONDS", help="also start a plain `loom up`, read its RSS this long after it started"
+    )
     p.add_argument("--door", choices=("grpc", "rest", "both"), default="both", help="how the client calls Loom (default both)")
     p.add_argument("--replicas", type=int, default=1, choices=(1, 2), help="Loom replicas in the server process (default 1)")
     p.add_argument("--wake", type=int, default=200, help="wake-latency rounds (default 200)")
     p.add_argument("--warmup", type=int, default=200, help="unmeasured lifecycles first (default 200)")
     p.add_argument("--no-webhooks", action="store_true", help="turn the webhook deliverer off (it reads every event)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_durability_argument(p)
     p.add_argument(
         "--max-behind",
         type=int,

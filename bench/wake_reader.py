@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import nats
+from _machine import add_durability_argument, durability, load, machine  # bench/ is on sys.path when a script runs
 from loom_core import fastjson
 from loom_core.bus import NatsServer, connect_bus
 from loom_tasks.consumers.layout import WAKE
@@ -76,9 +77,13 @@ async def main() -> None:
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--burst", type=int, default=5000)
     ap.add_argument("--repeat", type=int, default=3)
+    add_durability_argument(ap)
     a = ap.parse_args()
+    print(f"machine: {machine()}")
+    # Wake-ups are core NATS messages (no JetStream write): the setting is stated, it does not enter the figures.
+    print(durability(a.sync_interval))
     with tempfile.TemporaryDirectory() as tmp:
-        async with NatsServer(Path(tmp) / "nats") as srv:
+        async with NatsServer(Path(tmp) / "nats", sync_interval=a.sync_interval) as srv:
             bus = await connect_bus(srv.url)
             pub = await nats.connect(srv.url)
 
@@ -110,7 +115,9 @@ async def main() -> None:
         label = "nats-py callback (before)" if k == "old" else "FastStream subscriber (now)"
         print(f"{label:28} wake applied p50 {p50:.3f} ms  p99 {p99:.3f} ms  CPU {cpu:.1f} us/message")
     o, n = med["old"], med["new"]
-    print(f"ratio new/old: p50 {n[0] / o[0]:.2f}  p99 {n[1] / o[1]:.2f}  CPU {n[2] / o[2]:.2f}  (median of {a.repeat} interleaved runs)")
+    print(
+        f"ratio new/old: p50 {n[0] / o[0]:.2f}  p99 {n[1] / o[1]:.2f}  CPU {n[2] / o[2]:.2f}  (median of {a.repeat} interleaved runs; {load()})"
+    )
 
 
 if __name__ == "__main__":

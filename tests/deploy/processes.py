@@ -62,6 +62,8 @@ class NatsCluster:
     size: int = 3
     env: dict[str, str] = field(default_factory=dict)
     nodes: list[NatsNode] = field(default_factory=list)
+    # JetStream's sync_interval (`always`: fsync each write before its ack); empty: nats-server's default.
+    sync_interval: str = ""
 
     @property
     def urls(self) -> str:
@@ -92,7 +94,7 @@ class NatsCluster:
                 f"server_name: {n.name}\n"
                 f"listen: 127.0.0.1:{n.port}\n"
                 f"http: 127.0.0.1:{n.monitor_port}\n"
-                f'jetstream {{ store_dir: "{n.dir / "js"}" }}\n'
+                f'jetstream {{ store_dir: "{n.dir / "js"}"{f", sync_interval: {self.sync_interval}" if self.sync_interval else ""} }}\n'
                 + (f"cluster {{ name: loom, listen: 127.0.0.1:{n.cluster_port}, routes: [ {routes} ] }}\n" if self.size > 1 else "")
                 + "include ./loom-accounts.conf\n"
             )

@@ -355,6 +355,32 @@ def test_a_truncated_series_decides_only_what_its_kept_events_decide() -> None:
     assert v.rules[0].condition is None and "truncated" in v.errors[0].message
 
 
+def test_a_glob_leaf_counts_events_that_arrive_after_its_first_evaluation() -> None:
+    # The view a glob (or outcome `any`) leaf reads is built on first use, then kept as events arrive.
+    r = rule({"op": "count_within", "within": "1h", "operation": "memory.*", "outcome": "any", "cmp": "gte", "value": 4})
+    w = window([r], [ev(0, "memory.get"), ev(1, "memory.set", ok=False)])
+    assert check([r], w, 10).rules[0].leaves[0].observed == 2
+    w.add_event(ev(20, "memory.search"))
+    w.add_event(ev(21, "memory.get", ok=False, memory_key="k"))
+    w.add_event(ev(22, "task.create"))  # another op: not counted
+    out = check([r], w, 30).rules[0]
+    assert out.leaves[0].observed == 4 and out.condition is True
+
+
+def test_a_glob_leaf_drops_what_eviction_and_the_cap_drop() -> None:
+    gt = rule({"op": "count_within", "within": "1d", "operation": "memory.*", "cmp": "gt", "value": 5})
+    eq = rule({"op": "count_within", "within": "1d", "operation": "memory.*", "cmp": "eq", "value": 30})
+    w = window([gt], [ev(i, "memory.get") for i in range(3)], cap=10)
+    assert check([gt], w, 100).rules[0].leaves[0].observed == 3
+    for i in range(3, 25):
+        w.add_event(ev(i, "memory.set"))
+    assert check([gt], w, 100).rules[0].condition is True  # at least the kept events: more than 5
+    v = check([eq], w, 100)  # memory.set was cut to the cap: 30 is not decided
+    assert v.rules[0].condition is None and "truncated" in v.errors[0].message
+    w.evict(T0 + 50 * US)
+    assert check([gt], w, 100).rules[0].leaves[0].observed == 0
+
+
 def test_history_before_the_window_floor_is_not_claimed_absent() -> None:
     r = rule({"op": "formerly", "within": "1h", "operation": "memory.get"})
     w = window([r], [], floor_us=T0 + 1000 * US)

@@ -32,12 +32,19 @@ def nats_server_binary() -> str:
 
 
 class NatsServer:
-    """`async with NatsServer(store_dir) as srv:` → srv.url."""
+    """`async with NatsServer(store_dir) as srv:` → srv.url.
 
-    def __init__(self, store_dir: Path, port: int = 0, host: str = "127.0.0.1", config: str | None = None) -> None:
+    `sync_interval` sets JetStream's storage sync (`always`: fsync every write before its ack,
+    as `loom up` runs by default; an interval such as `2m`; empty: nats-server's own default,
+    an fsync every two minutes)."""
+
+    def __init__(self, store_dir: Path, port: int = 0, host: str = "127.0.0.1", config: str | None = None, sync_interval: str = "") -> None:
         self.store_dir = store_dir
         self.host = host
         self.port = port or free_port(host)
+        self.sync_interval = sync_interval
+        if sync_interval:
+            config = (config or "") + f"\njetstream {{ sync_interval: {sync_interval} }}\n"  # docs/operations/durability.md
         self.config = config
         self.proc: subprocess.Popen[bytes] | None = None
 

@@ -310,8 +310,7 @@ async def run_embedded(settings: Settings, stop: asyncio.Event) -> int:
     try:
         if not nats_url:
             config, settings = embedded_nats_auth(settings)
-            config = (config or "") + f"\njetstream {{ sync_interval: {settings.nats_sync_interval} }}\n"  # docs/operations/durability.md
-            nats = NatsServer(data / "nats", port=settings.nats_port, config=config)
+            nats = NatsServer(data / "nats", port=settings.nats_port, config=config, sync_interval=settings.nats_sync_interval)
             await nats.__aenter__()
             nats_url = nats.url
             child = NatsChild(nats)

@@ -9,6 +9,7 @@ never reads another principal's events, whatever labels the caller sends.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -37,17 +38,20 @@ class History(Protocol):
 
     floor_us: int
     live_rows: dict[str, int]
+    generation: int
 
     def series_for(self, pkey: PKey) -> Mapping[tuple[str, bool], Series] | None: ...
 
     def exposures_for(self, pkey: PKey) -> Mapping[tuple[str, str], Breadth] | None: ...
+
+    def view(self, pkey: PKey, ops: str, outcome: str) -> Series | None: ...
 
 
 class EvalContext:
     """One evaluation: the history, the caller, the instant, and the current call's arguments
     (in the ledger's form, computed only if a rule binds `$args`)."""
 
-    __slots__ = ("_args", "_args_fn", "caller", "history", "now_us", "pending")
+    __slots__ = ("_args", "_args_fn", "caller", "history", "memo", "now_us", "pending", "reads", "until")
 
     def __init__(
         self,
@@ -56,6 +60,8 @@ class EvalContext:
         now_us: int,
         args: Callable[[], Mapping[str, str]] | Mapping[str, str],
         pending: Sequence[PendingCall] = (),
+        *,
+        memo: bool = False,
     ) -> None:
         self.history = history
         self.caller = caller
@@ -64,6 +70,33 @@ class EvalContext:
         self.pending = pending
         self._args: Mapping[str, str] | None = None if callable(args) else args
         self._args_fn = args if callable(args) else None
+        # Whether rules may answer from (and keep) their memo: the live gate's long-lived window.
+        self.memo = memo
+        # What the rule being evaluated read (each series and index, by version) and the first
+        # instant at which the passing of time alone may change its answer.
+        self.reads: list[Series | Breadth] = []
+        self.until = _FOREVER
+
+    def read(self, source: Series | Breadth | None) -> None:
+        if source is not None:
+            self.reads.append(source)
+
+    def changes_at(self, times: Sequence[int], lo: int, hi: int, within_us: int, trunc: int) -> None:
+        """Lower `until` to when [lo, hi) slid forward may count differently over `times`: the
+        oldest event inside leaves it, the next event at or after hi enters it, or the window
+        stops reaching past the truncation point (its count becomes exact)."""
+        until = self.until
+        n = len(times)
+        i = bisect_left(times, lo)
+        if i < n:
+            j = bisect_left(times, hi, i)
+            if i < j:
+                until = min(until, times[i] + within_us + 1)
+            if j < n:
+                until = min(until, times[j] + 1)
+        if lo <= trunc:
+            until = min(until, trunc + within_us + 1)
+        self.until = until
 
     @property
     def args(self) -> Mapping[str, str]:
@@ -75,6 +108,9 @@ class EvalContext:
 
 class _Undecided(Exception):
     pass
+
+
+_FOREVER = 1 << 62
 
 
 _NOTHING_MISSING = -(1 << 62)
@@ -108,13 +144,28 @@ def compare(cmp: str, observed: float, threshold: float, exact: bool) -> bool | 
 
 
 class CompiledLeaf:
-    __slots__ = ("_anchor", "_ops", "leaf", "within_us")
+    __slots__ = ("_anchor", "_ops", "_spans", "leaf", "within_us")
 
     def __init__(self, leaf: Leaf) -> None:
         self.leaf = leaf
         self.within_us = leaf.within_seconds * US
         self._ops = GlobSet((leaf.operation,))
         self._anchor = GlobSet((leaf.anchor,)) if leaf.anchor else None
+        # Op names (the leaf's and its anchor's) whose events span several (op, ok) series: a glob, or outcome `any`.
+        self._spans = {name for name in (leaf.operation, leaf.anchor) if name and (leaf.outcome == "any" or any(c in name for c in "*?["))}
+
+    def _series(self, history: History, pkey: PKey, ops: str) -> Series | None:
+        """The principal's events this leaf reads, as one series: an op's own series, or the
+        window's view over every op (and outcome) the leaf spans, kept as events arrive."""
+        if ops in self._spans:
+            return history.view(pkey, ops, self.leaf.outcome)
+        series = history.series_for(pkey)
+        return series.get((ops, self.leaf.outcome == "ok")) if series else None
+
+    def _read(self, ctx: EvalContext, pkey: PKey, ops: str) -> Series | None:
+        s = self._series(ctx.history, pkey, ops)
+        ctx.read(s)
+        return s
 
     def _filter(self, ctx: EvalContext, spec: tuple[Any, ...]) -> tuple[tuple[str, str], ...]:
         out = []
@@ -127,10 +178,6 @@ class CompiledLeaf:
             else:
                 out.append((a.field, a.literal))
         return tuple(out)
-
-    def _outcome_ok(self, ok: bool) -> bool:
-        o = self.leaf.outcome
-        return o == "any" or (o == "ok") == ok
 
     def evaluate(self, ctx: EvalContext) -> LeafOutcome:
         leaf = self.leaf
@@ -164,36 +211,29 @@ class CompiledLeaf:
         hi = ctx.now_us
         lo = hi - self.within_us
         floor = _missing_upto(ctx.history)
-        ops = ctx.history.series_for(pkey) or {}
+        s = self._read(ctx, pkey, leaf.operation)
         filt = self._filter(ctx, leaf.args_equal) if leaf.args_equal else ()
         if leaf.op == "not_since":
-            assert self._anchor is not None
             afilt = self._filter(ctx, leaf.anchor_args_equal) if leaf.anchor_args_equal else ()
-            anchor_at, trunc = 0, floor
-            for (op, ok), s in ops.items():
-                if self._outcome_ok(ok) and self._anchor(op):
-                    anchor_at = max(anchor_at, s.latest(lo, hi, afilt))
-                    trunc = max(trunc, s.truncated_upto)
+            anchor = self._read(ctx, pkey, leaf.anchor)
+            anchor_at = anchor.latest(lo, hi, afilt) if anchor else 0
+            trunc = max(floor, anchor.truncated_upto) if anchor else floor
+            ctx.changes_at(anchor.times if anchor else (), lo, hi, self.within_us, trunc)
+            if s:
+                ctx.changes_at(s.times, lo, hi, self.within_us, floor)
             out.last_us = anchor_at
             if not anchor_at:
                 if lo <= trunc:
                     raise _Undecided(f"history before {trunc} is not kept here; no anchor {leaf.anchor} after it")
                 out.holds = False
                 return
-            since = 0
-            for (op, ok), s in ops.items():
-                if self._outcome_ok(ok) and self._ops(op):
-                    since += s.count(anchor_at + 1, hi, filt)[0]
+            since = s.count(anchor_at + 1, hi, filt)[0] if s else 0
             out.observed = float(since)
             out.holds = since == 0
             return
-        total, last, trunc = 0, 0, floor
-        for (op, ok), s in ops.items():
-            if self._outcome_ok(ok) and self._ops(op):
-                n, at = s.count(lo, hi, filt)
-                total += n
-                last = max(last, at)
-                trunc = max(trunc, s.truncated_upto)
+        total, last = s.count(lo, hi, filt) if s else (0, 0)
+        trunc = max(floor, s.truncated_upto) if s else floor
+        ctx.changes_at(s.times if s else (), lo, hi, self.within_us, trunc)
         exact = lo > trunc
         out.last_us = last
         if leaf.op == "formerly":
@@ -229,22 +269,29 @@ class CompiledLeaf:
         lo = ctx.now_us - self.within_us
         floor = _missing_upto(ctx.history)
         idx = ctx.history.exposures_for(pkey) or {}
-        if leaf.operation == "*":
-            b = idx.get((leaf.kind, "*"))
-            distinct = b.distinct_since(lo) if b else 0
-            trunc = max(floor, b.truncated_upto if b else 0)
-        elif "*" not in leaf.operation and "?" not in leaf.operation and "[" not in leaf.operation:
+        if leaf.operation == "*" or ("*" not in leaf.operation and "?" not in leaf.operation and "[" not in leaf.operation):
             b = idx.get((leaf.kind, leaf.operation))
             distinct = b.distinct_since(lo) if b else 0
             trunc = max(floor, b.truncated_upto if b else 0)
+            read = [b] if b else []
         else:
             keys: set[str] = set()
             trunc = floor
+            read = []
             for (kind, op), b in idx.items():
                 if kind == leaf.kind and op != "*" and self._ops(op):
                     keys |= b.keys_since(lo)
                     trunc = max(trunc, b.truncated_upto)
+                    read.append(b)
             distinct = len(keys)
+        for b in read:
+            ctx.read(b)
+            # A key counts from its latest showing: the count changes when the oldest one leaves.
+            i = bisect_left(b.order, (lo, ""))
+            if i < len(b.order):
+                ctx.until = min(ctx.until, b.order[i][0] + self.within_us + 1)
+        if lo <= trunc:
+            ctx.until = min(ctx.until, trunc + self.within_us + 1)
         out.observed = float(distinct)
         if leaf.fraction is not None:
             live = ctx.history.live_rows.get(leaf.kind)
@@ -261,10 +308,27 @@ class CompiledLeaf:
         out.holds = decided
 
 
+@dataclass(slots=True)
+class _Memo:
+    """A rule's answer for one caller (and bound arguments): it stands while the window is the
+    same one at the same generation, every series and index read is at the version read, and
+    the instant is before `until`."""
+
+    history: History
+    generation: int
+    reads: list[tuple[Series | Breadth, int]]
+    until: int
+    value: bool | None
+    leaves: list[LeafOutcome]
+
+
+MEMO_MAX = 4096  # callers (and bound arguments) remembered per rule
+
+
 class CompiledRule:
     """A rule ready to evaluate: its action matcher, its leaves, the history shape it needs."""
 
-    __slots__ = ("_actions", "_leaves", "definition", "name", "shape")
+    __slots__ = ("_actions", "_binds", "_leaves", "_memo", "_memoizable", "_reads_pending", "definition", "name", "shape")
 
     def __init__(self, rule: RuleDef) -> None:
         self.definition = rule
@@ -273,6 +337,16 @@ class CompiledRule:
         self._leaves: dict[int, CompiledLeaf] = {}
         self._collect(rule.condition)
         self.shape = self._shape()
+        leaves = [cl.leaf for cl in self._leaves.values()]
+        # The call's own arguments a leaf binds ($args.<field>): part of the memo's key.
+        self._binds = tuple(sorted({a.bind for leaf in leaves for a in (*leaf.args_equal, *leaf.anchor_args_equal) if a.bind}))
+        # Calls in flight count toward count_within: with one of the caller's in flight that such
+        # a leaf would count, the rule is evaluated afresh.
+        counted = tuple(leaf.operation for leaf in leaves if leaf.op == "count_within" and leaf.outcome != "failed")
+        self._reads_pending = GlobSet(counted) if counted else None
+        # breadth_within's fraction reads the namespace's live row count, which no version tracks.
+        self._memoizable = not any(leaf.fraction is not None for leaf in leaves)
+        self._memo: dict[tuple[str, str, str, str, tuple[str | None, ...]], _Memo] = {}
 
     def _collect(self, node: Node) -> None:
         if isinstance(node, Leaf):
@@ -286,6 +360,7 @@ class CompiledRule:
         globs: set[str] = set()
         args: set[str] = set()
         exposure_kinds: set[str] = set()
+        views: set[tuple[str, str]] = set()
         retention = 0
         for cl in self._leaves.values():
             leaf = cl.leaf
@@ -299,7 +374,15 @@ class CompiledRule:
                 globs.add(leaf.anchor)
             args.update(a.field for a in leaf.args_equal)
             args.update(a.field for a in leaf.anchor_args_equal)
-        return Shape(frozenset(kinds), None if "*" in globs else frozenset(globs), frozenset(args), retention, frozenset(exposure_kinds))
+            views.update((ops, leaf.outcome) for ops in cl._spans)
+        return Shape(
+            frozenset(kinds),
+            None if "*" in globs else frozenset(globs),
+            frozenset(args),
+            retention,
+            frozenset(exposure_kinds),
+            frozenset(views),
+        )
 
     def applies(self, op: str) -> bool:
         return self._actions(op)
@@ -310,10 +393,36 @@ class CompiledRule:
         return any(cl.leaf.op == "count_within" and cl.leaf.outcome != "failed" and cl._ops(op) for cl in self._leaves.values())
 
     def evaluate(self, ctx: EvalContext) -> tuple[bool | None, list[LeafOutcome]]:
-        """The condition under Kleene logic (None: undecided), and every leaf's values."""
-        leaves: list[LeafOutcome] = []
+        """The condition under Kleene logic (None: undecided), and every leaf's values.
+
+        With `ctx.memo`, the answer last given to this caller is given again when nothing it
+        depends on changed: the history keeps each series' version, and the answer knows the
+        instant at which time alone could change it. The window is kept as events arrive; a
+        call pays for evaluating only the rules whose history moved."""
+        if not (ctx.memo and self._memoizable) or (ctx.pending and self._counts_in_flight(ctx)):
+            leaves: list[LeafOutcome] = []
+            return self._eval(self.definition.condition, ctx, leaves), leaves
+        c = ctx.caller
+        key = (c.subject, c.agent, c.user, c.session, tuple(ctx.args.get(b) for b in self._binds) if self._binds else ())
+        hit = self._memo.get(key)
+        if hit is not None and hit.history is ctx.history and ctx.now_us < hit.until and hit.generation == ctx.history.generation:
+            for source, version in hit.reads:
+                if source.version != version:
+                    break
+            else:
+                return hit.value, hit.leaves
+        ctx.reads, ctx.until = [], _FOREVER
+        leaves = []
         value = self._eval(self.definition.condition, ctx, leaves)
+        if len(self._memo) >= MEMO_MAX:
+            self._memo.clear()
+        self._memo[key] = _Memo(ctx.history, ctx.history.generation, [(x, x.version) for x in ctx.reads], ctx.until, value, leaves)
         return value, leaves
+
+    def _counts_in_flight(self, ctx: EvalContext) -> bool:
+        counted = self._reads_pending
+        subject = ctx.caller.subject
+        return counted is not None and any(c.subject == subject and counted(c.op) for c in ctx.pending)
 
     def _eval(self, node: Node, ctx: EvalContext, leaves: list[LeafOutcome]) -> bool | None:
         if isinstance(node, Leaf):

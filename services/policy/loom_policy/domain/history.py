@@ -14,11 +14,15 @@ import fnmatch
 from bisect import bisect_left, insort
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 # A principal's key: (subject, key kind, key value). The subject is always part of it: that
 # is the caller pin, a rule never reads another principal's events.
 PKey = tuple[str, str, str]
+# A leaf's question about ops: (op name or glob, outcome `ok` / `failed` / `any`).
+ViewKey = tuple[str, str]
 
 
 @dataclass(slots=True)
@@ -118,6 +122,10 @@ class _ArgSeries:
             del self.args[:i]
 
 
+def outcome_matches(outcome: str, ok: bool) -> bool:
+    return outcome == "any" or (outcome == "ok") == ok
+
+
 class NotIndexed(Exception):
     """An args_equal field the window does not index (its shape is older than the rule)."""
 
@@ -126,15 +134,18 @@ class Series:
     """One principal's events of one op and outcome: sorted times, plus a sub-series per value
     of each argument the namespace's rules compare."""
 
-    __slots__ = ("by_arg", "times", "truncated_upto")
+    __slots__ = ("by_arg", "times", "truncated_upto", "version")
 
     def __init__(self, arg_names: frozenset[str]) -> None:
         self.times: list[int] = []
         self.by_arg: dict[str, dict[str, _ArgSeries]] = {name: {} for name in arg_names}
         # Events at or before this instant may be missing (0: nothing dropped by count).
         self.truncated_upto = 0
+        # Bumped on every change: an answer read from this series holds while it is unchanged.
+        self.version = 0
 
     def add(self, ts: int, args: Mapping[str, str]) -> None:
+        self.version += 1
         times = self.times
         if not times or ts >= times[-1]:
             times.append(ts)
@@ -152,6 +163,7 @@ class Series:
         i = bisect_left(self.times, cutoff)
         if not i:
             return
+        self.version += 1
         del self.times[:i]
         for values in self.by_arg.values():
             emptied = []
@@ -169,6 +181,7 @@ class Series:
             return
         upto = self.times[extra - 1]
         self.truncated_upto = max(self.truncated_upto, upto)
+        self.version += 1
         self.drop_before(upto + 1)
 
     def _sub(self, filt: tuple[tuple[str, str], ...]) -> _ArgSeries | None:
@@ -214,22 +227,46 @@ class Series:
         return 0
 
 
+def merged(parts: list[Series], arg_names: frozenset[str]) -> Series:
+    """One series holding every event of `parts` (a view's start, from the series it covers).
+    Sorting the concatenated runs is a merge in C (timsort finds the sorted runs)."""
+    out = Series(arg_names)
+    out.times = sorted(chain.from_iterable(p.times for p in parts))
+    out.truncated_upto = max((p.truncated_upto for p in parts), default=0)
+    for name, values in out.by_arg.items():
+        subs: dict[str, list[_ArgSeries]] = {}
+        for p in parts:
+            for v, sub in p.by_arg.get(name, {}).items():
+                subs.setdefault(v, []).append(sub)
+        for v, group in subs.items():
+            target = values[v] = _ArgSeries()
+            if len(group) == 1:
+                target.times, target.args = list(group[0].times), list(group[0].args)
+                continue
+            pairs = sorted(chain.from_iterable(zip(g.times, g.args, strict=True) for g in group), key=itemgetter(0))
+            target.times = [ts for ts, _ in pairs]
+            target.args = [a for _, a in pairs]
+    return out
+
+
 class Breadth:
     """Distinct keys shown to one principal: each key once, at the last time it was shown,
     in time order, so 'distinct keys since t' is one binary search."""
 
-    __slots__ = ("last", "order", "truncated_upto")
+    __slots__ = ("last", "order", "truncated_upto", "version")
 
     def __init__(self) -> None:
         self.last: dict[str, int] = {}
         self.order: list[tuple[int, str]] = []
         self.truncated_upto = 0
+        self.version = 0  # as Series.version
 
     def add(self, ts: int, key: str) -> None:
         old = self.last.get(key)
+        if old is not None and ts <= old:
+            return
+        self.version += 1
         if old is not None:
-            if ts <= old:
-                return
             i = bisect_left(self.order, (old, key))
             del self.order[i]
         self.last[key] = ts
@@ -247,6 +284,7 @@ class Breadth:
     def drop_before(self, cutoff: int) -> None:
         i = bisect_left(self.order, (cutoff, ""))
         if i:
+            self.version += 1
             for _, k in self.order[:i]:
                 del self.last[k]
             del self.order[:i]
@@ -256,6 +294,7 @@ class Breadth:
         if extra > 0:
             upto = self.order[extra - 1][0]
             self.truncated_upto = max(self.truncated_upto, upto)
+            self.version += 1
             self.drop_before(upto + 1)
 
 
@@ -269,6 +308,9 @@ class Shape:
     arg_names: frozenset[str] = frozenset()
     retention_us: int = 0
     exposure_kinds: frozenset[str] = frozenset()
+    # The views (Window.view) the rules read, kept from the window's first event on; a view
+    # asked for that is not here is built from the series when first read.
+    views: frozenset[ViewKey] = frozenset()
 
     def covers(self, other: Shape) -> bool:
         """Whatever `other` needs, a window of this shape already keeps."""
@@ -289,6 +331,7 @@ class Shape:
             self.arg_names | other.arg_names,
             max(self.retention_us, other.retention_us),
             self.exposure_kinds | other.exposure_kinds,
+            self.views | other.views,
         )
 
     @property
@@ -309,7 +352,20 @@ class Window:
     # The namespace's live rows per exposure kind (breadth_within's fraction), when known.
     live_rows: dict[str, int] = field(default_factory=dict)
     events: int = 0
+    # Bumped whenever a series or breadth index is created or removed, or the floor moves: with
+    # each read series' version, what an answer depends on (compiler.CompiledRule's memo).
+    generation: int = 0
     _wants: GlobSet | None = None
+    # Views: for a leaf that reads several (op, outcome) series (a glob, or outcome `any`), one
+    # series per principal holding all of their events, kept up to date as events arrive, so
+    # the leaf's question is two binary searches however many ops it spans. Built from the
+    # series on first use; `_routes` memoises which views an (op, ok) feeds.
+    _views: dict[ViewKey, tuple[GlobSet, dict[PKey, Series]]] = field(default_factory=dict)
+    _routes: dict[tuple[str, bool], list[dict[PKey, Series]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for ops, outcome in self.shape.views:
+            self._views[(ops, outcome)] = (GlobSet((ops,)), {})
 
     def wants(self, op: str) -> bool:
         if self.shape.op_globs is None:
@@ -323,6 +379,7 @@ class Window:
             return
         self.events += 1
         names = self.shape.arg_names
+        routes = self._route(ev.op, ev.ok) if self._views else ()
         for kind in self.shape.key_kinds:
             pkey = (ev.subject, kind, ev.key_value(kind))
             ops = self.principals.get(pkey)
@@ -331,10 +388,51 @@ class Window:
             s = ops.get((ev.op, ev.ok))
             if s is None:
                 s = ops[(ev.op, ev.ok)] = Series(names)
+                self.generation += 1
             s.add(ev.ts, ev.args)
+            for by_pkey in routes:
+                v = by_pkey.get(pkey)
+                if v is None:
+                    v = by_pkey[pkey] = Series(names)
+                    self.generation += 1
+                v.add(ev.ts, ev.args)
             # Amortised: cut back to the cap once a series is a tenth over it.
             if len(s.times) > self.cap + self.cap // 10:
                 s.truncate(self.cap)
+                # A view holds what its series hold: cut where they were cut.
+                for by_pkey in routes:
+                    v = by_pkey[pkey]
+                    v.truncated_upto = max(v.truncated_upto, s.truncated_upto)
+                    v.version += 1
+                    v.drop_before(s.truncated_upto + 1)
+
+    def view(self, pkey: PKey, ops: str, outcome: str) -> Series | None:
+        """The principal's events of ops matching `ops` with this outcome, as one series (None:
+        none kept)."""
+        kept = self._views.get((ops, outcome))
+        if kept is None:
+            kept = self._keep_view(ops, outcome)
+        return kept[1].get(pkey)
+
+    def _keep_view(self, ops: str, outcome: str) -> tuple[GlobSet, dict[PKey, Series]]:
+        globs = GlobSet((ops,))
+        by_pkey: dict[PKey, Series] = {}
+        for pkey, series in self.principals.items():
+            parts = [s for (op, ok), s in series.items() if outcome_matches(outcome, ok) and globs(op)]
+            if parts:
+                by_pkey[pkey] = merged(parts, self.shape.arg_names)
+        kept = self._views[(ops, outcome)] = (globs, by_pkey)
+        self._routes.clear()
+        self.generation += 1
+        return kept
+
+    def _route(self, op: str, ok: bool) -> list[dict[PKey, Series]]:
+        routes = self._routes.get((op, ok))
+        if routes is None:
+            routes = self._routes[(op, ok)] = [
+                by_pkey for (_, outcome), (globs, by_pkey) in self._views.items() if outcome_matches(outcome, ok) and globs(op)
+            ]
+        return routes
 
     def add_exposure(self, x: Exposure) -> None:
         if x.kind not in self.shape.exposure_kinds:
@@ -348,6 +446,7 @@ class Window:
                 b = idx.get(slot)
                 if b is None:
                     b = idx[slot] = Breadth()
+                    self.generation += 1
                 b.add(x.ts, x.key)
                 if len(b.order) > self.cap + self.cap // 10:
                     b.truncate(self.cap)
@@ -361,6 +460,7 @@ class Window:
     def evict(self, cutoff: int) -> None:
         """Drop what is older than any rule looks (cutoff = now - the longest window)."""
         self.floor_us = max(self.floor_us, cutoff)
+        self.generation += 1
         for pkey in list(self.principals):
             ops = self.principals[pkey]
             for k in list(ops):
@@ -369,6 +469,11 @@ class Window:
                     del ops[k]
             if not ops:
                 del self.principals[pkey]
+        for _, by_pkey in self._views.values():
+            for pkey in list(by_pkey):
+                by_pkey[pkey].drop_before(cutoff)
+                if not by_pkey[pkey].times:
+                    del by_pkey[pkey]
         for pkey in list(self.exposures):
             idx = self.exposures[pkey]
             for slot in list(idx):

@@ -265,7 +265,6 @@ class PolicyGate:
         assert self.decisions is not None
         ctx = call.ctx
         row = {
-            "ts": us_to_ch(now),
             "org": ctx.org,
             "namespace": ctx.namespace,
             **caller_values(ctx),
@@ -280,8 +279,8 @@ class PolicyGate:
             "rule_names": [r.name for r in verdict.rules],
             "latency_ms": verdict.latency_ms,
         }
-        # The per-rule JSON is rendered when the batch is written, off this call's path.
-        self.decisions.record(row, lambda: _rendered(verdict))
+        # The time and the per-rule JSON are rendered when the batch is written, off this call's path.
+        self.decisions.record(row, lambda: _rendered(now, verdict))
 
     async def evaluate(
         self,
@@ -339,9 +338,9 @@ class PolicyGate:
         deployment = mode or self.mode
         if window is None:
             return undecidable(rules, op=op, write_shaped=write_shaped, deployment_mode=deployment, message="the history could not be read")
-        return evaluate(
-            rules, EvalContext(window, caller, now, args, pending), op=op, write_shaped=write_shaped, deployment_mode=deployment
-        )
+        # The replica's live window lives on: rules may answer from their memo of it (compiler.CompiledRule.evaluate).
+        ctx = EvalContext(window, caller, now, args, pending, memo=True)
+        return evaluate(rules, ctx, op=op, write_shaped=write_shaped, deployment_mode=deployment)
 
 
 def _memo(fn: Callable[[], Mapping[str, str]]) -> Callable[[], Mapping[str, str]]:
@@ -356,8 +355,9 @@ def _memo(fn: Callable[[], Mapping[str, str]]) -> Callable[[], Mapping[str, str]
     return get
 
 
-def _rendered(verdict: Verdict) -> dict[str, str]:
+def _rendered(now: int, verdict: Verdict) -> dict[str, str]:
     return {
+        "ts": us_to_ch(now),
         "errors": json.dumps([error_json(e) for e in verdict.errors], separators=(",", ":")),
         "rules": rules_stored(verdict.rules),
     }
