@@ -321,6 +321,7 @@ def test_a_stream_without_a_leader_or_with_a_replica_behind_is_unhealthy_and_a_s
     assert stream_health(ClusterInfo(name="c", leader="n1", replicas=[PeerInfo(name="n2", current=True)])) == ""
 
 
+@pytest.mark.slow  # starts a three-node nats-server cluster
 async def test_a_nats_cluster_that_lost_quorum_is_a_fault_naming_it(stack: Instance, tmp_path: Path) -> None:
     """Three real nats-servers in one JetStream cluster holding Loom's leases bucket with three
     replicas: healthy, then with two of them stopped (no leader for the bucket's stream)."""
