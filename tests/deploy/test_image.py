@@ -92,7 +92,18 @@ def test_the_runtime_stage_has_no_compiler_and_copies_the_venv_generated_code_an
 
 def test_the_runtime_venv_leaves_out_test_lint_and_compiler_packages_but_has_every_import_of_loom() -> None:
     lock = set(runtime_lock())
-    assert not lock & {"pytest", "pytest-asyncio", "pytest-timeout", "ruff", "mypy", "uv", "grpcio-tools", "helm-python-sdk"}
+    assert not lock & {
+        "pytest",
+        "pytest-asyncio",
+        "pytest-timeout",
+        "pytest-xdist",
+        "execnet",
+        "ruff",
+        "mypy",
+        "uv",
+        "grpcio-tools",
+        "helm-python-sdk",
+    }
     # Every third-party module imported by Loom's packages (not tests, not bench) comes from a
     # distribution in the runtime lock (or from one of those distributions' own dependencies).
     dists = packages_distributions()
