@@ -11,6 +11,8 @@ import sys
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
+import pytest
+
 from tests.pyast import parse_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,6 +92,7 @@ def test_the_runtime_stage_has_no_compiler_and_copies_the_venv_generated_code_an
     assert "scripts/gen_proto.py" in build and "compileall" in build
 
 
+@pytest.mark.slow  # parses every module of Loom's packages and walks the lock's dependency closure
 def test_the_runtime_venv_leaves_out_test_lint_and_compiler_packages_but_has_every_import_of_loom() -> None:
     lock = set(runtime_lock())
     assert not lock & {
