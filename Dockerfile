@@ -27,7 +27,7 @@ WORKDIR /app
 # Third-party packages first: this layer changes only with the lock. Test, lint and chart tools
 # and the protobuf compiler stay out of the runtime venv.
 COPY requirements.lock ./
-RUN grep -v -E '^(pytest|pytest-[a-z-]+|ruff|mypy|uv|grpcio-tools|helm-python-sdk|kubernetes-validate|compose-spec)([=<>!~ ]|$)' requirements.lock > runtime.lock \
+RUN grep -v -E '^(pytest|pytest-[a-z-]+|execnet|ruff|mypy|uv|grpcio-tools|helm-python-sdk|kubernetes-validate|compose-spec)([=<>!~ ]|$)' requirements.lock > runtime.lock \
  && python -m venv /opt/loom \
  && /opt/loom/bin/pip install -r runtime.lock \
  && python -m venv /opt/protoc \

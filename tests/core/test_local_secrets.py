@@ -48,6 +48,7 @@ def test_environment_values_win_over_the_file_and_an_external_nats_gets_no_gener
         with_local_secrets(Settings(data_dir=tmp_path, jwt_secret="short"))
 
 
+@pytest.mark.slow  # starts Loom's CLI processes together
 def test_processes_starting_on_one_fresh_data_dir_at_once_all_get_the_same_secrets(tmp_path: Path) -> None:
     """`loom up` and `loom admin bootstrap` may start on a fresh data dir together (the README's
     first steps): one creates the file, every other reads the whole of it, never an empty file."""

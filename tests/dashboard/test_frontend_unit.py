@@ -22,11 +22,13 @@ def _npm(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([npm, *args], cwd=FRONTEND, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow  # tsc over the dashboard and the TypeScript SDK, a node process
 def test_typescript_is_strict_and_clean() -> None:
     done = _npm("run", "typecheck")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
 
 
+@pytest.mark.slow  # vitest, a node process
 def test_component_tests_pass() -> None:
     done = _npm("test", "--", "--reporter=verbose")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]

@@ -11,6 +11,8 @@ import sys
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
+import pytest
+
 from tests.pyast import parse_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,9 +92,21 @@ def test_the_runtime_stage_has_no_compiler_and_copies_the_venv_generated_code_an
     assert "scripts/gen_proto.py" in build and "compileall" in build
 
 
+@pytest.mark.slow  # parses every module of Loom's packages and walks the lock's dependency closure
 def test_the_runtime_venv_leaves_out_test_lint_and_compiler_packages_but_has_every_import_of_loom() -> None:
     lock = set(runtime_lock())
-    assert not lock & {"pytest", "pytest-asyncio", "pytest-timeout", "ruff", "mypy", "uv", "grpcio-tools", "helm-python-sdk"}
+    assert not lock & {
+        "pytest",
+        "pytest-asyncio",
+        "pytest-timeout",
+        "pytest-xdist",
+        "execnet",
+        "ruff",
+        "mypy",
+        "uv",
+        "grpcio-tools",
+        "helm-python-sdk",
+    }
     # Every third-party module imported by Loom's packages (not tests, not bench) comes from a
     # distribution in the runtime lock (or from one of those distributions' own dependencies).
     dists = packages_distributions()

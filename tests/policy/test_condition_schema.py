@@ -120,6 +120,7 @@ VALID_LEAVES = st.sampled_from(
 CONDITIONS = st.recursive(st.one_of(VALID_LEAVES, VALID_LEAVES, VALID_LEAVES, leaf()), tree, max_leaves=40)
 
 
+@pytest.mark.slow  # 400 generated rule trees, each through the schema and the parser
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(CONDITIONS)
 def test_the_schema_and_the_parser_agree_on_every_condition(condition: Any) -> None:

@@ -85,6 +85,7 @@ async def shared_pair(stack: Instance, data_dir: Path, store: EmbeddedStore, nat
         await inst.stop()
 
 
+@pytest.mark.slow  # starts two replicas of its own (shared_pair)
 async def test_fifty_parallel_calls_across_two_replicas_let_exactly_ten_through(shared_pair: list[Instance]) -> None:
     tenant = await new_tenant(shared_pair[0])
     async with tenant.client() as c:
@@ -99,6 +100,7 @@ async def test_fifty_parallel_calls_across_two_replicas_let_exactly_ten_through(
     assert statuses.count(403) == 50 - LIMIT
 
 
+@pytest.mark.slow  # starts two replicas of its own (shared_pair)
 async def test_limit_is_still_exact_across_replicas_once_the_first_calls_have_finished(shared_pair: list[Instance]) -> None:
     tenant = await new_tenant(shared_pair[0])
     async with tenant.client() as c:

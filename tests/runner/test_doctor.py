@@ -37,6 +37,7 @@ from loom_runner.http import HttpServer
 
 from tests.assistant.emulator import Emulator
 from tests.conftest import Tenant, call, make_settings
+from tests.pyast import parse_file
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -219,7 +220,7 @@ def _fault_ids() -> set[str]:
     for path in [*(REPO / "core").rglob("*.py"), *(REPO / "services").rglob("*.py")]:
         if ".venv" in path.parts:
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse_file(path)):
             if not isinstance(node, ast.Call):
                 continue
             name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
@@ -241,7 +242,7 @@ def test_every_fault_the_doctor_can_name_has_its_page_in_docs_operations() -> No
 def _operator_strings(path: Path) -> list[tuple[int, str]]:
     """The string literals of a module an operator can read (errors, log lines, health reasons):
     every string constant but docstrings and other bare expression statements."""
-    tree = ast.parse(path.read_text())
+    tree = parse_file(path)
     bare = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
     return [
         (n.lineno, n.value)
@@ -321,6 +322,7 @@ def test_a_stream_without_a_leader_or_with_a_replica_behind_is_unhealthy_and_a_s
     assert stream_health(ClusterInfo(name="c", leader="n1", replicas=[PeerInfo(name="n2", current=True)])) == ""
 
 
+@pytest.mark.slow  # starts a three-node nats-server cluster
 async def test_a_nats_cluster_that_lost_quorum_is_a_fault_naming_it(stack: Instance, tmp_path: Path) -> None:
     """Three real nats-servers in one JetStream cluster holding Loom's leases bucket with three
     replicas: healthy, then with two of them stopped (no leader for the bucket's stream)."""

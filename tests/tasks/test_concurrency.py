@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from typing import Any
 
+import pytest
 from loom_runner.embedded import Instance
 
 from tests.tasks.conftest import Api, Org, register
@@ -18,6 +19,7 @@ TASKS = 500
 WORKERS = 20
 
 
+@pytest.mark.slow  # 500 lifecycles by twenty workers: the suite's largest in-process load
 async def test_twenty_workers_on_two_replicas_complete_each_of_500_tasks_exactly_once(
     org: Org, tasks_a: Instance, tasks_b: Instance
 ) -> None:
@@ -91,6 +93,7 @@ async def test_fifty_concurrent_creates_with_one_key_store_one_task(org: Org, ta
     assert [e["kind"] for e in history] == ["created"]
 
 
+@pytest.mark.slow  # 60 concurrent lifecycles on two replicas, read back page by page
 async def test_a_cursor_reader_sees_every_event_of_two_writing_replicas_once(org: Org, tasks_a: Instance, tasks_b: Instance) -> None:
     admin = await org.admin()
     await register(admin, posters=["sa:public-bot"])
