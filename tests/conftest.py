@@ -90,14 +90,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class ModuleAndTransport(LoadScopeScheduling):
+    class ModuleAndTransport(LoadScopeScheduling):  # type: ignore[misc]  # pytest-xdist ships no types
         def _split_scope(self, nodeid: str) -> str:
             module, _, rest = nodeid.partition("::")
             param = rest.partition("[")[2].split("-", 1)[0].rstrip("]")
             return f"{module}[{param}]" if param in TRANSPORTS else module
 
     config.option.loadscopereorder = False  # keep the workers' order (largest-first would mix transports)
-    return ModuleAndTransport(config, log)  # type: ignore[arg-type]
+    return ModuleAndTransport(config, log)
 
 
 @pytest.fixture(scope="session")
