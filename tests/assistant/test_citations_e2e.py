@@ -100,15 +100,16 @@ async def test_a_memory_citation_verifies_when_this_answers_memory_read_returned
 
 
 async def test_a_cluster_bridge_checks_help_citations_over_http_with_the_answer_token(bench: Bench, asker: Asker) -> None:
-    from loom_assistant.service.checks import HttpOps
     from loom_core.errors import LoomError
+    from loom_core.op_caller import HttpOpCaller
 
-    ops = HttpOps(bench.inst.base_url)
+    ops = HttpOpCaller(bench.inst.base_url)
     try:
-        out = await ops("help.verify", {"citations": ["[help:assistant.md § No Such Section Anywhere]"]}, asker.token)
+        cited = {"citations": ["[help:assistant.md § No Such Section Anywhere]"]}
+        out = await ops("help.verify", cited, {"authorization": f"Bearer {asker.token}"}, "rest")
         assert out["results"][0]["verified"] is False
         with pytest.raises(LoomError) as info:
-            await ops("help.verify", {"citations": []}, "not-a-token")
+            await ops("help.verify", {"citations": []}, {"authorization": "Bearer not-a-token"}, "rest")
         assert info.value.code == "AUTH_INVALID"
     finally:
         await ops.close()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -26,6 +25,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from loom_core.bus.natsserver import free_port
+
+from tests import loom_up
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "dashboard-suite-secret-0123456789abcdef0123456789"
@@ -84,52 +85,19 @@ class Server:
 
 @contextmanager
 def running_loom(**extra_env: str) -> Iterator[Server]:
-    """`./loom up` on a temp data dir and a free port, with org ORG and namespace NS bootstrapped;
+    """`loom up` on a temp data dir and a free port, with org ORG and namespace NS bootstrapped;
     stopped (its process group: nats-server too) and its data removed afterwards."""
     data = Path(tempfile.mkdtemp(prefix="loom-dashboard-"))
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}
-    env.update(
-        LOOM_DATA_DIR=str(data),
-        LOOM_HTTP_PORT=str(port),
-        LOOM_JWT_SECRET=SECRET,
-        LOOM_LOG_LEVEL="WARNING",
-        # Rules refuse: the policy test sees a refusal, not only a logged decision.
-        LOOM_POLICY_MODE="enforce",
-        **extra_env,
-    )
+    # Rules refuse: the policy test sees a refusal, not only a logged decision.
+    env = loom_up.loom_env(data, port, LOOM_JWT_SECRET=SECRET, LOOM_POLICY_MODE="enforce", **extra_env)
     log = data / "loom-up.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([str(ROOT / "loom"), "up"], cwd=ROOT, env=env, stdout=out, stderr=out, start_new_session=True)
+    proc = loom_up.start(env, log)
     try:
-        deadline = time.monotonic() + 240
-        while True:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "loom up did not answer /v1/health: " + log.read_text()[-3000:]
-            time.sleep(0.2)
-        boot = subprocess.run(
-            [str(ROOT / "loom"), "admin", "bootstrap", "--org", ORG, "--namespace", NS],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        )
-        yield Server(port, data, proc, log, boot.stdout.strip().splitlines()[-1], env)
+        loom_up.wait_healthy(proc, f"http://127.0.0.1:{port}", log)
+        yield Server(port, data, proc, log, loom_up.bootstrap(env, ORG, NS), env)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+        loom_up.stop(proc)
         shutil.rmtree(data, ignore_errors=True)
 
 

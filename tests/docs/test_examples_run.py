@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +20,7 @@ import httpx
 import pytest
 from loom_core.bus.natsserver import free_port
 
+from tests import loom_up
 from tests.docs.examples import ROOT, example_files, needs
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -36,38 +37,18 @@ class Loom:
 
 
 @pytest.fixture(scope="module")
-async def loom(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Loom]:
+def loom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loom]:
     data, port = tmp_path_factory.mktemp("examples-loom"), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}
     # No LOOM_JWT_SECRET: the data dir keeps its own, so an operator's CLI example finds it there.
-    env.update(LOOM_DATA_DIR=str(data), LOOM_HTTP_PORT=str(port), LOOM_LOG_LEVEL="WARNING")
-    log = (data / "loom-up.log").open("wb")
-    proc = await asyncio.create_subprocess_exec(str(BIN / "loom"), "up", env=env, stdout=log, stderr=log)
+    env = loom_up.loom_env(data, port)
+    log = data / "loom-up.log"
+    proc = loom_up.start(env, log)
     url = f"http://127.0.0.1:{port}"
     try:
-        async with httpx.AsyncClient(base_url=url) as c:
-            for _ in range(1800):  # a bound on failure: a loaded machine starts slowly
-                assert proc.returncode is None, (data / "loom-up.log").read_text()[-3000:]
-                try:
-                    if (await c.get("/v1/health", timeout=1)).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.1)
-        boot = await asyncio.create_subprocess_exec(
-            str(BIN / "loom"), "admin", "bootstrap", "--org", "examples", "--namespace", "main", env=env, stdout=subprocess.PIPE
-        )
-        out, _ = await asyncio.wait_for(boot.communicate(), 120)
-        assert boot.returncode == 0
-        yield Loom(url, out.decode().strip(), "examples", data)
+        loom_up.wait_healthy(proc, url, log, within=180)
+        yield Loom(url, loom_up.bootstrap(env, "examples", "main"), "examples", data)
     finally:
-        proc.send_signal(2)
-        try:
-            await asyncio.wait_for(proc.wait(), 30)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-        log.close()
+        loom_up.stop(proc)
 
 
 def command(path: Path) -> list[str] | None:

@@ -29,6 +29,7 @@ from loom_runner.http import HttpServer
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from tests import loom_up
 from tests.assistant.emulator import Emulator, Turn, greeting
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -93,49 +94,30 @@ async def run_stack(data: Path) -> AsyncIterator[Stack]:
     port, nats_port = free_port(), free_port()
     url = f"http://127.0.0.1:{port}"
     emu.loom_url = url
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}
-    env.update(
-        LOOM_DATA_DIR=str(data),
-        LOOM_HTTP_PORT=str(port),
+    env = loom_up.loom_env(
+        data,
+        port,
         LOOM_NATS_PORT=str(nats_port),
-        LOOM_LOG_LEVEL="WARNING",
         LOOM_ASSISTANT_LIBRECHAT_URL=emulator_url,
         LOOM_ASSISTANT_SETUP_RETRY_S="0.2",
         LOOM_ASSISTANT_ANSWER_TTL_S=str(ANSWER_TTL_S),
     )
-    log = (data / "loom-up.log").open("wb")
-    proc = await asyncio.create_subprocess_exec(str(BIN / "loom"), "up", env=env, stdout=log, stderr=log)
+    log = data / "loom-up.log"
+    proc = loom_up.start(env, log)
     try:
+        # In a thread: this loop keeps serving the emulator the starting Loom calls.
+        await asyncio.to_thread(loom_up.wait_healthy, proc, url, log)
+        token = await asyncio.to_thread(loom_up.bootstrap, env, ORG, NS)
         async with httpx.AsyncClient(base_url=url) as c:
-            for _ in range(2400):  # a bound on failure: a loaded machine starts slowly
-                assert proc.returncode is None, (data / "loom-up.log").read_text()[-3000:]
-                try:
-                    if (await c.get("/v1/health", timeout=1)).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.1)
-            boot = await asyncio.create_subprocess_exec(
-                str(BIN / "loom"), "admin", "bootstrap", "--org", ORG, "--namespace", NS, env=env, stdout=subprocess.PIPE
-            )
-            out, _ = await asyncio.wait_for(boot.communicate(), 120)
-            assert boot.returncode == 0
-            token = out.decode().strip().splitlines()[-1]
             for _ in range(600):  # the assistant sets itself up in the emulator
                 if (await c.get("/v1/assistant/models", headers={"Authorization": f"Bearer {token}"})).status_code == 200:
                     break
                 await asyncio.sleep(0.1)
             else:
-                pytest.fail("the assistant did not become ready: " + (data / "loom-up.log").read_text()[-3000:])
+                pytest.fail("the assistant did not become ready: " + log.read_text()[-3000:])
         yield Stack(url, token, data, env, emulator_url, f"nats://127.0.0.1:{nats_port}")
     finally:
-        proc.send_signal(2)
-        try:
-            await asyncio.wait_for(proc.wait(), 30)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-        log.close()
+        await asyncio.to_thread(loom_up.stop, proc)
         await emulator.stop()
 
 

@@ -3,7 +3,7 @@
 // nothing is fetched from anywhere. Links to other .md pages open on the Help page.
 
 import { type Token, type Tokens, lexer } from 'marked';
-import type { ReactNode } from 'react';
+import { Fragment, type ReactNode } from 'react';
 import { Link } from 'react-router-dom';
 
 export interface RenderOptions {
@@ -36,14 +36,30 @@ export function slug(text: string): string {
     .replace(/\s/g, '-');
 }
 
-class Renderer {
-  private heading = 0;
+/**
+ * What every Markdown view draws alike, as React elements (never HTML strings): paragraphs,
+ * code, lists, tables, and emphasis, code spans and breaks inline. What a view allows beyond
+ * that (headings, links, images, raw HTML) is its own: `heading`, `otherBlock`, `otherInline`.
+ * `words` draws plain text and `code` a code's text, each a view may mark up.
+ */
+export abstract class MarkdownRenderer {
   private key = 0;
-  constructor(private readonly opts: RenderOptions) {}
 
-  private k(): number {
+  protected k(): number {
     return this.key++;
   }
+
+  protected words(s: string): ReactNode {
+    return s;
+  }
+
+  protected code(s: string): string {
+    return s;
+  }
+
+  protected abstract heading(h: Tokens.Heading): ReactNode;
+  protected abstract otherBlock(t: Token): ReactNode;
+  protected abstract otherInline(t: Token): ReactNode;
 
   blocks(tokens: Token[]): ReactNode[] {
     return tokens.map((t) => this.block(t));
@@ -55,26 +71,15 @@ class Renderer {
 
   block(t: Token): ReactNode {
     switch (t.type) {
-      case 'heading': {
-        const h = t as Tokens.Heading;
-        const anchor = this.opts.anchors[this.heading++] ?? slug(h.text);
-        const Tag = `h${Math.min(h.depth, 6)}` as 'h2';
-        return (
-          <Tag key={this.k()} id={anchor} tabIndex={-1}>
-            {this.inline(h.tokens)}{' '}
-            <a className="anchor" href={`#${anchor}`} aria-label={`Link to ${h.text}`}>
-              #
-            </a>
-          </Tag>
-        );
-      }
+      case 'heading':
+        return this.heading(t as Tokens.Heading);
       case 'paragraph':
         return <p key={this.k()}>{this.inline((t as Tokens.Paragraph).tokens)}</p>;
       case 'code': {
         const c = t as Tokens.Code;
         return (
           <pre key={this.k()} className="code">
-            <code data-lang={c.lang || undefined}>{c.text}</code>
+            <code data-lang={c.lang || undefined}>{this.code(c.text)}</code>
           </pre>
         );
       }
@@ -110,21 +115,14 @@ class Renderer {
           </div>
         );
       }
-      case 'blockquote':
-        return <blockquote key={this.k()}>{this.blocks((t as Tokens.Blockquote).tokens)}</blockquote>;
-      case 'hr':
-        return <hr key={this.k()} />;
       case 'space':
         return null;
-      case 'html':
-        // Comments (the docs' example markers) are not content; other raw HTML shows as text.
-        return (t as Tokens.HTML).text.trim().startsWith('<!--') ? null : <p key={this.k()}>{(t as Tokens.HTML).text}</p>;
       case 'text': {
         const tx = t as Tokens.Text;
-        return <p key={this.k()}>{tx.tokens ? this.inline(tx.tokens) : tx.text}</p>;
+        return <p key={this.k()}>{tx.tokens ? this.inline(tx.tokens) : this.words(tx.text)}</p>;
       }
       default:
-        return 'raw' in t ? <p key={this.k()}>{String(t.raw)}</p> : null;
+        return this.otherBlock(t);
     }
   }
 
@@ -132,7 +130,7 @@ class Renderer {
     switch (t.type) {
       case 'text': {
         const tx = t as Tokens.Text;
-        return tx.tokens ? <span key={this.k()}>{this.inline(tx.tokens)}</span> : tx.text;
+        return <Fragment key={this.k()}>{tx.tokens ? this.inline(tx.tokens) : this.words(tx.text)}</Fragment>;
       }
       case 'escape':
         return (t as Tokens.Escape).text;
@@ -143,9 +141,51 @@ class Renderer {
       case 'del':
         return <del key={this.k()}>{this.inline((t as Tokens.Del).tokens)}</del>;
       case 'codespan':
-        return <code key={this.k()}>{(t as Tokens.Codespan).text}</code>;
+        return <code key={this.k()}>{this.code((t as Tokens.Codespan).text)}</code>;
       case 'br':
         return <br key={this.k()} />;
+      default:
+        return this.otherInline(t);
+    }
+  }
+}
+
+/** The docs: headings with their anchors, links within the docs (or out over http), images as their alt text. */
+class DocsRenderer extends MarkdownRenderer {
+  private headings = 0;
+  constructor(private readonly opts: RenderOptions) {
+    super();
+  }
+
+  protected heading(h: Tokens.Heading): ReactNode {
+    const anchor = this.opts.anchors[this.headings++] ?? slug(h.text);
+    const Tag = `h${Math.min(h.depth, 6)}` as 'h2';
+    return (
+      <Tag key={this.k()} id={anchor} tabIndex={-1}>
+        {this.inline(h.tokens)}{' '}
+        <a className="anchor" href={`#${anchor}`} aria-label={`Link to ${h.text}`}>
+          #
+        </a>
+      </Tag>
+    );
+  }
+
+  protected otherBlock(t: Token): ReactNode {
+    switch (t.type) {
+      case 'blockquote':
+        return <blockquote key={this.k()}>{this.blocks((t as Tokens.Blockquote).tokens)}</blockquote>;
+      case 'hr':
+        return <hr key={this.k()} />;
+      case 'html':
+        // Comments (the docs' example markers) are not content; other raw HTML shows as text.
+        return (t as Tokens.HTML).text.trim().startsWith('<!--') ? null : <p key={this.k()}>{(t as Tokens.HTML).text}</p>;
+      default:
+        return 'raw' in t ? <p key={this.k()}>{String(t.raw)}</p> : null;
+    }
+  }
+
+  protected otherInline(t: Token): ReactNode {
+    switch (t.type) {
       case 'link': {
         const l = t as Tokens.Link;
         const to = helpLink(this.opts.page, l.href);
@@ -169,7 +209,7 @@ class Renderer {
       }
       case 'image': {
         const img = t as Tokens.Image;
-        // Screenshots live beside the docs, served by Loom: shown only when the path is ours.
+        // Nothing is fetched from anywhere: an image shows as its alt text.
         return (
           <span key={this.k()} className="img-alt">
             [{img.text}]
@@ -186,5 +226,5 @@ class Renderer {
 
 /** Render a Markdown page as React elements. */
 export function renderMarkdown(text: string, opts: RenderOptions): ReactNode[] {
-  return new Renderer(opts).blocks(lexer(text));
+  return new DocsRenderer(opts).blocks(lexer(text));
 }

@@ -12,6 +12,7 @@ from typing import Any
 
 import uvicorn
 import yaml
+from loom_core.op_caller import HttpOpCaller, OpCaller
 from loom_core.plane import bind_handlers
 from loom_core.runtime import Handler, Runtime
 from loom_core.settings import Settings, plane_settings_classes, setting_names
@@ -22,7 +23,7 @@ from .domain import definition as definition_mod
 from .handlers import AssistantHandlers
 from .http import ChatEndpoint, chat_op
 from .service.bridge import Bridge, TokenLimits
-from .service.checks import Checker, HttpOps, OpCaller
+from .service.checks import Checker
 from .service.controls import Controls
 from .service.librechat import LibreChatClient
 from .service.setup import ServiceSetup, Status
@@ -97,9 +98,9 @@ class AssistantPlane:
             docs_text=docs_text(),
             memory_reads_recorded=memory_reads_recorded(core),
         )
-        self._http_ops: HttpOps | None = None
+        self._http_ops: HttpOpCaller | None = None
         if s.assistant_loom_url:
-            self._http_ops = HttpOps(s.assistant_loom_url)
+            self._http_ops = HttpOpCaller(s.assistant_loom_url, timeout=10.0)
             self.checker.ops = self._http_ops
         self.bridge = Bridge(
             settings=s,
@@ -126,7 +127,8 @@ class AssistantPlane:
         return bind_handlers(self.catalog, NAME, self._handlers)
 
     def attach_ops(self, ops: OpCaller) -> None:
-        """How citation checks call Loom's ops (help.verify) with the answer's token."""
+        """How citation checks call Loom's ops (help.verify, with the answer's token): this
+        replica's relay, handed over by its gateway."""
         self.checker.ops = ops
 
     def chat_app(self) -> ChatEndpoint:

@@ -40,15 +40,6 @@ def _local_plane(replica: object | None) -> Any | None:
     return inproc.find("assistant", replica)
 
 
-def relay_ops(relay: Relay) -> Any:
-    """Calls an op with a token through this gateway's relay (the answer's citation checks)."""
-
-    async def call(op: str, args: dict[str, Any], token: str) -> dict[str, Any]:
-        return await relay.call(op, args, {"authorization": f"Bearer {token}"}, "rest")
-
-    return call
-
-
 class _ChatEndpoint:
     def __init__(self, relay: Relay, replica: object | None, bridge_url: str) -> None:
         self.relay = relay
@@ -92,7 +83,7 @@ class _ChatEndpoint:
         plane = None if self.bridge_url else _local_plane(self.replica)
         if plane is not None:
             if plane.checker.ops is None:
-                plane.attach_ops(relay_ops(self.relay))
+                plane.attach_ops(self.relay.call)
             await plane.chat_app()(scope, receive, send)
             return
         if not self.bridge_url:

@@ -5,6 +5,7 @@
 
 import { type Token, type Tokens, lexer } from 'marked';
 import { Fragment, type ReactNode } from 'react';
+import { MarkdownRenderer } from '../../lib/markdown';
 import { type CheckedCitation, citationFor, citationNumbers } from './citations';
 
 // Private-use characters stand in for each marker while Markdown is parsed, so a marker's
@@ -41,24 +42,22 @@ function withPlaceholders(text: string): { text: string; markers: Marker[] } {
   return { text: out + clean.slice(at), markers };
 }
 
-class Renderer {
-  private key = 0;
+/** The answer: emphasis, lists, tables and code; citation markers drawn as numbers. */
+class AnswerRenderer extends MarkdownRenderer {
   constructor(
     private readonly markers: Marker[],
     private readonly props: AnswerTextProps,
-  ) {}
-
-  private k(): number {
-    return this.key++;
+  ) {
+    super();
   }
 
   /** Code keeps the markers as written. */
-  private raw(s: string): string {
+  protected override code(s: string): string {
     return s.replace(PLACEHOLDER, (_, i: string) => this.markers[Number(i)]?.raw ?? '');
   }
 
   /** Plain text with each marker drawn as its number. */
-  private words(s: string): ReactNode[] {
+  protected override words(s: string): ReactNode[] {
     const out: ReactNode[] = [];
     let at = 0;
     for (const m of s.matchAll(PLACEHOLDER)) {
@@ -90,98 +89,26 @@ class Renderer {
     );
   }
 
-  blocks(tokens: Token[]): ReactNode[] {
-    return tokens.map((t) => this.block(t));
+  protected heading(h: Tokens.Heading): ReactNode {
+    // A heading is emphasis here: the answer sits inside the panel's own headings.
+    return (
+      <p key={this.k()}>
+        <strong>{this.inline(h.tokens)}</strong>
+      </p>
+    );
   }
 
-  inline(tokens: Token[] | undefined): ReactNode[] {
-    return (tokens ?? []).map((t) => this.inlineOne(t));
-  }
-
-  block(t: Token): ReactNode {
-    switch (t.type) {
-      case 'heading':
-        // A heading is emphasis here: the answer sits inside the panel's own headings.
-        return (
-          <p key={this.k()}>
-            <strong>{this.inline((t as Tokens.Heading).tokens)}</strong>
-          </p>
-        );
-      case 'paragraph':
-        return <p key={this.k()}>{this.inline((t as Tokens.Paragraph).tokens)}</p>;
-      case 'code': {
-        const c = t as Tokens.Code;
-        return (
-          <pre key={this.k()} className="code">
-            <code data-lang={c.lang || undefined}>{this.raw(c.text)}</code>
-          </pre>
-        );
-      }
-      case 'list': {
-        const l = t as Tokens.List;
-        const items = l.items.map((item) => <li key={this.k()}>{this.blocks(item.tokens)}</li>);
-        return l.ordered ? <ol key={this.k()}>{items}</ol> : <ul key={this.k()}>{items}</ul>;
-      }
-      case 'table': {
-        const tb = t as Tokens.Table;
-        return (
-          <div className="table-wrap" key={this.k()}>
-            <table>
-              <thead>
-                <tr>
-                  {tb.header.map((cell) => (
-                    <th key={this.k()} scope="col">
-                      {this.inline(cell.tokens)}
-                    </th>
-                  ))}
-                </tr>
-              </thead>
-              <tbody>
-                {tb.rows.map((row) => (
-                  <tr key={this.k()}>
-                    {row.map((cell) => (
-                      <td key={this.k()}>{this.inline(cell.tokens)}</td>
-                    ))}
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        );
-      }
-      case 'space':
-        return null;
-      case 'text': {
-        const tx = t as Tokens.Text;
-        return <p key={this.k()}>{tx.tokens ? this.inline(tx.tokens) : this.words(tx.text)}</p>;
-      }
-      case 'blockquote':
-        // Not one of the answer's forms: its words, as paragraphs.
-        return this.blocks((t as Tokens.Blockquote).tokens);
-      default:
-        // Raw HTML, rules and anything else: the text as written, never markup.
-        return 'raw' in t ? <p key={this.k()}>{this.words(String(t.raw))}</p> : null;
+  protected otherBlock(t: Token): ReactNode {
+    if (t.type === 'blockquote') {
+      // Not one of the answer's forms: its words, as paragraphs.
+      return this.blocks((t as Tokens.Blockquote).tokens);
     }
+    // Raw HTML, rules and anything else: the text as written, never markup.
+    return 'raw' in t ? <p key={this.k()}>{this.words(String(t.raw))}</p> : null;
   }
 
-  inlineOne(t: Token): ReactNode {
+  protected otherInline(t: Token): ReactNode {
     switch (t.type) {
-      case 'text': {
-        const tx = t as Tokens.Text;
-        return <Fragment key={this.k()}>{tx.tokens ? this.inline(tx.tokens) : this.words(tx.text)}</Fragment>;
-      }
-      case 'escape':
-        return (t as Tokens.Escape).text;
-      case 'strong':
-        return <strong key={this.k()}>{this.inline((t as Tokens.Strong).tokens)}</strong>;
-      case 'em':
-        return <em key={this.k()}>{this.inline((t as Tokens.Em).tokens)}</em>;
-      case 'del':
-        return <del key={this.k()}>{this.inline((t as Tokens.Del).tokens)}</del>;
-      case 'codespan':
-        return <code key={this.k()}>{this.raw((t as Tokens.Codespan).text)}</code>;
-      case 'br':
-        return <br key={this.k()} />;
       case 'link': {
         // No links in the answer's text but its citations: a link's words, as text (a bare
         // URL is its own words).
@@ -205,7 +132,7 @@ class Renderer {
 /** The answer's text as React elements (never an HTML string). */
 export function renderAnswer(props: AnswerTextProps): ReactNode[] {
   const { text, markers } = withPlaceholders(props.text);
-  return new Renderer(markers, props).blocks(lexer(text, { gfm: true }));
+  return new AnswerRenderer(markers, props).blocks(lexer(text, { gfm: true }));
 }
 
 export function AnswerText(props: AnswerTextProps) {

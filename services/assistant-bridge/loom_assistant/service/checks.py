@@ -7,10 +7,10 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-import httpx
-from loom_core.errors import LoomError
+from loom_core.chain.context import MD_AUTHORIZATION
+from loom_core.op_caller import OpCaller
 from loom_core.store import Store
 
 from ..domain import checks, opsets
@@ -23,29 +23,6 @@ from ..store import ledger
 CHECKS_BOUND_S = 10.0
 ROWS_WAIT_S = 5.0
 CALLS_BOUND_S = 3.0
-
-
-class HttpOps:
-    """Loom's ops over HTTP (a cluster's bridge, with no gateway in its process)."""
-
-    def __init__(self, base_url: str) -> None:
-        self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=10.0)
-
-    async def __call__(self, op: str, args: dict[str, Any], token: str) -> dict[str, Any]:
-        r = await self._http.post(f"/v1/{op}", json=args, headers={"Authorization": f"Bearer {token}"})
-        if r.status_code != 200:
-            raise LoomError.from_payload(r.json().get("error") or {})
-        out: dict[str, Any] = r.json()
-        return out
-
-    async def close(self) -> None:
-        await self._http.aclose()
-
-
-class OpCaller(Protocol):
-    """Calls a Loom op with a token, through Loom's own routes (relay in process, or HTTP)."""
-
-    async def __call__(self, op: str, args: dict[str, Any], token: str) -> dict[str, Any]: ...
 
 
 @dataclass(slots=True)
@@ -213,7 +190,7 @@ class Checker:
             return [cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True) for c in cites]
         forms = [c.text if c.kind == "help" else checks.doc_as_help(c) for c in cites]
         try:
-            out = await self.ops("help.verify", {"citations": forms}, scope.token)
+            out = await self.ops("help.verify", {"citations": forms}, {MD_AUTHORIZATION: f"Bearer {scope.token}"}, "rest")
             results = list(out.get("results") or [])
         except Exception:  # noqa: BLE001 - a refused or failed check leaves the citation unverified
             return [cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True) for c in cites]
