@@ -5,6 +5,7 @@
 
 import { useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState, useSyncExternalStore } from 'react';
+import { isSigningOut, whenSigningOut } from './session';
 
 /**
  * A browser holds at most six HTTP/1.1 connections to one origin, shared by every tab of it, and
@@ -87,6 +88,7 @@ class Stream {
   private failures = 0;
   private lastSeq = '';
   private closed = false;
+  private readonly unlisten: () => void;
 
   constructor(
     private readonly namespace: string,
@@ -96,10 +98,13 @@ class Stream {
     /** The server refused the stream (or could not be reached): maybe the session ended. */
     private readonly onRefused: () => void,
   ) {
+    this.unlisten = whenSigningOut(() => this.close());
     this.connect();
   }
 
   private connect(): void {
+    // A page still mounted while the session ends would open a stream that meets a 401.
+    if (isSigningOut()) return;
     const source = new EventSource(watchUrl(this.namespace, this.target, this.lastSeq));
     this.source = source;
     source.onopen = () => {
@@ -141,6 +146,7 @@ class Stream {
 
   close(): void {
     this.closed = true;
+    this.unlisten();
     clearTimeout(this.timer);
     this.source?.close();
   }
