@@ -105,7 +105,8 @@ async def loom_up(d: DataDir, stdout: Path | None = None) -> AsyncIterator[Up]:
                     err = await proc.stderr.read() if proc.stderr else b""
                     pytest.fail(f"loom up exited with {proc.returncode}: {err.decode()[-2000:]}")
                 try:
-                    if (await c.get("/v1/health", timeout=1)).status_code == 200:
+                    # Up: answering, and its URL written for a second `loom up` to name.
+                    if (await c.get("/v1/health", timeout=1)).status_code == 200 and (d.path / "loom-up.url").exists():
                         break
                 except httpx.TransportError:
                     pass

@@ -320,14 +320,15 @@ async def run_embedded(settings: Settings, stop: asyncio.Event) -> int:
         if inst is None:
             print("loom: stopped while starting", flush=True)
             return 0
+        # Named as soon as it serves, so a second `loom up` says where this one answers.
+        url = f"http://{settings.http_host}:{inst.http.port if inst.http else '-'}"
+        url_file.write_text(url)
         if sock.exists():
             sock.unlink()
         admin = HttpServer(admin_app(inst.runtime, inst.planes), uds=str(sock))
         await admin.start()
         os.chmod(sock, 0o600)
         freeze_startup_heap()
-        url = f"http://{settings.http_host}:{inst.http.port if inst.http else '-'}"
-        url_file.write_text(url)
         print(f"loom: up. gateway {url}  data {data}", flush=True)
         if inst.http is not None:
             public = settings.plane(GatewaySettings).public_url or f"http://localhost:{inst.http.port}"
