@@ -75,11 +75,10 @@ async def _worker(
         writer.close()
 
 
-async def _client(url: str, token: str, n: int, concurrency: int) -> dict[str, Any]:
+async def _client(url: str, token: str, n: int, concurrency: int, path: str = OP_PATH, body: bytes = b"{}") -> dict[str, Any]:
     host, port = url.removeprefix("http://").split(":")
-    body = b"{}"
     request = (
-        f"POST {OP_PATH} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
         f"Authorization: Bearer {token}\r\nX-Loom-Agent: bench\r\nContent-Length: {len(body)}\r\n\r\n"
     ).encode() + body
     latencies: list[float] = []
@@ -101,7 +100,7 @@ async def _client(url: str, token: str, n: int, concurrency: int) -> dict[str, A
 
 WRK_SCRIPT = """
 wrk.method = "POST"
-wrk.body = "{}"
+wrk.body = "%s"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer %s"
 wrk.headers["X-Loom-Agent"] = "bench"
@@ -113,9 +112,9 @@ end
 """
 
 
-async def _wrk(url: str, token: str, seconds: float, concurrency: int) -> dict[str, Any]:
+async def _wrk(url: str, token: str, seconds: float, concurrency: int, path: str = OP_PATH, body: bytes = b"{}") -> dict[str, Any]:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-        f.write(WRK_SCRIPT % token)
+        f.write(WRK_SCRIPT % (body.decode().replace("\\", "\\\\").replace('"', '\\"'), token))
         script = f.name
     try:
         proc = await asyncio.create_subprocess_exec(
@@ -125,7 +124,7 @@ async def _wrk(url: str, token: str, seconds: float, concurrency: int) -> dict[s
             f"-d{max(1, round(seconds))}s",
             "-s",
             script,
-            url + OP_PATH,
+            url + path,
             stdout=asyncio.subprocess.PIPE,
         )
         out, _ = await proc.communicate()
@@ -145,9 +144,11 @@ async def _wrk(url: str, token: str, seconds: float, concurrency: int) -> dict[s
     }
 
 
-async def run_client(args: argparse.Namespace, url: str, token: str, n: int) -> dict[str, Any]:
+async def run_client(args: argparse.Namespace, url: str, token: str, n: int, path: str = OP_PATH, body: bytes = b"{}") -> dict[str, Any]:
+    """One round of load from a separate process: wrk for `args.seconds`, or the python client
+    for `n` requests; `args.client` and `args.concurrency` say which and how many connections."""
     if args.client == "wrk":
-        return await _wrk(url, token, args.seconds, args.concurrency)
+        return await _wrk(url, token, args.seconds, args.concurrency, path, body)
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         __file__,
@@ -159,6 +160,10 @@ async def run_client(args: argparse.Namespace, url: str, token: str, n: int) -> 
         str(n),
         "-c",
         str(args.concurrency),
+        "--client-path",
+        path,
+        "--client-body",
+        body.decode(),
         stdout=asyncio.subprocess.PIPE,
     )
     out, _ = await proc.communicate()
@@ -190,13 +195,13 @@ async def measured(args: argparse.Namespace, url: str, token: str, pids: Mapping
 # --- the servers ----------------------------------------------------------------------------------
 
 
-def plain_app(payload: dict[str, Any]) -> Any:
+def plain_app(payload: dict[str, Any], path: str = OP_PATH) -> Any:
     from fastapi import FastAPI
     from fastapi.responses import JSONResponse
 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
 
-    @app.post(OP_PATH)
+    @app.post(path)
     async def whoami() -> JSONResponse:
         return JSONResponse(payload)
 
@@ -537,6 +542,8 @@ def main() -> int:
     p.add_argument("--profile-sort", default="tottime")
     p.add_argument("--profile-lines", type=int, default=35)
     p.add_argument("--client-url", help=argparse.SUPPRESS)
+    p.add_argument("--client-path", default=OP_PATH, help=argparse.SUPPRESS)
+    p.add_argument("--client-body", default="{}", help=argparse.SUPPRESS)
     p.add_argument("--token", default="", help=argparse.SUPPRESS)
     p.add_argument("--serve-plane", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--serve-gateway", type=Path, help=argparse.SUPPRESS)
@@ -544,7 +551,13 @@ def main() -> int:
     p.add_argument("--plane-address", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.client_url:
-        print(json.dumps(asyncio.run(_client(args.client_url, args.token, args.requests, args.concurrency))))
+        print(
+            json.dumps(
+                asyncio.run(
+                    _client(args.client_url, args.token, args.requests, args.concurrency, args.client_path, args.client_body.encode())
+                )
+            )
+        )
         return 0
     logging.basicConfig(level=logging.WARNING)
     from loom_core.process import tune_gc

@@ -143,6 +143,11 @@ class _GateProxy:
 # The largest request or response message on either transport (gRPC's server and the relay's
 # channels are configured with it; the in-process transport checks it the same way).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+# gRPC core features no Loom call uses, off on both ends of every plane call (each costs every
+# call: ~5% of an empty unary call's CPU per side, bench/cluster.py's floor row): transparent
+# retries (a caller retries by Loom's own rules, LoomError's `retry`) and channelz (no channelz
+# service is served).
+GRPC_LEAN_OPTIONS = (("grpc.enable_retries", 0), ("grpc.enable_channelz", 0))
 
 
 class PlaneServer:
@@ -190,7 +195,7 @@ class PlaneServer:
 
         self.server = grpc.aio.server(
             interceptors=[self.chain],
-            options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)],
+            options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), *GRPC_LEAN_OPTIONS],
         )
         self.server.add_generic_rpc_handlers(self._generic_handlers())
         # The standard health service (grpc.health.v1), per plane: "" (the server), the plane's

@@ -15,6 +15,7 @@ from loom_core.chain.context import HEADER_CLIENT, http_transport
 from loom_core.errors import ErrorCode, LoomError, NotFound, ValidationFailed
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .asyncapi import router as asyncapi_router
 from .errors import error_response
@@ -35,6 +36,26 @@ ReadyCheck = Callable[[], Awaitable[None]]
 # A plane's `health()`: named checks {name: {"ok": bool, "reason": str, "required": bool}}; a
 # check that does not apply to this deployment says {"applicable": False, "reason": str}.
 PlaneHealth = Callable[[], Awaitable[dict[str, dict[str, Any]]]]
+
+
+class GatewayApp(FastAPI):
+    """The gateway's FastAPI app with its own ASGI layers in front (session cookies, then the op
+    fast path): an HTTP request meets them first, and only what they pass on gets FastAPI's and
+    Starlette's per-request handling (the telemetry check, the error middleware, routing). So
+    `POST /v1/{op}` pays for none of it."""
+
+    front: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.front is None or scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        scope["app"] = self  # as Starlette sets it (request.app)
+        await self.front(scope, receive, send)
+
+    async def behind(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """What the front layers pass on: FastAPI as it serves any request."""
+        await super().__call__(scope, receive, send)
 
 
 def create_app(
@@ -59,7 +80,7 @@ def create_app(
         async with mcp.run():
             yield
 
-    app = FastAPI(title="Loom", version=version, lifespan=lifespan, docs_url=None, redoc_url=None)
+    app = GatewayApp(title="Loom", version=version, lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.relay = relay
 
     @app.exception_handler(LoomError)
@@ -195,15 +216,10 @@ def create_app(
     app.openapi = openapi  # type: ignore[method-assign]
     app.include_router(asyncapi_router(nats_url or "nats://localhost:4222"))  # GET /asyncapi.json
     register_web(app, web_frontend(gateway, version, relay.replica))  # last: the dashboard's pages
-    # Outermost, ahead of Starlette's and FastAPI's own middleware (error handling, telemetry):
-    # POST /v1/{op} never reaches them. The fast path answers every LoomError itself.
-    build_stack = app.build_middleware_stack
-
-    def build_middleware_stack() -> Any:
-        stack = OpFastPath(build_stack(), relay)
-        return SessionCookies(stack, sessions, gateway.public_url) if sessions is not None else stack
-
-    app.build_middleware_stack = build_middleware_stack  # type: ignore[method-assign]
+    # Outermost, ahead of FastAPI and Starlette (telemetry, error handling, routing): POST
+    # /v1/{op} never reaches them. The fast path answers every LoomError itself.
+    fast = OpFastPath(app.behind, relay)
+    app.front = SessionCookies(fast, sessions, gateway.public_url) if sessions is not None else fast
     return app
 
 

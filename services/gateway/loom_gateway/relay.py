@@ -29,7 +29,7 @@ from loom_core.chain.context import (
 )
 from loom_core.errors import ErrorCode, LoomError, NotFound, Unauthenticated, Unavailable, invalid_field
 from loom_core.grpc_errors import from_rpc_error
-from loom_core.runtime import MAX_MESSAGE_BYTES
+from loom_core.runtime import GRPC_LEAN_OPTIONS, MAX_MESSAGE_BYTES
 
 from .limits import too_large
 
@@ -119,6 +119,7 @@ class Relay:
                     options=[
                         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                        *GRPC_LEAN_OPTIONS,
                     ],
                 )
                 self._channels[op.plane] = channel

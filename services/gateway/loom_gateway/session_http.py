@@ -116,7 +116,9 @@ class SessionCookies:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        if scope["type"] != "http" or not is_api_path(path) or path in _NO_COOKIE:
+        # An agent's call carries no cookie: pass it on without decoding its headers (the
+        # server hands header names lower-cased).
+        if scope["type"] != "http" or not is_api_path(path) or path in _NO_COOKIE or not any(k == b"cookie" for k, _ in scope["headers"]):
             await self.app(scope, receive, send)
             return
         headers = _headers(scope)
