@@ -268,6 +268,9 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
                 self._record_items(ctx, principal, namespace, md, transport, latency)
                 return
             hits = ctx.out_hits if ctx is not None and ctx.out_hits is not None else out_hits_of(response)
+            args = ledger_args(request)  # a fresh dict
+            if ctx is not None and ctx.ledger_extra:
+                args.update(ctx.ledger_extra)
             self.ledger.record(
                 ledger_row(
                     **_caller_fields(principal, namespace, md, transport),
@@ -275,7 +278,7 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
                     ok=error is None,
                     error_code=error.code if error else "",
                     latency_ms=latency * 1000.0,
-                    args={**ledger_args(request), **(ctx.ledger_extra or {})} if ctx is not None else ledger_args(request),
+                    args=args,
                     out_hits=hits if error is None else 0,
                     request_id=ctx.request_id if ctx else md.get(MD_REQUEST_ID, ""),
                     write_shaped=op.write_shaped,

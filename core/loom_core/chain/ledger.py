@@ -172,14 +172,22 @@ def _flatten(msg: Message, prefix: str, out: dict[str, str]) -> None:
             out[name] = json.dumps([v if isinstance(v, (str, int, float, bool)) else str(v) for v in value])
 
 
+# Per message type, the field whose length counts an answer's items ("" for none): found once.
+_HITS_FIELD: dict[str, str] = {}
+
+
 def out_hits_of(msg: Message | None) -> int:
     """Items an answer returned: the length of its first repeated field, else 1 (0 for none)."""
     if msg is None:
         return 0
-    for f in msg.DESCRIPTOR.fields:
-        if f.is_repeated and not (f.message_type and f.message_type.GetOptions().map_entry):
-            return len(getattr(msg, f.name))
-    return 1
+    desc = msg.DESCRIPTOR
+    name = _HITS_FIELD.get(desc.full_name)
+    if name is None:
+        name = next(
+            (f.name for f in desc.fields if f.is_repeated and not (f.message_type and f.message_type.GetOptions().map_entry)), ""
+        )
+        _HITS_FIELD[desc.full_name] = name
+    return len(getattr(msg, name)) if name else 1
 
 
 class Ledger:
