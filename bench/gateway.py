@@ -512,7 +512,11 @@ def report(r: dict[str, Any]) -> str:
         cpu = ", ".join(f"{k.removeprefix('cpu_us_per_req_')} {v:.0f}" for k, v in x.items() if k.startswith("cpu_us_per_req_"))
         lines.append(f"{label:<44}{x['rps']:>9.0f}{x['p50_ms']:>9.2f}{x['p99_ms']:>9.2f}{x['errors']:>7}   {cpu}")
     lines.append("rounds req/s: " + "; ".join(f"{key} {r[key]['rounds_rps']}" for _, key in rows if key in r))
-    lines.append(f"ratio loom embedded / baseline: throughput {r['throughput_ratio']:.2f}x, p50 latency {r['p50_ratio']:.2f}x")
+    cpu_ratio = r["loom"]["cpu_us_per_req_process"] / r["baseline"]["cpu_us_per_req_process"]
+    lines.append(
+        f"ratio loom embedded / baseline: throughput {r['throughput_ratio']:.2f}x, p50 latency {r['p50_ratio']:.2f}x,"
+        f" CPU per request {cpu_ratio:.2f}x (target: within 1.10x)"
+    )
     lines.append(f"ledger rows (embedded): {r['ledger_rows']} of {r['ledger_expected']} calls the chain counted")
     lc = r["ledger_cost"]
     lines.append(
