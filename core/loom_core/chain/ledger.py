@@ -183,9 +183,7 @@ def out_hits_of(msg: Message | None) -> int:
     desc = msg.DESCRIPTOR
     name = _HITS_FIELD.get(desc.full_name)
     if name is None:
-        name = next(
-            (f.name for f in desc.fields if f.is_repeated and not (f.message_type and f.message_type.GetOptions().map_entry)), ""
-        )
+        name = next((f.name for f in desc.fields if f.is_repeated and not (f.message_type and f.message_type.GetOptions().map_entry)), "")
         _HITS_FIELD[desc.full_name] = name
     return len(getattr(msg, name)) if name else 1
 
