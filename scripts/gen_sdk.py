@@ -21,7 +21,7 @@ import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "sdk" / "python" / "loom" / "_ops.py"
@@ -57,6 +57,9 @@ def py_type(schema: dict[str, Any], shadowed: frozenset[str] = frozenset()) -> s
         return f"builtins.{builtin}" if builtin in shadowed else builtin
 
     kind = schema.get("type")
+    if kind == "string" and schema.get("format") == "date-time":
+        # The transport prints a datetime as RFC 3339 (loom._client); a naive one is UTC.
+        return f"{name('str')} | datetime"
     if kind == "string":
         return name("str")
     if kind == "integer":
@@ -169,30 +172,137 @@ def answer_types(ops: Iterable[Any]) -> dict[str, list[str]]:
     return out
 
 
-def render_method(op: Any, shadowed: frozenset[str]) -> list[str]:
+def _message_field(desc: Any, name: str) -> Any:
+    """The field `name` of `desc` when it holds a message the SDK types (not a map, not a
+    well-known type such as Struct, which stays JSON), else None."""
+    f = desc.fields_by_name.get(name) if desc is not None else None
+    mt = f.message_type if f is not None else None
+    if mt is None or mt.GetOptions().map_entry or mt.full_name.startswith("google.protobuf."):
+        return None
+    return f
+
+
+class InputTypes:
+    """A TypedDict per message an op takes inside its arguments (a list of messages or a nested
+    one), by message name: the JSON the gateway parses, field by field from the op's input
+    schema (its properties and required keys), so the argument is checked like the answer is.
+    A message that is also an answer type takes the name with an `Input` suffix (the answer
+    prints every field; an argument may leave out what the schema does not require)."""
+
+    def __init__(self, answers: Iterable[str]) -> None:
+        self.answers = frozenset(answers)
+        self.bodies: dict[str, list[str]] = {}
+        self.full_names: dict[str, str] = {}
+
+    def name_for(self, desc: Any, schema: dict[str, Any]) -> str:
+        name = str(desc.name) + ("Input" if desc.name in self.answers else "")
+        known = self.full_names.get(name)
+        if known is not None:
+            if known != desc.full_name:
+                raise SystemExit(f"two argument messages are named {name}: {known}, {desc.full_name}")
+            return name
+        self.full_names[name] = desc.full_name
+        self.bodies[name] = []  # reserved before recursing (a message may hold itself)
+        props: dict[str, dict[str, Any]] = schema.get("properties", {})
+        required = set(schema.get("required", ()))
+        fields = []
+        for field_name, prop in props.items():
+            typ = self.annotation(desc, field_name, prop, frozenset())
+            fields.append((field_name, typ if field_name in required else f"NotRequired[{typ}]"))
+        doc = f'    """``{desc.full_name}`` as an argument\'s JSON."""'
+        if all(n.isidentifier() and not keyword.iskeyword(n) for n, _ in fields):
+            self.bodies[name] = [f"class {name}(TypedDict):", doc, "", *(f"    {n}: {t}" for n, t in fields)]
+        else:  # a field named like a keyword: TypedDict's functional form
+            items = ", ".join(f'"{n}": {t}' for n, t in fields)
+            self.bodies[name] = [f'{name} = TypedDict("{name}", {{{items}}})']
+        return name
+
+    def annotation(self, desc: Any, name: str, prop: dict[str, Any], shadowed: frozenset[str]) -> str:
+        """A parameter's (or an argument field's) annotation: the message's TypedDict where the
+        field holds a message, else the schema's type."""
+        f = _message_field(desc, name)
+        items = prop.get("items") if prop.get("type") == "array" else prop
+        if f is None or not isinstance(items, dict) or "properties" not in items:
+            return py_type(prop, shadowed)
+        typed = self.name_for(f.message_type, items)
+        if f.is_repeated:
+            return f"builtins.list[{typed}]" if "list" in shadowed else f"list[{typed}]"
+        return typed
+
+
+def args_name(op: Any) -> str:
+    """The op's arguments' TypedDict: `task.pull` -> `TaskPullArgs` (as the TypeScript SDK names them)."""
+    return "".join(part.capitalize() for part in re.split(r"\W|_", op.name) if part) + "Args"
+
+
+# Arguments a hand-written loop takes beside a leading positional one (``agent.tasks.stream(
+# "inbox", kinds=[...])``): the op's Args without those, as `<name>` (loom/tasks.py).
+LOOP_OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {"TaskPullOptions": ("task.pull", ("inbox",))}
+
+
+def render_args(op: Any, inputs: InputTypes, name: str | None = None, omit: tuple[str, ...] = ()) -> list[str]:
+    """The op's one typed input: a TypedDict of the arguments its method takes (required ones
+    required), for code that passes an op's arguments on whole (``**args: Unpack[TaskPullArgs]``);
+    with ``omit``, the rest of them under ``name``."""
     schema: dict[str, Any] = op.input_schema
     props: dict[str, dict[str, Any]] = schema.get("properties", {})
     required = set(schema.get("required", ()))
-    params = [(name, identifier(name), prop) for name, prop in props.items()]
+    request = getattr(op, "request_cls", None)
+    desc = request.DESCRIPTOR if request is not None else None
+    name = name or args_name(op)
+    fields = []
+    for field_name, prop in props.items():
+        if field_name in omit:
+            continue
+        typ = inputs.annotation(desc, field_name, prop, frozenset())
+        fields.append((field_name, typ if field_name in required else f"NotRequired[{typ}]"))
+    if fields and all(n.isidentifier() and not keyword.iskeyword(n) for n, _ in fields):
+        what = f"``{op.name}``'s arguments" + (f" but {', '.join(omit)}" if omit else "")
+        return [f"class {name}(TypedDict):", f'    """{what}."""', "", *(f"    {n}: {t}" for n, t in fields)]
+    items = ", ".join(f'"{n}": {t}' for n, t in fields)  # none, or one named like a keyword
+    return [f'{name} = TypedDict("{name}", {{{items}}})']
+
+
+def render_method(op: Any, shadowed: frozenset[str], inputs: InputTypes, helper: Helper | None = None) -> list[str]:
+    """The op's method: keyword-only arguments; as a plane helper (``helper``), under the
+    helper's name with its leading arguments positional, answering one field if it says so."""
+    schema: dict[str, Any] = op.input_schema
+    props: dict[str, dict[str, Any]] = schema.get("properties", {})
+    required = set(schema.get("required", ()))
+    request = getattr(op, "request_cls", None)
+    desc = request.DESCRIPTOR if request is not None else None
+    params = [(name, identifier(name), prop, inputs.annotation(desc, name, prop, shadowed)) for name, prop in props.items()]
+    leading = helper.positional if helper is not None else ()
+    params.sort(key=lambda p: leading.index(p[0]) if p[0] in leading else len(leading))
+    # A leading argument is required unless every one after it is optional too.
+    for name in reversed(leading):
+        if name in required:
+            required.update(leading[: leading.index(name)])
+            break
     response = getattr(op, "response_cls", None)  # an op-like without one (a test's) answers a plain dict
     returns = str(response.DESCRIPTOR.name) if response is not None else py_type({"type": "object"}, shadowed)
+    answer_type = returns
+    if helper is not None and helper.answer_field is not None:
+        returns = field_answer_type(response.DESCRIPTOR, helper.answer_field, shadowed)
+    method = identifier(helper.name if helper is not None else op.leaf)
     lines = []
     if params:
-        lines.append(f"    async def {identifier(op.leaf)}(")
+        lines.append(f"    async def {method}(")
         lines.append("        self,")
-        lines.append("        *,")
-        for name, ident, prop in params:
+        for i, (name, ident, _, typ) in enumerate(params):
+            if i == len([p for p in params if p[0] in leading]):
+                lines.append("        *,")
             default = "" if name in required else " = None"
-            annotation = py_type(prop, shadowed) if name in required else f"{py_type(prop, shadowed)} | None"
+            annotation = typ if name in required else f"{typ} | None"
             lines.append(f"        {ident}: {annotation}{default},")
         lines.append(f"    ) -> {returns}:")
     else:
-        lines.append(f"    async def {identifier(op.leaf)}(self) -> {returns}:")
+        lines.append(f"    async def {method}(self) -> {returns}:")
     flags = [flag for flag, on in (("experimental", op.experimental), ("unlisted", op.unlisted)) if on]
     lines.append(f'        """{doc_text(sentence(op.summary or op.name))}')
     lines.append("")
     lines.append(f"        Calls ``{op.name}``{' (' + ', '.join(flags) + ')' if flags else ''}.")
-    notes = [(ident, param_note(name, prop)) for name, ident, prop in params]
+    notes = [(ident, param_note(name, prop)) for name, ident, prop, _ in params]
     if any(note for _, note in notes):
         lines.append("")
         lines.append("        Args:")
@@ -206,16 +316,106 @@ def render_method(op: Any, shadowed: frozenset[str]) -> list[str]:
     if params:
         lines.append("        answer = await self._caller.call(" if typed else "        return await self._caller.call(")
         lines.append(f'            "{op.name}",')
-        for name, ident, _ in params:
+        for name, ident, _, _ in params:
             lines.append(f"            {name}={ident}," if name == ident else f'            **{{"{name}": {ident}}},')
         lines.append("        )")
     else:
         lines.append(
             f'        answer = await self._caller.call("{op.name}")' if typed else f'        return await self._caller.call("{op.name}")'
         )
-    if typed:
+    if typed and helper is not None and helper.answer_field is not None:
+        lines.append(f'        return cast("{answer_type}", answer)["{helper.answer_field}"]')
+    elif typed:
         lines.append(f'        return cast("{returns}", answer)')
     return lines
+
+
+def field_answer_type(desc: Any, field: str, shadowed: frozenset[str]) -> str:
+    """The type of one field of an answer (a helper that answers that field alone)."""
+    f = desc.fields_by_name[field]
+    if f.message_type is None or not f.is_repeated or f.message_type.GetOptions().map_entry:
+        raise SystemExit(f"a helper answers {desc.full_name}.{field}: only a list of messages is supported")
+    return f"{'builtins.list' if 'list' in shadowed else 'list'}[{f.message_type.name}]"
+
+
+class Helper(NamedTuple):
+    """A plane helper method the spec names (``agent.tasks.create("inbox", ...)``): an op's
+    generated method under another name, with leading positional arguments, answering one field
+    of the op's answer when ``answer_field`` is set."""
+
+    name: str
+    op: str
+    positional: tuple[str, ...] = ()
+    answer_field: str | None = None
+
+
+# The plane helpers spec 003 names (``agent.tasks``, ``agent.policy``, ``agent.decision``), by
+# generated class: each method is its op's method with the spec's name and positional
+# arguments. Loops over ops (a worker's stream) stay hand-written beside them (loom/tasks.py).
+HELPERS: dict[str, tuple[str, tuple[Helper, ...]]] = {
+    "TaskInboxHelpers": (
+        "The task inbox ops (``inbox.*``, ``task.*``) under the names spec 003 gives them.",
+        (
+            Helper("register_inbox", "inbox.register", ("inbox",)),
+            Helper("set_policy", "inbox.policy_set", ("inbox",)),
+            Helper("principals", "inbox.principals"),
+            Helper("inboxes", "inbox.list"),
+            Helper("policies", "inbox.policy_list", ("inbox",)),
+            Helper("deliveries", "inbox.deliveries", ("inbox",)),
+            Helper("create", "task.create", ("inbox",)),
+            Helper("create_many", "task.create_many", ("tasks",)),
+            Helper("updates", "task.updates"),
+            Helper("watch", "task.watch"),
+            Helper("pull", "task.pull", ("inbox",)),
+            *(
+                Helper(leaf, f"task.{leaf}", ("task_id",))
+                for leaf in (
+                    "claim",
+                    "heartbeat",
+                    "progress",
+                    "complete",
+                    "fail",
+                    "defer",
+                    "block",
+                    "accept",
+                    "wont_do",
+                    "unblock",
+                    "resume",
+                    "reopen",
+                    "cancel",
+                    "update",
+                    "reassign",
+                    "get",
+                    "history",
+                )
+            ),
+            Helper("complete_many", "task.complete_many", ("tasks",)),
+            Helper("list", "task.list", ("inbox",)),
+            Helper("counts", "task.counts", ("inbox",)),
+        ),
+    ),
+    "PolicyClient": (
+        "The history-policy ops (``policy.*``), reached as ``agent.policy``.",
+        (
+            Helper("set", "policy.set", ("name",)),
+            Helper("delete", "policy.delete", ("name",)),
+            Helper("list", "policy.list"),
+            Helper("check", "policy.check"),
+            Helper("decisions", "policy.decisions", (), "decisions"),
+            Helper("replay", "policy.replay"),
+        ),
+    ),
+    "DecisionsClient": (
+        "The decision ops (``decision.*``), reached as ``agent.decision``.",
+        (
+            Helper("record", "decision.record"),
+            Helper("precedents", "decision.precedents", ("query",), "precedents"),
+            Helper("chain", "decision.chain", ("memory_key",)),
+            Helper("outcome", "decision.outcome", ("memory_key", "realized_outcome")),
+            Helper("calibration", "decision.calibration", (), "rows"),
+        ),
+    ),
+}
 
 
 def render(ops: Iterable[Any]) -> str:
@@ -224,11 +424,23 @@ def render(ops: Iterable[Any]) -> str:
     for op in sorted(ops, key=lambda o: o.name):
         groups.setdefault(op.group, []).append(op)
     shadowed = {group: frozenset(identifier(op.leaf) for op in members) & frozenset(_BUILTIN_TYPES) for group, members in groups.items()}
-    answers = answer_types(ops_sorted := [op for members in groups.values() for op in members])
-    clash = set(answers) & ({class_name(group) for group in groups} | {"Ops", "Any", "NotRequired", "TypedDict", "OpCaller", "cast"})
+    answers = answer_types(op for members in groups.values() for op in members)
+    inputs = InputTypes(answers)
+    by_name = {op.name: op for members in groups.values() for op in members}
+    methods = {group: [render_method(op, shadowed[group], inputs) for op in members] for group, members in groups.items()}
+    named = {**answers, **inputs.bodies}
+    for members in groups.values():
+        for op in members:
+            named[args_name(op)] = render_args(op, inputs)
+    for options, (op_name, omit) in LOOP_OPTIONS.items():
+        if op_name in by_name:
+            named[options] = render_args(by_name[op_name], inputs, options, omit)
+    named.update(inputs.bodies)  # any the arguments' types reached first
+    clash = set(named) & (
+        {class_name(group) for group in groups} | {"Ops", "Any", "NotRequired", "TypedDict", "OpCaller", "cast", "datetime"}
+    )
     if clash:
-        raise SystemExit(f"answer types named like the module's other names: {sorted(clash)}")
-    del ops_sorted
+        raise SystemExit(f"answer or argument types named like the module's other names: {sorted(clash)}")
     out = [
         HEADER,
         '"""Every op of the catalog as a typed method: ``agent.ops.<group>.<op>(**args)``.',
@@ -241,17 +453,18 @@ def render(ops: Iterable[Any]) -> str:
         "",
         "from __future__ import annotations",
         "",
-        f"from typing import TYPE_CHECKING, Any{', NotRequired, TypedDict, cast' if answers else ''}",
+        "from datetime import datetime",
+        "from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast",
         "",
         "if TYPE_CHECKING:",
         "    from ._client import OpCaller",
         "",
         "__all__ = [",
-        *(f'    "{name}",' for name in sorted(["Ops", *answers])),
+        *(f'    "{name}",' for name in sorted(["Ops", *named, *(c for c, (_, hs) in HELPERS.items() if any(h.op in by_name for h in hs))])),
         "]",
     ]
-    for lines in answers.values():
-        out += ["", "", *lines]
+    for name in sorted(named):
+        out += ["", "", *named[name]]
     for group, members in groups.items():
         out += ["", ""]
         out.append(f"class {class_name(group)}:")
@@ -259,9 +472,27 @@ def render(ops: Iterable[Any]) -> str:
         out.append("")
         out.append("    def __init__(self, caller: OpCaller) -> None:")
         out.append("        self._caller = caller")
-        for op in members:
+        for lines in methods[group]:
             out.append("")
-            out += render_method(op, shadowed[group])
+            out += lines
+    by_name = {op.name: op for members in groups.values() for op in members}
+    for cls, (doc, helpers) in HELPERS.items():
+        present = [h for h in helpers if h.op in by_name]
+        if not present:
+            continue
+        helper_shadowed = frozenset(identifier(h.name) for h in present) & frozenset(_BUILTIN_TYPES)
+        out += [
+            "",
+            "",
+            f"class {cls}:",
+            f'    """{doc}"""',
+            "",
+            "    def __init__(self, caller: OpCaller) -> None:",
+            "        self._caller = caller",
+        ]
+        for h in present:
+            out.append("")
+            out += render_method(by_name[h.op], helper_shadowed, inputs, h)
     out += ["", ""]
     out.append("class Ops:")
     out.append('    """Every op of the catalog, grouped by the part of its name before the dot."""')

@@ -104,7 +104,7 @@ async def test_render_handles_keywords_shadowed_builtins_and_required_args() -> 
     assert "import builtins" in source
     assert "kinds: builtins.list[str] | None = None" in source
     assert "limit: int," in source  # required: no default
-    assert "from_: str | None = None" in source
+    assert "from_: str | datetime | None = None" in source  # a timestamp takes a datetime too
     assert "One of: a, b." in source
     assert "(experimental)" in source
 

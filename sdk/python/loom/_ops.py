@@ -9,6 +9,7 @@ cast in each method is that JSON edge: the wire's JSON declared as the op's answ
 
 from __future__ import annotations
 
+from datetime import datetime
 import builtins
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
@@ -20,9 +21,13 @@ __all__ = [
     "ActionResult",
     "ApplyMemoryResponse",
     "AskResponse",
+    "AssistantAskArgs",
+    "AuthWhoamiArgs",
     "AutoSupersedeResponse",
     "BlockTaskResponse",
+    "BudgetGetArgs",
     "BudgetResponse",
+    "BudgetSetArgs",
     "CalibrationBin",
     "CalibrationRow",
     "CancelTaskResponse",
@@ -37,21 +42,30 @@ __all__ = [
     "ClaimTaskResponse",
     "ClearMemoryResponse",
     "Column",
+    "CompleteTaskRequest",
     "CompleteTaskResponse",
     "CompleteTaskResult",
     "CompleteTasksResponse",
+    "ContextPackArgs",
     "ContextPackResponse",
     "CountTasksResponse",
     "CreateNamespaceResponse",
     "CreateServiceAccountResponse",
+    "CreateTaskRequest",
     "CreateTaskResponse",
     "CreateTaskResult",
     "CreateTasksResponse",
     "Decision",
+    "DecisionCalibrationArgs",
     "DecisionCalibrationResponse",
+    "DecisionChainArgs",
     "DecisionChainResponse",
+    "DecisionOutcomeArgs",
     "DecisionOutcomeResponse",
+    "DecisionPrecedentsArgs",
     "DecisionPrecedentsResponse",
+    "DecisionRecordArgs",
+    "DecisionsClient",
     "DedupResolveResponse",
     "DeferTaskResponse",
     "DeleteMemoryResponse",
@@ -64,11 +78,24 @@ __all__ = [
     "GetTaskHistoryResponse",
     "GetTaskResponse",
     "Grant",
+    "GrantsListArgs",
+    "GrantsSetArgs",
     "HeartbeatTaskResponse",
+    "HelpGetArgs",
+    "HelpSearchArgs",
+    "HelpVerifyArgs",
     "Hit",
     "Inbox",
+    "InboxDeliveriesArgs",
+    "InboxListArgs",
     "InboxPolicy",
+    "InboxPolicyListArgs",
+    "InboxPolicySetArgs",
     "InboxPrincipal",
+    "InboxPrincipalsArgs",
+    "InboxRegisterArgs",
+    "InsightsCatalogArgs",
+    "InsightsQueryArgs",
     "ItemError",
     "LeafResult",
     "ListDecisionsResponse",
@@ -83,18 +110,53 @@ __all__ = [
     "ListTaskUpdatesResponse",
     "ListTasksResponse",
     "LockMemoryResponse",
+    "MemoryAction",
+    "MemoryApplyArgs",
+    "MemoryAutoSupersedeArgs",
+    "MemoryClearArgs",
+    "MemoryDedupResolveArgs",
+    "MemoryDeleteArgs",
+    "MemoryDeleteVersionArgs",
+    "MemoryForFileArgs",
     "MemoryForFileResponse",
+    "MemoryGetArgs",
+    "MemoryHistoryArgs",
     "MemoryHistoryResponse",
+    "MemoryListArgs",
+    "MemoryLockArgs",
+    "MemoryMoveArgs",
+    "MemoryPinArgs",
+    "MemoryRecordHistoryArgs",
+    "MemoryRecordWriteArgs",
+    "MemoryRestoreArgs",
     "MemoryRow",
+    "MemorySearchArgs",
+    "MemorySetArgs",
+    "MemoryUnlockArgs",
+    "MemoryUnpinArgs",
+    "MemoryUpdateByIdArgs",
+    "MemoryVerifyArgs",
     "MemoryWriteResponse",
     "MintTokenResponse",
     "ModelCallsResponse",
     "MoveMemoryResponse",
     "Namespace",
+    "NamespaceCreateArgs",
+    "NamespaceListArgs",
     "NamespaceRole",
+    "NamespaceRollbackArgs",
     "Ops",
+    "OrgModelCallsArgs",
+    "OrgSetModelCallsArgs",
     "OutlineEntry",
     "PackedDecision",
+    "PolicyCheckArgs",
+    "PolicyClient",
+    "PolicyDecisionsArgs",
+    "PolicyDeleteArgs",
+    "PolicyListArgs",
+    "PolicyReplayArgs",
+    "PolicySetArgs",
     "Precedent",
     "PullTasksResponse",
     "QueryResponse",
@@ -113,16 +175,49 @@ __all__ = [
     "RollbackNamespaceResponse",
     "Rule",
     "RuleResult",
+    "RuleSpec",
     "RuleTotals",
+    "SaCreateArgs",
     "SearchHit",
     "SearchMemoryResponse",
     "SearchResponse",
+    "SearchUnifiedArgs",
     "SetGrantResponse",
     "SetInboxPolicyResponse",
     "SetMemoryResponse",
     "SetPolicyResponse",
     "Task",
+    "TaskAcceptArgs",
+    "TaskBlockArgs",
+    "TaskCancelArgs",
+    "TaskClaimArgs",
+    "TaskCompleteArgs",
+    "TaskCompleteManyArgs",
+    "TaskCountsArgs",
+    "TaskCreateArgs",
+    "TaskCreateManyArgs",
+    "TaskDeferArgs",
     "TaskEvent",
+    "TaskFailArgs",
+    "TaskGetArgs",
+    "TaskHeartbeatArgs",
+    "TaskHistoryArgs",
+    "TaskInboxHelpers",
+    "TaskListArgs",
+    "TaskProgressArgs",
+    "TaskPullArgs",
+    "TaskPullOptions",
+    "TaskReassignArgs",
+    "TaskReopenArgs",
+    "TaskResumeArgs",
+    "TaskUnblockArgs",
+    "TaskUpdateArgs",
+    "TaskUpdatesArgs",
+    "TaskWatchArgs",
+    "TaskWontDoArgs",
+    "TokenMintArgs",
+    "TokenRevokeArgs",
+    "Turn",
     "UnblockTaskResponse",
     "UnifiedSearchHit",
     "UnifiedSearchResponse",
@@ -171,6 +266,17 @@ class AskResponse(TypedDict):
     run_id: str
 
 
+class AssistantAskArgs(TypedDict):
+    """``assistant.ask``'s arguments."""
+
+    namespace: NotRequired[str]
+    question: NotRequired[str]
+    history: NotRequired[list[Turn]]
+
+
+AuthWhoamiArgs = TypedDict("AuthWhoamiArgs", {})
+
+
 class AutoSupersedeResponse(TypedDict):
     """``loom.decisions.v1.AutoSupersedeResponse`` as JSON."""
 
@@ -187,6 +293,12 @@ class BlockTaskResponse(TypedDict):
     task: NotRequired[Task]
 
 
+class BudgetGetArgs(TypedDict):
+    """``budget.get``'s arguments."""
+
+    namespace: NotRequired[str]
+
+
 class BudgetResponse(TypedDict):
     """``loom.assistant.v1.BudgetResponse`` as JSON."""
 
@@ -195,6 +307,13 @@ class BudgetResponse(TypedDict):
     is_default: bool
     assistant_share: float
     assistant_spent_today_usd: float
+
+
+class BudgetSetArgs(TypedDict):
+    """``budget.set``'s arguments."""
+
+    namespace: NotRequired[str]
+    daily_cost_cap_usd: NotRequired[float]
 
 
 class CalibrationBin(TypedDict):
@@ -328,6 +447,15 @@ class Column(TypedDict):
     type: str
 
 
+class CompleteTaskRequest(TypedDict):
+    """``loom.tasks.v1.CompleteTaskRequest`` as an argument's JSON."""
+
+    task_id: str
+    fence: int
+    outcome: NotRequired[dict[str, Any]]
+    reason: NotRequired[str]
+
+
 class CompleteTaskResponse(TypedDict):
     """``loom.tasks.v1.CompleteTaskResponse`` as JSON."""
 
@@ -345,6 +473,15 @@ class CompleteTasksResponse(TypedDict):
     """``loom.tasks.v1.CompleteTasksResponse`` as JSON."""
 
     results: list[CompleteTaskResult]
+
+
+class ContextPackArgs(TypedDict):
+    """``context.pack``'s arguments."""
+
+    namespace: NotRequired[str]
+    query: NotRequired[str]
+    token_budget: NotRequired[int]
+    category: NotRequired[str]
 
 
 class ContextPackResponse(TypedDict):
@@ -377,6 +514,22 @@ class CreateServiceAccountResponse(TypedDict):
     subject: str
     grant: NotRequired[Grant]
     created: bool
+
+
+class CreateTaskRequest(TypedDict):
+    """``loom.tasks.v1.CreateTaskRequest`` as an argument's JSON."""
+
+    inbox: str
+    kind: str
+    title: NotRequired[str]
+    brief: NotRequired[dict[str, Any]]
+    disclosure: NotRequired[str]
+    priority: NotRequired[int]
+    deadline: NotRequired[str | datetime]
+    not_before: NotRequired[str | datetime]
+    origin: NotRequired[str]
+    parent_task_id: NotRequired[str]
+    idempotency_key: NotRequired[str]
 
 
 class CreateTaskResponse(TypedDict):
@@ -424,6 +577,15 @@ class Decision(TypedDict):
     after: NotRequired[dict[str, Any]]
 
 
+class DecisionCalibrationArgs(TypedDict):
+    """``decision.calibration``'s arguments."""
+
+    namespace: NotRequired[str]
+    window_days: NotRequired[int]
+    agent: NotRequired[str]
+    category: NotRequired[str]
+
+
 class DecisionCalibrationResponse(TypedDict):
     """``loom.decisions.v1.DecisionCalibrationResponse`` as JSON."""
 
@@ -432,11 +594,29 @@ class DecisionCalibrationResponse(TypedDict):
     unscored: int
 
 
+class DecisionChainArgs(TypedDict):
+    """``decision.chain``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+    direction: NotRequired[str]
+    max_hops: NotRequired[int]
+
+
 class DecisionChainResponse(TypedDict):
     """``loom.decisions.v1.DecisionChainResponse`` as JSON."""
 
     nodes: list[ChainNode]
     edges: list[ChainEdge]
+
+
+class DecisionOutcomeArgs(TypedDict):
+    """``decision.outcome``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+    realized_outcome: str
+    success: NotRequired[bool]
 
 
 class DecisionOutcomeResponse(TypedDict):
@@ -454,12 +634,43 @@ class DecisionOutcomeResponse(TypedDict):
     uncredited: list[str]
 
 
+class DecisionPrecedentsArgs(TypedDict):
+    """``decision.precedents``'s arguments."""
+
+    namespace: NotRequired[str]
+    query: str
+    category: NotRequired[str]
+    with_outcome_only: NotRequired[bool]
+    limit: NotRequired[int]
+
+
 class DecisionPrecedentsResponse(TypedDict):
     """``loom.decisions.v1.DecisionPrecedentsResponse`` as JSON."""
 
     precedents: list[Precedent]
     min_similarity: float
     none_close: bool
+
+
+class DecisionRecordArgs(TypedDict):
+    """``decision.record``'s arguments."""
+
+    namespace: NotRequired[str]
+    category: str
+    scenario: str
+    reasoning: NotRequired[str]
+    outcome: str
+    alternatives: NotRequired[list[str]]
+    confidence: NotRequired[float]
+    caused_by: NotRequired[list[str]]
+    influenced_by: NotRequired[list[str]]
+    stage: NotRequired[str]
+    files: NotRequired[list[str]]
+    source_resource_id: NotRequired[str]
+    source_class: NotRequired[str]
+    tags: NotRequired[list[str]]
+    run_id: NotRequired[str]
+    memories_used: NotRequired[list[str]]
 
 
 class DedupResolveResponse(TypedDict):
@@ -571,12 +782,48 @@ class Grant(TypedDict):
     updated_time: str
 
 
+class GrantsListArgs(TypedDict):
+    """``grants.list``'s arguments."""
+
+    namespace: NotRequired[str]
+
+
+class GrantsSetArgs(TypedDict):
+    """``grants.set``'s arguments."""
+
+    namespace: NotRequired[str]
+    subject: str
+    role: str
+
+
 class HeartbeatTaskResponse(TypedDict):
     """``loom.tasks.v1.HeartbeatTaskResponse`` as JSON."""
 
     task_id: str
     fence: int
     lease_expires_time: str
+
+
+class HelpGetArgs(TypedDict):
+    """``help.get``'s arguments."""
+
+    page: str
+    anchor: NotRequired[str]
+    offset: NotRequired[int]
+
+
+class HelpSearchArgs(TypedDict):
+    """``help.search``'s arguments."""
+
+    query: str
+    limit: NotRequired[int]
+    audience: NotRequired[str]
+
+
+class HelpVerifyArgs(TypedDict):
+    """``help.verify``'s arguments."""
+
+    citations: NotRequired[list[str]]
 
 
 class Hit(TypedDict):
@@ -612,6 +859,20 @@ class Inbox(TypedDict):
     counts: dict[str, int]
 
 
+class InboxDeliveriesArgs(TypedDict):
+    """``inbox.deliveries``'s arguments."""
+
+    namespace: NotRequired[str]
+    inbox: str
+    limit: NotRequired[int]
+
+
+class InboxListArgs(TypedDict):
+    """``inbox.list``'s arguments."""
+
+    namespace: NotRequired[str]
+
+
 class InboxPolicy(TypedDict):
     """``loom.tasks.v1.InboxPolicy`` as JSON."""
 
@@ -624,11 +885,67 @@ class InboxPolicy(TypedDict):
     updated_by: str
 
 
+class InboxPolicyListArgs(TypedDict):
+    """``inbox.policy_list``'s arguments."""
+
+    namespace: NotRequired[str]
+    inbox: str
+
+
+class InboxPolicySetArgs(TypedDict):
+    """``inbox.policy_set``'s arguments."""
+
+    namespace: NotRequired[str]
+    inbox: str
+    poster: str
+    kind: NotRequired[str]
+    mode: NotRequired[str]
+    require_evidence: NotRequired[list[str]]
+    remove: NotRequired[bool]
+
+
 class InboxPrincipal(TypedDict):
     """``loom.tasks.v1.InboxPrincipal`` as JSON."""
 
     subject: str
     type: str
+
+
+class InboxPrincipalsArgs(TypedDict):
+    """``inbox.principals``'s arguments."""
+
+    namespace: NotRequired[str]
+
+
+class InboxRegisterArgs(TypedDict):
+    """``inbox.register``'s arguments."""
+
+    namespace: NotRequired[str]
+    inbox: str
+    owner_agent: NotRequired[str]
+    posters: NotRequired[list[str]]
+    accept_disclosure: NotRequired[list[str]]
+    default_lease_seconds: NotRequired[int]
+    max_attempts: NotRequired[int]
+    max_defers: NotRequired[int]
+    triage_escalate_after_seconds: NotRequired[int]
+    webhook_url: NotRequired[str]
+    webhook_secret_ref: NotRequired[str]
+    description: NotRequired[str]
+
+
+class InsightsCatalogArgs(TypedDict):
+    """``insights.catalog``'s arguments."""
+
+    namespace: NotRequired[str]
+
+
+class InsightsQueryArgs(TypedDict):
+    """``insights.query``'s arguments."""
+
+    namespace: NotRequired[str]
+    sql: str
+    namespaces: NotRequired[list[str]]
 
 
 class ItemError(TypedDict):
@@ -736,6 +1053,82 @@ class LockMemoryResponse(TypedDict):
     holder: str
 
 
+class MemoryAction(TypedDict):
+    """``loom.decisions.v1.MemoryAction`` as an argument's JSON."""
+
+    action: str
+    memory_key: str
+    value: NotRequired[str]
+    memory_type: NotRequired[str]
+    tags: NotRequired[list[str]]
+    files: NotRequired[list[str]]
+
+
+class MemoryApplyArgs(TypedDict):
+    """``memory.apply``'s arguments."""
+
+    namespace: NotRequired[str]
+    actions: NotRequired[list[MemoryAction]]
+
+
+class MemoryAutoSupersedeArgs(TypedDict):
+    """``memory.auto_supersede``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: str
+    by_key: str
+
+
+class MemoryClearArgs(TypedDict):
+    """``memory.clear``'s arguments."""
+
+    namespace: NotRequired[str]
+    prefix: NotRequired[str]
+    memory_type: NotRequired[str]
+
+
+class MemoryDedupResolveArgs(TypedDict):
+    """``memory.dedup_resolve``'s arguments."""
+
+    namespace: NotRequired[str]
+    keep_key: str
+    drop_key: str
+    agent_id: NotRequired[str]
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
+
+
+class MemoryDeleteArgs(TypedDict):
+    """``memory.delete``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+    agent_id: NotRequired[str]
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
+
+
+class MemoryDeleteVersionArgs(TypedDict):
+    """``memory.delete_version``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+    version: int
+    agent_id: NotRequired[str]
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
+
+
+class MemoryForFileArgs(TypedDict):
+    """``memory.for_file``'s arguments."""
+
+    namespace: NotRequired[str]
+    path: str
+    repo: NotRequired[str]
+    include_conflicted: NotRequired[bool]
+    max_chars: NotRequired[int]
+
+
 class MemoryForFileResponse(TypedDict):
     """``loom.decisions.v1.MemoryForFileResponse`` as JSON."""
 
@@ -744,11 +1137,103 @@ class MemoryForFileResponse(TypedDict):
     entries: list[ForFileEntry]
 
 
+class MemoryGetArgs(TypedDict):
+    """``memory.get``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: str
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
+    agent_id: NotRequired[str]
+
+
+class MemoryHistoryArgs(TypedDict):
+    """``memory.history``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
+    agent_id: NotRequired[str]
+
+
 class MemoryHistoryResponse(TypedDict):
     """``loom.decisions.v1.MemoryHistoryResponse`` as JSON."""
 
     versions: list[MemoryRow]
     records: list[RecordVersion]
+
+
+class MemoryListArgs(TypedDict):
+    """``memory.list``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_type: NotRequired[str]
+    tag: NotRequired[str]
+    prefix: NotRequired[str]
+    limit: NotRequired[int]
+
+
+class MemoryLockArgs(TypedDict):
+    """``memory.lock``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: str
+    ttl_seconds: NotRequired[int]
+
+
+class MemoryMoveArgs(TypedDict):
+    """``memory.move``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: str
+    to_key: str
+    keep_redirect: NotRequired[bool]
+    agent_id: NotRequired[str]
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
+
+
+class MemoryPinArgs(TypedDict):
+    """``memory.pin``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+    agent_id: NotRequired[str]
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
+
+
+class MemoryRecordHistoryArgs(TypedDict):
+    """``memory.record.history``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: str
+
+
+class MemoryRecordWriteArgs(TypedDict):
+    """``memory.record.write``'s arguments."""
+
+    namespace: NotRequired[str]
+    schema: str
+    category: str
+    scenario: str
+    reasoning: NotRequired[str]
+    outcome: str
+    alternatives: NotRequired[list[str]]
+    confidence: NotRequired[float]
+    caused_by: NotRequired[list[str]]
+    influenced_by: NotRequired[list[str]]
+
+
+class MemoryRestoreArgs(TypedDict):
+    """``memory.restore``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+    agent_id: NotRequired[str]
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
 
 
 class MemoryRow(TypedDict):
@@ -777,6 +1262,67 @@ class MemoryRow(TypedDict):
     value_hash: str
     updated_time: str
     op: str
+
+
+class MemorySearchArgs(TypedDict):
+    """``memory.search``'s arguments."""
+
+    namespace: NotRequired[str]
+    query: str
+    memory_type: NotRequired[str]
+    tag: NotRequired[str]
+    limit: NotRequired[int]
+
+
+class MemorySetArgs(TypedDict):
+    """``memory.set``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: str
+    value: str
+    memory_type: NotRequired[str]
+    tags: NotRequired[list[str]]
+    files: NotRequired[list[str]]
+    source_resource_id: NotRequired[str]
+    source_class: NotRequired[str]
+
+
+class MemoryUnlockArgs(TypedDict):
+    """``memory.unlock``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+
+
+class MemoryUnpinArgs(TypedDict):
+    """``memory.unpin``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+    agent_id: NotRequired[str]
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
+
+
+class MemoryUpdateByIdArgs(TypedDict):
+    """``memory.update_by_id``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_id: str
+    value: NotRequired[str]
+    tags: NotRequired[list[str]]
+    set_tags: NotRequired[bool]
+    if_value_hash: NotRequired[str]
+
+
+class MemoryVerifyArgs(TypedDict):
+    """``memory.verify``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+    agent_id: NotRequired[str]
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
 
 
 class MemoryWriteResponse(TypedDict):
@@ -826,11 +1372,42 @@ class Namespace(TypedDict):
     created_time: str
 
 
+class NamespaceCreateArgs(TypedDict):
+    """``namespace.create``'s arguments."""
+
+    name: str
+    description: NotRequired[str]
+
+
+NamespaceListArgs = TypedDict("NamespaceListArgs", {})
+
+
 class NamespaceRole(TypedDict):
     """``loom.identity.v1.NamespaceRole`` as JSON."""
 
     namespace: str
     role: str
+
+
+class NamespaceRollbackArgs(TypedDict):
+    """``namespace.rollback``'s arguments."""
+
+    namespace: NotRequired[str]
+    to_time: str | datetime
+    dry_run: NotRequired[bool]
+
+
+class OrgModelCallsArgs(TypedDict):
+    """``org.model_calls``'s arguments."""
+
+    org: NotRequired[str]
+
+
+class OrgSetModelCallsArgs(TypedDict):
+    """``org.set_model_calls``'s arguments."""
+
+    enabled: bool
+    org: NotRequired[str]
 
 
 class OutlineEntry(TypedDict):
@@ -848,6 +1425,70 @@ class PackedDecision(TypedDict):
     stage: str
     line: str
     tokens: int
+
+
+class PolicyCheckArgs(TypedDict):
+    """``policy.check``'s arguments."""
+
+    namespace: NotRequired[str]
+    operation: str
+    agent: NotRequired[str]
+    user: NotRequired[str]
+    session: NotRequired[str]
+    args: NotRequired[dict[str, Any]]
+    rules: NotRequired[list[RuleSpec]]
+
+
+class PolicyDecisionsArgs(TypedDict):
+    """``policy.decisions``'s arguments."""
+
+    namespace: NotRequired[str]
+    decision: NotRequired[str]
+    agent: NotRequired[str]
+    operation: NotRequired[str]
+    rule: NotRequired[str]
+    since: NotRequired[str]
+    limit: NotRequired[int]
+
+
+class PolicyDeleteArgs(TypedDict):
+    """``policy.delete``'s arguments."""
+
+    namespace: NotRequired[str]
+    name: str
+
+
+class PolicyListArgs(TypedDict):
+    """``policy.list``'s arguments."""
+
+    namespace: NotRequired[str]
+
+
+class PolicyReplayArgs(TypedDict):
+    """``policy.replay``'s arguments."""
+
+    namespace: NotRequired[str]
+    rules: NotRequired[list[RuleSpec]]
+    include_stored: NotRequired[bool]
+    names: NotRequired[list[str]]
+    mode: NotRequired[str]
+    since: NotRequired[str]
+    until: NotRequired[str]
+    agent: NotRequired[str]
+    limit: NotRequired[int]
+    only_denied: NotRequired[bool]
+
+
+class PolicySetArgs(TypedDict):
+    """``policy.set``'s arguments."""
+
+    namespace: NotRequired[str]
+    name: str
+    effect: str
+    actions: list[str]
+    condition: dict[str, Any]
+    description: NotRequired[str]
+    mode: NotRequired[str]
 
 
 class Precedent(TypedDict):
@@ -1040,6 +1681,17 @@ class RuleResult(TypedDict):
     error: str
 
 
+class RuleSpec(TypedDict):
+    """``loom.policy.v1.RuleSpec`` as an argument's JSON."""
+
+    name: str
+    effect: str
+    actions: list[str]
+    condition: dict[str, Any]
+    description: NotRequired[str]
+    mode: NotRequired[str]
+
+
 class RuleTotals(TypedDict):
     """``loom.policy.v1.RuleTotals`` as JSON."""
 
@@ -1047,6 +1699,15 @@ class RuleTotals(TypedDict):
     evaluated: int
     denied: int
     errors: int
+
+
+class SaCreateArgs(TypedDict):
+    """``sa.create``'s arguments."""
+
+    namespace: NotRequired[str]
+    name: str
+    role: NotRequired[str]
+    description: NotRequired[str]
 
 
 class SearchHit(TypedDict):
@@ -1076,6 +1737,15 @@ class SearchResponse(TypedDict):
     hits: list[Hit]
     weak: bool
     ranking: str
+
+
+class SearchUnifiedArgs(TypedDict):
+    """``search.unified``'s arguments."""
+
+    query: str
+    limit: NotRequired[int]
+    namespaces: NotRequired[list[str]]
+    sources: NotRequired[list[str]]
 
 
 class SetGrantResponse(TypedDict):
@@ -1155,6 +1825,98 @@ class Task(TypedDict):
     owner_agent: str
 
 
+class TaskAcceptArgs(TypedDict):
+    """``task.accept``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    reason: NotRequired[str]
+
+
+class TaskBlockArgs(TypedDict):
+    """``task.block``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    fence: int
+    blocked_on: str
+    reason: str
+
+
+class TaskCancelArgs(TypedDict):
+    """``task.cancel``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    reason: str
+
+
+class TaskClaimArgs(TypedDict):
+    """``task.claim``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    lease_seconds: NotRequired[int]
+
+
+class TaskCompleteArgs(TypedDict):
+    """``task.complete``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    fence: int
+    outcome: NotRequired[dict[str, Any]]
+    reason: NotRequired[str]
+
+
+class TaskCompleteManyArgs(TypedDict):
+    """``task.complete_many``'s arguments."""
+
+    namespace: NotRequired[str]
+    tasks: list[CompleteTaskRequest]
+
+
+class TaskCountsArgs(TypedDict):
+    """``task.counts``'s arguments."""
+
+    namespace: NotRequired[str]
+    inbox: NotRequired[str]
+
+
+class TaskCreateArgs(TypedDict):
+    """``task.create``'s arguments."""
+
+    namespace: NotRequired[str]
+    inbox: str
+    kind: str
+    title: NotRequired[str]
+    brief: NotRequired[dict[str, Any]]
+    disclosure: NotRequired[str]
+    priority: NotRequired[int]
+    deadline: NotRequired[str | datetime]
+    not_before: NotRequired[str | datetime]
+    origin: NotRequired[str]
+    parent_task_id: NotRequired[str]
+    idempotency_key: NotRequired[str]
+
+
+class TaskCreateManyArgs(TypedDict):
+    """``task.create_many``'s arguments."""
+
+    namespace: NotRequired[str]
+    tasks: list[CreateTaskRequest]
+
+
+class TaskDeferArgs(TypedDict):
+    """``task.defer``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    fence: int
+    resume_at: str | datetime
+    reason: str
+
+
 class TaskEvent(TypedDict):
     """``loom.tasks.v1.TaskEvent`` as JSON."""
 
@@ -1175,6 +1937,189 @@ class TaskEvent(TypedDict):
     task_kind: str
     title: str
     data: NotRequired[dict[str, Any]]
+
+
+class TaskFailArgs(TypedDict):
+    """``task.fail``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    fence: int
+    reason: str
+
+
+class TaskGetArgs(TypedDict):
+    """``task.get``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+
+
+class TaskHeartbeatArgs(TypedDict):
+    """``task.heartbeat``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    fence: int
+    lease_seconds: NotRequired[int]
+
+
+class TaskHistoryArgs(TypedDict):
+    """``task.history``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    limit: NotRequired[int]
+
+
+class TaskListArgs(TypedDict):
+    """``task.list``'s arguments."""
+
+    namespace: NotRequired[str]
+    inbox: NotRequired[str]
+    status: NotRequired[list[str]]
+    kind: NotRequired[list[str]]
+    poster: NotRequired[str]
+    mine: NotRequired[bool]
+    limit: NotRequired[int]
+    page_token: NotRequired[str]
+
+
+class TaskProgressArgs(TypedDict):
+    """``task.progress``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    fence: int
+    note: NotRequired[str]
+    percent: NotRequired[int]
+
+
+class TaskPullArgs(TypedDict):
+    """``task.pull``'s arguments."""
+
+    namespace: NotRequired[str]
+    inbox: str
+    kinds: NotRequired[list[str]]
+    status: NotRequired[str]
+    wait_seconds: NotRequired[int]
+    lease_seconds: NotRequired[int]
+    max_tasks: NotRequired[int]
+
+
+class TaskPullOptions(TypedDict):
+    """``task.pull``'s arguments but inbox."""
+
+    namespace: NotRequired[str]
+    kinds: NotRequired[list[str]]
+    status: NotRequired[str]
+    wait_seconds: NotRequired[int]
+    lease_seconds: NotRequired[int]
+    max_tasks: NotRequired[int]
+
+
+class TaskReassignArgs(TypedDict):
+    """``task.reassign``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    to_inbox: str
+    reason: str
+
+
+class TaskReopenArgs(TypedDict):
+    """``task.reopen``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    reason: NotRequired[str]
+
+
+class TaskResumeArgs(TypedDict):
+    """``task.resume``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    reason: NotRequired[str]
+
+
+class TaskUnblockArgs(TypedDict):
+    """``task.unblock``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    reason: NotRequired[str]
+
+
+class TaskUpdateArgs(TypedDict):
+    """``task.update``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    if_match_version: int
+    title: NotRequired[str]
+    brief: NotRequired[dict[str, Any]]
+    priority: NotRequired[int]
+    deadline: NotRequired[str | datetime]
+    not_before: NotRequired[str | datetime]
+
+
+class TaskUpdatesArgs(TypedDict):
+    """``task.updates``'s arguments."""
+
+    namespace: NotRequired[str]
+    since_seq: NotRequired[int]
+    wait_seconds: NotRequired[int]
+    limit: NotRequired[int]
+
+
+class TaskWatchArgs(TypedDict):
+    """``task.watch``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: NotRequired[str]
+    inbox: NotRequired[str]
+    since_seq: NotRequired[int]
+    wait_seconds: NotRequired[int]
+    limit: NotRequired[int]
+
+
+class TaskWontDoArgs(TypedDict):
+    """``task.wont_do``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    reason: str
+
+
+class TokenMintArgs(TypedDict):
+    """``token.mint``'s arguments."""
+
+    subject: NotRequired[str]
+    roles: NotRequired[dict[str, str]]
+    ttl_seconds: NotRequired[int]
+    default_namespace: NotRequired[str]
+    read_scope: NotRequired[list[str]]
+    consumer: NotRequired[str]
+    start_session: NotRequired[bool]
+    ends_with_session: NotRequired[bool]
+    token_id_prefix: NotRequired[str]
+
+
+class TokenRevokeArgs(TypedDict):
+    """``token.revoke``'s arguments."""
+
+    token_id: NotRequired[str]
+    subject: NotRequired[str]
+    session_id: NotRequired[str]
+    reason: NotRequired[str]
+
+
+class Turn(TypedDict):
+    """``loom.assistant.v1.Turn`` as an argument's JSON."""
+
+    role: NotRequired[str]
+    content: NotRequired[str]
 
 
 class UnblockTaskResponse(TypedDict):
@@ -1283,7 +2228,7 @@ class AssistantOps:
         *,
         namespace: str | None = None,
         question: str | None = None,
-        history: list[dict[str, Any]] | None = None,
+        history: list[Turn] | None = None,
     ) -> AskResponse:
         """Ask Loom's assistant one question about the namespace; the whole answer with its checked citations and support (spends model budget).
 
@@ -1871,7 +2816,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        actions: builtins.list[dict[str, Any]] | None = None,
+        actions: builtins.list[MemoryAction] | None = None,
     ) -> ApplyMemoryResponse:
         """Apply a list of set and delete actions in order, each as memory.set or memory.delete would; each item answers on its own.
 
@@ -2472,7 +3417,7 @@ class NamespaceOps:
         self,
         *,
         namespace: str | None = None,
-        to_time: str,
+        to_time: str | datetime,
         dry_run: bool | None = None,
     ) -> RollbackNamespaceResponse:
         """Return every memory row of the namespace to its state at to_time (revive, revert or tombstone); decision records are not revived or retired (admin).
@@ -2546,7 +3491,7 @@ class PolicyOps:
         user: str | None = None,
         session: str | None = None,
         args: dict[str, Any] | None = None,
-        rules: builtins.list[dict[str, Any]] | None = None,
+        rules: builtins.list[RuleSpec] | None = None,
     ) -> CheckPolicyResponse:
         """Dry-run a call against the stored rules or against rules passed in.
 
@@ -2641,7 +3586,7 @@ class PolicyOps:
         self,
         *,
         namespace: str | None = None,
-        rules: builtins.list[dict[str, Any]] | None = None,
+        rules: builtins.list[RuleSpec] | None = None,
         include_stored: bool | None = None,
         names: builtins.list[str] | None = None,
         mode: str | None = None,
@@ -2899,7 +3844,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        tasks: builtins.list[dict[str, Any]],
+        tasks: builtins.list[CompleteTaskRequest],
     ) -> CompleteTasksResponse:
         """Finish up to 100 tasks you hold (each with its own fence and outcome); each item answers on its own.
 
@@ -2945,8 +3890,8 @@ class TaskOps:
         brief: dict[str, Any] | None = None,
         disclosure: str | None = None,
         priority: int | None = None,
-        deadline: str | None = None,
-        not_before: str | None = None,
+        deadline: str | datetime | None = None,
+        not_before: str | datetime | None = None,
         origin: str | None = None,
         parent_task_id: str | None = None,
         idempotency_key: str | None = None,
@@ -2982,7 +3927,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        tasks: builtins.list[dict[str, Any]],
+        tasks: builtins.list[CreateTaskRequest],
     ) -> CreateTasksResponse:
         """Post up to 100 tasks in one call (one idempotency_key each); each item answers on its own.
 
@@ -3004,7 +3949,7 @@ class TaskOps:
         namespace: str | None = None,
         task_id: str,
         fence: int,
-        resume_at: str,
+        resume_at: str | datetime,
         reason: str,
     ) -> DeferTaskResponse:
         """Put a task you hold aside until resume_at (fenced): in_progress -> deferred.
@@ -3303,8 +4248,8 @@ class TaskOps:
         title: str | None = None,
         brief: dict[str, Any] | None = None,
         priority: int | None = None,
-        deadline: str | None = None,
-        not_before: str | None = None,
+        deadline: str | datetime | None = None,
+        not_before: str | datetime | None = None,
     ) -> UpdateTaskResponse:
         """Edit an unfinished task's title, brief, priority, deadline or not_before, if it is still at if_match_version.
 
@@ -3460,6 +4405,1122 @@ class TokenOps:
             reason=reason,
         )
         return cast("RevokeTokenResponse", answer)
+
+
+class TaskInboxHelpers:
+    """The task inbox ops (``inbox.*``, ``task.*``) under the names spec 003 gives them."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def register_inbox(
+        self,
+        inbox: str,
+        *,
+        namespace: str | None = None,
+        owner_agent: str | None = None,
+        posters: builtins.list[str] | None = None,
+        accept_disclosure: builtins.list[str] | None = None,
+        default_lease_seconds: int | None = None,
+        max_attempts: int | None = None,
+        max_defers: int | None = None,
+        triage_escalate_after_seconds: int | None = None,
+        webhook_url: str | None = None,
+        webhook_secret_ref: str | None = None,
+        description: str | None = None,
+    ) -> RegisterInboxResponse:
+        """Register (or re-register) an inbox in this namespace: its owner agent, posters, disclosure levels, leases and webhook.
+
+        Calls ``inbox.register``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "inbox.register",
+            inbox=inbox,
+            namespace=namespace,
+            owner_agent=owner_agent,
+            posters=posters,
+            accept_disclosure=accept_disclosure,
+            default_lease_seconds=default_lease_seconds,
+            max_attempts=max_attempts,
+            max_defers=max_defers,
+            triage_escalate_after_seconds=triage_escalate_after_seconds,
+            webhook_url=webhook_url,
+            webhook_secret_ref=webhook_secret_ref,
+            description=description,
+        )
+        return cast("RegisterInboxResponse", answer)
+
+    async def set_policy(
+        self,
+        inbox: str,
+        *,
+        namespace: str | None = None,
+        poster: str,
+        kind: str | None = None,
+        mode: str | None = None,
+        require_evidence: builtins.list[str] | None = None,
+        remove: bool | None = None,
+    ) -> SetInboxPolicyResponse:
+        """Set how far an inbox trusts a poster for a kind: deny, review or auto (kind or poster * for any).
+
+        Calls ``inbox.policy_set``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+            mode: One of: deny, review, auto.
+        """
+        answer = await self._caller.call(
+            "inbox.policy_set",
+            inbox=inbox,
+            namespace=namespace,
+            poster=poster,
+            kind=kind,
+            mode=mode,
+            require_evidence=require_evidence,
+            remove=remove,
+        )
+        return cast("SetInboxPolicyResponse", answer)
+
+    async def principals(
+        self,
+        *,
+        namespace: str | None = None,
+    ) -> ListInboxPrincipalsResponse:
+        """The identities Loom knows in the org, to pick an inbox's posters from.
+
+        Calls ``inbox.principals``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "inbox.principals",
+            namespace=namespace,
+        )
+        return cast("ListInboxPrincipalsResponse", answer)
+
+    async def inboxes(
+        self,
+        *,
+        namespace: str | None = None,
+    ) -> ListInboxesResponse:
+        """The inboxes of this namespace, with their settings and open task counts.
+
+        Calls ``inbox.list``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "inbox.list",
+            namespace=namespace,
+        )
+        return cast("ListInboxesResponse", answer)
+
+    async def policies(
+        self,
+        inbox: str,
+        *,
+        namespace: str | None = None,
+    ) -> ListInboxPoliciesResponse:
+        """An inbox's trust rows: mode and required evidence per (poster, kind).
+
+        Calls ``inbox.policy_list``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "inbox.policy_list",
+            inbox=inbox,
+            namespace=namespace,
+        )
+        return cast("ListInboxPoliciesResponse", answer)
+
+    async def deliveries(
+        self,
+        inbox: str,
+        *,
+        namespace: str | None = None,
+        limit: int | None = None,
+    ) -> ListInboxDeliveriesResponse:
+        """An inbox's webhook delivery log, newest attempt first.
+
+        Calls ``inbox.deliveries``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "inbox.deliveries",
+            inbox=inbox,
+            namespace=namespace,
+            limit=limit,
+        )
+        return cast("ListInboxDeliveriesResponse", answer)
+
+    async def create(
+        self,
+        inbox: str,
+        *,
+        namespace: str | None = None,
+        kind: str,
+        title: str | None = None,
+        brief: dict[str, Any] | None = None,
+        disclosure: str | None = None,
+        priority: int | None = None,
+        deadline: str | datetime | None = None,
+        not_before: str | datetime | None = None,
+        origin: str | None = None,
+        parent_task_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> CreateTaskResponse:
+        """Post a task to an inbox (namespace is the poster's own); lands in triage or todo by the owner's trust.
+
+        Calls ``task.create``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+            disclosure: One of: confidential, internal, public_ok.
+            deadline: An RFC 3339 timestamp.
+            not_before: An RFC 3339 timestamp.
+        """
+        answer = await self._caller.call(
+            "task.create",
+            inbox=inbox,
+            namespace=namespace,
+            kind=kind,
+            title=title,
+            brief=brief,
+            disclosure=disclosure,
+            priority=priority,
+            deadline=deadline,
+            not_before=not_before,
+            origin=origin,
+            parent_task_id=parent_task_id,
+            idempotency_key=idempotency_key,
+        )
+        return cast("CreateTaskResponse", answer)
+
+    async def create_many(
+        self,
+        tasks: builtins.list[CreateTaskRequest],
+        *,
+        namespace: str | None = None,
+    ) -> CreateTasksResponse:
+        """Post up to 100 tasks in one call (one idempotency_key each); each item answers on its own.
+
+        Calls ``task.create_many``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.create_many",
+            tasks=tasks,
+            namespace=namespace,
+        )
+        return cast("CreateTasksResponse", answer)
+
+    async def updates(
+        self,
+        *,
+        namespace: str | None = None,
+        since_seq: int | None = None,
+        wait_seconds: int | None = None,
+        limit: int | None = None,
+    ) -> ListTaskUpdatesResponse:
+        """Events of the tasks the caller posted, after a cursor (since_seq), waiting up to wait_seconds.
+
+        Calls ``task.updates``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.updates",
+            namespace=namespace,
+            since_seq=since_seq,
+            wait_seconds=wait_seconds,
+            limit=limit,
+        )
+        return cast("ListTaskUpdatesResponse", answer)
+
+    async def watch(
+        self,
+        *,
+        namespace: str | None = None,
+        task_id: str | None = None,
+        inbox: str | None = None,
+        since_seq: int | None = None,
+        wait_seconds: int | None = None,
+        limit: int | None = None,
+    ) -> WatchTaskResponse:
+        """One task's or one inbox's events after a cursor (since_seq), waiting up to wait_seconds; GET /v1/task/watch streams them as server-sent events.
+
+        Calls ``task.watch``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.watch",
+            namespace=namespace,
+            task_id=task_id,
+            inbox=inbox,
+            since_seq=since_seq,
+            wait_seconds=wait_seconds,
+            limit=limit,
+        )
+        return cast("WatchTaskResponse", answer)
+
+    async def pull(
+        self,
+        inbox: str,
+        *,
+        namespace: str | None = None,
+        kinds: builtins.list[str] | None = None,
+        status: str | None = None,
+        wait_seconds: int | None = None,
+        lease_seconds: int | None = None,
+        max_tasks: int | None = None,
+    ) -> PullTasksResponse:
+        """Claim the next todo task of an inbox (lease + fence), waiting up to wait_seconds; status=triage lists review items unclaimed.
+
+        Calls ``task.pull``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+            status: One of: todo, triage.
+        """
+        answer = await self._caller.call(
+            "task.pull",
+            inbox=inbox,
+            namespace=namespace,
+            kinds=kinds,
+            status=status,
+            wait_seconds=wait_seconds,
+            lease_seconds=lease_seconds,
+            max_tasks=max_tasks,
+        )
+        return cast("PullTasksResponse", answer)
+
+    async def claim(
+        self,
+        task_id: str,
+        *,
+        namespace: str | None = None,
+        lease_seconds: int | None = None,
+    ) -> ClaimTaskResponse:
+        """Claim one named todo task: a lease and a fence every owner write presents.
+
+        Calls ``task.claim``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.claim",
+            task_id=task_id,
+            namespace=namespace,
+            lease_seconds=lease_seconds,
+        )
+        return cast("ClaimTaskResponse", answer)
+
+    async def heartbeat(
+        self,
+        task_id: str,
+        *,
+        namespace: str | None = None,
+        fence: int,
+        lease_seconds: int | None = None,
+    ) -> HeartbeatTaskResponse:
+        """Extend the lease of a task you hold (fenced).
+
+        Calls ``task.heartbeat``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.heartbeat",
+            task_id=task_id,
+            namespace=namespace,
+            fence=fence,
+            lease_seconds=lease_seconds,
+        )
+        return cast("HeartbeatTaskResponse", answer)
+
+    async def progress(
+        self,
+        task_id: str,
+        *,
+        namespace: str | None = None,
+        fence: int,
+        note: str | None = None,
+        percent: int | None = None,
+    ) -> ReportTaskProgressResponse:
+        """Record a progress note on a task you hold (fenced; no state change).
+
+        Calls ``task.progress``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.progress",
+            task_id=task_id,
+            namespace=namespace,
+            fence=fence,
+            note=note,
+            percent=percent,
+        )
+        return cast("ReportTaskProgressResponse", answer)
+
+    async def complete(
+        self,
+        task_id: str,
+        *,
+        namespace: str | None = None,
+        fence: int,
+        outcome: dict[str, Any] | None = None,
+        reason: str | None = None,
+    ) -> CompleteTaskResponse:
+        """Finish a task you hold with its outcome (fenced): in_progress -> done.
+
+        Calls ``task.complete``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.complete",
+            task_id=task_id,
+            namespace=namespace,
+            fence=fence,
+            outcome=outcome,
+            reason=reason,
+        )
+        return cast("CompleteTaskResponse", answer)
+
+    async def fail(
+        self,
+        task_id: str,
+        *,
+        namespace: str | None = None,
+        fence: int,
+        reason: str,
+    ) -> FailTaskResponse:
+        """Give up on a task you hold, with a reason (fenced): in_progress -> failed.
+
+        Calls ``task.fail``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.fail",
+            task_id=task_id,
+            namespace=namespace,
+            fence=fence,
+            reason=reason,
+        )
+        return cast("FailTaskResponse", answer)
+
+    async def defer(
+        self,
+        task_id: str,
+        *,
+        namespace: str | None = None,
+        fence: int,
+        resume_at: str | datetime,
+        reason: str,
+    ) -> DeferTaskResponse:
+        """Put a task you hold aside until resume_at (fenced): in_progress -> deferred.
+
+        Calls ``task.defer``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+            resume_at: An RFC 3339 timestamp.
+        """
+        answer = await self._caller.call(
+            "task.defer",
+            task_id=task_id,
+            namespace=namespace,
+            fence=fence,
+            resume_at=resume_at,
+            reason=reason,
+        )
+        return cast("DeferTaskResponse", answer)
+
+    async def block(
+        self,
+        task_id: str,
+        *,
+        namespace: str | None = None,
+        fence: int,
+        blocked_on: str,
+        reason: str,
+    ) -> BlockTaskResponse:
+        """Mark a task you hold blocked on the sender, a human or something external (fenced).
+
+        Calls ``task.block``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+            blocked_on: One of: sender, human, external.
+        """
+        answer = await self._caller.call(
+            "task.block",
+            task_id=task_id,
+            namespace=namespace,
+            fence=fence,
+            blocked_on=blocked_on,
+            reason=reason,
+        )
+        return cast("BlockTaskResponse", answer)
+
+    async def accept(
+        self,
+        task_id: str,
+        *,
+        namespace: str | None = None,
+        reason: str | None = None,
+    ) -> AcceptTaskResponse:
+        """Accept a triaged task: triage -> todo (never the poster's own).
+
+        Calls ``task.accept``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.accept",
+            task_id=task_id,
+            namespace=namespace,
+            reason=reason,
+        )
+        return cast("AcceptTaskResponse", answer)
+
+    async def wont_do(
+        self,
+        task_id: str,
+        *,
+        namespace: str | None = None,
+        reason: str,
+    ) -> WontDoTaskResponse:
+        """Decline an unfinished task, with a reason.
+
+        Calls ``task.wont_do``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.wont_do",
+            task_id=task_id,
+            namespace=namespace,
+            reason=reason,
+        )
+        return cast("WontDoTaskResponse", answer)
+
+    async def unblock(
+        self,
+        task_id: str,
+        *,
+        namespace: str | None = None,
+        reason: str | None = None,
+    ) -> UnblockTaskResponse:
+        """Return a blocked task to todo.
+
+        Calls ``task.unblock``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.unblock",
+            task_id=task_id,
+            namespace=namespace,
+            reason=reason,
+        )
+        return cast("UnblockTaskResponse", answer)
+
+    async def resume(
+        self,
+        task_id: str,
+        *,
+        namespace: str | None = None,
+        reason: str | None = None,
+    ) -> ResumeTaskResponse:
+        """Return a deferred task to todo before its resume_at.
+
+        Calls ``task.resume``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.resume",
+            task_id=task_id,
+            namespace=namespace,
+            reason=reason,
+        )
+        return cast("ResumeTaskResponse", answer)
+
+    async def reopen(
+        self,
+        task_id: str,
+        *,
+        namespace: str | None = None,
+        reason: str | None = None,
+    ) -> ReopenTaskResponse:
+        """Move a failed, wont_do or cancelled task back to todo.
+
+        Calls ``task.reopen``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.reopen",
+            task_id=task_id,
+            namespace=namespace,
+            reason=reason,
+        )
+        return cast("ReopenTaskResponse", answer)
+
+    async def cancel(
+        self,
+        task_id: str,
+        *,
+        namespace: str | None = None,
+        reason: str,
+    ) -> CancelTaskResponse:
+        """Cancel an unfinished task (the owner, or its poster while nobody holds it).
+
+        Calls ``task.cancel``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.cancel",
+            task_id=task_id,
+            namespace=namespace,
+            reason=reason,
+        )
+        return cast("CancelTaskResponse", answer)
+
+    async def update(
+        self,
+        task_id: str,
+        *,
+        namespace: str | None = None,
+        if_match_version: int,
+        title: str | None = None,
+        brief: dict[str, Any] | None = None,
+        priority: int | None = None,
+        deadline: str | datetime | None = None,
+        not_before: str | datetime | None = None,
+    ) -> UpdateTaskResponse:
+        """Edit an unfinished task's title, brief, priority, deadline or not_before, if it is still at if_match_version.
+
+        Calls ``task.update``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+            deadline: An RFC 3339 timestamp.
+            not_before: An RFC 3339 timestamp.
+        """
+        answer = await self._caller.call(
+            "task.update",
+            task_id=task_id,
+            namespace=namespace,
+            if_match_version=if_match_version,
+            title=title,
+            brief=brief,
+            priority=priority,
+            deadline=deadline,
+            not_before=not_before,
+        )
+        return cast("UpdateTaskResponse", answer)
+
+    async def reassign(
+        self,
+        task_id: str,
+        *,
+        namespace: str | None = None,
+        to_inbox: str,
+        reason: str,
+    ) -> ReassignTaskResponse:
+        """Hand an unfinished task to another inbox of the org (its claim ends).
+
+        Calls ``task.reassign``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.reassign",
+            task_id=task_id,
+            namespace=namespace,
+            to_inbox=to_inbox,
+            reason=reason,
+        )
+        return cast("ReassignTaskResponse", answer)
+
+    async def get(
+        self,
+        task_id: str,
+        *,
+        namespace: str | None = None,
+    ) -> GetTaskResponse:
+        """One task (readers of its inbox, or its poster).
+
+        Calls ``task.get``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.get",
+            task_id=task_id,
+            namespace=namespace,
+        )
+        return cast("GetTaskResponse", answer)
+
+    async def history(
+        self,
+        task_id: str,
+        *,
+        namespace: str | None = None,
+        limit: int | None = None,
+    ) -> GetTaskHistoryResponse:
+        """A task's events, oldest first.
+
+        Calls ``task.history``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.history",
+            task_id=task_id,
+            namespace=namespace,
+            limit=limit,
+        )
+        return cast("GetTaskHistoryResponse", answer)
+
+    async def complete_many(
+        self,
+        tasks: builtins.list[CompleteTaskRequest],
+        *,
+        namespace: str | None = None,
+    ) -> CompleteTasksResponse:
+        """Finish up to 100 tasks you hold (each with its own fence and outcome); each item answers on its own.
+
+        Calls ``task.complete_many``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.complete_many",
+            tasks=tasks,
+            namespace=namespace,
+        )
+        return cast("CompleteTasksResponse", answer)
+
+    async def list(
+        self,
+        inbox: str | None = None,
+        *,
+        namespace: str | None = None,
+        status: builtins.list[str] | None = None,
+        kind: builtins.list[str] | None = None,
+        poster: str | None = None,
+        mine: bool | None = None,
+        limit: int | None = None,
+        page_token: str | None = None,
+    ) -> ListTasksResponse:
+        """Tasks of an inbox or of this namespace's inboxes (or posted by the caller), filtered and paged.
+
+        Calls ``task.list``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.list",
+            inbox=inbox,
+            namespace=namespace,
+            status=status,
+            kind=kind,
+            poster=poster,
+            mine=mine,
+            limit=limit,
+            page_token=page_token,
+        )
+        return cast("ListTasksResponse", answer)
+
+    async def counts(
+        self,
+        inbox: str | None = None,
+        *,
+        namespace: str | None = None,
+    ) -> CountTasksResponse:
+        """Task counts by status for an inbox or this namespace's inboxes.
+
+        Calls ``task.counts``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "task.counts",
+            inbox=inbox,
+            namespace=namespace,
+        )
+        return cast("CountTasksResponse", answer)
+
+
+class PolicyClient:
+    """The history-policy ops (``policy.*``), reached as ``agent.policy``."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def set(
+        self,
+        name: str,
+        *,
+        namespace: str | None = None,
+        effect: str,
+        actions: builtins.list[str],
+        condition: dict[str, Any],
+        description: str | None = None,
+        mode: str | None = None,
+    ) -> SetPolicyResponse:
+        """Create or replace a history-policy rule; returns leaf_count and whether it widened.
+
+        Calls ``policy.set``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+            effect: One of: forbid, require.
+            condition: A history-policy condition: a leaf (formerly, count_within, not_since, breadth_within) or all / any / not over conditions. The plane also refuses (422 naming the node) a tree deeper than 8 or with more than 32 leaves, which this schema does not count.
+            mode: One of: inherit, shadow, enforce.
+        """
+        answer = await self._caller.call(
+            "policy.set",
+            name=name,
+            namespace=namespace,
+            effect=effect,
+            actions=actions,
+            condition=condition,
+            description=description,
+            mode=mode,
+        )
+        return cast("SetPolicyResponse", answer)
+
+    async def delete(
+        self,
+        name: str,
+        *,
+        namespace: str | None = None,
+    ) -> DeletePolicyResponse:
+        """Remove a history-policy rule.
+
+        Calls ``policy.delete``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "policy.delete",
+            name=name,
+            namespace=namespace,
+        )
+        return cast("DeletePolicyResponse", answer)
+
+    async def list(
+        self,
+        *,
+        namespace: str | None = None,
+    ) -> ListPoliciesResponse:
+        """The namespace's history-policy rules and the deployment's mode.
+
+        Calls ``policy.list``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "policy.list",
+            namespace=namespace,
+        )
+        return cast("ListPoliciesResponse", answer)
+
+    async def check(
+        self,
+        *,
+        namespace: str | None = None,
+        operation: str,
+        agent: str | None = None,
+        user: str | None = None,
+        session: str | None = None,
+        args: dict[str, Any] | None = None,
+        rules: builtins.list[RuleSpec] | None = None,
+    ) -> CheckPolicyResponse:
+        """Dry-run a call against the stored rules or against rules passed in.
+
+        Calls ``policy.check``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "policy.check",
+            namespace=namespace,
+            operation=operation,
+            agent=agent,
+            user=user,
+            session=session,
+            args=args,
+            rules=rules,
+        )
+        return cast("CheckPolicyResponse", answer)
+
+    async def decisions(
+        self,
+        *,
+        namespace: str | None = None,
+        decision: str | None = None,
+        agent: str | None = None,
+        operation: str | None = None,
+        rule: str | None = None,
+        since: str | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[Decision]:
+        """Read the policy decision ledger, filtered by allow / deny, or its policy.widened audit rows (decision=widened).
+
+        Calls ``policy.decisions``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+            decision: One of: allow, deny, widened.
+            since: An RFC 3339 instant, or a duration back from now (30s, 15m, 1h, 7d).
+        """
+        answer = await self._caller.call(
+            "policy.decisions",
+            namespace=namespace,
+            decision=decision,
+            agent=agent,
+            operation=operation,
+            rule=rule,
+            since=since,
+            limit=limit,
+        )
+        return cast("ListDecisionsResponse", answer)["decisions"]
+
+    async def replay(
+        self,
+        *,
+        namespace: str | None = None,
+        rules: builtins.list[RuleSpec] | None = None,
+        include_stored: bool | None = None,
+        names: builtins.list[str] | None = None,
+        mode: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        agent: str | None = None,
+        limit: int | None = None,
+        only_denied: bool | None = None,
+    ) -> ReplayPolicyResponse:
+        """What proposed rules (or stored rules in another mode) would have decided over the recorded ledger.
+
+        Calls ``policy.replay``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+            mode: One of: shadow, enforce.
+            since: An RFC 3339 instant, or a duration back from now (30s, 15m, 1h, 7d).
+            until: An RFC 3339 instant, or a duration back from now (30s, 15m, 1h, 7d).
+        """
+        answer = await self._caller.call(
+            "policy.replay",
+            namespace=namespace,
+            rules=rules,
+            include_stored=include_stored,
+            names=names,
+            mode=mode,
+            since=since,
+            until=until,
+            agent=agent,
+            limit=limit,
+            only_denied=only_denied,
+        )
+        return cast("ReplayPolicyResponse", answer)
+
+
+class DecisionsClient:
+    """The decision ops (``decision.*``), reached as ``agent.decision``."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def record(
+        self,
+        *,
+        namespace: str | None = None,
+        category: str,
+        scenario: str,
+        reasoning: str | None = None,
+        outcome: str,
+        alternatives: list[str] | None = None,
+        confidence: float | None = None,
+        caused_by: list[str] | None = None,
+        influenced_by: list[str] | None = None,
+        stage: str | None = None,
+        files: list[str] | None = None,
+        source_resource_id: str | None = None,
+        source_class: str | None = None,
+        tags: list[str] | None = None,
+        run_id: str | None = None,
+        memories_used: list[str] | None = None,
+    ) -> RecordDecisionResponse:
+        """Record a decision (category + scenario identify it) and its causal edges; answers memory_key, created, superseded_prior, restated.
+
+        Calls ``decision.record``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+            stage: One of: decided, proposed.
+        """
+        answer = await self._caller.call(
+            "decision.record",
+            namespace=namespace,
+            category=category,
+            scenario=scenario,
+            reasoning=reasoning,
+            outcome=outcome,
+            alternatives=alternatives,
+            confidence=confidence,
+            caused_by=caused_by,
+            influenced_by=influenced_by,
+            stage=stage,
+            files=files,
+            source_resource_id=source_resource_id,
+            source_class=source_class,
+            tags=tags,
+            run_id=run_id,
+            memories_used=memories_used,
+        )
+        return cast("RecordDecisionResponse", answer)
+
+    async def precedents(
+        self,
+        query: str,
+        *,
+        namespace: str | None = None,
+        category: str | None = None,
+        with_outcome_only: bool | None = None,
+        limit: int | None = None,
+    ) -> list[Precedent]:
+        """Semantic search over past decisions (at most 25), optionally by category or with_outcome_only.
+
+        Calls ``decision.precedents``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "decision.precedents",
+            query=query,
+            namespace=namespace,
+            category=category,
+            with_outcome_only=with_outcome_only,
+            limit=limit,
+        )
+        return cast("DecisionPrecedentsResponse", answer)["precedents"]
+
+    async def chain(
+        self,
+        memory_key: str | None = None,
+        *,
+        namespace: str | None = None,
+        direction: str | None = None,
+        max_hops: int | None = None,
+    ) -> DecisionChainResponse:
+        """Walk causal edges upstream, downstream or both, up to 4 hops; nodes carry each decision's stage.
+
+        Calls ``decision.chain``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+            direction: One of: upstream, downstream, both.
+        """
+        answer = await self._caller.call(
+            "decision.chain",
+            memory_key=memory_key,
+            namespace=namespace,
+            direction=direction,
+            max_hops=max_hops,
+        )
+        return cast("DecisionChainResponse", answer)
+
+    async def outcome(
+        self,
+        memory_key: str,
+        realized_outcome: str,
+        *,
+        namespace: str | None = None,
+        success: bool | None = None,
+    ) -> DecisionOutcomeResponse:
+        """Record realized_outcome and success; credit or charge the memories the decision used (memories_used, caused_by, influenced_by) that its run was shown; a later failure undoes an earlier credit.
+
+        Calls ``decision.outcome``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "decision.outcome",
+            memory_key=memory_key,
+            realized_outcome=realized_outcome,
+            namespace=namespace,
+            success=success,
+        )
+        return cast("DecisionOutcomeResponse", answer)
+
+    async def calibration(
+        self,
+        *,
+        namespace: str | None = None,
+        window_days: int | None = None,
+        agent: str | None = None,
+        category: str | None = None,
+    ) -> list[CalibrationRow]:
+        """Per agent and category: stated confidence against realized success over a window (counts, Brier score).
+
+        Calls ``decision.calibration``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "decision.calibration",
+            namespace=namespace,
+            window_days=window_days,
+            agent=agent,
+            category=category,
+        )
+        return cast("DecisionCalibrationResponse", answer)["rows"]
 
 
 class Ops:
