@@ -256,10 +256,10 @@ def render_args(op: Any, inputs: InputTypes, name: str | None = None, omit: tupl
             continue
         typ = inputs.annotation(desc, field_name, prop, frozenset())
         fields.append((field_name, typ if field_name in required else f"NotRequired[{typ}]"))
-    if fields and all(n.isidentifier() and not keyword.iskeyword(n) for n, _ in fields):
-        what = f"``{op.name}``'s arguments" + (f" but {', '.join(omit)}" if omit else "")
-        return [f"class {name}(TypedDict):", f'    """{what}."""', "", *(f"    {n}: {t}" for n, t in fields)]
-    items = ", ".join(f'"{n}": {t}' for n, t in fields)  # none, or one named like a keyword
+    if all(n.isidentifier() and not keyword.iskeyword(n) for n, _ in fields):
+        what = f"``{op.name}``'s arguments" + (f" but {', '.join(omit)}" if omit else "") + ("" if fields else " (none)")
+        return [f"class {name}(TypedDict):", f'    """{what}."""', *([""] if fields else []), *(f"    {n}: {t}" for n, t in fields)]
+    items = ", ".join(f'"{n}": {t}' for n, t in fields)  # a field named like a keyword
     return [f'{name} = TypedDict("{name}", {{{items}}})']
 
 
@@ -465,7 +465,7 @@ def render(ops: Iterable[Any]) -> str:
     ]
     for name in sorted(named):
         out += ["", "", *named[name]]
-    for group, members in groups.items():
+    for group in groups:
         out += ["", ""]
         out.append(f"class {class_name(group)}:")
         out.append(f'    """The ``{group}.*`` ops."""')
@@ -507,7 +507,7 @@ def render(ops: Iterable[Any]) -> str:
         out.append("        del caller")
     text = "\n".join(out) + "\n"
     if "builtins." in text:
-        text = text.replace("\nfrom typing import", "\nimport builtins\nfrom typing import", 1)
+        text = text.replace("\nfrom datetime import", "\nimport builtins\nfrom datetime import", 1)
     return text
 
 

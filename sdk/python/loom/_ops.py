@@ -9,8 +9,8 @@ cast in each method is that JSON edge: the wire's JSON declared as the op's answ
 
 from __future__ import annotations
 
-from datetime import datetime
 import builtins
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 if TYPE_CHECKING:
@@ -274,7 +274,8 @@ class AssistantAskArgs(TypedDict):
     history: NotRequired[list[Turn]]
 
 
-AuthWhoamiArgs = TypedDict("AuthWhoamiArgs", {})
+class AuthWhoamiArgs(TypedDict):
+    """``auth.whoami``'s arguments (none)."""
 
 
 class AutoSupersedeResponse(TypedDict):
@@ -1379,7 +1380,8 @@ class NamespaceCreateArgs(TypedDict):
     description: NotRequired[str]
 
 
-NamespaceListArgs = TypedDict("NamespaceListArgs", {})
+class NamespaceListArgs(TypedDict):
+    """``namespace.list``'s arguments (none)."""
 
 
 class NamespaceRole(TypedDict):
