@@ -16,9 +16,11 @@ Only this script imports loom_core; the generated module needs nothing but the S
 from __future__ import annotations
 
 import argparse
+import json
 import keyword
 import re
 import sys
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -194,7 +196,7 @@ class InputTypes:
         self.bodies: dict[str, list[str]] = {}
         self.full_names: dict[str, str] = {}
 
-    def name_for(self, desc: Any, schema: dict[str, Any]) -> str:
+    def name_for(self, desc: Any, schema: dict[str, Any], defs: dict[str, Any]) -> str:
         name = str(desc.name) + ("Input" if desc.name in self.answers else "")
         known = self.full_names.get(name)
         if known is not None:
@@ -207,7 +209,7 @@ class InputTypes:
         required = set(schema.get("required", ()))
         fields = []
         for field_name, prop in props.items():
-            typ = self.annotation(desc, field_name, prop, frozenset())
+            typ = self.annotation(desc, field_name, prop, frozenset(), defs)
             fields.append((field_name, typ if field_name in required else f"NotRequired[{typ}]"))
         doc = f'    """``{desc.full_name}`` as an argument\'s JSON."""'
         if all(n.isidentifier() and not keyword.iskeyword(n) for n, _ in fields):
@@ -217,17 +219,61 @@ class InputTypes:
             self.bodies[name] = [f'{name} = TypedDict("{name}", {{{items}}})']
         return name
 
-    def annotation(self, desc: Any, name: str, prop: dict[str, Any], shadowed: frozenset[str]) -> str:
+    def annotation(self, desc: Any, name: str, prop: dict[str, Any], shadowed: frozenset[str], defs: dict[str, Any]) -> str:
         """A parameter's (or an argument field's) annotation: the message's TypedDict where the
-        field holds a message, else the schema's type."""
+        field holds a message, the named definition's type where the schema refers to one (a
+        grammar carried as JSON, the policy condition), else the schema's type."""
+        if isinstance(prop.get("$ref"), str):
+            return self.schema_type(prop, defs)
         f = _message_field(desc, name)
         items = prop.get("items") if prop.get("type") == "array" else prop
         if f is None or not isinstance(items, dict) or "properties" not in items:
             return py_type(prop, shadowed)
-        typed = self.name_for(f.message_type, items)
+        typed = self.name_for(f.message_type, items, defs)
         if f.is_repeated:
             return f"builtins.list[{typed}]" if "list" in shadowed else f"list[{typed}]"
         return typed
+
+    def schema_type(self, schema: dict[str, Any], defs: dict[str, Any]) -> str:
+        """The type of a schema inside a named definition ($defs): a TypedDict per object
+        definition, an alias per union, constants and enums as Literal."""
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            name = ref.removeprefix("#/$defs/")
+            body = defs[name]
+            if "properties" not in body and not any(k in body for k in ("anyOf", "oneOf")):
+                return self.schema_type(body, defs)  # a named string or map: its type inline
+            if name not in self.bodies:
+                self.bodies[name] = []  # reserved before recursing (a definition may hold itself)
+                self.bodies[name] = self.definition(name, body, defs)
+            return name
+        if "const" in schema:
+            return f"Literal[{json.dumps(schema['const'])}]"
+        if "enum" in schema:
+            return f"Literal[{', '.join(json.dumps(v) for v in schema['enum'])}]"
+        for combo in ("anyOf", "oneOf"):
+            if combo in schema:
+                return " | ".join(dict.fromkeys(self.schema_type(s, defs) for s in schema[combo]))
+        kind = schema.get("type")
+        if kind == "array" and isinstance(schema.get("items"), dict):
+            return f"list[{self.schema_type(schema['items'], defs)}]"
+        if kind == "object" and isinstance(schema.get("additionalProperties"), dict):
+            return f"dict[str, {self.schema_type(schema['additionalProperties'], defs)}]"
+        return py_type(schema)
+
+    def definition(self, name: str, body: dict[str, Any], defs: dict[str, Any]) -> list[str]:
+        doc = f'    """{doc_text(sentence(str(body.get("description") or name)))}"""'
+        for combo in ("anyOf", "oneOf"):
+            if combo in body:
+                union = " | ".join(dict.fromkeys(self.schema_type(s, defs) for s in body[combo]))
+                note = textwrap.wrap(sentence(str(body.get("description") or name)), 96)
+                return [*(f"# {line}" for line in note), f'{name}: TypeAlias = "{union}"']
+        required = set(body.get("required", ()))
+        fields = []
+        for field_name, prop in body["properties"].items():
+            typ = self.schema_type(prop, defs)
+            fields.append((field_name, typ if field_name in required else f"NotRequired[{typ}]"))
+        return [f"class {name}(TypedDict):", doc, "", *(f"    {n}: {t}" for n, t in fields)]
 
 
 def args_name(op: Any) -> str:
@@ -254,7 +300,7 @@ def render_args(op: Any, inputs: InputTypes, name: str | None = None, omit: tupl
     for field_name, prop in props.items():
         if field_name in omit:
             continue
-        typ = inputs.annotation(desc, field_name, prop, frozenset())
+        typ = inputs.annotation(desc, field_name, prop, frozenset(), schema.get("$defs", {}))
         fields.append((field_name, typ if field_name in required else f"NotRequired[{typ}]"))
     if all(n.isidentifier() and not keyword.iskeyword(n) for n, _ in fields):
         what = f"``{op.name}``'s arguments" + (f" but {', '.join(omit)}" if omit else "") + ("" if fields else " (none)")
@@ -271,7 +317,8 @@ def render_method(op: Any, shadowed: frozenset[str], inputs: InputTypes, helper:
     required = set(schema.get("required", ()))
     request = getattr(op, "request_cls", None)
     desc = request.DESCRIPTOR if request is not None else None
-    params = [(name, identifier(name), prop, inputs.annotation(desc, name, prop, shadowed)) for name, prop in props.items()]
+    defs: dict[str, Any] = schema.get("$defs", {})
+    params = [(name, identifier(name), prop, inputs.annotation(desc, name, prop, shadowed, defs)) for name, prop in props.items()]
     leading = helper.positional if helper is not None else ()
     params.sort(key=lambda p: leading.index(p[0]) if p[0] in leading else len(leading))
     # A leading argument is required unless every one after it is optional too.
@@ -437,7 +484,8 @@ def render(ops: Iterable[Any]) -> str:
             named[options] = render_args(by_name[op_name], inputs, options, omit)
     named.update(inputs.bodies)  # any the arguments' types reached first
     clash = set(named) & (
-        {class_name(group) for group in groups} | {"Ops", "Any", "NotRequired", "TypedDict", "OpCaller", "cast", "datetime"}
+        {class_name(group) for group in groups}
+        | {"Ops", "Any", "Literal", "NotRequired", "TypeAlias", "TypedDict", "OpCaller", "cast", "datetime"}
     )
     if clash:
         raise SystemExit(f"answer or argument types named like the module's other names: {sorted(clash)}")
@@ -454,7 +502,7 @@ def render(ops: Iterable[Any]) -> str:
         "from __future__ import annotations",
         "",
         "from datetime import datetime",
-        "from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast",
+        "from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict, cast",
         "",
         "if TYPE_CHECKING:",
         "    from ._client import OpCaller",

@@ -135,3 +135,47 @@ def test_render_of_the_real_catalog_compiles_and_every_op_has_a_method() -> None
         params = inspect.signature(method).parameters
         assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params.values()), op.name
         assert sorted(params) == sorted(gen_sdk.identifier(n) for n in op.input_schema.get("properties", {})), op.name
+
+
+def test_arguments_that_hold_messages_or_a_condition_are_typed_not_free_dicts() -> None:
+    from loom_core.catalog import load_catalog
+
+    source = gen_sdk.render(load_catalog().ops.values())
+    for typed in (
+        "history: list[Turn] | None = None",
+        "actions: builtins.list[MemoryAction] | None = None",
+        "rules: builtins.list[RuleSpec] | None = None",
+        "tasks: builtins.list[CreateTaskRequest],",
+        "tasks: builtins.list[CompleteTaskRequest],",
+        "condition: PolicyCondition,",
+        "    of: list[PolicyCondition]",
+        '    op: Literal["count_within"]',
+    ):
+        assert typed in source, typed
+
+
+MISUSE = """
+from loom import Agent
+from loom.policy import count_within
+
+async def main(a: Agent) -> None:
+    await a.policy.set("r", effect="forbid", actions=["x"], condition=count_within("x", within="1h", cmp="gte", value=3))
+    await a.policy.set("r", effect="forbid", actions=["x"], condition={"op": "formerly", "within": "1h", "operation": "x"})
+    await a.policy.set("r", effect="forbid", actions=["x"], condition={"op": "formerly", "whithin": "1h"})
+    await a.ops.memory.apply(actions=[{"action": "set", "memory_key": "k", "value": "v"}])
+    await a.ops.memory.apply(actions=[{"action": "set"}])
+    await a.tasks.create_many([{"inbox": "i", "kind": "k", "priority": "high"}])
+"""
+
+
+def test_a_type_checker_refuses_malformed_typed_arguments(tmp_path: Path) -> None:
+    """The generated types reach a caller: mypy passes the well-formed calls above and names
+    each malformed one (a misspelt condition field, a missing key, a wrong value type)."""
+    from mypy import api
+
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(MISUSE)
+    out, _, status = api.run(["--strict", "--no-incremental", "--cache-dir", str(tmp_path / ".mypy"), str(snippet)])
+    errors = sorted(int(line.split(":")[1]) for line in out.splitlines() if ": error:" in line)
+    assert status == 1
+    assert sorted(set(errors)) == [8, 10, 11], out

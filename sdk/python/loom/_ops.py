@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import builtins
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict, cast
 
 if TYPE_CHECKING:
     from ._client import OpCaller
@@ -152,6 +152,14 @@ __all__ = [
     "PackedDecision",
     "PolicyCheckArgs",
     "PolicyClient",
+    "PolicyCondition",
+    "PolicyConditionAllAny",
+    "PolicyConditionBreadthFraction",
+    "PolicyConditionBreadthValue",
+    "PolicyConditionCountWithin",
+    "PolicyConditionFormerly",
+    "PolicyConditionNot",
+    "PolicyConditionNotSince",
     "PolicyDecisionsArgs",
     "PolicyDeleteArgs",
     "PolicyListArgs",
@@ -1441,6 +1449,87 @@ class PolicyCheckArgs(TypedDict):
     rules: NotRequired[list[RuleSpec]]
 
 
+# A history-policy condition: a leaf (formerly, count_within, not_since, breadth_within) or all /
+# any / not over conditions. The plane also refuses (422 naming the node) a tree deeper than 8 or
+# with more than 32 leaves, which this schema does not count.
+PolicyCondition: TypeAlias = "PolicyConditionFormerly | PolicyConditionCountWithin | PolicyConditionNotSince | PolicyConditionBreadthValue | PolicyConditionBreadthFraction | PolicyConditionAllAny | PolicyConditionNot"
+
+
+class PolicyConditionAllAny(TypedDict):
+    """all / any over 1 to 32 conditions."""
+
+    op: Literal["all", "any"]
+    of: list[PolicyCondition]
+
+
+class PolicyConditionBreadthFraction(TypedDict):
+    """The share (0 to 1) of the namespace's keys of `kind` the caller touched within the window, compared."""
+
+    op: Literal["breadth_within"]
+    within: str
+    operation: NotRequired[str]
+    key: NotRequired[Literal["agent", "session", "user", "actor"]]
+    cmp: Literal["gt", "gte", "lt", "lte", "eq"]
+    fraction: float
+    kind: NotRequired[str]
+
+
+class PolicyConditionBreadthValue(TypedDict):
+    """How many distinct keys of `kind` the caller touched within the window, compared with `value`."""
+
+    op: Literal["breadth_within"]
+    within: str
+    operation: NotRequired[str]
+    key: NotRequired[Literal["agent", "session", "user", "actor"]]
+    cmp: Literal["gt", "gte", "lt", "lte", "eq"]
+    value: int
+    kind: NotRequired[str]
+
+
+class PolicyConditionCountWithin(TypedDict):
+    """How many calls of `operation` within the window, compared with `value`."""
+
+    op: Literal["count_within"]
+    within: str
+    operation: NotRequired[str]
+    key: NotRequired[Literal["agent", "session", "user", "actor"]]
+    args_equal: NotRequired[dict[str, str | float | bool]]
+    outcome: NotRequired[Literal["ok", "failed", "any"]]
+    cmp: Literal["gt", "gte", "lt", "lte", "eq"]
+    value: int
+
+
+class PolicyConditionFormerly(TypedDict):
+    """Did the caller call `operation` within the window?"""
+
+    op: Literal["formerly"]
+    within: str
+    operation: NotRequired[str]
+    key: NotRequired[Literal["agent", "session", "user", "actor"]]
+    args_equal: NotRequired[dict[str, str | float | bool]]
+    outcome: NotRequired[Literal["ok", "failed", "any"]]
+
+
+class PolicyConditionNot(TypedDict):
+    """not over one condition (an object, or a list of exactly one)."""
+
+    op: Literal["not"]
+    of: PolicyCondition | list[PolicyCondition]
+
+
+class PolicyConditionNotSince(TypedDict):
+    """`operation` not called since the last `anchor` call within the window."""
+
+    op: Literal["not_since"]
+    within: str
+    operation: str
+    key: NotRequired[Literal["agent", "session", "user", "actor"]]
+    args_equal: NotRequired[dict[str, str | float | bool]]
+    outcome: NotRequired[Literal["ok", "failed", "any"]]
+    anchor: str
+    anchor_args_equal: NotRequired[dict[str, str | float | bool]]
+
+
 class PolicyDecisionsArgs(TypedDict):
     """``policy.decisions``'s arguments."""
 
@@ -1488,7 +1577,7 @@ class PolicySetArgs(TypedDict):
     name: str
     effect: str
     actions: list[str]
-    condition: dict[str, Any]
+    condition: PolicyCondition
     description: NotRequired[str]
     mode: NotRequired[str]
 
@@ -1689,7 +1778,7 @@ class RuleSpec(TypedDict):
     name: str
     effect: str
     actions: list[str]
-    condition: dict[str, Any]
+    condition: PolicyCondition
     description: NotRequired[str]
     mode: NotRequired[str]
 
@@ -3630,7 +3719,7 @@ class PolicyOps:
         name: str,
         effect: str,
         actions: builtins.list[str],
-        condition: dict[str, Any],
+        condition: PolicyCondition,
         description: str | None = None,
         mode: str | None = None,
     ) -> SetPolicyResponse:
@@ -5204,7 +5293,7 @@ class PolicyClient:
         namespace: str | None = None,
         effect: str,
         actions: builtins.list[str],
-        condition: dict[str, Any],
+        condition: PolicyCondition,
         description: str | None = None,
         mode: str | None = None,
     ) -> SetPolicyResponse:

@@ -28,42 +28,51 @@ The rule language, modes and worked examples: docs/policies.md.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Literal
+
+from ._ops import PolicyConditionCountWithin, PolicyConditionFormerly, PolicyConditionNotSince
 
 __all__ = ["count_within", "formerly", "not_since"]
 
-Key = str  # "actor" (the verified subject, whatever its labels), "agent", "session" or "user"
-
-
-def _leaf(op: str, operation: str, within: str, key: Key, extra: Mapping[str, Any]) -> dict[str, Any]:
-    leaf: dict[str, Any] = {"op": op, "within": within, "operation": operation, "key": key}
-    leaf.update({k: v for k, v in extra.items() if v is not None})
-    return leaf
+# "actor" (the verified subject, whatever its labels), "agent", "session" or "user"
+Key = Literal["agent", "session", "user", "actor"]
+Cmp = Literal["gt", "gte", "lt", "lte", "eq"]
+Outcome = Literal["ok", "failed", "any"]
 
 
 def count_within(
     operation: str,
     *,
     within: str,
-    cmp: str,
-    value: float,
+    cmp: Cmp,
+    value: int,
     key: Key = "actor",
     args_equal: Mapping[str, str] | None = None,
-    outcome: str | None = None,
-) -> dict[str, Any]:
+    outcome: Outcome | None = None,
+) -> PolicyConditionCountWithin:
     """A ``count_within`` leaf: how many ``operation`` calls the caller made in ``within``.
 
     ``key`` defaults to ``actor``: the verified subject's calls, whatever agent label each one
     sent (``agent`` would count per label, which the caller picks). Calls in flight count too.
     """
-    return _leaf("count_within", operation, within, key, {"cmp": cmp, "value": value, "args_equal": args_equal, "outcome": outcome})
+    leaf = PolicyConditionCountWithin(op="count_within", within=within, operation=operation, key=key, cmp=cmp, value=value)
+    if args_equal is not None:
+        leaf["args_equal"] = dict(args_equal)
+    if outcome is not None:
+        leaf["outcome"] = outcome
+    return leaf
 
 
 def formerly(
-    operation: str, *, within: str, key: Key = "actor", args_equal: Mapping[str, str] | None = None, outcome: str | None = None
-) -> dict[str, Any]:
+    operation: str, *, within: str, key: Key = "actor", args_equal: Mapping[str, str] | None = None, outcome: Outcome | None = None
+) -> PolicyConditionFormerly:
     """A ``formerly`` leaf: the caller made an ``operation`` call in ``within`` (``key``: see count_within)."""
-    return _leaf("formerly", operation, within, key, {"args_equal": args_equal, "outcome": outcome})
+    leaf = PolicyConditionFormerly(op="formerly", within=within, operation=operation, key=key)
+    if args_equal is not None:
+        leaf["args_equal"] = dict(args_equal)
+    if outcome is not None:
+        leaf["outcome"] = outcome
+    return leaf
 
 
 def not_since(
@@ -74,6 +83,11 @@ def not_since(
     key: Key = "actor",
     args_equal: Mapping[str, str] | None = None,
     anchor_args_equal: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
+) -> PolicyConditionNotSince:
     """A ``not_since`` leaf: no ``operation`` call since the caller's last ``anchor`` call within ``within``."""
-    return _leaf("not_since", operation, within, key, {"anchor": anchor, "args_equal": args_equal, "anchor_args_equal": anchor_args_equal})
+    leaf = PolicyConditionNotSince(op="not_since", within=within, operation=operation, key=key, anchor=anchor)
+    if args_equal is not None:
+        leaf["args_equal"] = dict(args_equal)
+    if anchor_args_equal is not None:
+        leaf["anchor_args_equal"] = dict(anchor_args_equal)
+    return leaf
