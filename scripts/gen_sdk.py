@@ -15,7 +15,6 @@ Only this script imports loom_core; the generated module needs nothing but the S
 
 from __future__ import annotations
 
-import argparse
 import json
 import keyword
 import re
@@ -566,19 +565,9 @@ def render_catalog() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail if the committed file is out of date")
-    args = parser.parse_args(argv)
-    text = render_catalog()
-    if args.check:
-        current = OUTPUT.read_text() if OUTPUT.exists() else ""
-        if current != text:
-            print(f"{OUTPUT.relative_to(ROOT)} is out of date: run python scripts/gen_sdk.py", file=sys.stderr)
-            return 1
-        return 0
-    OUTPUT.write_text(text)
-    print(f"wrote {OUTPUT.relative_to(ROOT)}")
-    return 0
+    from generated_files import write_or_check
+
+    return write_or_check(__doc__.splitlines()[0], lambda: {OUTPUT: render_catalog()}, argv, "gen_sdk.py")
 
 
 if __name__ == "__main__":

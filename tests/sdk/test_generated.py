@@ -3,7 +3,6 @@ generator's output is valid, typed Python whatever names the catalog holds."""
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,15 +11,13 @@ from typing import Any
 
 import pytest
 
+from tests.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load_generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_sdk", ROOT / "scripts" / "gen_sdk.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gen_sdk")
 
 
 gen_sdk = _load_generator()
