@@ -146,13 +146,15 @@ async def _render(store: Any, settings: Settings, *, analyst: bool, prefix: str 
 async def _probe_prefix(settings: Settings) -> str:
     if not settings.clickhouse_url:
         return ""
+    from loom_core.errors import Unavailable
+
     from .service.provisioning import detect_prefix
-    from .store.clickhouse import ChClient
+    from .store.clickhouse import ChClient, NoAnswer
 
     admin = ChClient(settings.clickhouse_url, max_size=1)
     try:
         return await detect_prefix(admin)
-    except Exception:  # noqa: BLE001 - printing falls back to ClickHouse's default prefix
+    except (NoAnswer, Unavailable):  # no answer, or neither prefix taken: printing uses ClickHouse's default prefix
         return ""
     finally:
         await admin.close()
