@@ -43,6 +43,8 @@ def class_name(group: str) -> str:
     return "".join(part.capitalize() for part in re.split(r"\W|_", group) if part) + "Ops"
 
 
+LINE_LENGTH = 140  # pyproject.toml's, which ruff format holds the generated module to
+
 _BUILTIN_TYPES = ("str", "int", "float", "bool", "list", "dict")
 
 
@@ -280,11 +282,6 @@ def args_name(op: Any) -> str:
     return "".join(part.capitalize() for part in re.split(r"\W|_", op.name) if part) + "Args"
 
 
-# Arguments a hand-written loop takes beside a leading positional one (``agent.tasks.stream(
-# "inbox", kinds=[...])``): the op's Args without those, as `<name>` (loom/tasks.py).
-LOOP_OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {"TaskPullOptions": ("task.pull", ("inbox",))}
-
-
 def render_args(op: Any, inputs: InputTypes, name: str | None = None, omit: tuple[str, ...] = ()) -> list[str]:
     """The op's one typed input: a TypedDict of the arguments its method takes (required ones
     required), for code that passes an op's arguments on whole (``**args: Unpack[TaskPullArgs]``);
@@ -308,9 +305,8 @@ def render_args(op: Any, inputs: InputTypes, name: str | None = None, omit: tupl
     return [f'{name} = TypedDict("{name}", {{{items}}})']
 
 
-def render_method(op: Any, shadowed: frozenset[str], inputs: InputTypes, helper: Helper | None = None) -> list[str]:
-    """The op's method: keyword-only arguments; as a plane helper (``helper``), under the
-    helper's name with its leading arguments positional, answering one field if it says so."""
+def render_method(op: Any, shadowed: frozenset[str], inputs: InputTypes) -> list[str]:
+    """The op's method: keyword-only arguments, each documented, through the agent's `call`."""
     schema: dict[str, Any] = op.input_schema
     props: dict[str, dict[str, Any]] = schema.get("properties", {})
     required = set(schema.get("required", ()))
@@ -318,26 +314,15 @@ def render_method(op: Any, shadowed: frozenset[str], inputs: InputTypes, helper:
     desc = request.DESCRIPTOR if request is not None else None
     defs: dict[str, Any] = schema.get("$defs", {})
     params = [(name, identifier(name), prop, inputs.annotation(desc, name, prop, shadowed, defs)) for name, prop in props.items()]
-    leading = helper.positional if helper is not None else ()
-    params.sort(key=lambda p: leading.index(p[0]) if p[0] in leading else len(leading))
-    # A leading argument is required unless every one after it is optional too.
-    for name in reversed(leading):
-        if name in required:
-            required.update(leading[: leading.index(name)])
-            break
     response = getattr(op, "response_cls", None)  # an op-like without one (a test's) answers a plain dict
     returns = str(response.DESCRIPTOR.name) if response is not None else py_type({"type": "object"}, shadowed)
-    answer_type = returns
-    if helper is not None and helper.answer_field is not None:
-        returns = field_answer_type(response.DESCRIPTOR, helper.answer_field, shadowed)
-    method = identifier(helper.name if helper is not None else op.leaf)
+    method = identifier(op.leaf)
     lines = []
     if params:
         lines.append(f"    async def {method}(")
         lines.append("        self,")
-        for i, (name, ident, _, typ) in enumerate(params):
-            if i == len([p for p in params if p[0] in leading]):
-                lines.append("        *,")
+        lines.append("        *,")
+        for name, ident, _, typ in params:
             default = "" if name in required else " = None"
             annotation = typ if name in required else f"{typ} | None"
             lines.append(f"        {ident}: {annotation}{default},")
@@ -369,10 +354,61 @@ def render_method(op: Any, shadowed: frozenset[str], inputs: InputTypes, helper:
         lines.append(
             f'        answer = await self._caller.call("{op.name}")' if typed else f'        return await self._caller.call("{op.name}")'
         )
-    if typed and helper is not None and helper.answer_field is not None:
-        lines.append(f'        return cast("{answer_type}", answer)["{helper.answer_field}"]')
-    elif typed:
+    if typed:
         lines.append(f'        return cast("{returns}", answer)')
+    return lines
+
+
+def render_helpers(cls: str, doc: str, helpers: list[tuple[Helper, Any]], inputs: InputTypes, named: dict[str, list[str]]) -> list[str]:
+    """A helper class: each method its op's generated method (through ``Ops``) under the spec's
+    name, the leading arguments positional and the rest the op's arguments as one TypedDict
+    (``<Op>Options`` without the positional ones, added to `named`), so nothing is restated."""
+    shadowed = frozenset(identifier(h.name) for h, _ in helpers) & frozenset(_BUILTIN_TYPES)
+    lines = [f"class {cls}:", f'    """{doc}"""', "", "    def __init__(self, caller: OpCaller) -> None:", "        self._caller = caller"]
+    lines.append("        self._ops = Ops(caller)")
+    for h, op in helpers:
+        schema: dict[str, Any] = op.input_schema
+        props: dict[str, dict[str, Any]] = schema.get("properties", {})
+        required = set(schema.get("required", ()))
+        for name in reversed(h.positional):  # a leading argument is required unless every one after it is optional
+            if name in required:
+                required.update(h.positional[: h.positional.index(name)])
+                break
+        request, response = getattr(op, "request_cls", None), getattr(op, "response_cls", None)  # a test's op-like has neither
+        desc = request.DESCRIPTOR if request is not None else None
+        leading = []
+        for name in h.positional:
+            typ = inputs.annotation(desc, name, props[name], shadowed, schema.get("$defs", {}))
+            leading.append(f"{identifier(name)}: {typ}" if name in required else f"{identifier(name)}: {typ} | None = None")
+        options = args_name(op)
+        if h.positional:
+            options = options.removesuffix("Args") + "Options"
+            named.setdefault(options, render_args(op, inputs, options, h.positional))
+        returns = str(response.DESCRIPTOR.name) if response is not None else py_type({"type": "object"}, shadowed)
+        if h.answer_field is not None and response is not None:
+            returns = field_answer_type(response.DESCRIPTOR, h.answer_field, shadowed)
+        params = ", ".join(["self", *leading, f"**args: Unpack[{options}]"])
+        passed = ", ".join([*(f"{n}={identifier(n)}" for n in h.positional), "**args"])
+        call = f"self._ops.{identifier(op.group)}.{identifier(op.leaf)}({passed})"
+        first = f" ({', '.join(h.positional)} first)" if h.positional else ""
+        head = f"    async def {identifier(h.name)}({params}) -> {returns}:"
+        if len(head) > LINE_LENGTH:  # as ruff format wraps it
+            inner = f"        {params}"
+            if len(inner) > LINE_LENGTH:
+                inner = "\n".join(f"        {p}," for p in params.split(", "))
+            head = f"    async def {identifier(h.name)}(\n{inner}\n    ) -> {returns}:"
+        lines += [
+            "",
+            head,
+            f'        """{doc_text(sentence(op.summary or op.name))}',
+            "",
+            f"        ``{op.name}`` with its arguments{first}: ``Ops.{identifier(op.group)}.{identifier(op.leaf)}``.",
+            '        """',
+        ]
+        if h.answer_field is not None:
+            lines.append(f'        return (await {call})["{h.answer_field}"]')
+        else:
+            lines.append(f"        return await {call}")
     return lines
 
 
@@ -395,6 +431,8 @@ class Helper(NamedTuple):
     answer_field: str | None = None
 
 
+_ONE_TASK_OPS = "claim heartbeat progress complete fail defer block accept wont_do unblock resume reopen cancel update reassign get history"
+
 # The plane helpers spec 003 names (``agent.tasks``, ``agent.policy``, ``agent.decision``), by
 # generated class: each method is its op's method with the spec's name and positional
 # arguments. Loops over ops (a worker's stream) stay hand-written beside them (loom/tasks.py).
@@ -413,28 +451,8 @@ HELPERS: dict[str, tuple[str, tuple[Helper, ...]]] = {
             Helper("updates", "task.updates"),
             Helper("watch", "task.watch"),
             Helper("pull", "task.pull", ("inbox",)),
-            *(
-                Helper(leaf, f"task.{leaf}", ("task_id",))
-                for leaf in (
-                    "claim",
-                    "heartbeat",
-                    "progress",
-                    "complete",
-                    "fail",
-                    "defer",
-                    "block",
-                    "accept",
-                    "wont_do",
-                    "unblock",
-                    "resume",
-                    "reopen",
-                    "cancel",
-                    "update",
-                    "reassign",
-                    "get",
-                    "history",
-                )
-            ),
+            # The owner's and a reader's one-task ops: the task's id first.
+            *(Helper(leaf, f"task.{leaf}", ("task_id",)) for leaf in _ONE_TASK_OPS.split()),
             Helper("complete_many", "task.complete_many", ("tasks",)),
             Helper("list", "task.list", ("inbox",)),
             Helper("counts", "task.counts", ("inbox",)),
@@ -478,13 +496,16 @@ def render(ops: Iterable[Any]) -> str:
     for members in groups.values():
         for op in members:
             named[args_name(op)] = render_args(op, inputs)
-    for options, (op_name, omit) in LOOP_OPTIONS.items():
-        if op_name in by_name:
-            named[options] = render_args(by_name[op_name], inputs, options, omit)
+    helper_classes = {}
+    for cls, (doc, helpers) in HELPERS.items():
+        # A helper whose op is not in this catalog (or no longer takes its leading arguments) is left out.
+        present = [h for h in helpers if h.op in by_name and set(h.positional) <= set(by_name[h.op].input_schema.get("properties", {}))]
+        if present:
+            helper_classes[cls] = render_helpers(cls, doc, [(h, by_name[h.op]) for h in present], inputs, named)
     named.update(inputs.bodies)  # any the arguments' types reached first
     clash = set(named) & (
         {class_name(group) for group in groups}
-        | {"Ops", "Any", "Literal", "NotRequired", "TypeAlias", "TypedDict", "OpCaller", "cast", "datetime"}
+        | {"Ops", "Any", "Literal", "NotRequired", "TypeAlias", "TypedDict", "Unpack", "OpCaller", "cast", "datetime"}
     )
     if clash:
         raise SystemExit(f"answer or argument types named like the module's other names: {sorted(clash)}")
@@ -501,13 +522,13 @@ def render(ops: Iterable[Any]) -> str:
         "from __future__ import annotations",
         "",
         "from datetime import datetime",
-        "from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict, cast",
+        "from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict, Unpack, cast",
         "",
         "if TYPE_CHECKING:",
         "    from ._client import OpCaller",
         "",
         "__all__ = [",
-        *(f'    "{name}",' for name in sorted(["Ops", *named, *(c for c, (_, hs) in HELPERS.items() if any(h.op in by_name for h in hs))])),
+        *(f'    "{name}",' for name in sorted(["Ops", *named, *helper_classes])),
         "]",
     ]
     for name in sorted(named):
@@ -522,24 +543,8 @@ def render(ops: Iterable[Any]) -> str:
         for lines in methods[group]:
             out.append("")
             out += lines
-    by_name = {op.name: op for members in groups.values() for op in members}
-    for cls, (doc, helpers) in HELPERS.items():
-        present = [h for h in helpers if h.op in by_name]
-        if not present:
-            continue
-        helper_shadowed = frozenset(identifier(h.name) for h in present) & frozenset(_BUILTIN_TYPES)
-        out += [
-            "",
-            "",
-            f"class {cls}:",
-            f'    """{doc}"""',
-            "",
-            "    def __init__(self, caller: OpCaller) -> None:",
-            "        self._caller = caller",
-        ]
-        for h in present:
-            out.append("")
-            out += render_method(by_name[h.op], helper_shadowed, inputs, h)
+    for lines in helper_classes.values():
+        out += ["", "", *lines]
     out += ["", ""]
     out.append("class Ops:")
     out.append('    """Every op of the catalog, grouped by the part of its name before the dot."""')

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import builtins
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict, Unpack, cast
 
 if TYPE_CHECKING:
     from ._client import OpCaller
@@ -59,10 +59,13 @@ __all__ = [
     "DecisionCalibrationArgs",
     "DecisionCalibrationResponse",
     "DecisionChainArgs",
+    "DecisionChainOptions",
     "DecisionChainResponse",
     "DecisionOutcomeArgs",
+    "DecisionOutcomeOptions",
     "DecisionOutcomeResponse",
     "DecisionPrecedentsArgs",
+    "DecisionPrecedentsOptions",
     "DecisionPrecedentsResponse",
     "DecisionRecordArgs",
     "DecisionsClient",
@@ -87,13 +90,17 @@ __all__ = [
     "Hit",
     "Inbox",
     "InboxDeliveriesArgs",
+    "InboxDeliveriesOptions",
     "InboxListArgs",
     "InboxPolicy",
     "InboxPolicyListArgs",
+    "InboxPolicyListOptions",
     "InboxPolicySetArgs",
+    "InboxPolicySetOptions",
     "InboxPrincipal",
     "InboxPrincipalsArgs",
     "InboxRegisterArgs",
+    "InboxRegisterOptions",
     "InsightsCatalogArgs",
     "InsightsQueryArgs",
     "ItemError",
@@ -162,9 +169,11 @@ __all__ = [
     "PolicyConditionNotSince",
     "PolicyDecisionsArgs",
     "PolicyDeleteArgs",
+    "PolicyDeleteOptions",
     "PolicyListArgs",
     "PolicyReplayArgs",
     "PolicySetArgs",
+    "PolicySetOptions",
     "Precedent",
     "PullTasksResponse",
     "QueryResponse",
@@ -196,33 +205,55 @@ __all__ = [
     "SetPolicyResponse",
     "Task",
     "TaskAcceptArgs",
+    "TaskAcceptOptions",
     "TaskBlockArgs",
+    "TaskBlockOptions",
     "TaskCancelArgs",
+    "TaskCancelOptions",
     "TaskClaimArgs",
+    "TaskClaimOptions",
     "TaskCompleteArgs",
     "TaskCompleteManyArgs",
+    "TaskCompleteManyOptions",
+    "TaskCompleteOptions",
     "TaskCountsArgs",
+    "TaskCountsOptions",
     "TaskCreateArgs",
     "TaskCreateManyArgs",
+    "TaskCreateManyOptions",
+    "TaskCreateOptions",
     "TaskDeferArgs",
+    "TaskDeferOptions",
     "TaskEvent",
     "TaskFailArgs",
+    "TaskFailOptions",
     "TaskGetArgs",
+    "TaskGetOptions",
     "TaskHeartbeatArgs",
+    "TaskHeartbeatOptions",
     "TaskHistoryArgs",
+    "TaskHistoryOptions",
     "TaskInboxHelpers",
     "TaskListArgs",
+    "TaskListOptions",
     "TaskProgressArgs",
+    "TaskProgressOptions",
     "TaskPullArgs",
     "TaskPullOptions",
     "TaskReassignArgs",
+    "TaskReassignOptions",
     "TaskReopenArgs",
+    "TaskReopenOptions",
     "TaskResumeArgs",
+    "TaskResumeOptions",
     "TaskUnblockArgs",
+    "TaskUnblockOptions",
     "TaskUpdateArgs",
+    "TaskUpdateOptions",
     "TaskUpdatesArgs",
     "TaskWatchArgs",
     "TaskWontDoArgs",
+    "TaskWontDoOptions",
     "TokenMintArgs",
     "TokenRevokeArgs",
     "Turn",
@@ -612,6 +643,14 @@ class DecisionChainArgs(TypedDict):
     max_hops: NotRequired[int]
 
 
+class DecisionChainOptions(TypedDict):
+    """``decision.chain``'s arguments but memory_key."""
+
+    namespace: NotRequired[str]
+    direction: NotRequired[str]
+    max_hops: NotRequired[int]
+
+
 class DecisionChainResponse(TypedDict):
     """``loom.decisions.v1.DecisionChainResponse`` as JSON."""
 
@@ -625,6 +664,13 @@ class DecisionOutcomeArgs(TypedDict):
     namespace: NotRequired[str]
     memory_key: NotRequired[str]
     realized_outcome: str
+    success: NotRequired[bool]
+
+
+class DecisionOutcomeOptions(TypedDict):
+    """``decision.outcome``'s arguments but memory_key, realized_outcome."""
+
+    namespace: NotRequired[str]
     success: NotRequired[bool]
 
 
@@ -648,6 +694,15 @@ class DecisionPrecedentsArgs(TypedDict):
 
     namespace: NotRequired[str]
     query: str
+    category: NotRequired[str]
+    with_outcome_only: NotRequired[bool]
+    limit: NotRequired[int]
+
+
+class DecisionPrecedentsOptions(TypedDict):
+    """``decision.precedents``'s arguments but query."""
+
+    namespace: NotRequired[str]
     category: NotRequired[str]
     with_outcome_only: NotRequired[bool]
     limit: NotRequired[int]
@@ -876,6 +931,13 @@ class InboxDeliveriesArgs(TypedDict):
     limit: NotRequired[int]
 
 
+class InboxDeliveriesOptions(TypedDict):
+    """``inbox.deliveries``'s arguments but inbox."""
+
+    namespace: NotRequired[str]
+    limit: NotRequired[int]
+
+
 class InboxListArgs(TypedDict):
     """``inbox.list``'s arguments."""
 
@@ -901,11 +963,28 @@ class InboxPolicyListArgs(TypedDict):
     inbox: str
 
 
+class InboxPolicyListOptions(TypedDict):
+    """``inbox.policy_list``'s arguments but inbox."""
+
+    namespace: NotRequired[str]
+
+
 class InboxPolicySetArgs(TypedDict):
     """``inbox.policy_set``'s arguments."""
 
     namespace: NotRequired[str]
     inbox: str
+    poster: str
+    kind: NotRequired[str]
+    mode: NotRequired[str]
+    require_evidence: NotRequired[list[str]]
+    remove: NotRequired[bool]
+
+
+class InboxPolicySetOptions(TypedDict):
+    """``inbox.policy_set``'s arguments but inbox."""
+
+    namespace: NotRequired[str]
     poster: str
     kind: NotRequired[str]
     mode: NotRequired[str]
@@ -931,6 +1010,22 @@ class InboxRegisterArgs(TypedDict):
 
     namespace: NotRequired[str]
     inbox: str
+    owner_agent: NotRequired[str]
+    posters: NotRequired[list[str]]
+    accept_disclosure: NotRequired[list[str]]
+    default_lease_seconds: NotRequired[int]
+    max_attempts: NotRequired[int]
+    max_defers: NotRequired[int]
+    triage_escalate_after_seconds: NotRequired[int]
+    webhook_url: NotRequired[str]
+    webhook_secret_ref: NotRequired[str]
+    description: NotRequired[str]
+
+
+class InboxRegisterOptions(TypedDict):
+    """``inbox.register``'s arguments but inbox."""
+
+    namespace: NotRequired[str]
     owner_agent: NotRequired[str]
     posters: NotRequired[list[str]]
     accept_disclosure: NotRequired[list[str]]
@@ -1549,6 +1644,12 @@ class PolicyDeleteArgs(TypedDict):
     name: str
 
 
+class PolicyDeleteOptions(TypedDict):
+    """``policy.delete``'s arguments but name."""
+
+    namespace: NotRequired[str]
+
+
 class PolicyListArgs(TypedDict):
     """``policy.list``'s arguments."""
 
@@ -1575,6 +1676,17 @@ class PolicySetArgs(TypedDict):
 
     namespace: NotRequired[str]
     name: str
+    effect: str
+    actions: list[str]
+    condition: PolicyCondition
+    description: NotRequired[str]
+    mode: NotRequired[str]
+
+
+class PolicySetOptions(TypedDict):
+    """``policy.set``'s arguments but name."""
+
+    namespace: NotRequired[str]
     effect: str
     actions: list[str]
     condition: PolicyCondition
@@ -1924,11 +2036,27 @@ class TaskAcceptArgs(TypedDict):
     reason: NotRequired[str]
 
 
+class TaskAcceptOptions(TypedDict):
+    """``task.accept``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    reason: NotRequired[str]
+
+
 class TaskBlockArgs(TypedDict):
     """``task.block``'s arguments."""
 
     namespace: NotRequired[str]
     task_id: str
+    fence: int
+    blocked_on: str
+    reason: str
+
+
+class TaskBlockOptions(TypedDict):
+    """``task.block``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
     fence: int
     blocked_on: str
     reason: str
@@ -1942,11 +2070,25 @@ class TaskCancelArgs(TypedDict):
     reason: str
 
 
+class TaskCancelOptions(TypedDict):
+    """``task.cancel``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    reason: str
+
+
 class TaskClaimArgs(TypedDict):
     """``task.claim``'s arguments."""
 
     namespace: NotRequired[str]
     task_id: str
+    lease_seconds: NotRequired[int]
+
+
+class TaskClaimOptions(TypedDict):
+    """``task.claim``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
     lease_seconds: NotRequired[int]
 
 
@@ -1967,11 +2109,32 @@ class TaskCompleteManyArgs(TypedDict):
     tasks: list[CompleteTaskRequest]
 
 
+class TaskCompleteManyOptions(TypedDict):
+    """``task.complete_many``'s arguments but tasks."""
+
+    namespace: NotRequired[str]
+
+
+class TaskCompleteOptions(TypedDict):
+    """``task.complete``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    fence: int
+    outcome: NotRequired[dict[str, Any]]
+    reason: NotRequired[str]
+
+
 class TaskCountsArgs(TypedDict):
     """``task.counts``'s arguments."""
 
     namespace: NotRequired[str]
     inbox: NotRequired[str]
+
+
+class TaskCountsOptions(TypedDict):
+    """``task.counts``'s arguments but inbox."""
+
+    namespace: NotRequired[str]
 
 
 class TaskCreateArgs(TypedDict):
@@ -1998,11 +2161,42 @@ class TaskCreateManyArgs(TypedDict):
     tasks: list[CreateTaskRequest]
 
 
+class TaskCreateManyOptions(TypedDict):
+    """``task.create_many``'s arguments but tasks."""
+
+    namespace: NotRequired[str]
+
+
+class TaskCreateOptions(TypedDict):
+    """``task.create``'s arguments but inbox."""
+
+    namespace: NotRequired[str]
+    kind: str
+    title: NotRequired[str]
+    brief: NotRequired[dict[str, Any]]
+    disclosure: NotRequired[str]
+    priority: NotRequired[int]
+    deadline: NotRequired[str | datetime]
+    not_before: NotRequired[str | datetime]
+    origin: NotRequired[str]
+    parent_task_id: NotRequired[str]
+    idempotency_key: NotRequired[str]
+
+
 class TaskDeferArgs(TypedDict):
     """``task.defer``'s arguments."""
 
     namespace: NotRequired[str]
     task_id: str
+    fence: int
+    resume_at: str | datetime
+    reason: str
+
+
+class TaskDeferOptions(TypedDict):
+    """``task.defer``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
     fence: int
     resume_at: str | datetime
     reason: str
@@ -2039,11 +2233,25 @@ class TaskFailArgs(TypedDict):
     reason: str
 
 
+class TaskFailOptions(TypedDict):
+    """``task.fail``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    fence: int
+    reason: str
+
+
 class TaskGetArgs(TypedDict):
     """``task.get``'s arguments."""
 
     namespace: NotRequired[str]
     task_id: str
+
+
+class TaskGetOptions(TypedDict):
+    """``task.get``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
 
 
 class TaskHeartbeatArgs(TypedDict):
@@ -2055,11 +2263,26 @@ class TaskHeartbeatArgs(TypedDict):
     lease_seconds: NotRequired[int]
 
 
+class TaskHeartbeatOptions(TypedDict):
+    """``task.heartbeat``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    fence: int
+    lease_seconds: NotRequired[int]
+
+
 class TaskHistoryArgs(TypedDict):
     """``task.history``'s arguments."""
 
     namespace: NotRequired[str]
     task_id: str
+    limit: NotRequired[int]
+
+
+class TaskHistoryOptions(TypedDict):
+    """``task.history``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
     limit: NotRequired[int]
 
 
@@ -2076,11 +2299,32 @@ class TaskListArgs(TypedDict):
     page_token: NotRequired[str]
 
 
+class TaskListOptions(TypedDict):
+    """``task.list``'s arguments but inbox."""
+
+    namespace: NotRequired[str]
+    status: NotRequired[list[str]]
+    kind: NotRequired[list[str]]
+    poster: NotRequired[str]
+    mine: NotRequired[bool]
+    limit: NotRequired[int]
+    page_token: NotRequired[str]
+
+
 class TaskProgressArgs(TypedDict):
     """``task.progress``'s arguments."""
 
     namespace: NotRequired[str]
     task_id: str
+    fence: int
+    note: NotRequired[str]
+    percent: NotRequired[int]
+
+
+class TaskProgressOptions(TypedDict):
+    """``task.progress``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
     fence: int
     note: NotRequired[str]
     percent: NotRequired[int]
@@ -2118,11 +2362,26 @@ class TaskReassignArgs(TypedDict):
     reason: str
 
 
+class TaskReassignOptions(TypedDict):
+    """``task.reassign``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    to_inbox: str
+    reason: str
+
+
 class TaskReopenArgs(TypedDict):
     """``task.reopen``'s arguments."""
 
     namespace: NotRequired[str]
     task_id: str
+    reason: NotRequired[str]
+
+
+class TaskReopenOptions(TypedDict):
+    """``task.reopen``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
     reason: NotRequired[str]
 
 
@@ -2134,6 +2393,13 @@ class TaskResumeArgs(TypedDict):
     reason: NotRequired[str]
 
 
+class TaskResumeOptions(TypedDict):
+    """``task.resume``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    reason: NotRequired[str]
+
+
 class TaskUnblockArgs(TypedDict):
     """``task.unblock``'s arguments."""
 
@@ -2142,11 +2408,30 @@ class TaskUnblockArgs(TypedDict):
     reason: NotRequired[str]
 
 
+class TaskUnblockOptions(TypedDict):
+    """``task.unblock``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    reason: NotRequired[str]
+
+
 class TaskUpdateArgs(TypedDict):
     """``task.update``'s arguments."""
 
     namespace: NotRequired[str]
     task_id: str
+    if_match_version: int
+    title: NotRequired[str]
+    brief: NotRequired[dict[str, Any]]
+    priority: NotRequired[int]
+    deadline: NotRequired[str | datetime]
+    not_before: NotRequired[str | datetime]
+
+
+class TaskUpdateOptions(TypedDict):
+    """``task.update``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
     if_match_version: int
     title: NotRequired[str]
     brief: NotRequired[dict[str, Any]]
@@ -2180,6 +2465,13 @@ class TaskWontDoArgs(TypedDict):
 
     namespace: NotRequired[str]
     task_id: str
+    reason: str
+
+
+class TaskWontDoOptions(TypedDict):
+    """``task.wont_do``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
     reason: str
 
 
@@ -4503,781 +4795,226 @@ class TaskInboxHelpers:
 
     def __init__(self, caller: OpCaller) -> None:
         self._caller = caller
+        self._ops = Ops(caller)
 
-    async def register_inbox(
-        self,
-        inbox: str,
-        *,
-        namespace: str | None = None,
-        owner_agent: str | None = None,
-        posters: builtins.list[str] | None = None,
-        accept_disclosure: builtins.list[str] | None = None,
-        default_lease_seconds: int | None = None,
-        max_attempts: int | None = None,
-        max_defers: int | None = None,
-        triage_escalate_after_seconds: int | None = None,
-        webhook_url: str | None = None,
-        webhook_secret_ref: str | None = None,
-        description: str | None = None,
-    ) -> RegisterInboxResponse:
+    async def register_inbox(self, inbox: str, **args: Unpack[InboxRegisterOptions]) -> RegisterInboxResponse:
         """Register (or re-register) an inbox in this namespace: its owner agent, posters, disclosure levels, leases and webhook.
 
-        Calls ``inbox.register``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``inbox.register`` with its arguments (inbox first): ``Ops.inbox.register``.
         """
-        answer = await self._caller.call(
-            "inbox.register",
-            inbox=inbox,
-            namespace=namespace,
-            owner_agent=owner_agent,
-            posters=posters,
-            accept_disclosure=accept_disclosure,
-            default_lease_seconds=default_lease_seconds,
-            max_attempts=max_attempts,
-            max_defers=max_defers,
-            triage_escalate_after_seconds=triage_escalate_after_seconds,
-            webhook_url=webhook_url,
-            webhook_secret_ref=webhook_secret_ref,
-            description=description,
-        )
-        return cast("RegisterInboxResponse", answer)
+        return await self._ops.inbox.register(inbox=inbox, **args)
 
-    async def set_policy(
-        self,
-        inbox: str,
-        *,
-        namespace: str | None = None,
-        poster: str,
-        kind: str | None = None,
-        mode: str | None = None,
-        require_evidence: builtins.list[str] | None = None,
-        remove: bool | None = None,
-    ) -> SetInboxPolicyResponse:
+    async def set_policy(self, inbox: str, **args: Unpack[InboxPolicySetOptions]) -> SetInboxPolicyResponse:
         """Set how far an inbox trusts a poster for a kind: deny, review or auto (kind or poster * for any).
 
-        Calls ``inbox.policy_set``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
-            mode: One of: deny, review, auto.
+        ``inbox.policy_set`` with its arguments (inbox first): ``Ops.inbox.policy_set``.
         """
-        answer = await self._caller.call(
-            "inbox.policy_set",
-            inbox=inbox,
-            namespace=namespace,
-            poster=poster,
-            kind=kind,
-            mode=mode,
-            require_evidence=require_evidence,
-            remove=remove,
-        )
-        return cast("SetInboxPolicyResponse", answer)
+        return await self._ops.inbox.policy_set(inbox=inbox, **args)
 
-    async def principals(
-        self,
-        *,
-        namespace: str | None = None,
-    ) -> ListInboxPrincipalsResponse:
+    async def principals(self, **args: Unpack[InboxPrincipalsArgs]) -> ListInboxPrincipalsResponse:
         """The identities Loom knows in the org, to pick an inbox's posters from.
 
-        Calls ``inbox.principals``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``inbox.principals`` with its arguments: ``Ops.inbox.principals``.
         """
-        answer = await self._caller.call(
-            "inbox.principals",
-            namespace=namespace,
-        )
-        return cast("ListInboxPrincipalsResponse", answer)
+        return await self._ops.inbox.principals(**args)
 
-    async def inboxes(
-        self,
-        *,
-        namespace: str | None = None,
-    ) -> ListInboxesResponse:
+    async def inboxes(self, **args: Unpack[InboxListArgs]) -> ListInboxesResponse:
         """The inboxes of this namespace, with their settings and open task counts.
 
-        Calls ``inbox.list``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``inbox.list`` with its arguments: ``Ops.inbox.list``.
         """
-        answer = await self._caller.call(
-            "inbox.list",
-            namespace=namespace,
-        )
-        return cast("ListInboxesResponse", answer)
+        return await self._ops.inbox.list(**args)
 
-    async def policies(
-        self,
-        inbox: str,
-        *,
-        namespace: str | None = None,
-    ) -> ListInboxPoliciesResponse:
+    async def policies(self, inbox: str, **args: Unpack[InboxPolicyListOptions]) -> ListInboxPoliciesResponse:
         """An inbox's trust rows: mode and required evidence per (poster, kind).
 
-        Calls ``inbox.policy_list``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``inbox.policy_list`` with its arguments (inbox first): ``Ops.inbox.policy_list``.
         """
-        answer = await self._caller.call(
-            "inbox.policy_list",
-            inbox=inbox,
-            namespace=namespace,
-        )
-        return cast("ListInboxPoliciesResponse", answer)
+        return await self._ops.inbox.policy_list(inbox=inbox, **args)
 
-    async def deliveries(
-        self,
-        inbox: str,
-        *,
-        namespace: str | None = None,
-        limit: int | None = None,
-    ) -> ListInboxDeliveriesResponse:
+    async def deliveries(self, inbox: str, **args: Unpack[InboxDeliveriesOptions]) -> ListInboxDeliveriesResponse:
         """An inbox's webhook delivery log, newest attempt first.
 
-        Calls ``inbox.deliveries``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``inbox.deliveries`` with its arguments (inbox first): ``Ops.inbox.deliveries``.
         """
-        answer = await self._caller.call(
-            "inbox.deliveries",
-            inbox=inbox,
-            namespace=namespace,
-            limit=limit,
-        )
-        return cast("ListInboxDeliveriesResponse", answer)
+        return await self._ops.inbox.deliveries(inbox=inbox, **args)
 
-    async def create(
-        self,
-        inbox: str,
-        *,
-        namespace: str | None = None,
-        kind: str,
-        title: str | None = None,
-        brief: dict[str, Any] | None = None,
-        disclosure: str | None = None,
-        priority: int | None = None,
-        deadline: str | datetime | None = None,
-        not_before: str | datetime | None = None,
-        origin: str | None = None,
-        parent_task_id: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> CreateTaskResponse:
+    async def create(self, inbox: str, **args: Unpack[TaskCreateOptions]) -> CreateTaskResponse:
         """Post a task to an inbox (namespace is the poster's own); lands in triage or todo by the owner's trust.
 
-        Calls ``task.create``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
-            disclosure: One of: confidential, internal, public_ok.
-            deadline: An RFC 3339 timestamp.
-            not_before: An RFC 3339 timestamp.
+        ``task.create`` with its arguments (inbox first): ``Ops.task.create``.
         """
-        answer = await self._caller.call(
-            "task.create",
-            inbox=inbox,
-            namespace=namespace,
-            kind=kind,
-            title=title,
-            brief=brief,
-            disclosure=disclosure,
-            priority=priority,
-            deadline=deadline,
-            not_before=not_before,
-            origin=origin,
-            parent_task_id=parent_task_id,
-            idempotency_key=idempotency_key,
-        )
-        return cast("CreateTaskResponse", answer)
+        return await self._ops.task.create(inbox=inbox, **args)
 
-    async def create_many(
-        self,
-        tasks: builtins.list[CreateTaskRequest],
-        *,
-        namespace: str | None = None,
-    ) -> CreateTasksResponse:
+    async def create_many(self, tasks: builtins.list[CreateTaskRequest], **args: Unpack[TaskCreateManyOptions]) -> CreateTasksResponse:
         """Post up to 100 tasks in one call (one idempotency_key each); each item answers on its own.
 
-        Calls ``task.create_many``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.create_many`` with its arguments (tasks first): ``Ops.task.create_many``.
         """
-        answer = await self._caller.call(
-            "task.create_many",
-            tasks=tasks,
-            namespace=namespace,
-        )
-        return cast("CreateTasksResponse", answer)
+        return await self._ops.task.create_many(tasks=tasks, **args)
 
-    async def updates(
-        self,
-        *,
-        namespace: str | None = None,
-        since_seq: int | None = None,
-        wait_seconds: int | None = None,
-        limit: int | None = None,
-    ) -> ListTaskUpdatesResponse:
+    async def updates(self, **args: Unpack[TaskUpdatesArgs]) -> ListTaskUpdatesResponse:
         """Events of the tasks the caller posted, after a cursor (since_seq), waiting up to wait_seconds.
 
-        Calls ``task.updates``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.updates`` with its arguments: ``Ops.task.updates``.
         """
-        answer = await self._caller.call(
-            "task.updates",
-            namespace=namespace,
-            since_seq=since_seq,
-            wait_seconds=wait_seconds,
-            limit=limit,
-        )
-        return cast("ListTaskUpdatesResponse", answer)
+        return await self._ops.task.updates(**args)
 
-    async def watch(
-        self,
-        *,
-        namespace: str | None = None,
-        task_id: str | None = None,
-        inbox: str | None = None,
-        since_seq: int | None = None,
-        wait_seconds: int | None = None,
-        limit: int | None = None,
-    ) -> WatchTaskResponse:
+    async def watch(self, **args: Unpack[TaskWatchArgs]) -> WatchTaskResponse:
         """One task's or one inbox's events after a cursor (since_seq), waiting up to wait_seconds; GET /v1/task/watch streams them as server-sent events.
 
-        Calls ``task.watch``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.watch`` with its arguments: ``Ops.task.watch``.
         """
-        answer = await self._caller.call(
-            "task.watch",
-            namespace=namespace,
-            task_id=task_id,
-            inbox=inbox,
-            since_seq=since_seq,
-            wait_seconds=wait_seconds,
-            limit=limit,
-        )
-        return cast("WatchTaskResponse", answer)
+        return await self._ops.task.watch(**args)
 
-    async def pull(
-        self,
-        inbox: str,
-        *,
-        namespace: str | None = None,
-        kinds: builtins.list[str] | None = None,
-        status: str | None = None,
-        wait_seconds: int | None = None,
-        lease_seconds: int | None = None,
-        max_tasks: int | None = None,
-    ) -> PullTasksResponse:
+    async def pull(self, inbox: str, **args: Unpack[TaskPullOptions]) -> PullTasksResponse:
         """Claim the next todo task of an inbox (lease + fence), waiting up to wait_seconds; status=triage lists review items unclaimed.
 
-        Calls ``task.pull``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
-            status: One of: todo, triage.
+        ``task.pull`` with its arguments (inbox first): ``Ops.task.pull``.
         """
-        answer = await self._caller.call(
-            "task.pull",
-            inbox=inbox,
-            namespace=namespace,
-            kinds=kinds,
-            status=status,
-            wait_seconds=wait_seconds,
-            lease_seconds=lease_seconds,
-            max_tasks=max_tasks,
-        )
-        return cast("PullTasksResponse", answer)
+        return await self._ops.task.pull(inbox=inbox, **args)
 
-    async def claim(
-        self,
-        task_id: str,
-        *,
-        namespace: str | None = None,
-        lease_seconds: int | None = None,
-    ) -> ClaimTaskResponse:
+    async def claim(self, task_id: str, **args: Unpack[TaskClaimOptions]) -> ClaimTaskResponse:
         """Claim one named todo task: a lease and a fence every owner write presents.
 
-        Calls ``task.claim``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.claim`` with its arguments (task_id first): ``Ops.task.claim``.
         """
-        answer = await self._caller.call(
-            "task.claim",
-            task_id=task_id,
-            namespace=namespace,
-            lease_seconds=lease_seconds,
-        )
-        return cast("ClaimTaskResponse", answer)
+        return await self._ops.task.claim(task_id=task_id, **args)
 
-    async def heartbeat(
-        self,
-        task_id: str,
-        *,
-        namespace: str | None = None,
-        fence: int,
-        lease_seconds: int | None = None,
-    ) -> HeartbeatTaskResponse:
+    async def heartbeat(self, task_id: str, **args: Unpack[TaskHeartbeatOptions]) -> HeartbeatTaskResponse:
         """Extend the lease of a task you hold (fenced).
 
-        Calls ``task.heartbeat``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.heartbeat`` with its arguments (task_id first): ``Ops.task.heartbeat``.
         """
-        answer = await self._caller.call(
-            "task.heartbeat",
-            task_id=task_id,
-            namespace=namespace,
-            fence=fence,
-            lease_seconds=lease_seconds,
-        )
-        return cast("HeartbeatTaskResponse", answer)
+        return await self._ops.task.heartbeat(task_id=task_id, **args)
 
-    async def progress(
-        self,
-        task_id: str,
-        *,
-        namespace: str | None = None,
-        fence: int,
-        note: str | None = None,
-        percent: int | None = None,
-    ) -> ReportTaskProgressResponse:
+    async def progress(self, task_id: str, **args: Unpack[TaskProgressOptions]) -> ReportTaskProgressResponse:
         """Record a progress note on a task you hold (fenced; no state change).
 
-        Calls ``task.progress``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.progress`` with its arguments (task_id first): ``Ops.task.progress``.
         """
-        answer = await self._caller.call(
-            "task.progress",
-            task_id=task_id,
-            namespace=namespace,
-            fence=fence,
-            note=note,
-            percent=percent,
-        )
-        return cast("ReportTaskProgressResponse", answer)
+        return await self._ops.task.progress(task_id=task_id, **args)
 
-    async def complete(
-        self,
-        task_id: str,
-        *,
-        namespace: str | None = None,
-        fence: int,
-        outcome: dict[str, Any] | None = None,
-        reason: str | None = None,
-    ) -> CompleteTaskResponse:
+    async def complete(self, task_id: str, **args: Unpack[TaskCompleteOptions]) -> CompleteTaskResponse:
         """Finish a task you hold with its outcome (fenced): in_progress -> done.
 
-        Calls ``task.complete``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.complete`` with its arguments (task_id first): ``Ops.task.complete``.
         """
-        answer = await self._caller.call(
-            "task.complete",
-            task_id=task_id,
-            namespace=namespace,
-            fence=fence,
-            outcome=outcome,
-            reason=reason,
-        )
-        return cast("CompleteTaskResponse", answer)
+        return await self._ops.task.complete(task_id=task_id, **args)
 
-    async def fail(
-        self,
-        task_id: str,
-        *,
-        namespace: str | None = None,
-        fence: int,
-        reason: str,
-    ) -> FailTaskResponse:
+    async def fail(self, task_id: str, **args: Unpack[TaskFailOptions]) -> FailTaskResponse:
         """Give up on a task you hold, with a reason (fenced): in_progress -> failed.
 
-        Calls ``task.fail``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.fail`` with its arguments (task_id first): ``Ops.task.fail``.
         """
-        answer = await self._caller.call(
-            "task.fail",
-            task_id=task_id,
-            namespace=namespace,
-            fence=fence,
-            reason=reason,
-        )
-        return cast("FailTaskResponse", answer)
+        return await self._ops.task.fail(task_id=task_id, **args)
 
-    async def defer(
-        self,
-        task_id: str,
-        *,
-        namespace: str | None = None,
-        fence: int,
-        resume_at: str | datetime,
-        reason: str,
-    ) -> DeferTaskResponse:
+    async def defer(self, task_id: str, **args: Unpack[TaskDeferOptions]) -> DeferTaskResponse:
         """Put a task you hold aside until resume_at (fenced): in_progress -> deferred.
 
-        Calls ``task.defer``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
-            resume_at: An RFC 3339 timestamp.
+        ``task.defer`` with its arguments (task_id first): ``Ops.task.defer``.
         """
-        answer = await self._caller.call(
-            "task.defer",
-            task_id=task_id,
-            namespace=namespace,
-            fence=fence,
-            resume_at=resume_at,
-            reason=reason,
-        )
-        return cast("DeferTaskResponse", answer)
+        return await self._ops.task.defer(task_id=task_id, **args)
 
-    async def block(
-        self,
-        task_id: str,
-        *,
-        namespace: str | None = None,
-        fence: int,
-        blocked_on: str,
-        reason: str,
-    ) -> BlockTaskResponse:
+    async def block(self, task_id: str, **args: Unpack[TaskBlockOptions]) -> BlockTaskResponse:
         """Mark a task you hold blocked on the sender, a human or something external (fenced).
 
-        Calls ``task.block``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
-            blocked_on: One of: sender, human, external.
+        ``task.block`` with its arguments (task_id first): ``Ops.task.block``.
         """
-        answer = await self._caller.call(
-            "task.block",
-            task_id=task_id,
-            namespace=namespace,
-            fence=fence,
-            blocked_on=blocked_on,
-            reason=reason,
-        )
-        return cast("BlockTaskResponse", answer)
+        return await self._ops.task.block(task_id=task_id, **args)
 
-    async def accept(
-        self,
-        task_id: str,
-        *,
-        namespace: str | None = None,
-        reason: str | None = None,
-    ) -> AcceptTaskResponse:
+    async def accept(self, task_id: str, **args: Unpack[TaskAcceptOptions]) -> AcceptTaskResponse:
         """Accept a triaged task: triage -> todo (never the poster's own).
 
-        Calls ``task.accept``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.accept`` with its arguments (task_id first): ``Ops.task.accept``.
         """
-        answer = await self._caller.call(
-            "task.accept",
-            task_id=task_id,
-            namespace=namespace,
-            reason=reason,
-        )
-        return cast("AcceptTaskResponse", answer)
+        return await self._ops.task.accept(task_id=task_id, **args)
 
-    async def wont_do(
-        self,
-        task_id: str,
-        *,
-        namespace: str | None = None,
-        reason: str,
-    ) -> WontDoTaskResponse:
+    async def wont_do(self, task_id: str, **args: Unpack[TaskWontDoOptions]) -> WontDoTaskResponse:
         """Decline an unfinished task, with a reason.
 
-        Calls ``task.wont_do``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.wont_do`` with its arguments (task_id first): ``Ops.task.wont_do``.
         """
-        answer = await self._caller.call(
-            "task.wont_do",
-            task_id=task_id,
-            namespace=namespace,
-            reason=reason,
-        )
-        return cast("WontDoTaskResponse", answer)
+        return await self._ops.task.wont_do(task_id=task_id, **args)
 
-    async def unblock(
-        self,
-        task_id: str,
-        *,
-        namespace: str | None = None,
-        reason: str | None = None,
-    ) -> UnblockTaskResponse:
+    async def unblock(self, task_id: str, **args: Unpack[TaskUnblockOptions]) -> UnblockTaskResponse:
         """Return a blocked task to todo.
 
-        Calls ``task.unblock``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.unblock`` with its arguments (task_id first): ``Ops.task.unblock``.
         """
-        answer = await self._caller.call(
-            "task.unblock",
-            task_id=task_id,
-            namespace=namespace,
-            reason=reason,
-        )
-        return cast("UnblockTaskResponse", answer)
+        return await self._ops.task.unblock(task_id=task_id, **args)
 
-    async def resume(
-        self,
-        task_id: str,
-        *,
-        namespace: str | None = None,
-        reason: str | None = None,
-    ) -> ResumeTaskResponse:
+    async def resume(self, task_id: str, **args: Unpack[TaskResumeOptions]) -> ResumeTaskResponse:
         """Return a deferred task to todo before its resume_at.
 
-        Calls ``task.resume``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.resume`` with its arguments (task_id first): ``Ops.task.resume``.
         """
-        answer = await self._caller.call(
-            "task.resume",
-            task_id=task_id,
-            namespace=namespace,
-            reason=reason,
-        )
-        return cast("ResumeTaskResponse", answer)
+        return await self._ops.task.resume(task_id=task_id, **args)
 
-    async def reopen(
-        self,
-        task_id: str,
-        *,
-        namespace: str | None = None,
-        reason: str | None = None,
-    ) -> ReopenTaskResponse:
+    async def reopen(self, task_id: str, **args: Unpack[TaskReopenOptions]) -> ReopenTaskResponse:
         """Move a failed, wont_do or cancelled task back to todo.
 
-        Calls ``task.reopen``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.reopen`` with its arguments (task_id first): ``Ops.task.reopen``.
         """
-        answer = await self._caller.call(
-            "task.reopen",
-            task_id=task_id,
-            namespace=namespace,
-            reason=reason,
-        )
-        return cast("ReopenTaskResponse", answer)
+        return await self._ops.task.reopen(task_id=task_id, **args)
 
-    async def cancel(
-        self,
-        task_id: str,
-        *,
-        namespace: str | None = None,
-        reason: str,
-    ) -> CancelTaskResponse:
+    async def cancel(self, task_id: str, **args: Unpack[TaskCancelOptions]) -> CancelTaskResponse:
         """Cancel an unfinished task (the owner, or its poster while nobody holds it).
 
-        Calls ``task.cancel``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.cancel`` with its arguments (task_id first): ``Ops.task.cancel``.
         """
-        answer = await self._caller.call(
-            "task.cancel",
-            task_id=task_id,
-            namespace=namespace,
-            reason=reason,
-        )
-        return cast("CancelTaskResponse", answer)
+        return await self._ops.task.cancel(task_id=task_id, **args)
 
-    async def update(
-        self,
-        task_id: str,
-        *,
-        namespace: str | None = None,
-        if_match_version: int,
-        title: str | None = None,
-        brief: dict[str, Any] | None = None,
-        priority: int | None = None,
-        deadline: str | datetime | None = None,
-        not_before: str | datetime | None = None,
-    ) -> UpdateTaskResponse:
+    async def update(self, task_id: str, **args: Unpack[TaskUpdateOptions]) -> UpdateTaskResponse:
         """Edit an unfinished task's title, brief, priority, deadline or not_before, if it is still at if_match_version.
 
-        Calls ``task.update``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
-            deadline: An RFC 3339 timestamp.
-            not_before: An RFC 3339 timestamp.
+        ``task.update`` with its arguments (task_id first): ``Ops.task.update``.
         """
-        answer = await self._caller.call(
-            "task.update",
-            task_id=task_id,
-            namespace=namespace,
-            if_match_version=if_match_version,
-            title=title,
-            brief=brief,
-            priority=priority,
-            deadline=deadline,
-            not_before=not_before,
-        )
-        return cast("UpdateTaskResponse", answer)
+        return await self._ops.task.update(task_id=task_id, **args)
 
-    async def reassign(
-        self,
-        task_id: str,
-        *,
-        namespace: str | None = None,
-        to_inbox: str,
-        reason: str,
-    ) -> ReassignTaskResponse:
+    async def reassign(self, task_id: str, **args: Unpack[TaskReassignOptions]) -> ReassignTaskResponse:
         """Hand an unfinished task to another inbox of the org (its claim ends).
 
-        Calls ``task.reassign``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.reassign`` with its arguments (task_id first): ``Ops.task.reassign``.
         """
-        answer = await self._caller.call(
-            "task.reassign",
-            task_id=task_id,
-            namespace=namespace,
-            to_inbox=to_inbox,
-            reason=reason,
-        )
-        return cast("ReassignTaskResponse", answer)
+        return await self._ops.task.reassign(task_id=task_id, **args)
 
-    async def get(
-        self,
-        task_id: str,
-        *,
-        namespace: str | None = None,
-    ) -> GetTaskResponse:
+    async def get(self, task_id: str, **args: Unpack[TaskGetOptions]) -> GetTaskResponse:
         """One task (readers of its inbox, or its poster).
 
-        Calls ``task.get``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.get`` with its arguments (task_id first): ``Ops.task.get``.
         """
-        answer = await self._caller.call(
-            "task.get",
-            task_id=task_id,
-            namespace=namespace,
-        )
-        return cast("GetTaskResponse", answer)
+        return await self._ops.task.get(task_id=task_id, **args)
 
-    async def history(
-        self,
-        task_id: str,
-        *,
-        namespace: str | None = None,
-        limit: int | None = None,
-    ) -> GetTaskHistoryResponse:
+    async def history(self, task_id: str, **args: Unpack[TaskHistoryOptions]) -> GetTaskHistoryResponse:
         """A task's events, oldest first.
 
-        Calls ``task.history``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.history`` with its arguments (task_id first): ``Ops.task.history``.
         """
-        answer = await self._caller.call(
-            "task.history",
-            task_id=task_id,
-            namespace=namespace,
-            limit=limit,
-        )
-        return cast("GetTaskHistoryResponse", answer)
+        return await self._ops.task.history(task_id=task_id, **args)
 
     async def complete_many(
-        self,
-        tasks: builtins.list[CompleteTaskRequest],
-        *,
-        namespace: str | None = None,
+        self, tasks: builtins.list[CompleteTaskRequest], **args: Unpack[TaskCompleteManyOptions]
     ) -> CompleteTasksResponse:
         """Finish up to 100 tasks you hold (each with its own fence and outcome); each item answers on its own.
 
-        Calls ``task.complete_many``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.complete_many`` with its arguments (tasks first): ``Ops.task.complete_many``.
         """
-        answer = await self._caller.call(
-            "task.complete_many",
-            tasks=tasks,
-            namespace=namespace,
-        )
-        return cast("CompleteTasksResponse", answer)
+        return await self._ops.task.complete_many(tasks=tasks, **args)
 
-    async def list(
-        self,
-        inbox: str | None = None,
-        *,
-        namespace: str | None = None,
-        status: builtins.list[str] | None = None,
-        kind: builtins.list[str] | None = None,
-        poster: str | None = None,
-        mine: bool | None = None,
-        limit: int | None = None,
-        page_token: str | None = None,
-    ) -> ListTasksResponse:
+    async def list(self, inbox: str | None = None, **args: Unpack[TaskListOptions]) -> ListTasksResponse:
         """Tasks of an inbox or of this namespace's inboxes (or posted by the caller), filtered and paged.
 
-        Calls ``task.list``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.list`` with its arguments (inbox first): ``Ops.task.list``.
         """
-        answer = await self._caller.call(
-            "task.list",
-            inbox=inbox,
-            namespace=namespace,
-            status=status,
-            kind=kind,
-            poster=poster,
-            mine=mine,
-            limit=limit,
-            page_token=page_token,
-        )
-        return cast("ListTasksResponse", answer)
+        return await self._ops.task.list(inbox=inbox, **args)
 
-    async def counts(
-        self,
-        inbox: str | None = None,
-        *,
-        namespace: str | None = None,
-    ) -> CountTasksResponse:
+    async def counts(self, inbox: str | None = None, **args: Unpack[TaskCountsOptions]) -> CountTasksResponse:
         """Task counts by status for an inbox or this namespace's inboxes.
 
-        Calls ``task.counts``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``task.counts`` with its arguments (inbox first): ``Ops.task.counts``.
         """
-        answer = await self._caller.call(
-            "task.counts",
-            inbox=inbox,
-            namespace=namespace,
-        )
-        return cast("CountTasksResponse", answer)
+        return await self._ops.task.counts(inbox=inbox, **args)
 
 
 class PolicyClient:
@@ -5285,178 +5022,49 @@ class PolicyClient:
 
     def __init__(self, caller: OpCaller) -> None:
         self._caller = caller
+        self._ops = Ops(caller)
 
-    async def set(
-        self,
-        name: str,
-        *,
-        namespace: str | None = None,
-        effect: str,
-        actions: builtins.list[str],
-        condition: PolicyCondition,
-        description: str | None = None,
-        mode: str | None = None,
-    ) -> SetPolicyResponse:
+    async def set(self, name: str, **args: Unpack[PolicySetOptions]) -> SetPolicyResponse:
         """Create or replace a history-policy rule; returns leaf_count and whether it widened.
 
-        Calls ``policy.set``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
-            effect: One of: forbid, require.
-            condition: A history-policy condition: a leaf (formerly, count_within, not_since, breadth_within) or all / any / not over conditions. The plane also refuses (422 naming the node) a tree deeper than 8 or with more than 32 leaves, which this schema does not count.
-            mode: One of: inherit, shadow, enforce.
+        ``policy.set`` with its arguments (name first): ``Ops.policy.set``.
         """
-        answer = await self._caller.call(
-            "policy.set",
-            name=name,
-            namespace=namespace,
-            effect=effect,
-            actions=actions,
-            condition=condition,
-            description=description,
-            mode=mode,
-        )
-        return cast("SetPolicyResponse", answer)
+        return await self._ops.policy.set(name=name, **args)
 
-    async def delete(
-        self,
-        name: str,
-        *,
-        namespace: str | None = None,
-    ) -> DeletePolicyResponse:
+    async def delete(self, name: str, **args: Unpack[PolicyDeleteOptions]) -> DeletePolicyResponse:
         """Remove a history-policy rule.
 
-        Calls ``policy.delete``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``policy.delete`` with its arguments (name first): ``Ops.policy.delete``.
         """
-        answer = await self._caller.call(
-            "policy.delete",
-            name=name,
-            namespace=namespace,
-        )
-        return cast("DeletePolicyResponse", answer)
+        return await self._ops.policy.delete(name=name, **args)
 
-    async def list(
-        self,
-        *,
-        namespace: str | None = None,
-    ) -> ListPoliciesResponse:
+    async def list(self, **args: Unpack[PolicyListArgs]) -> ListPoliciesResponse:
         """The namespace's history-policy rules and the deployment's mode.
 
-        Calls ``policy.list``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``policy.list`` with its arguments: ``Ops.policy.list``.
         """
-        answer = await self._caller.call(
-            "policy.list",
-            namespace=namespace,
-        )
-        return cast("ListPoliciesResponse", answer)
+        return await self._ops.policy.list(**args)
 
-    async def check(
-        self,
-        *,
-        namespace: str | None = None,
-        operation: str,
-        agent: str | None = None,
-        user: str | None = None,
-        session: str | None = None,
-        args: dict[str, Any] | None = None,
-        rules: builtins.list[RuleSpec] | None = None,
-    ) -> CheckPolicyResponse:
+    async def check(self, **args: Unpack[PolicyCheckArgs]) -> CheckPolicyResponse:
         """Dry-run a call against the stored rules or against rules passed in.
 
-        Calls ``policy.check``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``policy.check`` with its arguments: ``Ops.policy.check``.
         """
-        answer = await self._caller.call(
-            "policy.check",
-            namespace=namespace,
-            operation=operation,
-            agent=agent,
-            user=user,
-            session=session,
-            args=args,
-            rules=rules,
-        )
-        return cast("CheckPolicyResponse", answer)
+        return await self._ops.policy.check(**args)
 
-    async def decisions(
-        self,
-        *,
-        namespace: str | None = None,
-        decision: str | None = None,
-        agent: str | None = None,
-        operation: str | None = None,
-        rule: str | None = None,
-        since: str | None = None,
-        limit: int | None = None,
-    ) -> builtins.list[Decision]:
+    async def decisions(self, **args: Unpack[PolicyDecisionsArgs]) -> builtins.list[Decision]:
         """Read the policy decision ledger, filtered by allow / deny, or its policy.widened audit rows (decision=widened).
 
-        Calls ``policy.decisions``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
-            decision: One of: allow, deny, widened.
-            since: An RFC 3339 instant, or a duration back from now (30s, 15m, 1h, 7d).
+        ``policy.decisions`` with its arguments: ``Ops.policy.decisions``.
         """
-        answer = await self._caller.call(
-            "policy.decisions",
-            namespace=namespace,
-            decision=decision,
-            agent=agent,
-            operation=operation,
-            rule=rule,
-            since=since,
-            limit=limit,
-        )
-        return cast("ListDecisionsResponse", answer)["decisions"]
+        return (await self._ops.policy.decisions(**args))["decisions"]
 
-    async def replay(
-        self,
-        *,
-        namespace: str | None = None,
-        rules: builtins.list[RuleSpec] | None = None,
-        include_stored: bool | None = None,
-        names: builtins.list[str] | None = None,
-        mode: str | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        agent: str | None = None,
-        limit: int | None = None,
-        only_denied: bool | None = None,
-    ) -> ReplayPolicyResponse:
+    async def replay(self, **args: Unpack[PolicyReplayArgs]) -> ReplayPolicyResponse:
         """What proposed rules (or stored rules in another mode) would have decided over the recorded ledger.
 
-        Calls ``policy.replay``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
-            mode: One of: shadow, enforce.
-            since: An RFC 3339 instant, or a duration back from now (30s, 15m, 1h, 7d).
-            until: An RFC 3339 instant, or a duration back from now (30s, 15m, 1h, 7d).
+        ``policy.replay`` with its arguments: ``Ops.policy.replay``.
         """
-        answer = await self._caller.call(
-            "policy.replay",
-            namespace=namespace,
-            rules=rules,
-            include_stored=include_stored,
-            names=names,
-            mode=mode,
-            since=since,
-            until=until,
-            agent=agent,
-            limit=limit,
-            only_denied=only_denied,
-        )
-        return cast("ReplayPolicyResponse", answer)
+        return await self._ops.policy.replay(**args)
 
 
 class DecisionsClient:
@@ -5464,154 +5072,42 @@ class DecisionsClient:
 
     def __init__(self, caller: OpCaller) -> None:
         self._caller = caller
+        self._ops = Ops(caller)
 
-    async def record(
-        self,
-        *,
-        namespace: str | None = None,
-        category: str,
-        scenario: str,
-        reasoning: str | None = None,
-        outcome: str,
-        alternatives: list[str] | None = None,
-        confidence: float | None = None,
-        caused_by: list[str] | None = None,
-        influenced_by: list[str] | None = None,
-        stage: str | None = None,
-        files: list[str] | None = None,
-        source_resource_id: str | None = None,
-        source_class: str | None = None,
-        tags: list[str] | None = None,
-        run_id: str | None = None,
-        memories_used: list[str] | None = None,
-    ) -> RecordDecisionResponse:
+    async def record(self, **args: Unpack[DecisionRecordArgs]) -> RecordDecisionResponse:
         """Record a decision (category + scenario identify it) and its causal edges; answers memory_key, created, superseded_prior, restated.
 
-        Calls ``decision.record``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
-            stage: One of: decided, proposed.
+        ``decision.record`` with its arguments: ``Ops.decision.record``.
         """
-        answer = await self._caller.call(
-            "decision.record",
-            namespace=namespace,
-            category=category,
-            scenario=scenario,
-            reasoning=reasoning,
-            outcome=outcome,
-            alternatives=alternatives,
-            confidence=confidence,
-            caused_by=caused_by,
-            influenced_by=influenced_by,
-            stage=stage,
-            files=files,
-            source_resource_id=source_resource_id,
-            source_class=source_class,
-            tags=tags,
-            run_id=run_id,
-            memories_used=memories_used,
-        )
-        return cast("RecordDecisionResponse", answer)
+        return await self._ops.decision.record(**args)
 
-    async def precedents(
-        self,
-        query: str,
-        *,
-        namespace: str | None = None,
-        category: str | None = None,
-        with_outcome_only: bool | None = None,
-        limit: int | None = None,
-    ) -> list[Precedent]:
+    async def precedents(self, query: str, **args: Unpack[DecisionPrecedentsOptions]) -> list[Precedent]:
         """Semantic search over past decisions (at most 25), optionally by category or with_outcome_only.
 
-        Calls ``decision.precedents``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``decision.precedents`` with its arguments (query first): ``Ops.decision.precedents``.
         """
-        answer = await self._caller.call(
-            "decision.precedents",
-            query=query,
-            namespace=namespace,
-            category=category,
-            with_outcome_only=with_outcome_only,
-            limit=limit,
-        )
-        return cast("DecisionPrecedentsResponse", answer)["precedents"]
+        return (await self._ops.decision.precedents(query=query, **args))["precedents"]
 
-    async def chain(
-        self,
-        memory_key: str | None = None,
-        *,
-        namespace: str | None = None,
-        direction: str | None = None,
-        max_hops: int | None = None,
-    ) -> DecisionChainResponse:
+    async def chain(self, memory_key: str | None = None, **args: Unpack[DecisionChainOptions]) -> DecisionChainResponse:
         """Walk causal edges upstream, downstream or both, up to 4 hops; nodes carry each decision's stage.
 
-        Calls ``decision.chain``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
-            direction: One of: upstream, downstream, both.
+        ``decision.chain`` with its arguments (memory_key first): ``Ops.decision.chain``.
         """
-        answer = await self._caller.call(
-            "decision.chain",
-            memory_key=memory_key,
-            namespace=namespace,
-            direction=direction,
-            max_hops=max_hops,
-        )
-        return cast("DecisionChainResponse", answer)
+        return await self._ops.decision.chain(memory_key=memory_key, **args)
 
-    async def outcome(
-        self,
-        memory_key: str,
-        realized_outcome: str,
-        *,
-        namespace: str | None = None,
-        success: bool | None = None,
-    ) -> DecisionOutcomeResponse:
+    async def outcome(self, memory_key: str, realized_outcome: str, **args: Unpack[DecisionOutcomeOptions]) -> DecisionOutcomeResponse:
         """Record realized_outcome and success; credit or charge the memories the decision used (memories_used, caused_by, influenced_by) that its run was shown; a later failure undoes an earlier credit.
 
-        Calls ``decision.outcome``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``decision.outcome`` with its arguments (memory_key, realized_outcome first): ``Ops.decision.outcome``.
         """
-        answer = await self._caller.call(
-            "decision.outcome",
-            memory_key=memory_key,
-            realized_outcome=realized_outcome,
-            namespace=namespace,
-            success=success,
-        )
-        return cast("DecisionOutcomeResponse", answer)
+        return await self._ops.decision.outcome(memory_key=memory_key, realized_outcome=realized_outcome, **args)
 
-    async def calibration(
-        self,
-        *,
-        namespace: str | None = None,
-        window_days: int | None = None,
-        agent: str | None = None,
-        category: str | None = None,
-    ) -> list[CalibrationRow]:
+    async def calibration(self, **args: Unpack[DecisionCalibrationArgs]) -> list[CalibrationRow]:
         """Per agent and category: stated confidence against realized success over a window (counts, Brier score).
 
-        Calls ``decision.calibration``.
-
-        Args:
-            namespace: The namespace to act in; defaults to the agent's.
+        ``decision.calibration`` with its arguments: ``Ops.decision.calibration``.
         """
-        answer = await self._caller.call(
-            "decision.calibration",
-            namespace=namespace,
-            window_days=window_days,
-            agent=agent,
-            category=category,
-        )
-        return cast("DecisionCalibrationResponse", answer)["rows"]
+        return (await self._ops.decision.calibration(**args))["rows"]
 
 
 class Ops:

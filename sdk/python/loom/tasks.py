@@ -35,7 +35,7 @@ LONG_POLL_SECONDS = 30  # the most a pull or watch waits server-side
 class TasksClient(TaskInboxHelpers):
     """The task inbox ops, and the loops over ``task.pull`` and ``task.watch``, as ``agent.tasks``."""
 
-    async def stream(self, inbox: str, /, **pull: Unpack[TaskPullOptions]) -> AsyncIterator[Task]:
+    async def stream(self, inbox: str, **pull: Unpack[TaskPullOptions]) -> AsyncIterator[Task]:
         """Claimed tasks of ``inbox``, one at a time, for as long as the loop runs.
 
         Long-polls ``task.pull`` with ``pull`` (its other arguments; ``wait_seconds`` defaults
