@@ -1,11 +1,22 @@
-"""The machine line every benchmark prints beside its figures."""
+"""What the benchmarks share: the machine and durability lines each prints beside its figures,
+and the embedded Loom several of them time (`embedded_loom`)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import platform
+import tempfile
+from collections.abc import AsyncIterator, Collection
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loom_core.settings import Settings
+    from loom_core.store.embedded import EmbeddedStore
+    from loom_runner.embedded import Instance
 
 
 def cpu_model() -> str:
@@ -59,3 +70,61 @@ def durability(sync_interval: str) -> str:
     return (
         f"durability: JetStream sync_interval {sync_interval or 'unset'}: {what}{default}; the same nats-server for Loom and the baseline"
     )
+
+
+def bench_settings(data: Path, database: str, **overrides: Any) -> Settings:
+    """Settings for a bench's Loom in `data`: quiet logs, any port, and read and write budgets no
+    bench reaches (a bench drives one subject far past a production per-subject budget)."""
+    from loom_core.settings import Settings
+
+    fields: dict[str, Any] = {
+        "data_dir": data,
+        "jwt_secret": "bench-secret-" + "x" * 40,
+        "http_port": 0,
+        "clickhouse_database": database,
+        "log_level": "WARNING",
+        "rate_read_per_minute": 10**9,
+        "rate_write_per_minute": 10**9,
+    }
+    return Settings(**{**fields, **overrides})
+
+
+@dataclass(frozen=True)
+class EmbeddedLoom:
+    """A bench's Loom in this process: the instance, its store, and an admin token of org `bench`,
+    namespace `main` (None when the bench asked for no org)."""
+
+    instance: Instance
+    store: EmbeddedStore
+    token: str | None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}", "X-Loom-Agent": "bench"}
+
+
+@asynccontextmanager
+async def embedded_loom(
+    prefix: str, planes: Collection[str], *, sync_interval: str = "", database: str = "loom_bench", org: bool = True
+) -> AsyncIterator[EmbeddedLoom]:
+    """An embedded Loom with only `planes` (the others would idle beside the op under test),
+    in-process transport, its own nats-server (JetStream `sync_interval`; "" is nats-server's
+    own default, see `durability`) and chDB in a temporary folder named `prefix...`; stopped and
+    removed on exit."""
+    from loom_core.bus import NatsServer
+    from loom_core.store.embedded import EmbeddedStore
+    from loom_gateway.identity import bootstrap_org
+    from loom_runner.embedded import start_instance
+
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        data = Path(tmp)
+        settings = bench_settings(data, database)
+        async with NatsServer(data / "nats", sync_interval=sync_interval) as nats:
+            store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
+            inst = await start_instance(settings, store=store, nats_url=nats.url, name="bench", only_planes=set(planes), transport="inproc")
+            try:
+                token = (await bootstrap_org(inst.runtime.identity, inst.runtime.codec, "bench", "main", 3600))[0] if org else None
+                yield EmbeddedLoom(inst, store, token)
+            finally:
+                await inst.stop()
+                await store.close()

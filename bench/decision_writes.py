@@ -16,7 +16,6 @@ import asyncio
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _machine import machine  # noqa: E402 - bench/ is on sys.path when a script runs
+from _machine import embedded_loom, machine  # noqa: E402 - bench/ is on sys.path when a script runs
 
 
 def args_for(op: str, i: int, run: str) -> dict[str, Any]:
@@ -54,41 +53,17 @@ async def rate(client: Any, op: str, n: int, writers: int, run: str) -> float:
 
 async def run(n: int, writers: int) -> dict[str, Any]:
     import httpx
-    from loom_core.bus import NatsServer
-    from loom_core.settings import Settings
-    from loom_core.store.embedded import EmbeddedStore
-    from loom_gateway.identity import bootstrap_org
-    from loom_runner.embedded import start_instance
 
     out: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="loom-bench-writes-") as tmp:
-        data = Path(tmp)
-        settings = Settings(
-            data_dir=data,
-            jwt_secret="bench-writes-" + "x" * 40,
-            http_port=0,
-            clickhouse_database="loom_bench",
-            log_level="WARNING",
-            rate_write_per_minute=10**9,
-            rate_read_per_minute=10**9,
-        )
-        async with NatsServer(data / "nats") as nats:
-            store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
-            inst = await start_instance(
-                settings, store=store, nats_url=nats.url, name="bench", only_planes={"identity", "decisions"}, transport="inproc"
-            )
-            try:
-                token, _ = await bootstrap_org(inst.runtime.identity, inst.runtime.codec, "bench", "main", 3600)
-                headers = {"Authorization": f"Bearer {token}", "X-Loom-Agent": "bench"}
-                async with httpx.AsyncClient(base_url=inst.base_url, headers=headers, timeout=300) as c:
-                    for op in ("decision.record", "memory.set"):
-                        await rate(c, op, 5, 1, "warm")
-                        serial = await rate(c, op, max(n // 4, 20), 1, "serial")
-                        concurrent = await rate(c, op, n, writers, "concurrent")
-                        out[op] = {"serial_per_s": serial, "concurrent_per_s": concurrent}
-            finally:
-                await inst.stop()
-                await store.close()
+    async with (
+        embedded_loom("loom-bench-writes-", {"identity", "decisions"}) as loom,
+        httpx.AsyncClient(base_url=loom.instance.base_url, headers=loom.headers, timeout=300) as c,
+    ):
+        for op in ("decision.record", "memory.set"):
+            await rate(c, op, 5, 1, "warm")
+            serial = await rate(c, op, max(n // 4, 20), 1, "serial")
+            concurrent = await rate(c, op, n, writers, "concurrent")
+            out[op] = {"serial_per_s": serial, "concurrent_per_s": concurrent}
     return out
 
 

@@ -88,14 +88,11 @@ async def load(store: Any, docs: np.ndarray, tmp: Path) -> float:
     tags = [["decision:category:bench"]] * n
     t0 = time.perf_counter()
     embedding = pa.FixedSizeListArray.from_arrays(pa.array(docs.reshape(-1), pa.float32()), DIMS).cast(pa.list_(pa.float32()))
+    # Both tables start with the row's identity: org, namespace, key and its writer.
+    ident = {"org": [ORG] * n, "namespace": [NS] * n, "key": keys, "agent": ["bench"] * n, "user": [""] * n, "session": [""] * n}
     vec = pa.table(
         {
-            "org": [ORG] * n,
-            "namespace": [NS] * n,
-            "key": keys,
-            "agent": ["bench"] * n,
-            "user": [""] * n,
-            "session": [""] * n,
+            **ident,
             "version": pa.array([1] * n, pa.uint64()),
             "memory_type": ["decision"] * n,
             "tags": tags,
@@ -105,12 +102,7 @@ async def load(store: Any, docs: np.ndarray, tmp: Path) -> float:
     )
     rows = pa.table(
         {
-            "org": [ORG] * n,
-            "namespace": [NS] * n,
-            "key": keys,
-            "agent": ["bench"] * n,
-            "user": [""] * n,
-            "session": [""] * n,
+            **ident,
             "memory_id": [f"m{i}" for i in range(n)],
             "version": pa.array([1] * n, pa.uint64()),
             "value": [f"scenario {i}. Decided option {i % 7} because reason {i}." for i in range(n)],

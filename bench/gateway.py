@@ -42,11 +42,17 @@ from pathlib import Path
 from typing import Any
 
 import uvloop
-from _machine import add_durability_argument, durability, load, machine  # bench/ is on sys.path when a script runs
+from _machine import (
+    add_durability_argument,
+    bench_settings,
+    durability,
+    embedded_loom,
+    load,
+    machine,
+)  # bench/ is on sys.path when a script runs
 
 ROOT = Path(__file__).resolve().parents[1]
 OP_PATH = "/v1/auth.whoami"
-SECRET = "bench-secret-0123456789abcdef0123456789abcdef"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -231,78 +237,47 @@ async def ledger_count(store: Any, org: str, want: int, within: float) -> int:
         await asyncio.sleep(0.1)
 
 
-def bench_settings(data: Path, database: str) -> Any:
-    from loom_core.settings import Settings
-
-    return Settings(
-        data_dir=data,
-        jwt_secret=SECRET,
-        http_port=0,
-        clickhouse_database=database,
-        log_level="WARNING",
-        # The bench drives one subject far past a production per-subject budget.
-        rate_read_per_minute=10**9,
-    )
-
-
 async def bench_embedded(args: argparse.Namespace) -> dict[str, Any]:
-    sync_interval = args.sync_interval
-    from loom_core.bus import NatsServer
-    from loom_core.store.embedded import EmbeddedStore
+    import httpx
     from loom_gateway.app import create_app
-    from loom_gateway.identity import bootstrap_org
     from loom_gateway.relay import Relay
-    from loom_runner.embedded import start_instance
     from loom_runner.http import HttpServer
 
-    with tempfile.TemporaryDirectory(prefix="loom-bench-") as tmp:
-        data = Path(tmp)
-        settings = bench_settings(data, "loom_bench")
-        async with NatsServer(data / "nats", sync_interval=sync_interval) as nats:
-            store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
-            # The op under test is the identity plane's; other planes would only idle beside it.
-            inst = await start_instance(
-                settings, store=store, nats_url=nats.url, name="bench", only_planes={"identity"}, transport="inproc"
-            )
-            token, _ = await bootstrap_org(inst.runtime.identity, inst.runtime.codec, "bench", "main", 3600)
-            import httpx
-
-            async with httpx.AsyncClient(
-                base_url=inst.base_url, headers={"Authorization": f"Bearer {token}", "X-Loom-Agent": "bench"}
-            ) as c:
-                payload = (await c.post(OP_PATH, json={})).json()
-            base = HttpServer(plain_app(payload), port=0)
-            await base.start()
-            base_url = f"http://127.0.0.1:{base.port}"
-            # The same gateway app over the other transport: loopback gRPC to the same plane.
-            grpc_relay = Relay(inst.runtime.catalog, inst.addresses)
-            via_grpc = HttpServer(create_app(grpc_relay, {}), port=0)
-            await via_grpc.start()
-            grpc_url = f"http://127.0.0.1:{via_grpc.port}"
-            me = {"process": None}
-            try:
-                for url in (inst.base_url, base_url, grpc_url):
-                    await run_client(args, url, token, args.warmup)
-                profiler = cProfile.Profile() if args.profile else None
-                loom_runs, base_runs, grpc_runs = [], [], []
-                # Alternate the servers so a neighbour's load on the machine hits each alike.
-                for _ in range(args.rounds):
-                    if profiler:
-                        profiler.enable()
-                    loom_runs.append(await measured(args, inst.base_url, token, me))
-                    if profiler:
-                        profiler.disable()
-                    base_runs.append(await measured(args, base_url, token, me))
-                    grpc_runs.append(await measured(args, grpc_url, token, me))
-                calls = chain_calls()
-                ledgered = await ledger_count(inst.runtime.store, "bench", calls, within=15)
-                ledger_per_call = await ledger_cost(inst.runtime.ledger, inst.runtime.store)
-            finally:
-                await via_grpc.stop()
-                await grpc_relay.close()
-                await base.stop()
-                await inst.stop()
-                await store.close()
+    # The op under test is the identity plane's; other planes would only idle beside it.
+    async with embedded_loom("loom-bench-", {"identity"}, sync_interval=args.sync_interval) as loom:
+        inst, token = loom.instance, str(loom.token)
+        async with httpx.AsyncClient(base_url=inst.base_url, headers=loom.headers) as c:
+            payload = (await c.post(OP_PATH, json={})).json()
+        base = HttpServer(plain_app(payload), port=0)
+        await base.start()
+        base_url = f"http://127.0.0.1:{base.port}"
+        # The same gateway app over the other transport: loopback gRPC to the same plane.
+        grpc_relay = Relay(inst.runtime.catalog, inst.addresses)
+        via_grpc = HttpServer(create_app(grpc_relay, {}), port=0)
+        await via_grpc.start()
+        grpc_url = f"http://127.0.0.1:{via_grpc.port}"
+        me = {"process": None}
+        try:
+            for url in (inst.base_url, base_url, grpc_url):
+                await run_client(args, url, token, args.warmup)
+            profiler = cProfile.Profile() if args.profile else None
+            loom_runs, base_runs, grpc_runs = [], [], []
+            # Alternate the servers so a neighbour's load on the machine hits each alike.
+            for _ in range(args.rounds):
+                if profiler:
+                    profiler.enable()
+                loom_runs.append(await measured(args, inst.base_url, token, me))
+                if profiler:
+                    profiler.disable()
+                base_runs.append(await measured(args, base_url, token, me))
+                grpc_runs.append(await measured(args, grpc_url, token, me))
+            calls = chain_calls()
+            ledgered = await ledger_count(inst.runtime.store, "bench", calls, within=15)
+            ledger_per_call = await ledger_cost(inst.runtime.ledger, inst.runtime.store)
+        finally:
+            await via_grpc.stop()
+            await grpc_relay.close()
+            await base.stop()
     out = {
         "loom": _median_run(loom_runs),
         "baseline": _median_run(base_runs),
@@ -362,27 +337,13 @@ async def ledger_cost(ledger: Any, store: Any, rows: int = 20000) -> dict[str, f
 async def bench_ledger(rounds: int, sync_interval: str) -> dict[str, Any]:
     """The ledger's cost per call alone (`--ledger-only N`): N rounds of `ledger_cost` on an
     embedded instance's own ledger and store, with the load average beside each."""
-    from loom_core.bus import NatsServer
-    from loom_core.store.embedded import EmbeddedStore
-    from loom_runner.embedded import start_instance
-
     out: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="loom-bench-") as tmp:
-        data = Path(tmp)
-        settings = bench_settings(data, "loom_bench_ledger")
-        async with NatsServer(data / "nats", sync_interval=sync_interval) as nats:
-            store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
-            inst = await start_instance(
-                settings, store=store, nats_url=nats.url, name="bench", only_planes={"identity"}, transport="inproc"
-            )
-            try:
-                await ledger_cost(inst.runtime.ledger, inst.runtime.store, rows=2000)  # warm-up
-                for _ in range(rounds):
-                    cost = await ledger_cost(inst.runtime.ledger, inst.runtime.store)
-                    out.append({**{k: round(v, 1) for k, v in cost.items()}, "loadavg": os.getloadavg()[0]})
-            finally:
-                await inst.stop()
-                await store.close()
+    async with embedded_loom("loom-bench-", {"identity"}, sync_interval=sync_interval, database="loom_bench_ledger", org=False) as loom:
+        runtime = loom.instance.runtime
+        await ledger_cost(runtime.ledger, runtime.store, rows=2000)  # warm-up
+        for _ in range(rounds):
+            cost = await ledger_cost(runtime.ledger, runtime.store)
+            out.append({**{k: round(v, 1) for k, v in cost.items()}, "loadavg": os.getloadavg()[0]})
     return {"machine": machine(), "durability": durability(sync_interval), "ledger_per_call": out}
 
 

@@ -150,6 +150,8 @@ async def load_history(store: Any, org: str, ns: str, n: int) -> None:
     rng = random.Random(7)
     names = [op for op, w in OPS for _ in range(w)]
     now = time.time()
+    # Every event and exposure row is the one caller's: these columns, the same in both tables.
+    caller = {"org": org, "namespace": ns, "subject": "user:admin", "agent": AGENT, "user": "", "session": ""}
     batch: list[dict[str, Any]] = []
     for i in range(n):
         op = names[i % len(names)]  # a fixed mix, so every run loads the same history
@@ -158,12 +160,7 @@ async def load_history(store: Any, org: str, ns: str, n: int) -> None:
         batch.append(
             {
                 "ts": ch_time(datetime.fromtimestamp(ts, UTC)),
-                "org": org,
-                "namespace": ns,
-                "subject": "user:admin",
-                "agent": AGENT,
-                "user": "",
-                "session": "",
+                **caller,
                 "op": op,
                 "transport": "grpc",
                 "run_id": "",
@@ -187,12 +184,7 @@ async def load_history(store: Any, org: str, ns: str, n: int) -> None:
     exposures = [
         {
             "ts": ch_time(datetime.fromtimestamp(now - 1000 + i / 10, UTC)),
-            "org": org,
-            "namespace": ns,
-            "subject": "user:admin",
-            "agent": AGENT,
-            "user": "",
-            "session": "",
+            **caller,
             "run_id": "",
             "op": "memory.search",
             "kind": "memory",

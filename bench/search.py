@@ -37,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _machine import machine  # noqa: E402
+from _machine import embedded_loom, machine  # noqa: E402
 
 EVALSET = ROOT / "bench" / "data" / "help_eval.json"
 KINDS = ("identifier", "howto", "symptom", "paraphrase")
@@ -177,54 +177,27 @@ def run(evalset: Path, reps: int) -> dict[str, Any]:
 
 async def rest(queries: list[str], reps: int) -> dict[str, float]:
     """help.search over REST against an embedded Loom (gateway and help plane) in this process."""
-    import tempfile
-
     import httpx
-    from loom_core.bus import NatsServer
-    from loom_core.settings import Settings
-    from loom_core.store.embedded import EmbeddedStore
-    from loom_gateway.identity import bootstrap_org
-    from loom_runner.embedded import start_instance
 
-    with tempfile.TemporaryDirectory(prefix="loom-bench-search-") as tmp:
-        data = Path(tmp)
-        settings = Settings(
-            data_dir=data,
-            jwt_secret="bench-search-" + "x" * 40,
-            http_port=0,
-            clickhouse_database="loom_bench",
-            log_level="WARNING",
-            rate_read_per_minute=10**9,
-        )
-        async with NatsServer(data / "nats") as nats:
-            store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
-            inst = await start_instance(
-                settings, store=store, nats_url=nats.url, name="bench", only_planes={"identity", "help"}, transport="inproc"
-            )
-            try:
-                token, _ = await bootstrap_org(inst.runtime.identity, inst.runtime.codec, "bench", "main", 3600)
-                help_plane = next(p for p in inst.planes if p.name == "help")
-                await help_plane.service.hybrid_ready()  # type: ignore[attr-defined]
-                headers = {"Authorization": f"Bearer {token}", "X-Loom-Agent": "bench"}
-                async with httpx.AsyncClient(base_url=inst.base_url, headers=headers) as c:
-                    for q in queries:  # warm: each query's vector cached, as a repeated question's is
-                        r = await c.post("/v1/help.search", json={"query": q})
-                        r.raise_for_status()
-                        assert r.json()["ranking"] == "hybrid", r.json()
-                    ms: list[float] = []
-                    for _ in range(reps):
-                        for q in queries:
-                            t = time.perf_counter()
-                            await c.post("/v1/help.search", json={"query": q})
-                            ms.append((time.perf_counter() - t) * 1e3)
-                    fresh: list[float] = []
-                    for i, q in enumerate(queries):  # a query never asked: its embedding is computed
-                        t = time.perf_counter()
-                        await c.post("/v1/help.search", json={"query": f"{q} ({i})"})
-                        fresh.append((time.perf_counter() - t) * 1e3)
-            finally:
-                await inst.stop()
-                await store.close()
+    async with embedded_loom("loom-bench-search-", {"identity", "help"}) as loom:
+        help_plane = next(p for p in loom.instance.planes if p.name == "help")
+        await help_plane.service.hybrid_ready()  # type: ignore[attr-defined]
+        async with httpx.AsyncClient(base_url=loom.instance.base_url, headers=loom.headers) as c:
+            for q in queries:  # warm: each query's vector cached, as a repeated question's is
+                r = await c.post("/v1/help.search", json={"query": q})
+                r.raise_for_status()
+                assert r.json()["ranking"] == "hybrid", r.json()
+            ms: list[float] = []
+            for _ in range(reps):
+                for q in queries:
+                    t = time.perf_counter()
+                    await c.post("/v1/help.search", json={"query": q})
+                    ms.append((time.perf_counter() - t) * 1e3)
+            fresh: list[float] = []
+            for i, q in enumerate(queries):  # a query never asked: its embedding is computed
+                t = time.perf_counter()
+                await c.post("/v1/help.search", json={"query": f"{q} ({i})"})
+                fresh.append((time.perf_counter() - t) * 1e3)
     return {"p50": pct(ms, 50), "p99": pct(ms, 99), "new_query_p50": pct(fresh, 50), "new_query_p99": pct(fresh, 99)}
 
 

@@ -14,7 +14,6 @@ can step through them and mypy checks them against the generated message stubs.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import importlib.util
 import keyword
@@ -254,17 +253,9 @@ def _formatted(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="render core/loom_core/catalog/converters.py")
-    parser.add_argument("--check", action="store_true", help="fail if the committed file is out of date")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        if not OUT.exists() or OUT.read_text() != text:
-            print(f"{OUT.relative_to(ROOT)} is stale: run python scripts/gen_converters.py", file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text)
-    return 0
+    from generated_files import write_or_check
+
+    return write_or_check("render core/loom_core/catalog/converters.py", lambda: {OUT: render()}, argv, "gen_converters.py")
 
 
 if __name__ == "__main__":

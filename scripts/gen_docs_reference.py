@@ -13,7 +13,6 @@ tests/help/test_reference_docs.py holds the committed pages to it.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
@@ -340,21 +339,13 @@ def render_errors() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--check", action="store_true", help="exit 1 if a committed page is stale")
-    args = parser.parse_args(argv)
-    stale = []
-    for page, text in ((OPS_PAGE, render_ops()), (ERRORS_PAGE, render_errors())):
-        if args.check:
-            if not page.exists() or page.read_text() != text:
-                stale.append(page.relative_to(ROOT).as_posix())
-        else:
-            page.parent.mkdir(parents=True, exist_ok=True)
-            page.write_text(text)
-    if stale:
-        print("stale: " + ", ".join(stale) + " (run `python scripts/gen_docs_reference.py`)", file=sys.stderr)
-        return 1
-    return 0
+    from generated_files import write_or_check
+
+    return write_or_check((__doc__ or "").splitlines()[0], render_pages, argv, "gen_docs_reference.py")
+
+
+def render_pages() -> dict[Path, str]:
+    return {OPS_PAGE: render_ops(), ERRORS_PAGE: render_errors()}
 
 
 if __name__ == "__main__":

@@ -15,13 +15,14 @@ Only this script imports loom_core; the generated module needs nothing but the S
 
 from __future__ import annotations
 
-import argparse
+import json
 import keyword
 import re
 import sys
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "sdk" / "python" / "loom" / "_ops.py"
@@ -42,6 +43,8 @@ def class_name(group: str) -> str:
     return "".join(part.capitalize() for part in re.split(r"\W|_", group) if part) + "Ops"
 
 
+LINE_LENGTH = 140  # pyproject.toml's, which ruff format holds the generated module to
+
 _BUILTIN_TYPES = ("str", "int", "float", "bool", "list", "dict")
 
 
@@ -57,6 +60,9 @@ def py_type(schema: dict[str, Any], shadowed: frozenset[str] = frozenset()) -> s
         return f"builtins.{builtin}" if builtin in shadowed else builtin
 
     kind = schema.get("type")
+    if kind == "string" and schema.get("format") == "date-time":
+        # The transport prints a datetime as RFC 3339 (loom._client); a naive one is UTC.
+        return f"{name('str')} | datetime"
     if kind == "string":
         return name("str")
     if kind == "integer":
@@ -169,30 +175,165 @@ def answer_types(ops: Iterable[Any]) -> dict[str, list[str]]:
     return out
 
 
-def render_method(op: Any, shadowed: frozenset[str]) -> list[str]:
+def _message_field(desc: Any, name: str) -> Any:
+    """The field `name` of `desc` when it holds a message the SDK types (not a map, not a
+    well-known type such as Struct, which stays JSON), else None."""
+    f = desc.fields_by_name.get(name) if desc is not None else None
+    mt = f.message_type if f is not None else None
+    if mt is None or mt.GetOptions().map_entry or mt.full_name.startswith("google.protobuf."):
+        return None
+    return f
+
+
+class InputTypes:
+    """A TypedDict per message an op takes inside its arguments (a list of messages or a nested
+    one), by message name: the JSON the gateway parses, field by field from the op's input
+    schema (its properties and required keys), so the argument is checked like the answer is.
+    A message that is also an answer type takes the name with an `Input` suffix (the answer
+    prints every field; an argument may leave out what the schema does not require)."""
+
+    def __init__(self, answers: Iterable[str]) -> None:
+        self.answers = frozenset(answers)
+        self.bodies: dict[str, list[str]] = {}
+        self.full_names: dict[str, str] = {}
+
+    def name_for(self, desc: Any, schema: dict[str, Any], defs: dict[str, Any]) -> str:
+        name = str(desc.name) + ("Input" if desc.name in self.answers else "")
+        known = self.full_names.get(name)
+        if known is not None:
+            if known != desc.full_name:
+                raise SystemExit(f"two argument messages are named {name}: {known}, {desc.full_name}")
+            return name
+        self.full_names[name] = desc.full_name
+        self.bodies[name] = []  # reserved before recursing (a message may hold itself)
+        props: dict[str, dict[str, Any]] = schema.get("properties", {})
+        required = set(schema.get("required", ()))
+        fields = []
+        for field_name, prop in props.items():
+            typ = self.annotation(desc, field_name, prop, frozenset(), defs)
+            fields.append((field_name, typ if field_name in required else f"NotRequired[{typ}]"))
+        doc = f'    """``{desc.full_name}`` as an argument\'s JSON."""'
+        if all(n.isidentifier() and not keyword.iskeyword(n) for n, _ in fields):
+            self.bodies[name] = [f"class {name}(TypedDict):", doc, "", *(f"    {n}: {t}" for n, t in fields)]
+        else:  # a field named like a keyword: TypedDict's functional form
+            items = ", ".join(f'"{n}": {t}' for n, t in fields)
+            self.bodies[name] = [f'{name} = TypedDict("{name}", {{{items}}})']
+        return name
+
+    def annotation(self, desc: Any, name: str, prop: dict[str, Any], shadowed: frozenset[str], defs: dict[str, Any]) -> str:
+        """A parameter's (or an argument field's) annotation: the message's TypedDict where the
+        field holds a message, the named definition's type where the schema refers to one (a
+        grammar carried as JSON, the policy condition), else the schema's type."""
+        if isinstance(prop.get("$ref"), str):
+            return self.schema_type(prop, defs)
+        f = _message_field(desc, name)
+        items = prop.get("items") if prop.get("type") == "array" else prop
+        if f is None or not isinstance(items, dict) or "properties" not in items:
+            return py_type(prop, shadowed)
+        typed = self.name_for(f.message_type, items, defs)
+        if f.is_repeated:
+            return f"builtins.list[{typed}]" if "list" in shadowed else f"list[{typed}]"
+        return typed
+
+    def schema_type(self, schema: dict[str, Any], defs: dict[str, Any]) -> str:
+        """The type of a schema inside a named definition ($defs): a TypedDict per object
+        definition, an alias per union, constants and enums as Literal."""
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            name = ref.removeprefix("#/$defs/")
+            body = defs[name]
+            if "properties" not in body and not any(k in body for k in ("anyOf", "oneOf")):
+                return self.schema_type(body, defs)  # a named string or map: its type inline
+            if name not in self.bodies:
+                self.bodies[name] = []  # reserved before recursing (a definition may hold itself)
+                self.bodies[name] = self.definition(name, body, defs)
+            return name
+        if "const" in schema:
+            return f"Literal[{json.dumps(schema['const'])}]"
+        if "enum" in schema:
+            return f"Literal[{', '.join(json.dumps(v) for v in schema['enum'])}]"
+        for combo in ("anyOf", "oneOf"):
+            if combo in schema:
+                return " | ".join(dict.fromkeys(self.schema_type(s, defs) for s in schema[combo]))
+        kind = schema.get("type")
+        if kind == "array" and isinstance(schema.get("items"), dict):
+            return f"list[{self.schema_type(schema['items'], defs)}]"
+        if kind == "object" and isinstance(schema.get("additionalProperties"), dict):
+            return f"dict[str, {self.schema_type(schema['additionalProperties'], defs)}]"
+        return py_type(schema)
+
+    def definition(self, name: str, body: dict[str, Any], defs: dict[str, Any]) -> list[str]:
+        doc = f'    """{doc_text(sentence(str(body.get("description") or name)))}"""'
+        for combo in ("anyOf", "oneOf"):
+            if combo in body:
+                union = " | ".join(dict.fromkeys(self.schema_type(s, defs) for s in body[combo]))
+                note = textwrap.wrap(sentence(str(body.get("description") or name)), 96)
+                return [*(f"# {line}" for line in note), f'{name}: TypeAlias = "{union}"']
+        required = set(body.get("required", ()))
+        fields = []
+        for field_name, prop in body["properties"].items():
+            typ = self.schema_type(prop, defs)
+            fields.append((field_name, typ if field_name in required else f"NotRequired[{typ}]"))
+        return [f"class {name}(TypedDict):", doc, "", *(f"    {n}: {t}" for n, t in fields)]
+
+
+def args_name(op: Any) -> str:
+    """The op's arguments' TypedDict: `task.pull` -> `TaskPullArgs` (as the TypeScript SDK names them)."""
+    return "".join(part.capitalize() for part in re.split(r"\W|_", op.name) if part) + "Args"
+
+
+def render_args(op: Any, inputs: InputTypes, name: str | None = None, omit: tuple[str, ...] = ()) -> list[str]:
+    """The op's one typed input: a TypedDict of the arguments its method takes (required ones
+    required), for code that passes an op's arguments on whole (``**args: Unpack[TaskPullArgs]``);
+    with ``omit``, the rest of them under ``name``."""
     schema: dict[str, Any] = op.input_schema
     props: dict[str, dict[str, Any]] = schema.get("properties", {})
     required = set(schema.get("required", ()))
-    params = [(name, identifier(name), prop) for name, prop in props.items()]
+    request = getattr(op, "request_cls", None)
+    desc = request.DESCRIPTOR if request is not None else None
+    name = name or args_name(op)
+    fields = []
+    for field_name, prop in props.items():
+        if field_name in omit:
+            continue
+        typ = inputs.annotation(desc, field_name, prop, frozenset(), schema.get("$defs", {}))
+        fields.append((field_name, typ if field_name in required else f"NotRequired[{typ}]"))
+    if all(n.isidentifier() and not keyword.iskeyword(n) for n, _ in fields):
+        what = f"``{op.name}``'s arguments" + (f" but {', '.join(omit)}" if omit else "") + ("" if fields else " (none)")
+        return [f"class {name}(TypedDict):", f'    """{what}."""', *([""] if fields else []), *(f"    {n}: {t}" for n, t in fields)]
+    items = ", ".join(f'"{n}": {t}' for n, t in fields)  # a field named like a keyword
+    return [f'{name} = TypedDict("{name}", {{{items}}})']
+
+
+def render_method(op: Any, shadowed: frozenset[str], inputs: InputTypes) -> list[str]:
+    """The op's method: keyword-only arguments, each documented, through the agent's `call`."""
+    schema: dict[str, Any] = op.input_schema
+    props: dict[str, dict[str, Any]] = schema.get("properties", {})
+    required = set(schema.get("required", ()))
+    request = getattr(op, "request_cls", None)
+    desc = request.DESCRIPTOR if request is not None else None
+    defs: dict[str, Any] = schema.get("$defs", {})
+    params = [(name, identifier(name), prop, inputs.annotation(desc, name, prop, shadowed, defs)) for name, prop in props.items()]
     response = getattr(op, "response_cls", None)  # an op-like without one (a test's) answers a plain dict
     returns = str(response.DESCRIPTOR.name) if response is not None else py_type({"type": "object"}, shadowed)
+    method = identifier(op.leaf)
     lines = []
     if params:
-        lines.append(f"    async def {identifier(op.leaf)}(")
+        lines.append(f"    async def {method}(")
         lines.append("        self,")
         lines.append("        *,")
-        for name, ident, prop in params:
+        for name, ident, _, typ in params:
             default = "" if name in required else " = None"
-            annotation = py_type(prop, shadowed) if name in required else f"{py_type(prop, shadowed)} | None"
+            annotation = typ if name in required else f"{typ} | None"
             lines.append(f"        {ident}: {annotation}{default},")
         lines.append(f"    ) -> {returns}:")
     else:
-        lines.append(f"    async def {identifier(op.leaf)}(self) -> {returns}:")
+        lines.append(f"    async def {method}(self) -> {returns}:")
     flags = [flag for flag, on in (("experimental", op.experimental), ("unlisted", op.unlisted)) if on]
     lines.append(f'        """{doc_text(sentence(op.summary or op.name))}')
     lines.append("")
     lines.append(f"        Calls ``{op.name}``{' (' + ', '.join(flags) + ')' if flags else ''}.")
-    notes = [(ident, param_note(name, prop)) for name, ident, prop in params]
+    notes = [(ident, param_note(name, prop)) for name, ident, prop, _ in params]
     if any(note for _, note in notes):
         lines.append("")
         lines.append("        Args:")
@@ -206,7 +347,7 @@ def render_method(op: Any, shadowed: frozenset[str]) -> list[str]:
     if params:
         lines.append("        answer = await self._caller.call(" if typed else "        return await self._caller.call(")
         lines.append(f'            "{op.name}",')
-        for name, ident, _ in params:
+        for name, ident, _, _ in params:
             lines.append(f"            {name}={ident}," if name == ident else f'            **{{"{name}": {ident}}},')
         lines.append("        )")
     else:
@@ -218,17 +359,156 @@ def render_method(op: Any, shadowed: frozenset[str]) -> list[str]:
     return lines
 
 
+def render_helpers(cls: str, doc: str, helpers: list[tuple[Helper, Any]], inputs: InputTypes, named: dict[str, list[str]]) -> list[str]:
+    """A helper class: each method its op's generated method (through ``Ops``) under the spec's
+    name, the leading arguments positional and the rest the op's arguments as one TypedDict
+    (``<Op>Options`` without the positional ones, added to `named`), so nothing is restated."""
+    shadowed = frozenset(identifier(h.name) for h, _ in helpers) & frozenset(_BUILTIN_TYPES)
+    lines = [f"class {cls}:", f'    """{doc}"""', "", "    def __init__(self, caller: OpCaller) -> None:", "        self._caller = caller"]
+    lines.append("        self._ops = Ops(caller)")
+    for h, op in helpers:
+        schema: dict[str, Any] = op.input_schema
+        props: dict[str, dict[str, Any]] = schema.get("properties", {})
+        required = set(schema.get("required", ()))
+        for name in reversed(h.positional):  # a leading argument is required unless every one after it is optional
+            if name in required:
+                required.update(h.positional[: h.positional.index(name)])
+                break
+        request, response = getattr(op, "request_cls", None), getattr(op, "response_cls", None)  # a test's op-like has neither
+        desc = request.DESCRIPTOR if request is not None else None
+        leading = []
+        for name in h.positional:
+            typ = inputs.annotation(desc, name, props[name], shadowed, schema.get("$defs", {}))
+            leading.append(f"{identifier(name)}: {typ}" if name in required else f"{identifier(name)}: {typ} | None = None")
+        options = args_name(op)
+        if h.positional:
+            options = options.removesuffix("Args") + "Options"
+            named.setdefault(options, render_args(op, inputs, options, h.positional))
+        returns = str(response.DESCRIPTOR.name) if response is not None else py_type({"type": "object"}, shadowed)
+        if h.answer_field is not None and response is not None:
+            returns = field_answer_type(response.DESCRIPTOR, h.answer_field, shadowed)
+        params = ", ".join(["self", *leading, f"**args: Unpack[{options}]"])
+        passed = ", ".join([*(f"{n}={identifier(n)}" for n in h.positional), "**args"])
+        call = f"self._ops.{identifier(op.group)}.{identifier(op.leaf)}({passed})"
+        first = f" ({', '.join(h.positional)} first)" if h.positional else ""
+        head = f"    async def {identifier(h.name)}({params}) -> {returns}:"
+        if len(head) > LINE_LENGTH:  # as ruff format wraps it
+            inner = f"        {params}"
+            if len(inner) > LINE_LENGTH:
+                inner = "\n".join(f"        {p}," for p in params.split(", "))
+            head = f"    async def {identifier(h.name)}(\n{inner}\n    ) -> {returns}:"
+        lines += [
+            "",
+            head,
+            f'        """{doc_text(sentence(op.summary or op.name))}',
+            "",
+            f"        ``{op.name}`` with its arguments{first}: ``Ops.{identifier(op.group)}.{identifier(op.leaf)}``.",
+            '        """',
+        ]
+        if h.answer_field is not None:
+            lines.append(f'        return (await {call})["{h.answer_field}"]')
+        else:
+            lines.append(f"        return await {call}")
+    return lines
+
+
+def field_answer_type(desc: Any, field: str, shadowed: frozenset[str]) -> str:
+    """The type of one field of an answer (a helper that answers that field alone)."""
+    f = desc.fields_by_name[field]
+    if f.message_type is None or not f.is_repeated or f.message_type.GetOptions().map_entry:
+        raise SystemExit(f"a helper answers {desc.full_name}.{field}: only a list of messages is supported")
+    return f"{'builtins.list' if 'list' in shadowed else 'list'}[{f.message_type.name}]"
+
+
+class Helper(NamedTuple):
+    """A plane helper method the spec names (``agent.tasks.create("inbox", ...)``): an op's
+    generated method under another name, with leading positional arguments, answering one field
+    of the op's answer when ``answer_field`` is set."""
+
+    name: str
+    op: str
+    positional: tuple[str, ...] = ()
+    answer_field: str | None = None
+
+
+_ONE_TASK_OPS = "claim heartbeat progress complete fail defer block accept wont_do unblock resume reopen cancel update reassign get history"
+
+# The plane helpers spec 003 names (``agent.tasks``, ``agent.policy``, ``agent.decision``), by
+# generated class: each method is its op's method with the spec's name and positional
+# arguments. Loops over ops (a worker's stream) stay hand-written beside them (loom/tasks.py).
+HELPERS: dict[str, tuple[str, tuple[Helper, ...]]] = {
+    "TaskInboxHelpers": (
+        "The task inbox ops (``inbox.*``, ``task.*``) under the names spec 003 gives them.",
+        (
+            Helper("register_inbox", "inbox.register", ("inbox",)),
+            Helper("set_policy", "inbox.policy_set", ("inbox",)),
+            Helper("principals", "inbox.principals"),
+            Helper("inboxes", "inbox.list"),
+            Helper("policies", "inbox.policy_list", ("inbox",)),
+            Helper("deliveries", "inbox.deliveries", ("inbox",)),
+            Helper("create", "task.create", ("inbox",)),
+            Helper("create_many", "task.create_many", ("tasks",)),
+            Helper("updates", "task.updates"),
+            Helper("watch", "task.watch"),
+            Helper("pull", "task.pull", ("inbox",)),
+            # The owner's and a reader's one-task ops: the task's id first.
+            *(Helper(leaf, f"task.{leaf}", ("task_id",)) for leaf in _ONE_TASK_OPS.split()),
+            Helper("complete_many", "task.complete_many", ("tasks",)),
+            Helper("list", "task.list", ("inbox",)),
+            Helper("counts", "task.counts", ("inbox",)),
+        ),
+    ),
+    "PolicyClient": (
+        "The history-policy ops (``policy.*``), reached as ``agent.policy``.",
+        (
+            Helper("set", "policy.set", ("name",)),
+            Helper("delete", "policy.delete", ("name",)),
+            Helper("list", "policy.list"),
+            Helper("check", "policy.check"),
+            Helper("decisions", "policy.decisions", (), "decisions"),
+            Helper("replay", "policy.replay"),
+        ),
+    ),
+    "DecisionsClient": (
+        "The decision ops (``decision.*``), reached as ``agent.decision``.",
+        (
+            Helper("record", "decision.record"),
+            Helper("precedents", "decision.precedents", ("query",), "precedents"),
+            Helper("chain", "decision.chain", ("memory_key",)),
+            Helper("outcome", "decision.outcome", ("memory_key", "realized_outcome")),
+            Helper("calibration", "decision.calibration", (), "rows"),
+        ),
+    ),
+}
+
+
 def render(ops: Iterable[Any]) -> str:
     """The whole _ops.py for these ops (OpSpec-like: name, group, leaf, summary, input_schema, flags)."""
     groups: dict[str, list[Any]] = {}
     for op in sorted(ops, key=lambda o: o.name):
         groups.setdefault(op.group, []).append(op)
     shadowed = {group: frozenset(identifier(op.leaf) for op in members) & frozenset(_BUILTIN_TYPES) for group, members in groups.items()}
-    answers = answer_types(ops_sorted := [op for members in groups.values() for op in members])
-    clash = set(answers) & ({class_name(group) for group in groups} | {"Ops", "Any", "NotRequired", "TypedDict", "OpCaller", "cast"})
+    answers = answer_types(op for members in groups.values() for op in members)
+    inputs = InputTypes(answers)
+    by_name = {op.name: op for members in groups.values() for op in members}
+    methods = {group: [render_method(op, shadowed[group], inputs) for op in members] for group, members in groups.items()}
+    named = {**answers, **inputs.bodies}
+    for members in groups.values():
+        for op in members:
+            named[args_name(op)] = render_args(op, inputs)
+    helper_classes = {}
+    for cls, (doc, helpers) in HELPERS.items():
+        # A helper whose op is not in this catalog (or no longer takes its leading arguments) is left out.
+        present = [h for h in helpers if h.op in by_name and set(h.positional) <= set(by_name[h.op].input_schema.get("properties", {}))]
+        if present:
+            helper_classes[cls] = render_helpers(cls, doc, [(h, by_name[h.op]) for h in present], inputs, named)
+    named.update(inputs.bodies)  # any the arguments' types reached first
+    clash = set(named) & (
+        {class_name(group) for group in groups}
+        | {"Ops", "Any", "Literal", "NotRequired", "TypeAlias", "TypedDict", "Unpack", "OpCaller", "cast", "datetime"}
+    )
     if clash:
-        raise SystemExit(f"answer types named like the module's other names: {sorted(clash)}")
-    del ops_sorted
+        raise SystemExit(f"answer or argument types named like the module's other names: {sorted(clash)}")
     out = [
         HEADER,
         '"""Every op of the catalog as a typed method: ``agent.ops.<group>.<op>(**args)``.',
@@ -241,27 +521,30 @@ def render(ops: Iterable[Any]) -> str:
         "",
         "from __future__ import annotations",
         "",
-        f"from typing import TYPE_CHECKING, Any{', NotRequired, TypedDict, cast' if answers else ''}",
+        "from datetime import datetime",
+        "from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict, Unpack, cast",
         "",
         "if TYPE_CHECKING:",
         "    from ._client import OpCaller",
         "",
         "__all__ = [",
-        *(f'    "{name}",' for name in sorted(["Ops", *answers])),
+        *(f'    "{name}",' for name in sorted(["Ops", *named, *helper_classes])),
         "]",
     ]
-    for lines in answers.values():
-        out += ["", "", *lines]
-    for group, members in groups.items():
+    for name in sorted(named):
+        out += ["", "", *named[name]]
+    for group in groups:
         out += ["", ""]
         out.append(f"class {class_name(group)}:")
         out.append(f'    """The ``{group}.*`` ops."""')
         out.append("")
         out.append("    def __init__(self, caller: OpCaller) -> None:")
         out.append("        self._caller = caller")
-        for op in members:
+        for lines in methods[group]:
             out.append("")
-            out += render_method(op, shadowed[group])
+            out += lines
+    for lines in helper_classes.values():
+        out += ["", "", *lines]
     out += ["", ""]
     out.append("class Ops:")
     out.append('    """Every op of the catalog, grouped by the part of its name before the dot."""')
@@ -276,7 +559,7 @@ def render(ops: Iterable[Any]) -> str:
         out.append("        del caller")
     text = "\n".join(out) + "\n"
     if "builtins." in text:
-        text = text.replace("\nfrom typing import", "\nimport builtins\nfrom typing import", 1)
+        text = text.replace("\nfrom datetime import", "\nimport builtins\nfrom datetime import", 1)
     return text
 
 
@@ -287,19 +570,9 @@ def render_catalog() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail if the committed file is out of date")
-    args = parser.parse_args(argv)
-    text = render_catalog()
-    if args.check:
-        current = OUTPUT.read_text() if OUTPUT.exists() else ""
-        if current != text:
-            print(f"{OUTPUT.relative_to(ROOT)} is out of date: run python scripts/gen_sdk.py", file=sys.stderr)
-            return 1
-        return 0
-    OUTPUT.write_text(text)
-    print(f"wrote {OUTPUT.relative_to(ROOT)}")
-    return 0
+    from generated_files import write_or_check
+
+    return write_or_check(__doc__.splitlines()[0], lambda: {OUTPUT: render_catalog()}, argv, "gen_sdk.py")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ can hold the committed file to it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -282,20 +281,9 @@ def render_catalog() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail if the committed file is out of date")
-    args = parser.parse_args(argv)
-    text = render_catalog()
-    if args.check:
-        current = OUTPUT.read_text() if OUTPUT.exists() else ""
-        if current != text:
-            print(f"{OUTPUT.relative_to(ROOT)} is out of date: run python scripts/gen_ts.py", file=sys.stderr)
-            return 1
-        return 0
-    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
-    OUTPUT.write_text(text)
-    print(f"wrote {OUTPUT.relative_to(ROOT)}")
-    return 0
+    from generated_files import write_or_check
+
+    return write_or_check((__doc__ or "").splitlines()[0], lambda: {OUTPUT: render_catalog()}, argv, "gen_ts.py")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The plane template's one shared piece: binding a plane's handler methods to its ops.
+"""The plane template's shared pieces: binding a plane's handler methods to its ops, and
+`HandlersPlane`, the plane that is those handlers and its tables alone.
 
 Every plane has `handlers.py` with one method per RPC of its `.proto`, named after the RPC in
 snake_case (`CreateTask` -> `create_task`). `bind_handlers` maps each op of the plane to that
@@ -11,13 +12,14 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from google.protobuf.message import Message
 
 from .catalog import Catalog
 from .chain import CallContext
+from .store import Migration
 
 Handler = Callable[[Any, CallContext], Awaitable[Message]]
 
@@ -51,3 +53,25 @@ def bind_handlers(catalog: Catalog, plane: str, handlers: object) -> dict[str, H
     if stray:
         raise RuntimeError(f"plane {plane}: handler methods serve no op: {', '.join(stray)}")
     return bound
+
+
+class HandlersPlane:
+    """A plane whose ops are its handlers' methods and that runs nothing beside them (no bus
+    reader, nothing to start or stop): a subclass names itself and its tables, and overrides
+    `start`/`stop` when it does run something (runtime.Plane is the shape the runner takes)."""
+
+    name: str
+    migrations: Sequence[Migration] = ()
+
+    def __init__(self, catalog: Catalog, handlers: object) -> None:
+        self._catalog = catalog
+        self._handlers = handlers
+
+    def handlers(self) -> dict[str, Handler]:
+        return bind_handlers(self._catalog, self.name, self._handlers)
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None

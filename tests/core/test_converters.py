@@ -5,22 +5,19 @@ tests/gateway/test_transports.py's."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 from loom_core.catalog import load_catalog
 from loom_core.catalog.converters import JSON, SPARSE
 
+from tests.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load_generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_converters", ROOT / "scripts" / "gen_converters.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gen_converters")
 
 
 gen_converters = _load_generator()

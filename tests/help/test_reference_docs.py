@@ -3,24 +3,19 @@ they fail here when stale (run `python scripts/gen_docs_reference.py`)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 from loom_core.catalog import load_catalog
 from loom_core.errors import CODES
 
+from tests.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_docs_reference", ROOT / "scripts" / "gen_docs_reference.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("gen_docs_reference")
 
 
 def test_the_reference_pages_are_current() -> None:

@@ -3,7 +3,6 @@ generator's output is valid, typed Python whatever names the catalog holds."""
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,15 +11,13 @@ from typing import Any
 
 import pytest
 
+from tests.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load_generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_sdk", ROOT / "scripts" / "gen_sdk.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gen_sdk")
 
 
 gen_sdk = _load_generator()
@@ -104,7 +101,7 @@ async def test_render_handles_keywords_shadowed_builtins_and_required_args() -> 
     assert "import builtins" in source
     assert "kinds: builtins.list[str] | None = None" in source
     assert "limit: int," in source  # required: no default
-    assert "from_: str | None = None" in source
+    assert "from_: str | datetime | None = None" in source  # a timestamp takes a datetime too
     assert "One of: a, b." in source
     assert "(experimental)" in source
 
@@ -135,3 +132,47 @@ def test_render_of_the_real_catalog_compiles_and_every_op_has_a_method() -> None
         params = inspect.signature(method).parameters
         assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params.values()), op.name
         assert sorted(params) == sorted(gen_sdk.identifier(n) for n in op.input_schema.get("properties", {})), op.name
+
+
+def test_arguments_that_hold_messages_or_a_condition_are_typed_not_free_dicts() -> None:
+    from loom_core.catalog import load_catalog
+
+    source = gen_sdk.render(load_catalog().ops.values())
+    for typed in (
+        "history: list[Turn] | None = None",
+        "actions: builtins.list[MemoryAction] | None = None",
+        "rules: builtins.list[RuleSpec] | None = None",
+        "tasks: builtins.list[CreateTaskRequest],",
+        "tasks: builtins.list[CompleteTaskRequest],",
+        "condition: PolicyCondition,",
+        "    of: list[PolicyCondition]",
+        '    op: Literal["count_within"]',
+    ):
+        assert typed in source, typed
+
+
+MISUSE = """
+from loom import Agent
+from loom.policy import count_within
+
+async def main(a: Agent) -> None:
+    await a.policy.set("r", effect="forbid", actions=["x"], condition=count_within("x", within="1h", cmp="gte", value=3))
+    await a.policy.set("r", effect="forbid", actions=["x"], condition={"op": "formerly", "within": "1h", "operation": "x"})
+    await a.policy.set("r", effect="forbid", actions=["x"], condition={"op": "formerly", "whithin": "1h"})
+    await a.ops.memory.apply(actions=[{"action": "set", "memory_key": "k", "value": "v"}])
+    await a.ops.memory.apply(actions=[{"action": "set"}])
+    await a.tasks.create_many([{"inbox": "i", "kind": "k", "priority": "high"}])
+"""
+
+
+def test_a_type_checker_refuses_malformed_typed_arguments(tmp_path: Path) -> None:
+    """The generated types reach a caller: mypy passes the well-formed calls above and names
+    each malformed one (a misspelt condition field, a missing key, a wrong value type)."""
+    from mypy import api
+
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(MISUSE)
+    out, _, status = api.run(["--strict", "--no-incremental", "--cache-dir", str(tmp_path / ".mypy"), str(snippet)])
+    errors = sorted(int(line.split(":")[1]) for line in out.splitlines() if ": error:" in line)
+    assert status == 1
+    assert sorted(set(errors)) == [8, 10, 11], out

@@ -4,22 +4,19 @@ relies on."""
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 GENERATED = ROOT / "sdk" / "typescript" / "src" / "generated" / "ops.ts"
 
 
 def _load_generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_ts", ROOT / "scripts" / "gen_ts.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gen_ts")
 
 
 gen_ts = _load_generator()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import httpx
@@ -166,6 +167,28 @@ async def test_plane_helpers_are_built_on_the_agent() -> None:
         await a.tasks.get("t-1")
         await a.policy.list()
     assert seen == ["/v1/task.get", "/v1/policy.list"]  # through the agent's one transport
+
+
+async def test_the_spec_helpers_send_their_positional_arguments_and_datetimes_as_rfc3339() -> None:
+    bodies: list[tuple[str, dict[str, Any]]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        bodies.append((request.url.path, json.loads(request.content)))
+        return httpx.Response(200, json={"precedents": [{"memory_key": "k"}], "results": []})
+
+    naive = datetime(2026, 1, 2, 3, 4, 5)  # taken as UTC
+    aware = datetime(2026, 1, 2, 5, 4, 5, tzinfo=timezone(timedelta(hours=2)))
+    async with _agent(answer) as a:
+        await a.tasks.create("private-bot", kind="chore", deadline=naive)
+        await a.tasks.create_many([{"inbox": "private-bot", "kind": "chore", "not_before": aware}])
+        await a.decision.outcome("decision/k", "it held", success=True)
+        assert await a.decision.precedents("where?") == [{"memory_key": "k"}]  # the answer's one list
+    assert bodies == [
+        ("/v1/task.create", {"inbox": "private-bot", "kind": "chore", "deadline": "2026-01-02T03:04:05Z"}),
+        ("/v1/task.create_many", {"tasks": [{"inbox": "private-bot", "kind": "chore", "not_before": "2026-01-02T03:04:05Z"}]}),
+        ("/v1/decision.outcome", {"memory_key": "decision/k", "realized_outcome": "it held", "success": True}),
+        ("/v1/decision.precedents", {"query": "where?"}),
+    ]
 
 
 async def test_exiting_the_context_closes_the_connections() -> None:

@@ -5,7 +5,7 @@
     async with Agent(org="acme", namespace="private", agent="admin", api_key=TOKEN) as a:
         me = await a.ops.auth.whoami()          # every op, generated from the catalog
         await a.call("namespace.list")          # any op by name
-        await a.tasks.create(...)               # plane helpers
+        await a.tasks.create("bot", kind="chore")  # the spec's plane helpers
 
 Every refusal raises a ``LoomError`` subclass (``AuthError``, ``ForbiddenError``, ...) carrying the
 server's stable ``code``; see ``loom._errors`` for the tree.
@@ -27,9 +27,7 @@ from ._errors import (
     UnknownOpError,
     ValidationError,
 )
-from ._ops import Ops
-from .decisions import DecisionsClient
-from .policy import PolicyClient
+from ._ops import DecisionsClient, Ops, PolicyClient
 from .tasks import TasksClient
 
 __version__ = "0.1.0"

@@ -10,10 +10,8 @@ import httpx
 
 from ._client import CLIENT_LABEL, Transport
 from ._login import SessionAuth, stored_credential
-from ._ops import Ops
+from ._ops import DecisionsClient, Ops, PolicyClient
 from .assistant import AssistantClient
-from .decisions import DecisionsClient
-from .policy import PolicyClient
 from .tasks import TasksClient
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"
@@ -48,10 +46,10 @@ class Agent:
 
     Attributes:
         ops: Every op of the catalog as ``ops.<group>.<op>(**args)``, generated.
-        tasks: Helpers for the task inbox (``loom.tasks.TasksClient``).
-        policy: Helpers for history policies (``loom.policy.PolicyClient``).
+        tasks: The task inbox ops under spec 003's names, and a worker's loop (``loom.tasks.TasksClient``).
+        policy: The history-policy ops under spec 003's names (``loom.PolicyClient``, generated).
         assistant: Loom's assistant, streaming or whole (``loom.assistant.AssistantClient``).
-        decision: Helpers for decisions (``loom.decisions.DecisionsClient``).
+        decision: The decision ops under spec 003's names (``loom.DecisionsClient``, generated).
     """
 
     ops: Ops

@@ -10,7 +10,8 @@ cast in each method is that JSON edge: the wire's JSON declared as the op's answ
 from __future__ import annotations
 
 import builtins
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict, Unpack, cast
 
 if TYPE_CHECKING:
     from ._client import OpCaller
@@ -20,9 +21,13 @@ __all__ = [
     "ActionResult",
     "ApplyMemoryResponse",
     "AskResponse",
+    "AssistantAskArgs",
+    "AuthWhoamiArgs",
     "AutoSupersedeResponse",
     "BlockTaskResponse",
+    "BudgetGetArgs",
     "BudgetResponse",
+    "BudgetSetArgs",
     "CalibrationBin",
     "CalibrationRow",
     "CancelTaskResponse",
@@ -37,21 +42,33 @@ __all__ = [
     "ClaimTaskResponse",
     "ClearMemoryResponse",
     "Column",
+    "CompleteTaskRequest",
     "CompleteTaskResponse",
     "CompleteTaskResult",
     "CompleteTasksResponse",
+    "ContextPackArgs",
     "ContextPackResponse",
     "CountTasksResponse",
     "CreateNamespaceResponse",
     "CreateServiceAccountResponse",
+    "CreateTaskRequest",
     "CreateTaskResponse",
     "CreateTaskResult",
     "CreateTasksResponse",
     "Decision",
+    "DecisionCalibrationArgs",
     "DecisionCalibrationResponse",
+    "DecisionChainArgs",
+    "DecisionChainOptions",
     "DecisionChainResponse",
+    "DecisionOutcomeArgs",
+    "DecisionOutcomeOptions",
     "DecisionOutcomeResponse",
+    "DecisionPrecedentsArgs",
+    "DecisionPrecedentsOptions",
     "DecisionPrecedentsResponse",
+    "DecisionRecordArgs",
+    "DecisionsClient",
     "DedupResolveResponse",
     "DeferTaskResponse",
     "DeleteMemoryResponse",
@@ -64,11 +81,28 @@ __all__ = [
     "GetTaskHistoryResponse",
     "GetTaskResponse",
     "Grant",
+    "GrantsListArgs",
+    "GrantsSetArgs",
     "HeartbeatTaskResponse",
+    "HelpGetArgs",
+    "HelpSearchArgs",
+    "HelpVerifyArgs",
     "Hit",
     "Inbox",
+    "InboxDeliveriesArgs",
+    "InboxDeliveriesOptions",
+    "InboxListArgs",
     "InboxPolicy",
+    "InboxPolicyListArgs",
+    "InboxPolicyListOptions",
+    "InboxPolicySetArgs",
+    "InboxPolicySetOptions",
     "InboxPrincipal",
+    "InboxPrincipalsArgs",
+    "InboxRegisterArgs",
+    "InboxRegisterOptions",
+    "InsightsCatalogArgs",
+    "InsightsQueryArgs",
     "ItemError",
     "LeafResult",
     "ListDecisionsResponse",
@@ -83,18 +117,63 @@ __all__ = [
     "ListTaskUpdatesResponse",
     "ListTasksResponse",
     "LockMemoryResponse",
+    "MemoryAction",
+    "MemoryApplyArgs",
+    "MemoryAutoSupersedeArgs",
+    "MemoryClearArgs",
+    "MemoryDedupResolveArgs",
+    "MemoryDeleteArgs",
+    "MemoryDeleteVersionArgs",
+    "MemoryForFileArgs",
     "MemoryForFileResponse",
+    "MemoryGetArgs",
+    "MemoryHistoryArgs",
     "MemoryHistoryResponse",
+    "MemoryListArgs",
+    "MemoryLockArgs",
+    "MemoryMoveArgs",
+    "MemoryPinArgs",
+    "MemoryRecordHistoryArgs",
+    "MemoryRecordWriteArgs",
+    "MemoryRestoreArgs",
     "MemoryRow",
+    "MemorySearchArgs",
+    "MemorySetArgs",
+    "MemoryUnlockArgs",
+    "MemoryUnpinArgs",
+    "MemoryUpdateByIdArgs",
+    "MemoryVerifyArgs",
     "MemoryWriteResponse",
     "MintTokenResponse",
     "ModelCallsResponse",
     "MoveMemoryResponse",
     "Namespace",
+    "NamespaceCreateArgs",
+    "NamespaceListArgs",
     "NamespaceRole",
+    "NamespaceRollbackArgs",
     "Ops",
+    "OrgModelCallsArgs",
+    "OrgSetModelCallsArgs",
     "OutlineEntry",
     "PackedDecision",
+    "PolicyCheckArgs",
+    "PolicyClient",
+    "PolicyCondition",
+    "PolicyConditionAllAny",
+    "PolicyConditionBreadthFraction",
+    "PolicyConditionBreadthValue",
+    "PolicyConditionCountWithin",
+    "PolicyConditionFormerly",
+    "PolicyConditionNot",
+    "PolicyConditionNotSince",
+    "PolicyDecisionsArgs",
+    "PolicyDeleteArgs",
+    "PolicyDeleteOptions",
+    "PolicyListArgs",
+    "PolicyReplayArgs",
+    "PolicySetArgs",
+    "PolicySetOptions",
     "Precedent",
     "PullTasksResponse",
     "QueryResponse",
@@ -113,16 +192,71 @@ __all__ = [
     "RollbackNamespaceResponse",
     "Rule",
     "RuleResult",
+    "RuleSpec",
     "RuleTotals",
+    "SaCreateArgs",
     "SearchHit",
     "SearchMemoryResponse",
     "SearchResponse",
+    "SearchUnifiedArgs",
     "SetGrantResponse",
     "SetInboxPolicyResponse",
     "SetMemoryResponse",
     "SetPolicyResponse",
     "Task",
+    "TaskAcceptArgs",
+    "TaskAcceptOptions",
+    "TaskBlockArgs",
+    "TaskBlockOptions",
+    "TaskCancelArgs",
+    "TaskCancelOptions",
+    "TaskClaimArgs",
+    "TaskClaimOptions",
+    "TaskCompleteArgs",
+    "TaskCompleteManyArgs",
+    "TaskCompleteManyOptions",
+    "TaskCompleteOptions",
+    "TaskCountsArgs",
+    "TaskCountsOptions",
+    "TaskCreateArgs",
+    "TaskCreateManyArgs",
+    "TaskCreateManyOptions",
+    "TaskCreateOptions",
+    "TaskDeferArgs",
+    "TaskDeferOptions",
     "TaskEvent",
+    "TaskFailArgs",
+    "TaskFailOptions",
+    "TaskGetArgs",
+    "TaskGetOptions",
+    "TaskHeartbeatArgs",
+    "TaskHeartbeatOptions",
+    "TaskHistoryArgs",
+    "TaskHistoryOptions",
+    "TaskInboxHelpers",
+    "TaskListArgs",
+    "TaskListOptions",
+    "TaskProgressArgs",
+    "TaskProgressOptions",
+    "TaskPullArgs",
+    "TaskPullOptions",
+    "TaskReassignArgs",
+    "TaskReassignOptions",
+    "TaskReopenArgs",
+    "TaskReopenOptions",
+    "TaskResumeArgs",
+    "TaskResumeOptions",
+    "TaskUnblockArgs",
+    "TaskUnblockOptions",
+    "TaskUpdateArgs",
+    "TaskUpdateOptions",
+    "TaskUpdatesArgs",
+    "TaskWatchArgs",
+    "TaskWontDoArgs",
+    "TaskWontDoOptions",
+    "TokenMintArgs",
+    "TokenRevokeArgs",
+    "Turn",
     "UnblockTaskResponse",
     "UnifiedSearchHit",
     "UnifiedSearchResponse",
@@ -171,6 +305,18 @@ class AskResponse(TypedDict):
     run_id: str
 
 
+class AssistantAskArgs(TypedDict):
+    """``assistant.ask``'s arguments."""
+
+    namespace: NotRequired[str]
+    question: NotRequired[str]
+    history: NotRequired[list[Turn]]
+
+
+class AuthWhoamiArgs(TypedDict):
+    """``auth.whoami``'s arguments (none)."""
+
+
 class AutoSupersedeResponse(TypedDict):
     """``loom.decisions.v1.AutoSupersedeResponse`` as JSON."""
 
@@ -187,6 +333,12 @@ class BlockTaskResponse(TypedDict):
     task: NotRequired[Task]
 
 
+class BudgetGetArgs(TypedDict):
+    """``budget.get``'s arguments."""
+
+    namespace: NotRequired[str]
+
+
 class BudgetResponse(TypedDict):
     """``loom.assistant.v1.BudgetResponse`` as JSON."""
 
@@ -195,6 +347,13 @@ class BudgetResponse(TypedDict):
     is_default: bool
     assistant_share: float
     assistant_spent_today_usd: float
+
+
+class BudgetSetArgs(TypedDict):
+    """``budget.set``'s arguments."""
+
+    namespace: NotRequired[str]
+    daily_cost_cap_usd: NotRequired[float]
 
 
 class CalibrationBin(TypedDict):
@@ -328,6 +487,15 @@ class Column(TypedDict):
     type: str
 
 
+class CompleteTaskRequest(TypedDict):
+    """``loom.tasks.v1.CompleteTaskRequest`` as an argument's JSON."""
+
+    task_id: str
+    fence: int
+    outcome: NotRequired[dict[str, Any]]
+    reason: NotRequired[str]
+
+
 class CompleteTaskResponse(TypedDict):
     """``loom.tasks.v1.CompleteTaskResponse`` as JSON."""
 
@@ -345,6 +513,15 @@ class CompleteTasksResponse(TypedDict):
     """``loom.tasks.v1.CompleteTasksResponse`` as JSON."""
 
     results: list[CompleteTaskResult]
+
+
+class ContextPackArgs(TypedDict):
+    """``context.pack``'s arguments."""
+
+    namespace: NotRequired[str]
+    query: NotRequired[str]
+    token_budget: NotRequired[int]
+    category: NotRequired[str]
 
 
 class ContextPackResponse(TypedDict):
@@ -377,6 +554,22 @@ class CreateServiceAccountResponse(TypedDict):
     subject: str
     grant: NotRequired[Grant]
     created: bool
+
+
+class CreateTaskRequest(TypedDict):
+    """``loom.tasks.v1.CreateTaskRequest`` as an argument's JSON."""
+
+    inbox: str
+    kind: str
+    title: NotRequired[str]
+    brief: NotRequired[dict[str, Any]]
+    disclosure: NotRequired[str]
+    priority: NotRequired[int]
+    deadline: NotRequired[str | datetime]
+    not_before: NotRequired[str | datetime]
+    origin: NotRequired[str]
+    parent_task_id: NotRequired[str]
+    idempotency_key: NotRequired[str]
 
 
 class CreateTaskResponse(TypedDict):
@@ -424,6 +617,15 @@ class Decision(TypedDict):
     after: NotRequired[dict[str, Any]]
 
 
+class DecisionCalibrationArgs(TypedDict):
+    """``decision.calibration``'s arguments."""
+
+    namespace: NotRequired[str]
+    window_days: NotRequired[int]
+    agent: NotRequired[str]
+    category: NotRequired[str]
+
+
 class DecisionCalibrationResponse(TypedDict):
     """``loom.decisions.v1.DecisionCalibrationResponse`` as JSON."""
 
@@ -432,11 +634,44 @@ class DecisionCalibrationResponse(TypedDict):
     unscored: int
 
 
+class DecisionChainArgs(TypedDict):
+    """``decision.chain``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+    direction: NotRequired[str]
+    max_hops: NotRequired[int]
+
+
+class DecisionChainOptions(TypedDict):
+    """``decision.chain``'s arguments but memory_key."""
+
+    namespace: NotRequired[str]
+    direction: NotRequired[str]
+    max_hops: NotRequired[int]
+
+
 class DecisionChainResponse(TypedDict):
     """``loom.decisions.v1.DecisionChainResponse`` as JSON."""
 
     nodes: list[ChainNode]
     edges: list[ChainEdge]
+
+
+class DecisionOutcomeArgs(TypedDict):
+    """``decision.outcome``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+    realized_outcome: str
+    success: NotRequired[bool]
+
+
+class DecisionOutcomeOptions(TypedDict):
+    """``decision.outcome``'s arguments but memory_key, realized_outcome."""
+
+    namespace: NotRequired[str]
+    success: NotRequired[bool]
 
 
 class DecisionOutcomeResponse(TypedDict):
@@ -454,12 +689,52 @@ class DecisionOutcomeResponse(TypedDict):
     uncredited: list[str]
 
 
+class DecisionPrecedentsArgs(TypedDict):
+    """``decision.precedents``'s arguments."""
+
+    namespace: NotRequired[str]
+    query: str
+    category: NotRequired[str]
+    with_outcome_only: NotRequired[bool]
+    limit: NotRequired[int]
+
+
+class DecisionPrecedentsOptions(TypedDict):
+    """``decision.precedents``'s arguments but query."""
+
+    namespace: NotRequired[str]
+    category: NotRequired[str]
+    with_outcome_only: NotRequired[bool]
+    limit: NotRequired[int]
+
+
 class DecisionPrecedentsResponse(TypedDict):
     """``loom.decisions.v1.DecisionPrecedentsResponse`` as JSON."""
 
     precedents: list[Precedent]
     min_similarity: float
     none_close: bool
+
+
+class DecisionRecordArgs(TypedDict):
+    """``decision.record``'s arguments."""
+
+    namespace: NotRequired[str]
+    category: str
+    scenario: str
+    reasoning: NotRequired[str]
+    outcome: str
+    alternatives: NotRequired[list[str]]
+    confidence: NotRequired[float]
+    caused_by: NotRequired[list[str]]
+    influenced_by: NotRequired[list[str]]
+    stage: NotRequired[str]
+    files: NotRequired[list[str]]
+    source_resource_id: NotRequired[str]
+    source_class: NotRequired[str]
+    tags: NotRequired[list[str]]
+    run_id: NotRequired[str]
+    memories_used: NotRequired[list[str]]
 
 
 class DedupResolveResponse(TypedDict):
@@ -571,12 +846,48 @@ class Grant(TypedDict):
     updated_time: str
 
 
+class GrantsListArgs(TypedDict):
+    """``grants.list``'s arguments."""
+
+    namespace: NotRequired[str]
+
+
+class GrantsSetArgs(TypedDict):
+    """``grants.set``'s arguments."""
+
+    namespace: NotRequired[str]
+    subject: str
+    role: str
+
+
 class HeartbeatTaskResponse(TypedDict):
     """``loom.tasks.v1.HeartbeatTaskResponse`` as JSON."""
 
     task_id: str
     fence: int
     lease_expires_time: str
+
+
+class HelpGetArgs(TypedDict):
+    """``help.get``'s arguments."""
+
+    page: str
+    anchor: NotRequired[str]
+    offset: NotRequired[int]
+
+
+class HelpSearchArgs(TypedDict):
+    """``help.search``'s arguments."""
+
+    query: str
+    limit: NotRequired[int]
+    audience: NotRequired[str]
+
+
+class HelpVerifyArgs(TypedDict):
+    """``help.verify``'s arguments."""
+
+    citations: NotRequired[list[str]]
 
 
 class Hit(TypedDict):
@@ -612,6 +923,27 @@ class Inbox(TypedDict):
     counts: dict[str, int]
 
 
+class InboxDeliveriesArgs(TypedDict):
+    """``inbox.deliveries``'s arguments."""
+
+    namespace: NotRequired[str]
+    inbox: str
+    limit: NotRequired[int]
+
+
+class InboxDeliveriesOptions(TypedDict):
+    """``inbox.deliveries``'s arguments but inbox."""
+
+    namespace: NotRequired[str]
+    limit: NotRequired[int]
+
+
+class InboxListArgs(TypedDict):
+    """``inbox.list``'s arguments."""
+
+    namespace: NotRequired[str]
+
+
 class InboxPolicy(TypedDict):
     """``loom.tasks.v1.InboxPolicy`` as JSON."""
 
@@ -624,11 +956,100 @@ class InboxPolicy(TypedDict):
     updated_by: str
 
 
+class InboxPolicyListArgs(TypedDict):
+    """``inbox.policy_list``'s arguments."""
+
+    namespace: NotRequired[str]
+    inbox: str
+
+
+class InboxPolicyListOptions(TypedDict):
+    """``inbox.policy_list``'s arguments but inbox."""
+
+    namespace: NotRequired[str]
+
+
+class InboxPolicySetArgs(TypedDict):
+    """``inbox.policy_set``'s arguments."""
+
+    namespace: NotRequired[str]
+    inbox: str
+    poster: str
+    kind: NotRequired[str]
+    mode: NotRequired[str]
+    require_evidence: NotRequired[list[str]]
+    remove: NotRequired[bool]
+
+
+class InboxPolicySetOptions(TypedDict):
+    """``inbox.policy_set``'s arguments but inbox."""
+
+    namespace: NotRequired[str]
+    poster: str
+    kind: NotRequired[str]
+    mode: NotRequired[str]
+    require_evidence: NotRequired[list[str]]
+    remove: NotRequired[bool]
+
+
 class InboxPrincipal(TypedDict):
     """``loom.tasks.v1.InboxPrincipal`` as JSON."""
 
     subject: str
     type: str
+
+
+class InboxPrincipalsArgs(TypedDict):
+    """``inbox.principals``'s arguments."""
+
+    namespace: NotRequired[str]
+
+
+class InboxRegisterArgs(TypedDict):
+    """``inbox.register``'s arguments."""
+
+    namespace: NotRequired[str]
+    inbox: str
+    owner_agent: NotRequired[str]
+    posters: NotRequired[list[str]]
+    accept_disclosure: NotRequired[list[str]]
+    default_lease_seconds: NotRequired[int]
+    max_attempts: NotRequired[int]
+    max_defers: NotRequired[int]
+    triage_escalate_after_seconds: NotRequired[int]
+    webhook_url: NotRequired[str]
+    webhook_secret_ref: NotRequired[str]
+    description: NotRequired[str]
+
+
+class InboxRegisterOptions(TypedDict):
+    """``inbox.register``'s arguments but inbox."""
+
+    namespace: NotRequired[str]
+    owner_agent: NotRequired[str]
+    posters: NotRequired[list[str]]
+    accept_disclosure: NotRequired[list[str]]
+    default_lease_seconds: NotRequired[int]
+    max_attempts: NotRequired[int]
+    max_defers: NotRequired[int]
+    triage_escalate_after_seconds: NotRequired[int]
+    webhook_url: NotRequired[str]
+    webhook_secret_ref: NotRequired[str]
+    description: NotRequired[str]
+
+
+class InsightsCatalogArgs(TypedDict):
+    """``insights.catalog``'s arguments."""
+
+    namespace: NotRequired[str]
+
+
+class InsightsQueryArgs(TypedDict):
+    """``insights.query``'s arguments."""
+
+    namespace: NotRequired[str]
+    sql: str
+    namespaces: NotRequired[list[str]]
 
 
 class ItemError(TypedDict):
@@ -736,6 +1157,82 @@ class LockMemoryResponse(TypedDict):
     holder: str
 
 
+class MemoryAction(TypedDict):
+    """``loom.decisions.v1.MemoryAction`` as an argument's JSON."""
+
+    action: str
+    memory_key: str
+    value: NotRequired[str]
+    memory_type: NotRequired[str]
+    tags: NotRequired[list[str]]
+    files: NotRequired[list[str]]
+
+
+class MemoryApplyArgs(TypedDict):
+    """``memory.apply``'s arguments."""
+
+    namespace: NotRequired[str]
+    actions: NotRequired[list[MemoryAction]]
+
+
+class MemoryAutoSupersedeArgs(TypedDict):
+    """``memory.auto_supersede``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: str
+    by_key: str
+
+
+class MemoryClearArgs(TypedDict):
+    """``memory.clear``'s arguments."""
+
+    namespace: NotRequired[str]
+    prefix: NotRequired[str]
+    memory_type: NotRequired[str]
+
+
+class MemoryDedupResolveArgs(TypedDict):
+    """``memory.dedup_resolve``'s arguments."""
+
+    namespace: NotRequired[str]
+    keep_key: str
+    drop_key: str
+    agent_id: NotRequired[str]
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
+
+
+class MemoryDeleteArgs(TypedDict):
+    """``memory.delete``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+    agent_id: NotRequired[str]
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
+
+
+class MemoryDeleteVersionArgs(TypedDict):
+    """``memory.delete_version``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+    version: int
+    agent_id: NotRequired[str]
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
+
+
+class MemoryForFileArgs(TypedDict):
+    """``memory.for_file``'s arguments."""
+
+    namespace: NotRequired[str]
+    path: str
+    repo: NotRequired[str]
+    include_conflicted: NotRequired[bool]
+    max_chars: NotRequired[int]
+
+
 class MemoryForFileResponse(TypedDict):
     """``loom.decisions.v1.MemoryForFileResponse`` as JSON."""
 
@@ -744,11 +1241,103 @@ class MemoryForFileResponse(TypedDict):
     entries: list[ForFileEntry]
 
 
+class MemoryGetArgs(TypedDict):
+    """``memory.get``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: str
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
+    agent_id: NotRequired[str]
+
+
+class MemoryHistoryArgs(TypedDict):
+    """``memory.history``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
+    agent_id: NotRequired[str]
+
+
 class MemoryHistoryResponse(TypedDict):
     """``loom.decisions.v1.MemoryHistoryResponse`` as JSON."""
 
     versions: list[MemoryRow]
     records: list[RecordVersion]
+
+
+class MemoryListArgs(TypedDict):
+    """``memory.list``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_type: NotRequired[str]
+    tag: NotRequired[str]
+    prefix: NotRequired[str]
+    limit: NotRequired[int]
+
+
+class MemoryLockArgs(TypedDict):
+    """``memory.lock``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: str
+    ttl_seconds: NotRequired[int]
+
+
+class MemoryMoveArgs(TypedDict):
+    """``memory.move``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: str
+    to_key: str
+    keep_redirect: NotRequired[bool]
+    agent_id: NotRequired[str]
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
+
+
+class MemoryPinArgs(TypedDict):
+    """``memory.pin``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+    agent_id: NotRequired[str]
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
+
+
+class MemoryRecordHistoryArgs(TypedDict):
+    """``memory.record.history``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: str
+
+
+class MemoryRecordWriteArgs(TypedDict):
+    """``memory.record.write``'s arguments."""
+
+    namespace: NotRequired[str]
+    schema: str
+    category: str
+    scenario: str
+    reasoning: NotRequired[str]
+    outcome: str
+    alternatives: NotRequired[list[str]]
+    confidence: NotRequired[float]
+    caused_by: NotRequired[list[str]]
+    influenced_by: NotRequired[list[str]]
+
+
+class MemoryRestoreArgs(TypedDict):
+    """``memory.restore``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+    agent_id: NotRequired[str]
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
 
 
 class MemoryRow(TypedDict):
@@ -777,6 +1366,67 @@ class MemoryRow(TypedDict):
     value_hash: str
     updated_time: str
     op: str
+
+
+class MemorySearchArgs(TypedDict):
+    """``memory.search``'s arguments."""
+
+    namespace: NotRequired[str]
+    query: str
+    memory_type: NotRequired[str]
+    tag: NotRequired[str]
+    limit: NotRequired[int]
+
+
+class MemorySetArgs(TypedDict):
+    """``memory.set``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: str
+    value: str
+    memory_type: NotRequired[str]
+    tags: NotRequired[list[str]]
+    files: NotRequired[list[str]]
+    source_resource_id: NotRequired[str]
+    source_class: NotRequired[str]
+
+
+class MemoryUnlockArgs(TypedDict):
+    """``memory.unlock``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+
+
+class MemoryUnpinArgs(TypedDict):
+    """``memory.unpin``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+    agent_id: NotRequired[str]
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
+
+
+class MemoryUpdateByIdArgs(TypedDict):
+    """``memory.update_by_id``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_id: str
+    value: NotRequired[str]
+    tags: NotRequired[list[str]]
+    set_tags: NotRequired[bool]
+    if_value_hash: NotRequired[str]
+
+
+class MemoryVerifyArgs(TypedDict):
+    """``memory.verify``'s arguments."""
+
+    namespace: NotRequired[str]
+    memory_key: NotRequired[str]
+    agent_id: NotRequired[str]
+    user_id: NotRequired[str]
+    session_id: NotRequired[str]
 
 
 class MemoryWriteResponse(TypedDict):
@@ -826,11 +1476,43 @@ class Namespace(TypedDict):
     created_time: str
 
 
+class NamespaceCreateArgs(TypedDict):
+    """``namespace.create``'s arguments."""
+
+    name: str
+    description: NotRequired[str]
+
+
+class NamespaceListArgs(TypedDict):
+    """``namespace.list``'s arguments (none)."""
+
+
 class NamespaceRole(TypedDict):
     """``loom.identity.v1.NamespaceRole`` as JSON."""
 
     namespace: str
     role: str
+
+
+class NamespaceRollbackArgs(TypedDict):
+    """``namespace.rollback``'s arguments."""
+
+    namespace: NotRequired[str]
+    to_time: str | datetime
+    dry_run: NotRequired[bool]
+
+
+class OrgModelCallsArgs(TypedDict):
+    """``org.model_calls``'s arguments."""
+
+    org: NotRequired[str]
+
+
+class OrgSetModelCallsArgs(TypedDict):
+    """``org.set_model_calls``'s arguments."""
+
+    enabled: bool
+    org: NotRequired[str]
 
 
 class OutlineEntry(TypedDict):
@@ -848,6 +1530,168 @@ class PackedDecision(TypedDict):
     stage: str
     line: str
     tokens: int
+
+
+class PolicyCheckArgs(TypedDict):
+    """``policy.check``'s arguments."""
+
+    namespace: NotRequired[str]
+    operation: str
+    agent: NotRequired[str]
+    user: NotRequired[str]
+    session: NotRequired[str]
+    args: NotRequired[dict[str, Any]]
+    rules: NotRequired[list[RuleSpec]]
+
+
+# A history-policy condition: a leaf (formerly, count_within, not_since, breadth_within) or all /
+# any / not over conditions. The plane also refuses (422 naming the node) a tree deeper than 8 or
+# with more than 32 leaves, which this schema does not count.
+PolicyCondition: TypeAlias = "PolicyConditionFormerly | PolicyConditionCountWithin | PolicyConditionNotSince | PolicyConditionBreadthValue | PolicyConditionBreadthFraction | PolicyConditionAllAny | PolicyConditionNot"
+
+
+class PolicyConditionAllAny(TypedDict):
+    """all / any over 1 to 32 conditions."""
+
+    op: Literal["all", "any"]
+    of: list[PolicyCondition]
+
+
+class PolicyConditionBreadthFraction(TypedDict):
+    """The share (0 to 1) of the namespace's keys of `kind` the caller touched within the window, compared."""
+
+    op: Literal["breadth_within"]
+    within: str
+    operation: NotRequired[str]
+    key: NotRequired[Literal["agent", "session", "user", "actor"]]
+    cmp: Literal["gt", "gte", "lt", "lte", "eq"]
+    fraction: float
+    kind: NotRequired[str]
+
+
+class PolicyConditionBreadthValue(TypedDict):
+    """How many distinct keys of `kind` the caller touched within the window, compared with `value`."""
+
+    op: Literal["breadth_within"]
+    within: str
+    operation: NotRequired[str]
+    key: NotRequired[Literal["agent", "session", "user", "actor"]]
+    cmp: Literal["gt", "gte", "lt", "lte", "eq"]
+    value: int
+    kind: NotRequired[str]
+
+
+class PolicyConditionCountWithin(TypedDict):
+    """How many calls of `operation` within the window, compared with `value`."""
+
+    op: Literal["count_within"]
+    within: str
+    operation: NotRequired[str]
+    key: NotRequired[Literal["agent", "session", "user", "actor"]]
+    args_equal: NotRequired[dict[str, str | float | bool]]
+    outcome: NotRequired[Literal["ok", "failed", "any"]]
+    cmp: Literal["gt", "gte", "lt", "lte", "eq"]
+    value: int
+
+
+class PolicyConditionFormerly(TypedDict):
+    """Did the caller call `operation` within the window?"""
+
+    op: Literal["formerly"]
+    within: str
+    operation: NotRequired[str]
+    key: NotRequired[Literal["agent", "session", "user", "actor"]]
+    args_equal: NotRequired[dict[str, str | float | bool]]
+    outcome: NotRequired[Literal["ok", "failed", "any"]]
+
+
+class PolicyConditionNot(TypedDict):
+    """not over one condition (an object, or a list of exactly one)."""
+
+    op: Literal["not"]
+    of: PolicyCondition | list[PolicyCondition]
+
+
+class PolicyConditionNotSince(TypedDict):
+    """`operation` not called since the last `anchor` call within the window."""
+
+    op: Literal["not_since"]
+    within: str
+    operation: str
+    key: NotRequired[Literal["agent", "session", "user", "actor"]]
+    args_equal: NotRequired[dict[str, str | float | bool]]
+    outcome: NotRequired[Literal["ok", "failed", "any"]]
+    anchor: str
+    anchor_args_equal: NotRequired[dict[str, str | float | bool]]
+
+
+class PolicyDecisionsArgs(TypedDict):
+    """``policy.decisions``'s arguments."""
+
+    namespace: NotRequired[str]
+    decision: NotRequired[str]
+    agent: NotRequired[str]
+    operation: NotRequired[str]
+    rule: NotRequired[str]
+    since: NotRequired[str]
+    limit: NotRequired[int]
+
+
+class PolicyDeleteArgs(TypedDict):
+    """``policy.delete``'s arguments."""
+
+    namespace: NotRequired[str]
+    name: str
+
+
+class PolicyDeleteOptions(TypedDict):
+    """``policy.delete``'s arguments but name."""
+
+    namespace: NotRequired[str]
+
+
+class PolicyListArgs(TypedDict):
+    """``policy.list``'s arguments."""
+
+    namespace: NotRequired[str]
+
+
+class PolicyReplayArgs(TypedDict):
+    """``policy.replay``'s arguments."""
+
+    namespace: NotRequired[str]
+    rules: NotRequired[list[RuleSpec]]
+    include_stored: NotRequired[bool]
+    names: NotRequired[list[str]]
+    mode: NotRequired[str]
+    since: NotRequired[str]
+    until: NotRequired[str]
+    agent: NotRequired[str]
+    limit: NotRequired[int]
+    only_denied: NotRequired[bool]
+
+
+class PolicySetArgs(TypedDict):
+    """``policy.set``'s arguments."""
+
+    namespace: NotRequired[str]
+    name: str
+    effect: str
+    actions: list[str]
+    condition: PolicyCondition
+    description: NotRequired[str]
+    mode: NotRequired[str]
+
+
+class PolicySetOptions(TypedDict):
+    """``policy.set``'s arguments but name."""
+
+    namespace: NotRequired[str]
+    effect: str
+    actions: list[str]
+    condition: PolicyCondition
+    description: NotRequired[str]
+    mode: NotRequired[str]
 
 
 class Precedent(TypedDict):
@@ -1040,6 +1884,17 @@ class RuleResult(TypedDict):
     error: str
 
 
+class RuleSpec(TypedDict):
+    """``loom.policy.v1.RuleSpec`` as an argument's JSON."""
+
+    name: str
+    effect: str
+    actions: list[str]
+    condition: PolicyCondition
+    description: NotRequired[str]
+    mode: NotRequired[str]
+
+
 class RuleTotals(TypedDict):
     """``loom.policy.v1.RuleTotals`` as JSON."""
 
@@ -1047,6 +1902,15 @@ class RuleTotals(TypedDict):
     evaluated: int
     denied: int
     errors: int
+
+
+class SaCreateArgs(TypedDict):
+    """``sa.create``'s arguments."""
+
+    namespace: NotRequired[str]
+    name: str
+    role: NotRequired[str]
+    description: NotRequired[str]
 
 
 class SearchHit(TypedDict):
@@ -1076,6 +1940,15 @@ class SearchResponse(TypedDict):
     hits: list[Hit]
     weak: bool
     ranking: str
+
+
+class SearchUnifiedArgs(TypedDict):
+    """``search.unified``'s arguments."""
+
+    query: str
+    limit: NotRequired[int]
+    namespaces: NotRequired[list[str]]
+    sources: NotRequired[list[str]]
 
 
 class SetGrantResponse(TypedDict):
@@ -1155,6 +2028,180 @@ class Task(TypedDict):
     owner_agent: str
 
 
+class TaskAcceptArgs(TypedDict):
+    """``task.accept``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    reason: NotRequired[str]
+
+
+class TaskAcceptOptions(TypedDict):
+    """``task.accept``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    reason: NotRequired[str]
+
+
+class TaskBlockArgs(TypedDict):
+    """``task.block``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    fence: int
+    blocked_on: str
+    reason: str
+
+
+class TaskBlockOptions(TypedDict):
+    """``task.block``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    fence: int
+    blocked_on: str
+    reason: str
+
+
+class TaskCancelArgs(TypedDict):
+    """``task.cancel``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    reason: str
+
+
+class TaskCancelOptions(TypedDict):
+    """``task.cancel``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    reason: str
+
+
+class TaskClaimArgs(TypedDict):
+    """``task.claim``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    lease_seconds: NotRequired[int]
+
+
+class TaskClaimOptions(TypedDict):
+    """``task.claim``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    lease_seconds: NotRequired[int]
+
+
+class TaskCompleteArgs(TypedDict):
+    """``task.complete``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    fence: int
+    outcome: NotRequired[dict[str, Any]]
+    reason: NotRequired[str]
+
+
+class TaskCompleteManyArgs(TypedDict):
+    """``task.complete_many``'s arguments."""
+
+    namespace: NotRequired[str]
+    tasks: list[CompleteTaskRequest]
+
+
+class TaskCompleteManyOptions(TypedDict):
+    """``task.complete_many``'s arguments but tasks."""
+
+    namespace: NotRequired[str]
+
+
+class TaskCompleteOptions(TypedDict):
+    """``task.complete``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    fence: int
+    outcome: NotRequired[dict[str, Any]]
+    reason: NotRequired[str]
+
+
+class TaskCountsArgs(TypedDict):
+    """``task.counts``'s arguments."""
+
+    namespace: NotRequired[str]
+    inbox: NotRequired[str]
+
+
+class TaskCountsOptions(TypedDict):
+    """``task.counts``'s arguments but inbox."""
+
+    namespace: NotRequired[str]
+
+
+class TaskCreateArgs(TypedDict):
+    """``task.create``'s arguments."""
+
+    namespace: NotRequired[str]
+    inbox: str
+    kind: str
+    title: NotRequired[str]
+    brief: NotRequired[dict[str, Any]]
+    disclosure: NotRequired[str]
+    priority: NotRequired[int]
+    deadline: NotRequired[str | datetime]
+    not_before: NotRequired[str | datetime]
+    origin: NotRequired[str]
+    parent_task_id: NotRequired[str]
+    idempotency_key: NotRequired[str]
+
+
+class TaskCreateManyArgs(TypedDict):
+    """``task.create_many``'s arguments."""
+
+    namespace: NotRequired[str]
+    tasks: list[CreateTaskRequest]
+
+
+class TaskCreateManyOptions(TypedDict):
+    """``task.create_many``'s arguments but tasks."""
+
+    namespace: NotRequired[str]
+
+
+class TaskCreateOptions(TypedDict):
+    """``task.create``'s arguments but inbox."""
+
+    namespace: NotRequired[str]
+    kind: str
+    title: NotRequired[str]
+    brief: NotRequired[dict[str, Any]]
+    disclosure: NotRequired[str]
+    priority: NotRequired[int]
+    deadline: NotRequired[str | datetime]
+    not_before: NotRequired[str | datetime]
+    origin: NotRequired[str]
+    parent_task_id: NotRequired[str]
+    idempotency_key: NotRequired[str]
+
+
+class TaskDeferArgs(TypedDict):
+    """``task.defer``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    fence: int
+    resume_at: str | datetime
+    reason: str
+
+
+class TaskDeferOptions(TypedDict):
+    """``task.defer``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    fence: int
+    resume_at: str | datetime
+    reason: str
+
+
 class TaskEvent(TypedDict):
     """``loom.tasks.v1.TaskEvent`` as JSON."""
 
@@ -1175,6 +2222,287 @@ class TaskEvent(TypedDict):
     task_kind: str
     title: str
     data: NotRequired[dict[str, Any]]
+
+
+class TaskFailArgs(TypedDict):
+    """``task.fail``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    fence: int
+    reason: str
+
+
+class TaskFailOptions(TypedDict):
+    """``task.fail``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    fence: int
+    reason: str
+
+
+class TaskGetArgs(TypedDict):
+    """``task.get``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+
+
+class TaskGetOptions(TypedDict):
+    """``task.get``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+
+
+class TaskHeartbeatArgs(TypedDict):
+    """``task.heartbeat``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    fence: int
+    lease_seconds: NotRequired[int]
+
+
+class TaskHeartbeatOptions(TypedDict):
+    """``task.heartbeat``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    fence: int
+    lease_seconds: NotRequired[int]
+
+
+class TaskHistoryArgs(TypedDict):
+    """``task.history``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    limit: NotRequired[int]
+
+
+class TaskHistoryOptions(TypedDict):
+    """``task.history``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    limit: NotRequired[int]
+
+
+class TaskListArgs(TypedDict):
+    """``task.list``'s arguments."""
+
+    namespace: NotRequired[str]
+    inbox: NotRequired[str]
+    status: NotRequired[list[str]]
+    kind: NotRequired[list[str]]
+    poster: NotRequired[str]
+    mine: NotRequired[bool]
+    limit: NotRequired[int]
+    page_token: NotRequired[str]
+
+
+class TaskListOptions(TypedDict):
+    """``task.list``'s arguments but inbox."""
+
+    namespace: NotRequired[str]
+    status: NotRequired[list[str]]
+    kind: NotRequired[list[str]]
+    poster: NotRequired[str]
+    mine: NotRequired[bool]
+    limit: NotRequired[int]
+    page_token: NotRequired[str]
+
+
+class TaskProgressArgs(TypedDict):
+    """``task.progress``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    fence: int
+    note: NotRequired[str]
+    percent: NotRequired[int]
+
+
+class TaskProgressOptions(TypedDict):
+    """``task.progress``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    fence: int
+    note: NotRequired[str]
+    percent: NotRequired[int]
+
+
+class TaskPullArgs(TypedDict):
+    """``task.pull``'s arguments."""
+
+    namespace: NotRequired[str]
+    inbox: str
+    kinds: NotRequired[list[str]]
+    status: NotRequired[str]
+    wait_seconds: NotRequired[int]
+    lease_seconds: NotRequired[int]
+    max_tasks: NotRequired[int]
+
+
+class TaskPullOptions(TypedDict):
+    """``task.pull``'s arguments but inbox."""
+
+    namespace: NotRequired[str]
+    kinds: NotRequired[list[str]]
+    status: NotRequired[str]
+    wait_seconds: NotRequired[int]
+    lease_seconds: NotRequired[int]
+    max_tasks: NotRequired[int]
+
+
+class TaskReassignArgs(TypedDict):
+    """``task.reassign``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    to_inbox: str
+    reason: str
+
+
+class TaskReassignOptions(TypedDict):
+    """``task.reassign``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    to_inbox: str
+    reason: str
+
+
+class TaskReopenArgs(TypedDict):
+    """``task.reopen``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    reason: NotRequired[str]
+
+
+class TaskReopenOptions(TypedDict):
+    """``task.reopen``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    reason: NotRequired[str]
+
+
+class TaskResumeArgs(TypedDict):
+    """``task.resume``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    reason: NotRequired[str]
+
+
+class TaskResumeOptions(TypedDict):
+    """``task.resume``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    reason: NotRequired[str]
+
+
+class TaskUnblockArgs(TypedDict):
+    """``task.unblock``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    reason: NotRequired[str]
+
+
+class TaskUnblockOptions(TypedDict):
+    """``task.unblock``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    reason: NotRequired[str]
+
+
+class TaskUpdateArgs(TypedDict):
+    """``task.update``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    if_match_version: int
+    title: NotRequired[str]
+    brief: NotRequired[dict[str, Any]]
+    priority: NotRequired[int]
+    deadline: NotRequired[str | datetime]
+    not_before: NotRequired[str | datetime]
+
+
+class TaskUpdateOptions(TypedDict):
+    """``task.update``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    if_match_version: int
+    title: NotRequired[str]
+    brief: NotRequired[dict[str, Any]]
+    priority: NotRequired[int]
+    deadline: NotRequired[str | datetime]
+    not_before: NotRequired[str | datetime]
+
+
+class TaskUpdatesArgs(TypedDict):
+    """``task.updates``'s arguments."""
+
+    namespace: NotRequired[str]
+    since_seq: NotRequired[int]
+    wait_seconds: NotRequired[int]
+    limit: NotRequired[int]
+
+
+class TaskWatchArgs(TypedDict):
+    """``task.watch``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: NotRequired[str]
+    inbox: NotRequired[str]
+    since_seq: NotRequired[int]
+    wait_seconds: NotRequired[int]
+    limit: NotRequired[int]
+
+
+class TaskWontDoArgs(TypedDict):
+    """``task.wont_do``'s arguments."""
+
+    namespace: NotRequired[str]
+    task_id: str
+    reason: str
+
+
+class TaskWontDoOptions(TypedDict):
+    """``task.wont_do``'s arguments but task_id."""
+
+    namespace: NotRequired[str]
+    reason: str
+
+
+class TokenMintArgs(TypedDict):
+    """``token.mint``'s arguments."""
+
+    subject: NotRequired[str]
+    roles: NotRequired[dict[str, str]]
+    ttl_seconds: NotRequired[int]
+    default_namespace: NotRequired[str]
+    read_scope: NotRequired[list[str]]
+    consumer: NotRequired[str]
+    start_session: NotRequired[bool]
+    ends_with_session: NotRequired[bool]
+    token_id_prefix: NotRequired[str]
+
+
+class TokenRevokeArgs(TypedDict):
+    """``token.revoke``'s arguments."""
+
+    token_id: NotRequired[str]
+    subject: NotRequired[str]
+    session_id: NotRequired[str]
+    reason: NotRequired[str]
+
+
+class Turn(TypedDict):
+    """``loom.assistant.v1.Turn`` as an argument's JSON."""
+
+    role: NotRequired[str]
+    content: NotRequired[str]
 
 
 class UnblockTaskResponse(TypedDict):
@@ -1283,7 +2611,7 @@ class AssistantOps:
         *,
         namespace: str | None = None,
         question: str | None = None,
-        history: list[dict[str, Any]] | None = None,
+        history: list[Turn] | None = None,
     ) -> AskResponse:
         """Ask Loom's assistant one question about the namespace; the whole answer with its checked citations and support (spends model budget).
 
@@ -1871,7 +3199,7 @@ class MemoryOps:
         self,
         *,
         namespace: str | None = None,
-        actions: builtins.list[dict[str, Any]] | None = None,
+        actions: builtins.list[MemoryAction] | None = None,
     ) -> ApplyMemoryResponse:
         """Apply a list of set and delete actions in order, each as memory.set or memory.delete would; each item answers on its own.
 
@@ -2472,7 +3800,7 @@ class NamespaceOps:
         self,
         *,
         namespace: str | None = None,
-        to_time: str,
+        to_time: str | datetime,
         dry_run: bool | None = None,
     ) -> RollbackNamespaceResponse:
         """Return every memory row of the namespace to its state at to_time (revive, revert or tombstone); decision records are not revived or retired (admin).
@@ -2546,7 +3874,7 @@ class PolicyOps:
         user: str | None = None,
         session: str | None = None,
         args: dict[str, Any] | None = None,
-        rules: builtins.list[dict[str, Any]] | None = None,
+        rules: builtins.list[RuleSpec] | None = None,
     ) -> CheckPolicyResponse:
         """Dry-run a call against the stored rules or against rules passed in.
 
@@ -2641,7 +3969,7 @@ class PolicyOps:
         self,
         *,
         namespace: str | None = None,
-        rules: builtins.list[dict[str, Any]] | None = None,
+        rules: builtins.list[RuleSpec] | None = None,
         include_stored: bool | None = None,
         names: builtins.list[str] | None = None,
         mode: str | None = None,
@@ -2683,7 +4011,7 @@ class PolicyOps:
         name: str,
         effect: str,
         actions: builtins.list[str],
-        condition: dict[str, Any],
+        condition: PolicyCondition,
         description: str | None = None,
         mode: str | None = None,
     ) -> SetPolicyResponse:
@@ -2899,7 +4227,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        tasks: builtins.list[dict[str, Any]],
+        tasks: builtins.list[CompleteTaskRequest],
     ) -> CompleteTasksResponse:
         """Finish up to 100 tasks you hold (each with its own fence and outcome); each item answers on its own.
 
@@ -2945,8 +4273,8 @@ class TaskOps:
         brief: dict[str, Any] | None = None,
         disclosure: str | None = None,
         priority: int | None = None,
-        deadline: str | None = None,
-        not_before: str | None = None,
+        deadline: str | datetime | None = None,
+        not_before: str | datetime | None = None,
         origin: str | None = None,
         parent_task_id: str | None = None,
         idempotency_key: str | None = None,
@@ -2982,7 +4310,7 @@ class TaskOps:
         self,
         *,
         namespace: str | None = None,
-        tasks: builtins.list[dict[str, Any]],
+        tasks: builtins.list[CreateTaskRequest],
     ) -> CreateTasksResponse:
         """Post up to 100 tasks in one call (one idempotency_key each); each item answers on its own.
 
@@ -3004,7 +4332,7 @@ class TaskOps:
         namespace: str | None = None,
         task_id: str,
         fence: int,
-        resume_at: str,
+        resume_at: str | datetime,
         reason: str,
     ) -> DeferTaskResponse:
         """Put a task you hold aside until resume_at (fenced): in_progress -> deferred.
@@ -3303,8 +4631,8 @@ class TaskOps:
         title: str | None = None,
         brief: dict[str, Any] | None = None,
         priority: int | None = None,
-        deadline: str | None = None,
-        not_before: str | None = None,
+        deadline: str | datetime | None = None,
+        not_before: str | datetime | None = None,
     ) -> UpdateTaskResponse:
         """Edit an unfinished task's title, brief, priority, deadline or not_before, if it is still at if_match_version.
 
@@ -3460,6 +4788,326 @@ class TokenOps:
             reason=reason,
         )
         return cast("RevokeTokenResponse", answer)
+
+
+class TaskInboxHelpers:
+    """The task inbox ops (``inbox.*``, ``task.*``) under the names spec 003 gives them."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+        self._ops = Ops(caller)
+
+    async def register_inbox(self, inbox: str, **args: Unpack[InboxRegisterOptions]) -> RegisterInboxResponse:
+        """Register (or re-register) an inbox in this namespace: its owner agent, posters, disclosure levels, leases and webhook.
+
+        ``inbox.register`` with its arguments (inbox first): ``Ops.inbox.register``.
+        """
+        return await self._ops.inbox.register(inbox=inbox, **args)
+
+    async def set_policy(self, inbox: str, **args: Unpack[InboxPolicySetOptions]) -> SetInboxPolicyResponse:
+        """Set how far an inbox trusts a poster for a kind: deny, review or auto (kind or poster * for any).
+
+        ``inbox.policy_set`` with its arguments (inbox first): ``Ops.inbox.policy_set``.
+        """
+        return await self._ops.inbox.policy_set(inbox=inbox, **args)
+
+    async def principals(self, **args: Unpack[InboxPrincipalsArgs]) -> ListInboxPrincipalsResponse:
+        """The identities Loom knows in the org, to pick an inbox's posters from.
+
+        ``inbox.principals`` with its arguments: ``Ops.inbox.principals``.
+        """
+        return await self._ops.inbox.principals(**args)
+
+    async def inboxes(self, **args: Unpack[InboxListArgs]) -> ListInboxesResponse:
+        """The inboxes of this namespace, with their settings and open task counts.
+
+        ``inbox.list`` with its arguments: ``Ops.inbox.list``.
+        """
+        return await self._ops.inbox.list(**args)
+
+    async def policies(self, inbox: str, **args: Unpack[InboxPolicyListOptions]) -> ListInboxPoliciesResponse:
+        """An inbox's trust rows: mode and required evidence per (poster, kind).
+
+        ``inbox.policy_list`` with its arguments (inbox first): ``Ops.inbox.policy_list``.
+        """
+        return await self._ops.inbox.policy_list(inbox=inbox, **args)
+
+    async def deliveries(self, inbox: str, **args: Unpack[InboxDeliveriesOptions]) -> ListInboxDeliveriesResponse:
+        """An inbox's webhook delivery log, newest attempt first.
+
+        ``inbox.deliveries`` with its arguments (inbox first): ``Ops.inbox.deliveries``.
+        """
+        return await self._ops.inbox.deliveries(inbox=inbox, **args)
+
+    async def create(self, inbox: str, **args: Unpack[TaskCreateOptions]) -> CreateTaskResponse:
+        """Post a task to an inbox (namespace is the poster's own); lands in triage or todo by the owner's trust.
+
+        ``task.create`` with its arguments (inbox first): ``Ops.task.create``.
+        """
+        return await self._ops.task.create(inbox=inbox, **args)
+
+    async def create_many(self, tasks: builtins.list[CreateTaskRequest], **args: Unpack[TaskCreateManyOptions]) -> CreateTasksResponse:
+        """Post up to 100 tasks in one call (one idempotency_key each); each item answers on its own.
+
+        ``task.create_many`` with its arguments (tasks first): ``Ops.task.create_many``.
+        """
+        return await self._ops.task.create_many(tasks=tasks, **args)
+
+    async def updates(self, **args: Unpack[TaskUpdatesArgs]) -> ListTaskUpdatesResponse:
+        """Events of the tasks the caller posted, after a cursor (since_seq), waiting up to wait_seconds.
+
+        ``task.updates`` with its arguments: ``Ops.task.updates``.
+        """
+        return await self._ops.task.updates(**args)
+
+    async def watch(self, **args: Unpack[TaskWatchArgs]) -> WatchTaskResponse:
+        """One task's or one inbox's events after a cursor (since_seq), waiting up to wait_seconds; GET /v1/task/watch streams them as server-sent events.
+
+        ``task.watch`` with its arguments: ``Ops.task.watch``.
+        """
+        return await self._ops.task.watch(**args)
+
+    async def pull(self, inbox: str, **args: Unpack[TaskPullOptions]) -> PullTasksResponse:
+        """Claim the next todo task of an inbox (lease + fence), waiting up to wait_seconds; status=triage lists review items unclaimed.
+
+        ``task.pull`` with its arguments (inbox first): ``Ops.task.pull``.
+        """
+        return await self._ops.task.pull(inbox=inbox, **args)
+
+    async def claim(self, task_id: str, **args: Unpack[TaskClaimOptions]) -> ClaimTaskResponse:
+        """Claim one named todo task: a lease and a fence every owner write presents.
+
+        ``task.claim`` with its arguments (task_id first): ``Ops.task.claim``.
+        """
+        return await self._ops.task.claim(task_id=task_id, **args)
+
+    async def heartbeat(self, task_id: str, **args: Unpack[TaskHeartbeatOptions]) -> HeartbeatTaskResponse:
+        """Extend the lease of a task you hold (fenced).
+
+        ``task.heartbeat`` with its arguments (task_id first): ``Ops.task.heartbeat``.
+        """
+        return await self._ops.task.heartbeat(task_id=task_id, **args)
+
+    async def progress(self, task_id: str, **args: Unpack[TaskProgressOptions]) -> ReportTaskProgressResponse:
+        """Record a progress note on a task you hold (fenced; no state change).
+
+        ``task.progress`` with its arguments (task_id first): ``Ops.task.progress``.
+        """
+        return await self._ops.task.progress(task_id=task_id, **args)
+
+    async def complete(self, task_id: str, **args: Unpack[TaskCompleteOptions]) -> CompleteTaskResponse:
+        """Finish a task you hold with its outcome (fenced): in_progress -> done.
+
+        ``task.complete`` with its arguments (task_id first): ``Ops.task.complete``.
+        """
+        return await self._ops.task.complete(task_id=task_id, **args)
+
+    async def fail(self, task_id: str, **args: Unpack[TaskFailOptions]) -> FailTaskResponse:
+        """Give up on a task you hold, with a reason (fenced): in_progress -> failed.
+
+        ``task.fail`` with its arguments (task_id first): ``Ops.task.fail``.
+        """
+        return await self._ops.task.fail(task_id=task_id, **args)
+
+    async def defer(self, task_id: str, **args: Unpack[TaskDeferOptions]) -> DeferTaskResponse:
+        """Put a task you hold aside until resume_at (fenced): in_progress -> deferred.
+
+        ``task.defer`` with its arguments (task_id first): ``Ops.task.defer``.
+        """
+        return await self._ops.task.defer(task_id=task_id, **args)
+
+    async def block(self, task_id: str, **args: Unpack[TaskBlockOptions]) -> BlockTaskResponse:
+        """Mark a task you hold blocked on the sender, a human or something external (fenced).
+
+        ``task.block`` with its arguments (task_id first): ``Ops.task.block``.
+        """
+        return await self._ops.task.block(task_id=task_id, **args)
+
+    async def accept(self, task_id: str, **args: Unpack[TaskAcceptOptions]) -> AcceptTaskResponse:
+        """Accept a triaged task: triage -> todo (never the poster's own).
+
+        ``task.accept`` with its arguments (task_id first): ``Ops.task.accept``.
+        """
+        return await self._ops.task.accept(task_id=task_id, **args)
+
+    async def wont_do(self, task_id: str, **args: Unpack[TaskWontDoOptions]) -> WontDoTaskResponse:
+        """Decline an unfinished task, with a reason.
+
+        ``task.wont_do`` with its arguments (task_id first): ``Ops.task.wont_do``.
+        """
+        return await self._ops.task.wont_do(task_id=task_id, **args)
+
+    async def unblock(self, task_id: str, **args: Unpack[TaskUnblockOptions]) -> UnblockTaskResponse:
+        """Return a blocked task to todo.
+
+        ``task.unblock`` with its arguments (task_id first): ``Ops.task.unblock``.
+        """
+        return await self._ops.task.unblock(task_id=task_id, **args)
+
+    async def resume(self, task_id: str, **args: Unpack[TaskResumeOptions]) -> ResumeTaskResponse:
+        """Return a deferred task to todo before its resume_at.
+
+        ``task.resume`` with its arguments (task_id first): ``Ops.task.resume``.
+        """
+        return await self._ops.task.resume(task_id=task_id, **args)
+
+    async def reopen(self, task_id: str, **args: Unpack[TaskReopenOptions]) -> ReopenTaskResponse:
+        """Move a failed, wont_do or cancelled task back to todo.
+
+        ``task.reopen`` with its arguments (task_id first): ``Ops.task.reopen``.
+        """
+        return await self._ops.task.reopen(task_id=task_id, **args)
+
+    async def cancel(self, task_id: str, **args: Unpack[TaskCancelOptions]) -> CancelTaskResponse:
+        """Cancel an unfinished task (the owner, or its poster while nobody holds it).
+
+        ``task.cancel`` with its arguments (task_id first): ``Ops.task.cancel``.
+        """
+        return await self._ops.task.cancel(task_id=task_id, **args)
+
+    async def update(self, task_id: str, **args: Unpack[TaskUpdateOptions]) -> UpdateTaskResponse:
+        """Edit an unfinished task's title, brief, priority, deadline or not_before, if it is still at if_match_version.
+
+        ``task.update`` with its arguments (task_id first): ``Ops.task.update``.
+        """
+        return await self._ops.task.update(task_id=task_id, **args)
+
+    async def reassign(self, task_id: str, **args: Unpack[TaskReassignOptions]) -> ReassignTaskResponse:
+        """Hand an unfinished task to another inbox of the org (its claim ends).
+
+        ``task.reassign`` with its arguments (task_id first): ``Ops.task.reassign``.
+        """
+        return await self._ops.task.reassign(task_id=task_id, **args)
+
+    async def get(self, task_id: str, **args: Unpack[TaskGetOptions]) -> GetTaskResponse:
+        """One task (readers of its inbox, or its poster).
+
+        ``task.get`` with its arguments (task_id first): ``Ops.task.get``.
+        """
+        return await self._ops.task.get(task_id=task_id, **args)
+
+    async def history(self, task_id: str, **args: Unpack[TaskHistoryOptions]) -> GetTaskHistoryResponse:
+        """A task's events, oldest first.
+
+        ``task.history`` with its arguments (task_id first): ``Ops.task.history``.
+        """
+        return await self._ops.task.history(task_id=task_id, **args)
+
+    async def complete_many(
+        self, tasks: builtins.list[CompleteTaskRequest], **args: Unpack[TaskCompleteManyOptions]
+    ) -> CompleteTasksResponse:
+        """Finish up to 100 tasks you hold (each with its own fence and outcome); each item answers on its own.
+
+        ``task.complete_many`` with its arguments (tasks first): ``Ops.task.complete_many``.
+        """
+        return await self._ops.task.complete_many(tasks=tasks, **args)
+
+    async def list(self, inbox: str | None = None, **args: Unpack[TaskListOptions]) -> ListTasksResponse:
+        """Tasks of an inbox or of this namespace's inboxes (or posted by the caller), filtered and paged.
+
+        ``task.list`` with its arguments (inbox first): ``Ops.task.list``.
+        """
+        return await self._ops.task.list(inbox=inbox, **args)
+
+    async def counts(self, inbox: str | None = None, **args: Unpack[TaskCountsOptions]) -> CountTasksResponse:
+        """Task counts by status for an inbox or this namespace's inboxes.
+
+        ``task.counts`` with its arguments (inbox first): ``Ops.task.counts``.
+        """
+        return await self._ops.task.counts(inbox=inbox, **args)
+
+
+class PolicyClient:
+    """The history-policy ops (``policy.*``), reached as ``agent.policy``."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+        self._ops = Ops(caller)
+
+    async def set(self, name: str, **args: Unpack[PolicySetOptions]) -> SetPolicyResponse:
+        """Create or replace a history-policy rule; returns leaf_count and whether it widened.
+
+        ``policy.set`` with its arguments (name first): ``Ops.policy.set``.
+        """
+        return await self._ops.policy.set(name=name, **args)
+
+    async def delete(self, name: str, **args: Unpack[PolicyDeleteOptions]) -> DeletePolicyResponse:
+        """Remove a history-policy rule.
+
+        ``policy.delete`` with its arguments (name first): ``Ops.policy.delete``.
+        """
+        return await self._ops.policy.delete(name=name, **args)
+
+    async def list(self, **args: Unpack[PolicyListArgs]) -> ListPoliciesResponse:
+        """The namespace's history-policy rules and the deployment's mode.
+
+        ``policy.list`` with its arguments: ``Ops.policy.list``.
+        """
+        return await self._ops.policy.list(**args)
+
+    async def check(self, **args: Unpack[PolicyCheckArgs]) -> CheckPolicyResponse:
+        """Dry-run a call against the stored rules or against rules passed in.
+
+        ``policy.check`` with its arguments: ``Ops.policy.check``.
+        """
+        return await self._ops.policy.check(**args)
+
+    async def decisions(self, **args: Unpack[PolicyDecisionsArgs]) -> builtins.list[Decision]:
+        """Read the policy decision ledger, filtered by allow / deny, or its policy.widened audit rows (decision=widened).
+
+        ``policy.decisions`` with its arguments: ``Ops.policy.decisions``.
+        """
+        return (await self._ops.policy.decisions(**args))["decisions"]
+
+    async def replay(self, **args: Unpack[PolicyReplayArgs]) -> ReplayPolicyResponse:
+        """What proposed rules (or stored rules in another mode) would have decided over the recorded ledger.
+
+        ``policy.replay`` with its arguments: ``Ops.policy.replay``.
+        """
+        return await self._ops.policy.replay(**args)
+
+
+class DecisionsClient:
+    """The decision ops (``decision.*``), reached as ``agent.decision``."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+        self._ops = Ops(caller)
+
+    async def record(self, **args: Unpack[DecisionRecordArgs]) -> RecordDecisionResponse:
+        """Record a decision (category + scenario identify it) and its causal edges; answers memory_key, created, superseded_prior, restated.
+
+        ``decision.record`` with its arguments: ``Ops.decision.record``.
+        """
+        return await self._ops.decision.record(**args)
+
+    async def precedents(self, query: str, **args: Unpack[DecisionPrecedentsOptions]) -> list[Precedent]:
+        """Semantic search over past decisions (at most 25), optionally by category or with_outcome_only.
+
+        ``decision.precedents`` with its arguments (query first): ``Ops.decision.precedents``.
+        """
+        return (await self._ops.decision.precedents(query=query, **args))["precedents"]
+
+    async def chain(self, memory_key: str | None = None, **args: Unpack[DecisionChainOptions]) -> DecisionChainResponse:
+        """Walk causal edges upstream, downstream or both, up to 4 hops; nodes carry each decision's stage.
+
+        ``decision.chain`` with its arguments (memory_key first): ``Ops.decision.chain``.
+        """
+        return await self._ops.decision.chain(memory_key=memory_key, **args)
+
+    async def outcome(self, memory_key: str, realized_outcome: str, **args: Unpack[DecisionOutcomeOptions]) -> DecisionOutcomeResponse:
+        """Record realized_outcome and success; credit or charge the memories the decision used (memories_used, caused_by, influenced_by) that its run was shown; a later failure undoes an earlier credit.
+
+        ``decision.outcome`` with its arguments (memory_key, realized_outcome first): ``Ops.decision.outcome``.
+        """
+        return await self._ops.decision.outcome(memory_key=memory_key, realized_outcome=realized_outcome, **args)
+
+    async def calibration(self, **args: Unpack[DecisionCalibrationArgs]) -> list[CalibrationRow]:
+        """Per agent and category: stated confidence against realized success over a window (counts, Brier score).
+
+        ``decision.calibration`` with its arguments: ``Ops.decision.calibration``.
+        """
+        return (await self._ops.decision.calibration(**args))["rows"]
 
 
 class Ops:

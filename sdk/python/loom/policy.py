@@ -1,4 +1,7 @@
-"""`agent.policy`: history policies, rules over an agent's own recent history.
+"""History policies' condition helpers: rules over an agent's own recent history.
+
+The policy ops are generated methods (``agent.policy``, ``loom.PolicyClient``, spec 003's
+names; every op also as ``agent.ops.policy.*``)::
 
     await agent.policy.set(
         "read-before-delete",
@@ -24,48 +27,52 @@ The rule language, modes and worked examples: docs/policies.md.
 
 from __future__ import annotations
 
-import builtins
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Literal
 
-from ._ops import CheckPolicyResponse, Decision, DeletePolicyResponse, ListPoliciesResponse, Ops, ReplayPolicyResponse, SetPolicyResponse
+from ._ops import PolicyConditionCountWithin, PolicyConditionFormerly, PolicyConditionNotSince
 
-if TYPE_CHECKING:
-    from ._agent import Agent
+__all__ = ["count_within", "formerly", "not_since"]
 
-
-Key = str  # "actor" (the verified subject, whatever its labels), "agent", "session" or "user"
-
-
-def _leaf(op: str, operation: str, within: str, key: Key, extra: Mapping[str, Any]) -> dict[str, Any]:
-    leaf: dict[str, Any] = {"op": op, "within": within, "operation": operation, "key": key}
-    leaf.update({k: v for k, v in extra.items() if v is not None})
-    return leaf
+# "actor" (the verified subject, whatever its labels), "agent", "session" or "user"
+Key = Literal["agent", "session", "user", "actor"]
+Cmp = Literal["gt", "gte", "lt", "lte", "eq"]
+Outcome = Literal["ok", "failed", "any"]
 
 
 def count_within(
     operation: str,
     *,
     within: str,
-    cmp: str,
-    value: float,
+    cmp: Cmp,
+    value: int,
     key: Key = "actor",
     args_equal: Mapping[str, str] | None = None,
-    outcome: str | None = None,
-) -> dict[str, Any]:
+    outcome: Outcome | None = None,
+) -> PolicyConditionCountWithin:
     """A ``count_within`` leaf: how many ``operation`` calls the caller made in ``within``.
 
     ``key`` defaults to ``actor``: the verified subject's calls, whatever agent label each one
     sent (``agent`` would count per label, which the caller picks). Calls in flight count too.
     """
-    return _leaf("count_within", operation, within, key, {"cmp": cmp, "value": value, "args_equal": args_equal, "outcome": outcome})
+    leaf = PolicyConditionCountWithin(op="count_within", within=within, operation=operation, key=key, cmp=cmp, value=value)
+    if args_equal is not None:
+        leaf["args_equal"] = dict(args_equal)
+    if outcome is not None:
+        leaf["outcome"] = outcome
+    return leaf
 
 
 def formerly(
-    operation: str, *, within: str, key: Key = "actor", args_equal: Mapping[str, str] | None = None, outcome: str | None = None
-) -> dict[str, Any]:
+    operation: str, *, within: str, key: Key = "actor", args_equal: Mapping[str, str] | None = None, outcome: Outcome | None = None
+) -> PolicyConditionFormerly:
     """A ``formerly`` leaf: the caller made an ``operation`` call in ``within`` (``key``: see count_within)."""
-    return _leaf("formerly", operation, within, key, {"args_equal": args_equal, "outcome": outcome})
+    leaf = PolicyConditionFormerly(op="formerly", within=within, operation=operation, key=key)
+    if args_equal is not None:
+        leaf["args_equal"] = dict(args_equal)
+    if outcome is not None:
+        leaf["outcome"] = outcome
+    return leaf
 
 
 def not_since(
@@ -76,135 +83,11 @@ def not_since(
     key: Key = "actor",
     args_equal: Mapping[str, str] | None = None,
     anchor_args_equal: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
+) -> PolicyConditionNotSince:
     """A ``not_since`` leaf: no ``operation`` call since the caller's last ``anchor`` call within ``within``."""
-    return _leaf("not_since", operation, within, key, {"anchor": anchor, "args_equal": args_equal, "anchor_args_equal": anchor_args_equal})
-
-
-class PolicyClient:
-    """Helpers for the history-policy ops (`policy.*`), reached as `agent.policy`."""
-
-    def __init__(self, agent: Agent) -> None:
-        self._ops = Ops(agent)
-
-    async def set(
-        self,
-        name: str,
-        *,
-        effect: str,
-        actions: Sequence[str],
-        condition: Mapping[str, Any],
-        description: str | None = None,
-        mode: str | None = None,
-    ) -> SetPolicyResponse:
-        """Create or replace a rule (admin).
-
-        Args:
-            name: The rule's name in the namespace.
-            effect: ``forbid`` (deny when the condition holds) or ``require`` (deny when it
-                does not).
-            actions: Op names or globs the rule applies to (``memory.delete``, ``memory.*``).
-            condition: A tree of ``all`` / ``any`` / ``not`` over the leaves ``formerly``,
-                ``count_within``, ``not_since`` and ``breadth_within``.
-            description: Why the rule exists.
-            mode: ``inherit`` (default), ``shadow`` or ``enforce``.
-
-        Returns:
-            ``{rule, leaf_count, widened, widened_reasons, created, warnings, mode_in_effect}``.
-
-        Raises:
-            ValidationError: a malformed rule; ``detail.field`` names the bad node's path.
-        """
-        return await self._ops.policy.set(
-            name=name, effect=effect, actions=list(actions), condition=dict(condition), description=description, mode=mode
-        )
-
-    async def delete(self, name: str) -> DeletePolicyResponse:
-        """Remove a rule (admin). Returns ``{deleted, widened}``."""
-        return await self._ops.policy.delete(name=name)
-
-    async def list(self) -> ListPoliciesResponse:
-        """The namespace's rules and the deployment's mode: ``{rules, mode, ...}``."""
-        return await self._ops.policy.list()
-
-    async def check(
-        self,
-        *,
-        operation: str,
-        agent: str | None = None,
-        user: str | None = None,
-        session: str | None = None,
-        args: Mapping[str, Any] | None = None,
-        rules: Sequence[Mapping[str, Any]] | None = None,
-    ) -> CheckPolicyResponse:
-        """Dry-run a call against the stored rules, or against ``rules`` passed in.
-
-        The history read is always the caller's own (its token's subject), under the labels
-        given (default: this agent's).
-
-        Returns:
-            The verdict: ``{decision, would_enforce, mode, write_shaped, determining_rules,
-            errors, rules, latency_ms}``.
-        """
-        return await self._ops.policy.check(
-            operation=operation,
-            agent=agent,
-            user=user,
-            session=session,
-            args=dict(args) if args is not None else None,
-            rules=[dict(r) for r in rules] if rules is not None else None,
-        )
-
-    async def decisions(
-        self,
-        *,
-        decision: str | None = None,
-        agent: str | None = None,
-        operation: str | None = None,
-        rule: str | None = None,
-        since: str | None = None,
-        limit: int | None = None,
-    ) -> builtins.list[Decision]:
-        """The decision ledger, newest first, filtered by ``allow`` / ``deny`` and more."""
-        body = await self._ops.policy.decisions(decision=decision, agent=agent, operation=operation, rule=rule, since=since, limit=limit)
-        return body["decisions"]
-
-    async def replay(
-        self,
-        *,
-        rules: Sequence[Mapping[str, Any]] | None = None,
-        names: Sequence[str] | None = None,
-        include_stored: bool | None = None,
-        mode: str | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        agent: str | None = None,
-        limit: int | None = None,
-        only_denied: bool | None = None,
-    ) -> ReplayPolicyResponse:
-        """What rules would have decided over the recorded ledger in a window.
-
-        Args:
-            rules: Proposed rules; without them the stored rules (``names`` picks some).
-            include_stored: With proposed rules, replay the stored ones too.
-            mode: Replay every rule as ``shadow`` or ``enforce``.
-            since: Start of the window (RFC 3339 or a duration back from now, ``7d``).
-            until: End of the window (default now).
-            agent: Only this agent's calls.
-            limit: Per-call results to return (totals count every call).
-            only_denied: Return only calls that would be denied.
-
-        Returns:
-            ``{calls, totals, since_time, until_time, truncated, mode}``.
-        """
-        return await self._ops.policy.replay(
-            rules=[dict(r) for r in rules] if rules is not None else None,
-            names=list(names) if names is not None else None,
-            include_stored=include_stored,
-            mode=mode,
-            since=since,
-            until=until,
-            agent=agent,
-            limit=limit,
-            only_denied=only_denied,
-        )
+    leaf = PolicyConditionNotSince(op="not_since", within=within, operation=operation, key=key, anchor=anchor)
+    if args_equal is not None:
+        leaf["args_equal"] = dict(args_equal)
+    if anchor_args_equal is not None:
+        leaf["anchor_args_equal"] = dict(anchor_args_equal)
+    return leaf

@@ -7,14 +7,12 @@ embeddings after it (the MiniLM model the decisions plane uses, one copy per pro
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from loom_core.catalog import Catalog
-from loom_core.plane import bind_handlers
-from loom_core.runtime import Handler, Runtime
-from loom_core.store import Migration
+from loom_core.plane import HandlersPlane
+from loom_core.runtime import Runtime
 
 from .handlers import HelpHandlers
 from .service.help import HelpService
@@ -26,20 +24,12 @@ def docs_dir(settings: HelpSettings) -> Path:
     return Path(settings.help_docs_dir) if settings.help_docs_dir else shipped_docs_dir()
 
 
-class HelpPlane:
+class HelpPlane(HandlersPlane):
     name = "help"
-    migrations: Sequence[Migration] = ()
 
     def __init__(self, catalog: Catalog, settings: HelpSettings) -> None:
-        self._catalog = catalog
         self.service = HelpService(docs_dir(settings))
-        self._handlers = HelpHandlers(self.service)
-
-    def handlers(self) -> dict[str, Handler]:
-        return bind_handlers(self._catalog, self.name, self._handlers)
-
-    async def start(self) -> None:
-        return None
+        super().__init__(catalog, HelpHandlers(self.service))
 
     async def stop(self) -> None:
         self.service.stop()

@@ -20,11 +20,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 from loom_core.data_dir import served_by, socket_path
 from loom_core.local_secrets import owned_secrets
 from loom_core.settings import Settings
+
+if TYPE_CHECKING:
+    from .store.clickhouse import ChClient
 
 COMMANDS = ("ch-setup",)
 
@@ -141,13 +146,15 @@ async def _render(store: Any, settings: Settings, *, analyst: bool, prefix: str 
 async def _probe_prefix(settings: Settings) -> str:
     if not settings.clickhouse_url:
         return ""
+    from loom_core.errors import Unavailable
+
     from .service.provisioning import detect_prefix
-    from .store.clickhouse import ChClient
+    from .store.clickhouse import ChClient, NoAnswer
 
     admin = ChClient(settings.clickhouse_url, max_size=1)
     try:
         return await detect_prefix(admin)
-    except Exception:  # noqa: BLE001 - printing falls back to ClickHouse's default prefix
+    except (NoAnswer, Unavailable):  # no answer, or neither prefix taken: printing uses ClickHouse's default prefix
         return ""
     finally:
         await admin.close()
@@ -164,14 +171,10 @@ async def _setup(settings: Settings) -> int:
     from .service.analysis import caps_from
     from .service.provisioning import Provisioner, ProvisionRefused
     from .settings import InsightsSettings
-    from .store.clickhouse import ChClient, ChError, NoAnswer
+    from .store.clickhouse import ChError, NoAnswer
 
     own = settings.plane(InsightsSettings)
-    store = await _open(settings)
-    admin = ChClient(settings.clickhouse_url, max_size=1)
-    bus: Any = None
-    try:
-        bus, leases = await _lease_store(settings, "loom-ch-setup")
+    async with _writer(settings, "loom-ch-setup") as (store, admin, leases):
         prov = Provisioner(store, admin, leases, sec.sealer_for(settings), caps_from(own), own.ch_analysis_lease_wait_s)
         try:
             report = await prov.write("setup", holder="ch-setup")
@@ -192,6 +195,20 @@ async def _setup(settings: Settings) -> int:
             drew = " (drew new secrets)" if report.drew_secrets else ""
             print(f"loom: wrote the analyst's entities at version {report.version}{drew}: {report.statements} statements")
         return 0
+
+
+@asynccontextmanager
+async def _writer(settings: Settings, name: str) -> AsyncIterator[tuple[Any, ChClient, Any]]:
+    """What `ch-setup` and `rotate` write the analyst's entities with: the store, an admin
+    ClickHouse client and the analysis lease store (None without NATS); all closed on exit."""
+    from .store.clickhouse import ChClient
+
+    store = await _open(settings)
+    admin = ChClient(settings.clickhouse_url, max_size=1)
+    bus: Any = None
+    try:
+        bus, leases = await _lease_store(settings, name)
+        yield store, admin, leases
     finally:
         await admin.close()
         if bus is not None:
@@ -221,14 +238,10 @@ async def _rotate(settings: Settings, *, live: bool) -> int:
     from .service.analysis import caps_from
     from .service.rotation import RotationRefused, Rotator
     from .settings import InsightsSettings
-    from .store.clickhouse import ChClient, ChError, NoAnswer
+    from .store.clickhouse import ChError, NoAnswer
 
     own = settings.plane(InsightsSettings)
-    store = await _open(settings)
-    admin = ChClient(settings.clickhouse_url, max_size=1)
-    bus: Any = None
-    try:
-        bus, leases = await _lease_store(settings, "loom-rotate")
+    async with _writer(settings, "loom-rotate") as (store, admin, leases):
         rotator = Rotator(store, admin, leases, settings, caps_from(own), own.ch_analysis_rotation_settle_s, own.ch_analysis_lease_wait_s)
         try:
             report = await rotator.rotate(live)
@@ -256,8 +269,3 @@ async def _rotate(settings: Settings, *, live: bool) -> int:
         )
         print(f"loom: rotated the analysis key to {report.key} at version {report.version} ({how}): {report.statements} statements")
         return 0
-    finally:
-        await admin.close()
-        if bus is not None:
-            await bus.close()
-        await store.close()

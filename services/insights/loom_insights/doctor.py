@@ -23,7 +23,7 @@ import uuid
 
 from loom_core.doctor import Check, DoctorContext, fault, not_applicable, ok, schema_check, sealed_check, unchecked
 from loom_core.errors import Unavailable
-from loom_core.store.base import parse_ch_time
+from loom_core.store.base import StoreError, parse_ch_time
 
 from .domain.allowlist import CANARY, CANARY_MARKER, Table
 from .domain.entities import ANALYST, CAPS_PROFILE, CAPS_STAMP, PROFILE, VERSION_STAMP, Caps, revision_of, version_of
@@ -152,7 +152,7 @@ async def _foreign(prov: Provisioner, tables: tuple[Table, ...]) -> Check:
     try:
         foreign = await prov.foreign_permissive(tables)
         elsewhere = await prov.scope_policy_elsewhere()
-    except Exception:  # noqa: BLE001 - a user without SHOW ROW POLICIES cannot list them
+    except StoreError:  # a user without SHOW ROW POLICIES cannot list them
         return unchecked(POLICIES, "Loom's ClickHouse user cannot list row policies (SHOW ROW POLICIES)")
     if foreign:
         return fault(
@@ -174,14 +174,14 @@ async def _foreign(prov: Provisioner, tables: tuple[Table, ...]) -> Check:
 async def _analyst_exists(prov: Provisioner) -> bool | None:
     try:
         return await prov.analyst_exists()
-    except Exception:  # noqa: BLE001 - a user without SHOW USERS cannot tell
+    except StoreError:  # a user without SHOW USERS cannot tell
         return None
 
 
 async def _stamp(prov: Provisioner, profile: str, setting: str) -> str:
     try:
         return await prov.stored_stamp(profile, setting)
-    except Exception:  # noqa: BLE001 - a user without SHOW SETTINGS PROFILES reads no stamp
+    except StoreError:  # a user without SHOW SETTINGS PROFILES reads no stamp
         return ""
 
 

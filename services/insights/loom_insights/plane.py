@@ -6,12 +6,10 @@ ClickHouse server); on the embedded store both ops answer ANALYSIS_UNAVAILABLE.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from loom_core.plane import bind_handlers
-from loom_core.runtime import Handler, Runtime
-from loom_core.store import Migration
+from loom_core.plane import HandlersPlane
+from loom_core.runtime import Runtime
 
 from .handlers import InsightsHandlers
 from .service.analysis import Analysis
@@ -19,17 +17,13 @@ from .settings import InsightsSettings
 from .store.schema import MIGRATIONS
 
 
-class InsightsPlane:
+class InsightsPlane(HandlersPlane):
     name = "insights"
-    migrations: Sequence[Migration] = MIGRATIONS
+    migrations = MIGRATIONS
 
     def __init__(self, runtime: Runtime) -> None:
-        self._catalog = runtime.catalog
         self.analysis = Analysis(runtime.store, runtime.leases, runtime.auth, runtime.settings, runtime.settings.plane(InsightsSettings))
-        self._handlers = InsightsHandlers(self.analysis)
-
-    def handlers(self) -> dict[str, Handler]:
-        return bind_handlers(self._catalog, self.name, self._handlers)
+        super().__init__(runtime.catalog, InsightsHandlers(self.analysis))
 
     async def start(self) -> None:
         await self.analysis.start()

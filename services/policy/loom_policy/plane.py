@@ -4,12 +4,8 @@ runtime (each plane's process) runs. Both take only the narrow parts they need."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from loom_core.catalog import Catalog
-from loom_core.plane import Handler, bind_handlers
+from loom_core.plane import HandlersPlane
 from loom_core.runtime import Runtime
-from loom_core.store import Migration
 
 from . import consumers
 from .handlers import PolicyHandlers
@@ -22,22 +18,9 @@ from .store.rules import RuleStore
 from .store.schema import MIGRATIONS
 
 
-class PolicyPlane:
+class PolicyPlane(HandlersPlane):
     name = "policy"
-    migrations: Sequence[Migration] = MIGRATIONS
-
-    def __init__(self, catalog: Catalog, handlers: PolicyHandlers) -> None:
-        self._catalog = catalog
-        self._handlers = handlers
-
-    def handlers(self) -> dict[str, Handler]:
-        return bind_handlers(self._catalog, self.name, self._handlers)
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
+    migrations = MIGRATIONS
 
 
 def build(runtime: Runtime) -> PolicyPlane:

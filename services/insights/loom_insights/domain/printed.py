@@ -4,6 +4,8 @@ checks an admin runs first."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .entities import ANALYST, OTHERS_POLICY, SCOPE_POLICY, WritePlan, quote, version_of, write_plan
 
 _HEADER = """-- Loom analysis: the analyst user, its two settings profiles, column grants and signed row policies.
@@ -27,22 +29,15 @@ _HEADER = """-- Loom analysis: the analyst user, its two settings profiles, colu
 """
 
 
+def _whole(plan: WritePlan, version: str) -> WritePlan:
+    """A printed script writes everything (the caps, the user) at the allowlist's version, as if
+    nothing were there before: it is run by hand, against a server Loom may never have written."""
+    return replace(plan, version=version, previous_version="", write_caps=True, create_user=True)
+
+
 def render_script(plan: WritePlan, *, placeholder_key: bool = False) -> str:
     version = version_of(plan.tables)
-    full = WritePlan(
-        db=plan.db,
-        prefix=plan.prefix,
-        key=plan.key,
-        password=plan.password,
-        version=version,
-        caps=plan.caps,
-        tables=plan.tables,
-        previous_version="",
-        retired_tables=plan.retired_tables,
-        revoke_roles=plan.revoke_roles,
-        write_caps=True,
-        create_user=True,
-    )
+    full = _whole(plan, version)
     names = "[" + ", ".join(quote(t.name) for t in plan.tables) + "]"
     lines = [
         _HEADER.format(version=version, db=quote(plan.db), tables=names, others=quote(OTHERS_POLICY), scope=quote(SCOPE_POLICY)),
@@ -87,19 +82,7 @@ def render_rotation(plan: WritePlan, *, sealed: str, settle_s: float, cluster: s
         _ROTATION_NOTE.format(settle=settle_s, cluster=on),
         "SET log_queries_cut_to_length = 1, log_formatted_queries = 0;\n",
     ]
-    full = WritePlan(
-        db=plan.db,
-        prefix=plan.prefix,
-        key=plan.key,
-        password=plan.password,
-        version=version,
-        caps=plan.caps,
-        tables=plan.tables,
-        retired_tables=plan.retired_tables,
-        revoke_roles=plan.revoke_roles,
-        write_caps=True,
-        create_user=True,
-    )
+    full = _whole(plan, version)
     step = ""
     for st in rotation_plan(full, cluster=cluster, settle_s=settle_s, sealed=sealed):
         if st.step != step:

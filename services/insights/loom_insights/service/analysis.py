@@ -21,7 +21,7 @@ from loom_core.identity import Authenticator, Principal
 from loom_core.roles import Role
 from loom_core.settings import Settings
 from loom_core.store import Store
-from loom_core.store.base import parse_ch_time
+from loom_core.store.base import StoreError, parse_ch_time
 
 from ..domain.allowlist import ALLOWLIST, Table, present_tables
 from ..domain.catalog import build_catalog
@@ -207,7 +207,7 @@ class Analysis:
         """The version the main profile carries; empty when Loom's user cannot list profiles."""
         try:
             return await self.provisioner().stored_stamp(PROFILE, f"{self.prefix}{VERSION_STAMP}")
-        except Exception:  # noqa: BLE001 - a user without SHOW SETTINGS PROFILES reads no version
+        except StoreError:  # a user without SHOW SETTINGS PROFILES reads no version
             return ""
 
     async def _probe_once(self) -> ProbeResult | None:
@@ -227,7 +227,7 @@ class Analysis:
                 return None
             self._set("unavailable", exc.message)
             return None
-        except Exception as exc:  # noqa: BLE001 - ChError, NoAnswer, the store's own errors: no driver text
+        except (ChError, NoAnswer) as exc:  # the admin client's; the store's are Unavailable above. No driver text
             self._set("overloaded", f"ClickHouse did not answer the analysis probe ({type(exc).__name__})")
             return None
         if loaded is None:
