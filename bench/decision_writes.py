@@ -5,8 +5,13 @@
 An embedded Loom (identity and decisions planes, a real nats-server child, chDB, the local
 model, the in-process transport as `loom up` runs them) on a temp data dir. Each op is called
 `n` times with distinct statements, first by one writer at a time (the baseline), then by
-`--writers` concurrent writers (the Embedder batches the statements that arrive while a batch
-runs). Prints records/s for each and the ratio, with the load average before and after.
+`--writers` concurrent writers (concurrent calls share model runs and store round trips:
+loom_core.batching). Prints records/s for each and the ratio, with the load average before and
+after; and, first of all, the latency of the first ten decision.record calls after start (the
+model loads during start: the first call should cost about what the tenth does).
+
+`--cache-min-rows` sets LOOM_MEMORY_VECTOR_CACHE_MIN_ROWS: at 1 the conflict check reads the
+vector cache from the first row, as it does in a namespace past the default's 2,000 rows.
 """
 
 from __future__ import annotations
@@ -52,7 +57,18 @@ async def rate(client: Any, op: str, n: int, writers: int, run: str) -> float:
     return n / (time.perf_counter() - t)
 
 
-async def run(n: int, writers: int) -> dict[str, Any]:
+async def first_calls(client: Any, count: int = 10) -> list[float]:
+    """Seconds each of the first `count` decision.record calls took, one at a time."""
+    took = []
+    for i in range(count):
+        t = time.perf_counter()
+        r = await client.post("/v1/decision.record", json=args_for("decision.record", i, "first"))
+        r.raise_for_status()
+        took.append(time.perf_counter() - t)
+    return took
+
+
+async def run(n: int, writers: int, cache_min_rows: int | None) -> dict[str, Any]:
     import httpx
     from loom_core.bus import NatsServer
     from loom_core.settings import Settings
@@ -71,6 +87,7 @@ async def run(n: int, writers: int) -> dict[str, Any]:
             log_level="WARNING",
             rate_write_per_minute=10**9,
             rate_read_per_minute=10**9,
+            plane_overrides={} if cache_min_rows is None else {"memory_vector_cache_min_rows": cache_min_rows},
         )
         async with NatsServer(data / "nats") as nats:
             store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
@@ -81,6 +98,7 @@ async def run(n: int, writers: int) -> dict[str, Any]:
                 token, _ = await bootstrap_org(inst.runtime.identity, inst.runtime.codec, "bench", "main", 3600)
                 headers = {"Authorization": f"Bearer {token}", "X-Loom-Agent": "bench"}
                 async with httpx.AsyncClient(base_url=inst.base_url, headers=headers, timeout=300) as c:
+                    out["first_calls_s"] = await first_calls(c)
                     for op in ("decision.record", "memory.set"):
                         await rate(c, op, 5, 1, "warm")
                         serial = await rate(c, op, max(n // 4, 20), 1, "serial")
@@ -96,15 +114,21 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=300)
     ap.add_argument("--writers", type=int, default=16)
+    ap.add_argument("--cache-min-rows", type=int, default=None, help="LOOM_MEMORY_VECTOR_CACHE_MIN_ROWS (default: Loom's)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     before = os.getloadavg()
-    r = asyncio.run(run(a.n, a.writers))
+    r = asyncio.run(run(a.n, a.writers, a.cache_min_rows))
     r["load"] = {"before": before, "after": os.getloadavg()}
     if a.json:
         print(json.dumps(r, indent=2))
         return 0
     print(f"machine: {machine()}; load average {before[0]:.2f} before, {r['load']['after'][0]:.2f} after")
+    first = r["first_calls_s"]
+    print(
+        f"decision.record after start: first {first[0] * 1000:.0f} ms, tenth {first[-1] * 1000:.0f} ms "
+        f"({first[0] / first[-1]:.1f}x), median of ten {sorted(first)[len(first) // 2] * 1000:.0f} ms"
+    )
     for op in ("decision.record", "memory.set"):
         x = r[op]
         print(
