@@ -41,16 +41,17 @@ RUN /opt/protoc/bin/python scripts/gen_proto.py
 # Loom's own packages, installed in place (as `./loom` does), so a path relative to the source
 # tree (the docs the help plane indexes) is the same in the image as in a checkout.
 COPY core/ core/
+COPY models/ models/
 COPY sdk/python/ sdk/python/
 COPY services/ services/
 COPY docs/ docs/
 # The assistant's agent definition, which the assistant plane seeds into LibreChat.
 COPY librechat/agent.yaml librechat/agent.yaml
 RUN set -e; pkgs="-e proto -e core -e sdk/python"; \
-    for svc in services/*/; do [ -f "$svc/pyproject.toml" ] && pkgs="$pkgs -e $svc"; done; \
+    for pkg in models/*/ services/*/; do [ -f "$pkg/pyproject.toml" ] && pkgs="$pkgs -e $pkg"; done; \
     /opt/loom/bin/pip install --no-deps $pkgs \
  && /opt/loom/bin/loom config docs > /dev/null \
- && /opt/loom/bin/python -m compileall -q /app/proto /app/core /app/sdk /app/services /opt/loom/lib
+ && /opt/loom/bin/python -m compileall -q /app/proto /app/core /app/models /app/sdk /app/services /opt/loom/lib
 
 # -------------------------------------------------------------------------------------- runtime
 FROM python:${PYTHON_VERSION}-slim-bookworm AS runtime
@@ -60,6 +61,7 @@ RUN groupadd --system --gid 10001 loom \
 COPY --from=build /opt/loom /opt/loom
 COPY --from=build /app/proto /app/proto
 COPY --from=build /app/core /app/core
+COPY --from=build /app/models /app/models
 COPY --from=build /app/sdk /app/sdk
 COPY --from=build /app/services /app/services
 COPY --from=build /app/docs /app/docs

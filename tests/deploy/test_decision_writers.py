@@ -1,5 +1,6 @@
-"""Two `loom serve` processes write the same decision key at once: each write gets its own
-record version, across the processes, with nothing lost.
+"""Two `loom serve` processes write the same key at once: each write gets its own version,
+across the processes, with nothing lost: a decision key's record versions, and one writer
+identity's memory-row versions under a key.
 
 Each process serves the identity and decisions planes with the gateway beside them, on one real
 nats-server (JetStream, Loom's accounts and auth callout). chDB opens a data dir in one process
@@ -8,13 +9,16 @@ version from its own store, which knows nothing of the other's writes. What keep
 apart is the key's counter on NATS KV (compare-and-set), which both share: the seam under test.
 Before it, each process counted `max(version) + 1` under a per-process lock, and both wrote
 versions 1, 2, 3…; with a ClickHouse server both share one store, and the same race wrote the
-same version twice whenever the two reads came before either insert.
+same version twice whenever the two reads came before either insert. Memory rows (memory.set)
+counted their versions the same way until they took a counter of their own per key and writer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +47,10 @@ async def ready(url: str, proc: LoomProcess, within: float = 120) -> None:
     raise AssertionError(f"{url} never answered ready")
 
 
-async def test_two_processes_racing_on_one_key_write_distinct_versions(tmp_path: Path) -> None:
+@asynccontextmanager
+async def two_processes(tmp_path: Path) -> AsyncIterator[list[httpx.AsyncClient]]:
+    """Two `loom serve` processes on one nats-server, each with its own store and the same org;
+    a client of each, calling as the same agent (one writer identity on both)."""
     seed, issuer = account_seed()
     nats = NatsCluster(
         tmp_path / "nats",
@@ -84,11 +91,22 @@ async def test_two_processes_racing_on_one_key_write_distinct_versions(tmp_path:
         clients = [
             httpx.AsyncClient(
                 base_url=url,
-                headers={"Authorization": f"Bearer {b['token']}", "X-Loom-Namespace": ns, "X-Loom-Agent": f"writer-{i}"},
+                headers={"Authorization": f"Bearer {b['token']}", "X-Loom-Namespace": ns, "X-Loom-Agent": "writer"},
                 timeout=120,
             )
-            for i, (url, b) in enumerate(zip(urls, boots, strict=True))
+            for url, b in zip(urls, boots, strict=True)
         ]
+        yield clients
+    finally:
+        for c in clients:
+            await c.aclose()
+        for p in procs:
+            p.stop()
+        nats.stop()
+
+
+async def test_two_processes_racing_on_one_key_write_distinct_versions(tmp_path: Path) -> None:
+    async with two_processes(tmp_path) as clients:
 
         async def write(c: httpx.AsyncClient, n: int) -> dict[str, Any]:
             r = await c.post(
@@ -117,9 +135,30 @@ async def test_two_processes_racing_on_one_key_write_distinct_versions(tmp_path:
             assert r.status_code == 200, r.text
             held += [int(rec["version"]) for rec in r.json()["records"]]
         assert sorted(held) == versions
-    finally:
+
+
+async def test_two_processes_racing_on_one_memory_row_write_distinct_versions(tmp_path: Path) -> None:
+    async with two_processes(tmp_path) as clients:
+
+        async def write(c: httpx.AsyncClient, n: int) -> dict[str, Any]:
+            r = await c.post("/v1/memory.set", json={"memory_key": "runbook/archive", "value": f"chat logs go to bucket {n}"})
+            assert r.status_code == 200, r.text
+            return dict(r.json())
+
+        answers = await asyncio.gather(*(write(c, i * 100 + n) for i, c in enumerate(clients) for n in range(WRITES_PER_PROCESS)))
+        versions = sorted(int(a["version"]) for a in answers)
+        assert versions == list(range(1, 2 * WRITES_PER_PROCESS + 1))  # each once: none written twice, none skipped
+
+        # Each process's store holds its own versions of the one writer's row, the two together
+        # every version handed out; and a delete after the race is numbered past them all.
+        held: list[int] = []
         for c in clients:
-            await c.aclose()
-        for p in procs:
-            p.stop()
-        nats.stop()
+            r = await c.post("/v1/memory.history", json={"memory_key": "runbook/archive"})
+            assert r.status_code == 200, r.text
+            rows = r.json()["versions"]
+            assert {(v["agent_id"], v["key"]) for v in rows} == {("writer", "runbook/archive")}
+            held += [int(v["version"]) for v in rows]
+        assert sorted(held) == versions
+        r = await clients[0].post("/v1/memory.delete", json={"memory_key": "runbook/archive"})
+        assert r.status_code == 200, r.text
+        assert int(r.json()["version"]) == 2 * WRITES_PER_PROCESS + 1

@@ -85,7 +85,7 @@ def test_the_runtime_stage_has_no_compiler_and_copies_the_venv_generated_code_an
         if ins == "COPY":
             assert "/opt/protoc" not in args, "the protobuf compiler's venv stays in the build stage"
     copied = {args.split()[-1] for ins, args in rt if ins == "COPY" and args.startswith("--from=build")}
-    assert {"/opt/loom", "/app/proto", "/app/core", "/app/services", "/app/docs"} <= copied
+    assert {"/opt/loom", "/app/proto", "/app/core", "/app/models", "/app/services", "/app/docs"} <= copied
     # The assistant plane reads its agent definition from the tree (loom_assistant.plane.AGENT_YAML).
     assert "/app/librechat" in copied
     build = " ".join(a for i, a in stages()["build"] if i == "RUN")
@@ -111,7 +111,7 @@ def test_the_runtime_venv_leaves_out_test_lint_and_compiler_packages_but_has_eve
     # distribution in the runtime lock (or from one of those distributions' own dependencies).
     dists = packages_distributions()
     needed: set[str] = set()
-    for base in ("core", "services", "sdk/python", "proto"):
+    for base in ("core", "models", "services", "sdk/python", "proto"):
         for path in (ROOT / base).rglob("*.py"):
             if "_pb2" in path.name or "/tests/" in str(path):
                 continue
@@ -162,4 +162,4 @@ def test_the_build_context_leaves_out_secrets_tests_and_screenshots_and_keeps_wh
     for src in copied:
         assert (ROOT / src).exists(), src
         assert src.rstrip("/") not in ignored, f"{src} is copied but ignored"
-    assert not any(p in ignored for p in ("docs", "docs/", "proto", "core", "services"))
+    assert not any(p in ignored for p in ("docs", "docs/", "proto", "core", "models", "services"))

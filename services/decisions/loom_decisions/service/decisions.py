@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -61,9 +62,9 @@ class DecisionOps:
         vec = await self.r.d.embedder.embed_one(excerpt(statement))
 
         async with self.r.key_lock(org, ns, key):
-            own = await self.mem.head(org, ns, key, ident)
+            mine, rec = await asyncio.gather(self.mem.own(org, ns, key, ident), self.dec.current(org, ns, key))
+            own = mine.head
             own_live = own is not None and own["status"] == "active"
-            rec = await self.dec.current(org, ns, key)
             rec_active = rec is not None and rec["status"] == "active"
             rec_is_own = rec_active and rec is not None and Ident(rec["agent"], rec["user"], rec["session"]) == ident
             restated = own_live and own is not None and own["value"] == statement and own["memory_type"] == "decision"
@@ -88,7 +89,9 @@ class DecisionOps:
             base = own if own_live else None
             if restated and own is not None:
                 row_fields["reinforcements"] = int(own["reinforcements"]) + 1
-            row = await self.r.append(org, ns, ctx, base, key=key, ident=ident, op="decision.record", embedding=vec, **row_fields)
+            row = await self.r.append(
+                org, ns, ctx, base, key=key, ident=ident, op="decision.record", embedding=vec, top=mine.top, **row_fields
+            )
             await self.r.store_chunks(org, ns, row)
 
             superseded = False

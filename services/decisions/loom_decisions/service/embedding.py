@@ -10,12 +10,12 @@ texts from calls that arrive while a batch runs go together into the next one.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Protocol
 
 import httpx
 import numpy as np
+from loom_core.batching import Coalescer
 from loom_core.embedding import LocalModel, shared_local_model
 from loom_core.errors import ErrorCode, Unavailable
 
@@ -60,48 +60,28 @@ class OpenAIModel:
 
 
 class Embedder:
-    """Batches concurrent embedding requests into one model call at a time."""
+    """Batches concurrent embedding requests into one model call at a time (loom_core.batching)."""
 
     def __init__(self, model: Model, batch_max: int = 64) -> None:
         self.model = model
         self.dimensions = model.dimensions
-        self._batch_max = max(1, batch_max)
-        self._pending: list[tuple[list[str], asyncio.Future[np.ndarray]]] = []
-        self._running: asyncio.Task[None] | None = None
+        self._batches: Coalescer[None, list[str], np.ndarray] = Coalescer(self._run, max_size=batch_max, size=len)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
-        fut: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
-        self._pending.append((list(texts), fut))
-        if self._running is None or self._running.done():
-            self._running = asyncio.create_task(self._drain())
-        return await fut
+        return await self._batches.submit(None, list(texts))
 
     async def embed_one(self, text: str) -> list[float]:
         return [float(x) for x in (await self.embed([text]))[0]]
 
-    async def _drain(self) -> None:
-        while self._pending:
-            batch: list[tuple[list[str], asyncio.Future[np.ndarray]]] = []
-            n = 0
-            while self._pending and (not batch or n + len(self._pending[0][0]) <= self._batch_max):
-                item = self._pending.pop(0)
-                batch.append(item)
-                n += len(item[0])
-            texts = [t for item in batch for t in item[0]]
-            try:
-                vecs = await self.model.embed(texts)
-            except Exception as exc:  # noqa: BLE001 - every waiter of the batch gets the error, whatever it is
-                for _, fut in batch:
-                    if not fut.done():
-                        fut.set_exception(exc)
-                continue
-            i = 0
-            for texts_of, fut in batch:
-                if not fut.done():
-                    fut.set_result(vecs[i : i + len(texts_of)])
-                i += len(texts_of)
+    async def _run(self, _: None, calls: list[list[str]]) -> list[np.ndarray]:
+        vecs = await self.model.embed([t for texts in calls for t in texts])
+        out, i = [], 0
+        for texts in calls:
+            out.append(vecs[i : i + len(texts)])
+            i += len(texts)
+        return out
 
     async def close(self) -> None:
         await self.model.close()

@@ -149,8 +149,8 @@ class MemoryOps:
         await self.r.refuse_if_locked(org, ns, key)
         ident = Ident(ctx.agent_label, ctx.user, ctx.session)
         async with self.r.key_lock(org, ns, key):
-            own = await self.mem.head(org, ns, key, ident)
-            live = own if own is not None and own["status"] == "active" else None
+            own = await self.mem.own(org, ns, key, ident)
+            live = own.head if own.head is not None and own.head["status"] == "active" else None
             restated = live is not None and live["value"] == value
             if live is not None and live["pinned"] and not restated:
                 raise Conflict(
@@ -170,7 +170,7 @@ class MemoryOps:
                 changes["reinforcements"] = int(live["reinforcements"]) + 1
             else:
                 emb = await self.r.d.embedder.embed_one(excerpt(value))
-            row = await self.r.append(org, ns, ctx, live, key=key, ident=ident, op="memory.set", embedding=emb, **changes)
+            row = await self.r.append(org, ns, ctx, live, key=key, ident=ident, op="memory.set", embedding=emb, top=own.top, **changes)
             if not restated:
                 await self.r.store_chunks(org, ns, row)
         await self.r.publish_live(org, ns)

@@ -50,6 +50,7 @@ class Rollback:
             then = next((v for v in reversed(vs) if str(v["ts"]) <= at), None)
             live_now = head["status"] == "active"
             live_then = then is not None and then["status"] == "active"
+            change: dict[str, Any]
             if not live_then and live_now:
                 change, kind = {"status": "tombstoned"}, "tombstoned"
             elif live_then and then is not None and not live_now:

@@ -57,6 +57,10 @@ def record_counter_key(org: str, ns: str, key: str) -> str:
     return "decver." + hashlib.sha256(f"{org}\0{ns}\0{key}".encode()).hexdigest()[:48]
 
 
+def row_counter_key(org: str, ns: str, key: str, ident: Ident) -> str:
+    return "memver." + hashlib.sha256(f"{org}\0{ns}\0{key}\0{ident.agent}\0{ident.user}\0{ident.session}".encode()).hexdigest()[:48]
+
+
 def iso(ts: str) -> str:
     """A store time ('2026-11-30 19:40:01.123456') as ISO 8601 UTC."""
     return ts.replace(" ", "T") + "Z" if ts and "T" not in ts else ts
@@ -87,8 +91,9 @@ class Rows:
 
     @functools.cached_property
     def counters(self) -> Counters:
-        """The record versions' counters, in the lease bucket: a counter that ages out of it
-        restarts from the store's newest version (Counters' floor)."""
+        """The versions' counters (decision records' per key, memory rows' per key and identity),
+        in the lease bucket: a counter that ages out of it restarts from the store's newest
+        version (Counters' floor)."""
         return Counters(self.d.leases.bus, self.d.leases.bucket)
 
     # --- serialization and leases
@@ -151,10 +156,13 @@ class Rows:
         ident: Ident,
         op: str,
         embedding: Sequence[float] | None = None,
+        top: int | None = None,
         **changes: Any,
     ) -> dict[str, Any]:
-        """Append the identity's next version: `base` (the head) with `changes` applied."""
-        version = await self.mem.max_version(org, ns, key, ident) + 1
+        """Append the identity's next version: `base` (the head) with `changes` applied. `top`:
+        the highest version the caller read for the identity (`MemoryStore.own`), else it is
+        read only if the version counter needs it."""
+        version = await self.next_row_version(org, ns, key, ident, top)
         row: dict[str, Any] = {
             "key": key,
             "agent": ident.agent,
@@ -196,6 +204,16 @@ class Rows:
         self.vectors.note(org, ns, row, embedding)
         return row
 
+    async def next_row_version(self, org: str, ns: str, key: str, ident: Ident, top: int | None) -> int:
+        """The identity's next row version under the key, past every version it wrote (removed
+        ones too): one number per write across every replica, since the key lock is per process
+        (a NATS KV counter, by compare-and-set)."""
+
+        async def stored_top() -> int:
+            return await self.mem.max_version(org, ns, key, ident)
+
+        return await self.counters.next(row_counter_key(org, ns, key, ident), floor=stored_top if top is None else top)
+
     async def store_chunks(self, org: str, ns: str, row: dict[str, Any]) -> None:
         """A value longer than its excerpt is also stored past it as chunks, each embedded, which
         memory.search reads; filed under the value's hash, so a later version with the same
@@ -231,10 +249,17 @@ class Rows:
         s = self.d.settings
         cached = await self.vectors.nearest_decisions(org, ns, vec, limit=10)
         if cached is not None:  # the cache's bound across replicas (see vector_index) holds for this check too
-            hits = cached[0]
-        else:
-            hits = await self.mem.search(org, ns, vec, memory_type="decision", limit=10, index_min_rows=s.memory_vector_index_min_rows)
-        return sorted({row["key"] for row, score in hits if row["key"] != key and score >= s.decision_conflict_threshold})
+            hits = [(row["key"], score) for row, score in cached[0]]
+        elif s.memory_vector_index_min_rows > 0 and await self.mem.live_count_cached(org, ns) >= s.memory_vector_index_min_rows:
+            hits = [
+                (row["key"], score)
+                for row, score in await self.mem.search(
+                    org, ns, vec, memory_type="decision", limit=10, index_min_rows=s.memory_vector_index_min_rows
+                )
+            ]
+        else:  # exact, as search answers below the index threshold: one scan for the writes that arrive together
+            hits = await self.mem.nearest_decisions_exact(org, ns, vec, limit=10)
+        return sorted({k for k, score in hits if k != key and score >= s.decision_conflict_threshold})
 
     # --- the decision record a row may hold
 

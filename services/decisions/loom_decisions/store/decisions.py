@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from loom_core.batching import Coalescer
 from loom_core.store import Store
+from loom_core.store.batched import BatchedInserts
 
 RECORDS = "{db}.decision_records"
 EDGES = "{db}.decision_edges"
@@ -20,14 +22,16 @@ _COLS = (
 class DecisionStore:
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.inserts = BatchedInserts(store)
+        self._currents: Coalescer[tuple[str, str], str, dict[str, Any] | None] = Coalescer(self._current_batch)
 
     async def current(self, org: str, ns: str, key: str) -> dict[str, Any] | None:
-        rows = await self.store.query(
-            f"SELECT {_COLS} FROM {RECORDS} WHERE org = {{org:String}} AND namespace = {{ns:String}} AND key = {{key:String}} "
-            "ORDER BY version DESC LIMIT 1",
-            {"org": org, "ns": ns, "key": key},
-        )
-        return rows[0] if rows else None
+        """The key's newest record version: one query for the calls that arrive together (per namespace)."""
+        return await self._currents.submit((org, ns), key)
+
+    async def _current_batch(self, where: tuple[str, str], keys: list[str]) -> list[dict[str, Any] | None]:
+        found = await self.current_many(where[0], where[1], keys)
+        return [dict(rec) if (rec := found.get(k)) is not None else None for k in keys]
 
     async def history(self, org: str, ns: str, key: str) -> list[dict[str, Any]]:
         return await self.store.query(
@@ -71,11 +75,11 @@ class DecisionStore:
         return str(rows[0]["t"]) if rows else ""
 
     async def append(self, org: str, ns: str, row: dict[str, Any]) -> None:
-        await self.store.insert(RECORDS, [{"org": org, "namespace": ns, **row}])
+        await self.inserts.insert(RECORDS, [{"org": org, "namespace": ns, **row}])
 
     async def add_edges(self, org: str, ns: str, dst: str, version: int, edges: Sequence[tuple[str, str]], ts: str) -> None:
         if edges:
-            await self.store.insert(
+            await self.inserts.insert(
                 EDGES,
                 [
                     {"org": org, "namespace": ns, "src": src, "dst": dst, "kind": kind, "dst_version": version, "ts": ts}

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from loom_core.batching import Coalescer
 from loom_core.store import Store
+from loom_core.store.batched import BatchedInserts
 
 ROWS = "{db}.memory_rows"
 VECTORS = "{db}.memory_vectors"
@@ -41,10 +43,25 @@ def _not_deleted() -> str:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Own:
+    """One identity's row under a key as a write reads it: its head (the newest version not
+    removed; None when it has none) and `top`, the highest version it ever wrote, removed ones
+    too (a new version is numbered past it)."""
+
+    head: dict[str, Any] | None
+    top: int
+
+
 class MemoryStore:
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.inserts = BatchedInserts(store)
         self._counts: dict[tuple[str, str], tuple[float, int]] = {}
+        self._owns: Coalescer[tuple[str, str], tuple[str, Ident], Own] = Coalescer(self._own_many)
+        self._nearest_decisions: Coalescer[tuple[str, str, int], list[float], list[tuple[str, float]] | None] = Coalescer(
+            self._nearest_decisions_batch, max_size=64
+        )
 
     async def heads(self, org: str, ns: str, key: str, ident: Ident | None = None) -> list[dict[str, Any]]:
         """The newest surviving version of each identity under `key` (or of one identity)."""
@@ -58,8 +75,33 @@ class MemoryStore:
         return sorted(rows, key=lambda r: r["ts"], reverse=True)
 
     async def head(self, org: str, ns: str, key: str, ident: Ident) -> dict[str, Any] | None:
-        rows = await self.heads(org, ns, key, ident)
-        return rows[0] if rows else None
+        return (await self.own(org, ns, key, ident)).head
+
+    async def own(self, org: str, ns: str, key: str, ident: Ident) -> Own:
+        """The identity's head and top version under `key`: one query for the calls that arrive
+        together (per namespace)."""
+        return await self._owns.submit((org, ns), (key, ident))
+
+    async def _own_many(self, where: tuple[str, str], asks: list[tuple[str, Ident]]) -> list[Own]:
+        org, ns = where
+        keys = sorted({key for key, _ in asks})
+        # Per identity, its newest removed and newest surviving version: the head is the latter,
+        # the top the higher of the two.
+        rows = await self.store.query(
+            f"SELECT {_COLS}, (key, agent, user, session, version) IN (SELECT key, agent, user, session, version FROM {DELETES} "
+            "WHERE org = {org:String} AND namespace = {ns:String} AND key IN {keys:Array(String)}) AS removed "
+            f"FROM {ROWS} WHERE org = {{org:String}} AND namespace = {{ns:String}} AND key IN {{keys:Array(String)}} "
+            "ORDER BY version DESC LIMIT 1 BY key, agent, user, session, removed",
+            {"org": org, "ns": ns, "keys": keys},
+        )
+        heads: dict[tuple[str, Ident], dict[str, Any]] = {}
+        tops: dict[tuple[str, Ident], int] = {}
+        for r in rows:
+            at = (str(r["key"]), ident_of(r))
+            tops[at] = max(tops.get(at, 0), int(r["version"]))
+            if not int(r.pop("removed")):
+                heads[at] = r
+        return [Own(dict(head) if (head := heads.get(ask)) is not None else None, tops.get(ask, 0)) for ask in asks]
 
     async def versions(self, org: str, ns: str, key: str, ident: Ident | None = None) -> list[dict[str, Any]]:
         where = ["org = {org:String}", "namespace = {ns:String}", "key = {key:String}", _not_deleted()]
@@ -97,8 +139,8 @@ class MemoryStore:
 
     async def append(self, org: str, ns: str, row: dict[str, Any], embedding: Sequence[float]) -> None:
         full = {"org": org, "namespace": ns, **row, "embedding": list(embedding)}
-        await self.store.insert(ROWS, [full])
-        await self.store.insert(
+        await self.inserts.insert(ROWS, [full])
+        await self.inserts.insert(
             VECTORS,
             [
                 {
@@ -118,7 +160,7 @@ class MemoryStore:
         )
 
     async def delete_version(self, org: str, ns: str, key: str, ident: Ident, version: int, ts: str) -> None:
-        await self.store.insert(
+        await self.inserts.insert(
             DELETES,
             [
                 {
@@ -245,6 +287,37 @@ class MemoryStore:
                 fetch *= 4
         return await self._with_rows(org, ns, heads[:limit])
 
+    async def nearest_decisions_exact(self, org: str, ns: str, vector: Sequence[float], limit: int) -> list[tuple[str, float]]:
+        """The keys of the live decision rows nearest `vector` by exact cosine, with their
+        similarity: what `search(memory_type="decision")` answers below the index threshold, for
+        the calls that arrive together in one scan of the namespace."""
+        found = await self._nearest_decisions.submit((org, ns, limit), [float(x) for x in vector])
+        if found is None:  # superseded versions crowded this vector's candidates: the full search
+            return [(row["key"], score) for row, score in await self.search(org, ns, vector, memory_type="decision", limit=limit)]
+        return found
+
+    async def _nearest_decisions_batch(
+        self, where: tuple[str, str, int], vectors: list[list[float]]
+    ) -> list[list[tuple[str, float]] | None]:
+        org, ns, limit = where
+        fetch = limit * 4
+        cands = await self.store.query(
+            "SELECT qi, key, agent, user, session, version, cosineDistance(embedding, q) AS d "
+            f"FROM {VECTORS} ARRAY JOIN {{qs:Array(Array(Float32))}} AS q, arrayEnumerate({{qs:Array(Array(Float32))}}) AS qi "
+            "WHERE org = {org:String} AND namespace = {ns:String} AND live = 1 AND memory_type = 'decision' "
+            "ORDER BY qi, d ASC LIMIT {fetch:UInt64} BY qi SETTINGS use_skip_indexes = 0",
+            {"org": org, "ns": ns, "qs": vectors, "fetch": fetch},
+        )
+        current = await self._current_of(org, ns, cands, per_query=True)
+        out: list[list[tuple[str, float]] | None] = []
+        for qi in range(1, len(vectors) + 1):
+            heads = [c for c in current if int(c["qi"]) == qi]
+            if len(heads) < limit and sum(1 for c in cands if int(c["qi"]) == qi) >= fetch:
+                out.append(None)
+            else:
+                out.append([(str(h["key"]), 1.0 - float(h["d"])) for h in heads[:limit]])
+        return out
+
     async def naming(
         self,
         org: str,
@@ -318,7 +391,7 @@ class MemoryStore:
 
     async def add_chunks(self, org: str, ns: str, row: dict[str, Any], texts: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
         base = {"org": org, "namespace": ns, "key": row["key"], "agent": row["agent"], "user": row["user"], "session": row["session"]}
-        await self.store.insert(
+        await self.inserts.insert(
             CHUNKS,
             [
                 {**base, "value_hash": row["value_hash"], "idx": i, "text": t, "embedding": list(v)}
@@ -345,8 +418,9 @@ class MemoryStore:
         self._counts[(org, ns)] = (now, n)
         return n
 
-    async def _current_of(self, org: str, ns: str, cands: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The candidates that are their row's newest version (each row once, in order)."""
+    async def _current_of(self, org: str, ns: str, cands: Sequence[dict[str, Any]], per_query: bool = False) -> list[dict[str, Any]]:
+        """The candidates that are their row's newest version (each row once, in order; once per
+        query `qi` with `per_query`)."""
         if not cands:
             return []
         newest = await self.store.query(
@@ -355,13 +429,14 @@ class MemoryStore:
             {"org": org, "ns": ns, "keys": sorted({c["key"] for c in cands})},
         )
         top = {(r["key"], r["agent"], r["user"], r["session"]): int(r["v"]) for r in newest}
-        seen: set[tuple[str, str, str, str]] = set()
+        seen: set[tuple[Any, ...]] = set()
         out = []
         for c in cands:
             ident = (c["key"], c["agent"], c["user"], c["session"])
-            if ident in seen or top.get(ident) != int(c["version"]):
+            once = (*ident, c["qi"]) if per_query else ident
+            if once in seen or top.get(ident) != int(c["version"]):
                 continue
-            seen.add(ident)
+            seen.add(once)
             out.append(c)
         return out
 
@@ -392,4 +467,4 @@ class MemoryStore:
 
     async def add_feedback(self, rows: Sequence[dict[str, Any]]) -> None:
         if rows:
-            await self.store.insert("{db}.memory_feedback", rows)
+            await self.inserts.insert("{db}.memory_feedback", rows)

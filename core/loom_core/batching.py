@@ -1,0 +1,75 @@
+"""Concurrent calls served by one batch: the calls that arrive while a batch runs go together
+into the next one.
+
+The first call of an idle group runs at once (alone: no window to wait out), so one caller at a
+time pays nothing; under concurrency each batch carries whatever queued while the previous one
+ran, so the work per call (a model run, a store round trip) is shared. A call is never served by
+a batch that started before it was queued: a read batched here sees every write that finished
+before its call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from typing import Generic, TypeVar
+
+G = TypeVar("G", bound=Hashable)
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Coalescer(Generic[G, T, R]):
+    """`submit(group, item)` -> `run(group, items)`'s answer for that item, one batch per group at
+    a time. `run` answers one result per item, in order; an exception reaches every caller of
+    its batch. A batch carries at most `max_size` by `size` (one item always goes, whatever its
+    size)."""
+
+    def __init__(
+        self,
+        run: Callable[[G, list[T]], Awaitable[Sequence[R]]],
+        *,
+        max_size: int = 256,
+        size: Callable[[T], int] = lambda _: 1,
+    ) -> None:
+        self._run = run
+        self._max = max(1, max_size)
+        self._size = size
+        self._pending: dict[G, list[tuple[T, asyncio.Future[R]]]] = {}
+        self._running: dict[G, asyncio.Task[None]] = {}
+
+    async def submit(self, group: G, item: T) -> R:
+        fut: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._pending.setdefault(group, []).append((item, fut))
+        task = self._running.get(group)
+        if task is None or task.done():
+            self._running[group] = asyncio.ensure_future(self._drain(group))
+        return await fut
+
+    async def _drain(self, group: G) -> None:
+        try:
+            while pending := self._pending.get(group):
+                batch: list[tuple[T, asyncio.Future[R]]] = []
+                n = 0
+                while pending and (not batch or n + self._size(pending[0][0]) <= self._max):
+                    item = pending.pop(0)
+                    batch.append(item)
+                    n += self._size(item[0])
+                try:
+                    results = await self._run(group, [item for item, _ in batch])
+                except asyncio.CancelledError:
+                    for _, fut in batch:
+                        fut.cancel()
+                    raise
+                except Exception as exc:  # noqa: BLE001 - every caller of the batch gets the error, whatever it is
+                    for _, fut in batch:
+                        if not fut.done():
+                            fut.set_exception(exc)
+                    continue
+                for (_, fut), result in zip(batch, results, strict=True):
+                    if not fut.done():
+                        fut.set_result(result)
+        finally:
+            self._running.pop(group, None)
+            for _, fut in self._pending.pop(group, []):  # left only when the drain was cancelled
+                fut.cancel()
