@@ -13,7 +13,7 @@ behaviour exactly. `_process_msg` gets the same arguments in the same order
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from nats.errors import ProtocolError
 from nats.protocol.parser import AWAITING_CONTROL_LINE, AWAITING_MSG_PAYLOAD, Parser
@@ -24,43 +24,6 @@ _HMSG = b"HMSG"
 
 
 class FastParser(Parser):
-    def __init__(self, nc: Any = None) -> None:
-        super().__init__(nc)
-        self._replies: Any = None  # the connection's request inbox subscription, once it has one
-
-    def _reply_sid(self) -> int:
-        """The sid of nats-py's request inbox (`_INBOX.<nuid>.*`, one per connection), or -1."""
-        nc = self.nc
-        sub = self._replies
-        if sub is not None and nc._subs.get(sub._id) is sub:
-            return int(sub._id)
-        prefix = getattr(nc, "_resp_sub_prefix", None)
-        if not prefix:
-            return -1
-        subject = prefix.decode() + "*"
-        for sub in nc._subs.values():
-            if sub.subject == subject and sub._cb == nc._request_sub_callback:
-                self._replies = sub
-                return int(sub._id)
-        return -1
-
-    async def _answer(self, sid: int, subject: bytes, reply: bytes, payload: bytes, hdr: bytes | None) -> None:
-        """A reply to one of the connection's requests, handed straight to its future: what
-        nats-py does through the inbox subscription's queue, its reader task and
-        `_request_sub_callback`, minus the queue and the task switch (every state write and
-        every event publish is answered here)."""
-        nc = self.nc
-        nc.stats["in_msgs"] += 1
-        nc.stats["in_bytes"] += len(payload)
-        self._replies._received += 1
-        token = subject[len(nc._inbox_prefix) + 22 + 2 :].decode()
-        future = nc._resp_map.get(token)
-        if future is None or future.done():
-            return
-        # A JetStream publish's answer has no headers (but a status one): no coroutine for it then.
-        msg = nc._build_message(sid, subject, reply, payload, await nc._process_headers(hdr) if hdr else None)
-        future.set_result(msg)
-
     async def parse(self, data: bytes = b"") -> None:
         buf = self.buf
         buf.extend(data)
@@ -113,11 +76,7 @@ class FastParser(Parser):
                     pos += needed + 2
                     self.state = AWAITING_CONTROL_LINE
                     arg = self.msg_arg
-                    sid = arg["sid"]
-                    if sid == self._reply_sid():
-                        await self._answer(sid, arg["subject"], arg["reply"], payload, hdr)
-                    else:
-                        await self.nc._process_msg(sid, arg["subject"], arg["reply"], payload, hdr)
+                    await self.nc._process_msg(arg["sid"], arg["subject"], arg["reply"], payload, hdr)
                     if self.buf is not buf:
                         return  # the connection was reset meanwhile: this buffer is gone
         finally:
@@ -135,4 +94,3 @@ def install(nc: Any) -> None:
     ps = getattr(nc, "_ps", None)
     if type(ps) is Parser:
         ps.__class__ = FastParser
-        cast(FastParser, ps)._replies = None
