@@ -33,17 +33,17 @@ class BusJetStream(JetStreamContext):
         self.api_prefix = prefix
         self.timeout = timeout
 
-    def _stream(self, config: api.StreamConfig | None, params: dict[str, Any]) -> api.StreamConfig:
+    def replicated(self, config: api.StreamConfig | None, params: dict[str, Any]) -> api.StreamConfig:
         config = (config or api.StreamConfig()).evolve(**params)
         if not config.num_replicas or config.num_replicas == 1:
             config = config.evolve(num_replicas=self.replicas)
         return config
 
     async def add_stream(self, config: api.StreamConfig | None = None, **params: Any) -> api.StreamInfo:
-        return await super().add_stream(self._stream(config, params))
+        return await super().add_stream(self.replicated(config, params))
 
     async def update_stream(self, config: api.StreamConfig | None = None, **params: Any) -> api.StreamInfo:
-        return await super().update_stream(self._stream(config, params))
+        return await super().update_stream(self.replicated(config, params))
 
     async def create_key_value(self, config: api.KeyValueConfig | None = None, **params: Any) -> KeyValue:
         if config is None:
