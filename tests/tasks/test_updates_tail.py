@@ -54,7 +54,7 @@ async def test_a_cancelled_wait_leaves_nothing_behind_and_an_idle_tail_closes(or
     call = asyncio.create_task(read_events(bus.js, tail, org_filter(org.name), 1 << 40, 30, 10, lambda e: True))
 
     async def waiting() -> bool:
-        return bool(tail.waiters)
+        return bool(tail.waiters) and bool(tail.name)  # registered, and the tail's consumer made
 
     await eventually(waiting)
     assert await _consumers(tasks_a) - before == {tail.name}
@@ -77,3 +77,28 @@ async def test_a_cancelled_wait_leaves_nothing_behind_and_an_idle_tail_closes(or
     assert [(e["kind"], e["task_id"]) for e in events][:1] == [("created", t["task_id"])]
     await tail.stop()
     assert tail.name not in await _consumers(tasks_a)
+
+
+async def test_a_tail_whose_consumer_is_lost_opens_a_new_one_while_calls_wait(org: Org, tasks_a: Instance) -> None:
+    bus = tasks_a.runtime.bus
+    tail = EventTail(bus, idle_seconds=0.8)
+    owner = await org.owner()
+    await register(await org.admin())
+    seq = (await owner("task.updates"))["next_seq"]
+    call = asyncio.create_task(read_events(bus.js, tail, org_filter(org.name), seq, 30, 10, lambda e: True))
+
+    async def waiting() -> bool:
+        return bool(tail.waiters) and bool(tail.name)  # registered, and the tail's consumer made
+
+    await eventually(waiting)
+    lost = tail.name
+    await bus.js.delete_consumer(STREAM, lost)  # what a NATS node that lost it leaves
+
+    async def reopened() -> bool:
+        return tail.name != lost and tail.name in await _consumers(tasks_a)
+
+    await eventually(reopened, within=10)
+    t = (await owner("task.create", inbox="private-bot", kind="chore", title="after the loss"))["task"]
+    events, _ = await asyncio.wait_for(call, 30)
+    assert [(e["kind"], e["task_id"]) for e in events][:1] == [("created", t["task_id"])]
+    await tail.stop()

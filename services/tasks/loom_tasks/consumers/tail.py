@@ -29,12 +29,15 @@ from faststream.nats.message import NatsBatchMessage
 from loom_core.aio import cancel_and_wait
 from loom_core.bus import Bus, Consuming
 from loom_core.bus.position import stream_seq
+from nats.js.errors import NotFoundError
 
 from ..events import STREAM
 from .layout import EVENTS_TAIL
 
 #: A tail no call waited on this long is closed (its consumer deleted).
 IDLE_SECONDS = 60.0
+#: How often an open tail checks that its consumer still exists.
+CHECK_SECONDS = 5.0
 
 Keep = Callable[[dict[str, Any]], bool]
 
@@ -137,14 +140,31 @@ class EventTail:
             w.arrived.set()
 
     async def _close_when_idle(self) -> None:
+        """Close the tail once no call waited for `idle_seconds`; open a new one when its
+        consumer is gone while calls wait (a NATS node lost it). Those calls may miss what was
+        stored meanwhile from the tail, not from the stream: their cursor stays before it, so
+        their next call reads it."""
         loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(self.idle_seconds / 4)
+            await asyncio.sleep(min(self.idle_seconds / 4, CHECK_SECONDS))
             if not self.waiters and loop.time() - self._last_used >= self.idle_seconds:
                 async with self._lock:
                     if not self.waiters:
                         await self._close()
                         return
+            elif await self._lost():
+                async with self._lock:
+                    await self._close()
+                await self._open()
+
+    async def _lost(self) -> bool:
+        try:
+            await self.bus.js.consumer_info(STREAM, self.name)
+        except NotFoundError:
+            return True
+        except Exception:  # noqa: BLE001 - a bus that does not answer now: asked again next check
+            return False
+        return False
 
     async def _close(self) -> None:
         watch, self._watch = self._watch, None
