@@ -14,13 +14,11 @@ from loom_core import fastjson
 from loom_core.bus import Bus, NatsServer, kv
 from loom_core.bus.headers import parse_header_lines
 from loom_core.bus.position import position, stream_seq
-from loom_core.bus.protocol import FastParser, install
 from loom_core.errors import Unavailable
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.errors import NoRespondersError, NotJSMessageError, ProtocolError
+from nats.errors import NotJSMessageError
 from nats.js.api import StreamConfig
-from nats.protocol.parser import Parser
 
 HEADER_BLOCKS = [
     b"Nats-Expected-Last-Subject-Sequence: 12\r\n\r\n",
@@ -148,111 +146,6 @@ async def test_a_direct_read_answers_as_nats_pys_get_msg_does(bus: Bus) -> None:
             await kv.read(bus.js, f"NOPE_{secrets.token_hex(4)}", value)
     finally:
         await bus.js.delete_stream(stream)
-
-
-# --- the protocol parser (loom_core/bus/protocol.py) against nats-py's, on the same streams
-
-
-class _Recorder:
-    def __init__(self) -> None:
-        self.calls: list[tuple[object, ...]] = []
-
-    async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
-        self.calls.append(("msg", sid, bytes(subject), bytes(reply), data, headers))
-
-    async def _process_ping(self) -> None:
-        self.calls.append(("ping",))
-
-    async def _process_pong(self) -> None:
-        self.calls.append(("pong",))
-
-    async def _process_info(self, info: dict[str, object]) -> None:
-        self.calls.append(("info", info))
-
-    async def _process_err(self, err: str) -> None:
-        self.calls.append(("err", err))
-
-
-_HDR = b"NATS/1.0\r\nNats-Expected-Last-Subject-Sequence: 12\r\n\r\n"
-PROTOCOL_STREAM = b"".join(
-    [
-        b'INFO {"server_id":"x","max_payload":1048576}\r\n',
-        b"MSG loom.task_wake.o.i 7 5\r\nhello\r\n",
-        b"MSG _INBOX.abc.def 3 $JS.ACK.S.C.1.42.3.1764547200000000000.7 0\r\n\r\n",
-        b'HMSG loom.task_state.o.t 12 $JS.ACK.S.C.1.43.4.1764547200000000000.6 %d %d\r\n%s{"row":1}\r\n' % (len(_HDR), len(_HDR) + 9, _HDR),
-        b"PING\r\n",
-        b"HMSG _INBOX.x.y 2 %d %d\r\n%s\r\n" % (len(b"NATS/1.0 503\r\n\r\n"), len(b"NATS/1.0 503\r\n\r\n"), b"NATS/1.0 503\r\n\r\n"),
-        b"+OK\r\n",
-        b"MSG a.b 9 _INBOX.r 4\r\nx\r\ny\r\n",  # a payload holding CRLF
-        b"PONG\r\n",
-        b"-ERR 'Stale Connection'\r\n",
-        b"MSG after.err 1 2\r\nok\r\n",
-    ]
-)
-
-
-async def _parse_in_pieces(parser_type: type, stream: bytes, cuts: list[int]) -> list[tuple[object, ...]]:
-    nc = _Recorder()
-    parser = parser_type(nc)
-    last = 0
-    for cut in [*cuts, len(stream)]:
-        await parser.parse(stream[last:cut])
-        last = cut
-    return nc.calls
-
-
-async def test_the_protocol_parser_reads_what_nats_py_reads_however_the_stream_is_split() -> None:
-    whole = await _parse_in_pieces(Parser, PROTOCOL_STREAM, [])
-    assert [c[0] for c in whole] == ["info", "msg", "msg", "msg", "ping", "msg", "msg", "pong", "err", "msg"]
-    assert await _parse_in_pieces(FastParser, PROTOCOL_STREAM, []) == whole
-    for cut in range(1, len(PROTOCOL_STREAM)):
-        assert await _parse_in_pieces(FastParser, PROTOCOL_STREAM, [cut]) == whole, cut
-    for size in (1, 2, 3, 7, 64):
-        cuts = list(range(size, len(PROTOCOL_STREAM), size))
-        assert await _parse_in_pieces(FastParser, PROTOCOL_STREAM, cuts) == whole, size
-
-
-@pytest.mark.parametrize("line", [b"MSG a.b x 5\r\nhello\r\n", b"HMSG a.b 1 x 5\r\nhello\r\n", b"BOGUS line\r\n", b"MSG a.b 1 2 3 4 5\r\n"])
-async def test_the_protocol_parser_refuses_what_nats_py_refuses(line: bytes) -> None:
-    for parser_type in (Parser, FastParser):
-        with pytest.raises(ProtocolError):
-            await parser_type(_Recorder()).parse(line)
-
-
-async def test_the_runtimes_connection_parses_with_the_fast_parser(bus: Bus) -> None:
-    assert isinstance(bus.nc._ps, FastParser)
-    before = bus.nc.stats["in_msgs"]
-    got = await bus.nc.request("$JS.API.INFO", b"", timeout=5)  # nats-py's own request
-    assert b"memory" in got.data
-    assert bus.nc.stats["in_msgs"] > before
-    # many at once, each answered to its own caller
-    subject = f"echo.{secrets.token_hex(4)}"
-
-    async def echo(msg: Msg) -> None:
-        await msg.respond(msg.data + b"!")
-
-    sub = await bus.nc.subscribe(subject, cb=echo)
-    try:
-        answers = await asyncio.gather(*(bus.nc.request(subject, str(i).encode(), timeout=5) for i in range(200)))
-        assert [a.data for a in answers] == [f"{i}!".encode() for i in range(200)]
-    finally:
-        await sub.unsubscribe()
-    with pytest.raises(NoRespondersError):
-        await bus.nc.request(subject, b"x", timeout=5)  # the 503 status reaches the caller
-    assert not bus.nc._resp_map  # nothing left waiting
-
-
-async def test_installing_the_parser_keeps_what_the_old_one_held() -> None:
-    nc = _Recorder()
-    parser = Parser(nc)
-    split = PROTOCOL_STREAM.index(b'{"row":1}') + 3  # inside a message's payload
-    await parser.parse(PROTOCOL_STREAM[:split])
-    holder = type("Conn", (), {})()
-    holder._ps = parser
-    install(holder)
-    assert holder._ps is parser and isinstance(parser, FastParser)
-    await parser.parse(PROTOCOL_STREAM[split:])
-    assert nc.calls == await _parse_in_pieces(Parser, PROTOCOL_STREAM, [])
 
 
 # --- JetStream publishes (loom_core/bus/jspublish.py): hand-written frames, atomic batches

@@ -20,7 +20,6 @@ NATS = Path(nats.__file__).parent
 # Left, each said why (the runtime connection's parsers: measured in their module docs, no
 # public hook in nats-py 2.16 replaces the protocol or header parser of a connection).
 ALLOWED = {
-    "core/loom_core/bus/protocol.py",
     "core/loom_core/bus/headers.py",
 }
 

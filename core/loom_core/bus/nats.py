@@ -24,7 +24,7 @@ from nats.aio.client import Client
 from nats.js.api import StreamConfig
 
 from ..errors import ErrorCode, Unavailable
-from . import headers, protocol
+from . import headers
 from .replicas import BusJetStream, jetstream
 
 if TYPE_CHECKING:
@@ -165,7 +165,6 @@ async def connect_bus(url: str, name: str = "loom", *, user: str = "", password:
     try:
         nc = await broker.connect()
         headers.install(nc)
-        protocol.install(nc)
         await broker.start()
     except Exception as exc:
         # the NATS adapter boundary: a connect that fails in any way is BACKEND_UNAVAILABLE
