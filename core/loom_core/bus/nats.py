@@ -24,7 +24,6 @@ from nats.aio.client import Client
 from nats.js.api import StreamConfig
 
 from ..errors import ErrorCode, Unavailable
-from . import headers
 from .replicas import BusJetStream, jetstream
 
 if TYPE_CHECKING:
@@ -164,7 +163,6 @@ async def connect_bus(url: str, name: str = "loom", *, user: str = "", password:
     broker = make_broker(servers if len(servers) > 1 else url, name=name, user=user, password=password)
     try:
         nc = await broker.connect()
-        headers.install(nc)
         await broker.start()
     except Exception as exc:
         # the NATS adapter boundary: a connect that fails in any way is BACKEND_UNAVAILABLE
