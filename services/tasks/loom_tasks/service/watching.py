@@ -10,7 +10,6 @@ reader of new events (consumers/tail.py), after the checks of who may read what.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -66,9 +65,16 @@ async def read_events(
         waiter.caught_up_to(next_seq)
         if events or wait <= 0:
             return events, next_seq
-        if not waiter.events:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(waiter.arrived.wait(), wait)
+        deadline = asyncio.get_running_loop().time() + wait
+        while not waiter.events:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                break
+            waiter.arrived.clear()
+            try:
+                await asyncio.wait_for(waiter.arrived.wait(), left)
+            except TimeoutError:
+                break
         return list(waiter.events), max(next_seq, waiter.seen)
 
 
