@@ -12,14 +12,16 @@ ROOT = Path(__file__).resolve().parents[2]
 READS = {"subscribe", "pull_subscribe", "pull_subscribe_bind", "subscribe_bind", "watch", "watchall", "fetch"}
 # Per-request reads that are not consumers, each said why at the call.
 ALLOWED = {
-    # task.updates and task.watch: one ephemeral ordered read of the caller's events per request.
-    ("services/tasks/loom_tasks/service/watching.py", "pull_subscribe_bind"),
-    ("services/tasks/loom_tasks/service/watching.py", "fetch"),
     # The op task.watch's service method (TaskWatching.watch), not a KV watch.
     ("services/tasks/loom_tasks/handlers.py", "watch"),
-    # The broker's own fetch loop: FastStream's batch pull subscriber with a prompt fetch
-    # (a subclass run by Bus.consume for Consumer(batch=True)), not a reader of its own.
-    ("core/loom_core/bus/batched.py", "fetch"),
+    # The broker's own fetch loop's inbox: FastStream's batch pull subscriber with a prompt fetch
+    # (a subclass run by Bus.consume for Consumer(batch=True)) speaks JetStream's pull protocol
+    # on an inbox of its own, not a reader of its own.
+    ("core/loom_core/bus/batched.py", "subscribe"),
+    # The inbox JetStream's answers to Loom's publishes come back on (one per connection).
+    ("core/loom_core/bus/jspublish.py", "subscribe"),
+    # A direct get's answers (task.updates and task.watch reading stored events): not a consumer.
+    ("core/loom_core/bus/direct.py", "subscribe"),
 }
 
 

@@ -1,5 +1,5 @@
-"""The hot-path replacements give what they replace: NATS header parsing, compact JSON, a
-JetStream message's position, a compare-and-set write's answer."""
+"""The hot-path replacements give what they replace: compact JSON, a JetStream message's
+position, a compare-and-set write's answer, JetStream publishes and their answers."""
 
 from __future__ import annotations
 
@@ -12,30 +12,11 @@ import secrets
 import pytest
 from loom_core import fastjson
 from loom_core.bus import Bus, NatsServer, kv
-from loom_core.bus.headers import parse_header_lines
 from loom_core.bus.position import position, stream_seq
-from loom_core.bus.protocol import FastParser, install
 from loom_core.errors import Unavailable
-from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.errors import NoRespondersError, NotJSMessageError, ProtocolError
+from nats.errors import NotJSMessageError
 from nats.js.api import StreamConfig
-from nats.protocol.parser import Parser
-
-HEADER_BLOCKS = [
-    b"Nats-Expected-Last-Subject-Sequence: 12\r\n\r\n",
-    b"Nats-Stream: LOOM_TASK_STATE\r\nNats-Subject: loom.task_state.o.t\r\nNats-Sequence: 7\r\nNats-Time-Stamp: 2026-11-30T22:00:00Z\r\n\r\n",
-    b"Name:Value\r\nOther:\tspaced value  \r\n",
-    b"Bad Name: skipped\r\nGood: kept\r\n",
-    b"no colon here\r\n: empty name\r\n",
-    b"Caf\xc3\xa9: non-ascii name skipped\r\nV: caf\xc3\xa9 \xff\r\n",
-    b"",
-]
-
-
-@pytest.mark.parametrize("raw", HEADER_BLOCKS)
-def test_header_parser_returns_what_nats_py_returns(raw: bytes) -> None:
-    assert parse_header_lines(raw) == Client._parse_header_lines(raw)
 
 
 class Colour(str, enum.Enum):  # noqa: UP042 - the mixin form, whose str() is not its value
@@ -150,155 +131,55 @@ async def test_a_direct_read_answers_as_nats_pys_get_msg_does(bus: Bus) -> None:
         await bus.js.delete_stream(stream)
 
 
-# --- the protocol parser (loom_core/bus/protocol.py) against nats-py's, on the same streams
-
-
-class _Recorder:
-    def __init__(self) -> None:
-        self.calls: list[tuple[object, ...]] = []
-
-    async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
-        self.calls.append(("msg", sid, bytes(subject), bytes(reply), data, headers))
-
-    async def _process_ping(self) -> None:
-        self.calls.append(("ping",))
-
-    async def _process_pong(self) -> None:
-        self.calls.append(("pong",))
-
-    async def _process_info(self, info: dict[str, object]) -> None:
-        self.calls.append(("info", info))
-
-    async def _process_err(self, err: str) -> None:
-        self.calls.append(("err", err))
-
-
-_HDR = b"NATS/1.0\r\nNats-Expected-Last-Subject-Sequence: 12\r\n\r\n"
-PROTOCOL_STREAM = b"".join(
-    [
-        b'INFO {"server_id":"x","max_payload":1048576}\r\n',
-        b"MSG loom.task_wake.o.i 7 5\r\nhello\r\n",
-        b"MSG _INBOX.abc.def 3 $JS.ACK.S.C.1.42.3.1764547200000000000.7 0\r\n\r\n",
-        b'HMSG loom.task_state.o.t 12 $JS.ACK.S.C.1.43.4.1764547200000000000.6 %d %d\r\n%s{"row":1}\r\n' % (len(_HDR), len(_HDR) + 9, _HDR),
-        b"PING\r\n",
-        b"HMSG _INBOX.x.y 2 %d %d\r\n%s\r\n" % (len(b"NATS/1.0 503\r\n\r\n"), len(b"NATS/1.0 503\r\n\r\n"), b"NATS/1.0 503\r\n\r\n"),
-        b"+OK\r\n",
-        b"MSG a.b 9 _INBOX.r 4\r\nx\r\ny\r\n",  # a payload holding CRLF
-        b"PONG\r\n",
-        b"-ERR 'Stale Connection'\r\n",
-        b"MSG after.err 1 2\r\nok\r\n",
-    ]
-)
-
-
-async def _parse_in_pieces(parser_type: type, stream: bytes, cuts: list[int]) -> list[tuple[object, ...]]:
-    nc = _Recorder()
-    parser = parser_type(nc)
-    last = 0
-    for cut in [*cuts, len(stream)]:
-        await parser.parse(stream[last:cut])
-        last = cut
-    return nc.calls
-
-
-async def test_the_protocol_parser_reads_what_nats_py_reads_however_the_stream_is_split() -> None:
-    whole = await _parse_in_pieces(Parser, PROTOCOL_STREAM, [])
-    assert [c[0] for c in whole] == ["info", "msg", "msg", "msg", "ping", "msg", "msg", "pong", "err", "msg"]
-    assert await _parse_in_pieces(FastParser, PROTOCOL_STREAM, []) == whole
-    for cut in range(1, len(PROTOCOL_STREAM)):
-        assert await _parse_in_pieces(FastParser, PROTOCOL_STREAM, [cut]) == whole, cut
-    for size in (1, 2, 3, 7, 64):
-        cuts = list(range(size, len(PROTOCOL_STREAM), size))
-        assert await _parse_in_pieces(FastParser, PROTOCOL_STREAM, cuts) == whole, size
-
-
-@pytest.mark.parametrize("line", [b"MSG a.b x 5\r\nhello\r\n", b"HMSG a.b 1 x 5\r\nhello\r\n", b"BOGUS line\r\n", b"MSG a.b 1 2 3 4 5\r\n"])
-async def test_the_protocol_parser_refuses_what_nats_py_refuses(line: bytes) -> None:
-    for parser_type in (Parser, FastParser):
-        with pytest.raises(ProtocolError):
-            await parser_type(_Recorder()).parse(line)
-
-
-async def test_the_runtimes_connection_parses_with_the_fast_parser(bus: Bus) -> None:
-    assert isinstance(bus.nc._ps, FastParser)
-    before = bus.nc.stats["in_msgs"]
-    got = await bus.nc.request("$JS.API.INFO", b"", timeout=5)  # nats-py's own request, answered by the fast path
-    assert b"memory" in got.data and bus.nc._ps._replies is not None
-    assert bus.nc.stats["in_msgs"] > before
-    # many at once, each answered to its own caller
-    subject = f"echo.{secrets.token_hex(4)}"
-
-    async def echo(msg: Msg) -> None:
-        await msg.respond(msg.data + b"!")
-
-    sub = await bus.nc.subscribe(subject, cb=echo)
-    try:
-        answers = await asyncio.gather(*(bus.nc.request(subject, str(i).encode(), timeout=5) for i in range(200)))
-        assert [a.data for a in answers] == [f"{i}!".encode() for i in range(200)]
-    finally:
-        await sub.unsubscribe()
-    with pytest.raises(NoRespondersError):
-        await bus.nc.request(subject, b"x", timeout=5)  # the 503 status reaches the caller
-    assert not bus.nc._resp_map  # nothing left waiting
-
-
-async def test_installing_the_parser_keeps_what_the_old_one_held() -> None:
-    nc = _Recorder()
-    parser = Parser(nc)
-    split = PROTOCOL_STREAM.index(b'{"row":1}') + 3  # inside a message's payload
-    await parser.parse(PROTOCOL_STREAM[:split])
-    holder = type("Conn", (), {})()
-    holder._ps = parser
-    install(holder)
-    assert holder._ps is parser and isinstance(parser, FastParser)
-    await parser.parse(PROTOCOL_STREAM[split:])
-    assert nc.calls == await _parse_in_pieces(Parser, PROTOCOL_STREAM, [])
-
-
 # --- JetStream publishes (loom_core/bus/jspublish.py): hand-written frames, atomic batches
 
 
-_FRAME_CASES: list[tuple[str, str, dict[str, str] | None, bytes]] = [
-    ("fp.plain", "", None, b"hello"),
-    ("fp.reply", "fp-reply.1", None, b""),
-    ("fp.headers", "fp-reply.2", {"Nats-Msg-Id": "abc", "X-Two": " padded "}, b"x\r\ny"),
-    ("fp.headers.noreply", "", {"Nats-Expected-Last-Subject-Sequence": "12", "X-Crlf": "a\r\nPUB evil 1\r\n"}, b"\x00\xff"),
+_PUBLISH_CASES: list[tuple[str, dict[str, str] | None, bytes]] = [
+    ("plain", None, b"hello"),
+    ("empty", None, b""),
+    ("headers", {"Nats-Msg-Id": "abc", "X-Two": " padded "}, b"x\r\ny"),
+    ("crlf", {"Nats-Expected-Last-Subject-Sequence": "0", "X-Crlf": "a\r\nPUB evil 1\r\n"}, b"\x00\xff"),
 ]
 
 
-async def test_hand_written_frames_arrive_as_nats_py_publishes_them(bus: Bus) -> None:
+async def test_a_publish_is_stored_as_sent_and_answered_with_its_sequence(bus: Bus) -> None:
     from loom_core.bus import jspublish
 
-    sub = await bus.nc.subscribe("fp.>")
+    stream = f"FPS{secrets.token_hex(3).upper()}"
+    await bus.js.add_stream(StreamConfig(name=stream, subjects=[f"{stream.lower()}.>"]))
     try:
-        for subject, reply, headers, data in _FRAME_CASES:
-            await bus.nc.publish(subject, data, reply=reply, headers=dict(headers) if headers else None)
-            await jspublish._send(bus.nc, [jspublish._frame(bus.nc, subject, reply, headers, data)], len(data))
-            theirs, ours = await sub.next_msg(5), await sub.next_msg(5)
-            assert (ours.subject, ours.reply, ours.headers, ours.data) == (theirs.subject, theirs.reply, theirs.headers, theirs.data)
+        for n, (name, headers, data) in enumerate(_PUBLISH_CASES, 1):
+            assert await jspublish.publish(bus.nc, f"{stream.lower()}.{name}", data, dict(headers) if headers else None) == n
+            stored = await bus.js.get_msg(stream, n)
+            assert (stored.subject, stored.data or b"") == (f"{stream.lower()}.{name}", data)
+            for key in headers or {}:
+                assert stored.headers and stored.headers[key] == headers[key].strip().replace("\r", " ").replace("\n", " ")
+        # the Nats-Msg-Id dedupe holds: the same id again is answered with the first one's sequence
+        assert await jspublish.publish(bus.nc, f"{stream.lower()}.headers", b"again", {"Nats-Msg-Id": "abc"}) == 3
+        assert (await bus.js.stream_info(stream)).state.messages == len(_PUBLISH_CASES)
     finally:
-        await sub.unsubscribe()
+        await bus.js.delete_stream(stream)
 
 
 @pytest.mark.parametrize(
     ("subject", "headers", "data"),
     [("fp.with space", None, b""), ("fp.crlf\r\nPUB x 0", None, b""), ("", None, b""), ("fp.ok", {"Bad Key": "v"}, b"")],
 )
-async def test_hand_written_frames_refuse_what_nats_py_refuses(bus: Bus, subject: str, headers: dict[str, str] | None, data: bytes) -> None:
+async def test_a_publish_refuses_what_nats_py_refuses(bus: Bus, subject: str, headers: dict[str, str] | None, data: bytes) -> None:
     from loom_core.bus import jspublish
 
     with pytest.raises(Exception) as theirs:
         await bus.nc.publish(subject, data, headers=headers)
     with pytest.raises(type(theirs.value)):
-        jspublish._frame(bus.nc, subject, "", headers, data)
+        await jspublish.publish(bus.nc, subject, data, headers)
 
 
-async def test_hand_written_frames_refuse_a_payload_over_the_servers_limit(bus: Bus) -> None:
+async def test_a_publish_over_the_servers_payload_limit_is_refused(bus: Bus) -> None:
     from loom_core.bus import jspublish
     from nats.errors import MaxPayloadError
 
     with pytest.raises(MaxPayloadError):
-        jspublish._frame(bus.nc, "fp.big", "", None, b"x" * (bus.nc.max_payload + 1))
+        await jspublish.publish(bus.nc, "fp.big", b"x" * (bus.nc.max_payload + 1))
 
 
 async def test_an_atomic_batch_is_stored_whole_and_contiguous_or_not_at_all(bus: Bus) -> None:
@@ -337,59 +218,26 @@ async def test_an_atomic_batch_is_stored_whole_and_contiguous_or_not_at_all(bus:
         await bus.js.delete_stream(plain)
 
 
-async def test_ack_all_acknowledges_a_fetch_as_msg_ack_does_each(bus: Bus) -> None:
-    from loom_core.bus import jspublish
-    from nats.js.api import AckPolicy, ConsumerConfig
-
-    stream, subject = f"FP_ACK_{secrets.token_hex(4)}", f"fp.ack.{secrets.token_hex(4)}"
-    await bus.js.add_stream(StreamConfig(name=stream, subjects=[subject]))
-    try:
-        await bus.js.add_consumer(stream, ConsumerConfig(durable_name="d", ack_policy=AckPolicy.EXPLICIT, ack_wait=1.0))
-        for i in range(120):
-            await bus.js.publish(subject, str(i).encode())
-        psub = await bus.js.pull_subscribe_bind("d", stream=stream)
-        msgs = await psub.fetch(120, timeout=5)
-        await msgs[0].ack()  # acked already: skipped, not acked twice
-        await jspublish.ack_all(bus.nc, msgs)
-        assert all(m._ackd for m in msgs)
-
-        async def settled() -> tuple[int, int, int]:
-            # JetStream applies acks on its own after reading them: poll until nothing is pending.
-            while True:
-                info = await bus.js.consumer_info(stream, "d")
-                if not info.num_ack_pending:
-                    return info.num_ack_pending, info.ack_floor.stream_seq, info.num_redelivered
-                await asyncio.sleep(0.01)
-
-        assert await asyncio.wait_for(settled(), 5) == (0, 120, 0)
-        await asyncio.sleep(1.2)  # past the ack wait: nothing comes back
-        with pytest.raises(asyncio.TimeoutError):
-            await psub.fetch(1, timeout=0.5)
-        with pytest.raises(NotJSMessageError):
-            await jspublish.ack_all(bus.nc, [Msg(bus.nc, subject="x", reply="", data=b"")])
-    finally:
-        await bus.js.delete_stream(stream)
-
-
 async def test_a_publish_no_one_answers_is_unavailable_within_its_bound_and_leaves_no_waiter(bus: Bus) -> None:
     """A subscriber that never replies stands in for a stream that does not answer in time."""
     from loom_core.bus import jspublish
 
     subject = f"fp.silent.{secrets.token_hex(4)}"
     silent = await bus.nc.subscribe(subject)
+    replies = await jspublish.replies(bus.nc)
     try:
-        waiting = set(bus.nc._resp_map)
+        waiting = set(replies.waiting)
         for publish in (jspublish.publish_many, jspublish.publish_atomic):
             started = asyncio.get_running_loop().time()
             with pytest.raises(Unavailable):
                 await publish(bus.nc, [(subject, b"a", None), (subject, b"b", None)], answer_within=0.2)
             assert 0.2 <= asyncio.get_running_loop().time() - started < 5  # its own bound, not the 5 s default
-            assert set(bus.nc._resp_map) == waiting
+            assert set(replies.waiting) == waiting
         started = asyncio.get_running_loop().time()
         with pytest.raises(Unavailable):
             await jspublish.publish(bus.nc, subject, b"c", answer_within=0.2)
         assert 0.2 <= asyncio.get_running_loop().time() - started < 5
-        assert set(bus.nc._resp_map) == waiting
+        assert set(replies.waiting) == waiting
     finally:
         await silent.unsubscribe()
 
@@ -404,8 +252,9 @@ async def test_single_publishes_of_one_turn_share_a_timer_and_each_gets_its_own_
     await bus.js.add_stream(StreamConfig(name=stream, subjects=[f"{stream.lower()}.>"]))
     silent_subject = f"fp.silent.{secrets.token_hex(4)}"
     silent = await bus.nc.subscribe(silent_subject)
+    replies = await jspublish.replies(bus.nc)
     try:
-        waiting = set(bus.nc._resp_map)
+        waiting = set(replies.waiting)
         loop = asyncio.get_running_loop()
         started = loop.time()
         stored = [asyncio.ensure_future(jspublish.publish(bus.nc, f"{stream.lower()}.{i}", b"x", answer_within=0.5)) for i in range(50)]
@@ -421,7 +270,7 @@ async def test_single_publishes_of_one_turn_share_a_timer_and_each_gets_its_own_
             await lost
         assert 0.5 <= loop.time() - started < 5
         assert the_round.left == 0 and not the_round.futures
-        assert set(bus.nc._resp_map) == waiting
+        assert set(replies.waiting) == waiting
         assert not [r for (lp, _), r in jspublish._Round._open.items() if lp is loop]
     finally:
         await silent.unsubscribe()
@@ -443,9 +292,9 @@ async def test_a_round_over_before_its_turn_ends_leaves_the_turns_later_publishe
     second.answered()
 
 
-async def test_a_publish_past_the_pending_limit_flushes_and_is_stored(nats_server: NatsServer) -> None:
-    """Over the connection's pending limit a publish flushes at once and waits for it (what
-    `Client.publish` does with force_flush), then gets its answer as any other."""
+async def test_publishes_past_the_pending_limit_are_stored(nats_server: NatsServer) -> None:
+    """Over the connection's pending limit `Client.publish` flushes at once and waits for it;
+    every publish still gets its answer."""
     import nats
     from loom_core.bus import jspublish
 
@@ -454,17 +303,10 @@ async def test_a_publish_past_the_pending_limit_flushes_and_is_stored(nats_serve
         stream = f"FPP{secrets.token_hex(3).upper()}"
         await nc.jetstream().add_stream(StreamConfig(name=stream, subjects=[f"{stream.lower()}.>"]))
         big = b"x" * 4096
-        # What the caller is told to do: a small frame into an idle buffer wakes the flusher; a
-        # frame past the limit flushes at once and waits, as Client.publish's force_flush.
-        assert jspublish._queue(nc, jspublish._frame(nc, "fp.pending", "", None, b"x"), 1) == jspublish._KICK
-        await nc._flush_pending()
-        assert jspublish._queue(nc, jspublish._frame(nc, "fp.pending", "", None, big), len(big)) == jspublish._FORCE
-        await nc._flush_pending(force_flush=True)
-        assert nc._pending_data_size == 0
         seqs = await asyncio.gather(*(jspublish.publish(nc, f"{stream.lower()}.{i}", big) for i in range(5)))
         assert sorted(seqs) == [1, 2, 3, 4, 5]
-        assert (await nc.jetstream().stream_info(stream)).state.messages == 5
-        assert nc._pending_data_size == 0
+        assert await jspublish.publish_many(nc, [(f"{stream.lower()}.m", big, None)] * 3) == [6, 7, 8]
+        assert (await nc.jetstream().stream_info(stream)).state.messages == 8
         await nc.jetstream().delete_stream(stream)
     finally:
         await nc.close()

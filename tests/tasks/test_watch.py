@@ -18,9 +18,8 @@ from loom_api.tasks.v1 import tasks_pb2_grpc
 from loom_core.grpc_errors import from_rpc_error
 from loom_gateway.mcp import tool_name
 from loom_runner.embedded import Instance
-from loom_tasks.events import STREAM
 
-from tests.tasks.conftest import Api, Org, eventually, register
+from tests.tasks.conftest import Api, Org, eventually, register, tasks_plane
 from tests.tasks.test_doors import body, mcp_session
 
 
@@ -207,12 +206,7 @@ async def test_sse_ends_with_an_error_event_once_the_token_is_revoked(org: Org) 
 
 async def test_sse_stops_reading_when_the_client_goes(org: Org, tasks_a: Instance) -> None:
     _, owner, _ = await setup(org)
-    js = tasks_a.runtime.bus.js
-
-    async def readers() -> set[str]:
-        return {c.name for c in await js.consumers_info(STREAM) if c.name.startswith("updates-")}
-
-    before = await readers()
+    tail = tasks_plane(tasks_a).deps.tail
     token = org.token("sa:private-bot", {org.private: "writer"}, org.private)
     client = watch_client(org, token, org.private)
     async with client.stream("GET", "/v1/task/watch", params={"inbox": "private-bot", "heartbeat_seconds": 30}) as r:
@@ -220,17 +214,15 @@ async def test_sse_stops_reading_when_the_client_goes(org: Org, tasks_a: Instanc
         it = frames(r)
         await owner("task.create", inbox="private-bot", kind="chore", title="t")
         await next_events(it, 1)
-        mine: set[str] = set()
 
-        async def reading() -> bool:
-            mine.update(await readers() - before)
-            return bool(mine)
+        async def waiting() -> bool:
+            return any(w.pattern[-2] == "private-bot" for w in tail.waiters)
 
-        await eventually(reading, within=10)  # a 30 s look is in flight
-    # The client went mid-look: the look is cancelled and its stream reader deleted, long before 30 s.
+        await eventually(waiting, within=10)  # a 30 s look is in flight
+    # The client went mid-look: the look is cancelled and its waiter gone, long before 30 s.
 
     async def gone() -> bool:
-        return not (await readers() & mine)
+        return not any(w.pattern[-2] == "private-bot" for w in tail.waiters)
 
     await eventually(gone, within=10)
 

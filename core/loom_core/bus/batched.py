@@ -15,99 +15,166 @@ fetch of 1,000 writes took 10-90 ms of a ~250 ms turn, now hidden behind the han
 
 Everything else is FastStream's: the handler gets a `NatsBatchMessage` (`raw_message` is the
 list of nats-py messages, in stream order), the consumer's ack policy acks or naks the whole
-fetch when the handler returns or raises, a cancelled handler acks nothing. Messages fetched as
-the subscriber stops (the fetch ahead's included) are handed back (nak) instead of waiting out
-their ack wait.
+fetch through FastStream's message API when the handler returns or raises, a cancelled handler
+acks nothing. Messages fetched as the subscriber stops (the fetch ahead's included) are handed
+back (nak) instead of waiting out their ack wait.
 
-nats-py (pinned in requirements.lock) has no public "fetch what is ready" call: `fetch(n)` falls
-back to a lingering request for n messages when nothing is ready and then waits for all n (or
-its expiry). `take_ready` speaks the pull protocol on the pull subscription's own inbox, as
-`fetch` does (`_nms`, `_deliver`, `_sub`).
+nats-py (pinned in requirements.lock) has no public "fetch what is ready" call, and its public
+`fetch(1)` hands a lone message over tens of milliseconds after it came. JetStream's pull is a
+public wire protocol, spoken here with nats-py's public API only (`Puller`): a pull request
+(`{"batch": n, "no_wait": true}` or `{"batch": 1, "expires": ns}`) is published to
+`$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>` with a reply subject on an inbox subscribed
+with `Client.subscribe` (`<inbox>.<token>`, one token per request); the server delivers the
+messages there as it has them, and ends a request it could not fill with a header-only status
+message (404 nothing ready, 408 expired, 409 limits or leadership, 503 no consumer).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from collections import deque
+from typing import TYPE_CHECKING
 
 from faststream.nats.subscriber.usecases.stream_pull_subscriber import BatchPullStreamSubscriber
-from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.api import DEFAULT_PREFIX
 from nats.js.client import JetStreamContext
 
 if TYPE_CHECKING:
+    from nats.aio.client import Client
     from nats.aio.msg import Msg
+    from nats.aio.subscription import Subscription
 
 log = logging.getLogger(__name__)
 
 #: Longest a turn waits for the answer to a `no_wait` request (one round trip; a late answer
-#: lands in the queue and is taken next turn). A consumer without a leader answers nothing.
+#: lands in the inbox and is taken next turn). A consumer without a leader answers nothing.
 READY_ANSWER_SECONDS = 1.0
+#: How much longer than its own expiry a lingering request is waited for (its 408 may be late).
+EXPIRY_GRACE_SECONDS = 1.0
 #: Pause after a failed fetch (connection closed, consumer gone) before the next turn.
 ERROR_PAUSE_SECONDS = 0.1
+_EXPIRED = "408"
+_HEARTBEAT = "100"
 
 
-def _drain_queued(psub: Any, out: list[Msg], limit: int) -> None:
-    """Move messages already in the subscription's queue (left by an earlier request) to `out`;
-    status messages there answered earlier requests and are dropped."""
-    sub = psub._sub
-    queue = sub._pending_queue
-    while len(out) < limit and not queue.empty():
-        msg = queue.get_nowait()
-        sub._pending_size -= len(msg.data)
-        queue.task_done()
-        if not JetStreamContext.is_status_msg(msg):
-            out.append(msg)
+class Puller:
+    """Pull requests on one consumer, answered on an inbox of its own (`<inbox>.*`): delivered
+    messages queue in `ready` (in the order the server sent them, whichever request fetched
+    them); a status ends the request its token names."""
+
+    def __init__(self, nc: Client, stream: str, consumer: str) -> None:
+        self.nc = nc
+        self.next_subject = f"{DEFAULT_PREFIX}.CONSUMER.MSG.NEXT.{stream}.{consumer}"
+        self.prefix = nc.new_inbox() + "."
+        self.ready: deque[Msg] = deque()
+        #: The requests being waited on, and the status that ended each (None while open).
+        self.waiting: dict[str, str | None] = {}
+        self.arrived = asyncio.Event()
+        self.sub: Subscription | None = None
+        self._tokens = itertools.count()
+
+    async def open(self) -> None:
+        self.sub = await self.nc.subscribe(self.prefix + "*", cb=self._arrived)
+
+    async def close(self) -> None:
+        """Unsubscribe, and hand back what was delivered and not taken."""
+        sub, self.sub = self.sub, None
+        if sub is not None:
+            with contextlib.suppress(Exception):  # the connection may be closed already
+                await sub.unsubscribe()
+        left = list(self.ready)
+        self.ready.clear()
+        await _hand_back(left)
+
+    async def _arrived(self, msg: Msg) -> None:
+        status = JetStreamContext.is_status_msg(msg)
+        if status and not msg.reply:
+            token = msg.subject[len(self.prefix) :]
+            if status != _HEARTBEAT and token in self.waiting:
+                self.waiting[token] = status
+        else:
+            self.ready.append(msg)
+        self.arrived.set()
+
+    async def request(self, batch: int, *, expires: float = 0.0) -> str:
+        """Send one pull request (`no_wait` unless it `expires` after that many seconds); its token."""
+        token = str(next(self._tokens))
+        self.waiting[token] = None
+        ask: dict[str, object] = {"batch": batch, "expires": int(expires * 1e9)} if expires else {"batch": batch, "no_wait": True}
+        await self.nc.publish(self.next_subject, json.dumps(ask).encode(), self.prefix + token)
+        return token
+
+    def take(self, out: list[Msg], limit: int) -> None:
+        ready = self.ready
+        while ready and len(out) < limit:
+            out.append(ready.popleft())
+
+    async def wait(self, within: float) -> bool:
+        """Until something arrives or `within` seconds pass; False when they passed."""
+        self.arrived.clear()
+        try:
+            await asyncio.wait_for(self.arrived.wait(), within)
+        except TimeoutError:
+            return False
+        return True
 
 
-async def take_ready(psub: Any, limit: int) -> list[Msg]:
+async def take_ready(puller: Puller, limit: int) -> list[Msg]:
     """Up to `limit` messages the consumer has ready now; [] when it has none. One `no_wait`
     pull request: the server sends what it has, then a status (404/408) when that was fewer."""
     msgs: list[Msg] = []
-    _drain_queued(psub, msgs, limit)
+    puller.take(msgs, limit)  # left by an earlier request
     if len(msgs) >= limit:
         return msgs
-    sub = psub._sub
-    queue = sub._pending_queue
+    token = ""
     try:
-        await psub._nc.publish(psub._nms, json.dumps({"batch": limit - len(msgs), "no_wait": True}).encode(), psub._deliver)
-        while len(msgs) < limit:
-            if queue.empty():
-                try:
-                    msg = await sub.next_msg(timeout=READY_ANSWER_SECONDS)
-                except NatsTimeoutError:
-                    break
-            else:
-                msg = queue.get_nowait()
-                sub._pending_size -= len(msg.data)
-                queue.task_done()
-            status = JetStreamContext.is_status_msg(msg)
-            if status:
-                if JetStreamContext._is_heartbeat(status):
-                    continue
-                break  # 404 no messages, 408 request done, 409 limits: this request is over
-            msgs.append(msg)
+        token = await puller.request(limit - len(msgs))
+        deadline = asyncio.get_running_loop().time() + READY_ANSWER_SECONDS
+        while True:
+            puller.take(msgs, limit)
+            # The request's messages come before its status (one inbox, in order).
+            if len(msgs) >= limit or puller.waiting[token] is not None:
+                break
+            if puller.ready:
+                continue
+            if not await puller.wait(deadline - asyncio.get_running_loop().time()):
+                break
     except asyncio.CancelledError:
-        await _hand_back(msgs)  # taken off the queue: back to the consumer now, not after their ack wait
+        await _hand_back(msgs)  # taken off the inbox: back to the consumer now, not after their ack wait
         raise
+    finally:
+        puller.waiting.pop(token, None)
     return msgs
 
 
-async def fetch_prompt(psub: Any, limit: int, wait: float) -> list[Msg]:
+async def fetch_prompt(puller: Puller, limit: int, wait: float) -> list[Msg]:
     """What is ready (up to `limit`); when nothing is, wait up to `wait` seconds for one message
     and take what else is ready with it. [] when `wait` passed with nothing."""
-    msgs = await take_ready(psub, limit)
+    msgs = await take_ready(puller, limit)
     if msgs:
         return msgs
+    token = await puller.request(1, expires=wait)
     try:
-        first: list[Msg] = await psub.fetch(1, timeout=wait)
-    except NatsTimeoutError:
-        return []
+        deadline = asyncio.get_running_loop().time() + wait + EXPIRY_GRACE_SECONDS
+        while not puller.ready:
+            status = puller.waiting[token]
+            if status is not None:
+                if status != _EXPIRED:  # 409 or 503: the consumer or its leader is gone for now
+                    log.debug("bus: pull request ended with status %s", status)
+                    await asyncio.sleep(ERROR_PAUSE_SECONDS)
+                return []
+            if not await puller.wait(deadline - asyncio.get_running_loop().time()):
+                return []
+    finally:
+        puller.waiting.pop(token, None)
+    puller.take(msgs, 1)
     if limit > 1:
-        first += await take_ready(psub, limit - len(first))
-    return first
+        msgs += await take_ready(puller, limit - len(msgs))
+    return msgs
 
 
 class PromptBatchSubscriber(BatchPullStreamSubscriber):
@@ -118,17 +185,21 @@ class PromptBatchSubscriber(BatchPullStreamSubscriber):
 
     async def _consume_pull(self) -> None:
         assert self.subscription, "You should call `create_subscription` at first."
-        psub = self.subscription
         limit = self.pull_sub.batch_size
         timeout = self.pull_sub.timeout or 5.0
+        puller: Puller | None = None
         ahead: asyncio.Task[list[Msg]] | None = None
         try:
             while self.running:
                 fetch, ahead = ahead, None
                 try:
+                    if puller is None:
+                        info = await self.subscription.consumer_info()
+                        puller = Puller(self.connection, info.stream_name, info.name)
+                        await puller.open()
                     messages = await fetch if fetch is not None else []
                     if not messages:
-                        messages = await fetch_prompt(psub, limit, timeout)
+                        messages = await fetch_prompt(puller, limit, timeout)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - connection closed, consumer gone: try again shortly
@@ -143,7 +214,7 @@ class PromptBatchSubscriber(BatchPullStreamSubscriber):
                 # What is ready now is taken while the handler applies this fetch (the handler
                 # still gets one fetch at a time, in order): a busy consumer's next batch is here
                 # when the handler returns, instead of a fetch's round trips later.
-                ahead = asyncio.ensure_future(take_ready(psub, limit))
+                ahead = asyncio.ensure_future(take_ready(puller, limit))
                 vars(self)[_FAILED] = False
                 await self.consume(messages)
                 if vars(self)[_FAILED]:
@@ -154,6 +225,8 @@ class PromptBatchSubscriber(BatchPullStreamSubscriber):
         finally:
             if ahead is not None:
                 await _drop(ahead)
+            if puller is not None:
+                await puller.close()
 
     def handler_failed(self) -> None:
         """Called by the handler's wrapper (bus/nats.py) when the handler raised on a fetch."""

@@ -5,23 +5,20 @@ small JSON document (`{"stream":..,"seq":N}` or `{"error":{"code":..,"err_code":
 `JetStreamContext.publish` and `publish_async` wrap each in `asyncio.wait_for`, two random bytes
 from the OS (`secrets.token_hex`) and a parse by the standard library into a PubAck dataclass:
 about a third of the Python CPU of a task state write (measured with py-spy on bench/tasks.py),
-and every task transition is one write and one event. `publish_many` sends on nats-py's own
-response inbox (the connection's one wildcard subscription, its `_resp_map` of futures keyed by
-the reply token; nats-py is pinned and tests/core/test_fast_paths.py checks this against a real
-server), with one timer per turn of the loop and orjson for the answers. The messages' protocol frames are
-written here, all of a call's as one chunk on nats-py's outgoing buffer, with the checks
-`Client.publish` makes (subject, payload size, connection state); `Client.publish` built,
-checked and queued each frame on its own (a quarter of a state write's CPU). A single `publish`
-(each task state write) shares its answer's timer with every request started in the same turn of
-the loop (`_Round`), and wakes nats-py's flusher only when no wake-up is queued already: a timer
-and a flush coroutine per write had cost more than the rest of it (loop CPU per write 37-41 ->
-14-16 us, 100 writes at a time, against a real server).
+and every task transition is one write and one event. This module does what nats.go's
+`PublishAsync` does, with nats-py's public API only: one wildcard inbox subscription per
+connection (`<inbox>.*`, `nc.subscribe`), each publish sent by `Client.publish` with the reply
+subject `<inbox>.<token>` (a counter), its answer handed to the future waiting on that token, one
+timer per turn of the loop for every answer started in it (`_Round`) and orjson for the answers.
+nats-py resubscribes the inbox after a reconnect; an answer that comes after its publish gave up
+finds no future and is dropped.
 
 `publish_atomic` stores a list as one JetStream atomic batch (nats-server 2.12+, a stream with
 `allow_atomic`): every message is stored or none is, and only the last one is answered.
 
 A publish the stream refuses raises `Rejected` (its JetStream error code: a compare-and-set
 that lost is 10071); no stream, no answer in time, or a broken connection raise `Unavailable`.
+A subject, header or payload `Client.publish` refuses raises nats-py's own error, as it does.
 """
 
 from __future__ import annotations
@@ -29,12 +26,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from nats import errors as nats_errors
-from nats.aio.client import _HEADER_KEY_RE, _HEADER_VALUE_NEWLINES, _SUBJECT_INVALID_RE, Client
+from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.nuid import NUID
 
 from .. import fastjson
 from ..errors import ErrorCode, Unavailable
@@ -47,11 +46,11 @@ ATOMIC_BATCH_MAX = 1000
 _BATCH_ID = "Nats-Batch-Id"
 _BATCH_SEQUENCE = "Nats-Batch-Sequence"
 _BATCH_COMMIT = "Nats-Batch-Commit"
-# Header keys already checked against nats-py's rule (a handful: the JetStream headers Loom sets).
-_checked_keys: set[str] = set()
-# Reply tokens of this module's publishes: "-" is not in the NUID alphabet of nats-py's own
-# request tokens, and a counter is cheaper than a NUID.
+#: What `Client.publish` refuses before sending anything: the caller's mistake, raised as it is.
+_REFUSED = (nats_errors.BadSubjectError, nats_errors.BadHeaderError, nats_errors.MaxPayloadError)
+# Reply tokens: a counter is cheaper than a NUID, and the inbox is this module's alone.
 _tokens = itertools.count()
+_batch_ids = NUID()
 
 
 class Rejected(Exception):
@@ -69,6 +68,44 @@ def unavailable() -> Unavailable:
 Publish = tuple[str, bytes, dict[str, str] | None]
 
 
+class Replies:
+    """One connection's inbox for this module's requests: `<inbox>.*`, one subscription, each
+    answer handed to the future waiting on its token."""
+
+    __slots__ = ("opened", "prefix", "waiting")
+
+    def __init__(self, nc: Client) -> None:
+        self.prefix = nc.new_inbox() + "."
+        self.waiting: dict[str, asyncio.Future[Msg]] = {}
+        self.opened = asyncio.ensure_future(nc.subscribe(self.prefix + "*", cb=self._arrived))
+
+    async def _arrived(self, msg: Msg) -> None:
+        future = self.waiting.pop(msg.subject[len(self.prefix) :], None)
+        if future is not None and not future.done():
+            future.set_result(msg)
+
+
+_replies: weakref.WeakKeyDictionary[Client, Replies] = weakref.WeakKeyDictionary()
+
+
+async def replies(nc: Client) -> Replies:
+    """The connection's `Replies`, subscribed (the first call on a connection subscribes)."""
+    r = _replies.get(nc)
+    if r is None:
+        r = _replies[nc] = Replies(nc)
+    if not r.opened.done():
+        try:
+            await asyncio.shield(r.opened)
+        except Exception as exc:
+            # the NATS adapter boundary: an inbox that cannot be subscribed is a bus that does not answer
+            _replies.pop(nc, None)
+            raise unavailable() from exc
+    elif r.opened.exception() is not None:
+        _replies.pop(nc, None)
+        raise unavailable()
+    return r
+
+
 async def publish(
     nc: Client, subject: str, data: bytes, headers: dict[str, str] | None = None, *, answer_within: float = TIMEOUT_SECONDS
 ) -> int:
@@ -79,25 +116,27 @@ async def publish(
 async def request(
     nc: Client, subject: str, data: bytes = b"", headers: dict[str, str] | None = None, *, answer_within: float = TIMEOUT_SECONDS
 ) -> Msg:
-    """One request on the connection's response inbox, answered as `Client.request` answers it
+    """One request on the connection's `Replies` inbox, answered as `Client.request` answers it
     (a no-responders answer is returned, not raised). Every task state write is one (`publish`),
     and every read of a task's state (a direct get): written out flat (no lists, no context
     manager), its answer's timer shared with the requests the same turn of the loop starts
     (`_Round`). No answer within `answer_within`, or a broken connection: `Unavailable`."""
-    prefix = nc._resp_sub_prefix or await _reply_prefix(nc)
-    token = f"-{next(_tokens)}"
-    frame = _frame(nc, subject, prefix.decode() + token, headers, data)
+    r = _replies.get(nc)
+    if r is None or not r.opened.done():
+        r = await replies(nc)
+    token = str(next(_tokens))
     rnd, future = _Round.join(answer_within)
-    nc._resp_map[token] = future
+    r.waiting[token] = future
     try:
-        if todo := _queue(nc, frame, len(data)):
-            await nc._flush_pending(force_flush=todo == _FORCE)
+        await nc.publish(subject, data, r.prefix + token, headers)
         return await future
+    except _REFUSED:
+        raise
     except Exception as exc:
         # the NATS adapter boundary: whatever the client raises (its errors, a timeout, a reset connection) is BACKEND_UNAVAILABLE
         raise unavailable() from exc
     finally:
-        nc._resp_map.pop(token, None)  # gone already if the connection was reset meanwhile
+        r.waiting.pop(token, None)
         future.cancel()
         rnd.answered()
 
@@ -107,13 +146,11 @@ async def publish_many(nc: Client, messages: Sequence[Publish], *, answer_within
     one connection's publishes in the order sent). Their stream sequences, in order. The first
     refusal raises `Rejected` once every answer is in (a message sent after a refused one may be
     stored)."""
-    prefix = (await _reply_prefix(nc)).decode()
-    tokens = [f"-{next(_tokens)}" for _ in messages]
-    with _answers_to(nc, tokens, answer_within) as futures:
-        frames = [
-            _frame(nc, subject, prefix + token, headers, data) for (subject, data, headers), token in zip(messages, tokens, strict=True)
-        ]
-        await _send(nc, frames, sum(len(data) for _, data, _ in messages))
+    r = await replies(nc)
+    tokens = [str(next(_tokens)) for _ in messages]
+    with _answers_to(r, tokens, answer_within) as futures:
+        for (subject, data, headers), token in zip(messages, tokens, strict=True):
+            await nc.publish(subject, data, r.prefix + token, headers)
         answers = [await future for future in futures]
     seqs: list[int] = []
     refusal: Rejected | None = None
@@ -135,106 +172,20 @@ async def publish_atomic(nc: Client, messages: Sequence[Publish], *, answer_with
     already stored (JetStream refuses the whole batch then) or the stream not allowing batches."""
     if not 0 < len(messages) <= ATOMIC_BATCH_MAX:
         raise ValueError(f"an atomic batch holds 1 to {ATOMIC_BATCH_MAX} messages, not {len(messages)}")
-    prefix = (await _reply_prefix(nc)).decode()
-    batch_id = nc._nuid.next().decode()
-    token = f"-{next(_tokens)}"
+    r = await replies(nc)
+    batch_id = _batch_ids.next().decode()
+    token = str(next(_tokens))
     last = len(messages)
-    with _answers_to(nc, [token], answer_within) as (future,):
-        frames = []
+    with _answers_to(r, [token], answer_within) as (future,):
         for n, (subject, data, headers) in enumerate(messages, 1):
             batch = {**(headers or {}), _BATCH_ID: batch_id, _BATCH_SEQUENCE: str(n)}
             if n == last:
                 batch[_BATCH_COMMIT] = "1"
             # Only the commit asks for an answer: it reports the batch's fate, a refusal included.
-            frames.append(_frame(nc, subject, prefix + token if n == last else "", batch, data))
-        await _send(nc, frames, sum(len(data) for _, data, _ in messages))
+            await nc.publish(subject, data, r.prefix + token if n == last else "", batch)
         answer = await future
     seq = _sequence(messages[-1][0], answer)
     return list(range(seq - last + 1, seq + 1))
-
-
-async def ack_all(nc: Client, msgs: Sequence[Msg]) -> None:
-    """Acknowledge JetStream messages as `Msg.ack` does each (an empty message to its reply
-    subject, no answer awaited), all of them written as one chunk: a batch consumer's fetch of a
-    thousand cost a thousand `Client.publish` calls. Messages already acknowledged are skipped;
-    one without a reply subject (not from JetStream) is refused as `Msg.ack` refuses it."""
-    frames = []
-    for m in msgs:
-        if m._ackd:
-            continue
-        if not m.reply:
-            raise nats_errors.NotJSMessageError
-        frames.append(_frame(nc, m.reply, "", None, b""))
-    if frames:
-        await _send(nc, frames, 0)
-    for m in msgs:
-        m._ackd = True
-
-
-async def _reply_prefix(nc: Client) -> bytearray:
-    if not nc._resp_sub_prefix:
-        await nc._init_request_sub()
-    assert nc._resp_sub_prefix is not None  # set by _init_request_sub
-    return nc._resp_sub_prefix
-
-
-def _frame(nc: Client, subject: str, reply: str, headers: dict[str, str] | None, data: bytes) -> bytes:
-    """One message's PUB / HPUB frame, checked and written as `Client.publish` does (the subject
-    checked as `_validate_subject` does, header keys checked, header values trimmed and CR/LF
-    made spaces: nothing a caller passes can end a line and inject protocol)."""
-    if not subject or _SUBJECT_INVALID_RE.search(subject):
-        raise nats_errors.BadSubjectError
-    if len(data) > nc._max_payload:
-        raise nats_errors.MaxPayloadError
-    to = f"{subject} {reply}".encode() if reply else subject.encode()
-    if not headers:
-        return b"PUB %s %d\r\n%s\r\n" % (to, len(data), data)
-    block = "NATS/1.0\r\n"
-    for key, value in headers.items():
-        if key not in _checked_keys:
-            key = key.strip()
-            if not key:
-                continue
-            if not _HEADER_KEY_RE.fullmatch(key):
-                raise nats_errors.BadHeaderError(key)
-            _checked_keys.add(key)
-        value = value.strip()
-        if "\r" in value or "\n" in value:
-            value = value.translate(_HEADER_VALUE_NEWLINES)
-        block += f"{key}: {value}\r\n"
-    head = (block + "\r\n").encode()
-    return b"HPUB %s %d %d\r\n%s%s\r\n" % (to, len(head), len(head) + len(data), head, data)
-
-
-async def _send(nc: Client, frames: list[bytes], payload_bytes: int) -> None:
-    """Queue `frames` on the connection's outgoing buffer as one chunk and wake its flusher, as
-    `Client.publish` does for each (buffered while reconnecting, within the pending limit)."""
-    if todo := _queue(nc, b"".join(frames), payload_bytes, len(frames)):
-        await nc._flush_pending(force_flush=todo == _FORCE)
-
-
-_KICK, _FORCE = 1, 2
-
-
-def _queue(nc: Client, chunk: bytes, payload_bytes: int, count: int = 1) -> int:
-    """Append `chunk` (`count` messages) to the connection's outgoing buffer. What the caller
-    must then do, as `Client.publish` does: 0 nothing (a wake-up of nats-py's flusher is queued
-    already: a whole turn of the loop's publishes share one), _KICK wake the flusher, _FORCE
-    flush and wait for it (the buffer is past its pending limit)."""
-    if nc.is_closed:
-        raise nats_errors.ConnectionClosedError
-    if nc.is_draining_pubs:
-        raise nats_errors.ConnectionDrainingError
-    if not nc.is_connected and (nc._max_pending_size <= 0 or len(chunk) + nc._pending_data_size > nc._max_pending_size):
-        raise nats_errors.OutboundBufferLimitError
-    stats = nc.stats
-    stats["out_msgs"] += count
-    stats["out_bytes"] += payload_bytes
-    nc._pending.append(chunk)
-    nc._pending_data_size += len(chunk)
-    if nc._max_pending_size > 0 and nc._pending_data_size > nc._max_pending_size:
-        return _FORCE
-    return _KICK if nc._flush_queue is not None and nc._flush_queue.empty() else 0
 
 
 class _Round:
@@ -288,22 +239,25 @@ class _Round:
 
 
 @contextlib.contextmanager
-def _answers_to(nc: Client, tokens: list[str], answer_within: float) -> Iterator[list[asyncio.Future[Msg]]]:
-    """A future for the answer to each reply token on nats-py's response inbox, in this turn's
-    round (`_Round`: one timer for them all), gone when the block ends; anything the block
-    raises (a broken connection, no answer in time) is `Unavailable`. `request` does the same
-    for one token, written out flat (every state write is one)."""
+def _answers_to(r: Replies, tokens: list[str], answer_within: float) -> Iterator[list[asyncio.Future[Msg]]]:
+    """A future for the answer to each reply token on the connection's `Replies` inbox, in this
+    turn's round (`_Round`: one timer for them all), gone when the block ends; anything the block
+    raises (a broken connection, no answer in time) is `Unavailable`, but for what
+    `Client.publish` refuses. `request` does the same for one token, written out flat (every
+    state write is one)."""
     joined = [_Round.join(answer_within) for _ in tokens]
     for token, (_, future) in zip(tokens, joined, strict=True):
-        nc._resp_map[token] = future
+        r.waiting[token] = future
     try:
         yield [future for _, future in joined]
+    except _REFUSED:
+        raise
     except Exception as exc:
         # the NATS adapter boundary, as in the single publish
         raise unavailable() from exc
     finally:
         for token, (rnd, future) in zip(tokens, joined, strict=True):
-            nc._resp_map.pop(token, None)
+            r.waiting.pop(token, None)
             future.cancel()
             rnd.answered()
 

@@ -25,6 +25,7 @@ from nats.js.client import JetStreamContext
 from .. import fastjson
 from ..errors import ErrorCode, Unavailable
 from . import jspublish
+from .replicas import BusJetStream
 
 EXPECTED_LAST = "Nats-Expected-Last-Subject-Sequence"
 KV_OPERATION = "KV-Operation"
@@ -65,13 +66,13 @@ async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
     await js.update_stream(config)
 
 
-async def read(js: JetStreamContext, stream: str, subject: str, *, direct: bool = True) -> Entry | None:
+async def read(js: BusJetStream, stream: str, subject: str, *, direct: bool = True) -> Entry | None:
     """The subject's last message, or None when the subject holds none. `direct`: any replica
     answers (the stream must allow direct gets: `$JS.API.DIRECT.GET.<stream>.<subject>`, as
     nats-py's `get_msg(direct=True)` asks, through `jspublish.request`); else the stream's leader."""
     if direct:
         try:
-            msg = await jspublish.request(js._nc, f"{js._prefix}.DIRECT.GET.{stream}.{subject}", answer_within=js._timeout)
+            msg = await jspublish.request(js.nc, f"{js.api_prefix}.DIRECT.GET.{stream}.{subject}", answer_within=js.timeout)
         except Unavailable:
             raise unavailable() from None
         headers = msg.headers or {}
@@ -98,14 +99,14 @@ def _entry(data: bytes | None, seq: int, headers: dict[str, str] | None) -> Entr
 
 
 async def update_at(
-    js: JetStreamContext, subject: str, data: bytes, last: int, *, ttl: float | None = None, headers: dict[str, str] | None = None
+    js: BusJetStream, subject: str, data: bytes, last: int, *, ttl: float | None = None, headers: dict[str, str] | None = None
 ) -> int:
     """Write at revision `last` (0: the subject must hold nothing); the new revision."""
     h = {EXPECTED_LAST: str(last), **(headers or {})}
     if ttl is not None:
         h[MSG_TTL] = str(int(ttl))
     try:
-        return await jspublish.publish(js._nc, subject, data, h, answer_within=js._timeout)
+        return await jspublish.publish(js.nc, subject, data, h, answer_within=js.timeout)
     except jspublish.Rejected as exc:
         if exc.err_code in WRONG_LAST_SEQUENCE:
             raise WrongRevision(subject) from None
@@ -113,7 +114,7 @@ async def update_at(
 
 
 async def create_if_absent(
-    js: JetStreamContext, stream: str, subject: str, data: bytes, *, ttl: float | None = None, direct: bool = True
+    js: BusJetStream, stream: str, subject: str, data: bytes, *, ttl: float | None = None, direct: bool = True
 ) -> int:
     """Write only when the subject holds no live value (nothing, or a delete marker)."""
     try:

@@ -17,16 +17,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import nats
-from faststream import AckPolicy
 from faststream.nats import NatsBroker, PullSub
 from faststream.nats.message import NatsBatchMessage, NatsMessage
 from faststream.security import SASLPlaintext
 from nats.aio.client import Client
-from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 
 from ..errors import ErrorCode, Unavailable
-from . import headers, jspublish, protocol
+from .replicas import BusJetStream, jetstream
 
 if TYPE_CHECKING:
     from .layout import Consumer
@@ -66,7 +64,7 @@ class Consuming:
 @dataclass(slots=True)
 class Bus:
     nc: Client
-    js: JetStreamContext
+    js: BusJetStream
     broker: NatsBroker
 
     async def ensure_stream(self, config: StreamConfig) -> None:
@@ -84,15 +82,9 @@ class Bus:
 
         name = consumer.name
 
-        # A batch that its handler applied is acknowledged here in one write (jspublish.ack_all)
-        # rather than message by message by FastStream's ack policy, which then finds it acked.
-        acks_here = consumer.batch and consumer.ack in (AckPolicy.ACK, AckPolicy.NACK_ON_ERROR)
-
         async def call(msg: Any) -> None:
             try:
                 await handler(msg)
-                if acks_here:
-                    await jspublish.ack_all(self.nc, msg.raw_message)
             except Exception:
                 # a consumer outlives a handler that fails on one message; its ack policy redelivers it
                 log.warning("bus: consumer %s failed on a message", name, exc_info=True)
@@ -167,14 +159,10 @@ async def connect_bus(url: str, name: str = "loom", *, user: str = "", password:
     """Connect the runtime's broker and start it (consumers are added to it as planes start).
     `url` may list several servers, comma-separated (a NATS cluster); `replicas` is
     LOOM_NATS_REPLICAS, the copies each stream and KV bucket Loom declares keeps (bus/replicas.py)."""
-    from .replicas import jetstream
-
     servers = [u.strip() for u in url.split(",") if u.strip()]
     broker = make_broker(servers if len(servers) > 1 else url, name=name, user=user, password=password)
     try:
         nc = await broker.connect()
-        headers.install(nc)
-        protocol.install(nc)
         await broker.start()
     except Exception as exc:
         # the NATS adapter boundary: a connect that fails in any way is BACKEND_UNAVAILABLE

@@ -15,7 +15,7 @@ resumes from there rather than from the beginning. The first look is
 made before the response starts, so a refusal (401, 403, 404, 422) is an ordinary JSON error
 with its status; a later one (a token revoked or expired meanwhile) is sent as `event: error`
 with the error body, and the stream ends. When the client goes, the look in flight is cancelled
-(its ephemeral consumer deleted) and nothing more is read.
+(its wait on the replica's event tail withdrawn) and nothing more is read.
 
 Query: `task_id` or `inbox` (exactly one), `since_seq`, `start` (`now`), `heartbeat_seconds`
 (1..30, default 15), `namespace`; headers as for any op (Authorization, X-Loom-Org,

@@ -33,6 +33,7 @@ from typing import Any
 
 import httpx
 from loom_core.bus.leases import BUCKET as LEASES_BUCKET
+from loom_core.bus.replicas import jetstream
 from loom_core.chain.ledger import STREAM as LEDGER_STREAM
 from loom_core.doctor import (
     DOCTOR_ENTRY_POINTS,
@@ -395,7 +396,7 @@ async def _connect_nats(settings: Settings) -> tuple[_DoctorBus | None, str]:
         )
     except Exception as exc:  # noqa: BLE001 - any failure is "not reachable"
         return None, type(exc).__name__
-    return _DoctorBus(nc, nc.jetstream()), ""
+    return _DoctorBus(nc, jetstream(nc)), ""
 
 
 async def _open_store(settings: Settings) -> tuple[Any | None, str]:

@@ -23,6 +23,7 @@ from .consumers.notes import NotesWriter
 from .consumers.projector import Projector
 from .consumers.pushes import Pushes
 from .consumers.sweep import Sweeper
+from .consumers.tail import EventTail
 from .depth import QueueDepth
 from .directory import Directory
 from .domain.model import TaskRow
@@ -76,6 +77,7 @@ class TasksPlane:
             engine=self.engine,
             access=Access(runtime.auth, self.directory),
             publisher=self.publisher,
+            tail=EventTail(runtime.bus),
         )
         self.sweeper = Sweeper(
             self.engine,
@@ -136,6 +138,7 @@ class TasksPlane:
             await self.deliverer.start()
 
     async def stop(self) -> None:
+        await self.deps.tail.stop()
         if self.deliverer is not None:
             await self.deliverer.stop()
         await self.depth.stop()

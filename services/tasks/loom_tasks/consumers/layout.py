@@ -10,7 +10,9 @@ kind of consumer, shared by every replica, over the one kind of event no state w
 (task.progress notes, published by the op itself): it writes their task.history rows.
 SWEEP_WATCH is the sweep lease holder's watch of the tasks' state (the sweep's due index): a
 batch pull consumer of its own (a durable name per watch, acking nothing, removed by the server
-once unused; consumers/sweep.py starts a new watch, index and all, when it finds it gone). WAKE and CONFIG are core NATS
+once unused; consumers/sweep.py starts a new watch, index and all, when it finds it gone).
+EVENTS_TAIL is each replica's one reader of new task events for its waiting task.updates and
+task.watch calls (consumers/tail.py: opened on the first wait, closed once idle). WAKE and CONFIG are core NATS
 subscriptions (no stream, at most once, nothing to ack) every replica holds: the pull wake-ups
 (a lost one costs at most LOOM_TASK_PULL_POLL_SECONDS) and the directory's cache drops (a lost
 one costs at most LOOM_TASK_CONFIG_CACHE_TTL_SECONDS). The webhook deliverer's durable consumer is
@@ -97,6 +99,27 @@ SWEEP_WATCH = Consumer(
     description="every task's last state write, then each new one -> the sweep lease holder's due index",
 )
 
+EVENTS_TAIL = Consumer(
+    "task-events-tail",
+    task_subjects.ALL,
+    stream=STREAM,
+    ack=AckPolicy.MANUAL,  # its JetStream consumer acks nothing (AckPolicy none)
+    pull_batch=FETCH,
+    pull_timeout_seconds=1.0,
+    batch=True,
+    deliver_policy=DeliverPolicy.NEW,
+    # The durable name is the tail's own (consumers/tail.py); it goes away once unused.
+    config=ConsumerConfig(
+        ack_policy=JsAckPolicy.NONE,
+        deliver_policy=DeliverPolicy.NEW,
+        inactive_threshold=WATCH_INACTIVE_SECONDS,
+        filter_subject=task_subjects.ALL,
+        mem_storage=True,
+        num_replicas=1,
+    ),
+    description="task events stored from now on -> this replica's waiting task.updates and task.watch calls (one consumer per replica)",
+)
+
 WAKE = Consumer(
     "task-wake",
     f"{WAKE_PREFIX}.>",
@@ -112,7 +135,7 @@ CONFIG = Consumer(
 )
 
 #: Every consumer above (the AsyncAPI document lists them: asyncapi.py).
-CONSUMERS = (PROJECTOR, NOTES, SWEEP_WATCH, WAKE, CONFIG)
+CONSUMERS = (PROJECTOR, NOTES, SWEEP_WATCH, EVENTS_TAIL, WAKE, CONFIG)
 
 #: The cluster lease under which one replica at a time runs PROJECTOR (consumers/leased.py).
 PROJECTOR_LEASE = "tasks.projector"

@@ -8,6 +8,7 @@ from loom_core.bus import Bus, LeaseStore
 from loom_core.identity.store import IdentityStore
 from loom_core.store import Store
 
+from ..consumers.tail import EventTail
 from ..directory import Directory
 from ..events import EventPublisher
 from ..settings import TasksSettings
@@ -33,3 +34,4 @@ class Deps:
     engine: Engine
     access: Access
     publisher: EventPublisher
+    tail: EventTail

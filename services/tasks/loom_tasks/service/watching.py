@@ -1,37 +1,33 @@
 """Reading the event stream after a cursor: task.updates (the caller's own tasks) and task.watch
 (one task's or one inbox's events; GET /v1/task/watch streams it as server-sent events).
 
-Both read LOOM_TASK_EVENTS itself from the cursor, so a replay from an old cursor returns the
-same events and no replica's event is skipped; the cursor (`seq`) is the stream sequence.
+Both read LOOM_TASK_EVENTS itself from the cursor (by direct get: no consumer per call), so a
+replay from an old cursor returns the same events and no replica's event is skipped; the cursor
+(`seq`) is the stream sequence. A call with nothing to return yet waits on the replica's one
+reader of new events (consumers/tail.py), after the checks of who may read what.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
-import secrets
-import time
 from collections.abc import Callable
 from typing import Any
 
-import nats.errors
-from loom_core.bus.position import position
+from loom_core.bus import direct
+from loom_core.bus.replicas import BusJetStream
 from loom_core.bus.task_subjects import event_subject, org_filter
 from loom_core.chain import CallContext
-from loom_core.errors import ErrorCode, Unavailable, ValidationFailed
+from loom_core.errors import ValidationFailed
 from loom_core.roles import Role
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.client import JetStreamContext
 
+from ..consumers.tail import EventTail
 from ..domain import validate as v
 from ..events import PROJECTOR_DURABLE, READ_WAIT_SECONDS, STREAM
 from ..events import caught_up as projected
 from ..store import truth
 from .access import no_inbox, no_task
 from .deps import Deps
-
-log = logging.getLogger(__name__)
 
 FETCH = 256
 
@@ -54,84 +50,55 @@ def _every(_event: dict[str, Any]) -> bool:
 
 
 async def read_events(
-    js: JetStreamContext, subject_filter: str, since_seq: int, wait: float, limit: int, keep: Keep
+    js: BusJetStream, tail: EventTail, subject_filter: str, since_seq: int, wait: float, limit: int, keep: Keep
 ) -> tuple[list[dict[str, Any]], int]:
     """The events on `subject_filter` after `since_seq` that `keep` accepts (at most `limit`),
     waiting up to `wait` seconds for a first one, and the cursor to save after them.
 
     Read-your-writes: the events of every state write made before the call are on the stream
-    first (the projector derives them). Not a bus consumer: a one-shot read from the cursor on
-    an ephemeral consumer deleted before returning (a cancelled call included)."""
+    first (the projector derives them). What is stored is read by direct get (no consumer);
+    a call that finds nothing waits on the replica's one `EventTail` (consumers/tail.py),
+    registered before the read so nothing stored meanwhile is missed."""
     await projected(js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
-    config = ConsumerConfig(
-        name=f"updates-{secrets.token_hex(8)}",
-        deliver_policy=DeliverPolicy.BY_START_SEQUENCE if since_seq else DeliverPolicy.ALL,
-        opt_start_seq=since_seq + 1 if since_seq else None,
-        ack_policy=AckPolicy.NONE,
-        filter_subject=subject_filter,
-        inactive_threshold=60.0,
-        mem_storage=True,
-        num_replicas=1,
-    )
-    try:
-        info = await js.add_consumer(STREAM, config)
-        sub = await js.pull_subscribe_bind(consumer=config.name, stream=STREAM)
-    except asyncio.CancelledError:
-        # Cancelled while the server may have made it: deleted all the same.
-        await asyncio.shield(asyncio.ensure_future(_delete(js, None, str(config.name))))
-        raise
-    except Exception as exc:
-        # the NATS adapter boundary: any failure to open the read is BACKEND_UNAVAILABLE
-        raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the event stream did not answer") from exc
+    async with tail.waiting(subject_filter, since_seq, keep, limit) as waiter:
+        events, next_seq = await _stored_events(js, subject_filter, since_seq, limit, keep)
+        waiter.caught_up_to(next_seq)
+        if events or wait <= 0:
+            return events, next_seq
+        deadline = asyncio.get_running_loop().time() + wait
+        while not waiter.events:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                break
+            waiter.arrived.clear()
+            try:
+                await asyncio.wait_for(waiter.arrived.wait(), left)
+            except TimeoutError:
+                break
+        return list(waiter.events), max(next_seq, waiter.seen)
+
+
+async def _stored_events(js: BusJetStream, subject_filter: str, since_seq: int, limit: int, keep: Keep) -> tuple[list[dict[str, Any]], int]:
+    """What is stored on `subject_filter` after `since_seq` that `keep` accepts (at most
+    `limit`), and the sequence of the last event read."""
     events: list[dict[str, Any]] = []
     next_seq = since_seq
-    pending = int(info.num_pending or 0)
-    deadline = time.monotonic() + wait
-    try:
-        while len(events) < limit:
-            caught_up = pending <= 0
-            remaining = deadline - time.monotonic()
-            if caught_up and (events or remaining <= 0):
-                break
-            timeout = max(remaining, 0.05) if caught_up else 5.0
+    while len(events) < limit:
+        stored = await direct.read_after(js, STREAM, subject_filter, next_seq, FETCH)
+        for m in stored:
+            next_seq = m.seq
             try:
-                msgs = await sub.fetch(min(FETCH, max(pending, 1)) if not caught_up else FETCH, timeout=timeout)
-            except TimeoutError:
-                msgs = []  # nothing new within the wait (nats-py's timeouts are TimeoutErrors)
-            except nats.errors.Error as exc:
-                raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the event stream did not answer") from exc
-            if not msgs:
-                if caught_up:
-                    break
+                body = json.loads(m.data)
+            except ValueError:
                 continue
-            for m in msgs:
-                seq, pending = position(m)
-                if seq <= next_seq:
-                    continue
-                next_seq = seq
-                try:
-                    body = json.loads(m.data)
-                except ValueError:
-                    continue
-                if isinstance(body, dict) and keep(body):
-                    body["seq"] = seq
-                    events.append(body)
-                    if len(events) >= limit:
-                        break
-    finally:
-        # Its own task, shielded: a call cancelled mid-read (a watcher that went away, under an
-        # anyio cancel scope that cancels every await after it) still deletes its consumer.
-        await asyncio.shield(asyncio.ensure_future(_delete(js, sub, str(config.name))))
+            if isinstance(body, dict) and keep(body):
+                body["seq"] = m.seq
+                events.append(body)
+                if len(events) >= limit:
+                    break
+        if len(stored) < FETCH:
+            break
     return events, next_seq
-
-
-async def _delete(js: JetStreamContext, sub: Any, name: str) -> None:
-    try:
-        if sub is not None:
-            await sub.unsubscribe()
-        await js.delete_consumer(STREAM, name)
-    except Exception:  # noqa: BLE001 - the consumer goes after its inactive threshold anyway
-        log.debug("updates consumer not deleted")
 
 
 class WatchingOps:
@@ -143,7 +110,9 @@ class WatchingOps:
         limit = check_cursor(since_seq, limit)
         wait = v.wait_seconds(wait_seconds)
         me = ctx.subject
-        events, next_seq = await read_events(self.d.bus.js, org_filter(ctx.org), since_seq, wait, limit, lambda e: e.get("poster") == me)
+        events, next_seq = await read_events(
+            self.d.bus.js, self.d.tail, org_filter(ctx.org), since_seq, wait, limit, lambda e: e.get("poster") == me
+        )
         self.d.access.auth.check_live(ctx.principal)  # revoked while it waited: nothing handed over
         ctx.out_hits = len(events)
         return events, next_seq
@@ -182,7 +151,7 @@ class WatchingOps:
                 keep = _field_is("poster", me)
             else:
                 raise no_inbox(inbox_name)
-        events, next_seq = await read_events(self.d.bus.js, subject_filter, since_seq, wait, limit, keep)
+        events, next_seq = await read_events(self.d.bus.js, self.d.tail, subject_filter, since_seq, wait, limit, keep)
         self.d.access.auth.check_live(ctx.principal)  # revoked while it waited: nothing handed over
         ctx.out_hits = len(events)
         return events, next_seq
