@@ -212,6 +212,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     from loom_runner.embedded import start_instance
 
     logging.basicConfig(level=logging.WARNING)
+    load_at_start = load()
     with tempfile.TemporaryDirectory(prefix="loom-bench-policy-", ignore_cleanup_errors=True) as tmp:
         data = Path(tmp)
         base = {
@@ -354,6 +355,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "machine": machine(),
         "platform": platform.platform(),
         "durability": durability(args.sync_interval),
+        "load_at_start": load_at_start,
         "load": load(),
         "events_loaded": args.events,
         "caller_events_in_window": agent_events,
@@ -385,7 +387,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 def report(r: dict[str, Any]) -> str:
     return "\n".join(
         [
-            f"machine: {r['machine']}; {r['load']} at the end",
+            f"machine: {r['machine']}; {r['load_at_start']} at the start, {r['load']} at the end",
             r["durability"],
             f"caller's events in the window: {r['caller_events_in_window']} (loaded {r['events_loaded']} in {r['load_seconds']} s; window built in {r['window_build_seconds']} s)",
             f"auth.whoami over gRPC, {r['calls_per_side']} calls per side, alternating:",

@@ -111,7 +111,14 @@ async def ledger_held(*instances: Instance) -> AsyncIterator[None]:
     for i in instances:
         await i.runtime.ledger.flush()
         i.runtime.ledger.flush_interval = 3600.0
-    await asyncio.sleep(0.2)  # let each flusher enter its long wait
+        # Wake the flusher so it takes the long interval now: it clears the event, flushes
+        # (whatever arrives from then on stays in its buffer) and waits the hour.
+        i.runtime.ledger._wake.set()
+
+    async def waiting_the_hour() -> bool:
+        return not any(i.runtime.ledger._wake.is_set() for i in instances)
+
+    await eventually(waiting_the_hour, interval=0.005)
     try:
         yield
     finally:

@@ -79,7 +79,7 @@ class Checker:
         if run_id and (streamed or not cites):
             calls_task = asyncio.create_task(self._calls(scope, run_id, stop_early=not streamed, expected=tool_calls))
         try:
-            checked = await asyncio.wait_for(self._check_all(scope, run_id, checked_list), CHECKS_BOUND_S)
+            checked = await asyncio.wait_for(self._check_all(scope, run_id, checked_list, tool_calls), CHECKS_BOUND_S)
         except TimeoutError:
             checked = [cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True) for c in checked_list]
         checked += [cit.Checked(c, False, cit.REASON_PAST_LIMIT, undecided=True) for c in past]
@@ -138,13 +138,13 @@ class Checker:
         except Exception:  # noqa: BLE001 - a failed or late read leaves the answer unchecked
             return None
 
-    async def _check_all(self, scope: AnswerScope, run_id: str, cites: list[cit.Citation]) -> list[cit.Checked]:
+    async def _check_all(self, scope: AnswerScope, run_id: str, cites: list[cit.Citation], expected: int) -> list[cit.Checked]:
         if not cites:
             return []
         # Help and document citations are checked against the docs index in one help.verify call.
         indexed = [c for c in cites if c.kind in ("help", "doc")]
         index_task = asyncio.create_task(self._indexed(scope, indexed)) if indexed else None
-        reads = _SharedReads(self, scope, run_id)
+        reads = _SharedReads(self, scope, run_id, expected)
         plain = [c for c in cites if c.kind not in ("help", "doc")]
         tasks = [asyncio.create_task(self._one(scope, run_id, c, reads)) for c in plain]
         others = await asyncio.gather(*tasks, return_exceptions=True)
@@ -164,20 +164,27 @@ class Checker:
         if c.kind == "memory":
             if not self.memory_reads_recorded:
                 return cit.Checked(c, False, cit.REASON_MEMORY_NOT_RECORDED, undecided=True)
-            return await self._until(reads.exposed, lambda keys: checks.memory(c, keys))
+            return await self._until(reads, reads.exposed, lambda keys: checks.memory(c, keys))
         if c.kind == "sql":
-            return await self._until(reads.rows, lambda rows: checks.sql(c, rows))
+            return await self._until(reads, reads.rows, lambda rows: checks.sql(c, rows))
         if c.kind == "task":
-            return await self._until(reads.rows, lambda rows: checks.task(c, rows))
+            return await self._until(reads, reads.rows, lambda rows: checks.task(c, rows))
         return checks.could_not_run(c)
 
-    async def _until(self, read: Callable[[int], Awaitable[Any]], judge: Callable[[Any], cit.Checked]) -> cit.Checked:
-        """The rows land in the background: judge again until verified, for up to five seconds."""
+    async def _until(
+        self, reads: _SharedReads, read: Callable[[int], Awaitable[_Read]], judge: Callable[[Any], cit.Checked]
+    ) -> cit.Checked:
+        """The rows land in the background: judge again until verified, for up to five seconds,
+        or until no row of the run is still on its way: every call LibreChat reported has its
+        ledger row, in a read begun at least one ledger wait after the first (as the run's calls
+        are read, `_calls`). A call's exposure rows are inserted before its ledger row is
+        recorded, so a read that counts the row after them sees them."""
         deadline = time.monotonic() + ROWS_WAIT_S
         attempt = 0
         while True:
-            verdict = judge(await read(attempt))
-            if verdict.verified or time.monotonic() >= deadline:
+            got = await read(attempt)
+            verdict = judge(got.data)
+            if verdict.verified or time.monotonic() >= deadline or reads.all_landed(got):
                 return verdict
             attempt += 1
             await asyncio.sleep(min(0.1, max(self.ledger_wait_s / 2, 0.02)))
@@ -201,38 +208,62 @@ class Checker:
         return judged
 
 
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """One read of the run's rows (or exposed keys): what was read, when the read began, and
+    how many of the run's ledger rows had landed by then (counted before `data` was read)."""
+
+    data: Any
+    began: float
+    landed: int
+
+
 class _SharedReads:
     """One answer's reads, shared by its checks: every check waiting at the same attempt reads
     the rows once (fifty citations cost two reads, not fifty)."""
 
-    def __init__(self, checker: Checker, scope: AnswerScope, run_id: str) -> None:
+    def __init__(self, checker: Checker, scope: AnswerScope, run_id: str, expected: int) -> None:
         self._checker = checker
         self._scope = scope
         self._run_id = run_id
-        self._reads: dict[tuple[str, int], asyncio.Future[Any]] = {}
+        # The tool calls LibreChat reported for the answer: each leaves one ledger row.
+        self._expected = min(expected, RUN_ROWS_CUT)
+        self._started = time.monotonic()
+        self._reads: dict[tuple[str, int], asyncio.Future[_Read]] = {}
 
-    def _once(self, kind: str, attempt: int, make: Callable[[], Awaitable[Any]]) -> asyncio.Future[Any]:
+    def all_landed(self, got: _Read) -> bool:
+        """Every reported call's row had landed when `got` was read, a ledger wait or more
+        after the checks began (a row written in the background has had its time)."""
+        return got.began - self._started >= self._checker.ledger_wait_s and got.landed >= self._expected
+
+    def _once(self, kind: str, attempt: int, make: Callable[[], Awaitable[_Read]]) -> asyncio.Future[_Read]:
         fut = self._reads.get((kind, attempt))
         if fut is None:
             fut = self._reads[(kind, attempt)] = asyncio.ensure_future(make())
         return fut
 
-    async def _flushed(self, read: Callable[[], Awaitable[Any]]) -> Any:
+    async def _run_rows(self) -> list[dict[str, Any]]:
+        s = self._scope
+        rows: list[dict[str, Any]] = await ledger.run_rows(
+            self._checker.store, org=s.org, run_id=self._run_id, subject=s.subject, limit=RUN_ROWS_CUT
+        )
+        return rows
+
+    async def _exposed(self) -> _Read:
+        began = time.monotonic()
         await self._checker.flush()
-        return await read()
+        landed = len(await self._run_rows())
+        keys = await ledger.exposed_keys(self._checker.store, org=self._scope.org, run_id=self._run_id)
+        return _Read(keys, began, landed)
 
-    def exposed(self, attempt: int) -> Awaitable[Any]:
-        s, run = self._scope, self._run_id
-        return self._once(
-            "exposed", attempt, lambda: self._flushed(lambda: ledger.exposed_keys(self._checker.store, org=s.org, run_id=run))
-        )
+    async def _rows(self) -> _Read:
+        began = time.monotonic()
+        await self._checker.flush()
+        rows = await self._run_rows()
+        return _Read(rows, began, len(rows))
 
-    def rows(self, attempt: int) -> Awaitable[Any]:
-        s, run = self._scope, self._run_id
-        return self._once(
-            "rows",
-            attempt,
-            lambda: self._flushed(
-                lambda: ledger.run_rows(self._checker.store, org=s.org, run_id=run, subject=s.subject, limit=RUN_ROWS_CUT)
-            ),
-        )
+    def exposed(self, attempt: int) -> Awaitable[_Read]:
+        return self._once("exposed", attempt, self._exposed)
+
+    def rows(self, attempt: int) -> Awaitable[_Read]:
+        return self._once("rows", attempt, self._rows)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .history import Breadth, GlobSet, NotIndexed, PKey, Series, Shape, key_value
-from .model import BoolNode, Leaf, LeafOutcome, Node, RuleDef
+from .model import BoolNode, Leaf, LeafOutcome, Node, RuleDef, RuleOutcome
 from .reservations import PendingCall
 from .timeutil import US
 
@@ -51,7 +51,7 @@ class EvalContext:
     """One evaluation: the history, the caller, the instant, and the current call's arguments
     (in the ledger's form, computed only if a rule binds `$args`)."""
 
-    __slots__ = ("_args", "_args_fn", "caller", "history", "memo", "now_us", "pending", "reads", "until")
+    __slots__ = ("_args", "_args_fn", "_pkeys", "caller", "caller_key", "history", "memo", "now_us", "pending", "reads", "until")
 
     def __init__(
         self,
@@ -65,6 +65,9 @@ class EvalContext:
     ) -> None:
         self.history = history
         self.caller = caller
+        # Keyed once per call: the rules' memos (by caller) and the principal keys leaves read (by kind).
+        self.caller_key = (caller.subject, caller.agent, caller.user, caller.session)
+        self._pkeys: dict[str, PKey] = {}
         self.now_us = now_us
         # Calls in flight (domain.reservations): count_within counts them as successful events.
         self.pending = pending
@@ -77,19 +80,30 @@ class EvalContext:
         self.reads: list[Series | Breadth] = []
         self.until = _FOREVER
 
+    def pkey(self, kind: str) -> PKey:
+        """The caller's principal key of this kind (Caller.pkey), built once per evaluation."""
+        key = self._pkeys.get(kind)
+        if key is None:
+            key = self._pkeys[kind] = self.caller.pkey(kind)
+        return key
+
     def read(self, source: Series | Breadth | None) -> None:
         if source is not None:
             self.reads.append(source)
 
-    def changes_at(self, times: Sequence[int], lo: int, hi: int, within_us: int, trunc: int) -> None:
+    def changes_at(self, times: Sequence[int], lo: int, hi: int, within_us: int, trunc: int, span: tuple[int, int] | None = None) -> None:
         """Lower `until` to when [lo, hi) slid forward may count differently over `times`: the
         oldest event inside leaves it, the next event at or after hi enters it, or the window
-        stops reaching past the truncation point (its count becomes exact)."""
+        stops reaching past the truncation point (its count becomes exact). `span`: the
+        indices of [lo, hi) in `times` when already found."""
         until = self.until
         n = len(times)
-        i = bisect_left(times, lo)
+        if span is None:
+            i = bisect_left(times, lo)
+            j = bisect_left(times, hi, i) if i < n else n
+        else:
+            i, j = span
         if i < n:
-            j = bisect_left(times, hi, i)
             if i < j:
                 until = min(until, times[i] + within_us + 1)
             if j < n:
@@ -125,13 +139,17 @@ def compare(cmp: str, observed: float, threshold: float, exact: bool) -> bool | 
     """observed cmp threshold; with `exact` False observed is a lower bound, so only an answer
     more events could not change is given (else None)."""
     if exact:
-        return {
-            "gt": observed > threshold,
-            "gte": observed >= threshold,
-            "lt": observed < threshold,
-            "lte": observed <= threshold,
-            "eq": observed == threshold,
-        }[cmp]
+        if cmp == "gt":
+            return observed > threshold
+        if cmp == "gte":
+            return observed >= threshold
+        if cmp == "lt":
+            return observed < threshold
+        if cmp == "lte":
+            return observed <= threshold
+        if cmp == "eq":
+            return observed == threshold
+        raise KeyError(cmp)
     if cmp == "gt" and observed > threshold:
         return True
     if cmp == "gte" and observed >= threshold:
@@ -181,7 +199,7 @@ class CompiledLeaf:
 
     def evaluate(self, ctx: EvalContext) -> LeafOutcome:
         leaf = self.leaf
-        pkey = ctx.caller.pkey(leaf.key)
+        pkey = ctx.pkey(leaf.key)
         out = LeafOutcome(
             path=leaf.path,
             op=leaf.op,
@@ -231,9 +249,16 @@ class CompiledLeaf:
             out.observed = float(since)
             out.holds = since == 0
             return
-        total, last = s.count(lo, hi, filt) if s else (0, 0)
+        span = None
+        if s is None:
+            total, last = 0, 0
+        elif filt:
+            total, last = s.count(lo, hi, filt)
+        else:
+            span = s.span(lo, hi)  # one search for the count and for `until`
+            total, last = span[1] - span[0], s.times[span[1] - 1] if span[1] > span[0] else 0
         trunc = max(floor, s.truncated_upto) if s else floor
-        ctx.changes_at(s.times if s else (), lo, hi, self.within_us, trunc)
+        ctx.changes_at(s.times if s else (), lo, hi, self.within_us, trunc, span)
         exact = lo > trunc
         out.last_us = last
         if leaf.op == "formerly":
@@ -257,6 +282,8 @@ class CompiledLeaf:
 
     def _pending(self, ctx: EvalContext, pkey: PKey, lo: int, filt: tuple[tuple[str, str], ...]) -> int:
         # No upper bound: a call reserved after this one began (while it awaited) is in flight now.
+        if not ctx.pending:
+            return 0
         subject, kind, value = pkey
         return sum(
             1
@@ -309,10 +336,24 @@ class CompiledLeaf:
 
 
 @dataclass(slots=True)
+class _LeafMemo:
+    """One leaf's values within a rule's memo: they stand while every series and index the leaf
+    read is at the version read and the instant is before `until`."""
+
+    reads: list[tuple[Series | Breadth, int]]
+    until: int
+    outcome: LeafOutcome
+
+    def stands(self, now_us: int) -> bool:
+        return now_us < self.until and all(source.version == version for source, version in self.reads)
+
+
+@dataclass(slots=True)
 class _Memo:
     """A rule's answer for one caller (and bound arguments): it stands while the window is the
     same one at the same generation, every series and index read is at the version read, and
-    the instant is before `until`."""
+    the instant is before `until`. When it does not, each leaf whose own reads stand gives its
+    values again (`by_leaf`, in the order of `leaves`)."""
 
     history: History
     generation: int
@@ -320,15 +361,18 @@ class _Memo:
     until: int
     value: bool | None
     leaves: list[LeafOutcome]
+    by_leaf: list[_LeafMemo]
 
 
 MEMO_MAX = 4096  # callers (and bound arguments) remembered per rule
+CallerKey = tuple[str, str, str, str]
+_MemoKey = CallerKey | tuple[CallerKey, tuple[str | None, ...]]
 
 
 class CompiledRule:
     """A rule ready to evaluate: its action matcher, its leaves, the history shape it needs."""
 
-    __slots__ = ("_actions", "_binds", "_leaves", "_memo", "_memoizable", "_reads_pending", "definition", "name", "shape")
+    __slots__ = ("_actions", "_binds", "_leaves", "_memo", "_memoizable", "_reads_pending", "definition", "last_outcome", "name", "shape")
 
     def __init__(self, rule: RuleDef) -> None:
         self.definition = rule
@@ -346,7 +390,9 @@ class CompiledRule:
         self._reads_pending = GlobSet(counted) if counted else None
         # breadth_within's fraction reads the namespace's live row count, which no version tracks.
         self._memoizable = not any(leaf.fraction is not None for leaf in leaves)
-        self._memo: dict[tuple[str, str, str, str, tuple[str | None, ...]], _Memo] = {}
+        self._memo: dict[_MemoKey, _Memo] = {}
+        # The outcome evaluator.evaluate last built from this rule's answer (reused while the memo stands).
+        self.last_outcome: RuleOutcome | None = None
 
     def _collect(self, node: Node) -> None:
         if isinstance(node, Leaf):
@@ -402,8 +448,7 @@ class CompiledRule:
         if not (ctx.memo and self._memoizable) or (ctx.pending and self._counts_in_flight(ctx)):
             leaves: list[LeafOutcome] = []
             return self._eval(self.definition.condition, ctx, leaves), leaves
-        c = ctx.caller
-        key = (c.subject, c.agent, c.user, c.session, tuple(ctx.args.get(b) for b in self._binds) if self._binds else ())
+        key = (ctx.caller_key, tuple(ctx.args.get(b) for b in self._binds)) if self._binds else ctx.caller_key
         hit = self._memo.get(key)
         if hit is not None and hit.history is ctx.history and ctx.now_us < hit.until and hit.generation == ctx.history.generation:
             for source, version in hit.reads:
@@ -411,27 +456,57 @@ class CompiledRule:
                     break
             else:
                 return hit.value, hit.leaves
+        # The rule's history moved: only the leaves whose own history moved are evaluated again.
+        prior = hit.by_leaf if hit is not None and hit.history is ctx.history and hit.generation == ctx.history.generation else None
         ctx.reads, ctx.until = [], _FOREVER
         leaves = []
-        value = self._eval(self.definition.condition, ctx, leaves)
+        by_leaf: list[_LeafMemo] = []
+        value = self._eval(self.definition.condition, ctx, leaves, prior, by_leaf)
         if len(self._memo) >= MEMO_MAX:
             self._memo.clear()
-        self._memo[key] = _Memo(ctx.history, ctx.history.generation, [(x, x.version) for x in ctx.reads], ctx.until, value, leaves)
+        self._memo[key] = _Memo(ctx.history, ctx.history.generation, [(x, x.version) for x in ctx.reads], ctx.until, value, leaves, by_leaf)
         return value, leaves
+
+    def _leaf_memo(self, node: Leaf, ctx: EvalContext, prior: _LeafMemo | None, by_leaf: list[_LeafMemo]) -> LeafOutcome:
+        reads = ctx.reads
+        if prior is not None and prior.stands(ctx.now_us):
+            reads += [source for source, _ in prior.reads]
+            if prior.until < ctx.until:
+                ctx.until = prior.until
+            by_leaf.append(prior)
+            return prior.outcome
+        start, until = len(reads), ctx.until
+        ctx.until = _FOREVER
+        out = self._leaves[id(node)].evaluate(ctx)
+        by_leaf.append(_LeafMemo([(x, x.version) for x in reads[start:]], ctx.until, out))
+        ctx.until = min(until, ctx.until)
+        return out
 
     def _counts_in_flight(self, ctx: EvalContext) -> bool:
         counted = self._reads_pending
         subject = ctx.caller.subject
         return counted is not None and any(c.subject == subject and counted(c.op) for c in ctx.pending)
 
-    def _eval(self, node: Node, ctx: EvalContext, leaves: list[LeafOutcome]) -> bool | None:
+    def _eval(
+        self,
+        node: Node,
+        ctx: EvalContext,
+        leaves: list[LeafOutcome],
+        prior: list[_LeafMemo] | None = None,
+        by_leaf: list[_LeafMemo] | None = None,
+    ) -> bool | None:
+        """With `by_leaf` (the memo's path), each leaf's own reads and `until` are kept there,
+        and a leaf whose `prior` entry stands gives its values again."""
         if isinstance(node, Leaf):
-            out = self._leaves[id(node)].evaluate(ctx)
+            if by_leaf is None:
+                out = self._leaves[id(node)].evaluate(ctx)
+            else:
+                out = self._leaf_memo(node, ctx, prior[len(leaves)] if prior is not None else None, by_leaf)
             leaves.append(out)
             return out.holds
         assert isinstance(node, BoolNode)
         # Every child is evaluated (no short cut) so the report carries every leaf's values.
-        values = [self._eval(c, ctx, leaves) for c in node.children]
+        values = [self._eval(c, ctx, leaves, prior, by_leaf) for c in node.children]
         if node.op == "not":
             v = values[0]
             return None if v is None else not v
@@ -473,6 +548,7 @@ class BrokenRule(CompiledRule):
         self._actions = GlobSet(self.definition.actions)
         self._leaves = {}
         self.shape = Shape()
+        self.last_outcome = None
 
     def evaluate(self, ctx: EvalContext) -> tuple[bool | None, list[LeafOutcome]]:
         return None, [LeafOutcome("condition", "broken", None, error=f"the stored rule does not compile: {self.reason}")]

@@ -31,14 +31,16 @@ def evaluate(
     write_shaped: bool,
     deployment_mode: str,
     mode_override: str = "",
+    applying: bool = False,
 ) -> Verdict:
+    """`applying`: every rule given applies to `op` (the gate's, from NamespaceRules.for_op)."""
     started = time.perf_counter()
     outcomes: list[RuleOutcome] = []
     errors: list[EvalError] = []
     determining: list[str] = []
     enforced = False
     for rule in rules:
-        if not rule.applies(op):
+        if not applying and not rule.applies(op):
             continue
         d = rule.definition
         mode = effective_mode(mode_override or d.mode, deployment_mode)
@@ -47,12 +49,20 @@ def evaluate(
             undecided = [leaf for leaf in leaves if leaf.error]
             for leaf in undecided:
                 errors.append(EvalError(d.name, leaf.path, leaf.error))
-            message = "; ".join(f"{leaf.path}: {leaf.error}" for leaf in undecided) or "the condition could not be decided"
             denies = write_shaped
-            outcomes.append(RuleOutcome(d.name, d.effect, mode, None, denies, leaves, error=message))
         else:
             denies = cond if d.effect == "forbid" else not cond
+        # A rule answering from its memo gives the same leaves: its outcome is the one built then.
+        prev = rule.last_outcome
+        if prev is not None and prev.leaves is leaves and prev.mode == mode and prev.denies == denies:
+            outcomes.append(prev)
+        elif cond is None:
+            message = "; ".join(f"{leaf.path}: {leaf.error}" for leaf in undecided) or "the condition could not be decided"
+            outcomes.append(RuleOutcome(d.name, d.effect, mode, None, denies, leaves, error=message))
+            rule.last_outcome = outcomes[-1]
+        else:
             outcomes.append(RuleOutcome(d.name, d.effect, mode, cond, denies, leaves))
+            rule.last_outcome = outcomes[-1]
         if denies:
             determining.append(d.name)
             enforced = enforced or mode == "enforce"

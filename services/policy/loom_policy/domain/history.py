@@ -191,12 +191,17 @@ class Series:
             raise NotIndexed(name)
         return values.get(value)
 
+    def span(self, lo: int, hi: int) -> tuple[int, int]:
+        """The indices of the events in [lo, hi): times[i:j]."""
+        times = self.times
+        i = bisect_left(times, lo)
+        return i, bisect_left(times, hi, i)
+
     def count(self, lo: int, hi: int, filt: tuple[tuple[str, str], ...] = ()) -> tuple[int, int]:
         """Events in [lo, hi) matching `filt`: (how many, the latest one's instant or 0)."""
         if not filt:
-            times = self.times
-            i, j = bisect_left(times, lo), bisect_left(times, hi)
-            return j - i, times[j - 1] if j > i else 0
+            i, j = self.span(lo, hi)
+            return j - i, self.times[j - 1] if j > i else 0
         sub = self._sub(filt)
         if sub is None:
             return 0, 0

@@ -5,6 +5,7 @@ Integers, not floats, so an event exactly at a window's edge compares exactly.""
 from __future__ import annotations
 
 import calendar
+import functools
 import re
 from datetime import UTC, datetime
 
@@ -23,12 +24,18 @@ def parse_duration(text: str) -> int:
 
 def ch_to_us(text: str) -> int:
     """ClickHouse DateTime64(6) text (`2026-01-02 03:04:05.123456`, UTC) -> epoch microseconds."""
-    date, _, rest = text.partition(" ")
-    clock, _, frac = rest.partition(".")
-    y, mo, d = (int(x) for x in date.split("-"))
-    h, mi, s = (int(x) for x in clock.split(":"))
+    clock, _, frac = text.partition(".")
     micros = int((frac + "000000")[:6]) if frac else 0
-    return calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0)) * US + micros
+    return _ch_seconds(clock) * US + micros
+
+
+@functools.lru_cache(maxsize=64)
+def _ch_seconds(clock: str) -> int:
+    """`2026-01-02 03:04:05` (UTC) -> epoch seconds; the ledger's rows arrive a second at a time."""
+    date, _, rest = clock.partition(" ")
+    y, mo, d = (int(x) for x in date.split("-"))
+    h, mi, s = (int(x) for x in rest.split(":"))
+    return calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0))
 
 
 def us_to_iso(us: int) -> str:

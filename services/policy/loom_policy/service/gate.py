@@ -13,13 +13,14 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from google.protobuf import json_format
 from loom_core.aio import cancel_and_wait
 from loom_core.bus import Bus, Consuming
 from loom_core.catalog import OpSpec
-from loom_core.chain import GateCall
+from loom_core.chain import CallContext, GateCall
 from loom_core.chain.ledger import ledger_args
 from loom_core.errors import ErrorCode, Forbidden, Unavailable
 from loom_core.roles import Role
@@ -189,21 +190,21 @@ class PolicyGate:
     async def check(self, call: GateCall) -> None:
         if not self.enabled:
             return
-        assert self.rules is not None and self.decisions is not None
+        assert self.rules is not None and self.decisions is not None and self.history is not None
         ctx = call.ctx
-        op = ctx.op.name
-        ns_rules = await self.rules.get(ctx.org, ctx.namespace)
+        org, namespace, op = ctx.org, ctx.namespace, ctx.op.name
+        ns_rules = self.rules.confirmed(org, namespace) or await self.rules.get(org, namespace)
         rules = ns_rules.for_op(op)
         counted = ns_rules.counts(op)
         if not rules and not counted:
             return
         now = now_us()
-        args = _memo(lambda: call_args(ctx.op, call.args))
+        args = _call_args_once(ctx.op, call.args)
         if counted and self.shared is not None:
             await self._check_shared(call, rules, ns_rules.shape, now, args)
             return
         if rules:
-            window = await self._window(ctx.org, ctx.namespace, ns_rules.shape)
+            window = self.history.cached_window(org, namespace, ns_rules.shape) or await self._window(org, namespace, ns_rules.shape)
             # Nothing awaits from here to the reservation: on this replica a call is decided and
             # reserved in one step, so racing calls each see the ones decided before them. The
             # instant is read after the last await: a call settled meanwhile counts as an event.
@@ -216,14 +217,15 @@ class PolicyGate:
                 args,
                 op=op,
                 write_shaped=is_write(ctx.op),
-                pending=self.reservations.pending(ctx.org, ctx.namespace, now),
+                pending=self.reservations.pending(org, namespace, now),
+                applying=True,
             )
             self._record(call, now, verdict)
             if verdict.would_enforce:
                 raise Forbidden(ErrorCode.POLICY_FORBIDDEN, f"refused by history policy: {explain(verdict)}", refusal_detail(verdict))
         if counted:
             self.reservations.add(
-                ctx.org, ctx.namespace, PendingCall(ctx.request_id, op, now, ctx.subject, ctx.agent, ctx.user, ctx.session, args())
+                org, namespace, PendingCall(ctx.request_id, op, now, ctx.subject, ctx.agent, ctx.user, ctx.session, args())
             )
 
     async def _check_shared(
@@ -250,7 +252,7 @@ class PolicyGate:
                 # After the read: a row settled before it counts as an event up to this instant.
                 now = now_us()
                 pending = tuple(e.call for e in snap.entries if e.call.request_id not in self._seen)
-                verdict = self._decide(window, rules, caller, now, args, op=ctx.op.name, write_shaped=write, pending=pending)
+                verdict = self._decide(window, rules, caller, now, args, op=ctx.op.name, write_shaped=write, pending=pending, applying=True)
                 if verdict.would_enforce:
                     self._record(call, now, verdict)
                     raise Forbidden(ErrorCode.POLICY_FORBIDDEN, f"refused by history policy: {explain(verdict)}", refusal_detail(verdict))
@@ -263,24 +265,9 @@ class PolicyGate:
 
     def _record(self, call: GateCall, now: int, verdict: Verdict) -> None:
         assert self.decisions is not None
-        ctx = call.ctx
-        row = {
-            "org": ctx.org,
-            "namespace": ctx.namespace,
-            **caller_values(ctx),
-            "op": ctx.op.name,
-            "transport": ctx.transport,
-            "request_id": ctx.request_id,
-            "decision": verdict.decision,
-            "enforced": verdict.would_enforce,
-            "mode": verdict.mode,
-            "write_shaped": verdict.write_shaped,
-            "determining_rules": verdict.determining_rules,
-            "rule_names": [r.name for r in verdict.rules],
-            "latency_ms": verdict.latency_ms,
-        }
-        # The time and the per-rule JSON are rendered when the batch is written, off this call's path.
-        self.decisions.record(row, lambda: _rendered(now, verdict))
+        # The whole row is rendered when the batch is written, off this call's path (what it
+        # reads of the call is fixed once the gate runs).
+        self.decisions.record(lambda: _decision_row(call.ctx, now, verdict))
 
     async def evaluate(
         self,
@@ -334,29 +321,53 @@ class PolicyGate:
         write_shaped: bool,
         mode: str | None = None,
         pending: Sequence[PendingCall] = (),
+        applying: bool = False,
     ) -> Verdict:
         deployment = mode or self.mode
         if window is None:
             return undecidable(rules, op=op, write_shaped=write_shaped, deployment_mode=deployment, message="the history could not be read")
         # The replica's live window lives on: rules may answer from their memo of it (compiler.CompiledRule.evaluate).
         ctx = EvalContext(window, caller, now, args, pending, memo=True)
-        return evaluate(rules, ctx, op=op, write_shaped=write_shaped, deployment_mode=deployment)
+        return evaluate(rules, ctx, op=op, write_shaped=write_shaped, deployment_mode=deployment, applying=applying)
 
 
-def _memo(fn: Callable[[], Mapping[str, str]]) -> Callable[[], Mapping[str, str]]:
-    """`fn` computed at most once (the call's arguments, read by rules and the reservation)."""
+# The ledger's form of an op's empty arguments, per op (most gated calls of an op without arguments).
+_NO_ARGS: dict[str, Mapping[str, str]] = {}
+
+
+def _call_args_once(op: OpSpec, args: Mapping[str, Any]) -> Callable[[], Mapping[str, str]]:
+    """The call's arguments (call_args), computed at most once and only if read (by a rule
+    binding `$args`, or the reservation)."""
+    if not args:
+        hit = _NO_ARGS.get(op.name)
+        if hit is None:
+            hit = _NO_ARGS[op.name] = MappingProxyType(call_args(op, args))
+        return lambda: hit
     box: list[Mapping[str, str]] = []
 
     def get() -> Mapping[str, str]:
         if not box:
-            box.append(fn())
+            box.append(call_args(op, args))
         return box[0]
 
     return get
 
 
-def _rendered(now: int, verdict: Verdict) -> dict[str, str]:
+def _decision_row(ctx: CallContext, now: int, verdict: Verdict) -> dict[str, Any]:
     return {
+        "org": ctx.org,
+        "namespace": ctx.namespace,
+        **caller_values(ctx),
+        "op": ctx.op.name,
+        "transport": ctx.transport,
+        "request_id": ctx.request_id,
+        "decision": verdict.decision,
+        "enforced": verdict.would_enforce,
+        "mode": verdict.mode,
+        "write_shaped": verdict.write_shaped,
+        "determining_rules": verdict.determining_rules,
+        "rule_names": [r.name for r in verdict.rules],
+        "latency_ms": verdict.latency_ms,
         "ts": us_to_ch(now),
         "errors": json.dumps([error_json(e) for e in verdict.errors], separators=(",", ":")),
         "rules": rules_stored(verdict.rules),

@@ -61,6 +61,8 @@ class _Slot:
     shape: Shape
     window: Window | None = None
     building: asyncio.Task[Window] | None = None
+    # The last shape found covered by `window` (compared by identity: a namespace's rules keep one Shape).
+    covered: tuple[Window, Shape] | None = None
 
 
 def event_from_row(row: Mapping[str, Any]) -> Event:
@@ -228,8 +230,15 @@ class LiveHistory:
 
     def cached_window(self, org: str, ns: str, shape: Shape) -> Window | None:
         slot = self._slots.get((org, ns))
-        if slot is not None and slot.window is not None and slot.window.shape.covers(shape):
-            return slot.window
+        if slot is None or slot.window is None:
+            return None
+        w = slot.window
+        covered = slot.covered
+        if covered is not None and covered[0] is w and covered[1] is shape:
+            return w
+        if w.shape.covers(shape):
+            slot.covered = (w, shape)
+            return w
         return None
 
     async def window(self, org: str, ns: str, shape: Shape) -> Window:

@@ -150,11 +150,19 @@ class RuleBook:
 
     # -- reads -------------------------------------------------------------------------------
 
-    async def get(self, org: str, namespace: str) -> NamespaceRules:
+    def confirmed(self, org: str, namespace: str) -> NamespaceRules | None:
+        """The namespace's rules if confirmed within the TTL (None: `get` reloads them)."""
         key = (org, namespace)
-        confirmed = max(self._confirmed.get(key, 0.0), self._full_at)
-        if time.monotonic() - confirmed <= self.ttl:
+        now = time.monotonic()
+        if now - self._full_at <= self.ttl or now - self._confirmed.get(key, 0.0) <= self.ttl:
             return self._ns.get(key, EMPTY)
+        return None
+
+    async def get(self, org: str, namespace: str) -> NamespaceRules:
+        hit = self.confirmed(org, namespace)
+        if hit is not None:
+            return hit
+        key = (org, namespace)
         try:
             return await self.reload(org, namespace)
         except Exception:  # noqa: BLE001 - keep serving what we have rather than fail every call

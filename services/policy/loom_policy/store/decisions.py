@@ -36,18 +36,18 @@ class DecisionWriter:
         self.bus = bus
         self.flush_interval = flush_interval
         self.batch_max = batch_max
-        self._buf: list[tuple[dict[str, Any], Callable[[], dict[str, Any]] | None]] = []
+        self._buf: list[dict[str, Any] | Callable[[], dict[str, Any]]] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
 
-    def record(self, row: dict[str, Any], rest: Callable[[], dict[str, Any]] | None = None) -> None:
-        """Buffer a row; `rest` renders its remaining columns when the batch is written."""
+    def record(self, row: dict[str, Any] | Callable[[], dict[str, Any]]) -> None:
+        """Buffer a row, or what renders it when the batch is written (off the call's path)."""
         if len(self._buf) >= MAX_BUFFER:
             # The store is down for long: drop the oldest rather than grow without bound.
             del self._buf[: len(self._buf) // 10]
             log.warning("policy decisions: buffer full, oldest rows dropped")
-        self._buf.append((row, rest))
+        self._buf.append(row)
         if len(self._buf) >= self.batch_max:
             self._wake.set()
 
@@ -59,15 +59,15 @@ class DecisionWriter:
         if not pending:
             return
         rows = []
-        for i, (row, rest) in enumerate(pending):
-            rows.append({**row, **rest()} if rest is not None else row)
+        for i, row in enumerate(pending):
+            rows.append(row() if callable(row) else row)
             if i % RENDER_CHUNK == RENDER_CHUNK - 1:
                 await asyncio.sleep(0)  # render in slices: calls in flight are not held up
         try:
             await self._ship(rows)
         except Exception:
             # re-raised: the rows go back to the buffer whatever failed
-            self._buf[:0] = [(row, None) for row in rows]  # retried on the next pass
+            self._buf[:0] = rows  # retried on the next pass
             raise
 
     async def _ship(self, rows: list[dict[str, Any]]) -> None:
