@@ -144,7 +144,8 @@ async def test_ctrl_c_during_a_long_poll_answers_it_503_and_exits_cleanly(server
         if not alive(server.pid):
             break
         await asyncio.sleep(0.05)
-    exited = time.monotonic() - started
     assert not alive(server.pid)
-    assert answered < 2.0 and exited < 10.0, (answered, exited)
+    # Not a speed check: the poll asked to wait 30 s, so an answer well inside that came from the
+    # shutdown, not from the wait running out.
+    assert answered < 15.0, answered
     assert "Traceback" not in server.output.read_text()
