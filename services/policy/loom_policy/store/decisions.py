@@ -58,16 +58,17 @@ class DecisionWriter:
         pending, self._buf = self._buf, []
         if not pending:
             return
-        rows = []
-        for i, row in enumerate(pending):
-            rows.append(row() if callable(row) else row)
-            if i % RENDER_CHUNK == RENDER_CHUNK - 1:
-                await asyncio.sleep(0)  # render in slices: calls in flight are not held up
         try:
+            rows = []
+            for i, row in enumerate(pending):
+                rows.append(row() if callable(row) else row)
+                if i % RENDER_CHUNK == RENDER_CHUNK - 1:
+                    await asyncio.sleep(0)  # render in slices: calls in flight are not held up
             await self._ship(rows)
-        except Exception:
-            # re-raised: the rows go back to the buffer whatever failed
-            self._buf[:0] = rows  # retried on the next pass
+        except BaseException:
+            # a failed insert, or a cancellation (stop) mid-render or mid-insert: the batch goes
+            # back to the buffer (rendering is repeatable) for the next pass or stop's last flush
+            self._buf[:0] = pending
             raise
 
     async def _ship(self, rows: list[dict[str, Any]]) -> None:
