@@ -36,6 +36,9 @@ __all__ = [
     "Citation",
     "ClaimTaskResponse",
     "ClearMemoryResponse",
+    "CodeReposResponse",
+    "CodeSymbolDefinition",
+    "CodeSymbolResponse",
     "Column",
     "CompleteTaskResponse",
     "CompleteTaskResult",
@@ -108,6 +111,7 @@ __all__ = [
     "ReplayPolicyResponse",
     "ReplayTotals",
     "ReportTaskProgressResponse",
+    "Repository",
     "ResumeTaskResponse",
     "RevokeTokenResponse",
     "RollbackNamespaceResponse",
@@ -319,6 +323,32 @@ class ClearMemoryResponse(TypedDict):
 
     cleared: int
     locked: list[str]
+
+
+class CodeReposResponse(TypedDict):
+    """``loom.decisions.v1.CodeReposResponse`` as JSON."""
+
+    repositories: list[Repository]
+
+
+class CodeSymbolDefinition(TypedDict):
+    """``loom.decisions.v1.CodeSymbolDefinition`` as JSON."""
+
+    path: str
+    line: int
+    kind: str
+    name: str
+    qualname: str
+    test: bool
+    page: bool
+
+
+class CodeSymbolResponse(TypedDict):
+    """``loom.decisions.v1.CodeSymbolResponse`` as JSON."""
+
+    symbols: list[CodeSymbolDefinition]
+    files: list[str]
+    only_tests_or_pages: bool
 
 
 class Column(TypedDict):
@@ -990,6 +1020,16 @@ class ReportTaskProgressResponse(TypedDict):
     event_id: str
 
 
+class Repository(TypedDict):
+    """``loom.decisions.v1.Repository`` as JSON."""
+
+    repo_id: str
+    owner: str
+    name: str
+    remotes: list[str]
+    trunk_namespace: str
+
+
 class ResumeTaskResponse(TypedDict):
     """``loom.tasks.v1.ResumeTaskResponse`` as JSON."""
 
@@ -1359,6 +1399,48 @@ class BudgetOps:
             daily_cost_cap_usd=daily_cost_cap_usd,
         )
         return cast("BudgetResponse", answer)
+
+
+class CodeOps:
+    """The ``code.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def repos(
+        self,
+        *,
+        remote: str | None = None,
+    ) -> CodeReposResponse:
+        """The repositories whose trunk code namespace the token can read, or those a checkout's remote names (https, ssh or git@ form; a fork's remote is not its upstream's).
+
+        Calls ``code.repos``.
+        """
+        answer = await self._caller.call(
+            "code.repos",
+            remote=remote,
+        )
+        return cast("CodeReposResponse", answer)
+
+    async def symbol(
+        self,
+        *,
+        namespace: str | None = None,
+        name: str,
+    ) -> CodeSymbolResponse:
+        """Where a name (Foo, a.b.Foo, Foo::bar, or a path) is defined in a code namespace: path, line and kind; files lists the defining code files, tests and Markdown pages aside, a class preferred over its constructor.
+
+        Calls ``code.symbol``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "code.symbol",
+            namespace=namespace,
+            name=name,
+        )
+        return cast("CodeSymbolResponse", answer)
 
 
 class ContextOps:
@@ -3468,6 +3550,7 @@ class Ops:
     assistant: AssistantOps
     auth: AuthOps
     budget: BudgetOps
+    code: CodeOps
     context: ContextOps
     decision: DecisionOps
     grants: GrantsOps
@@ -3487,6 +3570,7 @@ class Ops:
         self.assistant = AssistantOps(caller)
         self.auth = AuthOps(caller)
         self.budget = BudgetOps(caller)
+        self.code = CodeOps(caller)
         self.context = ContextOps(caller)
         self.decision = DecisionOps(caller)
         self.grants = GrantsOps(caller)
