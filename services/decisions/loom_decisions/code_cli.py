@@ -38,7 +38,9 @@ def add_commands(sub: Any) -> None:
     ix.add_argument("--repo", required=True, help="OWNER/NAME of the repository")
     ix.add_argument("--path", required=True, type=Path, help="a local git checkout of it")
     ix.add_argument("--branch", default="", help="index into the branch's code namespace (default: the trunk's)")
-    ix.add_argument("--namespace", default="", help="the trunk code namespace, on the repository's first index (default code-<owner>-<name>)")
+    ix.add_argument(
+        "--namespace", default="", help="the trunk code namespace, on the repository's first index (default code-<owner>-<name>)"
+    )
 
 
 def _git(path: Path, *args: str) -> str:
@@ -59,8 +61,10 @@ def read_checkout(path: Path) -> tuple[list[dict[str, Any]], list[str], str]:
         symbols: list[dict[str, Any]] = []
         if indexable(rel) and f.is_file() and f.stat().st_size <= MAX_FILE_BYTES:
             text = f.read_text(encoding="utf-8", errors="replace")
-            symbols = [{"name": s.name, "qualname": s.qualname, "fqname": _fqname(rel, s.qualname, s.kind), "kind": s.kind, "line": s.line}
-                       for s in symbols_of(rel, text)]
+            symbols = [
+                {"name": s.name, "qualname": s.qualname, "fqname": _fqname(rel, s.qualname, s.kind), "kind": s.kind, "line": s.line}
+                for s in symbols_of(rel, text)
+            ]
         files.append({"path": rel, "symbols": symbols})
     return files, remotes, commit
 

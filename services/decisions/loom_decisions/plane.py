@@ -34,6 +34,7 @@ from .service.code_index import CodeIndex
 from .service.decisions import DecisionOps
 from .service.embedding import Embedder, build_embedder
 from .service.extract import Extractor, Report
+from .service.extract_repo import place
 from .service.llm import ChatModel
 from .service.memory import MemoryOps
 from .service.rows import Deps, Rows
@@ -135,13 +136,24 @@ class DecisionsPlane:
         model: ChatModel,
         window_chars: int = 0,
         max_per_section: int = 3,
+        repo: str = "",
+        into: str | None = None,
     ) -> Report:
         if await self.runtime.identity.get_namespace(org, namespace) is None:
             return Report().stop(f"no namespace {namespace} in org {org}: nothing written")
-        ctx = self.operator_context(org, namespace)
-        extractor = Extractor(self.rows, DecisionOps(self.rows), MemoryOps(self.rows), model, self._audit)
+        placement = await place(self.code, org, namespace, repo, into)
+        if isinstance(placement, str):
+            return Report().stop(placement)
+        ctx = self.operator_context(org, placement.target_ns)
+        extractor = Extractor(self.rows, DecisionOps(self.rows), MemoryOps(self.rows), model, self._audit, self.code)
         return await extractor.run(
-            ctx, source_uri=source_uri, document=document, apply=apply, window_chars=window_chars, max_per_section=max_per_section
+            ctx,
+            source_uri=source_uri,
+            document=document,
+            apply=apply,
+            window_chars=window_chars,
+            max_per_section=max_per_section,
+            placement=placement,
         )
 
     async def _extract_route(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -156,6 +168,8 @@ class DecisionsPlane:
             model=model,
             window_chars=int(body.get("window_chars") or 0),
             max_per_section=int(body.get("max_per_section") or 3),
+            repo=str(body.get("repo") or ""),
+            into=body.get("into") or None,
         )
         return {"lines": rep.lines, "exit_code": rep.exit_code}
 
@@ -176,6 +190,7 @@ class DecisionsPlane:
         except LoomError as exc:
             return {"error": f"{exc.code}: {exc.message}"}
         return {"repo_id": repo.repo_id, "namespace": ns, "symbols": n, "files": len(body["files"]), "remotes": list(repo.remotes)}
+
 
 def build(runtime: Runtime) -> DecisionsPlane:
     return DecisionsPlane(runtime)

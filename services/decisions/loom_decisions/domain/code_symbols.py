@@ -287,8 +287,8 @@ def _function(node: tree_sitter.Node, lang: str, scope: tuple[str, ...]) -> Iter
     if lang == "go" and node.type == "method_declaration":
         receiver = node.child_by_field_name("receiver")
         types = [_type_name(_text(p.child_by_field_name("type"))) for p in (receiver.named_children if receiver else [])]
-        owner = types[0] if types else ""
-        yield Symbol(name, ".".join((*scope, *([owner] if owner else []), name)), "method", line)
+        recv = types[0] if types else ""
+        yield Symbol(name, ".".join((*scope, *([recv] if recv else []), name)), "method", line)
         return
     kind = "method" if scope or node.type in ("method_definition", "method_declaration", "constructor_declaration") else "function"
     yield Symbol(name, ".".join((*scope, name)), kind, line)
@@ -442,7 +442,7 @@ def parse_lookup(raw: str) -> Lookup | None:
     parts = q.split(".")
     if not all(_IDENT.match(p) for p in parts):
         return None
-    if len(parts) > 1 and parts[-1].lower() in _SOURCE_SUFFIXES:
+    if len(parts) > 1 and parts[-1] in _SOURCE_SUFFIXES:
         return Lookup(path=q)  # `decision_extract.py`: a file's name
     return Lookup(name=parts[-1], qualified=q if len(parts) > 1 else "")
 
