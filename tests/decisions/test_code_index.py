@@ -141,7 +141,10 @@ def test_each_language_records_its_classes_functions_methods_and_constants() -> 
     assert ("cold_path", "function", 16) in py
     cpp = {(s.qualname, s.kind) for s in symbols_of("src/cold.cpp", CPP)}
     assert {("DB.ColdStorage", "class"), ("DB.ColdStorage.ColdStorage", "method"), ("DB.ColdStorage.spill", "method")} == cpp
-    go = {(s.qualname, s.kind) for s in symbols_of("a.go", "package a\nconst Limit = 3\ntype S struct{}\nfunc (s *S) Run() {}\nfunc New() {}\n")}
+    go = {
+        (s.qualname, s.kind)
+        for s in symbols_of("a.go", "package a\nconst Limit = 3\ntype S struct{}\nfunc (s *S) Run() {}\nfunc New() {}\n")
+    }
     assert go == {("Limit", "constant"), ("S", "class"), ("S.Run", "method"), ("New", "function")}
     rs = {(s.qualname, s.kind) for s in symbols_of("a.rs", "struct P;\nimpl P { fn go(&self) {} }\nconst MAX: u8 = 1;\nfn f() {}\n")}
     assert rs == {("P", "class"), ("P.go", "method"), ("MAX", "constant"), ("f", "function")}
