@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from loom import Agent
 from loom_core.identity.tokens import Principal, new_token_id
@@ -22,6 +23,8 @@ from loom_decisions.plane import DecisionsPlane
 from loom_runner.cli import main
 from loom_runner.embedded import admin_app
 from loom_runner.http import HttpServer
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import call, unique
 
@@ -111,10 +114,16 @@ async def index(desk: Desk, path: Path, repo: str = "Acme/Widgets", branch: str 
     return await plane_of(desk).index_code({**body, "files": files})
 
 
-def token_for(desk: Desk, sub: str, roles: dict[str, str], org: str = "") -> str:
+def token_for(desk: Desk, sub: str, roles: dict[str, str], default_namespace: str = "") -> str:
     now = int(time.time())
     p = Principal(
-        jti=new_token_id("test-"), sub=sub, org=org or desk.tenant.org, roles=roles, iat=now, exp=now + 3600, default_namespace=""
+        jti=new_token_id("test-"),
+        sub=sub,
+        org=desk.tenant.org,
+        roles=roles,
+        iat=now,
+        exp=now + 3600,
+        default_namespace=default_namespace,
     )
     return desk.inst.runtime.codec.encode(p)
 
@@ -260,6 +269,30 @@ async def test_code_symbol_refuses_a_caller_without_a_role_another_org_and_bad_i
         for bad in ({}, {"name": ""}, {"name": "x" * 301}, {"name": "two words"}, {"name": 3}):
             r = await call(c, "code.symbol", **bad)
             assert r.status_code == 422 and r.json()["error"]["code"] == "VALIDATION_FAILED", (bad, r.text)
+
+
+async def mcp_call(url: str, token: str, tool: str, args: dict[str, Any]) -> Any:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+    ):
+        return await client.call_tool(tool, args)
+
+
+async def test_code_symbol_and_code_repos_over_mcp(desk: Desk, indexed: tuple[Path, str]) -> None:
+    _, ns = indexed
+    url = desk.inst.base_url + "/mcp"
+    await grant(desk, "sa:mcp-reader", ns, "viewer")
+    reader = token_for(desk, "sa:mcp-reader", {ns: "viewer"}, default_namespace=ns)  # a plugin's token: its namespace by default
+    got = await mcp_call(url, reader, "loom_code_symbol", {"name": "ColdStorage", "namespace": ns})
+    assert not got.is_error and got.structured_content["files"] == ["src/cold.cpp"], got
+    repos = await mcp_call(url, reader, "loom_code_repos", {"remote": REMOTE})
+    assert not repos.is_error and [r["repo_id"] for r in repos.structured_content["repositories"]] == ["acme/widgets"]
+    nobody = token_for(desk, "sa:nobody", {desk.tenant.namespace: "admin"})
+    refused = await mcp_call(url, nobody, "loom_code_symbol", {"name": "ColdStorage", "namespace": ns})
+    assert refused.is_error and refused.structured_content["error"]["code"] == "AUTH_INSUFFICIENT"
+    bad = await mcp_call(url, reader, "loom_code_symbol", {"name": "", "namespace": ns})
+    assert bad.is_error
 
 
 # --- code.repos
