@@ -28,7 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import call, unique
 
-from .conftest import Desk
+from .conftest import STORAGE, Desk
 from .llm_emulator import LlmEmulator
 from .test_extract import model, plane_of
 
@@ -525,3 +525,45 @@ async def test_the_commands_index_a_checkout_and_extract_with_repo_through_the_a
         assert "repository acme/absent is not registered" in capsys.readouterr().out
     finally:
         await admin.stop()
+
+
+async def test_a_decision_in_the_trunk_reaches_loom_search_from_a_checkout_of_the_repository(desk: Desk, indexed: tuple[Path, str]) -> None:
+    _, trunk = indexed
+    async with desk.tenant.client(**{"X-Loom-Namespace": trunk}) as c:
+        r = await call(c, "decision.record", **STORAGE)
+        assert r.status_code == 200, r.text
+    here = desk.tenant.namespace
+    await grant(desk, "sa:dev", trunk, "viewer")
+    await grant(desk, "sa:dev", here, "writer")
+    dev = token_for(desk, "sa:dev", {here: "writer", trunk: "viewer"}, default_namespace=here)
+    async with desk.tenant.client(dev) as c:
+        r = await call(c, "search.unified", query="how long do we keep raw transcripts", namespaces=[here], remote=FORK)
+        assert r.status_code == 200 and r.json().get("results", []) == [], r.text  # a fork's remote names no registered repository
+        r = await call(c, "search.unified", query="how long do we keep raw transcripts", namespaces=[here], remote=REMOTE)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["namespaces"][0] == trunk and ("decision", trunk) in {(h["kind"], h["namespace"]) for h in body["results"]}
+    # A caller who may not read the trunk: code.repos names no repository, the trunk is not read.
+    await grant(desk, "sa:outsider", here, "viewer")
+    outsider = token_for(desk, "sa:outsider", {here: "viewer"}, default_namespace=here)
+    async with desk.tenant.client(outsider) as c:
+        r = await call(c, "search.unified", query="how long do we keep raw transcripts", remote=REMOTE)
+        assert r.status_code == 200, r.text
+        assert trunk not in r.json().get("namespaces", []) and all(h["namespace"] != trunk for h in r.json().get("results", []))
+
+
+async def test_a_document_in_the_trunk_looks_names_up_there_and_writes_untagged_rows(
+    desk: Desk, indexed: tuple[Path, str], emu: LlmEmulator
+) -> None:
+    _, trunk = indexed
+    for kw in ({}, {"repo": "acme/widgets"}):  # --repo naming the trunk's own repository: --into repo by default
+        rep = await extract(desk, emu, apply=False, ns=trunk, **kw)
+        text = "\n".join(rep.lines)
+        assert rep.exit_code == 0, text
+        assert '"files": ["src/store/merge_tree.py"]' in text and "repo:" not in text
+    rep = await extract(desk, emu, apply=True, ns=trunk)
+    assert rep.exit_code == 0, rep.lines
+    async with desk.tenant.client(**{"X-Loom-Namespace": trunk}) as c:
+        row = (await call(c, "memory.get", memory_key=LOAD_KEY)).json()
+    assert row["files"] == ["src/store/merge_tree.py"] and not any(t.startswith("repo:") for t in row["tags"])
+    assert row["source_resource_id"] == f"knowledge:{trunk}/docs/parts.md#Parts > Loading"

@@ -993,7 +993,7 @@ def decisions_v1_UnifiedSearchHit_json(msg: search_pb2.UnifiedSearchHit) -> dict
 
 
 def decisions_v1_UnifiedSearchRequest_json(msg: search_pb2.UnifiedSearchRequest) -> dict[str, Any]:
-    return {"query": msg.query, "limit": msg.limit, "namespaces": list(msg.namespaces), "sources": list(msg.sources)}
+    return {"query": msg.query, "limit": msg.limit, "namespaces": list(msg.namespaces), "sources": list(msg.sources), "remote": msg.remote}
 
 
 def decisions_v1_UnifiedSearchRequest_sparse(msg: search_pb2.UnifiedSearchRequest) -> dict[str, Any]:
@@ -1006,6 +1006,8 @@ def decisions_v1_UnifiedSearchRequest_sparse(msg: search_pb2.UnifiedSearchReques
         out["namespaces"] = list(v_namespaces)
     if v_sources := msg.sources:
         out["sources"] = list(v_sources)
+    if v_remote := msg.remote:
+        out["remote"] = v_remote
     return out
 
 

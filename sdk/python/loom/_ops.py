@@ -2837,6 +2837,7 @@ class SearchOps:
         limit: int | None = None,
         namespaces: list[str] | None = None,
         sources: list[str] | None = None,
+        remote: str | None = None,
     ) -> UnifiedSearchResponse:
         """One search over the memories, decisions and tasks the token can read, in every namespace it holds a role in (or those named), ranked together.
 
@@ -2848,6 +2849,7 @@ class SearchOps:
             limit=limit,
             namespaces=namespaces,
             sources=sources,
+            remote=remote,
         )
         return cast("UnifiedSearchResponse", answer)
 

@@ -267,7 +267,7 @@ class DecisionHandlers(CodeHandlers):
         )
 
     async def unified_search(self, req: spb.UnifiedSearchRequest, ctx: CallContext) -> spb.UnifiedSearchResponse:
-        hits, searched, skipped = await self._search.search(ctx, req.query, req.limit, list(req.namespaces), list(req.sources))
+        hits, searched, skipped = await self._search.search(ctx, req.query, req.limit, list(req.namespaces), list(req.sources), req.remote)
         ctx.out_hits = len(hits)
         return spb.UnifiedSearchResponse(
             results=[

@@ -1562,6 +1562,7 @@ export interface SearchUnifiedArgs {
   limit?: number;
   namespaces?: Array<string>;
   sources?: Array<"memory" | "decision" | "task">;
+  remote?: string;
 }
 
 /** `search.unified` answer. */

@@ -305,7 +305,7 @@ class Extractor:
         gone: set[str],
         restates: dict[str, str],
         apply: bool,
-        ns: str,
+        doc_ns: str,
         source_uri: str,
     ) -> None:
         st = stored.get(c.key)
@@ -317,7 +317,7 @@ class Extractor:
             files = list(dict.fromkeys([*files_from_quotes(c), *found.files]))
         if found.unresolved:
             rep.say(f"{c.key}: unresolved: {', '.join(found.unresolved)}")
-        body = record_body(c, ns, source_uri, files, [self.place.repo_tag] if self.place.repo_tag else [])
+        body = record_body(c, doc_ns, source_uri, files, [self.place.repo_tag] if self.place.repo_tag else [])
         if st is None:
             other = await self.r.dec.current(ctx.org, ctx.namespace, c.key)
             if other is not None and other["status"] == "active":
