@@ -59,7 +59,8 @@ def read_checkout(path: Path) -> tuple[list[dict[str, Any]], list[str], str]:
     for rel in tracked:
         f = path / rel
         symbols: list[dict[str, Any]] = []
-        if indexable(rel) and f.is_file() and f.stat().st_size <= MAX_FILE_BYTES:
+        # A symlink may point out of the checkout: listed, not read.
+        if indexable(rel) and not f.is_symlink() and f.is_file() and f.stat().st_size <= MAX_FILE_BYTES:
             text = f.read_text(encoding="utf-8", errors="replace")
             symbols = [
                 {"name": s.name, "qualname": s.qualname, "fqname": _fqname(rel, s.qualname, s.kind), "kind": s.kind, "line": s.line}
