@@ -516,6 +516,10 @@ async def test_the_commands_index_a_checkout_and_extract_with_repo_through_the_a
         assert "of acme/widgets into code-acme-widgets (remotes: github.com/acme/widgets)" in out
         assert await asyncio.to_thread(main, [*argv[:-1], str(tmp_path / "nowhere")]) == 1
         assert "is not a git checkout" in capsys.readouterr().err
+        assert await asyncio.to_thread(main, ["code", "index", "--org", unique("org"), *argv[4:]]) == 1
+        assert "RESOURCE_NOT_FOUND: no org" in capsys.readouterr().err
+        assert await asyncio.to_thread(main, [*argv[:5], "widgets", *argv[6:]]) == 1
+        assert "VALIDATION_FAILED: repo: OWNER/NAME" in capsys.readouterr().err
         base = ["decisions", "extract", "--org", org, "--namespace", desk.tenant.namespace, "--source-uri", f"file://{doc}"]
         assert await asyncio.to_thread(main, [*base, "--repo", "Acme/Widgets", "--apply"]) == 0
         assert f"{LOAD_KEY}: new (decided): recorded v1" in capsys.readouterr().out
