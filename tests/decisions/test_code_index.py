@@ -571,3 +571,23 @@ async def test_a_document_in_the_trunk_looks_names_up_there_and_writes_untagged_
         row = (await call(c, "memory.get", memory_key=LOAD_KEY)).json()
     assert row["files"] == ["src/store/merge_tree.py"] and not any(t.startswith("repo:") for t in row["tags"])
     assert row["source_resource_id"] == f"knowledge:{trunk}/docs/parts.md#Parts > Loading"
+
+
+async def test_when_the_code_index_cannot_be_read_a_recorded_decision_keeps_its_files(
+    desk: Desk, indexed: tuple[Path, str], emu: LlmEmulator
+) -> None:
+    first = await extract(desk, emu, apply=True, repo="acme/widgets")
+    assert first.exit_code == 0, first.lines
+    store = desk.inst.runtime.store
+    emu.stated = {LOAD_KEY}
+    # The index's table out of reach (renamed away, and back after): every lookup fails in the store.
+    await store.execute("RENAME TABLE {db}.code_symbols TO {db}.code_symbols_away")
+    try:
+        rep = await extract(desk, emu, apply=True, repo="acme/widgets")
+    finally:
+        await store.execute("RENAME TABLE {db}.code_symbols_away TO {db}.code_symbols")
+    assert rep.exit_code == 2, rep.lines
+    assert f"{LOAD_KEY}: the code index could not be read for a name; its row keeps its files" in rep.lines
+    assert f"{LOAD_KEY}: unchanged" in rep.lines
+    row = await desk.as_agent("reader").ok("memory.get", memory_key=LOAD_KEY)
+    assert row["files"] == ["src/store/merge_tree.py"] and row["version"] == 1

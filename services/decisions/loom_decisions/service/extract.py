@@ -315,6 +315,11 @@ class Extractor:
             files = list(st.row["files"])  # the code index could not be read: the row keeps its files
         else:
             files = list(dict.fromkeys([*files_from_quotes(c), *found.files]))
+        if found.index_failed:
+            rep.failed(
+                f"{c.key}: the code index could not be read for a name; "
+                + ("its row keeps its files" if st else "written with the files that resolved")
+            )
         if found.unresolved:
             rep.say(f"{c.key}: unresolved: {', '.join(found.unresolved)}")
         body = record_body(c, doc_ns, source_uri, files, [self.place.repo_tag] if self.place.repo_tag else [])
