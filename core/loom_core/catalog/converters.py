@@ -13,7 +13,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 from loom_api.assistant.v1 import assistant_pb2
-from loom_api.decisions.v1 import decisions_pb2, memory_pb2, search_pb2
+from loom_api.decisions.v1 import code_pb2, decisions_pb2, memory_pb2, search_pb2
 from loom_api.help.v1 import help_pb2
 from loom_api.identity.v1 import identity_pb2
 from loom_api.insights.v1 import insights_pb2
@@ -237,6 +237,52 @@ def decisions_v1_ClearMemoryRequest_sparse(msg: memory_pb2.ClearMemoryRequest) -
 
 def decisions_v1_ClearMemoryResponse_json(msg: memory_pb2.ClearMemoryResponse) -> dict[str, Any]:
     return {"cleared": msg.cleared, "locked": list(msg.locked)}
+
+
+def decisions_v1_CodeReposRequest_json(msg: code_pb2.CodeReposRequest) -> dict[str, Any]:
+    return {"remote": msg.remote}
+
+
+def decisions_v1_CodeReposRequest_sparse(msg: code_pb2.CodeReposRequest) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if v_remote := msg.remote:
+        out["remote"] = v_remote
+    return out
+
+
+def decisions_v1_CodeReposResponse_json(msg: code_pb2.CodeReposResponse) -> dict[str, Any]:
+    return {"repositories": [decisions_v1_Repository_json(x) for x in msg.repositories]}
+
+
+def decisions_v1_CodeSymbolDefinition_json(msg: code_pb2.CodeSymbolDefinition) -> dict[str, Any]:
+    return {
+        "path": msg.path,
+        "line": msg.line,
+        "kind": msg.kind,
+        "name": msg.name,
+        "qualname": msg.qualname,
+        "test": msg.test,
+        "page": msg.page,
+    }
+
+
+def decisions_v1_CodeSymbolRequest_json(msg: code_pb2.CodeSymbolRequest) -> dict[str, Any]:
+    return {"name": msg.name}
+
+
+def decisions_v1_CodeSymbolRequest_sparse(msg: code_pb2.CodeSymbolRequest) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if v_name := msg.name:
+        out["name"] = v_name
+    return out
+
+
+def decisions_v1_CodeSymbolResponse_json(msg: code_pb2.CodeSymbolResponse) -> dict[str, Any]:
+    return {
+        "symbols": [decisions_v1_CodeSymbolDefinition_json(x) for x in msg.symbols],
+        "files": list(msg.files),
+        "only_tests_or_pages": msg.only_tests_or_pages,
+    }
 
 
 def decisions_v1_ContextPackRequest_json(msg: memory_pb2.ContextPackRequest) -> dict[str, Any]:
@@ -809,6 +855,16 @@ def decisions_v1_RecordVersion_json(msg: memory_pb2.RecordVersion) -> dict[str, 
     return out
 
 
+def decisions_v1_Repository_json(msg: code_pb2.Repository) -> dict[str, Any]:
+    return {
+        "repo_id": msg.repo_id,
+        "owner": msg.owner,
+        "name": msg.name,
+        "remotes": list(msg.remotes),
+        "trunk_namespace": msg.trunk_namespace,
+    }
+
+
 def decisions_v1_RestoreMemoryRequest_json(msg: memory_pb2.RestoreMemoryRequest) -> dict[str, Any]:
     return {"memory_key": msg.memory_key, "agent_id": msg.agent_id, "user_id": msg.user_id, "session_id": msg.session_id}
 
@@ -937,7 +993,7 @@ def decisions_v1_UnifiedSearchHit_json(msg: search_pb2.UnifiedSearchHit) -> dict
 
 
 def decisions_v1_UnifiedSearchRequest_json(msg: search_pb2.UnifiedSearchRequest) -> dict[str, Any]:
-    return {"query": msg.query, "limit": msg.limit, "namespaces": list(msg.namespaces), "sources": list(msg.sources)}
+    return {"query": msg.query, "limit": msg.limit, "namespaces": list(msg.namespaces), "sources": list(msg.sources), "remote": msg.remote}
 
 
 def decisions_v1_UnifiedSearchRequest_sparse(msg: search_pb2.UnifiedSearchRequest) -> dict[str, Any]:
@@ -950,6 +1006,8 @@ def decisions_v1_UnifiedSearchRequest_sparse(msg: search_pb2.UnifiedSearchReques
         out["namespaces"] = list(v_namespaces)
     if v_sources := msg.sources:
         out["sources"] = list(v_sources)
+    if v_remote := msg.remote:
+        out["remote"] = v_remote
     return out
 
 
@@ -2624,6 +2682,11 @@ JSON: dict[type[Message], Callable[[Any], dict[str, Any]]] = {
     decisions_pb2.ChainNode: decisions_v1_ChainNode_json,
     memory_pb2.ClearMemoryRequest: decisions_v1_ClearMemoryRequest_json,
     memory_pb2.ClearMemoryResponse: decisions_v1_ClearMemoryResponse_json,
+    code_pb2.CodeReposRequest: decisions_v1_CodeReposRequest_json,
+    code_pb2.CodeReposResponse: decisions_v1_CodeReposResponse_json,
+    code_pb2.CodeSymbolDefinition: decisions_v1_CodeSymbolDefinition_json,
+    code_pb2.CodeSymbolRequest: decisions_v1_CodeSymbolRequest_json,
+    code_pb2.CodeSymbolResponse: decisions_v1_CodeSymbolResponse_json,
     memory_pb2.ContextPackRequest: decisions_v1_ContextPackRequest_json,
     memory_pb2.ContextPackResponse: decisions_v1_ContextPackResponse_json,
     decisions_pb2.DecisionCalibrationRequest: decisions_v1_DecisionCalibrationRequest_json,
@@ -2662,6 +2725,7 @@ JSON: dict[type[Message], Callable[[Any], dict[str, Any]]] = {
     memory_pb2.RecordHistoryRequest: decisions_v1_RecordHistoryRequest_json,
     memory_pb2.RecordHistoryResponse: decisions_v1_RecordHistoryResponse_json,
     memory_pb2.RecordVersion: decisions_v1_RecordVersion_json,
+    code_pb2.Repository: decisions_v1_Repository_json,
     memory_pb2.RestoreMemoryRequest: decisions_v1_RestoreMemoryRequest_json,
     memory_pb2.RollbackNamespaceRequest: decisions_v1_RollbackNamespaceRequest_json,
     memory_pb2.RollbackNamespaceResponse: decisions_v1_RollbackNamespaceResponse_json,
@@ -2819,6 +2883,8 @@ SPARSE: dict[type[Message], Callable[[Any], dict[str, Any]]] = {
     memory_pb2.ApplyMemoryRequest: decisions_v1_ApplyMemoryRequest_sparse,
     memory_pb2.AutoSupersedeRequest: decisions_v1_AutoSupersedeRequest_sparse,
     memory_pb2.ClearMemoryRequest: decisions_v1_ClearMemoryRequest_sparse,
+    code_pb2.CodeReposRequest: decisions_v1_CodeReposRequest_sparse,
+    code_pb2.CodeSymbolRequest: decisions_v1_CodeSymbolRequest_sparse,
     memory_pb2.ContextPackRequest: decisions_v1_ContextPackRequest_sparse,
     decisions_pb2.DecisionCalibrationRequest: decisions_v1_DecisionCalibrationRequest_sparse,
     decisions_pb2.DecisionChainRequest: decisions_v1_DecisionChainRequest_sparse,

@@ -41,6 +41,9 @@ __all__ = [
     "Citation",
     "ClaimTaskResponse",
     "ClearMemoryResponse",
+    "CodeReposResponse",
+    "CodeSymbolDefinition",
+    "CodeSymbolResponse",
     "Column",
     "CompleteTaskRequest",
     "CompleteTaskResponse",
@@ -187,6 +190,7 @@ __all__ = [
     "ReplayPolicyResponse",
     "ReplayTotals",
     "ReportTaskProgressResponse",
+    "Repository",
     "ResumeTaskResponse",
     "RevokeTokenResponse",
     "RollbackNamespaceResponse",
@@ -478,6 +482,32 @@ class ClearMemoryResponse(TypedDict):
 
     cleared: int
     locked: list[str]
+
+
+class CodeReposResponse(TypedDict):
+    """``loom.decisions.v1.CodeReposResponse`` as JSON."""
+
+    repositories: list[Repository]
+
+
+class CodeSymbolDefinition(TypedDict):
+    """``loom.decisions.v1.CodeSymbolDefinition`` as JSON."""
+
+    path: str
+    line: int
+    kind: str
+    name: str
+    qualname: str
+    test: bool
+    page: bool
+
+
+class CodeSymbolResponse(TypedDict):
+    """``loom.decisions.v1.CodeSymbolResponse`` as JSON."""
+
+    symbols: list[CodeSymbolDefinition]
+    files: list[str]
+    only_tests_or_pages: bool
 
 
 class Column(TypedDict):
@@ -1834,6 +1864,16 @@ class ReportTaskProgressResponse(TypedDict):
     event_id: str
 
 
+class Repository(TypedDict):
+    """``loom.decisions.v1.Repository`` as JSON."""
+
+    repo_id: str
+    owner: str
+    name: str
+    remotes: list[str]
+    trunk_namespace: str
+
+
 class ResumeTaskResponse(TypedDict):
     """``loom.tasks.v1.ResumeTaskResponse`` as JSON."""
 
@@ -2687,6 +2727,48 @@ class BudgetOps:
             daily_cost_cap_usd=daily_cost_cap_usd,
         )
         return cast("BudgetResponse", answer)
+
+
+class CodeOps:
+    """The ``code.*`` ops."""
+
+    def __init__(self, caller: OpCaller) -> None:
+        self._caller = caller
+
+    async def repos(
+        self,
+        *,
+        remote: str | None = None,
+    ) -> CodeReposResponse:
+        """The repositories whose trunk code namespace the token can read, or those a checkout's remote names (https, ssh or git@ form; a fork's remote is not its upstream's).
+
+        Calls ``code.repos``.
+        """
+        answer = await self._caller.call(
+            "code.repos",
+            remote=remote,
+        )
+        return cast("CodeReposResponse", answer)
+
+    async def symbol(
+        self,
+        *,
+        namespace: str | None = None,
+        name: str,
+    ) -> CodeSymbolResponse:
+        """Where a name (Foo, a.b.Foo, Foo::bar, or a path) is defined in a code namespace: path, line and kind; files lists the defining code files, tests and Markdown pages aside, a class preferred over its constructor.
+
+        Calls ``code.symbol``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "code.symbol",
+            namespace=namespace,
+            name=name,
+        )
+        return cast("CodeSymbolResponse", answer)
 
 
 class ContextOps:
@@ -4083,6 +4165,7 @@ class SearchOps:
         limit: int | None = None,
         namespaces: list[str] | None = None,
         sources: list[str] | None = None,
+        remote: str | None = None,
     ) -> UnifiedSearchResponse:
         """One search over the memories, decisions and tasks the token can read, in every namespace it holds a role in (or those named), ranked together.
 
@@ -4094,6 +4177,7 @@ class SearchOps:
             limit=limit,
             namespaces=namespaces,
             sources=sources,
+            remote=remote,
         )
         return cast("UnifiedSearchResponse", answer)
 
@@ -5116,6 +5200,7 @@ class Ops:
     assistant: AssistantOps
     auth: AuthOps
     budget: BudgetOps
+    code: CodeOps
     context: ContextOps
     decision: DecisionOps
     grants: GrantsOps
@@ -5135,6 +5220,7 @@ class Ops:
         self.assistant = AssistantOps(caller)
         self.auth = AuthOps(caller)
         self.budget = BudgetOps(caller)
+        self.code = CodeOps(caller)
         self.context = ContextOps(caller)
         self.decision = DecisionOps(caller)
         self.grants = GrantsOps(caller)

@@ -3,6 +3,7 @@
 
     loom decisions extract --org O --namespace NS --source-uri URI            # dry run: prints what it would write
     loom decisions extract --org O --namespace NS --source-uri URI --apply    # writes
+    loom decisions extract --org O --namespace NS --source-uri URI --repo OWNER/NAME --into source --apply
 
 It runs as the operator, with no token: against the `loom up` that holds LOOM_DATA_DIR, through
 its admin socket (whoever can open the data dir is the operator); against a cluster
@@ -39,8 +40,13 @@ def add_commands(sub: Any) -> None:
         "--source-uri", required=True, help="a Markdown file (path or file:// URL), or the key of a memory row of type document"
     )
     ex.add_argument("--apply", action="store_true", help="write; without it the run prints what it would write")
-    ex.add_argument("--repo", default="", help="OWNER/NAME of the repository whose code the document governs")
-    ex.add_argument("--into", choices=["source", "repo"], default=None, help="where the rows go with --repo")
+    ex.add_argument("--repo", default="", help="OWNER/NAME (or a remote URL) of the indexed repository whose code the document governs")
+    ex.add_argument(
+        "--into",
+        choices=["source", "repo"],
+        default=None,
+        help="where the rows go with --repo: the document's namespace (source) or the repository's trunk (repo)",
+    )
     ex.add_argument(
         "--window-chars",
         type=int,
@@ -60,11 +66,6 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
         return _fail(f"loom decisions extract: {problem}")
     if args.into and not args.repo:
         return _fail("loom decisions extract: --into needs --repo")
-    if args.repo:
-        return _fail(
-            f"loom decisions extract: repository {args.repo} is not configured in org {args.org} or you may not read it "
-            "(this deployment has no code index); run without --repo to write to the document's namespace"
-        )
     if args.window_chars and args.window_chars < 500:
         return _fail("loom decisions extract: --window-chars must be at least 500")
     if args.max_per_section < 1:
@@ -105,6 +106,8 @@ async def _run(settings: Settings, args: argparse.Namespace, document: str | Non
         "apply": args.apply,
         "window_chars": args.window_chars,
         "max_per_section": args.max_per_section,
+        "repo": args.repo,
+        "into": args.into,
         "llm": {"url": model.url, "model": model.model, "api_key": model.api_key, "timeout": model.timeout, "caps": model.caps},
     }
     if not settings.clickhouse_url and sock.exists():
@@ -144,6 +147,8 @@ async def _in_process(settings: Settings, args: argparse.Namespace, document: st
             model=model,
             window_chars=args.window_chars,
             max_per_section=args.max_per_section,
+            repo=args.repo,
+            into=args.into,
         )
         await runtime.ledger.flush()
     finally:

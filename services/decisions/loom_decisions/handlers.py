@@ -9,8 +9,11 @@ from loom_api.decisions.v1 import decisions_pb2 as dpb
 from loom_api.decisions.v1 import memory_pb2 as mpb
 from loom_api.decisions.v1 import search_pb2 as spb
 from loom_core.chain import CallContext
+from loom_core.identity import Authenticator
 
+from .code_handlers import CodeHandlers
 from .service.blocks import BlockOps
+from .service.code_index import CodeIndex
 from .service.decisions import DecisionOps
 from .service.memory import MemoryOps
 from .service.rollback import Rollback
@@ -86,10 +89,12 @@ def _record_msgs(records: list[dict[str, Any]]) -> list[mpb.RecordVersion]:
     return out
 
 
-class DecisionHandlers:
-    def __init__(self, rows: Rows, search: UnifiedSearch) -> None:
+class DecisionHandlers(CodeHandlers):
+    def __init__(self, rows: Rows, search: UnifiedSearch, code: CodeIndex, auth: Authenticator) -> None:
         self._rows = rows
         self._search = search
+        self._code = code
+        self._auth = auth
         self._decisions = DecisionOps(rows)
         self._memory = MemoryOps(rows)
         self._blocks = BlockOps(rows)
@@ -262,7 +267,7 @@ class DecisionHandlers:
         )
 
     async def unified_search(self, req: spb.UnifiedSearchRequest, ctx: CallContext) -> spb.UnifiedSearchResponse:
-        hits, searched, skipped = await self._search.search(ctx, req.query, req.limit, list(req.namespaces), list(req.sources))
+        hits, searched, skipped = await self._search.search(ctx, req.query, req.limit, list(req.namespaces), list(req.sources), req.remote)
         ctx.out_hits = len(hits)
         return spb.UnifiedSearchResponse(
             results=[

@@ -1,7 +1,8 @@
 """The decisions plane: `build(runtime)` for the runner (entry point `loom.planes: decisions`).
 
 It serves decision.* (DecisionService), the memory.* ops their rows need (MemoryService) and
-search.unified (SearchService, MCP loom_search), all in package loom.decisions.v1. Embeddings come from the local ONNX model or an
+search.unified (SearchService, MCP loom_search), code.repos and code.symbol (CodeService, the code
+index `loom code index` fills), all in package loom.decisions.v1. Embeddings come from the local ONNX model or an
 OpenAI-compatible endpoint (LOOM_EMBEDDING_PROVIDER). The local model loads at start, in a worker
 thread, and start returns once it has: the process answers ready only with the model loaded, so
 the first decision.record after a start costs what the tenth does. A model file that is not the
@@ -19,6 +20,7 @@ from typing import Any
 
 from loom_core.chain import CallContext
 from loom_core.chain.ledger import ledger_row
+from loom_core.errors import LoomError
 from loom_core.identity.tokens import Principal, new_token_id
 from loom_core.op_caller import HttpOpCaller, OpCaller
 from loom_core.plane import bind_handlers
@@ -28,9 +30,11 @@ from loom_core.store import Migration
 
 from .domain.decision_extract import EXTRACTOR_ACTOR, EXTRACTOR_AGENT, EXTRACTOR_SESSION, EXTRACTOR_USER
 from .handlers import DecisionHandlers
+from .service.code_index import CodeIndex
 from .service.decisions import DecisionOps
 from .service.embedding import Embedder, build_embedder
 from .service.extract import Extractor, Report
+from .service.extract_repo import place
 from .service.llm import ChatModel
 from .service.memory import MemoryOps
 from .service.rows import Deps, Rows
@@ -51,8 +55,12 @@ class DecisionsPlane:
         self.rows = Rows(Deps(settings=s, store=runtime.store, leases=runtime.leases, exposures=runtime, embedder=self.embedder))
         self._http_ops = HttpOpCaller(s.search_loom_url) if s.search_loom_url else None
         self.search = UnifiedSearch(self.embedder, self._http_ops)
-        self.ops = DecisionHandlers(self.rows, self.search)
-        self.admin_routes: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {"/decisions/extract": self._extract_route}
+        self.code = CodeIndex(runtime.store, runtime.identity)
+        self.ops = DecisionHandlers(self.rows, self.search, self.code, runtime.auth)
+        self.admin_routes: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {
+            "/decisions/extract": self._extract_route,
+            "/code/index": self.index_code,
+        }
 
     def handlers(self) -> dict[str, Handler]:
         return bind_handlers(self.catalog, self.name, self.ops)
@@ -128,13 +136,24 @@ class DecisionsPlane:
         model: ChatModel,
         window_chars: int = 0,
         max_per_section: int = 3,
+        repo: str = "",
+        into: str | None = None,
     ) -> Report:
         if await self.runtime.identity.get_namespace(org, namespace) is None:
             return Report().stop(f"no namespace {namespace} in org {org}: nothing written")
-        ctx = self.operator_context(org, namespace)
-        extractor = Extractor(self.rows, DecisionOps(self.rows), MemoryOps(self.rows), model, self._audit)
+        placement = await place(self.code, org, namespace, repo, into)
+        if isinstance(placement, str):
+            return Report().stop(placement)
+        ctx = self.operator_context(org, placement.target_ns)
+        extractor = Extractor(self.rows, DecisionOps(self.rows), MemoryOps(self.rows), model, self._audit, self.code)
         return await extractor.run(
-            ctx, source_uri=source_uri, document=document, apply=apply, window_chars=window_chars, max_per_section=max_per_section
+            ctx,
+            source_uri=source_uri,
+            document=document,
+            apply=apply,
+            window_chars=window_chars,
+            max_per_section=max_per_section,
+            placement=placement,
         )
 
     async def _extract_route(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -149,8 +168,28 @@ class DecisionsPlane:
             model=model,
             window_chars=int(body.get("window_chars") or 0),
             max_per_section=int(body.get("max_per_section") or 3),
+            repo=str(body.get("repo") or ""),
+            into=body.get("into") or None,
         )
         return {"lines": rep.lines, "exit_code": rep.exit_code}
+
+    # --- the operator's code index
+
+    async def index_code(self, body: dict[str, Any]) -> dict[str, Any]:
+        """`loom code index`: replace a code namespace's file set with the symbols the command read."""
+        try:
+            repo, ns, n = await self.code.index(
+                str(body["org"]),
+                str(body["repo"]),
+                namespace=str(body.get("namespace") or ""),
+                branch=str(body.get("branch") or ""),
+                remotes=[str(r) for r in body.get("remotes") or []],
+                commit=str(body.get("commit") or ""),
+                files=list(body["files"]),
+            )
+        except LoomError as exc:
+            return {"error": f"{exc.code}: {exc.message}"}
+        return {"repo_id": repo.repo_id, "namespace": ns, "symbols": n, "files": len(body["files"]), "remotes": list(repo.remotes)}
 
 
 def build(runtime: Runtime) -> DecisionsPlane:

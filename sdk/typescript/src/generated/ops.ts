@@ -155,6 +155,44 @@ export interface BudgetSetResult {
   assistant_spent_today_usd: number;
 }
 
+/** `code.repos` arguments. */
+export interface CodeReposArgs {
+  remote?: string;
+}
+
+/** `code.repos` answer. */
+export interface CodeReposResult {
+  repositories: Array<{
+    repo_id: string;
+    owner: string;
+    name: string;
+    remotes: Array<string>;
+    trunk_namespace: string;
+  }>;
+}
+
+/** `code.symbol` arguments. */
+export interface CodeSymbolArgs {
+  /** Namespace; defaults to the token's. */
+  namespace?: string;
+  name: string;
+}
+
+/** `code.symbol` answer. */
+export interface CodeSymbolResult {
+  symbols: Array<{
+    path: string;
+    line: number;
+    kind: string;
+    name: string;
+    qualname: string;
+    test: boolean;
+    page: boolean;
+  }>;
+  files: Array<string>;
+  only_tests_or_pages: boolean;
+}
+
 /** `context.pack` arguments. */
 export interface ContextPackArgs {
   /** Namespace; defaults to the token's. */
@@ -1524,6 +1562,7 @@ export interface SearchUnifiedArgs {
   limit?: number;
   namespaces?: Array<string>;
   sources?: Array<"memory" | "decision" | "task">;
+  remote?: string;
 }
 
 /** `search.unified` answer. */
@@ -2668,6 +2707,8 @@ export interface OpTypes {
   "auth.whoami": { args: AuthWhoamiArgs; result: AuthWhoamiResult };
   "budget.get": { args: BudgetGetArgs; result: BudgetGetResult };
   "budget.set": { args: BudgetSetArgs; result: BudgetSetResult };
+  "code.repos": { args: CodeReposArgs; result: CodeReposResult };
+  "code.symbol": { args: CodeSymbolArgs; result: CodeSymbolResult };
   "context.pack": { args: ContextPackArgs; result: ContextPackResult };
   "decision.calibration": { args: DecisionCalibrationArgs; result: DecisionCalibrationResult };
   "decision.chain": { args: DecisionChainArgs; result: DecisionChainResult };
@@ -2765,6 +2806,8 @@ export const OP_INFO: { readonly [K in OpName]: OpInfo } = {
   "auth.whoami": { summary: "The verified subject, org, roles and labels of this call.", minRole: "viewer", writes: false },
   "budget.get": { summary: "The namespace's daily model cost cap, the assistant's share of it and what the assistant spent today.", minRole: "viewer", writes: false },
   "budget.set": { summary: "Set the namespace's daily model cost cap (daily_cost_cap_usd); omitted, the deployment's default applies again.", minRole: "admin", writes: true },
+  "code.repos": { summary: "The repositories whose trunk code namespace the token can read, or those a checkout's remote names (https, ssh or git@ form; a fork's remote is not its upstream's).", minRole: "viewer", writes: false },
+  "code.symbol": { summary: "Where a name (Foo, a.b.Foo, Foo::bar, or a path) is defined in a code namespace: path, line and kind; files lists the defining code files, tests and Markdown pages aside, a class preferred over its constructor.", minRole: "viewer", writes: false },
   "context.pack": { summary: "The block an agent reads at the start of a task: the namespace's decisions with their because (proposed ones as \u2192 proposed: <outcome>), within a token budget, deterministic.", minRole: "viewer", writes: false },
   "decision.calibration": { summary: "Per agent and category: stated confidence against realized success over a window (counts, Brier score).", minRole: "viewer", writes: false },
   "decision.chain": { summary: "Walk causal edges upstream, downstream or both, up to 4 hops; nodes carry each decision's stage.", minRole: "viewer", writes: false },
@@ -2907,6 +2950,12 @@ export interface OpGroups<O> {
     get(args?: OpArgs<"budget.get">, call?: O): Promise<OpResult<"budget.get">>;
     /** `budget.set`: Set the namespace's daily model cost cap (daily_cost_cap_usd); omitted, the deployment's default applies again. */
     set(args?: OpArgs<"budget.set">, call?: O): Promise<OpResult<"budget.set">>;
+  };
+  code: {
+    /** `code.repos`: The repositories whose trunk code namespace the token can read, or those a checkout's remote names (https, ssh or git@ form; a fork's remote is not its upstream's). */
+    repos(args?: OpArgs<"code.repos">, call?: O): Promise<OpResult<"code.repos">>;
+    /** `code.symbol`: Where a name (Foo, a.b.Foo, Foo::bar, or a path) is defined in a code namespace: path, line and kind; files lists the defining code files, tests and Markdown pages aside, a class preferred over its constructor. */
+    symbol(args: OpArgs<"code.symbol">, call?: O): Promise<OpResult<"code.symbol">>;
   };
   context: {
     /** `context.pack`: The block an agent reads at the start of a task: the namespace's decisions with their because (proposed ones as → proposed: <outcome>), within a token budget, deterministic. */
@@ -3114,6 +3163,10 @@ export function opGroups<O>(call: OpCaller<O>): OpGroups<O> {
     budget: {
       get: (args, o) => call("budget.get", args ?? {}, o),
       set: (args, o) => call("budget.set", args ?? {}, o),
+    },
+    code: {
+      repos: (args, o) => call("code.repos", args ?? {}, o),
+      symbol: (args, o) => call("code.symbol", args ?? {}, o),
     },
     context: {
       pack: (args, o) => call("context.pack", args ?? {}, o),

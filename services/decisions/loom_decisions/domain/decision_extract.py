@@ -72,6 +72,12 @@ _URL = re.compile(r"\bhttps?://\S+")
 _WORD = re.compile(r"\w", re.UNICODE)
 _WS = re.compile(r"\s+")
 _BACKTICKED = re.compile(r"`([^`\n]{2,80})`")
+_PULL_REQUEST = re.compile(r"(?<![\w/#])#(\d{2,7})\b|\b(?:PR|pull request)\s*#?(\d{2,7})\b", re.IGNORECASE)
+# A qualified name (`a.b.C`, `A::b`) or a bare class name (MergeTreeData: two capitals or more).
+_QUALIFIED = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z_][A-Za-z0-9_]*)+(?:\(\))?")
+_CLASS_NAME = re.compile(r"\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b")
+# Dotted words that are prose, not names: abbreviations, versions, domains and files handled as paths.
+_NOT_A_NAME = re.compile(r"^(?:e\.g|i\.e|etc|vs|[\d.]+)$|\.(?:com|org|io|net|md|txt|json|ya?ml|toml|html?)$", re.IGNORECASE)
 _TEST_PATH = re.compile(
     r"(^|/)(tests?|testing|__tests__|spec|specs|e2e|end[-_]to[-_]end|mocks?|__mocks__|fixtures?)(/|$)"
     r"|(^|/)(test_[^/]*|[^/]*_test\.[a-z]+|[^/]*\.(test|spec)\.[a-z]+|conftest\.py|[^/]*_mock\.[a-z]+)$",
@@ -430,9 +436,25 @@ def support_prompt(window_text: str, cands: list[Candidate], stored: list[tuple[
     return "Document part:\n" + window_text + "\n\nCheck:\n" + json.dumps(body, ensure_ascii=False)
 
 
-def names_in(text: str) -> list[str]:
-    """Backticked names and dotted or path-like names the text holds, for the files step."""
-    return list(dict.fromkeys(m.group(1).strip() for m in _BACKTICKED.finditer(text)))
+def code_names(quotes: list[str]) -> list[str]:
+    """The names a decision's quotes hold, in order: backticked ones, qualified ones, bare class names."""
+    text = " ".join(quotes)
+    found: list[str] = []
+    for m in _BACKTICKED.finditer(text):
+        found.append(m.group(1).strip())
+    bare = _BACKTICKED.sub(" ", text)
+    for m in _QUALIFIED.finditer(bare):
+        name = m.group(0)
+        if not _NOT_A_NAME.search(name.removesuffix("()")):
+            found.append(name)
+    for m in _CLASS_NAME.finditer(_QUALIFIED.sub(" ", bare)):
+        found.append(m.group(0))
+    return list(dict.fromkeys(found))
+
+
+def pull_requests(quotes: list[str]) -> list[str]:
+    text = " ".join(quotes)
+    return list(dict.fromkeys(f"#{m.group(1) or m.group(2)}" for m in _PULL_REQUEST.finditer(text)))
 
 
 def files_from_quotes(c: Candidate) -> list[str]:

@@ -9,9 +9,11 @@ when empty), grounding of every quote, a support check; stages kept; duplicates 
 rows citing the document (unchanged, re-recorded in stored words, re-recorded as the text now
 reads, frozen rows tagged source-changed, restatements skipped, a pinned or attested peer under
 another key skipped), a row every window finds gone read once more without candidates, and the
-retire step. Not here: a code index (`code.symbol`) and repositories (`--repo`, `--into`), which
-this deployment does not have; label lines read across by the grounding; the org's model-calls
-switch (the assistant plane's).
+retire step; repositories (`--repo`, `--into`: where names are looked up, where rows go, the
+repo:<id> tag, the refusals over rows an earlier run left elsewhere; extract_repo.py) and the Files
+step's code.symbol lookups in the code index. Not here: label lines read across by the grounding;
+the org's model-calls switch (the assistant plane's); the access checks of a run with an auth
+context bound (the command runs with none, as the operator).
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from loom_core.errors import LoomError
 from ..domain.decision_extract import (
     CONSTRAINT_TAG,
     DESIGN_DOC_TAG,
-    EXTRACTOR_AGENT,
     SOURCE_CHANGED_TAG,
     SUPPORT_SYSTEM,
     SYSTEM,
@@ -39,7 +40,6 @@ from ..domain.decision_extract import (
     files_from_quotes,
     fits,
     ground,
-    names_in,
     parse_read,
     parse_support,
     read_prompt,
@@ -52,7 +52,10 @@ from ..domain.decision_extract import (
 )
 from ..domain.statement import DecisionText, excerpt, stage_of
 from ..store.memory import Ident, ident_of
+from .blocks import REPO_TAG_PREFIX
+from .code_index import CodeIndex
 from .decisions import DecisionOps
+from .extract_repo import Placement, cited_rows, earlier_run_refusal, resolve_names
 from .llm import ChatModel, ModelError
 from .memory import MemoryOps
 from .rows import Rows, attestation
@@ -99,12 +102,15 @@ class _Stored:
 
 
 class Extractor:
-    def __init__(self, rows: Rows, decisions: DecisionOps, memory: MemoryOps, model: ChatModel, audit: Audit) -> None:
+    def __init__(self, rows: Rows, decisions: DecisionOps, memory: MemoryOps, model: ChatModel, audit: Audit, code: CodeIndex) -> None:
         self.r = rows
         self.decisions = decisions
         self.memory = memory
         self.model = model
         self.audit = audit
+        self.code = code
+        self.place = Placement("", "", "")
+        self._touched: set[str] = set()  # keys this run wrote, tagged or retired (or would)
 
     async def run(
         self,
@@ -115,24 +121,34 @@ class Extractor:
         apply: bool,
         window_chars: int = 0,
         max_per_section: int = MAX_PER_SECTION,
+        placement: Placement | None = None,
     ) -> Report:
+        """`ctx.namespace` is where the rows go; `placement` says where the document is and where
+        its code names are looked up (by default the rows' namespace for both)."""
         rep = Report()
+        self.place = placement or Placement(ctx.namespace, ctx.namespace, ctx.namespace)
+        self._touched = set()
         s = self.r.d.settings
         window_chars = window_chars or s.memory_decision_extract_window_chars
         if window_chars < 500:
             return rep.stop("--window-chars must be at least 500")
         if max_per_section < 1:
             return rep.stop("--max-per-section must be at least 1")
-        org, ns = ctx.org, ctx.namespace
+        org, ns, doc_ns = ctx.org, ctx.namespace, self.place.doc_ns
         if document is None:
-            document = await self._document_row(org, ns, source_uri)
+            document = await self._document_row(org, doc_ns, source_uri)
         if document is None or not document.strip():
-            return rep.stop(f"no live document at {source_uri} in {ns}: nothing written")
-        prefix = f"knowledge:{ns}/{source_uri}#"
+            return rep.stop(f"no live document at {source_uri} in {doc_ns}: nothing written")
+        prefix = f"knowledge:{doc_ns}/{source_uri}#"
         try:
-            stored = await self._stored(org, ns, prefix)
+            here = cited_rows(await self._decision_rows(org, ns), prefix)
+            elsewhere = {o: len(cited_rows(await self._decision_rows(org, o), prefix)) for o in self.place.other_namespaces}
+            refusal = await earlier_run_refusal(self.code, org, self.place, here, elsewhere)
+            stored = await self._stored(org, ns, here)
         except LoomError as exc:
             return rep.stop(f"the extractor's rows could not be read ({exc.code}): nothing written")
+        if refusal:
+            return rep.stop(refusal)
         known = [(st.rec["category"], st.rec["scenario"]) for st in stored.values()][: s.memory_decision_extract_known_max]
 
         title = title_of(document)
@@ -220,8 +236,9 @@ class Extractor:
             gone = await self._confirm_gone(rep, gone, stored, read_texts)
 
         for c in cands:
-            await self._candidate(ctx, rep, c, stored, gone, restates, apply, ns, source_uri)
+            await self._candidate(ctx, rep, c, stored, gone, restates, apply, doc_ns, source_uri)
         await self._retire(ctx, rep, stored, gone, {c.key for c in cands}, apply)
+        await self._link_kept(ctx, rep, stored, apply)
         return rep
 
     # --- reads
@@ -231,10 +248,11 @@ class Extractor:
         live = [h for h in heads if h["status"] == "active" and h["memory_type"] == "document"]
         return str(live[0]["value"]) if live else None
 
-    async def _stored(self, org: str, ns: str, prefix: str) -> dict[str, _Stored]:
-        """The extractor's own live decision rows citing the document, by key, whose key's active record is theirs."""
-        rows = await self.r.mem.live_heads(org, ns, memory_type="decision", tag=DESIGN_DOC_TAG, limit=STORED_FETCH)
-        rows = [r for r in rows if r["agent"] == EXTRACTOR_AGENT and str(r["source_resource_id"]).startswith(prefix)]
+    async def _decision_rows(self, org: str, ns: str) -> list[dict[str, Any]]:
+        return await self.r.mem.live_heads(org, ns, memory_type="decision", tag=DESIGN_DOC_TAG, limit=STORED_FETCH)
+
+    async def _stored(self, org: str, ns: str, rows: list[dict[str, Any]]) -> dict[str, _Stored]:
+        """The extractor's own live decision rows citing the document (`rows`), by key, whose key's active record is theirs."""
         recs = await self.r.dec.current_many(org, ns, [r["key"] for r in rows])
         out: dict[str, _Stored] = {}
         for r in rows:
@@ -287,15 +305,24 @@ class Extractor:
         gone: set[str],
         restates: dict[str, str],
         apply: bool,
-        ns: str,
+        doc_ns: str,
         source_uri: str,
     ) -> None:
-        files = files_from_quotes(c)
-        unresolved = [n for n in names_in(" ".join(c.quotes())) if n not in files]
-        if unresolved:
-            rep.say(f"{c.key}: unresolved (no code index here): {', '.join(unresolved)}")
-        body = record_body(c, ns, source_uri, files, [])
         st = stored.get(c.key)
+        self._touched.add(c.key)
+        found = await resolve_names(self.code, ctx.org, self.place, c.quotes())
+        if found.index_failed and st is not None:
+            files = list(st.row["files"])  # the code index could not be read: the row keeps its files
+        else:
+            files = list(dict.fromkeys([*files_from_quotes(c), *found.files]))
+        if found.index_failed:
+            rep.failed(
+                f"{c.key}: the code index could not be read for a name; "
+                + ("its row keeps its files" if st else "written with the files that resolved")
+            )
+        if found.unresolved:
+            rep.say(f"{c.key}: unresolved: {', '.join(found.unresolved)}")
+        body = record_body(c, doc_ns, source_uri, files, [self.place.repo_tag] if self.place.repo_tag else [])
         if st is None:
             other = await self.r.dec.current(ctx.org, ctx.namespace, c.key)
             if other is not None and other["status"] == "active":
@@ -320,6 +347,7 @@ class Extractor:
                 await self._tag(ctx, rep, st, add=False, apply=apply, why="stated again")
             else:
                 rep.say(f"{c.key}: kept as it is ({why})")
+                await self._link(ctx, rep, st, apply)
             return
         if c.key in gone:
             await self._record(ctx, rep, body, apply, f"{c.key}: re-recorded as the text now reads (no longer stated as stored)")
@@ -330,6 +358,7 @@ class Extractor:
             sorted(st.row["files"]) == sorted(stored_body["files"])
             and st.row["source_resource_id"] == stored_body["source_resource_id"]
             and (CONSTRAINT_TAG in st.row["tags"]) == (CONSTRAINT_TAG in stored_body["tags"])
+            and _repo_tags(st.row["tags"]) == _repo_tags(stored_body["tags"])
         ):
             note = "" if stage_of(st.row["tags"]) == c.stage else f" (the document reads as {c.stage})"
             rep.say(f"{c.key}: unchanged{note}")
@@ -386,16 +415,49 @@ class Extractor:
         rep.say(f"{what}: recorded v{out['version']}")
 
     async def _tag(self, ctx: CallContext, rep: Report, st: _Stored, *, add: bool, apply: bool, why: str) -> None:
+        """Add or drop source-changed (and, under --into source, add the run's repo:<id> tag with it)."""
         key = st.row["key"]
         has = SOURCE_CHANGED_TAG in st.row["tags"]
         if add == has:
             rep.say(f"{key}: {why}; already {'tagged' if has else 'untagged'} {SOURCE_CHANGED_TAG}")
+            await self._link(ctx, rep, st, apply)
             return
         tags = [*st.row["tags"], SOURCE_CHANGED_TAG] if add else [t for t in st.row["tags"] if t != SOURCE_CHANGED_TAG]
+        tags = self._with_repo_tag(tags)
         verb = "tag" if add else "drop the tag"
+        self._touched.add(key)
         if not apply:
             rep.say(f"{key}: {why}: would {verb} {SOURCE_CHANGED_TAG}")
             return
+        if await self._write_tags(ctx, rep, st, tags, why):
+            rep.tagged.append(key)
+            rep.say(f"{key}: {why}: {'tagged' if add else 'dropped'} {SOURCE_CHANGED_TAG}")
+
+    def _with_repo_tag(self, tags: list[str]) -> list[str]:
+        t = self.place.repo_tag
+        return [*tags, t] if t and t not in tags else tags
+
+    async def _link(self, ctx: CallContext, rep: Report, st: _Stored, apply: bool) -> None:
+        """A row the run keeps as it is gains the run's repo:<id> tag by a tags-only write."""
+        key = st.row["key"]
+        tags = self._with_repo_tag(list(st.row["tags"]))
+        self._touched.add(key)
+        if tags == list(st.row["tags"]):
+            return
+        if not apply:
+            rep.say(f"{key}: would tag {self.place.repo_tag}")
+            return
+        if await self._write_tags(ctx, rep, st, tags, f"tag {self.place.repo_tag}"):
+            rep.tagged.append(key)
+            rep.say(f"{key}: tagged {self.place.repo_tag}")
+
+    async def _link_kept(self, ctx: CallContext, rep: Report, stored: dict[str, _Stored], apply: bool) -> None:
+        """The rows no step wrote (still stated and not emitted again, or with no verdict) gain the repo tag too."""
+        for key in sorted(stored.keys() - self._touched):
+            await self._link(ctx, rep, stored[key], apply)
+
+    async def _write_tags(self, ctx: CallContext, rep: Report, st: _Stored, tags: list[str], why: str) -> bool:
+        key = st.row["key"]
         try:
             await self.memory.update_by_id(ctx, st.row["memory_id"], None, tags, st.row["value_hash"])
         except LoomError as exc:
@@ -403,9 +465,8 @@ class Extractor:
                 rep.say(f"{key}: {why}: its value changed since it was read (a race the next run settles)")
             else:
                 rep.failed(f"{key}: {why}: the tag write was refused ({exc.code})")
-            return
-        rep.tagged.append(key)
-        rep.say(f"{key}: {why}: {'tagged' if add else 'dropped'} {SOURCE_CHANGED_TAG}")
+            return False
+        return True
 
     async def _retire(
         self, ctx: CallContext, rep: Report, stored: dict[str, _Stored], gone: set[str], emitted: set[str], apply: bool
@@ -419,6 +480,7 @@ class Extractor:
             if st.frozen or st.acted_on:
                 await self._tag(ctx, rep, st, add=True, apply=apply, why="no longer stated")
                 continue
+            self._touched.add(key)
             if not apply:
                 rep.say(f"{key}: no longer stated: would delete it (memory.delete_version v{st.row['version']})")
                 continue
@@ -432,3 +494,7 @@ class Extractor:
             self.audit(ctx, "memory.delete_version", args, "")
             rep.retired.append(key)
             rep.say(f"{key}: no longer stated: deleted{' (record retired)' if out['retired_record'] else ''}")
+
+
+def _repo_tags(tags: list[str]) -> set[str]:
+    return {t for t in tags if t.startswith(REPO_TAG_PREFIX)}

@@ -7,7 +7,8 @@ per namespace. So each source is authorized as that op is (the role it needs in 
 the token's read scope, the history-policy gate under the caller's agent label) and leaves its
 own ledger and exposure rows: a source the caller may not read answers nothing and is named in
 `skipped` with its refusal's code. The namespaces are the ones named, else every namespace the
-token holds a role in (`namespace.list`). Tasks are scored on memory.search's scale (half the
+token holds a role in (`namespace.list`), and, with a checkout's `remote`, first the trunk code
+namespaces of the repositories it names (`code.repos`, as the caller). Tasks are scored on memory.search's scale (half the
 cosine of their title and brief to the query, half the share of the query's words they hold)
 with this plane's embedder, so the three kinds rank together.
 """
@@ -76,7 +77,7 @@ class UnifiedSearch:
         self._ops = ops
 
     async def search(
-        self, ctx: CallContext, query: str, limit: int, namespaces: Sequence[str], sources: Sequence[str]
+        self, ctx: CallContext, query: str, limit: int, namespaces: Sequence[str], sources: Sequence[str], remote: str = ""
     ) -> tuple[list[UnifiedHit], list[str], list[Skip]]:
         ops = self._ops
         if ops is None:
@@ -93,6 +94,18 @@ class UnifiedSearch:
         else:
             listed = await ops("namespace.list", {}, headers, ctx.transport)
             names = sorted(str(n["name"]) for n in listed.get("namespaces", []))[:NAMESPACES_MAX]
+        repo_skips: list[Skip] = []
+        if remote:
+            # A checkout's repositories (code.repos, as the caller): their trunks come first.
+            try:
+                found = await ops("code.repos", {"remote": remote}, headers, ctx.transport)
+            except LoomError as err:
+                if not _skippable(err):
+                    raise
+                found = {}
+                repo_skips.append(Skip("", "code", str(err.code)))
+            trunks = [str(r["trunk_namespace"]) for r in found.get("repositories", [])]
+            names = list(dict.fromkeys([*trunks, *names]))[:NAMESPACES_MAX]
 
         async def read(ns: str, source: str) -> tuple[list[UnifiedHit], Skip | None]:
             try:
@@ -109,7 +122,7 @@ class UnifiedSearch:
         jobs = [(ns, src) for ns in names for src in reads]
         answers = await asyncio.gather(*(read(ns, src) for ns, src in jobs))
         hits = [h for found, _ in answers for h in found]
-        skipped = [skip for _, skip in answers if skip is not None]
+        skipped = [*repo_skips, *(skip for _, skip in answers if skip is not None)]
         answered = {ns for (ns, _), (_, skip) in zip(jobs, answers, strict=True) if skip is None}
         return merge(query, hits, limit), [ns for ns in names if ns in answered], skipped
 

@@ -14,11 +14,14 @@
 - memory_chunks: a value longer than the excerpt search embeds, past the excerpt, in pieces, each
   embedded; filed under the value's hash, so search reads a row's chunks while its value is that.
 - decision_records.memories_used: the keys the decision says it relied on (decision.record).
+- code_repos, code_namespaces, code_symbols: the code index (store/code.py).
 """
 
 from __future__ import annotations
 
 from loom_core.store import Migration
+
+from .code import CODE_MIGRATIONS
 
 
 def migrations(dimensions: int = 384) -> list[Migration]:
@@ -183,4 +186,5 @@ def migrations(dimensions: int = 384) -> list[Migration]:
             "decision_records.memories_used",
             "ALTER TABLE {db}.decision_records ADD COLUMN IF NOT EXISTS memories_used Array(String)",
         ),
+        *CODE_MIGRATIONS,
     ]

@@ -1,0 +1,137 @@
+"""`loom code index`: read a local git checkout and replace a code namespace's file set with the
+symbols its tracked files define (the code index `code.symbol` and `loom decisions extract --repo`
+read).
+
+    loom code index --org O --repo OWNER/NAME --path CHECKOUT              # the repository's trunk
+    loom code index --org O --repo OWNER/NAME --path CHECKOUT --branch B   # a branch's namespace
+
+The files are those `git ls-files` lists, read and parsed here (domain/code_symbols.py); the
+symbols go to the `loom up` holding LOOM_DATA_DIR through its admin socket, or, against a cluster,
+are written from this process. The first run registers the repository (its remotes are the
+checkout's remotes that name OWNER/NAME; --namespace names its trunk code namespace) and makes
+the code namespace; grant readers a role there as in any namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+from loom_core.settings import Settings
+
+from .domain.code_symbols import MAX_FILE_BYTES, indexable, module_of, symbols_of
+
+COMMANDS = ("code",)
+ADMIN_SOCKET = "admin.sock"
+
+
+def add_commands(sub: Any) -> None:
+    code = sub.add_parser("code", help="the code index: repositories and the symbols their files define")
+    code_sub = code.add_subparsers(dest="code_cmd", required=True)
+    ix = code_sub.add_parser("index", help="index a local git checkout into its repository's code namespace")
+    ix.add_argument("--org", required=True)
+    ix.add_argument("--repo", required=True, help="OWNER/NAME of the repository")
+    ix.add_argument("--path", required=True, type=Path, help="a local git checkout of it")
+    ix.add_argument("--branch", default="", help="index into the branch's code namespace (default: the trunk's)")
+    ix.add_argument(
+        "--namespace", default="", help="the trunk code namespace, on the repository's first index (default code-<owner>-<name>)"
+    )
+
+
+def _git(path: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True, text=True).stdout
+
+
+def read_checkout(path: Path) -> tuple[list[dict[str, Any]], list[str], str]:
+    """The checkout's tracked files with the symbols each defines, its remotes' URLs and HEAD."""
+    tracked = [p for p in _git(path, "ls-files", "-z").split("\0") if p]
+    remotes = sorted({line.split()[1] for line in _git(path, "remote", "-v").splitlines() if len(line.split()) >= 2})
+    try:
+        commit = _git(path, "rev-parse", "HEAD").strip()
+    except subprocess.CalledProcessError:
+        commit = ""
+    files = []
+    for rel in tracked:
+        f = path / rel
+        symbols: list[dict[str, Any]] = []
+        # A symlink may point out of the checkout: listed, not read.
+        if indexable(rel) and not f.is_symlink() and f.is_file() and f.stat().st_size <= MAX_FILE_BYTES:
+            text = f.read_text(encoding="utf-8", errors="replace")
+            symbols = [
+                {"name": s.name, "qualname": s.qualname, "fqname": _fqname(rel, s.qualname, s.kind), "kind": s.kind, "line": s.line}
+                for s in symbols_of(rel, text)
+            ]
+        files.append({"path": rel, "symbols": symbols})
+    return files, remotes, commit
+
+
+def _fqname(path: str, qualname: str, kind: str) -> str:
+    return qualname if kind == "page" else f"{module_of(path)}.{qualname}"
+
+
+def run_command(args: argparse.Namespace, settings: Settings) -> int:
+    if not (args.path / ".git").exists():
+        print(f"loom code index: {args.path} is not a git checkout", file=sys.stderr)
+        return 1
+    try:
+        files, remotes, commit = read_checkout(args.path)
+    except subprocess.CalledProcessError as exc:
+        print(f"loom code index: git could not read {args.path}: {exc.stderr.strip()}", file=sys.stderr)
+        return 1
+    body = {
+        "org": args.org,
+        "repo": args.repo,
+        "branch": args.branch,
+        "namespace": args.namespace,
+        "remotes": remotes,
+        "commit": commit,
+        "files": files,
+    }
+    out = asyncio.run(_send(settings, body))
+    if "error" in out:
+        print(f"loom code index: {out['error']}", file=sys.stderr)
+        return 1
+    print(
+        f"indexed {out['files']} file(s), {out['symbols']} symbol(s) of {out['repo_id']} into {out['namespace']}"
+        f" (remotes: {', '.join(out['remotes']) or 'none'})"
+    )
+    return 0
+
+
+async def _send(settings: Settings, body: dict[str, Any]) -> dict[str, Any]:
+    sock = settings.data_dir / ADMIN_SOCKET
+    if not settings.clickhouse_url and sock.exists():
+        try:
+            async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=str(sock)), base_url="http://loom") as client:
+                r = await client.post("/code/index", json=body, timeout=None)
+        except httpx.TransportError:
+            return {"error": f"the server on {settings.data_dir} did not answer on its admin socket"}
+        if r.status_code != 200:
+            return {"error": f"the server answered {r.status_code}"}
+        return dict(r.json())
+    if settings.clickhouse_url and settings.nats_url:
+        return await _in_process(settings, body)
+    return {
+        "error": f"no Loom is running on {settings.data_dir} (start `loom up`), and no cluster is configured (LOOM_CLICKHOUSE_URL and LOOM_NATS_URL)"
+    }
+
+
+async def _in_process(settings: Settings, body: dict[str, Any]) -> dict[str, Any]:
+    from loom_core.runtime import Runtime
+    from loom_core.store import run_migrations
+
+    from .plane import DecisionsPlane
+
+    runtime = await Runtime.start(settings, name="loom-code-index")
+    plane = DecisionsPlane(runtime)
+    try:
+        await run_migrations(runtime.store, plane.migrations)
+        return await plane.index_code(body)
+    finally:
+        await plane.stop()
+        await runtime.stop()
