@@ -41,7 +41,9 @@ __all__ = [
     "Citation",
     "ClaimTaskResponse",
     "ClearMemoryResponse",
+    "CodeReposArgs",
     "CodeReposResponse",
+    "CodeSymbolArgs",
     "CodeSymbolDefinition",
     "CodeSymbolResponse",
     "Column",
@@ -484,10 +486,23 @@ class ClearMemoryResponse(TypedDict):
     locked: list[str]
 
 
+class CodeReposArgs(TypedDict):
+    """``code.repos``'s arguments."""
+
+    remote: NotRequired[str]
+
+
 class CodeReposResponse(TypedDict):
     """``loom.decisions.v1.CodeReposResponse`` as JSON."""
 
     repositories: list[Repository]
+
+
+class CodeSymbolArgs(TypedDict):
+    """``code.symbol``'s arguments."""
+
+    namespace: NotRequired[str]
+    name: str
 
 
 class CodeSymbolDefinition(TypedDict):
@@ -1989,6 +2004,7 @@ class SearchUnifiedArgs(TypedDict):
     limit: NotRequired[int]
     namespaces: NotRequired[list[str]]
     sources: NotRequired[list[str]]
+    remote: NotRequired[str]
 
 
 class SetGrantResponse(TypedDict):
