@@ -2,10 +2,11 @@
 
 The store (memory_vectors) stays the truth; this is a cache of it, per (org, namespace), for
 namespaces of at least LOOM_MEMORY_VECTOR_CACHE_MIN_ROWS live rows. It searches the way
-LOOM_MEMORY_VECTOR_CACHE_SEARCH says: `exact` (the default), a cosine scan of the vectors held
-as one float32 matrix in memory (every row, recall 1), or `hnsw`, a usearch HNSW graph
-(approximate; faster at 10^5 and beyond, but on bench/decisions.py's data its recall@25 is 0.68
-at the graph's default search width, see docs/benchmarks.md). Either way the cache is:
+LOOM_MEMORY_VECTOR_CACHE_SEARCH says: `hnsw` (the default), a usearch HNSW graph per memory type
+of the live rows (recall@25 against the exact cosine top 25 measured in docs/benchmarks.md on
+MiniLM embeddings of decision statements; a tag-filtered search that the graph cannot fill
+scans the type's vectors exactly), or `exact`, a cosine scan of the vectors held as one float32
+matrix (recall 1, slower from 10^5 rows). Either way the cache is:
 
 - built from the store in the background: at start for every namespace already that large, else
   when a search first finds a namespace that large. Until it is built the search scans exactly
@@ -27,7 +28,10 @@ at the graph's default search width, see docs/benchmarks.md). Either way the cac
   LOOM_MEMORY_VECTOR_CACHE_REFRESH_SECONDS plus one read. The writing replica's own writes are
   in its cache before the write returns.
 
-A new version of a row adds a new entry and marks the old one dead; dead entries are skipped.
+A new version of a row adds a new entry and marks the old one dead (and takes it out of its
+graph); dead entries are never served. Precedents also drop any hit whose key's current record
+is not active or not the row's writer's (service/decisions.py), so a superseded or retired
+decision is not served even from a stale entry.
 """
 
 from __future__ import annotations
