@@ -401,7 +401,7 @@ def graph_run(docs: np.ndarray, qs: np.ndarray, exact: list[np.ndarray], connect
     build = time.perf_counter() - t
     out = []
     for width in widths:
-        index.expansion_search = width
+        index.expansion_search = width  # type: ignore[misc]  # usearch types it read-only; its setter changes the search width
         ms, recall = [], []
         for q, want in zip(qs, exact, strict=True):
             t = time.perf_counter()
