@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from loom_core.store import Store
+from loom_core.store import Store, ch_time
 
 from ..settings import DecisionsSettings
 from ..store.decisions import DecisionStore
@@ -146,6 +146,11 @@ class NamespaceIndex:
     built: asyncio.Event = field(default_factory=asyncio.Event)
     ready: bool = False
     watermark: str = ""
+    # When the last read from the store began: rows stamped OVERLAP_SECONDS before it or later
+    # may still land, older ones had landed and were read then, so a refresh reads from
+    # max(watermark, read_at) less the overlap (not every row of a bulk load's last seconds
+    # again on every round).
+    read_at: str = ""
     pending: list[tuple[_Entry, np.ndarray]] = field(default_factory=list)
     # Each key's current decision record (the newest version), and the newest ts read from them.
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -228,7 +233,8 @@ class NamespaceIndex:
                 size = len(g)
                 if size == 0:
                     continue
-                found = g.search(q, min(count, size), exact=count >= EXACT_SHARE * size)
+                # One thread: a single query gains nothing from usearch's pool and pays its dispatch.
+                found = g.search(q, min(count, size), exact=count >= EXACT_SHARE * size, threads=1)
                 keys.append(np.asarray(found.keys, dtype=np.int64))
                 sims.append(1.0 - np.asarray(found.distances, dtype=np.float32))
             if not keys:
@@ -333,6 +339,7 @@ class VectorCache:
     async def _build(self, org: str, ns: str, space: NamespaceIndex) -> None:
         started = time.perf_counter()
         try:
+            space.read_at = ch_time()
             space.watermark = await self._last_ts(org, ns)
             space.records_watermark = await self.dec.last_ts(org, ns)
             after: Ident4 = ("", "", "", "")
@@ -420,21 +427,23 @@ class VectorCache:
 
     async def refresh(self, org: str, ns: str, space: NamespaceIndex) -> None:
         """Rows written since the last read (by any replica) into the cache."""
+        read_at = ch_time()
         rows = await self.store.query(
             f"SELECT key, agent, user, session, version, memory_type, tags, status, {_DECISION_VALUE}, conflicts, toString(ts) AS t, "
             f"{_HEX} AS h FROM {ROWS} "
             "WHERE org = {org:String} AND namespace = {ns:String} AND ts >= parseDateTime64BestEffort({wm:String}, 6) "
             "- toIntervalMillisecond({overlap:UInt32}) ORDER BY ts",
-            {"org": org, "ns": ns, "wm": space.watermark or "1970-01-01", "overlap": int(OVERLAP_SECONDS * 1000)},
+            {"org": org, "ns": ns, "wm": max(space.watermark, space.read_at) or "1970-01-01", "overlap": int(OVERLAP_SECONDS * 1000)},
         )
         if rows:
             vecs = _vectors(rows, self.dimensions)
             space.put_many([_entry(r, r["status"] == "active") for r in rows], vecs)
             space.watermark = max(space.watermark, rows[-1]["t"])
-        recs = await self.dec.changed_since(org, ns, space.records_watermark or "1970-01-01", OVERLAP_SECONDS)
+        recs = await self.dec.changed_since(org, ns, max(space.records_watermark, space.read_at) or "1970-01-01", OVERLAP_SECONDS)
         if recs:
             space.put_records(recs)
             space.records_watermark = max(space.records_watermark, max(str(r["ts"]) for r in recs))
+        space.read_at = read_at
 
     async def nearest(
         self, org: str, ns: str, vector: Sequence[float], *, memory_type: str = "", tags: Sequence[str] = (), limit: int = 10
