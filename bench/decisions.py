@@ -1,32 +1,40 @@
 """decision.precedents latency with 10^5 decisions in one namespace, beside an exact NumPy cosine
 top-25 over the same vectors in the same run, and the recall of our results against it.
 
-    .venv/bin/python bench/decisions.py [-n 100000] [--queries 200] [--no-index] [--json]
+    .venv/bin/python bench/decisions.py [-n 100000] [--queries 200] [--no-index] [--modes ...] [--sweep] [--json]
 
-The vectors are SYNTHETIC: embedding 10^5 statements with the local model on this shared
-2-core machine would take longer than the bench should, so the decisions get 384-dimension
-unit vectors drawn around 2,000 random topic centres (a decision is its topic plus noise), and
-each query is a stored decision's vector perturbed as a paraphrase would be. They are written
-straight into the plane's tables (memory_rows, memory_vectors, decision_records) through
-Parquet, then `DecisionOps.precedents` runs as the op does, minus the query's embedding: the
-embedder is handed the query vector (the local model's own per-query cost is measured apart
-and printed, so the op's total is the sum). Two modes of the same search:
+The corpus (`--corpus`): `composed` (the default) is decision statements as `decision.record`
+words them, with MiniLM vectors composed from the local model's embeddings of their sentence
+pieces (bench/decision_corpus.py: the model cannot embed 10^5 statements in a bench's time on
+this machine; how close the composition comes to the model's own vectors is printed), and the
+queries are questions a person would ask, embedded by the model itself. `synthetic` is the
+earlier sessions' data: unit vectors drawn around 2,000 random centres, queries perturbed from
+stored ones (near-random 384-d vectors: the worst case for a graph search, unlike real text).
+They are written straight into the plane's tables (memory_rows, memory_vectors,
+decision_records) through Parquet. Modes:
 
 - exact: cosineDistance over the namespace's rows in ClickHouse (skip indexes off), the path a
   namespace takes while its cache warms;
 - hnsw: ClickHouse's vector_similarity HNSW index (post-filtered, with the exact fallback);
 - cache-exact / cache-hnsw: the process-local cache of the namespace (service/vector_index.py),
-  built from the store here (its build time is printed), searched by a cosine scan of its
-  in-memory matrix or by its usearch HNSW graph; precedents serves the hits' rows and records
-  from the cache too (no store read). "its search alone" is the cache's own search.
+  built from the store here (its build time and the process's RSS growth are printed), searched
+  by a cosine scan of its in-memory matrix or by its usearch HNSW graph; precedents serves the
+  hits' rows and records from the cache too (no store read). "its search alone" is the
+  cache's own search. These run `DecisionOps.precedents` in process, handed the query vector;
+- rest: the whole path over REST: an embedded Loom (identity and decisions planes, nats-server,
+  chDB, the local model, the cache's default search), `POST /v1/decision.precedents` with the
+  question's text, so the query's embedding by the local model, the gateway, the op, the
+  exposure ledger and JSON are all in the time.
 
 Baseline: NumPy `M @ q` + argpartition over the same float32 matrix, in this process.
 
 `--no-index` drops ClickHouse's HNSW index before loading and skips the hnsw mode: building it
-over 10^5 vectors is what takes long on a loaded machine. `--ann-only N` also builds a usearch
-index of N vectors straight from NumPy (no store) and times its search and recall, for the
-10^6 figure. The model's load, its first and tenth single-text encodes, and the throughput of
-concurrent single-statement embeddings batched by the Embedder are printed too.
+over 10^5 vectors is what takes long on a loaded machine. `--sweep` times usearch graphs over the
+corpus straight from NumPy (no store) across connectivity and search widths: build time,
+search p50/p99 and recall@25. `--ann-only N` does the same at one setting for N vectors (the
+10^6 figure). The model's load, its first and tenth single-text encodes, and the throughput of
+concurrent single-statement embeddings batched by the Embedder are printed too (`--no-model`
+skips them).
 """
 
 from __future__ import annotations
@@ -72,12 +80,50 @@ def synthetic(n: int, queries: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return docs, qs
 
 
+def corpus(kind: str, n: int, queries: int, seed: int) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
+    """(decision vectors, query vectors, statements, question texts)."""
+    if kind == "synthetic":
+        docs, qs = synthetic(n, queries, seed)
+        return docs, qs, [f"scenario {i}. Decided option {i % 7} because reason {i}." for i in range(n)], []
+    import decision_corpus
+
+    asked = decision_corpus.questions(queries, seed)
+    return (
+        decision_corpus.composed(n, seed),
+        decision_corpus.embed(asked, f"questions-{queries}-{seed}"),
+        decision_corpus.statements(n, seed),
+        asked,
+    )
+
+
+def rss_mb() -> float:
+    """This process's resident set size in MiB (VmRSS)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def exact_top(docs: np.ndarray, qs: np.ndarray) -> tuple[list[np.ndarray], list[float]]:
+    """The exact cosine top 25 of each query (the baseline), and its time per query in ms."""
+    exact: list[np.ndarray] = []
+    ms: list[float] = []
+    for q in qs:
+        t = time.perf_counter()
+        sims = docs @ q
+        top = np.argpartition(-sims, K)[:K]
+        top = top[np.argsort(-sims[top])]
+        ms.append((time.perf_counter() - t) * 1000)
+        exact.append(top)
+    return exact, ms
+
+
 def pct(xs: list[float], p: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
 
 
-async def load(store: Any, docs: np.ndarray, tmp: Path) -> float:
+async def load(store: Any, docs: np.ndarray, texts: list[str], tmp: Path, org: str = ORG, ns: str = NS) -> float:
     import pyarrow as pa
     import pyarrow.parquet as pq
     from loom_core.store import ch_time
@@ -89,7 +135,7 @@ async def load(store: Any, docs: np.ndarray, tmp: Path) -> float:
     t0 = time.perf_counter()
     embedding = pa.FixedSizeListArray.from_arrays(pa.array(docs.reshape(-1), pa.float32()), DIMS).cast(pa.list_(pa.float32()))
     # Both tables start with the row's identity: org, namespace, key and its writer.
-    ident = {"org": [ORG] * n, "namespace": [NS] * n, "key": keys, "agent": ["bench"] * n, "user": [""] * n, "session": [""] * n}
+    ident = {"org": [org] * n, "namespace": [ns] * n, "key": keys, "agent": ["bench"] * n, "user": [""] * n, "session": [""] * n}
     vec = pa.table(
         {
             **ident,
@@ -105,7 +151,7 @@ async def load(store: Any, docs: np.ndarray, tmp: Path) -> float:
             **ident,
             "memory_id": [f"m{i}" for i in range(n)],
             "version": pa.array([1] * n, pa.uint64()),
-            "value": [f"scenario {i}. Decided option {i % 7} because reason {i}." for i in range(n)],
+            "value": texts,
             "value_hash": [""] * n,
             "memory_type": ["decision"] * n,
             "tags": tags,
@@ -115,16 +161,16 @@ async def load(store: Any, docs: np.ndarray, tmp: Path) -> float:
     )
     recs = pa.table(
         {
-            "org": [ORG] * n,
-            "namespace": [NS] * n,
+            "org": [org] * n,
+            "namespace": [ns] * n,
             "key": keys,
             "version": pa.array([1] * n, pa.uint64()),
             "record_version": pa.array([1] * n, pa.uint64()),
             "status": ["active"] * n,
             "category": ["bench"] * n,
-            "scenario": [f"scenario {i}" for i in range(n)],
-            "outcome": [f"option {i % 7}" for i in range(n)],
-            "reasoning": [f"reason {i}" for i in range(n)],
+            "scenario": [t.split(". Decided ", 1)[0] for t in texts],
+            "outcome": [t.split(". Decided ", 1)[-1].split(" because ", 1)[0] for t in texts],
+            "reasoning": [t.split(" because ", 1)[-1] for t in texts],
             "agent": ["bench"] * n,
         }
     )
@@ -153,10 +199,12 @@ class QueryVector:
         return None
 
 
-ALL_MODES = ("exact", "hnsw", "cache-exact", "cache-hnsw")
+ALL_MODES = ("exact", "hnsw", "cache-exact", "cache-hnsw", "rest")
 
 
-async def run(n: int, queries: int, seed: int, index: bool = True, only: Sequence[str] = ALL_MODES) -> dict[str, Any]:
+async def run(
+    kind: str, n: int, queries: int, seed: int, index: bool = True, only: Sequence[str] = ALL_MODES, model: bool = True
+) -> dict[str, Any]:
     from loom_core.embedding import LocalModel
     from loom_core.store import run_migrations
     from loom_core.store.embedded import EmbeddedStore
@@ -166,85 +214,144 @@ async def run(n: int, queries: int, seed: int, index: bool = True, only: Sequenc
     from loom_decisions.settings import DecisionsSettings
     from loom_decisions.store.schema import migrations
 
-    tmp = Path(tempfile.mkdtemp(prefix="loom-bench-decisions-"))
-    store = EmbeddedStore.open(tmp / "chdb", "loom_bench")
-    await run_migrations(store, migrations(DIMS))
-    if not index:
-        await store.execute("ALTER TABLE {db}.memory_vectors DROP INDEX embedding_hnsw")
-    docs, qs = synthetic(n, queries, seed)
-    load_s = await load(store, docs, tmp)
+    docs, qs, texts, asked = corpus(kind, n, queries, seed)
+    exact, np_ms = exact_top(docs, qs)
+    out: dict[str, Any] = {"n": n, "queries": queries, "corpus": kind, "numpy": {"p50_ms": pct(np_ms, 50), "p99_ms": pct(np_ms, 99)}}
+    if kind == "composed":
+        import decision_corpus
 
-    # The exact baseline, same vectors, same process.
-    exact: list[np.ndarray] = []
-    np_ms: list[float] = []
-    for q in qs:
-        t = time.perf_counter()
-        sims = docs @ q
-        top = np.argpartition(-sims, K)[:K]
-        top = top[np.argsort(-sims[top])]
-        np_ms.append((time.perf_counter() - t) * 1000)
-        exact.append(top)
-
-    out: dict[str, Any] = {
-        "n": n,
-        "queries": queries,
-        "load_seconds": round(load_s, 1),
-        "numpy": {"p50_ms": pct(np_ms, 50), "p99_ms": pct(np_ms, 99)},
-    }
-    ctx = SimpleNamespace(org=ORG, namespace=NS)
-    modes = [("exact", 10**12, 0), *([("hnsw", 1, 0)] if index else []), ("cache-exact", 10**12, 1), ("cache-hnsw", 10**12, 1)]
-    for mode, min_rows, cache_rows in (m for m in modes if m[0] in only):
-        # The floor off: synthetic vectors are not the model's, and recall is measured against the exact top 25.
-        settings = DecisionsSettings(
-            memory_exposure_ledger_enabled=False,
-            memory_vector_index_min_rows=min_rows,
-            memory_vector_cache_min_rows=cache_rows,
-            memory_vector_cache_search="hnsw" if mode == "cache-hnsw" else "exact",
-            decision_precedents_min_similarity=-1.0,
-        )
-        model = QueryVector()
-        rows = Rows(Deps(settings=settings, store=store, leases=None, exposures=None, embedder=Embedder(model)))  # type: ignore[arg-type]
-        ops = DecisionOps(rows)
-        extra: dict[str, Any] = {}
-        if cache_rows:
-            t = time.perf_counter()
-            await rows.vectors.wait_ready(ORG, NS)
-            extra["build_s"] = time.perf_counter() - t
-        model.next = qs[0]
-        await ops.precedents(ctx, "warm-up", "", False, K)  # type: ignore[arg-type]
-        ms: list[float] = []
-        recall: list[float] = []
-        for q, want in zip(qs, exact, strict=True):
-            model.next = q
-            t = time.perf_counter()
-            got, _ = await ops.precedents(ctx, "q", "", False, K)  # type: ignore[arg-type]
-            ms.append((time.perf_counter() - t) * 1000)
-            got_ids = {int(p["memory_key"].rsplit("-", 1)[1]) for p in got}
-            recall.append(len(got_ids & set(want.tolist())) / K)
-        if cache_rows:
-            space = rows.vectors._spaces[(ORG, NS)]
-            own: list[float] = []
-            for q in qs:
+        out["fidelity"] = decision_corpus.fidelity(min(n, 2000), seed)
+    in_process = [m for m in ("exact", "hnsw", "cache-exact", "cache-hnsw") if m in only and (index or m != "hnsw")]
+    if in_process:
+        tmp = Path(tempfile.mkdtemp(prefix="loom-bench-decisions-"))
+        store = EmbeddedStore.open(tmp / "chdb", "loom_bench")
+        await run_migrations(store, migrations(DIMS))
+        if not index:
+            await store.execute("ALTER TABLE {db}.memory_vectors DROP INDEX embedding_hnsw")
+        out["load_seconds"] = round(await load(store, docs, texts, tmp), 1)
+        ctx = SimpleNamespace(org=ORG, namespace=NS)
+        modes = {"exact": (10**12, 0), "hnsw": (1, 0), "cache-exact": (10**12, 1), "cache-hnsw": (10**12, 1)}
+        for mode in in_process:
+            min_rows, cache_rows = modes[mode]
+            # The floor off: recall is measured against the exact top 25, however far.
+            settings = DecisionsSettings(
+                memory_exposure_ledger_enabled=False,
+                memory_vector_index_min_rows=min_rows,
+                memory_vector_cache_min_rows=cache_rows,
+                memory_vector_cache_search="hnsw" if mode == "cache-hnsw" else "exact",
+                decision_precedents_min_similarity=-1.0,
+            )
+            vector = QueryVector()
+            rows = Rows(Deps(settings=settings, store=store, leases=None, exposures=None, embedder=Embedder(vector)))  # type: ignore[arg-type]
+            ops = DecisionOps(rows)
+            extra: dict[str, Any] = {}
+            if cache_rows:
+                rss = rss_mb()
                 t = time.perf_counter()
-                space.search(q, K * 3, "decision", ["decision:category:bench"])
-                own.append((time.perf_counter() - t) * 1000)
-            extra["index_search_p50_ms"] = pct(own, 50)
-            extra["index_search_p99_ms"] = pct(own, 99)
-            await rows.vectors.stop()
-        out[mode] = {"p50_ms": pct(ms, 50), "p99_ms": pct(ms, 99), "recall_at_25": statistics.fmean(recall), **extra}
-
-    local = LocalModel()
-    t = time.perf_counter()
-    local.load()
-    out["model_load_s"] = time.perf_counter() - t
-    emb_ms = []
-    for i in range(30):
+                await rows.vectors.wait_ready(ORG, NS)
+                extra["build_s"] = time.perf_counter() - t
+                extra["rss_growth_mb"] = rss_mb() - rss
+            vector.next = qs[0]
+            await ops.precedents(ctx, "warm-up", "", False, K)  # type: ignore[arg-type]
+            ms: list[float] = []
+            recall: list[float] = []
+            for q, want in zip(qs, exact, strict=True):
+                vector.next = q
+                t = time.perf_counter()
+                got, _ = await ops.precedents(ctx, "q", "", False, K)  # type: ignore[arg-type]
+                ms.append((time.perf_counter() - t) * 1000)
+                got_ids = {int(p["memory_key"].rsplit("-", 1)[1]) for p in got}
+                recall.append(len(got_ids & set(want.tolist())) / K)
+            if cache_rows:
+                space = rows.vectors._spaces[(ORG, NS)]
+                own: list[float] = []
+                for q in qs:
+                    t = time.perf_counter()
+                    space.search(q, K, "decision", [])
+                    own.append((time.perf_counter() - t) * 1000)
+                extra["index_search_p50_ms"] = pct(own, 50)
+                extra["index_search_p99_ms"] = pct(own, 99)
+                await rows.vectors.stop()
+            out[mode] = {"p50_ms": pct(ms, 50), "p99_ms": pct(ms, 99), "recall_at_25": statistics.fmean(recall), **extra}
+        await store.close()
+    if "rest" in only:
+        if not asked:
+            raise SystemExit("--modes rest needs the composed corpus (its questions are text the model embeds)")
+        out["rest"] = await over_rest(docs, texts, asked, exact)
+    if model:
+        local = LocalModel()
         t = time.perf_counter()
-        local.encode([f"how long do we keep transcripts of case {i}?"])
-        emb_ms.append((time.perf_counter() - t) * 1000)
-    out["query_embedding"] = {"p50_ms": pct(emb_ms, 50), "p99_ms": pct(emb_ms, 99), "first_ms": emb_ms[0], "tenth_ms": emb_ms[9]}
-    out["embed_throughput"] = await embed_throughput(local)
-    await store.close()
+        local.load()
+        out["model_load_s"] = time.perf_counter() - t
+        emb_ms = []
+        for i in range(30):
+            t = time.perf_counter()
+            local.encode([f"how long do we keep transcripts of case {i}?"])
+            emb_ms.append((time.perf_counter() - t) * 1000)
+        out["query_embedding"] = {"p50_ms": pct(emb_ms, 50), "p99_ms": pct(emb_ms, 99), "first_ms": emb_ms[0], "tenth_ms": emb_ms[9]}
+        out["embed_throughput"] = await embed_throughput(local)
+    return out
+
+
+async def over_rest(docs: np.ndarray, texts: list[str], asked: list[str], exact: list[np.ndarray]) -> dict[str, Any]:
+    """`POST /v1/decision.precedents` (top 25, the question's text) against an embedded Loom whose
+    namespace holds the corpus: p50/p99 over REST, recall@25 against the exact top 25 of the
+    question's embedding, the cache's build time and the process's RSS growth for it."""
+    import httpx
+    from loom_core.bus import NatsServer
+    from loom_core.settings import Settings
+    from loom_core.store.embedded import EmbeddedStore
+    from loom_gateway.identity import bootstrap_org
+    from loom_runner.embedded import start_instance
+
+    # The floor off, as in the other modes; everything else as `loom up` has it.
+    os.environ["LOOM_DECISION_PRECEDENTS_MIN_SIMILARITY"] = "-1"
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="loom-bench-precedents-") as tmp:
+        data = Path(tmp)
+        settings = Settings(
+            data_dir=data,
+            jwt_secret="bench-precedents-" + "x" * 40,
+            http_port=0,
+            clickhouse_database="loom_bench",
+            log_level="WARNING",
+            rate_write_per_minute=10**9,
+            rate_read_per_minute=10**9,
+        )
+        async with NatsServer(data / "nats") as nats:
+            store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
+            inst = await start_instance(
+                settings, store=store, nats_url=nats.url, name="bench", only_planes={"identity", "decisions"}, transport="inproc"
+            )
+            try:
+                token, _ = await bootstrap_org(inst.runtime.identity, inst.runtime.codec, "bench", "main", 3600)
+                await load(store, docs, texts, data, "bench", "main")
+                plane = next(p for p in inst.planes if p.name == "decisions")
+                vectors = plane.rows.vectors  # type: ignore[attr-defined]
+                out["search"] = vectors.settings.memory_vector_cache_search
+                rss = rss_mb()
+                t = time.perf_counter()
+                await vectors.wait_ready("bench", "main")
+                out["build_s"] = time.perf_counter() - t
+                out["rss_growth_mb"] = rss_mb() - rss
+                out["rss_mb"] = rss_mb()
+                headers = {"Authorization": f"Bearer {token}", "X-Loom-Agent": "bench"}
+                async with httpx.AsyncClient(base_url=inst.base_url, headers=headers, timeout=300) as c:
+                    for q in asked[:5]:
+                        (await c.post("/v1/decision.precedents", json={"query": q, "limit": K})).raise_for_status()
+                    ms: list[float] = []
+                    recall: list[float] = []
+                    for q, want in zip(asked, exact, strict=True):
+                        t = time.perf_counter()
+                        r = await c.post("/v1/decision.precedents", json={"query": q, "limit": K})
+                        ms.append((time.perf_counter() - t) * 1000)
+                        r.raise_for_status()
+                        got = {int(p["memory_key"].rsplit("-", 1)[1]) for p in r.json()["precedents"]}
+                        recall.append(len(got & set(want.tolist())) / K)
+                out.update(p50_ms=pct(ms, 50), p99_ms=pct(ms, 99), recall_at_25=statistics.fmean(recall))
+            finally:
+                await inst.stop()
+                await store.close()
     return out
 
 
@@ -274,24 +381,39 @@ async def embed_throughput(local: Any, writers: int = 16, n: int = 400) -> dict[
     return {"serial_per_s": serial, "concurrent_per_s": n / (time.perf_counter() - t), "writers": writers}
 
 
-def ann_only(n: int, queries: int, seed: int) -> dict[str, Any]:
-    """usearch over n synthetic vectors straight from NumPy: build, search p50/p99, recall@25."""
+def graph_run(docs: np.ndarray, qs: np.ndarray, exact: list[np.ndarray], connectivity: int, widths: Sequence[int]) -> list[dict[str, Any]]:
+    """A usearch graph over `docs` (inner product of unit vectors, as the cache builds it): its
+    build time and memory, then search p50/p99 and recall@25 at each search width."""
+    from loom_decisions.service.vector_index import EXPANSION_ADD
     from usearch.index import Index
 
-    docs, qs = synthetic(n, queries, seed)
-    index = Index(ndim=DIMS, metric="cos", dtype="f32", connectivity=16, expansion_add=128, expansion_search=128)
+    index = Index(ndim=DIMS, metric="ip", dtype="f32", connectivity=connectivity, expansion_add=EXPANSION_ADD)
     t = time.perf_counter()
-    index.add(np.arange(n, dtype=np.uint64), docs)
+    index.add(np.arange(len(docs), dtype=np.uint64), docs)
     build = time.perf_counter() - t
-    ms, recall = [], []
-    for q in qs:
-        t = time.perf_counter()
-        found = index.search(q, K)
-        ms.append((time.perf_counter() - t) * 1000)
-        sims = docs @ q
-        want = set(np.argpartition(-sims, K)[:K].tolist())
-        recall.append(len(want & {int(k) for k in found.keys}) / K)
-    return {"n": n, "build_s": build, "p50_ms": pct(ms, 50), "p99_ms": pct(ms, 99), "recall_at_25": statistics.fmean(recall)}
+    out = []
+    for width in widths:
+        index.expansion_search = width  # type: ignore[misc]  # usearch types it read-only; its setter changes the search width
+        ms, recall = [], []
+        for q, want in zip(qs, exact, strict=True):
+            t = time.perf_counter()
+            found = index.search(q, K)
+            ms.append((time.perf_counter() - t) * 1000)
+            recall.append(len(set(want.tolist()) & {int(k) for k in found.keys}) / K)
+        out.append(
+            {
+                "n": len(docs),
+                "connectivity": connectivity,
+                "expansion_add": EXPANSION_ADD,
+                "expansion_search": width,
+                "build_s": build,
+                "memory_mb": index.memory_usage / 2**20,
+                "p50_ms": pct(ms, 50),
+                "p99_ms": pct(ms, 99),
+                "recall_at_25": statistics.fmean(recall),
+            }
+        )
+    return out
 
 
 def main() -> int:
@@ -299,24 +421,43 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--corpus", choices=("composed", "synthetic"), default="composed")
     ap.add_argument("--no-index", action="store_true")
+    ap.add_argument("--no-model", action="store_true")
+    ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--ann-only", type=int, default=0)
-    ap.add_argument("--modes", default=",".join(ALL_MODES), help="comma-separated subset of " + ", ".join(ALL_MODES))
+    ap.add_argument("--modes", default=",".join(ALL_MODES), help="comma-separated subset of " + ", ".join(ALL_MODES) + "; none: ''")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    from loom_decisions.service.vector_index import CONNECTIVITY, EXPANSION_SEARCH
+
     load_before = os.getloadavg()
-    r = asyncio.run(run(a.n, a.queries, a.seed, index=not a.no_index, only=a.modes.split(",")))
-    if a.ann_only:
-        r["ann_only"] = ann_only(a.ann_only, a.queries, a.seed)
+    modes = [m for m in a.modes.split(",") if m]
+    r = asyncio.run(run(a.corpus, a.n, a.queries, a.seed, index=not a.no_index, only=modes, model=not a.no_model))
+    graphs: list[dict[str, Any]] = []
+    if a.sweep or a.ann_only:
+        for size in [a.n] if a.sweep else []:
+            docs, qs, _, _ = corpus(a.corpus, size, a.queries, a.seed)
+            exact, _ = exact_top(docs, qs)
+            for m in (8, 16, 32):
+                graphs += graph_run(docs, qs, exact, m, (32, 64, 128, 256))
+        if a.ann_only:
+            docs, qs, _, _ = corpus(a.corpus, a.ann_only, a.queries, a.seed)
+            exact, np_ms = exact_top(docs, qs)
+            r["ann_only_numpy_p50_ms"] = pct(np_ms, 50)
+            graphs += graph_run(docs, qs, exact, CONNECTIVITY, (EXPANSION_SEARCH,))
+    r["graphs"] = graphs
     r["load"] = {"before": load_before, "after": os.getloadavg()}
     if a.json:
         print(json.dumps(r, indent=2))
         return 0
     base = r["numpy"]["p50_ms"]
     print(f"machine: {machine()}; load average {r['load']['before'][0]:.2f} before, {r['load']['after'][0]:.2f} after")
-    print(f"decisions in the namespace: {r['n']:,} (synthetic 384-d vectors), queries: {r['queries']}, load {r['load_seconds']} s")
+    print(f"decisions in the namespace: {r['n']:,} ({r['corpus']} 384-d vectors), queries: {r['queries']}")
+    if "fidelity" in r:
+        print(f"composed vectors against the model's own (first 2,000 statements): mean cosine {r['fidelity']:.3f}")
     print(f"numpy exact top-25      p50 {r['numpy']['p50_ms']:7.2f} ms  p99 {r['numpy']['p99_ms']:7.2f} ms  (baseline)")
-    for mode in ("exact", "hnsw", "cache-exact", "cache-hnsw"):
+    for mode in ALL_MODES:
         if mode not in r:
             continue
         m = r[mode]
@@ -329,24 +470,33 @@ def main() -> int:
             continue
         c = r[mode]
         print(
-            f"{mode}: built from the store in {c['build_s']:.1f} s; its search alone p50 {c['index_search_p50_ms']:.3f} ms, "
-            f"p99 {c['index_search_p99_ms']:.3f} ms ({c['index_search_p50_ms'] / base:.2f}x numpy p50)"
+            f"{mode}: built from the store in {c['build_s']:.1f} s (RSS +{c['rss_growth_mb']:.0f} MiB); its search alone p50 "
+            f"{c['index_search_p50_ms']:.3f} ms, p99 {c['index_search_p99_ms']:.3f} ms ({c['index_search_p50_ms'] / base:.2f}x numpy p50)"
         )
-    e = r["query_embedding"]
-    print(
-        f"query embedding (local) p50 {e['p50_ms']:7.2f} ms  p99 {e['p99_ms']:7.2f} ms  (add to the op's total); "
-        f"model load {r['model_load_s']:.2f} s, then first encode {e['first_ms']:.2f} ms, tenth {e['tenth_ms']:.2f} ms"
-    )
-    t = r["embed_throughput"]
-    print(
-        f"statement embeddings: {t['serial_per_s']:.0f}/s one call at a time, {t['concurrent_per_s']:.0f}/s from {t['writers']} concurrent "
-        f"writers batched by the Embedder ({t['concurrent_per_s'] / t['serial_per_s']:.1f}x)"
-    )
-    if "ann_only" in r:
-        x = r["ann_only"]
+    if "rest" in r:
+        x = r["rest"]
         print(
-            f"usearch alone over {x['n']:,} vectors: built in {x['build_s']:.0f} s, search p50 {x['p50_ms']:.3f} ms, "
-            f"p99 {x['p99_ms']:.3f} ms, recall@25 {x['recall_at_25']:.3f}"
+            f"rest ({x['search']}): the query's embedding included; cache built in {x['build_s']:.1f} s, "
+            f"RSS +{x['rss_growth_mb']:.0f} MiB (process {x['rss_mb']:.0f} MiB)"
+        )
+    if "query_embedding" in r:
+        e = r["query_embedding"]
+        print(
+            f"query embedding (local) p50 {e['p50_ms']:7.2f} ms  p99 {e['p99_ms']:7.2f} ms; "
+            f"model load {r['model_load_s']:.2f} s, then first encode {e['first_ms']:.2f} ms, tenth {e['tenth_ms']:.2f} ms"
+        )
+        t = r["embed_throughput"]
+        print(
+            f"statement embeddings: {t['serial_per_s']:.0f}/s one call at a time, {t['concurrent_per_s']:.0f}/s from {t['writers']} "
+            f"concurrent writers batched by the Embedder ({t['concurrent_per_s'] / t['serial_per_s']:.1f}x)"
+        )
+    if "ann_only_numpy_p50_ms" in r:
+        print(f"numpy exact top-25 over {a.ann_only:,} vectors: p50 {r['ann_only_numpy_p50_ms']:.2f} ms")
+    for g in graphs:
+        print(
+            f"usearch graph n={g['n']:,} M={g['connectivity']} ef_add={g['expansion_add']} ef_search={g['expansion_search']:4}: "
+            f"built {g['build_s']:6.1f} s, {g['memory_mb']:6.0f} MiB, search p50 {g['p50_ms']:.3f} ms p99 {g['p99_ms']:.3f} ms, "
+            f"recall@25 {g['recall_at_25']:.3f}"
         )
     return 0
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from loom_decisions.service.vector_index import VectorCache
 
-from .conftest import Desk
+from .conftest import Api, Desk
 from .test_precedents import CASES, record_cases
 
 
@@ -48,7 +48,7 @@ async def test_the_cache_answers_as_the_exact_scan_does_and_takes_the_writers_wr
     assert first[0]["memory_key"] == keys[question]
     await cache.wait_ready(org, ns)
     assert cache.state(org, ns) == "ready"
-    assert (cache._spaces[(org, ns)].index is not None) == (search == "hnsw")
+    assert bool(cache._spaces[(org, ns)].graphs) == (search == "hnsw")
     again = (await a.ok("decision.precedents", query=question, limit=3))["precedents"]
     assert [p["memory_key"] for p in again] == [p["memory_key"] for p in first]
     assert np.allclose([p["score"] for p in again], [p["score"] for p in first], atol=1e-4)
@@ -111,3 +111,38 @@ async def test_the_plane_has_loaded_its_model_when_it_has_started(desk: Desk) ->
     plane = next(p for p in desk.inst.planes if p.name == "decisions")
     model = plane.embedder.model  # type: ignore[attr-defined]
     assert isinstance(model, LocalModel) and model.loaded
+
+
+async def test_the_graph_serves_only_its_namespace_live_decisions_above_the_floor(desk: Desk, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.conftest import unique
+
+    from .test_precedents import FLOOR
+
+    cache = small_namespaces_cached(desk, monkeypatch, "hnsw")
+    org, ns = desk.tenant.org, desk.tenant.namespace
+    a = desk.as_agent("planner")
+    keys = await record_cases(a)
+    # The same decision in another namespace of the org, with its own cache.
+    other_ns = unique("elsewhere")
+    await a.ok("namespace.create", name=other_ns)
+    async with desk.tenant.client(**{"X-Loom-Agent": "planner", "X-Loom-Namespace": other_ns}) as c:
+        b = Api(c, "planner")
+        await record_cases(b)
+        elsewhere = await b.ok("decision.record", category="platform", scenario="vendor for SMS notifications", outcome="Twilio")
+        await cache.wait_ready(org, ns)
+        await cache.wait_ready(org, other_ns)
+        question = CASES[0][2]
+        got = await a.ok("decision.precedents", query=question, limit=25)
+        assert got["precedents"][0]["memory_key"] == keys[question]
+        assert all(p["score"] >= FLOOR for p in got["precedents"]) and len(got["precedents"]) < len(CASES)
+        assert elsewhere["memory_key"] not in [p["memory_key"] for p in got["precedents"]]
+        sms = await b.ok("decision.precedents", query="which provider sends our text messages?", limit=3)
+        assert sms["precedents"][0]["memory_key"] == elsewhere["memory_key"]
+        # Nothing close: none, and the answer says so.
+        far = await a.ok("decision.precedents", query="banana bread recipe with walnuts", limit=10)
+        assert far["precedents"] == [] and far["none_close"] is True
+        # Deleted in the other namespace: gone from its graph at once, this namespace untouched.
+        await b.ok("memory.delete", memory_key=elsewhere["memory_key"])
+        sms = await b.ok("decision.precedents", query="which provider sends our text messages?", limit=3)
+        assert elsewhere["memory_key"] not in [p["memory_key"] for p in sms["precedents"]]
+        assert (await a.ok("decision.precedents", query=question, limit=3))["precedents"][0]["memory_key"] == keys[question]

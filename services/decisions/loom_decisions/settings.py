@@ -41,8 +41,8 @@ class DecisionsSettings(PlaneSettings):
         description="A namespace with at least this many live rows is searched through this process's cache of its vectors (built from the store in the background, scanned in the store until it is); 0 turns the cache off.",
     )
     memory_vector_cache_search: Literal["exact", "hnsw"] = Field(
-        "exact",
-        description="How the vector cache searches: exact (a cosine scan of the vectors in memory, recall 1) or hnsw (a usearch HNSW graph: approximate, faster at 10^5 rows and beyond).",
+        "hnsw",
+        description="How the vector cache searches: hnsw (a usearch HNSW graph per memory type: approximate, recall@25 measured in docs/benchmarks.md, a millisecond or two at 10^5 rows) or exact (a cosine scan of the vectors in memory: recall 1, tens of milliseconds at 10^5 rows).",
     )
     memory_vector_cache_refresh_seconds: float = Field(
         5.0,

@@ -2,10 +2,11 @@
 
 The store (memory_vectors) stays the truth; this is a cache of it, per (org, namespace), for
 namespaces of at least LOOM_MEMORY_VECTOR_CACHE_MIN_ROWS live rows. It searches the way
-LOOM_MEMORY_VECTOR_CACHE_SEARCH says: `exact` (the default), a cosine scan of the vectors held
-as one float32 matrix in memory (every row, recall 1), or `hnsw`, a usearch HNSW graph
-(approximate; faster at 10^5 and beyond, but on bench/decisions.py's data its recall@25 is 0.68
-at the graph's default search width, see docs/benchmarks.md). Either way the cache is:
+LOOM_MEMORY_VECTOR_CACHE_SEARCH says: `hnsw` (the default), a usearch HNSW graph per memory type
+of the live rows (recall@25 against the exact cosine top 25 measured in docs/benchmarks.md on
+MiniLM embeddings of decision statements; a tag-filtered search that the graph cannot fill
+scans the type's vectors exactly), or `exact`, a cosine scan of the vectors held as one float32
+matrix (recall 1, slower from 10^5 rows). Either way the cache is:
 
 - built from the store in the background: at start for every namespace already that large, else
   when a search first finds a namespace that large. Until it is built the search scans exactly
@@ -27,7 +28,10 @@ at the graph's default search width, see docs/benchmarks.md). Either way the cac
   LOOM_MEMORY_VECTOR_CACHE_REFRESH_SECONDS plus one read. The writing replica's own writes are
   in its cache before the write returns.
 
-A new version of a row adds a new entry and marks the old one dead; dead entries are skipped.
+A new version of a row adds a new entry and marks the old one dead (and takes it out of its
+graph); dead entries are never served. Precedents also drop any hit whose key's current record
+is not active or not the row's writer's (service/decisions.py), so a superseded or retired
+decision is not served even from a stale entry.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from loom_core.store import Store
+from loom_core.store import Store, ch_time
 
 from ..settings import DecisionsSettings
 from ..store.decisions import DecisionStore
@@ -60,7 +64,19 @@ _DECISION_VALUE = "if(memory_type = 'decision', value, '') AS value"
 Ident4 = tuple[str, str, str, str]
 
 
-@dataclass
+# The HNSW graph's parameters, chosen by the sweep in docs/benchmarks.md (MiniLM vectors of
+# decision statements, 10^5 rows, recall@25 against the exact cosine top 25): connectivity (M) 32
+# and 128 candidates while adding; searches look at EXPANSION_SEARCH candidates, or at the count
+# asked when more (usearch widens to it). M 16 reached 0.958 at width 128, M 32 0.976.
+CONNECTIVITY = 32
+EXPANSION_ADD = 128
+EXPANSION_SEARCH = 128
+# A filtered search (tags) that has asked the graph for this share of a graph's rows scans it
+# exactly instead: the graph is no faster there, and an exact scan cannot miss.
+EXACT_SHARE = 0.25
+
+
+@dataclass(slots=True)
 class _Entry:
     ident: Ident4
     version: int
@@ -86,29 +102,80 @@ class _Entry:
         }
 
 
+class _Shared:
+    """One object per distinct identity part, type and tag set: a namespace's rows repeat a few
+    agents, users, sessions and tag sets, which need not be held once per row."""
+
+    def __init__(self) -> None:
+        self._strings: dict[str, str] = {}
+        self._tags: dict[frozenset[str], frozenset[str]] = {}
+
+    def string(self, s: str) -> str:
+        return self._strings.setdefault(s, s)
+
+    def tags(self, t: frozenset[str]) -> frozenset[str]:
+        return self._tags.setdefault(t, t)
+
+    def entry(self, e: _Entry) -> _Entry:
+        key, agent, user, session = e.ident
+        e.ident = (key, self.string(agent), self.string(user), self.string(session))
+        e.memory_type = self.string(e.memory_type)
+        e.tags = self.tags(e.tags)
+        return e
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    v = np.ascontiguousarray(vectors, dtype=np.float32)
+    out: np.ndarray = v / np.clip(np.linalg.norm(v, axis=1, keepdims=True), 1e-12, None)
+    return out
+
+
 @dataclass
 class NamespaceIndex:
+    """A namespace's cached rows. `exact`: their unit vectors in one float32 matrix, scanned.
+    `hnsw`: one usearch graph per memory type of the live rows' unit vectors (inner product,
+    float32; a superseded or retired row leaves its graph), no matrix; so a search for one type
+    (precedents: decisions) walks only that type's graph and never filters others out."""
+
     dimensions: int
     hnsw: bool = False
-    index: Any = None
+    graphs: dict[str, Any] = field(default_factory=dict)
     matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     entries: list[_Entry] = field(default_factory=list)
     current: dict[Ident4, int] = field(default_factory=dict)
     built: asyncio.Event = field(default_factory=asyncio.Event)
     ready: bool = False
     watermark: str = ""
+    # When the last read from the store began: rows stamped OVERLAP_SECONDS before it or later
+    # may still land, older ones had landed and were read then, so a refresh reads from
+    # max(watermark, read_at) less the overlap (not every row of a bulk load's last seconds
+    # again on every round).
+    read_at: str = ""
     pending: list[tuple[_Entry, np.ndarray]] = field(default_factory=list)
     # Each key's current decision record (the newest version), and the newest ts read from them.
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     records_watermark: str = ""
     pending_records: list[dict[str, Any]] = field(default_factory=list)
+    shared: _Shared = field(default_factory=_Shared)
 
     def __post_init__(self) -> None:
-        self.matrix = np.zeros((1024, self.dimensions), np.float32)
-        if self.hnsw:
+        if not self.hnsw:
+            self.matrix = np.zeros((1024, self.dimensions), np.float32)
+
+    def _graph(self, memory_type: str) -> Any:
+        graph = self.graphs.get(memory_type)
+        if graph is None:
             from usearch.index import Index
 
-            self.index = Index(ndim=self.dimensions, metric="cos", dtype="f32", connectivity=16, expansion_add=128, expansion_search=128)
+            graph = self.graphs[memory_type] = Index(
+                ndim=self.dimensions,
+                metric="ip",
+                dtype="f32",
+                connectivity=CONNECTIVITY,
+                expansion_add=EXPANSION_ADD,
+                expansion_search=EXPANSION_SEARCH,
+            )
+        return graph
 
     def put_many(self, entries: Sequence[_Entry], vectors: np.ndarray) -> None:
         """Add rows (newer versions than the cache holds only); the versions they replace die."""
@@ -116,25 +183,36 @@ class NamespaceIndex:
         for i, e in enumerate(entries):
             at = self.current.get(e.ident)
             if at is not None:
-                if self.entries[at].version >= e.version:
+                old = self.entries[at]
+                if old.version >= e.version:
                     continue
-                self.entries[at].live = False
+                if old.live and self.hnsw:
+                    self.graphs[old.memory_type].remove(at)
+                old.live = False
             self.current[e.ident] = len(self.entries) + len(keep)
             keep.append(i)
         if not keep:
             return
         first = len(self.entries)
         for i in keep:
-            self.entries.append(entries[i])
-        added = np.ascontiguousarray(vectors[keep], dtype=np.float32)
+            self.entries.append(self.shared.entry(entries[i]))
+        added = _unit(vectors[keep])
         end = first + len(keep)
+        if self.hnsw:
+            by_type: dict[str, list[int]] = {}
+            for n in range(first, end):
+                e = self.entries[n]
+                if e.live:
+                    by_type.setdefault(e.memory_type, []).append(n)
+            for memory_type, numbers in by_type.items():
+                at_rows = np.asarray(numbers, dtype=np.int64)
+                self._graph(memory_type).add(at_rows.astype(np.uint64), added[at_rows - first])
+            return
         if end > len(self.matrix):  # grow by doubling: appends stay amortized O(1)
             grown = np.zeros((max(end, 2 * len(self.matrix)), self.dimensions), np.float32)
             grown[:first] = self.matrix[:first]
             self.matrix = grown
-        self.matrix[first:end] = added / np.clip(np.linalg.norm(added, axis=1, keepdims=True), 1e-12, None)
-        if self.index is not None:
-            self.index.add(np.arange(first, end, dtype=np.uint64), added)
+        self.matrix[first:end] = added
 
     def put_records(self, records: Sequence[dict[str, Any]]) -> None:
         """Decision records, each kept while it is its key's newest version."""
@@ -143,15 +221,31 @@ class NamespaceIndex:
             if held is None or int(held["version"]) < int(rec["version"]):
                 self.records[rec["key"]] = rec
 
-    def _nearest(self, vector: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
-        """(entry numbers, cosine similarities) of the `count` nearest entries, nearest first."""
-        if self.index is not None:
-            found = self.index.search(vector, count)
-            return np.asarray(found.keys, dtype=np.int64), 1.0 - np.asarray(found.distances, dtype=np.float32)
-        sims = self.matrix[: len(self.entries)] @ (vector / max(float(np.linalg.norm(vector)), 1e-12))
-        top = np.argpartition(-sims, count - 1)[:count] if count < len(sims) else np.arange(len(sims))
-        top = top[np.argsort(-sims[top])]
-        return top, sims[top]
+    def _nearest(self, vector: np.ndarray, count: int, memory_type: str) -> tuple[np.ndarray, np.ndarray]:
+        """(entry numbers, cosine similarities) of the `count` nearest entries (of `memory_type`'s
+        graph when searching graphs and one is named), nearest first."""
+        q = vector / max(float(np.linalg.norm(vector)), 1e-12)
+        if self.hnsw:
+            graphs = [self.graphs[memory_type]] if memory_type in self.graphs else [] if memory_type else list(self.graphs.values())
+            keys: list[np.ndarray] = []
+            sims: list[np.ndarray] = []
+            for g in graphs:
+                size = len(g)
+                if size == 0:
+                    continue
+                # One thread: a single query gains nothing from usearch's pool and pays its dispatch.
+                found = g.search(q, min(count, size), exact=count >= EXACT_SHARE * size, threads=1)
+                keys.append(np.asarray(found.keys, dtype=np.int64))
+                sims.append(1.0 - np.asarray(found.distances, dtype=np.float32))
+            if not keys:
+                return np.zeros(0, np.int64), np.zeros(0, np.float32)
+            k, s = np.concatenate(keys), np.concatenate(sims)
+            order = np.argsort(-s, kind="stable")[:count]
+            return k[order], s[order]
+        all_sims = self.matrix[: len(self.entries)] @ q
+        top = np.argpartition(-all_sims, count - 1)[:count] if count < len(all_sims) else np.arange(len(all_sims))
+        top = top[np.argsort(-all_sims[top])]
+        return top, all_sims[top]
 
     def search(self, vector: np.ndarray, limit: int, memory_type: str, tags: Sequence[str]) -> list[tuple[_Entry, float]]:
         """The `limit` nearest live entries that pass the filters, with their cosine similarity."""
@@ -159,18 +253,18 @@ class NamespaceIndex:
         size = len(self.entries)
         if size == 0:
             return []
-        fetch = min(size, max(limit * 4, 64))
+        fetch = min(size, max(limit * 4, 64)) if want or not self.hnsw else limit
         while True:
-            keys, sims = self._nearest(vector, fetch)
+            keys, sims = self._nearest(vector, fetch, memory_type)
             out: list[tuple[_Entry, float]] = []
-            for key, sim in zip(keys, sims, strict=True):
-                e = self.entries[int(key)]
+            for key, sim in zip(keys.tolist(), sims.tolist(), strict=True):
+                e = self.entries[key]
                 if not e.live or (memory_type and e.memory_type != memory_type) or not want <= e.tags:
                     continue
-                out.append((e, float(sim)))
+                out.append((e, sim))
                 if len(out) == limit:
                     return out
-            if fetch >= size:
+            if fetch >= size or len(keys) < fetch:
                 return out
             fetch = min(size, fetch * 4)
 
@@ -245,6 +339,7 @@ class VectorCache:
     async def _build(self, org: str, ns: str, space: NamespaceIndex) -> None:
         started = time.perf_counter()
         try:
+            space.read_at = ch_time()
             space.watermark = await self._last_ts(org, ns)
             space.records_watermark = await self.dec.last_ts(org, ns)
             after: Ident4 = ("", "", "", "")
@@ -332,21 +427,23 @@ class VectorCache:
 
     async def refresh(self, org: str, ns: str, space: NamespaceIndex) -> None:
         """Rows written since the last read (by any replica) into the cache."""
+        read_at = ch_time()
         rows = await self.store.query(
             f"SELECT key, agent, user, session, version, memory_type, tags, status, {_DECISION_VALUE}, conflicts, toString(ts) AS t, "
             f"{_HEX} AS h FROM {ROWS} "
             "WHERE org = {org:String} AND namespace = {ns:String} AND ts >= parseDateTime64BestEffort({wm:String}, 6) "
             "- toIntervalMillisecond({overlap:UInt32}) ORDER BY ts",
-            {"org": org, "ns": ns, "wm": space.watermark or "1970-01-01", "overlap": int(OVERLAP_SECONDS * 1000)},
+            {"org": org, "ns": ns, "wm": max(space.watermark, space.read_at) or "1970-01-01", "overlap": int(OVERLAP_SECONDS * 1000)},
         )
         if rows:
             vecs = _vectors(rows, self.dimensions)
             space.put_many([_entry(r, r["status"] == "active") for r in rows], vecs)
             space.watermark = max(space.watermark, rows[-1]["t"])
-        recs = await self.dec.changed_since(org, ns, space.records_watermark or "1970-01-01", OVERLAP_SECONDS)
+        recs = await self.dec.changed_since(org, ns, max(space.records_watermark, space.read_at) or "1970-01-01", OVERLAP_SECONDS)
         if recs:
             space.put_records(recs)
             space.records_watermark = max(space.records_watermark, max(str(r["ts"]) for r in recs))
+        space.read_at = read_at
 
     async def nearest(
         self, org: str, ns: str, vector: Sequence[float], *, memory_type: str = "", tags: Sequence[str] = (), limit: int = 10
