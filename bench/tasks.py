@@ -313,9 +313,9 @@ async def serial_rounds(cfg: dict[str, Any]) -> dict[str, Any]:
             meter = CpuMeter(cfg)
             out = await run
             cpu = meter.split()
-            out["cpu_ms"] = (
-                (cpu["total"] if name == "loom" else cpu["client"] + cpu["nats"]) * 1000 / (out.get("lifecycles") or out["messages"])
-            )
+            count = out.get("lifecycles") or out["messages"]
+            out["cpu_ms"] = (cpu["total"] if name == "loom" else cpu["client"] + cpu["nats"]) * 1000 / count
+            out["cpu_split_ms"] = {k: v * 1000 / count for k, v in cpu.items() if k != "total"}
             out["loadavg"] = os.getloadavg()[0]
             (loom_rounds if name == "loom" else js_rounds).append(out)
     ratios = [lr["per_second"] / jr["per_second"] for lr, jr in zip(loom_rounds, js_rounds, strict=True)]
@@ -604,6 +604,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             try:
                 if args.serial:
                     serial = (await run_client({**cfg, "phase": "serial"}))["serial"]
+                    if statements is not None:
+                        seen_statements = dict(statements)
                 for door in doors if not args.only_serial else []:
                     for batch in batches:
                         applied0 = sum(p.projector.applied for p in tasks_planes)
@@ -773,7 +775,8 @@ def report(r: dict[str, Any]) -> str:
         )
         for lr, jr, ratio in zip(sr["loom"], sr["jetstream"], sr["ratios"], strict=True):
             lines.append(
-                f"  loom {lr['per_second']:6.0f} lifecycles/s ({lr['cpu_ms']:.2f} ms CPU each: client + server + nats)  "
+                f"  loom {lr['per_second']:6.0f} lifecycles/s ({lr['cpu_ms']:.2f} ms CPU each: client {lr['cpu_split_ms']['client']:.2f} + "
+                f"server {lr['cpu_split_ms']['server']:.2f} + nats {lr['cpu_split_ms']['nats']:.2f})  "
                 f"jetstream {jr['per_second']:6.0f}/s ({jr['cpu_ms']:.3f} ms CPU)  ratio {ratio:.3f}  load {lr['loadavg']:.1f}  "
                 f"(p50 ms: {', '.join(f'{k} {v:.2f}' for k, v in lr['step_p50_ms'].items())})"
             )

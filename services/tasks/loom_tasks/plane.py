@@ -53,7 +53,7 @@ class TasksPlane:
         self.truth = TaskTruth(runtime.bus, s.task_state_replicas)
         self.directory = Directory(self.inboxes, runtime.bus, s.task_config_cache_ttl_seconds)
         self.publisher = EventPublisher(runtime.bus, s.task_state_replicas)
-        self.projector = Projector(runtime.bus, self.tasks, self.publisher)
+        self.projector = Projector(runtime.bus, self.tasks, self.publisher, linger=s.task_projection_linger_seconds)
         self.notes = NotesWriter(runtime.bus, self.tasks)
         # One replica projects at a time, so each task's events are published in revision order.
         self.projecting = Leased(self.projector, runtime.leases, PROJECTOR_LEASE)
