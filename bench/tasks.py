@@ -551,6 +551,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             plane_overrides={
                 "task_webhook_deliver_enabled": not args.no_webhooks,
                 **({"task_projection_max_behind": args.max_behind} if args.max_behind is not None else {}),
+                **({"task_projection_linger_seconds": args.linger} if args.linger is not None else {}),
             },
         )
         async with NatsServer(data / "nats", sync_interval=args.sync_interval) as nats:
@@ -690,6 +691,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "machine": machine(),
         "durability": durability(args.sync_interval),
         "sync_interval": args.sync_interval,
+        "projection_linger": args.linger,
         "load": load(),
         "replicas": args.replicas,
         "tasks": args.tasks,
@@ -748,7 +750,8 @@ def report(r: dict[str, Any]) -> str:
     lines = [
         f"machine: {r['machine']}; {r['load']} at the end",
         r["durability"],
-        f"{r['tasks']} tasks, {r['producers']} producers, {r['workers']} workers, {r['replicas']} replica(s)",
+        f"{r['tasks']} tasks, {r['producers']} producers, {r['workers']} workers, {r['replicas']} replica(s); projection linger "
+        f"{'the setting' if r['projection_linger'] is None else r['projection_linger']}",
         "each run's ratio is against the jetstream work queue (publish -> fetch -> ack) measured right before and after it",
     ]
     for x in r["runs"]:
@@ -831,6 +834,12 @@ def main() -> int:
     p.add_argument("--no-webhooks", action="store_true", help="turn the webhook deliverer off (it reads every event)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_durability_argument(p)
+    p.add_argument(
+        "--linger",
+        type=float,
+        default=None,
+        help="LOOM_TASK_PROJECTION_LINGER_SECONDS for the run (default: the setting's; 0: one projection insert per fetch)",
+    )
     p.add_argument(
         "--max-behind",
         type=int,
