@@ -50,6 +50,8 @@ ROOT = Path(__file__).resolve().parents[1]
 INBOX = "bench-bot"
 WAKE_INBOX = "wake-bot"
 SERIAL_INBOX = "serial-bot"
+#: The baseline's publish and ack answers: nats-py's defaults (1-2 s) time out at load averages of 40.
+BASELINE_TIMEOUT = 30.0
 
 
 # --- the load client (runs in its own process) ------------------------------------------------------
@@ -222,7 +224,7 @@ async def jetstream_work_queue(url: str, n: int, workers: int, producers: int) -
 
     async def produce(p: int) -> None:
         for i in range(p, n, producers):
-            await js.publish(subject, f"task {i}".encode())
+            await js.publish(subject, f"task {i}".encode(), timeout=BASELINE_TIMEOUT)
 
     async def work(w: int) -> None:
         nonlocal done, last_done
@@ -233,7 +235,7 @@ async def jetstream_work_queue(url: str, n: int, workers: int, producers: int) -
                 continue
             for m in msgs:
                 try:
-                    await m.ack_sync()
+                    await m.ack_sync(timeout=BASELINE_TIMEOUT)
                 except Exception:  # noqa: BLE001 - an ack timeout: the message comes back
                     continue
                 done += 1
@@ -289,10 +291,10 @@ async def jetstream_serial(url: str, n: int) -> dict[str, Any]:
     sub = await js.pull_subscribe_bind("worker", stream=stream)
     started = time.perf_counter()
     for i in range(n):
-        await js.publish(subject, f"task {i}".encode())
+        await js.publish(subject, f"task {i}".encode(), timeout=BASELINE_TIMEOUT)
         msgs = await sub.fetch(1, timeout=2)
         assert len(msgs) == 1
-        await msgs[0].ack_sync()
+        await msgs[0].ack_sync(timeout=BASELINE_TIMEOUT)
     elapsed = time.perf_counter() - started
     await js.delete_stream(stream)
     await nc.close()

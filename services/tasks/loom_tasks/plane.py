@@ -76,6 +76,7 @@ class TasksPlane:
             engine=self.engine,
             access=Access(runtime.auth, self.directory),
             publisher=self.publisher,
+            projected=self._read_your_writes,
         )
         self.sweeper = Sweeper(
             self.engine,
@@ -103,8 +104,16 @@ class TasksPlane:
         # Rows hidden by not_before for another minute come along, so a waiting pull can
         # wake itself when they become visible. The projection first applies every write made
         # before the query (read-your-writes: a pull right after a create sees it).
-        await caught_up(self.runtime.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
+        await self._read_your_writes()
         return await self.tasks.candidates(org, inbox, time.time() + 60.0, kinds, limit)
+
+    async def _read_your_writes(self) -> bool:
+        """Wait (at most READ_WAIT_SECONDS) until the projector has applied every state write made
+        before this call; False when it has not by then. The projector, when it runs here, inserts
+        what it holds at once instead of lingering (LOOM_TASK_PROJECTION_LINGER_SECONDS)."""
+        if self.projecting.running:
+            self.projector.hurry()
+        return await caught_up(self.runtime.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
 
     async def _projected(self) -> int:
         """The projector's position: its own count where it runs here, else its ack floor."""

@@ -31,6 +31,7 @@ ones of the same task.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
@@ -68,6 +69,7 @@ class Projector(BatchConsumer):
         #: (LOOM_TASK_PROJECTION_LINGER_SECONDS): see `_paced_write`.
         self.linger = linger
         self._insert_started = 0.0  # monotonic
+        self._hurry = asyncio.Event()  # a read on this replica waits for the projection: insert now
         self.applied = 0  # writes applied by this replica (the benchmark's report)
         self.batches = 0
         self.applied_seq = 0  # the newest stream sequence this replica has applied (service/admission.py)
@@ -136,7 +138,6 @@ class Projector(BatchConsumer):
         if self.on_applied is not None:
             self.on_applied(self.applied_seq)
 
-
     async def _paced_write(self, rows: list[dict[str, Any]], history: list[dict[str, Any]], token: str, *, full: bool) -> None:
         """The fetch's projection insert, at most one per `linger` unless the fetch is full. A chDB
         insert costs about the same CPU whatever its size (a part written now, merged later:
@@ -146,14 +147,25 @@ class Projector(BatchConsumer):
         as the next fetch: one insert pair per `linger` under a steady trickle, none delayed
         when the projector was idle (the first write of a quiet spell is inserted at once). A
         read that waits for the projection (read-your-writes) waits at most about two lingers
-        more; the events are published before the pause, and the fetch is acked after the
-        insert as before."""
-        if not full and not self._stopping:
+        more (none when the read is on the replica running the projector: it calls `hurry`); the
+        events are published before the pause, and the fetch is acked after the insert as before."""
+        if not full and not self._stopping and not self._hurry.is_set():
             pause = self._insert_started + self.linger - time.monotonic()
             if pause > 0:
-                await asyncio.sleep(pause)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._hurry.wait(), pause)
+        self._hurry.clear()
         self._insert_started = time.monotonic()
         await self.projection.write(rows, history, token)
+
+    async def stop(self) -> None:
+        self.hurry()  # a lingering insert goes now: its fetch is applied and acked before the stop
+        await super().stop()
+
+    def hurry(self) -> None:
+        """A read on this replica waits for the projection (read-your-writes): the insert pending
+        goes now instead of at the end of its linger. A read on another replica waits it out."""
+        self._hurry.set()
 
 
 def history_row(event: dict[str, Any]) -> dict[str, Any] | None:
