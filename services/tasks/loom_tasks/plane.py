@@ -116,7 +116,11 @@ class TasksPlane:
         return await caught_up(self.runtime.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
 
     async def _projected(self) -> int:
-        """The projector's position: its own count where it runs here, else its ack floor."""
+        """The projector's position: its own count where it runs here, else its ack floor. Asked
+        only by a write or a progress note that waits for the projector (service/admission.py),
+        so a projector running here inserts at once instead of lingering."""
+        if self.projecting.running:
+            self.projector.hurry()
         if self.projecting.running and self.projector.applied_seq:
             return self.projector.applied_seq
         if time.monotonic() - self._remote_position[0] < REMOTE_POSITION_SECONDS:

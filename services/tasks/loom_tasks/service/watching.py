@@ -12,7 +12,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats.errors
@@ -25,9 +25,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.client import JetStreamContext
 
 from ..domain import validate as v
-from ..events import PROJECTOR_DURABLE, READ_WAIT_SECONDS, STREAM
-from ..events import caught_up as projected
-from ..store import truth
+from ..events import STREAM
 from .access import no_inbox, no_task
 from .deps import Deps
 
@@ -54,7 +52,13 @@ def _every(_event: dict[str, Any]) -> bool:
 
 
 async def read_events(
-    js: JetStreamContext, subject_filter: str, since_seq: int, wait: float, limit: int, keep: Keep
+    js: JetStreamContext,
+    projected: Callable[[], Awaitable[bool]],
+    subject_filter: str,
+    since_seq: int,
+    wait: float,
+    limit: int,
+    keep: Keep,
 ) -> tuple[list[dict[str, Any]], int]:
     """The events on `subject_filter` after `since_seq` that `keep` accepts (at most `limit`),
     waiting up to `wait` seconds for a first one, and the cursor to save after them.
@@ -62,7 +66,7 @@ async def read_events(
     Read-your-writes: the events of every state write made before the call are on the stream
     first (the projector derives them). Not a bus consumer: a one-shot read from the cursor on
     an ephemeral consumer deleted before returning (a cancelled call included)."""
-    await projected(js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
+    await projected()
     config = ConsumerConfig(
         name=f"updates-{secrets.token_hex(8)}",
         deliver_policy=DeliverPolicy.BY_START_SEQUENCE if since_seq else DeliverPolicy.ALL,
@@ -143,7 +147,9 @@ class WatchingOps:
         limit = check_cursor(since_seq, limit)
         wait = v.wait_seconds(wait_seconds)
         me = ctx.subject
-        events, next_seq = await read_events(self.d.bus.js, org_filter(ctx.org), since_seq, wait, limit, lambda e: e.get("poster") == me)
+        events, next_seq = await read_events(
+            self.d.bus.js, self.d.projected, org_filter(ctx.org), since_seq, wait, limit, lambda e: e.get("poster") == me
+        )
         self.d.access.auth.check_live(ctx.principal)  # revoked while it waited: nothing handed over
         ctx.out_hits = len(events)
         return events, next_seq
@@ -182,7 +188,7 @@ class WatchingOps:
                 keep = _field_is("poster", me)
             else:
                 raise no_inbox(inbox_name)
-        events, next_seq = await read_events(self.d.bus.js, subject_filter, since_seq, wait, limit, keep)
+        events, next_seq = await read_events(self.d.bus.js, self.d.projected, subject_filter, since_seq, wait, limit, keep)
         self.d.access.auth.check_live(ctx.principal)  # revoked while it waited: nothing handed over
         ctx.out_hits = len(events)
         return events, next_seq
