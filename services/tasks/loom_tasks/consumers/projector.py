@@ -156,7 +156,11 @@ class Projector(BatchConsumer):
                     await asyncio.wait_for(self._hurry.wait(), pause)
         self._hurry.clear()
         self._insert_started = time.monotonic()
-        await self.projection.write(rows, history, token)
+        try:
+            await self.projection.write(rows, history, token)
+        except BaseException:
+            self._insert_started = 0.0  # the fetch's next attempt goes at once: the pace is for inserts that land
+            raise
 
     async def stop(self) -> None:
         self.hurry()  # a lingering insert goes now: its fetch is applied and acked before the stop
