@@ -141,7 +141,7 @@ class Projector(BatchConsumer):
     async def _paced_write(self, rows: list[dict[str, Any]], history: list[dict[str, Any]], token: str, *, full: bool) -> None:
         """The fetch's projection insert, at most one per `linger` unless the fetch is full. A chDB
         insert costs about the same CPU whatever its size (a part written now, merged later:
-        ~9 ms on this 2-core machine for a row or a hundred), so a lone worker's lifecycle, three
+        5-6 ms on this 2-core machine for one row or a hundred), so a lone worker's lifecycle, three
         writes in ~20 ms, cost up to six inserts (task_state and task_events each) and half the
         server's CPU. Pacing them, the writes that arrive meanwhile wait on the stream and come
         as the next fetch: one insert pair per `linger` under a steady trickle, none delayed
