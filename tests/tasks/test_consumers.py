@@ -120,7 +120,7 @@ class NoPublish:
         return list(range(len(events)))
 
 
-async def _side_projector(org: Org, projection: FakeProjection) -> tuple[Any, str]:
+async def _side_projector(org: Org, projection: FakeProjection, linger: float = 0.0) -> tuple[Any, str]:
     """A second projector on its own durable over this org's writes, with a 60 s fetch timeout
     (a fetch loop that waited for a full batch or its timeout would hold a lone write 60 s)."""
     from loom_tasks.consumers.layout import PROJECTOR
@@ -136,7 +136,7 @@ async def _side_projector(org: Org, projection: FakeProjection) -> tuple[Any, st
     consumer = dataclasses.replace(
         PROJECTOR, name=durable, durable=durable, config=config, subject=config.filter_subject, pull_timeout_seconds=60.0
     )
-    projector = Projector(org.inst.runtime.bus, projection, NoPublish(), consumer=consumer)  # type: ignore[arg-type]
+    projector = Projector(org.inst.runtime.bus, projection, NoPublish(), consumer=consumer, linger=linger)  # type: ignore[arg-type]
     await projector.start()
     return projector, durable
 
@@ -146,6 +146,37 @@ async def _acked(org: Org, durable: str) -> tuple[int, int]:
 
     info = await org.inst.runtime.bus.js.consumer_info(truth.STREAM, durable)
     return int(info.ack_floor.stream_seq or 0), int(info.num_ack_pending or 0)
+
+
+async def test_a_trickle_of_writes_waits_out_the_linger_unacked_and_a_read_here_ends_it(org: Org) -> None:
+    admin = await org.admin()
+    await register(admin)
+    owner = await org.owner()
+    projection = FakeProjection()
+    projector, durable = await _side_projector(org, projection, linger=3600.0)
+    try:
+        first = (await owner("task.create", inbox="private-bot", kind="chore", title="first"))["task"]
+        # The first write of a quiet spell is inserted at once.
+        await asyncio.wait_for(projection.changed.wait(), 10)
+        second = (await owner("task.create", inbox="private-bot", kind="chore", title="second"))["task"]
+
+        async def held() -> bool:
+            return (await _acked(org, durable))[1] == 1
+
+        # The next one is delivered and lingers: not inserted, so not acked.
+        await eventually(held)
+        assert [[r["task_id"] for r in rows] for rows, _ in projection.applied] == [[first["task_id"]]]
+        projection.changed.clear()
+        projector.hurry()  # what a read-your-writes wait on this replica does
+        await asyncio.wait_for(projection.changed.wait(), 10)
+        assert [[r["task_id"] for r in rows] for rows, _ in projection.applied] == [[first["task_id"]], [second["task_id"]]]
+
+        async def acked() -> bool:
+            return (await _acked(org, durable))[1] == 0
+
+        await eventually(acked)
+    finally:
+        await projector.stop()
 
 
 async def test_a_lone_write_is_projected_at_once_and_acked_only_after_it_is_applied(org: Org) -> None:

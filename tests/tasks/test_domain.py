@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import pytest
@@ -13,7 +15,7 @@ from loom_core.errors import Conflict, Forbidden, ValidationFailed
 from loom_tasks.domain import model, transitions, trust
 from loom_tasks.domain import validate as v
 from loom_tasks.domain.model import Actor, InboxRow, PolicyRow, TaskRow
-from loom_tasks.service.wake import InboxQueue
+from loom_tasks.service.wake import InboxQueue, WakeHub
 
 OWNER = Actor("sa:private-bot", "private-bot", owner=True)
 POSTER = Actor("sa:public-bot", "public-bot", owner=False)
@@ -309,3 +311,41 @@ def test_the_queue_hands_out_the_first_rows_in_pull_order() -> None:
     q.reserved.add(rows[0].task_id)
     want = sorted((r for r in rows[1:]), key=TaskRow.pull_order)[:25]
     assert q.ordered([], time.time(), 25) == want
+
+
+async def test_a_followed_queue_with_rows_answers_at_once_and_queries_the_store_beside_the_pull() -> None:
+    release = asyncio.Event()
+    asked: list[tuple[str, ...]] = []
+    stored = [_todo("stored", 50.0)]
+
+    async def loader(org: str, inbox: str, kinds: Sequence[str], limit: int) -> list[TaskRow]:
+        asked.append(tuple(kinds))
+        await release.wait()
+        return list(stored)
+
+    hub = WakeHub(None, loader, poll_seconds=60.0)
+    q = hub.queue("acme", "bot")
+    # Never filled: the pull waits for the store's answer.
+    first = asyncio.create_task(hub.refresh("acme", "bot", q, kinds=()))
+    await asyncio.sleep(0)
+    assert not first.done() and asked == [()]
+    release.set()
+    await first
+    assert list(q.rows) == ["stored"]
+    # Followed since, with rows, and its answer now stale: the pull goes on at once (the store
+    # does not answer yet), and the safety-net query runs beside it, unfiltered.
+    release.clear()
+    hub.poll_seconds = 0.0
+    stored.append(_todo("new", 60.0))
+    q.offer(stored[-1])
+    await hub.refresh("acme", "bot", q, kinds=["chore"])
+    assert not q.lock.locked()  # returned before the query began
+    await asyncio.sleep(0)
+    assert asked == [(), ()] and q.lock.locked()
+    # A forced refresh (a pull that timed out) waits for the store.
+    forced = asyncio.create_task(hub.refresh("acme", "bot", q, force=True))
+    await asyncio.sleep(0)
+    assert not forced.done()
+    release.set()
+    await forced
+    assert sorted(q.rows) == ["new", "stored"] and len(asked) == 3

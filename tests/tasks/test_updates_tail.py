@@ -17,6 +17,10 @@ from tests.tasks.conftest import Org, eventually, register, tasks_plane
 CALLERS = 12
 
 
+async def _projected() -> bool:
+    return True  # these reads follow no write of their own
+
+
 async def _consumers(inst: Instance) -> set[str]:
     return {c.name for c in await inst.runtime.bus.js.consumers_info(STREAM)}
 
@@ -51,7 +55,7 @@ async def test_a_cancelled_wait_leaves_nothing_behind_and_an_idle_tail_closes(or
     bus = tasks_a.runtime.bus
     tail = EventTail(bus, idle_seconds=0.4)
     before = await _consumers(tasks_a)
-    call = asyncio.create_task(read_events(bus.js, tail, org_filter(org.name), 1 << 40, 30, 10, lambda e: True))
+    call = asyncio.create_task(read_events(bus.js, tail, _projected, org_filter(org.name), 1 << 40, 30, 10, lambda e: True))
 
     async def waiting() -> bool:
         return bool(tail.waiters) and bool(tail.name)  # registered, and the tail's consumer made
@@ -70,7 +74,7 @@ async def test_a_cancelled_wait_leaves_nothing_behind_and_an_idle_tail_closes(or
     owner = await org.owner()
     await register(await org.admin())
     seq = (await owner("task.updates"))["next_seq"]
-    again = asyncio.create_task(read_events(bus.js, tail, org_filter(org.name), seq, 30, 10, lambda e: True))
+    again = asyncio.create_task(read_events(bus.js, tail, _projected, org_filter(org.name), seq, 30, 10, lambda e: True))
     await eventually(waiting)
     t = (await owner("task.create", inbox="private-bot", kind="chore", title="after reopening"))["task"]
     events, _ = await asyncio.wait_for(again, 30)
@@ -85,7 +89,7 @@ async def test_a_tail_whose_consumer_is_lost_opens_a_new_one_while_calls_wait(or
     owner = await org.owner()
     await register(await org.admin())
     seq = (await owner("task.updates"))["next_seq"]
-    call = asyncio.create_task(read_events(bus.js, tail, org_filter(org.name), seq, 30, 10, lambda e: True))
+    call = asyncio.create_task(read_events(bus.js, tail, _projected, org_filter(org.name), seq, 30, 10, lambda e: True))
 
     async def waiting() -> bool:
         return bool(tail.waiters) and bool(tail.name)  # registered, and the tail's consumer made

@@ -54,7 +54,7 @@ class TasksPlane:
         self.truth = TaskTruth(runtime.bus, s.task_state_replicas)
         self.directory = Directory(self.inboxes, runtime.bus, s.task_config_cache_ttl_seconds)
         self.publisher = EventPublisher(runtime.bus, s.task_state_replicas)
-        self.projector = Projector(runtime.bus, self.tasks, self.publisher)
+        self.projector = Projector(runtime.bus, self.tasks, self.publisher, linger=s.task_projection_linger_seconds)
         self.notes = NotesWriter(runtime.bus, self.tasks)
         # One replica projects at a time, so each task's events are published in revision order.
         self.projecting = Leased(self.projector, runtime.leases, PROJECTOR_LEASE)
@@ -78,6 +78,7 @@ class TasksPlane:
             access=Access(runtime.auth, self.directory),
             publisher=self.publisher,
             tail=EventTail(runtime.bus),
+            projected=self._read_your_writes,
         )
         self.sweeper = Sweeper(
             self.engine,
@@ -105,11 +106,23 @@ class TasksPlane:
         # Rows hidden by not_before for another minute come along, so a waiting pull can
         # wake itself when they become visible. The projection first applies every write made
         # before the query (read-your-writes: a pull right after a create sees it).
-        await caught_up(self.runtime.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
+        await self._read_your_writes()
         return await self.tasks.candidates(org, inbox, time.time() + 60.0, kinds, limit)
 
+    async def _read_your_writes(self) -> bool:
+        """Wait (at most READ_WAIT_SECONDS) until the projector has applied every state write made
+        before this call; False when it has not by then. The projector, when it runs here, inserts
+        what it holds at once instead of lingering (LOOM_TASK_PROJECTION_LINGER_SECONDS)."""
+        if self.projecting.running:
+            self.projector.hurry()
+        return await caught_up(self.runtime.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
+
     async def _projected(self) -> int:
-        """The projector's position: its own count where it runs here, else its ack floor."""
+        """The projector's position: its own count where it runs here, else its ack floor. Asked
+        only by a write or a progress note that waits for the projector (service/admission.py),
+        so a projector running here inserts at once instead of lingering."""
+        if self.projecting.running:
+            self.projector.hurry()
         if self.projecting.running and self.projector.applied_seq:
             return self.projector.applied_seq
         if time.monotonic() - self._remote_position[0] < REMOTE_POSITION_SECONDS:

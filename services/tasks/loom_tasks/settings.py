@@ -44,6 +44,11 @@ class TasksSettings(PlaneSettings):
     task_projection_admit_wait_seconds: float = Field(
         2.0, description="Longest a write waits for the projector to come within task_projection_max_behind; then it goes ahead."
     )
+    task_projection_linger_seconds: float = Field(
+        0.25,
+        description="Least time between two ClickHouse projection inserts while writes trickle in (each costs about the same CPU whatever its size); a full fetch, or a read waiting on the projector's replica, goes at once; 0: insert every fetch.",
+        ge=0.0,
+    )
     task_webhook_timeout_seconds: float = Field(5.0, description="Timeout of one webhook POST (connect is capped at 3 s).")
     task_webhook_max_attempts: int = Field(
         5, description="Attempts per webhook notice (a refused address, a redirect or a 4xx is not retried)."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from loom_core.bus import Bus, LeaseStore
@@ -35,3 +36,6 @@ class Deps:
     access: Access
     publisher: EventPublisher
     tail: EventTail
+    #: Read-your-writes: waits (bounded) until the projection holds every state write made
+    #: before the call; False when it does not by then (plane.py `_read_your_writes`).
+    projected: Callable[[], Awaitable[bool]]

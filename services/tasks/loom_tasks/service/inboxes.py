@@ -14,8 +14,6 @@ from loom_core.roles import Role
 from ..domain import model
 from ..domain import validate as v
 from ..domain.model import InboxRow, PolicyRow
-from ..events import PROJECTOR_DURABLE, READ_WAIT_SECONDS, caught_up
-from ..store import truth
 from ..webhooks import list_deliveries, validate_webhook_config
 from .deps import Deps
 
@@ -120,7 +118,7 @@ class InboxOps:
         rows = await self.d.inboxes.in_namespace(ctx.org, ctx.namespace)
         if rows:
             # Read-your-writes, as task.counts: the open counts come from the projection.
-            await caught_up(self.d.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
+            await self.d.projected()
         counts = await self.d.tasks.open_counts_by_inbox(ctx.org, ctx.namespace) if rows else {}
         return rows, counts, ctx.role >= Role.ADMIN
 

@@ -13,8 +13,7 @@ from loom_core.roles import Role
 from ..domain import model
 from ..domain import validate as v
 from ..domain.model import TaskRow
-from ..events import NOTES_DURABLE, PROJECTOR_DURABLE, READ_WAIT_SECONDS, STREAM, caught_up
-from ..store import truth
+from ..events import NOTES_DURABLE, READ_WAIT_SECONDS, STREAM, caught_up
 from .access import no_task
 from .deps import Deps
 
@@ -138,7 +137,7 @@ class ReadingOps:
         (nothing is delivered, its info does not answer) until JetStream elects one, which
         takes nats-server's Raft election timeout (4 to 9 s, longer on a loaded machine), more
         than this wait."""
-        if not await caught_up(self.d.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS):
+        if not await self.d.projected():
             raise Unavailable(
                 ErrorCode.BACKEND_UNAVAILABLE,
                 "the task projection has not applied the writes made before this read yet; retry",

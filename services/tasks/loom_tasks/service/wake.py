@@ -9,8 +9,9 @@ Every replica keeps, for each inbox it has served a pull for recently, a queue o
 rows: what its last store query returned plus what wake-ups brought since. A pull takes
 candidates from the queue in pull order and claims them against their lease rows (which say
 whether the row is still current), so the hot path needs no store read at all. The store is
-queried when the queue is empty, older than LOOM_TASK_PULL_POLL_SECONDS, or cannot answer a
-kinds filter; a lost wake-up costs at most that long.
+queried before a pull only when the queue was never filled, is empty and older than
+LOOM_TASK_PULL_POLL_SECONDS, or cannot answer a kinds filter; a queue with rows that is older
+than that is queried beside the pull (the safety net: a lost wake-up costs at most that long).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import heapq
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from loom_core import fastjson
@@ -133,6 +134,7 @@ class WakeHub:
         # message per inbox, after that turn: no later than one sent alone would.
         self._pending: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._flushing: asyncio.Task[None] | None = None
+        self._queries: set[asyncio.Task[None]] = set()  # safety-net queries run beside pulls
         # Our own messages come back to us (we read every inbox's wake-ups) and were
         # applied locally already: each starts with this replica's mark and is skipped unread.
         self._mark = secrets.token_hex(6)
@@ -140,6 +142,8 @@ class WakeHub:
 
     async def stop(self) -> None:
         """Wake every waiting pull (the plane is stopping; its wake-up reader stopped first)."""
+        for task in list(self._queries):
+            task.cancel()
         for q in self.queues.values():
             q.notify()
 
@@ -158,12 +162,27 @@ class WakeHub:
             del self.queues[key]
 
     async def refresh(self, org: str, inbox: str, q: InboxQueue, kinds: Sequence[str] = (), force: bool = False) -> None:
-        """Query the store unless a fresh enough answer is there (one query at a time per inbox).
-        Unless forced, a pull that finds rows in the queue does not wait for another pull's
-        query (which waits for the projection first, up to READ_WAIT_SECONDS under load): it
-        claims what the queue holds, and a waiting pull is woken when that query's rows land."""
-        if not force and q.rows and q.lock.locked():
-            return
+        """Query the store unless the queue can answer (one query at a time per inbox).
+
+        The queue answers, unless forced, whenever it holds rows and has been following the inbox
+        (a store query filled it once, and every create and claim since reached it as a
+        wake-up): a pull then claims from it at once. When that answer is older than
+        `poll_seconds`, the store is queried beside the pull, not before it: the query waits
+        for the projection first (read-your-writes), and a lone worker's pull paid that wait
+        every `poll_seconds` for a safety net (a lost wake-up) it did not need. A queue that has
+        never been filled, or is empty and stale, is queried before the pull goes on; a pull
+        that finds rows while another pull's query runs claims them, and a waiting pull is
+        woken when that query's rows land."""
+        if not force and q.rows:
+            if q.lock.locked():
+                return
+            if q.loaded_at:
+                if time.monotonic() - q.loaded_at >= self.poll_seconds:
+                    self._beside(self._query(org, inbox, q, (), force=False))
+                return
+        await self._query(org, inbox, q, kinds, force)
+
+    async def _query(self, org: str, inbox: str, q: InboxQueue, kinds: Sequence[str], force: bool) -> None:
         async with q.lock:
             started = time.monotonic()
             if not force and q.loaded_at and started - q.loaded_at < self.poll_seconds and (q.rows or q.complete):
@@ -175,6 +194,17 @@ class WakeHub:
                     q.offer(r)
                 return
             q.replace(rows, started, complete=len(rows) < QUERY_LIMIT)
+
+    def _beside(self, query: Coroutine[Any, Any, None]) -> None:
+        """Run a safety-net query without the pull waiting for it (a failure is the next one's to mend)."""
+        task = asyncio.get_running_loop().create_task(query)
+        self._queries.add(task)
+        task.add_done_callback(self._query_done)
+
+    def _query_done(self, task: asyncio.Task[None]) -> None:
+        self._queries.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("a pull queue's safety-net query failed: %s", type(task.exception()).__name__)
 
     # --- publishing
 

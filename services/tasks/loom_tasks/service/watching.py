@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from loom_core.bus import direct
@@ -23,9 +23,7 @@ from loom_core.roles import Role
 
 from ..consumers.tail import EventTail
 from ..domain import validate as v
-from ..events import PROJECTOR_DURABLE, READ_WAIT_SECONDS, STREAM
-from ..events import caught_up as projected
-from ..store import truth
+from ..events import STREAM
 from .access import no_inbox, no_task
 from .deps import Deps
 
@@ -50,7 +48,14 @@ def _every(_event: dict[str, Any]) -> bool:
 
 
 async def read_events(
-    js: BusJetStream, tail: EventTail, subject_filter: str, since_seq: int, wait: float, limit: int, keep: Keep
+    js: BusJetStream,
+    tail: EventTail,
+    projected: Callable[[], Awaitable[bool]],
+    subject_filter: str,
+    since_seq: int,
+    wait: float,
+    limit: int,
+    keep: Keep,
 ) -> tuple[list[dict[str, Any]], int]:
     """The events on `subject_filter` after `since_seq` that `keep` accepts (at most `limit`),
     waiting up to `wait` seconds for a first one, and the cursor to save after them.
@@ -59,7 +64,7 @@ async def read_events(
     first (the projector derives them). What is stored is read by direct get (no consumer);
     a call that finds nothing waits on the replica's one `EventTail` (consumers/tail.py),
     registered before the read so nothing stored meanwhile is missed."""
-    await projected(js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
+    await projected()
     async with tail.waiting(subject_filter, since_seq, keep, limit) as waiter:
         events, next_seq = await _stored_events(js, subject_filter, since_seq, limit, keep)
         waiter.caught_up_to(next_seq)
@@ -111,7 +116,7 @@ class WatchingOps:
         wait = v.wait_seconds(wait_seconds)
         me = ctx.subject
         events, next_seq = await read_events(
-            self.d.bus.js, self.d.tail, org_filter(ctx.org), since_seq, wait, limit, lambda e: e.get("poster") == me
+            self.d.bus.js, self.d.tail, self.d.projected, org_filter(ctx.org), since_seq, wait, limit, lambda e: e.get("poster") == me
         )
         self.d.access.auth.check_live(ctx.principal)  # revoked while it waited: nothing handed over
         ctx.out_hits = len(events)
@@ -151,7 +156,7 @@ class WatchingOps:
                 keep = _field_is("poster", me)
             else:
                 raise no_inbox(inbox_name)
-        events, next_seq = await read_events(self.d.bus.js, self.d.tail, subject_filter, since_seq, wait, limit, keep)
+        events, next_seq = await read_events(self.d.bus.js, self.d.tail, self.d.projected, subject_filter, since_seq, wait, limit, keep)
         self.d.access.auth.check_live(ctx.principal)  # revoked while it waited: nothing handed over
         ctx.out_hits = len(events)
         return events, next_seq

@@ -23,8 +23,7 @@ from ..domain import events as ev
 from ..domain import model, transitions
 from ..domain import validate as v
 from ..domain.model import Actor, InboxRow, TaskRow
-from ..events import PROJECTOR_DURABLE, READ_WAIT_SECONDS, caught_up
-from ..store import truth
+from ..events import READ_WAIT_SECONDS
 from ..store.truth import WrongRevision
 from .access import no_task
 from .deps import Deps
@@ -157,7 +156,7 @@ class WorkingOps:
         """Review items, unclaimed: nothing changes, the owner decides with accept / wont_do."""
         deadline = time.monotonic() + wait
         q = self.d.hub.queue(inbox.org, inbox.name)
-        await caught_up(self.d.bus.js, truth.STREAM, PROJECTOR_DURABLE, READ_WAIT_SECONDS)
+        await self.d.projected()
         while True:
             rows = await self.d.tasks.in_status(inbox.org, inbox.name, model.TRIAGE, kinds, want)
             remaining = deadline - time.monotonic()
