@@ -20,14 +20,17 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-import httpx
 from loom_core.settings import Settings
 
+from .operator_call import NotReached, call_plane
+
+if TYPE_CHECKING:
+    from .plane import DecisionsPlane
+
 COMMANDS = ("decisions",)
-ADMIN_SOCKET = "admin.sock"
 
 
 def add_commands(sub: Any) -> None:
@@ -97,7 +100,6 @@ def _fail(message: str) -> int:
 
 
 async def _run(settings: Settings, args: argparse.Namespace, document: str | None, model: Any) -> tuple[list[str], int]:
-    sock = settings.data_dir / ADMIN_SOCKET
     body = {
         "org": args.org,
         "namespace": args.namespace,
@@ -110,34 +112,8 @@ async def _run(settings: Settings, args: argparse.Namespace, document: str | Non
         "into": args.into,
         "llm": {"url": model.url, "model": model.model, "api_key": model.api_key, "timeout": model.timeout, "caps": model.caps},
     }
-    if not settings.clickhouse_url and sock.exists():
-        try:
-            async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=str(sock)), base_url="http://loom") as client:
-                r = await client.post("/decisions/extract", json=body, timeout=None)
-        except httpx.TransportError:
-            return [f"loom decisions extract: the server on {settings.data_dir} did not answer on its admin socket"], 1
-        if r.status_code != 200:
-            return [f"loom decisions extract: the server answered {r.status_code}"], 1
-        out = r.json()
-        return list(out["lines"]), int(out["exit_code"])
-    if settings.clickhouse_url and settings.nats_url:
-        return await _in_process(settings, args, document, model)
-    return [
-        f"loom decisions extract: no Loom is running on {settings.data_dir} (start `loom up`), "
-        "and no cluster is configured (LOOM_CLICKHOUSE_URL and LOOM_NATS_URL)"
-    ], 1
 
-
-async def _in_process(settings: Settings, args: argparse.Namespace, document: str | None, model: Any) -> tuple[list[str], int]:
-    from loom_core.runtime import Runtime
-    from loom_core.store import run_migrations
-
-    from .plane import DecisionsPlane
-
-    runtime = await Runtime.start(settings, name="loom-decisions-extract")
-    plane = DecisionsPlane(runtime)
-    try:
-        await run_migrations(runtime.store, plane.migrations)
+    async def in_process(plane: DecisionsPlane) -> dict[str, Any]:
         rep = await plane.extract(
             args.org,
             args.namespace,
@@ -150,8 +126,10 @@ async def _in_process(settings: Settings, args: argparse.Namespace, document: st
             repo=args.repo,
             into=args.into,
         )
-        await runtime.ledger.flush()
-    finally:
-        await plane.stop()
-        await runtime.stop()
-    return rep.lines, rep.exit_code
+        return {"lines": rep.lines, "exit_code": rep.exit_code}
+
+    try:
+        out = await call_plane(settings, "/decisions/extract", body, "loom-decisions-extract", in_process)
+    except NotReached as exc:
+        return [f"loom decisions extract: {exc}"], 1
+    return list(out["lines"]), int(out["exit_code"])

@@ -21,13 +21,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 from loom_core.settings import Settings
 
 from .domain.code_symbols import MAX_FILE_BYTES, indexable, module_of, symbols_of
+from .operator_call import NotReached, call_plane
 
 COMMANDS = ("code",)
-ADMIN_SOCKET = "admin.sock"
 
 
 def add_commands(sub: Any) -> None:
@@ -92,7 +91,11 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
         "commit": commit,
         "files": files,
     }
-    out = asyncio.run(_send(settings, body))
+    try:
+        out = asyncio.run(call_plane(settings, "/code/index", body, "loom-code-index", lambda plane: plane.index_code(body)))
+    except NotReached as exc:
+        print(f"loom code index: {exc}", file=sys.stderr)
+        return 1
     if "error" in out:
         print(f"loom code index: {out['error']}", file=sys.stderr)
         return 1
@@ -101,37 +104,3 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
         f" (remotes: {', '.join(out['remotes']) or 'none'})"
     )
     return 0
-
-
-async def _send(settings: Settings, body: dict[str, Any]) -> dict[str, Any]:
-    sock = settings.data_dir / ADMIN_SOCKET
-    if not settings.clickhouse_url and sock.exists():
-        try:
-            async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=str(sock)), base_url="http://loom") as client:
-                r = await client.post("/code/index", json=body, timeout=None)
-        except httpx.TransportError:
-            return {"error": f"the server on {settings.data_dir} did not answer on its admin socket"}
-        if r.status_code != 200:
-            return {"error": f"the server answered {r.status_code}"}
-        return dict(r.json())
-    if settings.clickhouse_url and settings.nats_url:
-        return await _in_process(settings, body)
-    return {
-        "error": f"no Loom is running on {settings.data_dir} (start `loom up`), and no cluster is configured (LOOM_CLICKHOUSE_URL and LOOM_NATS_URL)"
-    }
-
-
-async def _in_process(settings: Settings, body: dict[str, Any]) -> dict[str, Any]:
-    from loom_core.runtime import Runtime
-    from loom_core.store import run_migrations
-
-    from .plane import DecisionsPlane
-
-    runtime = await Runtime.start(settings, name="loom-code-index")
-    plane = DecisionsPlane(runtime)
-    try:
-        await run_migrations(runtime.store, plane.migrations)
-        return await plane.index_code(body)
-    finally:
-        await plane.stop()
-        await runtime.stop()
