@@ -280,6 +280,13 @@ async def main(args: argparse.Namespace) -> None:
     gw_url = f"http://127.0.0.1:{port}"
     results: dict[str, dict[str, Any]] = {}
     once: list[tuple[str, int, float, float, float]] = []
+
+    async def measured_once(label: str, n: int, one: Callable[[], Awaitable[object]]) -> None:
+        """`n` calls of `one` at the bench's concurrency: wall time and each process's CPU."""
+        g0, p0 = cpu_seconds(pids["gateway"]), cpu_seconds(pids["planes"])
+        wall = await drive(n, args.concurrency, one)
+        once.append((label, n, wall, cpu_seconds(pids["gateway"]) - g0, cpu_seconds(pids["planes"]) - p0))
+
     floor: dict[str, float] = {}
     profile: list[str] = []
     baselines: list[asyncio.subprocess.Process] = []
@@ -325,17 +332,7 @@ async def main(args: argparse.Namespace) -> None:
                     async def grpc_whoami() -> None:
                         await method(identity_pb2.WhoAmIRequest(), metadata=md)
 
-                    g0, p0 = cpu_seconds(pids["gateway"]), cpu_seconds(pids["planes"])
-                    wall = await drive(args.calls, args.concurrency, grpc_whoami)
-                    once.append(
-                        (
-                            "auth.whoami on the plane's gRPC port",
-                            args.calls,
-                            wall,
-                            cpu_seconds(pids["gateway"]) - g0,
-                            cpu_seconds(pids["planes"]) - p0,
-                        )
-                    )
+                    await measured_once("auth.whoami on the plane's gRPC port", args.calls, grpc_whoami)
 
                 async def lifecycle() -> None:
                     (await c.post("/v1/task.create", json={"inbox": "bench", "kind": "chore", "title": "t"})).raise_for_status()
@@ -344,17 +341,7 @@ async def main(args: argparse.Namespace) -> None:
                     for t in r.json()["tasks"]:
                         (await c.post("/v1/task.complete", json={"task_id": t["task_id"], "fence": t["fence"]})).raise_for_status()
 
-                g0, p0 = cpu_seconds(pids["gateway"]), cpu_seconds(pids["planes"])
-                wall = await drive(args.lifecycles, args.concurrency, lifecycle)
-                once.append(
-                    (
-                        "task lifecycle via the gateway (3 ops)",
-                        args.lifecycles,
-                        wall,
-                        cpu_seconds(pids["gateway"]) - g0,
-                        cpu_seconds(pids["planes"]) - p0,
-                    )
-                )
+                await measured_once("task lifecycle via the gateway (3 ops)", args.lifecycles, lifecycle)
     finally:
         for proc in baselines:
             await stop_baseline(proc)
