@@ -41,19 +41,13 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _machine import add_durability_argument, cpus, durability, load, machine  # bench/ is on sys.path when a script runs
-from gateway import plain_app, run_client
+from gateway import cpu_seconds, median_run, plain_app, run_client
 from loom_api.identity.v1 import identity_pb2
 from loom_core.bus.natsserver import free_port
 
 from tests.deploy.processes import LoomProcess, NatsCluster, bootstrap, loom_env
 
-TICK = os.sysconf("SC_CLK_TCK")
 PY_SPY = Path(sys.executable).parent / "py-spy"
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
 
 
 def pid_of(p: LoomProcess) -> int:
@@ -80,14 +74,6 @@ async def round_of(args: argparse.Namespace, url: str, token: str, path: str, bo
     for side, pid in pids.items():
         r[f"cpu_us_{side}"] = (cpu_seconds(pid) - before[side]) / max(1, r["requests"]) * 1e6
     return r
-
-
-def median_round(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    ordered = sorted(runs, key=lambda r: r["rps"])
-    mid = dict(ordered[len(ordered) // 2])
-    mid["rounds_rps"] = [round(r["rps"]) for r in runs]
-    mid["errors"] = sum(r["errors"] for r in runs)
-    return mid
 
 
 def top_frames(raw: Path, n: int = 12) -> list[str]:
@@ -294,6 +280,13 @@ async def main(args: argparse.Namespace) -> None:
     gw_url = f"http://127.0.0.1:{port}"
     results: dict[str, dict[str, Any]] = {}
     once: list[tuple[str, int, float, float, float]] = []
+
+    async def measured_once(label: str, n: int, one: Callable[[], Awaitable[object]]) -> None:
+        """`n` calls of `one` at the bench's concurrency: wall time and each process's CPU."""
+        g0, p0 = cpu_seconds(pids["gateway"]), cpu_seconds(pids["planes"])
+        wall = await drive(n, args.concurrency, one)
+        once.append((label, n, wall, cpu_seconds(pids["gateway"]) - g0, cpu_seconds(pids["planes"]) - p0))
+
     floor: dict[str, float] = {}
     profile: list[str] = []
     baselines: list[asyncio.subprocess.Process] = []
@@ -322,7 +315,7 @@ async def main(args: argparse.Namespace) -> None:
                 for _ in range(args.rounds):
                     loom_runs.append(await round_of(args, gw_url, token, path, body, pids))
                     base_runs.append(await round_of(args, base_url, token, path, body, {"baseline": proc.pid}))
-                results[op] = {"loom": median_round(loom_runs), "baseline": median_round(base_runs)}
+                results[op] = {"loom": median_run(loom_runs), "baseline": median_run(base_runs)}
                 if args.profile:
                     profile += await profiled_round(args, op, gw_url, token, path, body, pids)
 
@@ -339,17 +332,7 @@ async def main(args: argparse.Namespace) -> None:
                     async def grpc_whoami() -> None:
                         await method(identity_pb2.WhoAmIRequest(), metadata=md)
 
-                    g0, p0 = cpu_seconds(pids["gateway"]), cpu_seconds(pids["planes"])
-                    wall = await drive(args.calls, args.concurrency, grpc_whoami)
-                    once.append(
-                        (
-                            "auth.whoami on the plane's gRPC port",
-                            args.calls,
-                            wall,
-                            cpu_seconds(pids["gateway"]) - g0,
-                            cpu_seconds(pids["planes"]) - p0,
-                        )
-                    )
+                    await measured_once("auth.whoami on the plane's gRPC port", args.calls, grpc_whoami)
 
                 async def lifecycle() -> None:
                     (await c.post("/v1/task.create", json={"inbox": "bench", "kind": "chore", "title": "t"})).raise_for_status()
@@ -358,17 +341,7 @@ async def main(args: argparse.Namespace) -> None:
                     for t in r.json()["tasks"]:
                         (await c.post("/v1/task.complete", json={"task_id": t["task_id"], "fence": t["fence"]})).raise_for_status()
 
-                g0, p0 = cpu_seconds(pids["gateway"]), cpu_seconds(pids["planes"])
-                wall = await drive(args.lifecycles, args.concurrency, lifecycle)
-                once.append(
-                    (
-                        "task lifecycle via the gateway (3 ops)",
-                        args.lifecycles,
-                        wall,
-                        cpu_seconds(pids["gateway"]) - g0,
-                        cpu_seconds(pids["planes"]) - p0,
-                    )
-                )
+                await measured_once("task lifecycle via the gateway (3 ops)", args.lifecycles, lifecycle)
     finally:
         for proc in baselines:
             await stop_baseline(proc)

@@ -279,9 +279,9 @@ async def bench_embedded(args: argparse.Namespace) -> dict[str, Any]:
             await grpc_relay.close()
             await base.stop()
     out = {
-        "loom": _median_run(loom_runs),
-        "baseline": _median_run(base_runs),
-        "loom_grpc_transport": _median_run(grpc_runs),
+        "loom": median_run(loom_runs),
+        "baseline": median_run(base_runs),
+        "loom_grpc_transport": median_run(grpc_runs),
         "ledger_rows": ledgered,
         "ledger_expected": calls,
         "ledger_cost": ledger_per_call,
@@ -385,7 +385,7 @@ async def bench_cluster(args: argparse.Namespace) -> dict[str, Any]:
                 await _stop(gateway)
                 final = await _stop(plane)
     return {
-        "loom_cluster": _median_run(runs),
+        "loom_cluster": median_run(runs),
         "cluster_ledger_rows": final.get("ledger_rows"),
         "cluster_ledger_expected": final.get("calls"),
     }
@@ -425,7 +425,7 @@ async def serve_gateway(data: Path, nats_url: str, plane_address: str) -> None:
     print("{}", flush=True)
 
 
-def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The round with the median throughput, with every round's req/s beside it."""
     ordered = sorted(runs, key=lambda r: r["rps"])
     mid = dict(ordered[len(ordered) // 2])

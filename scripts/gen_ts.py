@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -151,31 +151,28 @@ def render_groups(ops: list[Any]) -> list[str]:
     one `call`."""
     tree = _tree(ops)
 
-    def iface(node: dict[str, Any], indent: str) -> list[str]:
+    def walk(node: dict[str, Any], indent: str, leaf: Callable[[str, Any, str], list[str]], close: str) -> list[str]:
+        """The group tree as nested object members; `leaf` renders an op, `close` ends a group."""
         lines: list[str] = []
         for key, value in node.items():
             if isinstance(value, dict):
                 lines.append(f"{indent}{prop_key(key)}: {{")
-                lines += iface(value, indent + "  ")
-                lines.append(f"{indent}}};")
+                lines += walk(value, indent + "  ", leaf, close)
+                lines.append(f"{indent}}}{close}")
             else:
-                lines += doc_comment(f"`{value.name}`: {value.summary or ''}", indent)
-                optional = "?" if _all_optional(value.input_schema) else ""
-                lines.append(
-                    f"{indent}{prop_key(key)}(args{optional}: OpArgs<{json.dumps(value.name)}>, call?: O): Promise<OpResult<{json.dumps(value.name)}>>;"
-                )
+                lines += leaf(key, value, indent)
         return lines
 
-    def build(node: dict[str, Any], indent: str) -> list[str]:
-        lines: list[str] = []
-        for key, value in node.items():
-            if isinstance(value, dict):
-                lines.append(f"{indent}{prop_key(key)}: {{")
-                lines += build(value, indent + "  ")
-                lines.append(f"{indent}}},")
-            else:
-                lines.append(f"{indent}{prop_key(key)}: (args, o) => call({json.dumps(value.name)}, args ?? {{}}, o),")
-        return lines
+    def method(key: str, op: Any, indent: str) -> list[str]:
+        optional = "?" if _all_optional(op.input_schema) else ""
+        name = json.dumps(op.name)
+        return [
+            *doc_comment(f"`{op.name}`: {op.summary or ''}", indent),
+            f"{indent}{prop_key(key)}(args{optional}: OpArgs<{name}>, call?: O): Promise<OpResult<{name}>>;",
+        ]
+
+    def caller(key: str, op: Any, indent: str) -> list[str]:
+        return [f"{indent}{prop_key(key)}: (args, o) => call({json.dumps(op.name)}, args ?? {{}}, o),"]
 
     out = [
         "export type OpArgs<K extends OpName> = OpTypes[K]['args'];",
@@ -186,13 +183,13 @@ def render_groups(ops: list[Any]) -> list[str]:
         "",
         "/** Every op as a typed method, by group: `task.claim`, `memory.record.write`. */",
         "export interface OpGroups<O> {",
-        *iface(tree, "  "),
+        *walk(tree, "  ", method, ";"),
         "}",
         "",
         "/** The typed methods of every op over one `call`. */",
         "export function opGroups<O>(call: OpCaller<O>): OpGroups<O> {",
         "  return {",
-        *build(tree, "    "),
+        *walk(tree, "    ", caller, ","),
         "  };",
         "}",
     ]

@@ -1,18 +1,12 @@
 """docs/decisions.md, calibration: `.venv/bin/python examples/decisions/calibration.py`."""
 
 import asyncio
-import os
 
 from loom import Agent
 
 
 async def main() -> None:
-    async with Agent(
-        org=os.environ.get("LOOM_ORG", "acme"),
-        namespace=os.environ.get("LOOM_NAMESPACE", "private"),
-        agent="docs",
-        api_key=os.environ["LOOM_TOKEN"],
-    ) as agent:
+    async with Agent.from_env("docs") as agent:
         for i, ok in enumerate([True, False, False]):
             rec = await agent.decision.record(category="vendor", scenario=f"pick {i}", outcome="A", confidence=0.9)
             await agent.decision.outcome(rec["memory_key"], "done", success=ok)

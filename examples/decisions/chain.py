@@ -1,18 +1,12 @@
 """docs/decisions.md, chain: `.venv/bin/python examples/decisions/chain.py`."""
 
 import asyncio
-import os
 
 from loom import Agent
 
 
 async def main() -> None:
-    async with Agent(
-        org=os.environ.get("LOOM_ORG", "acme"),
-        namespace=os.environ.get("LOOM_NAMESPACE", "private"),
-        agent="docs",
-        api_key=os.environ["LOOM_TOKEN"],
-    ) as agent:
+    async with Agent.from_env("docs") as agent:
         await agent.decision.record(category="arch", scenario="event bus", outcome="NATS", caused_by=["incident/12"])
         await agent.decision.record(
             category="arch", scenario="task inbox", outcome="JetStream consumers", caused_by=["decision/arch/event-bus"]

@@ -1,18 +1,12 @@
 """docs/decisions.md, memory-surface: `.venv/bin/python examples/decisions/memory-surface.py`."""
 
 import asyncio
-import os
 
 from loom import Agent
 
 
 async def main() -> None:
-    async with Agent(
-        org=os.environ.get("LOOM_ORG", "acme"),
-        namespace=os.environ.get("LOOM_NAMESPACE", "private"),
-        agent="docs",
-        api_key=os.environ["LOOM_TOKEN"],
-    ) as agent:
+    async with Agent.from_env("docs") as agent:
         out = await agent.ops.memory.set(memory_key="notes/ledger", value="Flushes are batched in loom_core.chain.ledger.")
         assert out["files"] == ["loom_core/chain/ledger.py"] and out["created"] is True
         again = await agent.ops.memory.set(memory_key="notes/ledger", value="Flushes are batched in loom_core.chain.ledger.")

@@ -1,21 +1,13 @@
 """docs/decisions.md, outcome-credits: `.venv/bin/python examples/decisions/outcome-credits.py`."""
 
 import asyncio
-import os
 
 from loom import Agent
 
 
 async def main() -> None:
-    agent_key = os.environ["LOOM_TOKEN"]
-    async with Agent(
-        org=os.environ.get("LOOM_ORG", "acme"),
-        namespace=os.environ.get("LOOM_NAMESPACE", "private"),
-        agent="docs",
-        api_key=agent_key,
-    ) as agent:
-        run = Agent(org=agent.org, namespace=agent.namespace, agent="planner", api_key=agent_key, base_url=agent.base_url, run_id="run-7")
-        async with run:
+    async with Agent.from_env("docs") as agent:
+        async with Agent.from_env("planner", run_id="run-7") as run:
             note = await run.decision.record(category="notes", scenario="replay window", outcome="replays read 30 days")
             await run.ops.memory.get(memory_key=note["memory_key"])
             rec = await run.decision.record(

@@ -1,18 +1,12 @@
 """docs/decisions.md, pins-and-supersede: `.venv/bin/python examples/decisions/pins-and-supersede.py`."""
 
 import asyncio
-import os
 
 from loom import Agent, ConflictError
 
 
 async def main() -> None:
-    async with Agent(
-        org=os.environ.get("LOOM_ORG", "acme"),
-        namespace=os.environ.get("LOOM_NAMESPACE", "private"),
-        agent="docs",
-        api_key=os.environ["LOOM_TOKEN"],
-    ) as agent:
+    async with Agent.from_env("docs") as agent:
         rec = await agent.decision.record(category="vendor", scenario="transactional email", outcome="Postmark")
         await agent.ops.memory.pin(memory_key=rec["memory_key"])
         try:

@@ -1,18 +1,12 @@
 """docs/decisions.md, proposal: `.venv/bin/python examples/decisions/proposal.py`."""
 
 import asyncio
-import os
 
 from loom import Agent
 
 
 async def main() -> None:
-    async with Agent(
-        org=os.environ.get("LOOM_ORG", "acme"),
-        namespace=os.environ.get("LOOM_NAMESPACE", "private"),
-        agent="docs",
-        api_key=os.environ["LOOM_TOKEN"],
-    ) as agent:
+    async with Agent.from_env("docs") as agent:
         rec = await agent.decision.record(category="build", scenario="wheel builds", outcome="hosted runners", stage="proposed")
         assert rec["statement"] == "wheel builds. Proposed hosted runners."
         row = await agent.ops.memory.get(memory_key=rec["memory_key"])

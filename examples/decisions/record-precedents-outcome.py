@@ -1,18 +1,12 @@
 """docs/decisions.md, record-precedents-outcome: `.venv/bin/python examples/decisions/record-precedents-outcome.py`."""
 
 import asyncio
-import os
 
 from loom import Agent
 
 
 async def main() -> None:
-    async with Agent(
-        org=os.environ.get("LOOM_ORG", "acme"),
-        namespace=os.environ.get("LOOM_NAMESPACE", "private"),
-        agent="docs",
-        api_key=os.environ["LOOM_TOKEN"],
-    ) as agent:
+    async with Agent.from_env("docs") as agent:
         rec = await agent.decision.record(
             category="storage",
             scenario="retention for raw transcripts in the support namespace",

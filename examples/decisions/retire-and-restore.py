@@ -1,18 +1,12 @@
 """docs/decisions.md, retire-and-restore: `.venv/bin/python examples/decisions/retire-and-restore.py`."""
 
 import asyncio
-import os
 
 from loom import Agent
 
 
 async def main() -> None:
-    async with Agent(
-        org=os.environ.get("LOOM_ORG", "acme"),
-        namespace=os.environ.get("LOOM_NAMESPACE", "private"),
-        agent="docs",
-        api_key=os.environ["LOOM_TOKEN"],
-    ) as agent:
+    async with Agent.from_env("docs") as agent:
         rec = await agent.decision.record(category="infra", scenario="region for the primary store", outcome="eu-west-1")
         out = await agent.ops.memory.delete(memory_key=rec["memory_key"])
         assert out["retired_record"] is True

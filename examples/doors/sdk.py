@@ -1,18 +1,12 @@
 """The Python SDK: `.venv/bin/python examples/doors/sdk.py`."""
 
 import asyncio
-import os
 
 from loom import Agent, LoomError, NotFoundError
 
 
 async def main() -> None:
-    async with Agent(
-        org=os.environ.get("LOOM_ORG", "acme"),
-        namespace=os.environ.get("LOOM_NAMESPACE", "private"),
-        agent="sdk-example",
-        api_key=os.environ["LOOM_TOKEN"],
-    ) as a:
+    async with Agent.from_env("sdk-example") as a:
         me = await a.ops.auth.whoami()
         print(me["subject"], me["role"])
         try:

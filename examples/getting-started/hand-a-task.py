@@ -1,26 +1,18 @@
 """Hand a task between two agents: `.venv/bin/python examples/getting-started/hand-a-task.py`."""
 
 import asyncio
-import os
 
 from loom import Agent
 
-ORG = os.environ.get("LOOM_ORG", "acme")
-NAMESPACE = os.environ.get("LOOM_NAMESPACE", "private")
-TOKEN = os.environ["LOOM_TOKEN"]  # the SDK reads the gateway's address from LOOM_URL
-
-
-def agent(name: str) -> Agent:
-    return Agent(org=ORG, namespace=NAMESPACE, agent=name, api_key=TOKEN)
-
 
 async def main() -> None:
+    # Every agent below reads LOOM_URL, LOOM_TOKEN, LOOM_ORG and LOOM_NAMESPACE from the environment.
     # An admin registers the `coder` inbox in the namespace (once).
-    async with agent("admin") as admin:
+    async with Agent.from_env("admin") as admin:
         await admin.tasks.register_inbox("coder", owner_agent="coder")
 
     # The planner posts a task: a writer of the inbox's own namespace is trusted, so it lands in todo.
-    async with agent("planner") as planner:
+    async with Agent.from_env("planner") as planner:
         out = await planner.tasks.create(
             "coder",
             kind="review",
@@ -31,13 +23,13 @@ async def main() -> None:
         print(out["task"]["status"])  # todo
 
     # The coder pulls its inbox: the task is claimed under a lease, with a fence for every later write.
-    async with agent("coder") as coder:
+    async with Agent.from_env("coder") as coder:
         pulled = await coder.tasks.pull("coder", wait_seconds=5)
         task = pulled["tasks"][0]
         await coder.tasks.complete(task["task_id"], fence=task["fence"], outcome={"verdict": "every command runs"})
 
     # The planner follows its tasks with a cursor over their events.
-    async with agent("planner") as planner:
+    async with Agent.from_env("planner") as planner:
         updates = await planner.tasks.updates(since_seq=0, wait_seconds=5)
         done = [ev for ev in updates["events"] if ev["task_id"] == task_id and ev["kind"] == "done"]
         print(done[0]["data"]["outcome"])  # {'verdict': 'every command runs'}

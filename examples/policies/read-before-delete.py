@@ -1,18 +1,12 @@
 """A history policy, and what the gate would decide: `.venv/bin/python examples/policies/read-before-delete.py`."""
 
 import asyncio
-import os
 
 from loom import Agent
 
 
 async def main() -> None:
-    async with Agent(
-        org=os.environ.get("LOOM_ORG", "acme"),
-        namespace=os.environ.get("LOOM_NAMESPACE", "private"),
-        agent="admin",
-        api_key=os.environ["LOOM_TOKEN"],
-    ) as agent:
+    async with Agent.from_env("admin") as agent:
         out = await agent.policy.set(
             "read-before-delete",
             effect="require",

@@ -114,6 +114,42 @@ async def test_api_key_and_url_default_to_the_environment(tenant: Tenant, monkey
         assert (await a.ops.auth.whoami())["subject"] == "user:admin"
 
 
+async def test_from_env_reads_the_url_token_org_and_namespace_the_examples_use(tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LOOM_API_KEY", raising=False)
+    for name, value in (
+        ("LOOM_URL", tenant.base_url),
+        ("LOOM_TOKEN", tenant.token),
+        ("LOOM_ORG", tenant.org),
+        ("LOOM_NAMESPACE", tenant.namespace),
+    ):
+        monkeypatch.setenv(name, value)
+    async with Agent.from_env("docs", run_id="run-1") as a:
+        assert (a.base_url, a.org, a.namespace, a.agent) == (tenant.base_url, tenant.org, tenant.namespace, "docs")
+        me = await a.ops.auth.whoami()
+    assert (me["subject"], me["org"], me["namespace"]) == ("user:admin", tenant.org, tenant.namespace)
+
+
+async def test_from_env_overrides_win_over_the_environment(tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOOM_URL", tenant.base_url)
+    monkeypatch.setenv("LOOM_TOKEN", tenant.token)
+    monkeypatch.setenv("LOOM_ORG", "some-other-org")
+    monkeypatch.setenv("LOOM_NAMESPACE", tenant.namespace)
+    async with Agent.from_env("docs", org=tenant.org, api_key="not-a-token") as a:
+        assert a.org == tenant.org
+        with pytest.raises(AuthError) as info:
+            await a.ops.auth.whoami()
+    assert info.value.code == "AUTH_INVALID"
+
+
+@pytest.mark.parametrize("unset", ["LOOM_ORG", "LOOM_NAMESPACE"])
+def test_from_env_without_an_org_or_namespace_says_which_variable_is_missing(unset: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOOM_ORG", "acme")
+    monkeypatch.setenv("LOOM_NAMESPACE", "private")
+    monkeypatch.delenv(unset)
+    with pytest.raises(ValueError, match=unset):
+        Agent.from_env("docs")
+
+
 async def test_unknown_op_raises_unknown_op_error(agent: Agent) -> None:
     with pytest.raises(NotFoundError) as info:
         await agent.call("nope.nothing")

@@ -22,6 +22,19 @@ MD_SESSION = "x-loom-session"
 MD_RUN_ID = "x-loom-run-id"
 MD_TRANSPORT = "x-loom-transport"
 MD_REQUEST_ID = "x-loom-request-id"
+
+# What the gateway forwards to a plane: HTTP header (lower-case) -> gRPC metadata key. The
+# transport (MD_TRANSPORT) is the gateway's own word, never a caller's header.
+FORWARDED_HEADERS = {
+    "authorization": MD_AUTHORIZATION,
+    "x-loom-namespace": MD_NAMESPACE,
+    "x-loom-org": MD_ORG,
+    "x-loom-agent": MD_AGENT,
+    "x-loom-user": MD_USER,
+    "x-loom-session": MD_SESSION,
+    "x-loom-run-id": MD_RUN_ID,
+    "x-loom-request-id": MD_REQUEST_ID,
+}
 LABEL_KEYS = (MD_NAMESPACE, MD_ORG, MD_AGENT, MD_USER, MD_SESSION, MD_RUN_ID, MD_TRANSPORT, MD_REQUEST_ID)
 # The HTTP header an SDK names itself in (`sdk-python/…`); it picks the ledger's transport label.
 HEADER_CLIENT = "x-loom-client"

@@ -100,6 +100,33 @@ class Agent:
         self.assistant = AssistantClient(self)
         self.decision = DecisionsClient(self)
 
+    @classmethod
+    def from_env(cls, agent: str, **overrides: Any) -> Agent:
+        """An agent set up from the environment, as Loom's docs and examples run.
+
+        Reads ``LOOM_ORG`` and ``LOOM_NAMESPACE`` (both required), ``LOOM_TOKEN`` (the token
+        ``loom admin bootstrap`` prints; else the constructor's own default, ``LOOM_API_KEY`` or
+        the ``loom login`` session) and ``LOOM_URL`` (else ``http://127.0.0.1:8080``)::
+
+            async with Agent.from_env("docs") as agent:
+                await agent.ops.auth.whoami()
+
+        Args:
+            agent: This agent's label (``X-Loom-Agent``).
+            **overrides: Any other constructor argument (``api_key``, ``run_id``, ...); one given
+                here wins over the environment.
+
+        Raises:
+            ValueError: ``LOOM_ORG`` or ``LOOM_NAMESPACE`` is unset and not given as an override.
+        """
+        settings: dict[str, Any] = {"api_key": os.environ.get("LOOM_TOKEN") or None}
+        for name, variable in (("org", "LOOM_ORG"), ("namespace", "LOOM_NAMESPACE")):
+            value = overrides.get(name) or os.environ.get(variable)
+            if not value:
+                raise ValueError(f"{variable} is not set: Agent.from_env needs the {name} to call in")
+            settings[name] = value
+        return cls(**{**settings, **overrides, "agent": agent})
+
     @property
     def org(self) -> str:
         """The org calls are made in."""

@@ -89,6 +89,20 @@ def _record_msgs(records: list[dict[str, Any]]) -> list[mpb.RecordVersion]:
     return out
 
 
+def _decision_args(req: dpb.RecordDecisionRequest | mpb.WriteRecordRequest) -> dict[str, Any]:
+    """What decision.record and memory.record.write both state about a decision."""
+    return {
+        "category": req.category,
+        "scenario": req.scenario,
+        "reasoning": req.reasoning,
+        "outcome": req.outcome,
+        "alternatives": list(req.alternatives),
+        "confidence": req.confidence if req.HasField("confidence") else None,
+        "caused_by": list(req.caused_by),
+        "influenced_by": list(req.influenced_by),
+    }
+
+
 class DecisionHandlers(CodeHandlers):
     def __init__(self, rows: Rows, search: UnifiedSearch, code: CodeIndex, auth: Authenticator) -> None:
         self._rows = rows
@@ -104,14 +118,7 @@ class DecisionHandlers(CodeHandlers):
 
     async def record_decision(self, req: dpb.RecordDecisionRequest, ctx: CallContext) -> dpb.RecordDecisionResponse:
         args: dict[str, Any] = {
-            "category": req.category,
-            "scenario": req.scenario,
-            "reasoning": req.reasoning,
-            "outcome": req.outcome,
-            "alternatives": list(req.alternatives),
-            "confidence": req.confidence if req.HasField("confidence") else None,
-            "caused_by": list(req.caused_by),
-            "influenced_by": list(req.influenced_by),
+            **_decision_args(req),
             "stage": req.stage,
             "files": list(req.files),
             "source_resource_id": req.source_resource_id,
@@ -222,17 +229,7 @@ class DecisionHandlers(CodeHandlers):
         return mpb.AutoSupersedeResponse(**await self._memory.auto_supersede(ctx, req.memory_key, req.by_key))
 
     async def write_record(self, req: mpb.WriteRecordRequest, ctx: CallContext) -> mpb.WriteRecordResponse:
-        args: dict[str, Any] = {
-            "schema": req.schema,
-            "category": req.category,
-            "scenario": req.scenario,
-            "reasoning": req.reasoning,
-            "outcome": req.outcome,
-            "alternatives": list(req.alternatives),
-            "confidence": req.confidence if req.HasField("confidence") else None,
-            "caused_by": list(req.caused_by),
-            "influenced_by": list(req.influenced_by),
-        }
+        args: dict[str, Any] = {"schema": req.schema, **_decision_args(req)}
         return mpb.WriteRecordResponse(**await self._decisions.record_write(ctx, args))
 
     async def record_history(self, req: mpb.RecordHistoryRequest, ctx: CallContext) -> mpb.RecordHistoryResponse:

@@ -32,7 +32,7 @@ from typing import Any
 
 import mcp_types as types
 from loom_core.catalog import OpSpec, load_catalog
-from loom_core.chain.context import bearer_token
+from loom_core.chain.context import FORWARDED_HEADERS, bearer_token
 from loom_core.errors import ErrorCode, LoomError, Unauthenticated, Unavailable, ValidationFailed
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
@@ -42,7 +42,7 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from . import assistant_toolset
-from .relay import FORWARDED_HEADERS, MAX_HEADER_BYTES, Relay
+from .relay import MAX_HEADER_BYTES, Relay
 
 log = logging.getLogger(__name__)
 

@@ -16,34 +16,12 @@ from typing import Any, Protocol
 import grpc
 from google.protobuf.message import Message
 from loom_core.catalog import Catalog, OpSpec, message_to_json
-from loom_core.chain.context import (
-    MD_AGENT,
-    MD_AUTHORIZATION,
-    MD_NAMESPACE,
-    MD_ORG,
-    MD_REQUEST_ID,
-    MD_RUN_ID,
-    MD_SESSION,
-    MD_TRANSPORT,
-    MD_USER,
-)
+from loom_core.chain.context import FORWARDED_HEADERS, MD_NAMESPACE, MD_TRANSPORT
 from loom_core.errors import ErrorCode, LoomError, NotFound, Unauthenticated, Unavailable, invalid_field
 from loom_core.grpc_errors import from_rpc_error
 from loom_core.runtime import GRPC_LEAN_OPTIONS, MAX_MESSAGE_BYTES
 
 from .limits import too_large
-
-# HTTP header (lower-case) -> gRPC metadata key
-FORWARDED_HEADERS = {
-    "authorization": MD_AUTHORIZATION,
-    "x-loom-namespace": MD_NAMESPACE,
-    "x-loom-org": MD_ORG,
-    "x-loom-agent": MD_AGENT,
-    "x-loom-user": MD_USER,
-    "x-loom-session": MD_SESSION,
-    "x-loom-run-id": MD_RUN_ID,
-    "x-loom-request-id": MD_REQUEST_ID,
-}
 
 # Longest value of a forwarded header. gRPC's default metadata limit is 8 KiB for all of them
 # together; past it a call fails as "a plane did not answer". A token is ~1 KiB.

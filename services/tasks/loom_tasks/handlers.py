@@ -285,19 +285,19 @@ class Handlers:
     # --- triage and repair
 
     async def accept_task(self, req: pb.AcceptTaskRequest, ctx: CallContext) -> pb.AcceptTaskResponse:
-        return pb.AcceptTaskResponse(task=task_pb(await self.repair.accept(ctx, req.task_id, req.reason)))
+        return pb.AcceptTaskResponse(task=task_pb(await self.repair.reasoned_move(ctx, "accept", req.task_id, req.reason)))
 
     async def wont_do_task(self, req: pb.WontDoTaskRequest, ctx: CallContext) -> pb.WontDoTaskResponse:
-        return pb.WontDoTaskResponse(task=task_pb(await self.repair.wont_do(ctx, req.task_id, req.reason)))
+        return pb.WontDoTaskResponse(task=task_pb(await self.repair.reasoned_move(ctx, "wont_do", req.task_id, req.reason)))
 
     async def unblock_task(self, req: pb.UnblockTaskRequest, ctx: CallContext) -> pb.UnblockTaskResponse:
-        return pb.UnblockTaskResponse(task=task_pb(await self.repair.unblock(ctx, req.task_id, req.reason)))
+        return pb.UnblockTaskResponse(task=task_pb(await self.repair.reasoned_move(ctx, "unblock", req.task_id, req.reason)))
 
     async def resume_task(self, req: pb.ResumeTaskRequest, ctx: CallContext) -> pb.ResumeTaskResponse:
-        return pb.ResumeTaskResponse(task=task_pb(await self.repair.resume(ctx, req.task_id, req.reason)))
+        return pb.ResumeTaskResponse(task=task_pb(await self.repair.reasoned_move(ctx, "resume", req.task_id, req.reason)))
 
     async def reopen_task(self, req: pb.ReopenTaskRequest, ctx: CallContext) -> pb.ReopenTaskResponse:
-        return pb.ReopenTaskResponse(task=task_pb(await self.repair.reopen(ctx, req.task_id, req.reason)))
+        return pb.ReopenTaskResponse(task=task_pb(await self.repair.reasoned_move(ctx, "reopen", req.task_id, req.reason)))
 
     async def update_task(self, req: pb.UpdateTaskRequest, ctx: CallContext) -> pb.UpdateTaskResponse:
         row = await self.repair.update(

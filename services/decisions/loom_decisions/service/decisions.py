@@ -22,6 +22,78 @@ CHAIN_HOPS_MAX = 4
 DIRECTIONS = ("upstream", "downstream", "both")
 
 
+def _checked_decision(req: dict[str, Any], stage: str) -> tuple[str, str, DecisionText]:
+    """A written decision's category, key and checked text; refuses a missing or blank identity
+    part (category, scenario, outcome) and a part past its limit, as every decision write does."""
+    category = str(req.get("category", "")).strip()
+    for name in ("category", "scenario", "outcome"):
+        if not str(req.get(name, "")).strip():
+            raise invalid_field(name, "required")
+    try:
+        key = decision_key(category, req["scenario"])
+        text = DecisionText.checked(
+            scenario=req["scenario"],
+            outcome=req["outcome"],
+            reasoning=req.get("reasoning", ""),
+            alternatives=list(req.get("alternatives", [])),
+            stage=stage,
+        )
+    except MissingIdentity as exc:
+        raise BadRequest(ErrorCode.MISSING_IDENTITY_FIELD, f"{exc.field} has no letter or digit", {"field": exc.field}) from None
+    except LimitExceeded as exc:
+        raise invalid_field(exc.field, f"longer than {exc.limit}") from None
+    return category, key, text
+
+
+def _record(
+    key: str,
+    version: int,
+    category: str,
+    text: DecisionText,
+    ident: Ident,
+    now: str,
+    *,
+    confidence: float | None,
+    caused_by: list[str],
+    influenced_by: list[str],
+    run_id: str,
+    memories_used: list[str] | None = None,
+    files: list[str] | None = None,
+    source_resource_id: str = "",
+    source_class: str = "",
+    tags: list[str] | None = None,
+) -> dict[str, Any]:
+    """A new version of a decision record, as decision_records stores it (no outcome yet)."""
+    return {
+        "key": key,
+        "version": version,
+        "record_version": version,
+        "status": "active",
+        "category": category,
+        "scenario": text.scenario,
+        "reasoning": text.reasoning,
+        "outcome": text.outcome,
+        "alternatives": list(text.alternatives),
+        "confidence": confidence,
+        "caused_by": caused_by,
+        "influenced_by": influenced_by,
+        "memories_used": memories_used or [],
+        "run_id": run_id,
+        "agent": ident.agent,
+        "user": ident.user,
+        "session": ident.session,
+        "realized_outcome": "",
+        "success": None,
+        "files": files or [],
+        "source_resource_id": source_resource_id,
+        "source_class": source_class,
+        "tags": tags or [],
+        "recorded_at": now,
+        "outcome_at": None,
+        "ts": now,
+    }
+
+
 class DecisionOps:
     def __init__(self, rows: Rows) -> None:
         self.r = rows
@@ -38,23 +110,7 @@ class DecisionOps:
         confidence = req.get("confidence")
         if confidence is not None and not 0.0 <= confidence <= 1.0:
             raise invalid_field("confidence", "between 0 and 1")
-        category = req.get("category", "").strip()
-        for name in ("category", "scenario", "outcome"):
-            if not str(req.get(name, "")).strip():
-                raise invalid_field(name, "required")
-        try:
-            key = decision_key(category, req["scenario"])
-            text = DecisionText.checked(
-                scenario=req["scenario"],
-                outcome=req["outcome"],
-                reasoning=req.get("reasoning", ""),
-                alternatives=list(req.get("alternatives", [])),
-                stage=stage,
-            )
-        except MissingIdentity as exc:
-            raise BadRequest(ErrorCode.MISSING_IDENTITY_FIELD, f"{exc.field} has no letter or digit", {"field": exc.field}) from None
-        except LimitExceeded as exc:
-            raise invalid_field(exc.field, f"longer than {exc.limit}") from None
+        category, key, text = _checked_decision(req, stage)
         statement = text.statement()
         tags = decision_tags(list(req.get("tags", [])), category, stage)
         ident = Ident(ctx.agent_label, ctx.user, ctx.session)
@@ -98,34 +154,23 @@ class DecisionOps:
             if not (restated and rec_is_own):
                 superseded = rec_active
                 now = ch_time()
-                new_rec = {
-                    "key": key,
-                    "version": await self.r.next_record_version(org, ns, key, int(rec["version"]) if rec is not None else 0),
-                    "status": "active",
-                    "category": category,
-                    "scenario": text.scenario,
-                    "reasoning": text.reasoning,
-                    "outcome": text.outcome,
-                    "alternatives": list(text.alternatives),
-                    "confidence": confidence,
-                    "caused_by": list(dict.fromkeys(req.get("caused_by", []))),
-                    "influenced_by": list(dict.fromkeys(req.get("influenced_by", []))),
-                    "memories_used": list(dict.fromkeys(k for k in req.get("memories_used", []) if k.strip())),
-                    "run_id": req.get("run_id") or ctx.run_id,
-                    "agent": ident.agent,
-                    "user": ident.user,
-                    "session": ident.session,
-                    "realized_outcome": "",
-                    "success": None,
-                    "files": row_fields["files"],
-                    "source_resource_id": row_fields["source_resource_id"],
-                    "source_class": row_fields["source_class"],
-                    "tags": tags,
-                    "recorded_at": now,
-                    "outcome_at": None,
-                    "ts": now,
-                }
-                new_rec["record_version"] = new_rec["version"]
+                new_rec = _record(
+                    key,
+                    await self.r.next_record_version(org, ns, key, int(rec["version"]) if rec is not None else 0),
+                    category,
+                    text,
+                    ident,
+                    now,
+                    confidence=confidence,
+                    caused_by=list(dict.fromkeys(req.get("caused_by", []))),
+                    influenced_by=list(dict.fromkeys(req.get("influenced_by", []))),
+                    memories_used=list(dict.fromkeys(k for k in req.get("memories_used", []) if k.strip())),
+                    run_id=req.get("run_id") or ctx.run_id,
+                    files=row_fields["files"],
+                    source_resource_id=row_fields["source_resource_id"],
+                    source_class=row_fields["source_class"],
+                    tags=tags,
+                )
                 await self.r.append_record(org, ns, new_rec)
                 edges = [(src, "caused_by") for src in new_rec["caused_by"]] + [(src, "influenced_by") for src in new_rec["influenced_by"]]
                 await self.dec.add_edges(org, ns, key, new_rec["version"], edges, now)
@@ -150,22 +195,7 @@ class DecisionOps:
         org, ns = ctx.org, ctx.namespace
         if req.get("schema") != "decision":
             raise invalid_field("schema", "decision (the only schema served)")
-        category = str(req.get("category", "")).strip()
-        for name in ("category", "scenario", "outcome"):
-            if not str(req.get(name, "")).strip():
-                raise invalid_field(name, "required")
-        try:
-            key = decision_key(category, req["scenario"])
-            text = DecisionText.checked(
-                scenario=req["scenario"],
-                outcome=req["outcome"],
-                reasoning=req.get("reasoning", ""),
-                alternatives=list(req.get("alternatives", [])),
-            )
-        except MissingIdentity as exc:
-            raise BadRequest(ErrorCode.MISSING_IDENTITY_FIELD, f"{exc.field} has no letter or digit", {"field": exc.field}) from None
-        except LimitExceeded as exc:
-            raise invalid_field(exc.field, f"longer than {exc.limit}") from None
+        category, key, text = _checked_decision(req, "decided")
         await self.r.refuse_if_locked(org, ns, key)
         async with self.r.key_lock(org, ns, key):
             rec = await self.dec.current(org, ns, key)
@@ -173,34 +203,18 @@ class DecisionOps:
             version = await self.r.next_record_version(org, ns, key, int(rec["version"]) if rec is not None else 0)
             caused_by: list[str] = list(dict.fromkeys(req.get("caused_by", [])))
             influenced_by: list[str] = list(dict.fromkeys(req.get("influenced_by", [])))
-            new_rec = {
-                "key": key,
-                "version": version,
-                "record_version": version,
-                "status": "active",
-                "category": category,
-                "scenario": text.scenario,
-                "reasoning": text.reasoning,
-                "outcome": text.outcome,
-                "alternatives": list(text.alternatives),
-                "confidence": req.get("confidence"),
-                "caused_by": caused_by,
-                "influenced_by": influenced_by,
-                "memories_used": [],
-                "run_id": ctx.run_id,
-                "agent": ctx.agent_label,
-                "user": ctx.user,
-                "session": ctx.session,
-                "realized_outcome": "",
-                "success": None,
-                "files": [],
-                "source_resource_id": "",
-                "source_class": "",
-                "tags": [],
-                "recorded_at": now,
-                "outcome_at": None,
-                "ts": now,
-            }
+            new_rec = _record(
+                key,
+                version,
+                category,
+                text,
+                Ident(ctx.agent_label, ctx.user, ctx.session),
+                now,
+                confidence=req.get("confidence"),
+                caused_by=caused_by,
+                influenced_by=influenced_by,
+                run_id=ctx.run_id,
+            )
             await self.r.append_record(org, ns, new_rec)
             edges = [(src, "caused_by") for src in caused_by] + [(src, "influenced_by") for src in influenced_by]
             await self.dec.add_edges(org, ns, key, version, edges, now)

@@ -3,6 +3,7 @@ identity that memory.delete_version has not removed is the row."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import Any
 from loom_core.batching import Coalescer
 from loom_core.store import Store
 from loom_core.store.batched import BatchedInserts
+from loom_core.store.where import Where
 
 ROWS = "{db}.memory_rows"
 VECTORS = "{db}.memory_vectors"
@@ -53,6 +55,28 @@ class Own:
     top: int
 
 
+def _surviving(org: str, ns: str, key: str, ident: Ident | None) -> Where:
+    """The surviving versions under `key` (of one identity, when named)."""
+    where = Where("org = {org:String}", "namespace = {ns:String}", "key = {key:String}", _not_deleted(), org=org, ns=ns, key=key)
+    if ident is not None:
+        where.add(
+            "agent = {agent:String} AND user = {user:String} AND session = {session:String}",
+            agent=ident.agent,
+            user=ident.user,
+            session=ident.session,
+        )
+    return where
+
+
+def _narrowed(where: Where, memory_type: str, tags: Sequence[str]) -> Where:
+    """A search's optional filters added: the memory type, and every tag it must carry."""
+    if memory_type:
+        where.add("memory_type = {mt:String}", mt=memory_type)
+    for i, t in enumerate(tags):
+        where.add(f"has(tags, {{t{i}:String}})", **{f"t{i}": t})
+    return where
+
+
 class MemoryStore:
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -65,13 +89,9 @@ class MemoryStore:
 
     async def heads(self, org: str, ns: str, key: str, ident: Ident | None = None) -> list[dict[str, Any]]:
         """The newest surviving version of each identity under `key` (or of one identity)."""
-        where = ["org = {org:String}", "namespace = {ns:String}", "key = {key:String}", _not_deleted()]
-        params: dict[str, Any] = {"org": org, "ns": ns, "key": key}
-        if ident is not None:
-            where += ["agent = {agent:String}", "user = {user:String}", "session = {session:String}"]
-            params.update(agent=ident.agent, user=ident.user, session=ident.session)
-        sql = f"SELECT {_COLS} FROM {ROWS} WHERE {' AND '.join(where)} ORDER BY version DESC LIMIT 1 BY agent, user, session"
-        rows = await self.store.query(sql, params)
+        where = _surviving(org, ns, key, ident)
+        sql = f"SELECT {_COLS} FROM {ROWS} WHERE {where} ORDER BY version DESC LIMIT 1 BY agent, user, session"
+        rows = await self.store.query(sql, where.bind())
         return sorted(rows, key=lambda r: r["ts"], reverse=True)
 
     async def head(self, org: str, ns: str, key: str, ident: Ident) -> dict[str, Any] | None:
@@ -104,12 +124,8 @@ class MemoryStore:
         return [Own(dict(head) if (head := heads.get(ask)) is not None else None, tops.get(ask, 0)) for ask in asks]
 
     async def versions(self, org: str, ns: str, key: str, ident: Ident | None = None) -> list[dict[str, Any]]:
-        where = ["org = {org:String}", "namespace = {ns:String}", "key = {key:String}", _not_deleted()]
-        params: dict[str, Any] = {"org": org, "ns": ns, "key": key}
-        if ident is not None:
-            where += ["agent = {agent:String}", "user = {user:String}", "session = {session:String}"]
-            params.update(agent=ident.agent, user=ident.user, session=ident.session)
-        return await self.store.query(f"SELECT {_COLS} FROM {ROWS} WHERE {' AND '.join(where)} ORDER BY ts DESC, version DESC", params)
+        where = _surviving(org, ns, key, ident)
+        return await self.store.query(f"SELECT {_COLS} FROM {ROWS} WHERE {where} ORDER BY ts DESC, version DESC", where.bind())
 
     async def max_version(self, org: str, ns: str, key: str, ident: Ident) -> int:
         rows = await self.store.query(
@@ -179,20 +195,14 @@ class MemoryStore:
     async def live_heads(
         self, org: str, ns: str, *, memory_type: str = "", tag: str = "", prefix: str = "", limit: int = 100
     ) -> list[dict[str, Any]]:
-        where = ["org = {org:String}", "namespace = {ns:String}", "live = 1"]
-        params: dict[str, Any] = {"org": org, "ns": ns, "limit": limit}
-        if memory_type:
-            where.append("memory_type = {mt:String}")
-            params["mt"] = memory_type
-        if tag:
-            where.append("has(tags, {tag:String})")
-            params["tag"] = tag
+        where = _narrowed(
+            Where("org = {org:String}", "namespace = {ns:String}", "live = 1", org=org, ns=ns), memory_type, [tag] if tag else []
+        )
         if prefix:
-            where.append("startsWith(key, {prefix:String})")
-            params["prefix"] = prefix
+            where.add("startsWith(key, {prefix:String})", prefix=prefix)
         heads = await self.store.query(
-            f"SELECT key, agent, user, session, version FROM {VECTORS} FINAL WHERE {' AND '.join(where)} ORDER BY key LIMIT {{limit:UInt64}}",
-            params,
+            f"SELECT key, agent, user, session, version FROM {VECTORS} FINAL WHERE {where} ORDER BY key LIMIT {{limit:UInt64}}",
+            where.bind(limit=limit),
         )
         return await self.rows_at(org, ns, heads)
 
@@ -253,38 +263,30 @@ class MemoryStore:
         index for candidates (post-filtered to the namespace): candidates that are not their
         row's newest version are dropped and the index is asked for more; when the index
         cannot fill `limit` (other namespaces crowd its candidates) the exact scan answers."""
-        where = ["org = {org:String}", "namespace = {ns:String}", "live = 1"]
-        params: dict[str, Any] = {"org": org, "ns": ns, "q": [float(x) for x in vector]}
-        if memory_type:
-            where.append("memory_type = {mt:String}")
-            params["mt"] = memory_type
-        for i, t in enumerate(tags):
-            where.append(f"has(tags, {{t{i}:String}})")
-            params[f"t{i}"] = t
+        where = _narrowed(Where("org = {org:String}", "namespace = {ns:String}", "live = 1", org=org, ns=ns), memory_type, tags)
+        params = where.bind(q=[float(x) for x in vector])
         sql = (
             f"SELECT key, agent, user, session, version, cosineDistance(embedding, {{q:Array(Float32)}}) AS d "
-            f"FROM {VECTORS} WHERE {' AND '.join(where)} ORDER BY d ASC LIMIT {{limit:UInt64}}"
+            f"FROM {VECTORS} WHERE {where} ORDER BY d ASC LIMIT {{limit:UInt64}}"
         )
+
+        async def widening(setting: str, fetch: int, rounds: int | None) -> list[dict[str, Any]]:
+            """The current rows among `fetch` candidates, four times as many each next round, until
+            `limit` are found, the candidates run out or `rounds` rounds have run."""
+            for done in itertools.count(1):
+                params["limit"] = fetch
+                cands = await self.store.query(f"{sql} SETTINGS {setting}", params)
+                found = await self._current_of(org, ns, cands)
+                if len(found) >= limit or len(cands) < fetch or done == rounds:
+                    break
+                fetch *= 4
+            return found
+
         heads: list[dict[str, Any]] = []
-        use_index = index_min_rows > 0 and await self.live_count_cached(org, ns) >= index_min_rows
-        if use_index:
-            fetch = max(limit * 4, 100)
-            for _ in range(3):
-                params["limit"] = fetch
-                cands = await self.store.query(sql + " SETTINGS vector_search_filter_strategy = 'postfilter'", params)
-                heads = await self._current_of(org, ns, cands)
-                if len(heads) >= limit or len(cands) < fetch:
-                    break
-                fetch *= 4
+        if index_min_rows > 0 and await self.live_count_cached(org, ns) >= index_min_rows:
+            heads = await widening("vector_search_filter_strategy = 'postfilter'", max(limit * 4, 100), 3)
         if len(heads) < limit:
-            fetch = limit
-            while True:
-                params["limit"] = fetch
-                cands = await self.store.query(sql + " SETTINGS use_skip_indexes = 0", params)
-                heads = await self._current_of(org, ns, cands)
-                if len(heads) >= limit or len(cands) < fetch:
-                    break
-                fetch *= 4
+            heads = await widening("use_skip_indexes = 0", limit, None)
         return await self._with_rows(org, ns, heads[:limit])
 
     async def nearest_decisions_exact(self, org: str, ns: str, vector: Sequence[float], limit: int) -> list[tuple[str, float]]:
@@ -331,23 +333,20 @@ class MemoryStore:
     ) -> list[tuple[dict[str, Any], float]]:
         """Live rows whose value contains one of `names` (case-insensitive), nearest `vector` first,
         with their similarity: the rows a search for a name must not miss, however far."""
-        where = [
+        where = Where(
             "org = {org:String}",
             "namespace = {ns:String}",
             "status = 'active'",
             "multiSearchAnyCaseInsensitive(value, {names:Array(String)})",
-        ]
-        params: dict[str, Any] = {"org": org, "ns": ns, "names": list(names), "q": [float(x) for x in vector], "limit": limit}
-        if memory_type:
-            where.append("memory_type = {mt:String}")
-            params["mt"] = memory_type
-        for i, t in enumerate(tags):
-            where.append(f"has(tags, {{t{i}:String}})")
-            params[f"t{i}"] = t
+            org=org,
+            ns=ns,
+            names=list(names),
+        )
+        _narrowed(where, memory_type, tags)
         cands = await self.store.query(
             f"SELECT key, agent, user, session, version, cosineDistance(embedding, {{q:Array(Float32)}}) AS d FROM {ROWS} "
-            f"WHERE {' AND '.join(where)} ORDER BY d ASC LIMIT {{limit:UInt64}}",
-            params,
+            f"WHERE {where} ORDER BY d ASC LIMIT {{limit:UInt64}}",
+            where.bind(q=[float(x) for x in vector], limit=limit),
         )
         return await self.served(org, ns, cands)
 

@@ -17,7 +17,7 @@ from loom_core import ranking
 
 from .index import HelpIndex, _plain
 from .sections import Section
-from .text import IDENTIFIER, identifiers, words
+from .text import identifiers, words
 
 CANDIDATES = 50
 PASSAGE_CHARS = 1_500
@@ -78,7 +78,7 @@ def rank(
     # A query that is only names (`help.get`, `what is LOOM_HELP_DOCS_DIR`) is answered by the
     # section about the name, which BM25 finds (its heading names it); the embedding of a name
     # split into word pieces is a weak signal.
-    only_names = bool(named) and not words(IDENTIFIER.sub(" ", query))
+    only_names = bool(named) and not words(ranking.IDENTIFIER.sub(" ", query))
     alpha = ranking.ALPHA_NAMED if only_names else ranking.ALPHA
     fused = ranking.rrf(lexical, dense) if fusion == "rrf" else ranking.convex(lexical, dense, alpha)
     ranked = ranking.exact_first(fused, named, limit)

@@ -20,8 +20,10 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from loom_core import ranking
+
 from .sections import OPERATOR, Page, Section
-from .text import IDENT_MARK, IDENTIFIER, identifiers, terms, word_terms, words
+from .text import IDENT_MARK, identifiers, terms, word_terms, words
 
 K1 = 1.2
 B = 0.75
@@ -191,7 +193,7 @@ def _plain(line: str) -> str:
 
 def snippet_terms(query: str) -> list[str]:
     """What a snippet looks for: the query's names, lower-cased, and its folded words."""
-    return [*(m.lower() for m in IDENTIFIER.findall(query)), *set(words(query))]
+    return [*(m.lower() for m in ranking.IDENTIFIER.findall(query)), *set(words(query))]
 
 
 def snippet(text: str, wanted: list[str]) -> str:

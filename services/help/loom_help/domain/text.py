@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 
+from loom_core.ranking import IDENTIFIER  # one definition of an identifier, shared with decisions' ranking
+
 IDENT_MARK = "#"
 WORD = re.compile(r"[a-z0-9]+")
-IDENTIFIER = re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:[._-][A-Za-z0-9]+)+")
 # A camelCase or PascalCase name (`AckPolicy`, `maxAckPending`): its parts are words too.
 CAMEL = re.compile(r"\b[A-Za-z][a-z0-9]*(?:[A-Z][a-z0-9]+)+\b")
 _CAMEL_PART = re.compile(r"[A-Z]?[a-z0-9]+")

@@ -59,6 +59,17 @@ class Prober:
         self.analyst = analyst
         self.db = db
 
+    async def _readable(self, sql: str, settings: Mapping[str, Any] | None, query_id: str) -> bool:
+        """Whether the analyst's read answers; a refusal is False, a failed sign-in raises (the
+        probe cannot judge the boundary then)."""
+        try:
+            await self.analyst.run(sql, settings, query_id=query_id, wait_s=30)
+        except ChError as exc:
+            if exc.code in (AUTHENTICATION_FAILED, REQUIRED_PASSWORD, UNKNOWN_USER):
+                raise
+            return False
+        return True
+
     def _signed(self, key: bytes, prefix: str) -> tuple[dict[str, str], str]:
         qid = f"probe:{uuid.uuid4()}"
         scope = Scope("", ("",), int(time.time()) + PROBE_TTL_S)
@@ -115,26 +126,16 @@ class Prober:
             ("a column outside the allowlist", f"SELECT args FROM {db}.{LEDGER.name} LIMIT 0"),
         ):
             settings, qid = self._signed(key, prefix)
-            try:
-                await self.analyst.run(sql, settings, query_id=qid, wait_s=30)
-            except ChError as exc:
-                if exc.code in (AUTHENTICATION_FAILED, REQUIRED_PASSWORD, UNKNOWN_USER):
-                    raise
-                continue
-            res.findings.append(f"{what} is readable by the analyst")
-            res.codes.append("extra_grant")
+            if await self._readable(sql, settings, qid):
+                res.findings.append(f"{what} is readable by the analyst")
+                res.codes.append("extra_grant")
         if not current:
             return  # a newer build's entities are its own to check
         # 4. unsigned reads fail
         for t in (*tables, CANARY):
-            try:
-                await self.analyst.run(f"SELECT count() FROM {db}.{t.name}", query_id=f"probe:{uuid.uuid4()}", wait_s=30)
-            except ChError as exc:
-                if exc.code in (AUTHENTICATION_FAILED, REQUIRED_PASSWORD, UNKNOWN_USER):
-                    raise
-                continue
-            res.findings.append(f"an unsigned read of {t.name} succeeds: the table has no scope policy")
-            res.codes.append("unsigned_read")
+            if await self._readable(f"SELECT count() FROM {db}.{t.name}", None, f"probe:{uuid.uuid4()}"):
+                res.findings.append(f"an unsigned read of {t.name} succeeds: the table has no scope policy")
+                res.codes.append("unsigned_read")
         # 5. SHOW GRANTS names only the allowlist
         got = await self.analyst.run("SHOW GRANTS", wait_s=30)
         extra = grants_within([str(r[0]) for r in got.rows], db, tables)

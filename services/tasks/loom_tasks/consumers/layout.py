@@ -23,6 +23,8 @@ their owners (store/truth.py, events.py).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+from typing import Any
 
 from loom_core.bus import AckPolicy, Bus, Consumer, task_subjects
 from nats.js.api import AckPolicy as JsAckPolicy
@@ -80,44 +82,54 @@ NOTES = Consumer(
 #: pending messages: (stream, durable). The history writer's rows now come from the projector.
 RETIRED = ((STREAM, HISTORY_DURABLE),)
 
-SWEEP_WATCH = Consumer(
+
+def _watch(name: str, subject: str, stream: str, deliver: DeliverPolicy, description: str, **config: Any) -> Consumer:
+    """A watch: a batch pull consumer acking nothing (its JetStream consumer's AckPolicy is none),
+    under a durable name each opening gives it (`named`), removed by the server once unused."""
+    return Consumer(
+        name,
+        subject,
+        stream=stream,
+        ack=AckPolicy.MANUAL,
+        pull_batch=FETCH,
+        pull_timeout_seconds=1.0,
+        batch=True,
+        deliver_policy=deliver,
+        config=ConsumerConfig(
+            ack_policy=JsAckPolicy.NONE,
+            deliver_policy=deliver,
+            inactive_threshold=WATCH_INACTIVE_SECONDS,
+            filter_subject=subject,
+            **config,
+        ),
+        description=description,
+    )
+
+
+def named(watch: Consumer, durable: str) -> Consumer:
+    """One opening of a watch, under its own durable name."""
+    assert watch.config is not None
+    return dataclasses.replace(watch, durable=durable, config=dataclasses.replace(watch.config, durable_name=durable))
+
+
+# The durable name is the sweep's own per watch (consumers/sweep.py).
+SWEEP_WATCH = _watch(
     "task-sweep-watch",
     truth.SUBJECTS[0],
-    stream=truth.STREAM,
-    ack=AckPolicy.MANUAL,  # its JetStream consumer acks nothing (AckPolicy none)
-    pull_batch=FETCH,
-    pull_timeout_seconds=1.0,
-    batch=True,
-    deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-    # The durable name is the watch's own (consumers/sweep.py); it goes away once unused.
-    config=ConsumerConfig(
-        ack_policy=JsAckPolicy.NONE,
-        deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-        inactive_threshold=WATCH_INACTIVE_SECONDS,
-        filter_subject=truth.SUBJECTS[0],
-    ),
-    description="every task's last state write, then each new one -> the sweep lease holder's due index",
+    truth.STREAM,
+    DeliverPolicy.LAST_PER_SUBJECT,
+    "every task's last state write, then each new one -> the sweep lease holder's due index",
 )
 
-EVENTS_TAIL = Consumer(
+# The durable name is the tail's own per opening (consumers/tail.py).
+EVENTS_TAIL = _watch(
     "task-events-tail",
     task_subjects.ALL,
-    stream=STREAM,
-    ack=AckPolicy.MANUAL,  # its JetStream consumer acks nothing (AckPolicy none)
-    pull_batch=FETCH,
-    pull_timeout_seconds=1.0,
-    batch=True,
-    deliver_policy=DeliverPolicy.NEW,
-    # The durable name is the tail's own (consumers/tail.py); it goes away once unused.
-    config=ConsumerConfig(
-        ack_policy=JsAckPolicy.NONE,
-        deliver_policy=DeliverPolicy.NEW,
-        inactive_threshold=WATCH_INACTIVE_SECONDS,
-        filter_subject=task_subjects.ALL,
-        mem_storage=True,
-        num_replicas=1,
-    ),
-    description="task events stored from now on -> this replica's waiting task.updates and task.watch calls (one consumer per replica)",
+    STREAM,
+    DeliverPolicy.NEW,
+    "task events stored from now on -> this replica's waiting task.updates and task.watch calls (one consumer per replica)",
+    mem_storage=True,
+    num_replicas=1,
 )
 
 WAKE = Consumer(

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import heapq
 import logging
 import time
@@ -62,7 +61,7 @@ from ..events import PROJECTOR_DURABLE, ack_floor
 from ..service.engine import Engine, Skip
 from ..store import truth
 from ..store.truth import TaskTruth, WrongRevision
-from .layout import SWEEP_WATCH
+from .layout import SWEEP_WATCH, named
 
 log = logging.getLogger(__name__)
 
@@ -205,8 +204,7 @@ class Sweeper:
         self._indexing = True  # the feed's states count from now: before the replay starts
         self.watches += 1
         name = f"loom-{self.holder}-{self.watches}"
-        assert SWEEP_WATCH.config is not None
-        consumer = dataclasses.replace(SWEEP_WATCH, durable=name, config=dataclasses.replace(SWEEP_WATCH.config, durable_name=name))
+        consumer = named(SWEEP_WATCH, name)
         self._watch = await self.bus.consume(consumer, self._on_states)
         self._watch_name = name
         await self._check_empty()

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import secrets
 from collections.abc import AsyncIterator, Callable
@@ -32,7 +31,7 @@ from loom_core.bus.position import stream_seq
 from nats.js.errors import NotFoundError
 
 from ..events import STREAM
-from .layout import EVENTS_TAIL
+from .layout import EVENTS_TAIL, named
 
 #: A tail no call waited on this long is closed (its consumer deleted).
 IDLE_SECONDS = 60.0
@@ -107,8 +106,7 @@ class EventTail:
                 return
             self.opened += 1
             name = f"loom-tail-{self.holder}-{self.opened}"
-            assert EVENTS_TAIL.config is not None
-            consumer = dataclasses.replace(EVENTS_TAIL, durable=name, config=dataclasses.replace(EVENTS_TAIL.config, durable_name=name))
+            consumer = named(EVENTS_TAIL, name)
             self._watch = await self.bus.consume(consumer, self._on_events)
             self.name = name
             self._last_used = asyncio.get_running_loop().time()

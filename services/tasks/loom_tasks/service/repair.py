@@ -22,6 +22,16 @@ from .deps import Deps
 Move = Callable[[TaskRow, Actor, float], transitions.Change]
 
 
+# The owner's moves that carry a reason, by op leaf: the transition, and whether the reason is required.
+REASONED_MOVES: dict[str, tuple[Callable[[TaskRow, Actor, str, float], transitions.Change], bool]] = {
+    "accept": (transitions.accept, False),
+    "wont_do": (transitions.wont_do, True),
+    "unblock": (transitions.unblock, False),
+    "resume": (transitions.resume, False),
+    "reopen": (transitions.reopen, False),
+}
+
+
 class RepairOps:
     def __init__(self, deps: Deps) -> None:
         self.d = deps
@@ -36,25 +46,11 @@ class RepairOps:
         out = await self.d.engine.mutate(ctx.org, task_id, decide)
         return out.row
 
-    async def accept(self, ctx: CallContext, task_id: str, reason: str) -> TaskRow:
-        why = v.reason(reason, required=False)
-        return await self._owner_move(ctx, task_id, lambda row, actor, now: transitions.accept(row, actor, why, now))
-
-    async def wont_do(self, ctx: CallContext, task_id: str, reason: str) -> TaskRow:
-        why = v.reason(reason, required=True)
-        return await self._owner_move(ctx, task_id, lambda row, actor, now: transitions.wont_do(row, actor, why, now))
-
-    async def unblock(self, ctx: CallContext, task_id: str, reason: str) -> TaskRow:
-        why = v.reason(reason, required=False)
-        return await self._owner_move(ctx, task_id, lambda row, actor, now: transitions.unblock(row, actor, why, now))
-
-    async def resume(self, ctx: CallContext, task_id: str, reason: str) -> TaskRow:
-        why = v.reason(reason, required=False)
-        return await self._owner_move(ctx, task_id, lambda row, actor, now: transitions.resume(row, actor, why, now))
-
-    async def reopen(self, ctx: CallContext, task_id: str, reason: str) -> TaskRow:
-        why = v.reason(reason, required=False)
-        return await self._owner_move(ctx, task_id, lambda row, actor, now: transitions.reopen(row, actor, why, now))
+    async def reasoned_move(self, ctx: CallContext, move: str, task_id: str, reason: str) -> TaskRow:
+        """task.accept, task.wont_do, task.unblock, task.resume or task.reopen (`move`, the op's leaf)."""
+        transition, required = REASONED_MOVES[move]
+        why = v.reason(reason, required=required)
+        return await self._owner_move(ctx, task_id, lambda row, actor, now: transition(row, actor, why, now))
 
     async def update(
         self,
