@@ -162,7 +162,7 @@ def compare(cmp: str, observed: float, threshold: float, exact: bool) -> bool | 
 
 
 class CompiledLeaf:
-    __slots__ = ("_anchor", "_ops", "_spans", "leaf", "within_us")
+    __slots__ = ("_anchor", "_ops", "_spans", "extendable", "leaf", "within_us")
 
     def __init__(self, leaf: Leaf) -> None:
         self.leaf = leaf
@@ -171,6 +171,9 @@ class CompiledLeaf:
         self._anchor = GlobSet((leaf.anchor,)) if leaf.anchor else None
         # Op names (the leaf's and its anchor's) whose events span several (op, ok) series: a glob, or outcome `any`.
         self._spans = {name for name in (leaf.operation, leaf.anchor) if name and (leaf.outcome == "any" or any(c in name for c in "*?["))}
+        # A count over one series with no argument filter: kept up to date from the events
+        # appended to that series since it was counted (`extend`), without counting again.
+        self.extendable = leaf.op in ("count_within", "formerly") and not leaf.args_equal
 
     def _series(self, history: History, pkey: PKey, ops: str) -> Series | None:
         """The principal's events this leaf reads, as one series: an op's own series, or the
@@ -280,6 +283,40 @@ class CompiledLeaf:
             raise _Undecided(f"only {total} events kept in the window (truncated); that does not decide {leaf.cmp} {leaf.value:g}")
         out.holds = decided
 
+    def extend(self, prior: _LeafMemo, ctx: EvalContext) -> LeafOutcome | None:
+        """The leaf's values now, from `prior` (its values when last evaluated, for the same
+        caller over the same window) and the events appended to its series since, when that
+        is all that changed: no event was inserted before the series' end or cut from its
+        front, no event of the prior count has left the window yet (`until`), every appended
+        event is before now, and the prior count was not empty (so each appended event, no
+        older than the counted ones, is inside the window). Otherwise None: count afresh.
+        Only for the memo's path, where no call in flight is counted (CompiledRule.evaluate
+        evaluates afresh when one is)."""
+        now = ctx.now_us
+        old = prior.outcome
+        if now >= prior.until or prior.size < 0 or old.holds is None or not old.observed:
+            return None
+        s = prior.reads[0][0]
+        assert isinstance(s, Series)
+        times = s.times
+        n = len(times)
+        if s.rewrites != prior.rewrites or n <= prior.size or times[-1] >= now:
+            return None
+        leaf = self.leaf
+        if leaf.op == "formerly":
+            holds: bool | None = True
+            observed = 1.0
+        else:
+            observed = old.observed + (n - prior.size)
+            trunc = max(_missing_upto(ctx.history), s.truncated_upto)
+            assert leaf.value is not None
+            holds = compare(leaf.cmp, observed, leaf.value, now - self.within_us > trunc)
+            if holds is None:
+                return None  # counted afresh, which says why it is undecided
+        return LeafOutcome(
+            old.path, old.op, holds, observed, old.cmp, old.threshold, old.within_seconds, old.operation, old.key, old.key_value, times[-1]
+        )
+
     def _pending(self, ctx: EvalContext, pkey: PKey, lo: int, filt: tuple[tuple[str, str], ...]) -> int:
         # No upper bound: a call reserved after this one began (while it awaited) is in flight now.
         if not ctx.pending:
@@ -338,11 +375,14 @@ class CompiledLeaf:
 @dataclass(slots=True)
 class _LeafMemo:
     """One leaf's values within a rule's memo: they stand while every series and index the leaf
-    read is at the version read and the instant is before `until`."""
+    read is at the version read and the instant is before `until`. For an extendable leaf
+    (CompiledLeaf.extend) that read one series: its length and `rewrites` then (else -1)."""
 
     reads: list[tuple[Series | Breadth, int]]
     until: int
     outcome: LeafOutcome
+    size: int = -1
+    rewrites: int = -1
 
     def stands(self, now_us: int) -> bool:
         return now_us < self.until and all(source.version == version for source, version in self.reads)
@@ -475,10 +515,25 @@ class CompiledRule:
                 ctx.until = prior.until
             by_leaf.append(prior)
             return prior.outcome
+        compiled = self._leaves[id(node)]
+        if prior is not None and compiled.extendable and prior.size >= 0:
+            out = compiled.extend(prior, ctx)
+            if out is not None:
+                s = prior.reads[0][0]
+                assert isinstance(s, Series)
+                reads.append(s)
+                if prior.until < ctx.until:
+                    ctx.until = prior.until
+                by_leaf.append(_LeafMemo([(s, s.version)], prior.until, out, len(s.times), s.rewrites))
+                return out
         start, until = len(reads), ctx.until
         ctx.until = _FOREVER
-        out = self._leaves[id(node)].evaluate(ctx)
-        by_leaf.append(_LeafMemo([(x, x.version) for x in reads[start:]], ctx.until, out))
+        out = compiled.evaluate(ctx)
+        read = reads[start:]
+        memo = _LeafMemo([(x, x.version) for x in read], ctx.until, out)
+        if compiled.extendable and len(read) == 1 and isinstance(read[0], Series):
+            memo.size, memo.rewrites = len(read[0].times), read[0].rewrites
+        by_leaf.append(memo)
         ctx.until = min(until, ctx.until)
         return out
 

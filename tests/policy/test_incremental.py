@@ -1,0 +1,123 @@
+"""A count kept up to date from the events appended to its series (compiler.CompiledLeaf.extend,
+on the live gate's memo path): whatever happens to the window between two calls, the values the
+gate reports and records equal a fresh count at the same instant."""
+
+from __future__ import annotations
+
+import random
+
+from loom_policy.domain.compiler import CompiledRule, EvalContext
+from loom_policy.domain.evaluator import evaluate
+from loom_policy.domain.history import Series, Window
+from loom_policy.domain.model import Verdict
+from loom_policy.domain.timeutil import US
+
+from .helpers import CALLER, T0, ev, rule, window
+
+LEAVES = [
+    {"op": "count_within", "within": "1m", "operation": "memory.set", "cmp": "gte", "value": 3},
+    {"op": "count_within", "within": "1m", "operation": "memory.*", "cmp": "gt", "value": 5},
+    {"op": "count_within", "within": "30s", "operation": "*", "outcome": "any", "cmp": "lt", "value": 4},
+    {"op": "count_within", "within": "1m", "operation": "memory.get", "outcome": "failed", "cmp": "eq", "value": 2},
+    {"op": "formerly", "within": "20s", "operation": "memory.get"},
+]
+OPS = ["memory.set", "memory.get", "task.create"]
+
+
+def values(v: Verdict) -> list[tuple[object, ...]]:
+    """Everything a decision row records of each rule and leaf."""
+    return [
+        (r.condition, r.denies, r.error, [(x.holds, x.observed, x.last_us, x.error, x.threshold) for x in r.leaves]) for r in v.rules
+    ]
+
+
+def memo_and_fresh(rules: list[CompiledRule], w: Window, now: int) -> tuple[Verdict, Verdict]:
+    memo = evaluate(rules, EvalContext(w, CALLER, now, {}, memo=True), op="memory.delete", write_shaped=True, deployment_mode="enforce")
+    fresh = evaluate(rules, EvalContext(w, CALLER, now, {}), op="memory.delete", write_shaped=True, deployment_mode="enforce")
+    return memo, fresh
+
+
+def test_appended_events_extend_the_count() -> None:
+    r = rule(LEAVES[0])
+    w = window([r], [ev(0, "memory.set")])
+    now = T0 + 1 * US
+    memo, fresh = memo_and_fresh([r], w, now)
+    assert values(memo) == values(fresh)
+    s = w.series_for(CALLER.pkey("agent"))[("memory.set", True)]  # type: ignore[index]
+    rewrites = s.rewrites
+    for i in range(2, 6):
+        w.add_event(ev(i, "memory.set"))
+        memo, fresh = memo_and_fresh([r], w, T0 + i * US + 1)
+        assert values(memo) == values(fresh)
+        assert memo.rules[0].leaves[0].observed == i and memo.rules[0].leaves[0].last_us == T0 + i * US
+    assert s.rewrites == rewrites  # appends only: each answer above was extended, not counted again
+    assert memo.decision == "deny"
+
+
+def test_an_insert_before_the_end_is_a_rewrite() -> None:
+    r = rule(LEAVES[0])
+    w = window([r], [ev(0, "memory.set"), ev(10, "memory.set")])
+    memo, fresh = memo_and_fresh([r], w, T0 + 11 * US)
+    s = w.series_for(CALLER.pkey("agent"))[("memory.set", True)]  # type: ignore[index]
+    rewrites = s.rewrites
+    w.add_event(ev(5, "memory.set"))  # another replica's row, older than the last one kept
+    assert s.rewrites == rewrites + 1
+    memo, fresh = memo_and_fresh([r], w, T0 + 12 * US)
+    assert values(memo) == values(fresh) and memo.rules[0].leaves[0].observed == 3
+
+
+def test_a_truncated_series_is_counted_afresh() -> None:
+    r = rule(LEAVES[0])
+    w = window([r], [ev(i, "memory.set") for i in range(4)], cap=3)
+    memo, fresh = memo_and_fresh([r], w, T0 + 5 * US)
+    assert values(memo) == values(fresh)
+    for i in range(5, 12):
+        w.add_event(ev(i, "memory.set"))  # cut back to the cap from the front as it grows
+        memo, fresh = memo_and_fresh([r], w, T0 + i * US + 1)
+        assert values(memo) == values(fresh)
+
+
+def test_an_event_ahead_of_the_instant_waits_for_it() -> None:
+    r = rule(LEAVES[0])
+    w = window([r], [ev(0, "memory.set")])
+    memo_and_fresh([r], w, T0 + 1 * US)
+    w.add_event(ev(30, "memory.set"))  # recorded ahead of the instant (another replica's clock)
+    memo, fresh = memo_and_fresh([r], w, T0 + 2 * US)
+    assert values(memo) == values(fresh) and memo.rules[0].leaves[0].observed == 1
+    memo, fresh = memo_and_fresh([r], w, T0 + 31 * US)
+    assert values(memo) == values(fresh) and memo.rules[0].leaves[0].observed == 2
+
+
+def test_random_histories_match_a_fresh_count() -> None:
+    """Events appended, inserted out of order, failed and ahead of time; time moving on past
+    windows' ends; eviction and the cap: after each step, every leaf kind's values equal a fresh
+    count's."""
+    rng = random.Random(35)
+    for trial in range(20):
+        rules = [rule(c) for c in LEAVES]
+        w = window(rules, cap=rng.choice([5, 8, 1000]))
+        t = 0.0
+        for _ in range(150):
+            step = rng.random()
+            if step < 0.6:
+                at = t - rng.choice([0.0, 0.0, 0.0, rng.uniform(0, 40)]) + (rng.uniform(0, 3) if rng.random() < 0.05 else 0.0)
+                w.add_event(ev(at, rng.choice(OPS), ok=rng.random() < 0.8))
+            elif step < 0.65:
+                w.evict(T0 + int((t - 60) * US))
+            t += rng.choice([0.001, 0.5, 2.0, 7.0])
+            memo, fresh = memo_and_fresh(rules, w, T0 + int(t * US))
+            assert values(memo) == values(fresh), (trial, t)
+
+
+def test_rewrites_counts_every_change_but_an_append() -> None:
+    s = Series(frozenset())
+    s.add(10, {})
+    s.add(20, {})
+    assert s.rewrites == 0 and s.version == 2
+    s.add(15, {})
+    assert s.rewrites == 1
+    s.drop_before(12)
+    assert s.rewrites == 2 and s.times == [15, 20]
+    s.add(30, {})
+    s.truncate(2)
+    assert s.rewrites == 4 and s.times == [20, 30] and s.truncated_upto == 15
