@@ -26,9 +26,7 @@ OPS = ["memory.set", "memory.get", "task.create"]
 
 def values(v: Verdict) -> list[tuple[object, ...]]:
     """Everything a decision row records of each rule and leaf."""
-    return [
-        (r.condition, r.denies, r.error, [(x.holds, x.observed, x.last_us, x.error, x.threshold) for x in r.leaves]) for r in v.rules
-    ]
+    return [(r.condition, r.denies, r.error, [(x.holds, x.observed, x.last_us, x.error, x.threshold) for x in r.leaves]) for r in v.rules]
 
 
 def memo_and_fresh(rules: list[CompiledRule], w: Window, now: int) -> tuple[Verdict, Verdict]:

@@ -10,7 +10,7 @@ never reads another principal's events, whatever labels the caller sends.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -393,7 +393,8 @@ class _Memo:
     """A rule's answer for one caller (and bound arguments): it stands while the window is the
     same one at the same generation, every series and index read is at the version read, and
     the instant is before `until`. When it does not, each leaf whose own reads stand gives its
-    values again (`by_leaf`, in the order of `leaves`)."""
+    values again (`by_leaf`, in the order of `leaves`; CompiledRule._refresh brings it up to
+    date in place)."""
 
     history: History
     generation: int
@@ -412,7 +413,19 @@ _MemoKey = CallerKey | tuple[CallerKey, tuple[str | None, ...]]
 class CompiledRule:
     """A rule ready to evaluate: its action matcher, its leaves, the history shape it needs."""
 
-    __slots__ = ("_actions", "_binds", "_leaves", "_memo", "_memoizable", "_reads_pending", "definition", "last_outcome", "name", "shape")
+    __slots__ = (
+        "_actions",
+        "_binds",
+        "_leaves",
+        "_memo",
+        "_memoizable",
+        "_order",
+        "_reads_pending",
+        "definition",
+        "last_outcome",
+        "name",
+        "shape",
+    )
 
     def __init__(self, rule: RuleDef) -> None:
         self.definition = rule
@@ -420,6 +433,8 @@ class CompiledRule:
         self._actions = GlobSet(rule.actions)
         self._leaves: dict[int, CompiledLeaf] = {}
         self._collect(rule.condition)
+        # The leaves in the order evaluation reports them (the tree's, depth first).
+        self._order = tuple(self._leaves.values())
         self.shape = self._shape()
         leaves = [cl.leaf for cl in self._leaves.values()]
         # The call's own arguments a leaf binds ($args.<field>): part of the memo's key.
@@ -490,50 +505,62 @@ class CompiledRule:
             return self._eval(self.definition.condition, ctx, leaves), leaves
         key = (ctx.caller_key, tuple(ctx.args.get(b) for b in self._binds)) if self._binds else ctx.caller_key
         hit = self._memo.get(key)
-        if hit is not None and hit.history is ctx.history and ctx.now_us < hit.until and hit.generation == ctx.history.generation:
-            for source, version in hit.reads:
-                if source.version != version:
-                    break
-            else:
-                return hit.value, hit.leaves
-        # The rule's history moved: only the leaves whose own history moved are evaluated again.
-        prior = hit.by_leaf if hit is not None and hit.history is ctx.history and hit.generation == ctx.history.generation else None
+        if hit is not None and hit.history is ctx.history and hit.generation == ctx.history.generation:
+            if ctx.now_us < hit.until:
+                for source, version in hit.reads:
+                    if source.version != version:
+                        break
+                else:
+                    return hit.value, hit.leaves
+            return self._refresh(hit, ctx)
         ctx.reads, ctx.until = [], _FOREVER
         leaves = []
         by_leaf: list[_LeafMemo] = []
-        value = self._eval(self.definition.condition, ctx, leaves, prior, by_leaf)
+        value = self._eval(self.definition.condition, ctx, leaves, by_leaf)
         if len(self._memo) >= MEMO_MAX:
             self._memo.clear()
         self._memo[key] = _Memo(ctx.history, ctx.history.generation, [(x, x.version) for x in ctx.reads], ctx.until, value, leaves, by_leaf)
         return value, leaves
 
-    def _leaf_memo(self, node: Leaf, ctx: EvalContext, prior: _LeafMemo | None, by_leaf: list[_LeafMemo]) -> LeafOutcome:
+    def _refresh(self, memo: _Memo, ctx: EvalContext) -> tuple[bool | None, list[LeafOutcome]]:
+        """The rule's history moved: each leaf whose own reads stand gives its values again, an
+        extendable one whose series only grew is extended (CompiledLeaf.extend), the others are
+        evaluated again; the memo is brought up to date in place."""
+        now = ctx.now_us
+        leaves: list[LeafOutcome] = []
+        reads: list[tuple[Series | Breadth, int]] = []
+        until = _FOREVER
+        for lm, compiled in zip(memo.by_leaf, self._order, strict=True):
+            if not lm.stands(now):
+                out = compiled.extend(lm, ctx) if lm.size >= 0 else None
+                if out is not None:
+                    s = lm.reads[0][0]
+                    assert isinstance(s, Series)
+                    lm.reads[0] = (s, s.version)
+                    lm.size = len(s.times)
+                    lm.outcome = out
+                else:
+                    ctx.reads, ctx.until = [], _FOREVER
+                    lm.outcome = compiled.evaluate(ctx)
+                    lm.reads = [(x, x.version) for x in ctx.reads]
+                    lm.until = ctx.until
+                    lm.size, lm.rewrites = _extent(compiled, ctx.reads)
+            leaves.append(lm.outcome)
+            reads += lm.reads
+            if lm.until < until:
+                until = lm.until
+        memo.reads, memo.until, memo.leaves = reads, until, leaves
+        memo.value = _combine(self.definition.condition, iter(leaves))
+        return memo.value, leaves
+
+    def _leaf_memo(self, node: Leaf, ctx: EvalContext, by_leaf: list[_LeafMemo]) -> LeafOutcome:
         reads = ctx.reads
-        if prior is not None and prior.stands(ctx.now_us):
-            reads += [source for source, _ in prior.reads]
-            if prior.until < ctx.until:
-                ctx.until = prior.until
-            by_leaf.append(prior)
-            return prior.outcome
-        compiled = self._leaves[id(node)]
-        if prior is not None and compiled.extendable and prior.size >= 0:
-            out = compiled.extend(prior, ctx)
-            if out is not None:
-                s = prior.reads[0][0]
-                assert isinstance(s, Series)
-                reads.append(s)
-                if prior.until < ctx.until:
-                    ctx.until = prior.until
-                by_leaf.append(_LeafMemo([(s, s.version)], prior.until, out, len(s.times), s.rewrites))
-                return out
         start, until = len(reads), ctx.until
         ctx.until = _FOREVER
+        compiled = self._leaves[id(node)]
         out = compiled.evaluate(ctx)
-        read = reads[start:]
-        memo = _LeafMemo([(x, x.version) for x in read], ctx.until, out)
-        if compiled.extendable and len(read) == 1 and isinstance(read[0], Series):
-            memo.size, memo.rewrites = len(read[0].times), read[0].rewrites
-        by_leaf.append(memo)
+        size, rewrites = _extent(compiled, reads[start:])
+        by_leaf.append(_LeafMemo([(x, x.version) for x in reads[start:]], ctx.until, out, size, rewrites))
         ctx.until = min(until, ctx.until)
         return out
 
@@ -542,36 +569,47 @@ class CompiledRule:
         subject = ctx.caller.subject
         return counted is not None and any(c.subject == subject and counted(c.op) for c in ctx.pending)
 
-    def _eval(
-        self,
-        node: Node,
-        ctx: EvalContext,
-        leaves: list[LeafOutcome],
-        prior: list[_LeafMemo] | None = None,
-        by_leaf: list[_LeafMemo] | None = None,
-    ) -> bool | None:
-        """With `by_leaf` (the memo's path), each leaf's own reads and `until` are kept there,
-        and a leaf whose `prior` entry stands gives its values again."""
+    def _eval(self, node: Node, ctx: EvalContext, leaves: list[LeafOutcome], by_leaf: list[_LeafMemo] | None = None) -> bool | None:
+        """With `by_leaf` (the memo's path), each leaf's own reads and `until` are kept there."""
         if isinstance(node, Leaf):
-            if by_leaf is None:
-                out = self._leaves[id(node)].evaluate(ctx)
-            else:
-                out = self._leaf_memo(node, ctx, prior[len(leaves)] if prior is not None else None, by_leaf)
+            out = self._leaves[id(node)].evaluate(ctx) if by_leaf is None else self._leaf_memo(node, ctx, by_leaf)
             leaves.append(out)
             return out.holds
         assert isinstance(node, BoolNode)
         # Every child is evaluated (no short cut) so the report carries every leaf's values.
-        values = [self._eval(c, ctx, leaves, prior, by_leaf) for c in node.children]
-        if node.op == "not":
-            v = values[0]
-            return None if v is None else not v
-        if node.op == "all":
-            if any(v is False for v in values):
-                return False
-            return None if any(v is None for v in values) else True
-        if any(v is True for v in values):
-            return True
-        return None if any(v is None for v in values) else False
+        return _kleene(node.op, [self._eval(c, ctx, leaves, by_leaf) for c in node.children])
+
+
+def _kleene(op: str, values: list[bool | None]) -> bool | None:
+    """all / any / not over leaf values, None being undecided."""
+    if op == "not":
+        v = values[0]
+        return None if v is None else not v
+    if op == "all":
+        if any(v is False for v in values):
+            return False
+        return None if any(v is None for v in values) else True
+    if any(v is True for v in values):
+        return True
+    return None if any(v is None for v in values) else False
+
+
+def _combine(node: Node, leaves: Iterator[LeafOutcome]) -> bool | None:
+    """The condition's value from its leaves' outcomes, taken in the tree's order."""
+    if isinstance(node, Leaf):
+        return next(leaves).holds
+    assert isinstance(node, BoolNode)
+    return _kleene(node.op, [_combine(c, leaves) for c in node.children])
+
+
+def _extent(leaf: CompiledLeaf, reads: list[Series | Breadth]) -> tuple[int, int]:
+    """What CompiledLeaf.extend starts from: the one series an extendable leaf read (its length
+    and `rewrites`), else (-1, -1)."""
+    if leaf.extendable and len(reads) == 1:
+        s = reads[0]
+        if isinstance(s, Series):
+            return len(s.times), s.rewrites
+    return -1, -1
 
 
 def compile_rule(rule: RuleDef) -> CompiledRule:
@@ -602,6 +640,7 @@ class BrokenRule(CompiledRule):
         self.name = name
         self._actions = GlobSet(self.definition.actions)
         self._leaves = {}
+        self._order = ()
         self.shape = Shape()
         self.last_outcome = None
 

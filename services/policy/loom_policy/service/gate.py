@@ -369,6 +369,6 @@ def _decision_row(ctx: CallContext, now: int, verdict: Verdict) -> dict[str, Any
         "rule_names": [r.name for r in verdict.rules],
         "latency_ms": verdict.latency_ms,
         "ts": us_to_ch(now),
-        "errors": json.dumps([error_json(e) for e in verdict.errors], separators=(",", ":")),
+        "errors": json.dumps([error_json(e) for e in verdict.errors], separators=(",", ":")) if verdict.errors else "[]",
         "rules": rules_stored(verdict.rules),
     }
