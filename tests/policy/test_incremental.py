@@ -10,9 +10,10 @@ from loom_policy.domain.compiler import CompiledRule, EvalContext
 from loom_policy.domain.evaluator import evaluate
 from loom_policy.domain.history import Series, Window
 from loom_policy.domain.model import Verdict
+from loom_policy.domain.standing import decide, standable
 from loom_policy.domain.timeutil import US
 
-from .helpers import CALLER, T0, ev, rule, window
+from .helpers import CALLER, T0, ev, rule, shown, window
 
 LEAVES = [
     {"op": "count_within", "within": "1m", "operation": "memory.set", "cmp": "gte", "value": 3},
@@ -105,6 +106,64 @@ def test_random_histories_match_a_fresh_count() -> None:
             t += rng.choice([0.001, 0.5, 2.0, 7.0])
             memo, fresh = memo_and_fresh(rules, w, T0 + int(t * US))
             assert values(memo) == values(fresh), (trial, t)
+
+
+def standing_and_fresh(kept: dict, rules: list[CompiledRule], w: Window, now: int) -> tuple[Verdict, Verdict]:  # type: ignore[type-arg]
+    ctx = EvalContext(w, CALLER, now, {}, memo=True)
+    assert standable(rules, ctx)
+    kept_v = decide(kept, rules, ctx, op="memory.delete", write_shaped=True, deployment_mode="enforce")
+    fresh = evaluate(rules, EvalContext(w, CALLER, now, {}), op="memory.delete", write_shaped=True, deployment_mode="enforce")
+    return kept_v, fresh
+
+
+def verdict_values(v: Verdict) -> tuple[object, ...]:
+    return (v.decision, v.would_enforce, v.determining_rules, [(e.rule, e.path, e.message) for e in v.errors], values(v))
+
+
+def test_a_standing_verdict_asks_again_only_the_rules_whose_history_moved() -> None:
+    rules = [rule(c, mode="enforce") for c in LEAVES]
+    # The task.create series exists already: a new series is a new generation (everything asked again).
+    w = window(rules, [ev(0, "memory.set"), ev(1, "memory.get"), ev(1.5, "task.create")])
+    kept: dict = {}  # type: ignore[type-arg]
+    first, fresh = standing_and_fresh(kept, rules, w, T0 + 2 * US)
+    assert verdict_values(first) == verdict_values(fresh)
+    again, _ = standing_and_fresh(kept, rules, w, T0 + 3 * US)
+    assert again.rules is first.rules  # nothing moved: every outcome stands, no list rebuilt
+    w.add_event(ev(3.5, "task.create"))  # read by the `*` leaf only
+    moved, fresh = standing_and_fresh(kept, rules, w, T0 + 4 * US)
+    assert verdict_values(moved) == verdict_values(fresh)
+    assert [a is b for a, b in zip(moved.rules, first.rules, strict=True)] == [True, True, False, True, True]
+
+
+def test_random_histories_match_a_fresh_verdict() -> None:
+    """As test_random_histories_match_a_fresh_count, for the standing verdict of every leaf
+    kind's rule together (plus one not, one any, one all, and a breadth)."""
+    rng = random.Random(1335)
+    conditions = [
+        *LEAVES,
+        {"op": "not", "of": LEAVES[1]},
+        {"op": "any", "of": [LEAVES[0], LEAVES[2]]},
+        {"op": "all", "of": [LEAVES[3], LEAVES[4]]},
+        {"op": "not_since", "within": "30s", "anchor": "memory.get", "operation": "memory.set"},
+        {"op": "breadth_within", "within": "20s", "cmp": "gte", "value": 3},
+    ]
+    for trial in range(15):
+        rules = [rule(c, mode=rng.choice(["enforce", "shadow"])) for c in conditions]
+        w = window(rules, cap=rng.choice([5, 8, 1000]))
+        kept: dict = {}  # type: ignore[type-arg]
+        t = 0.0
+        for _ in range(150):
+            step = rng.random()
+            if step < 0.55:
+                at = t - rng.choice([0.0, 0.0, 0.0, rng.uniform(0, 40)]) + (rng.uniform(0, 3) if rng.random() < 0.05 else 0.0)
+                w.add_event(ev(at, rng.choice(OPS), ok=rng.random() < 0.8))
+            elif step < 0.65:
+                w.add_exposure(shown(t - rng.uniform(0, 5), f"k{rng.randrange(6)}"))
+            elif step < 0.7:
+                w.evict(T0 + int((t - 60) * US))
+            t += rng.choice([0.001, 0.5, 2.0, 7.0])
+            kept_v, fresh = standing_and_fresh(kept, rules, w, T0 + int(t * US))
+            assert verdict_values(kept_v) == verdict_values(fresh), (trial, t)
 
 
 def test_rewrites_counts_every_change_but_an_append() -> None:

@@ -389,7 +389,7 @@ class _LeafMemo:
 
 
 @dataclass(slots=True)
-class _Memo:
+class RuleMemo:
     """A rule's answer for one caller (and bound arguments): it stands while the window is the
     same one at the same generation, every series and index read is at the version read, and
     the instant is before `until`. When it does not, each leaf whose own reads stand gives its
@@ -445,7 +445,7 @@ class CompiledRule:
         self._reads_pending = GlobSet(counted) if counted else None
         # breadth_within's fraction reads the namespace's live row count, which no version tracks.
         self._memoizable = not any(leaf.fraction is not None for leaf in leaves)
-        self._memo: dict[_MemoKey, _Memo] = {}
+        self._memo: dict[_MemoKey, RuleMemo] = {}
         # The outcome evaluator.evaluate last built from this rule's answer (reused while the memo stands).
         self.last_outcome: RuleOutcome | None = None
 
@@ -503,6 +503,18 @@ class CompiledRule:
         if not (ctx.memo and self._memoizable) or (ctx.pending and self._counts_in_flight(ctx)):
             leaves: list[LeafOutcome] = []
             return self._eval(self.definition.condition, ctx, leaves), leaves
+        memo = self.kept(ctx)
+        return memo.value, memo.leaves
+
+    @property
+    def standable(self) -> bool:
+        """Whether a standing verdict (domain.standing) may keep this rule's answer: its memo is
+        kept by caller alone (no bound arguments, nothing no version tracks)."""
+        return self._memoizable and not self._binds
+
+    def kept(self, ctx: EvalContext) -> RuleMemo:
+        """The memo's answer for this call, brought up to date (memo path only: `ctx.memo`, no
+        call in flight this rule counts)."""
         key = (ctx.caller_key, tuple(ctx.args.get(b) for b in self._binds)) if self._binds else ctx.caller_key
         hit = self._memo.get(key)
         if hit is not None and hit.history is ctx.history and hit.generation == ctx.history.generation:
@@ -511,18 +523,21 @@ class CompiledRule:
                     if source.version != version:
                         break
                 else:
-                    return hit.value, hit.leaves
-            return self._refresh(hit, ctx)
+                    return hit
+            self._refresh(hit, ctx)
+            return hit
         ctx.reads, ctx.until = [], _FOREVER
-        leaves = []
+        leaves: list[LeafOutcome] = []
         by_leaf: list[_LeafMemo] = []
         value = self._eval(self.definition.condition, ctx, leaves, by_leaf)
         if len(self._memo) >= MEMO_MAX:
             self._memo.clear()
-        self._memo[key] = _Memo(ctx.history, ctx.history.generation, [(x, x.version) for x in ctx.reads], ctx.until, value, leaves, by_leaf)
-        return value, leaves
+        memo = self._memo[key] = RuleMemo(
+            ctx.history, ctx.history.generation, [(x, x.version) for x in ctx.reads], ctx.until, value, leaves, by_leaf
+        )
+        return memo
 
-    def _refresh(self, memo: _Memo, ctx: EvalContext) -> tuple[bool | None, list[LeafOutcome]]:
+    def _refresh(self, memo: RuleMemo, ctx: EvalContext) -> None:
         """The rule's history moved: each leaf whose own reads stand gives its values again, an
         extendable one whose series only grew is extended (CompiledLeaf.extend), the others are
         evaluated again; the memo is brought up to date in place."""
@@ -551,7 +566,6 @@ class CompiledRule:
                 until = lm.until
         memo.reads, memo.until, memo.leaves = reads, until, leaves
         memo.value = _combine(self.definition.condition, iter(leaves))
-        return memo.value, leaves
 
     def _leaf_memo(self, node: Leaf, ctx: EvalContext, by_leaf: list[_LeafMemo]) -> LeafOutcome:
         reads = ctx.reads
@@ -646,3 +660,7 @@ class BrokenRule(CompiledRule):
 
     def evaluate(self, ctx: EvalContext) -> tuple[bool | None, list[LeafOutcome]]:
         return None, [LeafOutcome("condition", "broken", None, error=f"the stored rule does not compile: {self.reason}")]
+
+    @property
+    def standable(self) -> bool:
+        return False
