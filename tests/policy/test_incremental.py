@@ -10,7 +10,8 @@ from loom_policy.domain.compiler import CompiledRule, EvalContext
 from loom_policy.domain.evaluator import evaluate
 from loom_policy.domain.history import Series, Window
 from loom_policy.domain.model import Verdict
-from loom_policy.domain.standing import decide, standable
+from loom_policy.domain.reservations import PendingCall
+from loom_policy.domain.standing import decide
 from loom_policy.domain.timeutil import US
 
 from .helpers import CALLER, T0, ev, rule, shown, window
@@ -109,9 +110,10 @@ def test_random_histories_match_a_fresh_count() -> None:
 
 
 def standing_and_fresh(kept: dict, rules: list[CompiledRule], w: Window, now: int) -> tuple[Verdict, Verdict]:  # type: ignore[type-arg]
-    ctx = EvalContext(w, CALLER, now, {}, memo=True)
-    assert standable(rules, ctx)
-    kept_v = decide(kept, rules, ctx, op="memory.delete", write_shaped=True, deployment_mode="enforce")
+    kept_v = decide(
+        kept, rules, EvalContext(w, CALLER, now, {}, memo=True), op="memory.delete", write_shaped=True, deployment_mode="enforce"
+    )
+    assert kept_v is not None
     fresh = evaluate(rules, EvalContext(w, CALLER, now, {}), op="memory.delete", write_shaped=True, deployment_mode="enforce")
     return kept_v, fresh
 
@@ -164,6 +166,22 @@ def test_random_histories_match_a_fresh_verdict() -> None:
             t += rng.choice([0.001, 0.5, 2.0, 7.0])
             kept_v, fresh = standing_and_fresh(kept, rules, w, T0 + int(t * US))
             assert verdict_values(kept_v) == verdict_values(fresh), (trial, t)
+
+
+def test_no_standing_verdict_where_an_answer_depends_on_more_than_the_caller() -> None:
+    bound = rule({"op": "formerly", "within": "1h", "operation": "memory.get", "args_equal": {"memory_key": "$args.memory_key"}})
+    fraction = rule({"op": "breadth_within", "within": "1h", "cmp": "gt", "fraction": 0.5})
+    plain = rule(LEAVES[0])
+    w = window([bound, fraction, plain], [ev(0, "memory.get", memory_key="a")], live={"memory": 4})
+    kept: dict = {}  # type: ignore[type-arg]
+    now = T0 + US
+    for rules in ([plain, bound], [fraction, plain]):
+        ctx = EvalContext(w, CALLER, now, {"memory_key": "a"}, memo=True)
+        assert decide(kept, rules, ctx, op="memory.delete", write_shaped=True, deployment_mode="enforce") is None
+    in_flight = (PendingCall("q1", "memory.set", now - 1, CALLER.subject, CALLER.agent, CALLER.user, CALLER.session, {}),)
+    ctx = EvalContext(w, CALLER, now, {}, in_flight, memo=True)
+    assert decide(kept, [plain], ctx, op="memory.delete", write_shaped=True, deployment_mode="enforce") is None
+    assert not kept
 
 
 def test_rewrites_counts_every_change_but_an_append() -> None:

@@ -47,13 +47,6 @@ class Standing:
     all_errors: list[EvalError]
 
 
-def standable(rules: Sequence[CompiledRule], ctx: EvalContext) -> bool:
-    """Whether the call may be decided from a standing verdict (see the module's docstring)."""
-    if not ctx.memo or ctx.pending:
-        return False
-    return all(r.standable for r in rules)
-
-
 def decide(
     kept: dict[tuple[str, tuple[str, str, str, str]], Standing],
     rules: Sequence[CompiledRule],
@@ -62,13 +55,18 @@ def decide(
     op: str,
     write_shaped: bool,
     deployment_mode: str,
-) -> Verdict:
+) -> Verdict | None:
     """The verdict for `ctx`'s caller calling `op` (every rule in `rules` applies to it), from
-    the standing verdict in `kept`, brought up to date. The caller checks `standable` first."""
+    the standing verdict in `kept`, brought up to date; None when the call cannot be decided
+    from one (see the module's docstring): evaluate it in full."""
     started = time.perf_counter()
+    if not ctx.memo or ctx.pending:
+        return None
     key = (op, ctx.caller_key)
     st = kept.get(key)
     history = ctx.history
+    if st is None and not all(r.standable for r in rules):
+        return None  # never kept for these rules: the check is made once per caller and op
     if st is None or st.history is not history or st.generation != history.generation:
         if len(kept) >= STANDING_MAX:
             kept.clear()

@@ -33,7 +33,7 @@ from ..domain.evaluator import evaluate, explain, undecidable
 from ..domain.history import Shape, Window
 from ..domain.model import Verdict
 from ..domain.reservations import PendingCall, Reservations
-from ..domain.standing import Standing, decide, standable
+from ..domain.standing import Standing, decide
 from ..domain.timeutil import us_to_ch
 from ..settings import PolicySettings
 from ..store.decisions import DecisionWriter
@@ -331,9 +331,11 @@ class PolicyGate:
             return undecidable(rules, op=op, write_shaped=write_shaped, deployment_mode=deployment, message="the history could not be read")
         # The replica's live window lives on: rules may answer from their memo of it (compiler.CompiledRule.evaluate).
         ctx = EvalContext(window, caller, now, args, pending, memo=True)
-        if standing is not None and standable(rules, ctx):
+        if standing is not None:
             # The live gate's call: only the rules whose history moved are asked again.
-            return decide(standing, rules, ctx, op=op, write_shaped=write_shaped, deployment_mode=deployment)
+            kept = decide(standing, rules, ctx, op=op, write_shaped=write_shaped, deployment_mode=deployment)
+            if kept is not None:
+                return kept
         return evaluate(rules, ctx, op=op, write_shaped=write_shaped, deployment_mode=deployment, applying=applying)
 
 
