@@ -326,21 +326,26 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                         )
                     count += 200
                 evals_s = count / (time.perf_counter() - started)
-                # As the gate evaluates: with the rules' memo, each call's own ledger row added to
-                # the window after it (so rules reading every op, or auth.whoami, evaluate afresh).
+                # As the gate evaluates: the caller's standing verdict (the rules' memos under it),
+                # each call's own ledger row added to the window after it (so the rules reading
+                # every op, or auth.whoami, are asked again).
                 from loom_policy.domain.history import Event
+                from loom_policy.domain.standing import decide
 
+                kept: dict[Any, Any] = {}
                 count, started = 0, time.perf_counter()
                 while time.perf_counter() - started < args.eval_seconds:
                     for _ in range(200):
                         t = now_us()
-                        evaluate(
+                        standing = decide(
+                            kept,
                             rules_for,
                             EvalContext(window, caller, t, {}, memo=True),
                             op="auth.whoami",
                             write_shaped=False,
                             deployment_mode="enforce",
                         )
+                        assert standing is not None and standing.decision == "allow"
                         window.add_event(Event(t, "user:admin", AGENT, "", "", "auth.whoami", True, {}, request_id=f"e{count}"))
                     count += 200
                 evals_memo_s = count / (time.perf_counter() - started)
@@ -399,7 +404,7 @@ def report(r: dict[str, Any]) -> str:
             f"  CPU inside gate.check (thread time):    p50 {r['gate_check_cpu_p50_us']:.1f} µs   p99 {r['gate_check_cpu_p99_us']:.1f} µs"
             f"   (+ the ledger observer feeding the window: p50 {r['observer_cpu_p50_us']:.1f} µs)",
             f"evaluator alone: {r['evaluations_per_second']:.0f} evaluations/s of 10 rules afresh ({r['rule_evaluations_per_second']:.0f} rule evaluations/s); "
-            f"{r['evaluations_per_second_memo']:.0f}/s as the gate evaluates (rule memo, each call's own row added)",
+            f"{r['evaluations_per_second_memo']:.0f}/s as the gate evaluates (standing verdict, each call's own row added)",
             f"decision rows written: {r['decisions']}",
             *([r["profile"]] if "profile" in r else []),
         ]

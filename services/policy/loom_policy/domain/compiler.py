@@ -10,7 +10,7 @@ never reads another principal's events, whatever labels the caller sends.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -162,7 +162,7 @@ def compare(cmp: str, observed: float, threshold: float, exact: bool) -> bool | 
 
 
 class CompiledLeaf:
-    __slots__ = ("_anchor", "_ops", "_spans", "leaf", "within_us")
+    __slots__ = ("_anchor", "_ops", "_spans", "extendable", "leaf", "within_us")
 
     def __init__(self, leaf: Leaf) -> None:
         self.leaf = leaf
@@ -171,6 +171,9 @@ class CompiledLeaf:
         self._anchor = GlobSet((leaf.anchor,)) if leaf.anchor else None
         # Op names (the leaf's and its anchor's) whose events span several (op, ok) series: a glob, or outcome `any`.
         self._spans = {name for name in (leaf.operation, leaf.anchor) if name and (leaf.outcome == "any" or any(c in name for c in "*?["))}
+        # A count over one series with no argument filter: kept up to date from the events
+        # appended to that series since it was counted (`extend`), without counting again.
+        self.extendable = leaf.op in ("count_within", "formerly") and not leaf.args_equal
 
     def _series(self, history: History, pkey: PKey, ops: str) -> Series | None:
         """The principal's events this leaf reads, as one series: an op's own series, or the
@@ -280,6 +283,40 @@ class CompiledLeaf:
             raise _Undecided(f"only {total} events kept in the window (truncated); that does not decide {leaf.cmp} {leaf.value:g}")
         out.holds = decided
 
+    def extend(self, prior: _LeafMemo, ctx: EvalContext) -> LeafOutcome | None:
+        """The leaf's values now, from `prior` (its values when last evaluated, for the same
+        caller over the same window) and the events appended to its series since, when that
+        is all that changed: no event was inserted before the series' end or cut from its
+        front, no event of the prior count has left the window yet (`until`), every appended
+        event is before now, and the prior count was not empty (so each appended event, no
+        older than the counted ones, is inside the window). Otherwise None: count afresh.
+        Only for the memo's path, where no call in flight is counted (CompiledRule.evaluate
+        evaluates afresh when one is)."""
+        now = ctx.now_us
+        old = prior.outcome
+        if now >= prior.until or prior.size < 0 or old.holds is None or not old.observed:
+            return None
+        s = prior.reads[0][0]
+        assert isinstance(s, Series)
+        times = s.times
+        n = len(times)
+        if s.rewrites != prior.rewrites or n <= prior.size or times[-1] >= now:
+            return None
+        leaf = self.leaf
+        if leaf.op == "formerly":
+            holds: bool | None = True
+            observed = 1.0
+        else:
+            observed = old.observed + (n - prior.size)
+            trunc = max(_missing_upto(ctx.history), s.truncated_upto)
+            assert leaf.value is not None
+            holds = compare(leaf.cmp, observed, leaf.value, now - self.within_us > trunc)
+            if holds is None:
+                return None  # counted afresh, which says why it is undecided
+        return LeafOutcome(
+            old.path, old.op, holds, observed, old.cmp, old.threshold, old.within_seconds, old.operation, old.key, old.key_value, times[-1]
+        )
+
     def _pending(self, ctx: EvalContext, pkey: PKey, lo: int, filt: tuple[tuple[str, str], ...]) -> int:
         # No upper bound: a call reserved after this one began (while it awaited) is in flight now.
         if not ctx.pending:
@@ -338,22 +375,26 @@ class CompiledLeaf:
 @dataclass(slots=True)
 class _LeafMemo:
     """One leaf's values within a rule's memo: they stand while every series and index the leaf
-    read is at the version read and the instant is before `until`."""
+    read is at the version read and the instant is before `until`. For an extendable leaf
+    (CompiledLeaf.extend) that read one series: its length and `rewrites` then (else -1)."""
 
     reads: list[tuple[Series | Breadth, int]]
     until: int
     outcome: LeafOutcome
+    size: int = -1
+    rewrites: int = -1
 
     def stands(self, now_us: int) -> bool:
         return now_us < self.until and all(source.version == version for source, version in self.reads)
 
 
 @dataclass(slots=True)
-class _Memo:
+class RuleMemo:
     """A rule's answer for one caller (and bound arguments): it stands while the window is the
     same one at the same generation, every series and index read is at the version read, and
     the instant is before `until`. When it does not, each leaf whose own reads stand gives its
-    values again (`by_leaf`, in the order of `leaves`)."""
+    values again (`by_leaf`, in the order of `leaves`; CompiledRule._refresh brings it up to
+    date in place)."""
 
     history: History
     generation: int
@@ -372,7 +413,19 @@ _MemoKey = CallerKey | tuple[CallerKey, tuple[str | None, ...]]
 class CompiledRule:
     """A rule ready to evaluate: its action matcher, its leaves, the history shape it needs."""
 
-    __slots__ = ("_actions", "_binds", "_leaves", "_memo", "_memoizable", "_reads_pending", "definition", "last_outcome", "name", "shape")
+    __slots__ = (
+        "_actions",
+        "_binds",
+        "_leaves",
+        "_memo",
+        "_memoizable",
+        "_order",
+        "_reads_pending",
+        "definition",
+        "last_outcome",
+        "name",
+        "shape",
+    )
 
     def __init__(self, rule: RuleDef) -> None:
         self.definition = rule
@@ -380,6 +433,8 @@ class CompiledRule:
         self._actions = GlobSet(rule.actions)
         self._leaves: dict[int, CompiledLeaf] = {}
         self._collect(rule.condition)
+        # The leaves in the order evaluation reports them (the tree's, depth first).
+        self._order = tuple(self._leaves.values())
         self.shape = self._shape()
         leaves = [cl.leaf for cl in self._leaves.values()]
         # The call's own arguments a leaf binds ($args.<field>): part of the memo's key.
@@ -390,7 +445,7 @@ class CompiledRule:
         self._reads_pending = GlobSet(counted) if counted else None
         # breadth_within's fraction reads the namespace's live row count, which no version tracks.
         self._memoizable = not any(leaf.fraction is not None for leaf in leaves)
-        self._memo: dict[_MemoKey, _Memo] = {}
+        self._memo: dict[_MemoKey, RuleMemo] = {}
         # The outcome evaluator.evaluate last built from this rule's answer (reused while the memo stands).
         self.last_outcome: RuleOutcome | None = None
 
@@ -448,37 +503,78 @@ class CompiledRule:
         if not (ctx.memo and self._memoizable) or (ctx.pending and self._counts_in_flight(ctx)):
             leaves: list[LeafOutcome] = []
             return self._eval(self.definition.condition, ctx, leaves), leaves
+        memo = self.kept(ctx)
+        return memo.value, memo.leaves
+
+    @property
+    def standable(self) -> bool:
+        """Whether a standing verdict (domain.standing) may keep this rule's answer: its memo is
+        kept by caller alone (no bound arguments, nothing no version tracks)."""
+        return self._memoizable and not self._binds
+
+    def kept(self, ctx: EvalContext) -> RuleMemo:
+        """The memo's answer for this call, brought up to date (memo path only: `ctx.memo`, no
+        call in flight this rule counts)."""
         key = (ctx.caller_key, tuple(ctx.args.get(b) for b in self._binds)) if self._binds else ctx.caller_key
         hit = self._memo.get(key)
-        if hit is not None and hit.history is ctx.history and ctx.now_us < hit.until and hit.generation == ctx.history.generation:
-            for source, version in hit.reads:
-                if source.version != version:
-                    break
-            else:
-                return hit.value, hit.leaves
-        # The rule's history moved: only the leaves whose own history moved are evaluated again.
-        prior = hit.by_leaf if hit is not None and hit.history is ctx.history and hit.generation == ctx.history.generation else None
+        if hit is not None and hit.history is ctx.history and hit.generation == ctx.history.generation:
+            if ctx.now_us < hit.until:
+                for source, version in hit.reads:
+                    if source.version != version:
+                        break
+                else:
+                    return hit
+            self._refresh(hit, ctx)
+            return hit
         ctx.reads, ctx.until = [], _FOREVER
-        leaves = []
+        leaves: list[LeafOutcome] = []
         by_leaf: list[_LeafMemo] = []
-        value = self._eval(self.definition.condition, ctx, leaves, prior, by_leaf)
+        value = self._eval(self.definition.condition, ctx, leaves, by_leaf)
         if len(self._memo) >= MEMO_MAX:
             self._memo.clear()
-        self._memo[key] = _Memo(ctx.history, ctx.history.generation, [(x, x.version) for x in ctx.reads], ctx.until, value, leaves, by_leaf)
-        return value, leaves
+        memo = self._memo[key] = RuleMemo(
+            ctx.history, ctx.history.generation, [(x, x.version) for x in ctx.reads], ctx.until, value, leaves, by_leaf
+        )
+        return memo
 
-    def _leaf_memo(self, node: Leaf, ctx: EvalContext, prior: _LeafMemo | None, by_leaf: list[_LeafMemo]) -> LeafOutcome:
+    def _refresh(self, memo: RuleMemo, ctx: EvalContext) -> None:
+        """The rule's history moved: each leaf whose own reads stand gives its values again, an
+        extendable one whose series only grew is extended (CompiledLeaf.extend), the others are
+        evaluated again; the memo is brought up to date in place."""
+        now = ctx.now_us
+        leaves: list[LeafOutcome] = []
+        reads: list[tuple[Series | Breadth, int]] = []
+        until = _FOREVER
+        for lm, compiled in zip(memo.by_leaf, self._order, strict=True):
+            if not lm.stands(now):
+                out = compiled.extend(lm, ctx) if lm.size >= 0 else None
+                if out is not None:
+                    s = lm.reads[0][0]
+                    assert isinstance(s, Series)
+                    lm.reads[0] = (s, s.version)
+                    lm.size = len(s.times)
+                    lm.outcome = out
+                else:
+                    ctx.reads, ctx.until = [], _FOREVER
+                    lm.outcome = compiled.evaluate(ctx)
+                    lm.reads = [(x, x.version) for x in ctx.reads]
+                    lm.until = ctx.until
+                    lm.size, lm.rewrites = _extent(compiled, ctx.reads)
+            leaves.append(lm.outcome)
+            reads += lm.reads
+            if lm.until < until:
+                until = lm.until
+        memo.reads, memo.until, memo.leaves = reads, until, leaves
+        memo.value = _combine(self.definition.condition, iter(leaves))
+
+    def _leaf_memo(self, node: Leaf, ctx: EvalContext, by_leaf: list[_LeafMemo]) -> LeafOutcome:
         reads = ctx.reads
-        if prior is not None and prior.stands(ctx.now_us):
-            reads += [source for source, _ in prior.reads]
-            if prior.until < ctx.until:
-                ctx.until = prior.until
-            by_leaf.append(prior)
-            return prior.outcome
         start, until = len(reads), ctx.until
         ctx.until = _FOREVER
-        out = self._leaves[id(node)].evaluate(ctx)
-        by_leaf.append(_LeafMemo([(x, x.version) for x in reads[start:]], ctx.until, out))
+        compiled = self._leaves[id(node)]
+        out = compiled.evaluate(ctx)
+        size, rewrites = _extent(compiled, reads[start:])
+        by_leaf.append(_LeafMemo([(x, x.version) for x in reads[start:]], ctx.until, out, size, rewrites))
         ctx.until = min(until, ctx.until)
         return out
 
@@ -487,36 +583,47 @@ class CompiledRule:
         subject = ctx.caller.subject
         return counted is not None and any(c.subject == subject and counted(c.op) for c in ctx.pending)
 
-    def _eval(
-        self,
-        node: Node,
-        ctx: EvalContext,
-        leaves: list[LeafOutcome],
-        prior: list[_LeafMemo] | None = None,
-        by_leaf: list[_LeafMemo] | None = None,
-    ) -> bool | None:
-        """With `by_leaf` (the memo's path), each leaf's own reads and `until` are kept there,
-        and a leaf whose `prior` entry stands gives its values again."""
+    def _eval(self, node: Node, ctx: EvalContext, leaves: list[LeafOutcome], by_leaf: list[_LeafMemo] | None = None) -> bool | None:
+        """With `by_leaf` (the memo's path), each leaf's own reads and `until` are kept there."""
         if isinstance(node, Leaf):
-            if by_leaf is None:
-                out = self._leaves[id(node)].evaluate(ctx)
-            else:
-                out = self._leaf_memo(node, ctx, prior[len(leaves)] if prior is not None else None, by_leaf)
+            out = self._leaves[id(node)].evaluate(ctx) if by_leaf is None else self._leaf_memo(node, ctx, by_leaf)
             leaves.append(out)
             return out.holds
         assert isinstance(node, BoolNode)
         # Every child is evaluated (no short cut) so the report carries every leaf's values.
-        values = [self._eval(c, ctx, leaves, prior, by_leaf) for c in node.children]
-        if node.op == "not":
-            v = values[0]
-            return None if v is None else not v
-        if node.op == "all":
-            if any(v is False for v in values):
-                return False
-            return None if any(v is None for v in values) else True
-        if any(v is True for v in values):
-            return True
-        return None if any(v is None for v in values) else False
+        return _kleene(node.op, [self._eval(c, ctx, leaves, by_leaf) for c in node.children])
+
+
+def _kleene(op: str, values: list[bool | None]) -> bool | None:
+    """all / any / not over leaf values, None being undecided."""
+    if op == "not":
+        v = values[0]
+        return None if v is None else not v
+    if op == "all":
+        if any(v is False for v in values):
+            return False
+        return None if any(v is None for v in values) else True
+    if any(v is True for v in values):
+        return True
+    return None if any(v is None for v in values) else False
+
+
+def _combine(node: Node, leaves: Iterator[LeafOutcome]) -> bool | None:
+    """The condition's value from its leaves' outcomes, taken in the tree's order."""
+    if isinstance(node, Leaf):
+        return next(leaves).holds
+    assert isinstance(node, BoolNode)
+    return _kleene(node.op, [_combine(c, leaves) for c in node.children])
+
+
+def _extent(leaf: CompiledLeaf, reads: list[Series | Breadth]) -> tuple[int, int]:
+    """What CompiledLeaf.extend starts from: the one series an extendable leaf read (its length
+    and `rewrites`), else (-1, -1)."""
+    if leaf.extendable and len(reads) == 1:
+        s = reads[0]
+        if isinstance(s, Series):
+            return len(s.times), s.rewrites
+    return -1, -1
 
 
 def compile_rule(rule: RuleDef) -> CompiledRule:
@@ -547,8 +654,13 @@ class BrokenRule(CompiledRule):
         self.name = name
         self._actions = GlobSet(self.definition.actions)
         self._leaves = {}
+        self._order = ()
         self.shape = Shape()
         self.last_outcome = None
 
     def evaluate(self, ctx: EvalContext) -> tuple[bool | None, list[LeafOutcome]]:
         return None, [LeafOutcome("condition", "broken", None, error=f"the stored rule does not compile: {self.reason}")]
+
+    @property
+    def standable(self) -> bool:
+        return False

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 
 from .compiler import CompiledRule, EvalContext
-from .model import EvalError, RuleOutcome, Verdict
+from .model import EvalError, LeafOutcome, RuleOutcome, Verdict
 
 
 def effective_mode(rule_mode: str, deployment_mode: str) -> str:
@@ -42,29 +42,13 @@ def evaluate(
     for rule in rules:
         if not applying and not rule.applies(op):
             continue
-        d = rule.definition
-        mode = effective_mode(mode_override or d.mode, deployment_mode)
+        mode = effective_mode(mode_override or rule.definition.mode, deployment_mode)
         cond, leaves = rule.evaluate(ctx)
-        if cond is None:
-            undecided = [leaf for leaf in leaves if leaf.error]
-            for leaf in undecided:
-                errors.append(EvalError(d.name, leaf.path, leaf.error))
-            denies = write_shaped
-        else:
-            denies = cond if d.effect == "forbid" else not cond
-        # A rule answering from its memo gives the same leaves: its outcome is the one built then.
-        prev = rule.last_outcome
-        if prev is not None and prev.leaves is leaves and prev.mode == mode and prev.denies == denies:
-            outcomes.append(prev)
-        elif cond is None:
-            message = "; ".join(f"{leaf.path}: {leaf.error}" for leaf in undecided) or "the condition could not be decided"
-            outcomes.append(RuleOutcome(d.name, d.effect, mode, None, denies, leaves, error=message))
-            rule.last_outcome = outcomes[-1]
-        else:
-            outcomes.append(RuleOutcome(d.name, d.effect, mode, cond, denies, leaves))
-            rule.last_outcome = outcomes[-1]
-        if denies:
-            determining.append(d.name)
+        out, errs = rule_outcome(rule, cond, leaves, mode, write_shaped)
+        outcomes.append(out)
+        errors += errs
+        if out.denies:
+            determining.append(out.name)
             enforced = enforced or mode == "enforce"
     return Verdict(
         decision="deny" if determining else "allow",
@@ -76,6 +60,31 @@ def evaluate(
         rules=outcomes,
         latency_ms=(time.perf_counter() - started) * 1000.0,
     )
+
+
+def rule_outcome(
+    rule: CompiledRule, cond: bool | None, leaves: list[LeafOutcome], mode: str, write_shaped: bool
+) -> tuple[RuleOutcome, list[EvalError]]:
+    """A rule's outcome from its condition's value and leaves, and the errors it reports."""
+    d = rule.definition
+    if cond is None:
+        undecided = [leaf for leaf in leaves if leaf.error]
+        errors = [EvalError(d.name, leaf.path, leaf.error) for leaf in undecided]
+        denies = write_shaped
+    else:
+        errors = []
+        denies = cond if d.effect == "forbid" else not cond
+    # A rule answering from its memo gives the same leaves: its outcome is the one built then.
+    prev = rule.last_outcome
+    if prev is not None and prev.leaves is leaves and prev.mode == mode and prev.denies == denies:
+        return prev, errors
+    if cond is None:
+        message = "; ".join(f"{leaf.path}: {leaf.error}" for leaf in undecided) or "the condition could not be decided"
+        out = RuleOutcome(d.name, d.effect, mode, None, denies, leaves, error=message)
+    else:
+        out = RuleOutcome(d.name, d.effect, mode, cond, denies, leaves)
+    rule.last_outcome = out
+    return out, errors
 
 
 def explain(verdict: Verdict) -> str:

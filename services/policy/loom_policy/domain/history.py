@@ -134,7 +134,7 @@ class Series:
     """One principal's events of one op and outcome: sorted times, plus a sub-series per value
     of each argument the namespace's rules compare."""
 
-    __slots__ = ("by_arg", "times", "truncated_upto", "version")
+    __slots__ = ("by_arg", "rewrites", "times", "truncated_upto", "version")
 
     def __init__(self, arg_names: frozenset[str]) -> None:
         self.times: list[int] = []
@@ -143,6 +143,11 @@ class Series:
         self.truncated_upto = 0
         # Bumped on every change: an answer read from this series holds while it is unchanged.
         self.version = 0
+        # Bumped on every change but an event appended at the end (an insert before the last
+        # event, a cut from the front, a new truncation point): while it is unchanged, what
+        # changed since an answer was read is the events appended after `len(times)` then
+        # (compiler.CompiledLeaf.extend).
+        self.rewrites = 0
 
     def add(self, ts: int, args: Mapping[str, str]) -> None:
         self.version += 1
@@ -150,6 +155,7 @@ class Series:
         if not times or ts >= times[-1]:
             times.append(ts)
         else:
+            self.rewrites += 1
             insort(times, ts)
         for name, values in self.by_arg.items():
             v = args.get(name)
@@ -164,6 +170,7 @@ class Series:
         if not i:
             return
         self.version += 1
+        self.rewrites += 1
         del self.times[:i]
         for values in self.by_arg.values():
             emptied = []
@@ -182,6 +189,7 @@ class Series:
         upto = self.times[extra - 1]
         self.truncated_upto = max(self.truncated_upto, upto)
         self.version += 1
+        self.rewrites += 1
         self.drop_before(upto + 1)
 
     def _sub(self, filt: tuple[tuple[str, str], ...]) -> _ArgSeries | None:
@@ -409,6 +417,7 @@ class Window:
                     v = by_pkey[pkey]
                     v.truncated_upto = max(v.truncated_upto, s.truncated_upto)
                     v.version += 1
+                    v.rewrites += 1
                     v.drop_before(s.truncated_upto + 1)
 
     def view(self, pkey: PKey, ops: str, outcome: str) -> Series | None:

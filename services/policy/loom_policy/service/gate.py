@@ -28,11 +28,12 @@ from loom_core.store import Store, run_migrations
 from loom_core.store.caller import caller_values
 
 from ..domain.args import flatten_json
-from ..domain.compiler import Caller, CompiledRule, EvalContext
+from ..domain.compiler import Caller, CallerKey, CompiledRule, EvalContext
 from ..domain.evaluator import evaluate, explain, undecidable
 from ..domain.history import Shape, Window
 from ..domain.model import Verdict
 from ..domain.reservations import PendingCall, Reservations
+from ..domain.standing import Standing, decide
 from ..domain.timeutil import us_to_ch
 from ..settings import PolicySettings
 from ..store.decisions import DecisionWriter
@@ -219,6 +220,7 @@ class PolicyGate:
                 write_shaped=is_write(ctx.op),
                 pending=self.reservations.pending(org, namespace, now),
                 applying=True,
+                standing=ns_rules.standing,
             )
             self._record(call, now, verdict)
             if verdict.would_enforce:
@@ -322,17 +324,24 @@ class PolicyGate:
         mode: str | None = None,
         pending: Sequence[PendingCall] = (),
         applying: bool = False,
+        standing: dict[tuple[str, CallerKey], Standing] | None = None,
     ) -> Verdict:
         deployment = mode or self.mode
         if window is None:
             return undecidable(rules, op=op, write_shaped=write_shaped, deployment_mode=deployment, message="the history could not be read")
         # The replica's live window lives on: rules may answer from their memo of it (compiler.CompiledRule.evaluate).
         ctx = EvalContext(window, caller, now, args, pending, memo=True)
+        if standing is not None:
+            # The live gate's call: only the rules whose history moved are asked again.
+            kept = decide(standing, rules, ctx, op=op, write_shaped=write_shaped, deployment_mode=deployment)
+            if kept is not None:
+                return kept
         return evaluate(rules, ctx, op=op, write_shaped=write_shaped, deployment_mode=deployment, applying=applying)
 
 
-# The ledger's form of an op's empty arguments, per op (most gated calls of an op without arguments).
-_NO_ARGS: dict[str, Mapping[str, str]] = {}
+# What gives the ledger's form of an op's empty arguments, per op (most gated calls of an op
+# without arguments).
+_NO_ARGS: dict[str, Callable[[], Mapping[str, str]]] = {}
 
 
 def _call_args_once(op: OpSpec, args: Mapping[str, Any]) -> Callable[[], Mapping[str, str]]:
@@ -341,8 +350,9 @@ def _call_args_once(op: OpSpec, args: Mapping[str, Any]) -> Callable[[], Mapping
     if not args:
         hit = _NO_ARGS.get(op.name)
         if hit is None:
-            hit = _NO_ARGS[op.name] = MappingProxyType(call_args(op, args))
-        return lambda: hit
+            empty = MappingProxyType(call_args(op, args))
+            hit = _NO_ARGS[op.name] = lambda: empty
+        return hit
     box: list[Mapping[str, str]] = []
 
     def get() -> Mapping[str, str]:
@@ -369,6 +379,6 @@ def _decision_row(ctx: CallContext, now: int, verdict: Verdict) -> dict[str, Any
         "rule_names": [r.name for r in verdict.rules],
         "latency_ms": verdict.latency_ms,
         "ts": us_to_ch(now),
-        "errors": json.dumps([error_json(e) for e in verdict.errors], separators=(",", ":")),
+        "errors": json.dumps([error_json(e) for e in verdict.errors], separators=(",", ":")) if verdict.errors else "[]",
         "rules": rules_stored(verdict.rules),
     }

@@ -91,37 +91,40 @@ _LEAF_FIELDS = (
 
 
 def rules_stored(rules: list[RuleOutcome]) -> str:
-    return json.dumps(
+    """The rules' outcomes as a decision row stores them: a JSON array of one array per rule."""
+    return "[" + ",".join(r.stored or _rule_stored(r) for r in rules) + "]"
+
+
+def _rule_stored(r: RuleOutcome) -> str:
+    r.stored = json.dumps(
         [
+            r.name,
+            r.effect,
+            r.mode,
+            r.condition,
+            r.denies,
+            r.error,
             [
-                r.name,
-                r.effect,
-                r.mode,
-                r.condition,
-                r.denies,
-                r.error,
                 [
-                    [
-                        leaf.path,
-                        leaf.op,
-                        leaf.holds,
-                        leaf.observed,
-                        leaf.cmp,
-                        leaf.threshold,
-                        leaf.within_seconds,
-                        leaf.operation,
-                        leaf.key,
-                        leaf.key_value,
-                        leaf.last_us,
-                        leaf.error,
-                    ]
-                    for leaf in r.leaves
-                ],
-            ]
-            for r in rules
+                    leaf.path,
+                    leaf.op,
+                    leaf.holds,
+                    leaf.observed,
+                    leaf.cmp,
+                    leaf.threshold,
+                    leaf.within_seconds,
+                    leaf.operation,
+                    leaf.key,
+                    leaf.key_value,
+                    leaf.last_us,
+                    leaf.error,
+                ]
+                for leaf in r.leaves
+            ],
         ],
         separators=(",", ":"),
     )
+    return r.stored
 
 
 def rules_from_stored(text: str) -> list[dict[str, Any]]:

@@ -26,10 +26,11 @@ from loom_core.bus import Bus
 from loom_core.errors import ValidationFailed
 
 from ..bus import RULES_SUBJECT
-from ..domain.compiler import BrokenRule, CompiledRule, compile_rule
+from ..domain.compiler import BrokenRule, CallerKey, CompiledRule, compile_rule
 from ..domain.history import Shape
 from ..domain.model import EFFECTS, RULE_MODES
 from ..domain.parser import parse_rule
+from ..domain.standing import Standing
 from ..settings import PolicySettings
 from ..store.rules import RuleStore
 
@@ -45,6 +46,8 @@ class NamespaceRules:
     shape: Shape = field(default_factory=Shape)
     _by_op: dict[str, tuple[CompiledRule, ...]] = field(default_factory=dict)
     _counted: dict[str, bool] = field(default_factory=dict)
+    # Each caller's standing verdict per op (domain.standing), for these rules only.
+    standing: dict[tuple[str, CallerKey], Standing] = field(default_factory=dict)
 
     def for_op(self, op: str) -> tuple[CompiledRule, ...]:
         hit = self._by_op.get(op)

@@ -1,0 +1,198 @@
+"""A count kept up to date from the events appended to its series (compiler.CompiledLeaf.extend,
+on the live gate's memo path): whatever happens to the window between two calls, the values the
+gate reports and records equal a fresh count at the same instant."""
+
+from __future__ import annotations
+
+import random
+
+from loom_policy.domain.compiler import CompiledRule, EvalContext
+from loom_policy.domain.evaluator import evaluate
+from loom_policy.domain.history import Series, Window
+from loom_policy.domain.model import Verdict
+from loom_policy.domain.reservations import PendingCall
+from loom_policy.domain.standing import decide
+from loom_policy.domain.timeutil import US
+
+from .helpers import CALLER, T0, ev, rule, shown, window
+
+LEAVES = [
+    {"op": "count_within", "within": "1m", "operation": "memory.set", "cmp": "gte", "value": 3},
+    {"op": "count_within", "within": "1m", "operation": "memory.*", "cmp": "gt", "value": 5},
+    {"op": "count_within", "within": "30s", "operation": "*", "outcome": "any", "cmp": "lt", "value": 4},
+    {"op": "count_within", "within": "1m", "operation": "memory.get", "outcome": "failed", "cmp": "eq", "value": 2},
+    {"op": "formerly", "within": "20s", "operation": "memory.get"},
+]
+OPS = ["memory.set", "memory.get", "task.create"]
+
+
+def values(v: Verdict) -> list[tuple[object, ...]]:
+    """Everything a decision row records of each rule and leaf."""
+    return [(r.condition, r.denies, r.error, [(x.holds, x.observed, x.last_us, x.error, x.threshold) for x in r.leaves]) for r in v.rules]
+
+
+def memo_and_fresh(rules: list[CompiledRule], w: Window, now: int) -> tuple[Verdict, Verdict]:
+    memo = evaluate(rules, EvalContext(w, CALLER, now, {}, memo=True), op="memory.delete", write_shaped=True, deployment_mode="enforce")
+    fresh = evaluate(rules, EvalContext(w, CALLER, now, {}), op="memory.delete", write_shaped=True, deployment_mode="enforce")
+    return memo, fresh
+
+
+def test_appended_events_extend_the_count() -> None:
+    r = rule(LEAVES[0])
+    w = window([r], [ev(0, "memory.set")])
+    now = T0 + 1 * US
+    memo, fresh = memo_and_fresh([r], w, now)
+    assert values(memo) == values(fresh)
+    s = w.series_for(CALLER.pkey("agent"))[("memory.set", True)]  # type: ignore[index]
+    rewrites = s.rewrites
+    for i in range(2, 6):
+        w.add_event(ev(i, "memory.set"))
+        memo, fresh = memo_and_fresh([r], w, T0 + i * US + 1)
+        assert values(memo) == values(fresh)
+        assert memo.rules[0].leaves[0].observed == i and memo.rules[0].leaves[0].last_us == T0 + i * US
+    assert s.rewrites == rewrites  # appends only: each answer above was extended, not counted again
+    assert memo.decision == "deny"
+
+
+def test_an_insert_before_the_end_is_a_rewrite() -> None:
+    r = rule(LEAVES[0])
+    w = window([r], [ev(0, "memory.set"), ev(10, "memory.set")])
+    memo, fresh = memo_and_fresh([r], w, T0 + 11 * US)
+    s = w.series_for(CALLER.pkey("agent"))[("memory.set", True)]  # type: ignore[index]
+    rewrites = s.rewrites
+    w.add_event(ev(5, "memory.set"))  # another replica's row, older than the last one kept
+    assert s.rewrites == rewrites + 1
+    memo, fresh = memo_and_fresh([r], w, T0 + 12 * US)
+    assert values(memo) == values(fresh) and memo.rules[0].leaves[0].observed == 3
+
+
+def test_a_truncated_series_is_counted_afresh() -> None:
+    r = rule(LEAVES[0])
+    w = window([r], [ev(i, "memory.set") for i in range(4)], cap=3)
+    memo, fresh = memo_and_fresh([r], w, T0 + 5 * US)
+    assert values(memo) == values(fresh)
+    for i in range(5, 12):
+        w.add_event(ev(i, "memory.set"))  # cut back to the cap from the front as it grows
+        memo, fresh = memo_and_fresh([r], w, T0 + i * US + 1)
+        assert values(memo) == values(fresh)
+
+
+def test_an_event_ahead_of_the_instant_waits_for_it() -> None:
+    r = rule(LEAVES[0])
+    w = window([r], [ev(0, "memory.set")])
+    memo_and_fresh([r], w, T0 + 1 * US)
+    w.add_event(ev(30, "memory.set"))  # recorded ahead of the instant (another replica's clock)
+    memo, fresh = memo_and_fresh([r], w, T0 + 2 * US)
+    assert values(memo) == values(fresh) and memo.rules[0].leaves[0].observed == 1
+    memo, fresh = memo_and_fresh([r], w, T0 + 31 * US)
+    assert values(memo) == values(fresh) and memo.rules[0].leaves[0].observed == 2
+
+
+def test_random_histories_match_a_fresh_count() -> None:
+    """Events appended, inserted out of order, failed and ahead of time; time moving on past
+    windows' ends; eviction and the cap: after each step, every leaf kind's values equal a fresh
+    count's."""
+    rng = random.Random(35)
+    for trial in range(20):
+        rules = [rule(c) for c in LEAVES]
+        w = window(rules, cap=rng.choice([5, 8, 1000]))
+        t = 0.0
+        for _ in range(150):
+            step = rng.random()
+            if step < 0.6:
+                at = t - rng.choice([0.0, 0.0, 0.0, rng.uniform(0, 40)]) + (rng.uniform(0, 3) if rng.random() < 0.05 else 0.0)
+                w.add_event(ev(at, rng.choice(OPS), ok=rng.random() < 0.8))
+            elif step < 0.65:
+                w.evict(T0 + int((t - 60) * US))
+            t += rng.choice([0.001, 0.5, 2.0, 7.0])
+            memo, fresh = memo_and_fresh(rules, w, T0 + int(t * US))
+            assert values(memo) == values(fresh), (trial, t)
+
+
+def standing_and_fresh(kept: dict, rules: list[CompiledRule], w: Window, now: int) -> tuple[Verdict, Verdict]:  # type: ignore[type-arg]
+    kept_v = decide(
+        kept, rules, EvalContext(w, CALLER, now, {}, memo=True), op="memory.delete", write_shaped=True, deployment_mode="enforce"
+    )
+    assert kept_v is not None
+    fresh = evaluate(rules, EvalContext(w, CALLER, now, {}), op="memory.delete", write_shaped=True, deployment_mode="enforce")
+    return kept_v, fresh
+
+
+def verdict_values(v: Verdict) -> tuple[object, ...]:
+    return (v.decision, v.would_enforce, v.determining_rules, [(e.rule, e.path, e.message) for e in v.errors], values(v))
+
+
+def test_a_standing_verdict_asks_again_only_the_rules_whose_history_moved() -> None:
+    rules = [rule(c, mode="enforce") for c in LEAVES]
+    # The task.create series exists already: a new series is a new generation (everything asked again).
+    w = window(rules, [ev(0, "memory.set"), ev(1, "memory.get"), ev(1.5, "task.create")])
+    kept: dict = {}  # type: ignore[type-arg]
+    first, fresh = standing_and_fresh(kept, rules, w, T0 + 2 * US)
+    assert verdict_values(first) == verdict_values(fresh)
+    again, _ = standing_and_fresh(kept, rules, w, T0 + 3 * US)
+    assert again.rules is first.rules  # nothing moved: every outcome stands, no list rebuilt
+    w.add_event(ev(3.5, "task.create"))  # read by the `*` leaf only
+    moved, fresh = standing_and_fresh(kept, rules, w, T0 + 4 * US)
+    assert verdict_values(moved) == verdict_values(fresh)
+    assert [a is b for a, b in zip(moved.rules, first.rules, strict=True)] == [True, True, False, True, True]
+
+
+def test_random_histories_match_a_fresh_verdict() -> None:
+    """As test_random_histories_match_a_fresh_count, for the standing verdict of every leaf
+    kind's rule together (plus one not, one any, one all, and a breadth)."""
+    rng = random.Random(1335)
+    conditions = [
+        *LEAVES,
+        {"op": "not", "of": LEAVES[1]},
+        {"op": "any", "of": [LEAVES[0], LEAVES[2]]},
+        {"op": "all", "of": [LEAVES[3], LEAVES[4]]},
+        {"op": "not_since", "within": "30s", "anchor": "memory.get", "operation": "memory.set"},
+        {"op": "breadth_within", "within": "20s", "cmp": "gte", "value": 3},
+    ]
+    for trial in range(15):
+        rules = [rule(c, mode=rng.choice(["enforce", "shadow"])) for c in conditions]
+        w = window(rules, cap=rng.choice([5, 8, 1000]))
+        kept: dict = {}  # type: ignore[type-arg]
+        t = 0.0
+        for _ in range(150):
+            step = rng.random()
+            if step < 0.55:
+                at = t - rng.choice([0.0, 0.0, 0.0, rng.uniform(0, 40)]) + (rng.uniform(0, 3) if rng.random() < 0.05 else 0.0)
+                w.add_event(ev(at, rng.choice(OPS), ok=rng.random() < 0.8))
+            elif step < 0.65:
+                w.add_exposure(shown(t - rng.uniform(0, 5), f"k{rng.randrange(6)}"))
+            elif step < 0.7:
+                w.evict(T0 + int((t - 60) * US))
+            t += rng.choice([0.001, 0.5, 2.0, 7.0])
+            kept_v, fresh = standing_and_fresh(kept, rules, w, T0 + int(t * US))
+            assert verdict_values(kept_v) == verdict_values(fresh), (trial, t)
+
+
+def test_no_standing_verdict_where_an_answer_depends_on_more_than_the_caller() -> None:
+    bound = rule({"op": "formerly", "within": "1h", "operation": "memory.get", "args_equal": {"memory_key": "$args.memory_key"}})
+    fraction = rule({"op": "breadth_within", "within": "1h", "cmp": "gt", "fraction": 0.5})
+    plain = rule(LEAVES[0])
+    w = window([bound, fraction, plain], [ev(0, "memory.get", memory_key="a")], live={"memory": 4})
+    kept: dict = {}  # type: ignore[type-arg]
+    now = T0 + US
+    for rules in ([plain, bound], [fraction, plain]):
+        ctx = EvalContext(w, CALLER, now, {"memory_key": "a"}, memo=True)
+        assert decide(kept, rules, ctx, op="memory.delete", write_shaped=True, deployment_mode="enforce") is None
+    in_flight = (PendingCall("q1", "memory.set", now - 1, CALLER.subject, CALLER.agent, CALLER.user, CALLER.session, {}),)
+    ctx = EvalContext(w, CALLER, now, {}, in_flight, memo=True)
+    assert decide(kept, [plain], ctx, op="memory.delete", write_shaped=True, deployment_mode="enforce") is None
+    assert not kept
+
+
+def test_rewrites_counts_every_change_but_an_append() -> None:
+    s = Series(frozenset())
+    s.add(10, {})
+    s.add(20, {})
+    assert s.rewrites == 0 and s.version == 2
+    s.add(15, {})
+    assert s.rewrites == 1
+    s.drop_before(12)
+    assert s.rewrites == 2 and s.times == [15, 20]
+    s.add(30, {})
+    s.truncate(2)
+    assert s.rewrites == 4 and s.times == [20, 30] and s.truncated_upto == 15
