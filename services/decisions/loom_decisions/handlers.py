@@ -103,25 +103,7 @@ class DecisionHandlers(CodeHandlers):
     # --- decision.*
 
     async def record_decision(self, req: dpb.RecordDecisionRequest, ctx: CallContext) -> dpb.RecordDecisionResponse:
-        args: dict[str, Any] = {
-            "category": req.category,
-            "scenario": req.scenario,
-            "reasoning": req.reasoning,
-            "outcome": req.outcome,
-            "alternatives": list(req.alternatives),
-            "confidence": req.confidence if req.HasField("confidence") else None,
-            "caused_by": list(req.caused_by),
-            "influenced_by": list(req.influenced_by),
-            "stage": req.stage,
-            "files": list(req.files),
-            "source_resource_id": req.source_resource_id,
-            "source_class": req.source_class,
-            "tags": list(req.tags),
-            "run_id": req.run_id,
-            "memories_used": list(req.memories_used),
-        }
-        out = await self._decisions.record(ctx, args)
-        return dpb.RecordDecisionResponse(**out)
+        return await self._decisions.record(ctx, req)
 
     async def decision_precedents(self, req: dpb.DecisionPrecedentsRequest, ctx: CallContext) -> dpb.DecisionPrecedentsResponse:
         found, none_close = await self._decisions.precedents(ctx, req.query, req.category, req.with_outcome_only, req.limit)
@@ -166,16 +148,7 @@ class DecisionHandlers(CodeHandlers):
     # --- memory.*
 
     async def set_memory(self, req: mpb.SetMemoryRequest, ctx: CallContext) -> mpb.SetMemoryResponse:
-        args = {
-            "memory_key": req.memory_key,
-            "value": req.value,
-            "memory_type": req.memory_type,
-            "tags": list(req.tags),
-            "files": list(req.files),
-            "source_resource_id": req.source_resource_id,
-            "source_class": req.source_class,
-        }
-        return mpb.SetMemoryResponse(**await self._memory.set(ctx, args))
+        return await self._memory.set(ctx, req)
 
     async def memory_for_file(self, req: mpb.MemoryForFileRequest, ctx: CallContext) -> mpb.MemoryForFileResponse:
         include = req.include_conflicted if req.HasField("include_conflicted") else True
@@ -196,19 +169,7 @@ class DecisionHandlers(CodeHandlers):
         return mpb.ClearMemoryResponse(**await self._memory.clear(ctx, req.prefix, req.memory_type))
 
     async def apply_memory(self, req: mpb.ApplyMemoryRequest, ctx: CallContext) -> mpb.ApplyMemoryResponse:
-        actions = [
-            {
-                "action": a.action,
-                "memory_key": a.memory_key,
-                "value": a.value,
-                "memory_type": a.memory_type,
-                "tags": list(a.tags),
-                "files": list(a.files),
-            }
-            for a in req.actions
-        ]
-        results = await self._memory.apply(ctx, actions)
-        return mpb.ApplyMemoryResponse(results=[mpb.ActionResult(**r) for r in results])
+        return mpb.ApplyMemoryResponse(results=await self._memory.apply(ctx, req.actions))
 
     async def rollback_namespace(self, req: mpb.RollbackNamespaceRequest, ctx: CallContext) -> mpb.RollbackNamespaceResponse:
         return mpb.RollbackNamespaceResponse(**await self._rollback.run(ctx, req.to_time, req.dry_run))
@@ -222,18 +183,7 @@ class DecisionHandlers(CodeHandlers):
         return mpb.AutoSupersedeResponse(**await self._memory.auto_supersede(ctx, req.memory_key, req.by_key))
 
     async def write_record(self, req: mpb.WriteRecordRequest, ctx: CallContext) -> mpb.WriteRecordResponse:
-        args: dict[str, Any] = {
-            "schema": req.schema,
-            "category": req.category,
-            "scenario": req.scenario,
-            "reasoning": req.reasoning,
-            "outcome": req.outcome,
-            "alternatives": list(req.alternatives),
-            "confidence": req.confidence if req.HasField("confidence") else None,
-            "caused_by": list(req.caused_by),
-            "influenced_by": list(req.influenced_by),
-        }
-        return mpb.WriteRecordResponse(**await self._decisions.record_write(ctx, args))
+        return await self._decisions.record_write(ctx, req)
 
     async def record_history(self, req: mpb.RecordHistoryRequest, ctx: CallContext) -> mpb.RecordHistoryResponse:
         return mpb.RecordHistoryResponse(records=_record_msgs(await self._decisions.record_history(ctx, req.memory_key)))

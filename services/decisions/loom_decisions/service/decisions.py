@@ -6,6 +6,8 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from loom_api.decisions.v1 import decisions_pb2 as dpb
+from loom_api.decisions.v1 import memory_pb2 as mpb
 from loom_core.chain import CallContext
 from loom_core.errors import BadRequest, Conflict, ErrorCode, NotFound, invalid_field
 from loom_core.store import ch_time
@@ -30,25 +32,25 @@ class DecisionOps:
 
     # --- record
 
-    async def record(self, ctx: CallContext, req: dict[str, Any]) -> dict[str, Any]:
+    async def record(self, ctx: CallContext, req: dpb.RecordDecisionRequest) -> dpb.RecordDecisionResponse:
         org, ns = ctx.org, ctx.namespace
-        stage = req.get("stage") or "decided"
+        stage = req.stage or "decided"
         if stage not in STAGES:
             raise invalid_field("stage", "decided or proposed")
-        confidence = req.get("confidence")
+        confidence = req.confidence if req.HasField("confidence") else None
         if confidence is not None and not 0.0 <= confidence <= 1.0:
             raise invalid_field("confidence", "between 0 and 1")
-        category = req.get("category", "").strip()
-        for name in ("category", "scenario", "outcome"):
-            if not str(req.get(name, "")).strip():
+        category = req.category.strip()
+        for name, given in (("category", req.category), ("scenario", req.scenario), ("outcome", req.outcome)):
+            if not given.strip():
                 raise invalid_field(name, "required")
         try:
-            key = decision_key(category, req["scenario"])
+            key = decision_key(category, req.scenario)
             text = DecisionText.checked(
-                scenario=req["scenario"],
-                outcome=req["outcome"],
-                reasoning=req.get("reasoning", ""),
-                alternatives=list(req.get("alternatives", [])),
+                scenario=req.scenario,
+                outcome=req.outcome,
+                reasoning=req.reasoning,
+                alternatives=list(req.alternatives),
                 stage=stage,
             )
         except MissingIdentity as exc:
@@ -56,7 +58,7 @@ class DecisionOps:
         except LimitExceeded as exc:
             raise invalid_field(exc.field, f"longer than {exc.limit}") from None
         statement = text.statement()
-        tags = decision_tags(list(req.get("tags", [])), category, stage)
+        tags = decision_tags(list(req.tags), category, stage)
         ident = Ident(ctx.agent_label, ctx.user, ctx.session)
         await self.r.refuse_if_locked(org, ns, key)
         vec = await self.r.d.embedder.embed_one(excerpt(statement))
@@ -81,10 +83,10 @@ class DecisionOps:
                 "tags": tags,
                 "conflicts": conflicts,
                 # Unset, the files are the ones the stored fields name (never the realized outcome).
-                "files": list(dict.fromkeys(f for f in req.get("files", []) if f.strip()))
+                "files": list(dict.fromkeys(f for f in req.files if f.strip()))
                 or detect_files([text.scenario, text.outcome, text.reasoning, *text.alternatives]),
-                "source_resource_id": req.get("source_resource_id", ""),
-                "source_class": req.get("source_class", ""),
+                "source_resource_id": req.source_resource_id,
+                "source_class": req.source_class,
             }
             base = own if own_live else None
             if restated and own is not None:
@@ -108,10 +110,10 @@ class DecisionOps:
                     "outcome": text.outcome,
                     "alternatives": list(text.alternatives),
                     "confidence": confidence,
-                    "caused_by": list(dict.fromkeys(req.get("caused_by", []))),
-                    "influenced_by": list(dict.fromkeys(req.get("influenced_by", []))),
-                    "memories_used": list(dict.fromkeys(k for k in req.get("memories_used", []) if k.strip())),
-                    "run_id": req.get("run_id") or ctx.run_id,
+                    "caused_by": list(dict.fromkeys(req.caused_by)),
+                    "influenced_by": list(dict.fromkeys(req.influenced_by)),
+                    "memories_used": list(dict.fromkeys(k for k in req.memories_used if k.strip())),
+                    "run_id": req.run_id or ctx.run_id,
                     "agent": ident.agent,
                     "user": ident.user,
                     "session": ident.session,
@@ -130,37 +132,37 @@ class DecisionOps:
                 edges = [(src, "caused_by") for src in new_rec["caused_by"]] + [(src, "influenced_by") for src in new_rec["influenced_by"]]
                 await self.dec.add_edges(org, ns, key, new_rec["version"], edges, now)
         await self.r.publish_live(org, ns)
-        return {
-            "memory_key": key,
-            "created": not own_live,
-            "superseded_prior": superseded,
-            "restated": restated,
-            "conflicts": conflicts,
-            "stage": stage,
-            "statement": statement,
-            "version": row["version"],
-        }
+        return dpb.RecordDecisionResponse(
+            memory_key=key,
+            created=not own_live,
+            superseded_prior=superseded,
+            restated=restated,
+            conflicts=conflicts,
+            stage=stage,
+            statement=statement,
+            version=row["version"],
+        )
 
     # --- the record alone
 
-    async def record_write(self, ctx: CallContext, req: dict[str, Any]) -> dict[str, Any]:
+    async def record_write(self, ctx: CallContext, req: mpb.WriteRecordRequest) -> mpb.WriteRecordResponse:
         """memory.record.write on the decision schema: a new version of the key's record under
         the caller, holding only what this write states (nothing carried over), and its edges;
         no memory row. decision.chain serves it; decision.outcome answers not-found for it."""
         org, ns = ctx.org, ctx.namespace
-        if req.get("schema") != "decision":
+        if req.schema != "decision":
             raise invalid_field("schema", "decision (the only schema served)")
-        category = str(req.get("category", "")).strip()
-        for name in ("category", "scenario", "outcome"):
-            if not str(req.get(name, "")).strip():
+        category = req.category.strip()
+        for name, given in (("category", req.category), ("scenario", req.scenario), ("outcome", req.outcome)):
+            if not given.strip():
                 raise invalid_field(name, "required")
         try:
-            key = decision_key(category, req["scenario"])
+            key = decision_key(category, req.scenario)
             text = DecisionText.checked(
-                scenario=req["scenario"],
-                outcome=req["outcome"],
-                reasoning=req.get("reasoning", ""),
-                alternatives=list(req.get("alternatives", [])),
+                scenario=req.scenario,
+                outcome=req.outcome,
+                reasoning=req.reasoning,
+                alternatives=list(req.alternatives),
             )
         except MissingIdentity as exc:
             raise BadRequest(ErrorCode.MISSING_IDENTITY_FIELD, f"{exc.field} has no letter or digit", {"field": exc.field}) from None
@@ -171,8 +173,8 @@ class DecisionOps:
             rec = await self.dec.current(org, ns, key)
             now = ch_time()
             version = await self.r.next_record_version(org, ns, key, int(rec["version"]) if rec is not None else 0)
-            caused_by: list[str] = list(dict.fromkeys(req.get("caused_by", [])))
-            influenced_by: list[str] = list(dict.fromkeys(req.get("influenced_by", [])))
+            caused_by = list(dict.fromkeys(req.caused_by))
+            influenced_by = list(dict.fromkeys(req.influenced_by))
             new_rec = {
                 "key": key,
                 "version": version,
@@ -183,7 +185,7 @@ class DecisionOps:
                 "reasoning": text.reasoning,
                 "outcome": text.outcome,
                 "alternatives": list(text.alternatives),
-                "confidence": req.get("confidence"),
+                "confidence": req.confidence if req.HasField("confidence") else None,
                 "caused_by": caused_by,
                 "influenced_by": influenced_by,
                 "memories_used": [],
@@ -204,7 +206,7 @@ class DecisionOps:
             await self.r.append_record(org, ns, new_rec)
             edges = [(src, "caused_by") for src in caused_by] + [(src, "influenced_by") for src in influenced_by]
             await self.dec.add_edges(org, ns, key, version, edges, now)
-        return {"memory_key": key, "version": version, "superseded_prior": rec is not None and rec["status"] == "active"}
+        return mpb.WriteRecordResponse(memory_key=key, version=version, superseded_prior=rec is not None and rec["status"] == "active")
 
     async def record_history(self, ctx: CallContext, key: str) -> list[dict[str, Any]]:
         if not key:

@@ -4,9 +4,11 @@ locks, deletes that retire a decision record, restores that do not revive it."""
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from loom_api.decisions.v1 import memory_pb2 as mpb
 from loom_core.bus.leases import LeaseHeld
 from loom_core.chain import CallContext
 from loom_core.errors import Conflict, ErrorCode, Forbidden, LoomError, NotFound, invalid_field
@@ -130,22 +132,21 @@ class MemoryOps:
 
     # --- the general write
 
-    async def set(self, ctx: CallContext, req: dict[str, Any]) -> dict[str, Any]:
+    async def set(self, ctx: CallContext, req: mpb.SetMemoryRequest) -> mpb.SetMemoryResponse:
         """The caller's row under a key. The value's bytes decide restatement: the same bytes
         reinforce the row (a pinned row accepts it); other bytes revise it (a pinned row
         refuses, 409 PINNED_CONFLICT). A rewrite of a decision row with another memory_type
         leaves its record active (spec 003, Leaves the record active)."""
         org, ns = ctx.org, ctx.namespace
-        key = str(req.get("memory_key", ""))
-        value = str(req.get("value", ""))
-        memory_type = str(req.get("memory_type") or "note")
+        key, value = req.memory_key, req.value
+        memory_type = req.memory_type or "note"
         if not key.strip():
             raise invalid_field("memory_key", "required")
         if not value.strip():
             raise invalid_field("value", "required")
         if memory_type == "decision":
             raise invalid_field("memory_type", "decision rows are written by decision.record")
-        files = list(dict.fromkeys(str(f) for f in req.get("files", []) if str(f).strip())) or detect_files([value])
+        files = list(dict.fromkeys(f for f in req.files if f.strip())) or detect_files([value])
         await self.r.refuse_if_locked(org, ns, key)
         ident = Ident(ctx.agent_label, ctx.user, ctx.session)
         async with self.r.key_lock(org, ns, key):
@@ -159,10 +160,10 @@ class MemoryOps:
             changes: dict[str, Any] = {
                 "value": value,
                 "memory_type": memory_type,
-                "tags": list(dict.fromkeys(str(t) for t in req.get("tags", []))),
+                "tags": list(dict.fromkeys(req.tags)),
                 "files": files,
-                "source_resource_id": str(req.get("source_resource_id", "")),
-                "source_class": str(req.get("source_class", "")),
+                "source_resource_id": req.source_resource_id,
+                "source_class": req.source_class,
                 "conflicts": [],
             }
             emb = None
@@ -174,18 +175,18 @@ class MemoryOps:
             if not restated:
                 await self.r.store_chunks(org, ns, row)
         await self.r.publish_live(org, ns)
-        return {
-            "memory_key": key,
-            "version": int(row["version"]),
-            "memory_id": row["memory_id"],
-            "created": live is None,
-            "restated": restated,
-            "pinned": bool(row["pinned"]),
-            "attestation": attestation(row),
-            "value_hash": row["value_hash"],
-            "files": list(row["files"]),
-            "reinforcements": int(row["reinforcements"]),
-        }
+        return mpb.SetMemoryResponse(
+            memory_key=key,
+            version=int(row["version"]),
+            memory_id=row["memory_id"],
+            created=live is None,
+            restated=restated,
+            pinned=bool(row["pinned"]),
+            attestation=attestation(row),
+            value_hash=row["value_hash"],
+            files=list(row["files"]),
+            reinforcements=int(row["reinforcements"]),
+        )
 
     # --- deletes and restore
 
@@ -307,25 +308,27 @@ class MemoryOps:
         await self.r.publish_live(org, ns)
         return {"cleared": cleared, "locked": sorted(set(locked))}
 
-    async def apply(self, ctx: CallContext, actions: builtins.list[dict[str, Any]]) -> builtins.list[dict[str, Any]]:
+    async def apply(self, ctx: CallContext, actions: Sequence[mpb.MemoryAction]) -> builtins.list[mpb.ActionResult]:
         """Each action as its own op would do it, in order: set through memory.set, delete through
         memory.delete (retiring the writer's decision record). One failing does not stop the rest."""
-        out: builtins.list[dict[str, Any]] = []
+        out: builtins.list[mpb.ActionResult] = []
         ident = Ident(ctx.agent_label, ctx.user, ctx.session)
         for a in actions:
-            key, action = str(a.get("memory_key", "")), str(a.get("action", ""))
-            res: dict[str, Any] = {"memory_key": key, "action": action, "ok": False}
+            res = mpb.ActionResult(memory_key=a.memory_key, action=a.action, ok=False)
             try:
-                if action == "set":
-                    done = await self.set(ctx, a)
-                    res.update(ok=True, version=done["version"])
-                elif action == "delete":
-                    deleted = await self.delete(ctx, key, ident)
-                    res.update(ok=True, version=deleted["version"], retired_record=deleted["retired_record"])
+                if a.action == "set":
+                    done = await self.set(
+                        ctx,
+                        mpb.SetMemoryRequest(memory_key=a.memory_key, value=a.value, memory_type=a.memory_type, tags=a.tags, files=a.files),
+                    )
+                    res.ok, res.version = True, done.version
+                elif a.action == "delete":
+                    deleted = await self.delete(ctx, a.memory_key, ident)
+                    res.ok, res.version, res.retired_record = True, deleted["version"], deleted["retired_record"]
                 else:
                     raise invalid_field("action", "set or delete")
             except LoomError as exc:
-                res.update(error_code=str(exc.code), error=exc.message)
+                res.error_code, res.error = str(exc.code), exc.message
             out.append(res)
         return out
 
