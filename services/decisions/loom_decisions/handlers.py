@@ -109,7 +109,7 @@ class DecisionHandlers(CodeHandlers):
         found, none_close = await self._decisions.precedents(ctx, req.query, req.category, req.with_outcome_only, req.limit)
         ctx.out_hits = len(found)
         return dpb.DecisionPrecedentsResponse(
-            precedents=[dpb.Precedent(**p) for p in found],
+            precedents=found,
             min_similarity=self._decisions.r.d.settings.decision_precedents_min_similarity,
             none_close=none_close,
         )
@@ -119,8 +119,7 @@ class DecisionHandlers(CodeHandlers):
         return dpb.DecisionChainResponse(nodes=[dpb.ChainNode(**n) for n in nodes], edges=[dpb.ChainEdge(**e) for e in edges])
 
     async def decision_outcome(self, req: dpb.DecisionOutcomeRequest, ctx: CallContext) -> dpb.DecisionOutcomeResponse:
-        out = await self._decisions.outcome(ctx, req.memory_key, req.realized_outcome, req.success if req.HasField("success") else None)
-        return dpb.DecisionOutcomeResponse(**out)
+        return await self._decisions.outcome(ctx, req.memory_key, req.realized_outcome, req.success if req.HasField("success") else None)
 
     async def decision_calibration(self, req: dpb.DecisionCalibrationRequest, ctx: CallContext) -> dpb.DecisionCalibrationResponse:
         out = await self._decisions.calibration(ctx, req.window_days, req.agent, req.category)
@@ -163,10 +162,10 @@ class DecisionHandlers(CodeHandlers):
 
     async def move_memory(self, req: mpb.MoveMemoryRequest, ctx: CallContext) -> mpb.MoveMemoryResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
-        return mpb.MoveMemoryResponse(**await self._memory.move(ctx, req.memory_key, req.to_key, req.keep_redirect, ident))
+        return await self._memory.move(ctx, req.memory_key, req.to_key, req.keep_redirect, ident)
 
     async def clear_memory(self, req: mpb.ClearMemoryRequest, ctx: CallContext) -> mpb.ClearMemoryResponse:
-        return mpb.ClearMemoryResponse(**await self._memory.clear(ctx, req.prefix, req.memory_type))
+        return await self._memory.clear(ctx, req.prefix, req.memory_type)
 
     async def apply_memory(self, req: mpb.ApplyMemoryRequest, ctx: CallContext) -> mpb.ApplyMemoryResponse:
         return mpb.ApplyMemoryResponse(results=await self._memory.apply(ctx, req.actions))
@@ -177,10 +176,10 @@ class DecisionHandlers(CodeHandlers):
     async def dedup_resolve(self, req: mpb.DedupResolveRequest, ctx: CallContext) -> mpb.DedupResolveResponse:
         named = req.agent_id or req.user_id or req.session_id
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id) if named else None
-        return mpb.DedupResolveResponse(**await self._memory.dedup_resolve(ctx, req.keep_key, req.drop_key, ident))
+        return await self._memory.dedup_resolve(ctx, req.keep_key, req.drop_key, ident)
 
     async def auto_supersede(self, req: mpb.AutoSupersedeRequest, ctx: CallContext) -> mpb.AutoSupersedeResponse:
-        return mpb.AutoSupersedeResponse(**await self._memory.auto_supersede(ctx, req.memory_key, req.by_key))
+        return await self._memory.auto_supersede(ctx, req.memory_key, req.by_key)
 
     async def write_record(self, req: mpb.WriteRecordRequest, ctx: CallContext) -> mpb.WriteRecordResponse:
         return await self._decisions.record_write(ctx, req)
@@ -244,11 +243,11 @@ class DecisionHandlers(CodeHandlers):
 
     async def delete_memory(self, req: mpb.DeleteMemoryRequest, ctx: CallContext) -> mpb.DeleteMemoryResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
-        return mpb.DeleteMemoryResponse(**await self._memory.delete(ctx, req.memory_key, ident))
+        return await self._memory.delete(ctx, req.memory_key, ident)
 
     async def delete_memory_version(self, req: mpb.DeleteMemoryVersionRequest, ctx: CallContext) -> mpb.DeleteMemoryResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
-        return mpb.DeleteMemoryResponse(**await self._memory.delete_version(ctx, req.memory_key, req.version, ident))
+        return await self._memory.delete_version(ctx, req.memory_key, req.version, ident)
 
     async def restore_memory(self, req: mpb.RestoreMemoryRequest, ctx: CallContext) -> mpb.MemoryWriteResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
@@ -272,7 +271,7 @@ class DecisionHandlers(CodeHandlers):
         return _write_msg(await self._memory.update_by_id(ctx, req.memory_id, value, tags, req.if_value_hash))
 
     async def lock_memory(self, req: mpb.LockMemoryRequest, ctx: CallContext) -> mpb.LockMemoryResponse:
-        return mpb.LockMemoryResponse(**await self._memory.lock(ctx, req.memory_key, req.ttl_seconds))
+        return await self._memory.lock(ctx, req.memory_key, req.ttl_seconds)
 
     async def unlock_memory(self, req: mpb.UnlockMemoryRequest, ctx: CallContext) -> mpb.LockMemoryResponse:
-        return mpb.LockMemoryResponse(**await self._memory.unlock(ctx, req.memory_key))
+        return await self._memory.unlock(ctx, req.memory_key)

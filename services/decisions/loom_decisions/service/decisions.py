@@ -220,7 +220,7 @@ class DecisionOps:
 
     async def precedents(
         self, ctx: CallContext, query: str, category: str, with_outcome_only: bool, limit: int
-    ) -> tuple[list[dict[str, Any]], bool]:
+    ) -> tuple[list[dpb.Precedent], bool]:
         """The closest live decisions, best first, none under the similarity floor; and whether
         decisions matched the filters but none was that close."""
         org, ns = ctx.org, ctx.namespace
@@ -234,7 +234,7 @@ class DecisionOps:
         vec = await self.r.d.embedder.embed_one(excerpt(query))
         tags = [CATEGORY_TAG_PREFIX + category] if category else []
         fetch = limit * (8 if with_outcome_only else 3)
-        out: list[dict[str, Any]] = []
+        out: list[dpb.Precedent] = []
         below_floor = False
         while True:
             cached = await self.r.vectors.nearest_decisions(org, ns, vec, tags=tags, limit=fetch)
@@ -263,7 +263,7 @@ class DecisionOps:
             if len(out) >= limit or below_floor or len(hits) < fetch or fetch >= 2000:
                 break
             fetch *= 4
-        await self.r.exposed(ctx, [p["memory_key"] for p in out])
+        await self.r.exposed(ctx, [p.memory_key for p in out])
         return out, below_floor and not out
 
     # --- chain
@@ -324,7 +324,7 @@ class DecisionOps:
 
     # --- outcome
 
-    async def outcome(self, ctx: CallContext, key: str, realized: str, success: bool | None) -> dict[str, Any]:
+    async def outcome(self, ctx: CallContext, key: str, realized: str, success: bool | None) -> dpb.DecisionOutcomeResponse:
         org, ns = ctx.org, ctx.namespace
         if not realized.strip():
             raise invalid_field("realized_outcome", "required")
@@ -380,18 +380,18 @@ class DecisionOps:
                 },
             )
         credited, charged, uncredited = await self._feedback(org, ns, key, rec, success, now)
-        return {
-            "memory_key": key,
-            "realized_outcome": text.realized,
-            "success": verdict,
-            "stage": "decided",
-            "statement": statement,
-            "version": new_row["version"],
-            "credited": credited,
-            "charged": charged,
-            "uncredited": uncredited,
-            "restated": restated,
-        }
+        return dpb.DecisionOutcomeResponse(
+            memory_key=key,
+            realized_outcome=text.realized,
+            success=verdict,
+            stage="decided",
+            statement=statement,
+            version=new_row["version"],
+            credited=credited,
+            charged=charged,
+            uncredited=uncredited,
+            restated=restated,
+        )
 
     async def _feedback(
         self, org: str, ns: str, key: str, rec: dict[str, Any], success: bool | None, now: str
@@ -437,21 +437,21 @@ class DecisionOps:
         return {"rows": calibrate(scored), "window_days": window_days, "unscored": len(rows) - len(scored)}
 
 
-def _precedent(rec: dict[str, Any], row: dict[str, Any], score: float) -> dict[str, Any]:
-    return {
-        "memory_key": rec["key"],
-        "score": round(score, 6),
-        "stage": stage_of(row["tags"], rec["realized_outcome"]),
-        "category": rec["category"],
-        "scenario": rec["scenario"],
-        "outcome": rec["outcome"],
-        "reasoning": rec["reasoning"],
-        "alternatives": list(rec["alternatives"]),
-        "realized_outcome": rec["realized_outcome"],
-        "success": None if rec["success"] is None else bool(rec["success"]),
-        "confidence": rec["confidence"],
-        "statement": row["value"],
-        "agent_id": rec["agent"],
-        "recorded_time": rec["recorded_at"],
-        "conflicts": list(row["conflicts"]),
-    }
+def _precedent(rec: dict[str, Any], row: dict[str, Any], score: float) -> dpb.Precedent:
+    return dpb.Precedent(
+        memory_key=rec["key"],
+        score=round(score, 6),
+        stage=stage_of(row["tags"], rec["realized_outcome"]),
+        category=rec["category"],
+        scenario=rec["scenario"],
+        outcome=rec["outcome"],
+        reasoning=rec["reasoning"],
+        alternatives=list(rec["alternatives"]),
+        realized_outcome=rec["realized_outcome"],
+        success=None if rec["success"] is None else bool(rec["success"]),
+        confidence=rec["confidence"],
+        statement=row["value"],
+        agent_id=rec["agent"],
+        recorded_time=rec["recorded_at"],
+        conflicts=list(row["conflicts"]),
+    )

@@ -494,7 +494,7 @@ class Extractor:
                 continue
             self.audit(ctx, "memory.delete_version", args, "")
             rep.retired.append(key)
-            rep.say(f"{key}: no longer stated: deleted{' (record retired)' if out['retired_record'] else ''}")
+            rep.say(f"{key}: no longer stated: deleted{' (record retired)' if out.retired_record else ''}")
 
 
 def _json(body: dpb.RecordDecisionRequest) -> str:

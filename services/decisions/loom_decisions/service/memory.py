@@ -190,7 +190,7 @@ class MemoryOps:
 
     # --- deletes and restore
 
-    async def delete(self, ctx: CallContext, key: str, ident: Ident) -> dict[str, Any]:
+    async def delete(self, ctx: CallContext, key: str, ident: Ident) -> mpb.DeleteMemoryResponse:
         org, ns = ctx.org, ctx.namespace
         await self.r.refuse_if_locked(org, ns, key)
         async with self.r.key_lock(org, ns, key):
@@ -198,9 +198,9 @@ class MemoryOps:
             tomb = await self.r.append(org, ns, ctx, row, key=key, ident=ident, op="memory.delete", status="tombstoned")
             retired = await self.r.retire_if_writer(org, ns, key, ident, row)
         await self.r.publish_live(org, ns)
-        return {"deleted": True, "retired_record": retired, "version": tomb["version"]}
+        return mpb.DeleteMemoryResponse(deleted=True, retired_record=retired, version=tomb["version"])
 
-    async def delete_version(self, ctx: CallContext, key: str, version: int, ident: Ident) -> dict[str, Any]:
+    async def delete_version(self, ctx: CallContext, key: str, version: int, ident: Ident) -> mpb.DeleteMemoryResponse:
         org, ns = ctx.org, ctx.namespace
         if version <= 0:
             raise invalid_field("version", "must be a stored version (1 or more)")
@@ -220,7 +220,7 @@ class MemoryOps:
                 retired = await self.r.retire_if_writer(org, ns, key, ident, head)
             await self.mem.delete_version(org, ns, key, ident, version, ch_time())
         await self.r.publish_live(org, ns)
-        return {"deleted": True, "retired_record": retired, "version": out_version}
+        return mpb.DeleteMemoryResponse(deleted=True, retired_record=retired, version=out_version)
 
     async def restore(self, ctx: CallContext, key: str, ident: Ident) -> dict[str, Any]:
         """Revive a deleted row with its last live value; a retired record stays retired."""
@@ -241,7 +241,7 @@ class MemoryOps:
 
     # --- move, clear, apply, dedup, auto-supersede
 
-    async def move(self, ctx: CallContext, key: str, to_key: str, keep_redirect: bool, ident: Ident) -> dict[str, Any]:
+    async def move(self, ctx: CallContext, key: str, to_key: str, keep_redirect: bool, ident: Ident) -> mpb.MoveMemoryResponse:
         """Copy a row to `to_key` under the same identity. A moved decision row is no longer a
         decision there (its new key has no record). keep_redirect=true leaves the old row live,
         tagged moved-to:<to_key>, so a decision's record stays active; false deletes it through
@@ -274,17 +274,17 @@ class MemoryOps:
                     org, ns, ctx, head, key=key, ident=ident, op="memory.move", tags=[*head["tags"], MOVED_TAG_PREFIX + to_key]
                 )
         else:
-            retired = bool((await self.delete(ctx, key, ident))["retired_record"])
+            retired = (await self.delete(ctx, key, ident)).retired_record
         await self.r.publish_live(org, ns)
-        return {
-            "memory_key": key,
-            "to_key": to_key,
-            "version": int(new["version"]),
-            "kept_redirect": keep_redirect,
-            "retired_record": retired,
-        }
+        return mpb.MoveMemoryResponse(
+            memory_key=key,
+            to_key=to_key,
+            version=int(new["version"]),
+            kept_redirect=keep_redirect,
+            retired_record=retired,
+        )
 
-    async def clear(self, ctx: CallContext, prefix: str, memory_type: str) -> dict[str, Any]:
+    async def clear(self, ctx: CallContext, prefix: str, memory_type: str) -> mpb.ClearMemoryResponse:
         """Tombstone the namespace's live rows (every identity's) without retiring a decision
         record: a cleared decision row leaves its record active. A locked key is left alone."""
         org, ns = ctx.org, ctx.namespace
@@ -306,7 +306,7 @@ class MemoryOps:
                         await self.r.append(org, ns, ctx, head, key=key, ident=ident_of(row), op="memory.clear", status="tombstoned")
                         cleared += 1
         await self.r.publish_live(org, ns)
-        return {"cleared": cleared, "locked": sorted(set(locked))}
+        return mpb.ClearMemoryResponse(cleared=cleared, locked=sorted(set(locked)))
 
     async def apply(self, ctx: CallContext, actions: Sequence[mpb.MemoryAction]) -> builtins.list[mpb.ActionResult]:
         """Each action as its own op would do it, in order: set through memory.set, delete through
@@ -324,7 +324,7 @@ class MemoryOps:
                     res.ok, res.version = True, done.version
                 elif a.action == "delete":
                     deleted = await self.delete(ctx, a.memory_key, ident)
-                    res.ok, res.version, res.retired_record = True, deleted["version"], deleted["retired_record"]
+                    res.ok, res.version, res.retired_record = True, deleted.version, deleted.retired_record
                 else:
                     raise invalid_field("action", "set or delete")
             except LoomError as exc:
@@ -332,7 +332,7 @@ class MemoryOps:
             out.append(res)
         return out
 
-    async def dedup_resolve(self, ctx: CallContext, keep_key: str, drop_key: str, ident: Ident | None) -> dict[str, Any]:
+    async def dedup_resolve(self, ctx: CallContext, keep_key: str, drop_key: str, ident: Ident | None) -> mpb.DedupResolveResponse:
         """Tombstone the dropped side (retiring its writer's decision record, as a delete does)
         and clear the conflict mark on the kept side's live rows."""
         org, ns = ctx.org, ctx.namespace
@@ -360,9 +360,9 @@ class MemoryOps:
                     conflicts = [c for c in head["conflicts"] if c != drop_key]
                     await self.r.append(org, ns, ctx, head, key=keep_key, ident=ident_of(h), op="memory.dedup_resolve", conflicts=conflicts)
         await self.r.publish_live(org, ns)
-        return {"kept": keep_key, "dropped": drop_key, "version": int(tomb["version"]), "retired_record": retired}
+        return mpb.DedupResolveResponse(kept=keep_key, dropped=drop_key, version=int(tomb["version"]), retired_record=retired)
 
-    async def auto_supersede(self, ctx: CallContext, key: str, by_key: str) -> dict[str, Any]:
+    async def auto_supersede(self, ctx: CallContext, key: str, by_key: str) -> mpb.AutoSupersedeResponse:
         """The conflict resolver's retirement of one of a close decision pair: the key's writer
         row is tombstoned (op memory.auto_supersede, tagged superseded-by:<by_key>) and its
         record retired. Refused unless both are live decisions reading the same at or above
@@ -407,13 +407,13 @@ class MemoryOps:
             )
             retired = await self.r.retire_if_writer(org, ns, key, ident, row)
         await self.r.publish_live(org, ns)
-        return {
-            "memory_key": key,
-            "by_key": by_key,
-            "version": int(tomb["version"]),
-            "retired_record": retired,
-            "similarity": round(similarity, 6),
-        }
+        return mpb.AutoSupersedeResponse(
+            memory_key=key,
+            by_key=by_key,
+            version=int(tomb["version"]),
+            retired_record=retired,
+            similarity=round(similarity, 6),
+        )
 
     # --- pin, attestation, revision by id
 
@@ -466,7 +466,7 @@ class MemoryOps:
 
     # --- locks
 
-    async def lock(self, ctx: CallContext, key: str, ttl_seconds: int) -> dict[str, Any]:
+    async def lock(self, ctx: CallContext, key: str, ttl_seconds: int) -> mpb.LockMemoryResponse:
         if not key:
             raise invalid_field("memory_key", "required")
         ttl = _bounded("ttl_seconds", ttl_seconds, 300, self.r.d.settings.decision_lock_max_seconds)
@@ -477,17 +477,17 @@ class MemoryOps:
             raise Conflict(
                 ErrorCode.PRECONDITION_FAILED, "the key is held by another lock or write", {"key": key, "holder": held.holder}
             ) from None
-        return {"key": key, "locked": True, "expires_time": _iso(lease.expires_at), "holder": holder}
+        return mpb.LockMemoryResponse(key=key, locked=True, expires_time=_iso(lease.expires_at), holder=holder)
 
-    async def unlock(self, ctx: CallContext, key: str) -> dict[str, Any]:
+    async def unlock(self, ctx: CallContext, key: str) -> mpb.LockMemoryResponse:
         leases = self.r.d.leases
         lease = await leases.read(lease_key(ctx.org, ctx.namespace, key))
         if lease is None or lease.expired or not lease.holder.startswith(LOCK_PREFIX):
-            return {"key": key, "locked": False, "expires_time": "", "holder": ""}
+            return mpb.LockMemoryResponse(key=key, locked=False, expires_time="", holder="")
         if lease.holder != LOCK_PREFIX + ctx.subject and ctx.role < Role.ADMIN:
             raise Forbidden(ErrorCode.AUTH_INSUFFICIENT, "only the lock's holder or an admin releases it", {"key": key})
         await leases.release(lease)
-        return {"key": key, "locked": False, "expires_time": "", "holder": lease.holder}
+        return mpb.LockMemoryResponse(key=key, locked=False, expires_time="", holder=lease.holder)
 
 
 def _bounded(name: str, value: int, default: int, most: int) -> int:
