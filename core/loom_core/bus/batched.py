@@ -39,6 +39,7 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING
 
+from faststream.nats.message import NatsBatchMessage
 from faststream.nats.subscriber.usecases.stream_pull_subscriber import BatchPullStreamSubscriber
 from nats.js.api import DEFAULT_PREFIX
 from nats.js.client import JetStreamContext
@@ -237,9 +238,10 @@ _FAILED = "loom_handler_failed"
 
 
 async def _hand_back(messages: list[Msg]) -> None:
-    for m in messages:
-        with contextlib.suppress(Exception):
-            await m.nak()
+    """Nak what was fetched and not handed to the handler, through FastStream's message API."""
+    if messages:
+        with contextlib.suppress(Exception):  # the connection may be closed: they come back after their ack wait
+            await NatsBatchMessage(messages, [m.data for m in messages]).nack()
 
 
 async def _drop(fetch: asyncio.Task[list[Msg]]) -> None:
