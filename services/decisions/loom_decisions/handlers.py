@@ -115,8 +115,7 @@ class DecisionHandlers(CodeHandlers):
         )
 
     async def decision_chain(self, req: dpb.DecisionChainRequest, ctx: CallContext) -> dpb.DecisionChainResponse:
-        nodes, edges = await self._decisions.chain(ctx, req.memory_key, req.direction, req.max_hops)
-        return dpb.DecisionChainResponse(nodes=[dpb.ChainNode(**n) for n in nodes], edges=[dpb.ChainEdge(**e) for e in edges])
+        return await self._decisions.chain(ctx, req.memory_key, req.direction, req.max_hops)
 
     async def decision_outcome(self, req: dpb.DecisionOutcomeRequest, ctx: CallContext) -> dpb.DecisionOutcomeResponse:
         return await self._decisions.outcome(ctx, req.memory_key, req.realized_outcome, req.success if req.HasField("success") else None)
@@ -152,13 +151,13 @@ class DecisionHandlers(CodeHandlers):
     async def memory_for_file(self, req: mpb.MemoryForFileRequest, ctx: CallContext) -> mpb.MemoryForFileResponse:
         include = req.include_conflicted if req.HasField("include_conflicted") else True
         out = await self._blocks.for_file(ctx, req.path, req.repo, include, req.max_chars)
-        ctx.out_hits = len(out["entries"])
-        return mpb.MemoryForFileResponse(path=out["path"], block=out["block"], entries=[mpb.ForFileEntry(**e) for e in out["entries"]])
+        ctx.out_hits = len(out.entries)
+        return out
 
     async def context_pack(self, req: mpb.ContextPackRequest, ctx: CallContext) -> mpb.ContextPackResponse:
         out = await self._blocks.pack(ctx, req.query, req.token_budget, req.category)
-        ctx.out_hits = len(out["decisions"])
-        return mpb.ContextPackResponse(**{**out, "decisions": [mpb.PackedDecision(**d) for d in out["decisions"]]})
+        ctx.out_hits = len(out.decisions)
+        return out
 
     async def move_memory(self, req: mpb.MoveMemoryRequest, ctx: CallContext) -> mpb.MoveMemoryResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
@@ -171,7 +170,7 @@ class DecisionHandlers(CodeHandlers):
         return mpb.ApplyMemoryResponse(results=await self._memory.apply(ctx, req.actions))
 
     async def rollback_namespace(self, req: mpb.RollbackNamespaceRequest, ctx: CallContext) -> mpb.RollbackNamespaceResponse:
-        return mpb.RollbackNamespaceResponse(**await self._rollback.run(ctx, req.to_time, req.dry_run))
+        return await self._rollback.run(ctx, req.to_time, req.dry_run)
 
     async def dedup_resolve(self, req: mpb.DedupResolveRequest, ctx: CallContext) -> mpb.DedupResolveResponse:
         named = req.agent_id or req.user_id or req.session_id

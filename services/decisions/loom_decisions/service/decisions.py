@@ -268,7 +268,7 @@ class DecisionOps:
 
     # --- chain
 
-    async def chain(self, ctx: CallContext, key: str, direction: str, max_hops: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    async def chain(self, ctx: CallContext, key: str, direction: str, max_hops: int) -> dpb.DecisionChainResponse:
         org, ns = ctx.org, ctx.namespace
         direction = direction or "both"
         if direction not in DIRECTIONS:
@@ -280,7 +280,7 @@ class DecisionOps:
         if root is None or root["status"] != "active":
             raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no active decision under this key", {"memory_key": key})
         hops: dict[str, int] = {key: 0}
-        edges: dict[tuple[str, str, str], dict[str, Any]] = {}
+        edges: dict[tuple[str, str, str], dpb.ChainEdge] = {}
         recs: dict[str, dict[str, Any]] = {key: root}
         for upstream in [d == "upstream" for d in (["upstream", "downstream"] if direction == "both" else [direction])]:
             frontier = [key]
@@ -296,7 +296,7 @@ class DecisionOps:
                     # An edge counts while the record that states it is the key's active one.
                     if d is None or d["status"] != "active" or int(d["record_version"]) != int(e["dst_version"]):
                         continue
-                    edges[(e["src"], e["dst"], e["kind"])] = {"from_key": e["src"], "to_key": e["dst"], "kind": e["kind"]}
+                    edges[(e["src"], e["dst"], e["kind"])] = dpb.ChainEdge(from_key=e["src"], to_key=e["dst"], kind=e["kind"])
                     other = e["src"] if upstream else e["dst"]
                     if other not in hops:
                         hops[other] = hop
@@ -304,23 +304,18 @@ class DecisionOps:
                 frontier = nxt
         more = await self.dec.current_many(org, ns, [k for k in hops if k not in recs])
         recs.update(more)
-        nodes = []
+        nodes: list[dpb.ChainNode] = []
         for k, h in sorted(hops.items(), key=lambda kv: (kv[1], kv[0])):
             rec = recs.get(k)
-            is_decision = rec is not None and rec["status"] == "active"
-            node: dict[str, Any] = {"memory_key": k, "hops": h, "is_decision": is_decision}
-            if is_decision and rec is not None:
+            node = dpb.ChainNode(memory_key=k, hops=h, is_decision=rec is not None and rec["status"] == "active")
+            if node.is_decision and rec is not None:
                 row = await self.mem.head(org, ns, k, Ident(rec["agent"], rec["user"], rec["session"]))
-                node.update(
-                    stage=stage_of(row["tags"] if row else [], rec["realized_outcome"]),
-                    category=rec["category"],
-                    scenario=rec["scenario"],
-                    outcome=rec["outcome"],
-                    realized_outcome=rec["realized_outcome"],
-                )
+                node.stage = stage_of(row["tags"] if row else [], rec["realized_outcome"])
+                node.category, node.scenario = rec["category"], rec["scenario"]
+                node.outcome, node.realized_outcome = rec["outcome"], rec["realized_outcome"]
             nodes.append(node)
         await self.r.exposed(ctx, list(hops))
-        return nodes, list(edges.values())
+        return dpb.DecisionChainResponse(nodes=nodes, edges=list(edges.values()))
 
     # --- outcome
 
