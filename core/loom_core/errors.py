@@ -172,16 +172,12 @@ class Unauthenticated(LoomError):
 
 
 class Forbidden(LoomError):
-    def __init__(
-        self, code: ErrorCode | str = ErrorCode.AUTH_INSUFFICIENT, message: str = "not allowed", detail: Detail | None = None
-    ):
+    def __init__(self, code: ErrorCode | str = ErrorCode.AUTH_INSUFFICIENT, message: str = "not allowed", detail: Detail | None = None):
         super().__init__(code, message, detail)
 
 
 class NotFound(LoomError):
-    def __init__(
-        self, code: ErrorCode | str = ErrorCode.RESOURCE_NOT_FOUND, message: str = "not found", detail: Detail | None = None
-    ):
+    def __init__(self, code: ErrorCode | str = ErrorCode.RESOURCE_NOT_FOUND, message: str = "not found", detail: Detail | None = None):
         super().__init__(code, message, detail)
 
 
@@ -204,9 +200,7 @@ class ValidationFailed(LoomError):
 
 
 class RateLimited(LoomError):
-    def __init__(
-        self, code: ErrorCode | str = ErrorCode.RATE_LIMITED, message: str = "rate limit reached", detail: Detail | None = None
-    ):
+    def __init__(self, code: ErrorCode | str = ErrorCode.RATE_LIMITED, message: str = "rate limit reached", detail: Detail | None = None):
         super().__init__(code, message, detail)
 
 
