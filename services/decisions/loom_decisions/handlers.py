@@ -121,27 +121,7 @@ class DecisionHandlers(CodeHandlers):
         return await self._decisions.outcome(ctx, req.memory_key, req.realized_outcome, req.success if req.HasField("success") else None)
 
     async def decision_calibration(self, req: dpb.DecisionCalibrationRequest, ctx: CallContext) -> dpb.DecisionCalibrationResponse:
-        out = await self._decisions.calibration(ctx, req.window_days, req.agent, req.category)
-        rows = [
-            dpb.CalibrationRow(
-                agent=c.agent,
-                category=c.category,
-                count=c.count,
-                successes=c.successes,
-                mean_confidence=c.mean_confidence,
-                success_rate=c.success_rate,
-                brier=c.brier,
-                overconfidence=c.overconfidence,
-                bins=[
-                    dpb.CalibrationBin(
-                        lower=b.lower, upper=b.upper, count=b.count, mean_confidence=b.mean_confidence, success_rate=b.success_rate
-                    )
-                    for b in c.bins
-                ],
-            )
-            for c in out["rows"]
-        ]
-        return dpb.DecisionCalibrationResponse(rows=rows, window_days=out["window_days"], unscored=out["unscored"])
+        return await self._decisions.calibration(ctx, req.window_days, req.agent, req.category)
 
     # --- memory.*
 

@@ -12,7 +12,7 @@ from loom_core.chain import CallContext
 from loom_core.errors import BadRequest, Conflict, ErrorCode, NotFound, invalid_field
 from loom_core.store import ch_time
 
-from ..domain.calibration import Scored, calibrate
+from ..domain.calibration import Calibration, Scored, calibrate
 from ..domain.files import detect_files
 from ..domain.keys import MissingIdentity, decision_key
 from ..domain.statement import CATEGORY_TAG_PREFIX, PROPOSED_TAG, STAGES, DecisionText, LimitExceeded, decision_tags, excerpt, stage_of
@@ -418,7 +418,7 @@ class DecisionOps:
 
     # --- calibration
 
-    async def calibration(self, ctx: CallContext, window_days: int, agent: str, category: str) -> dict[str, Any]:
+    async def calibration(self, ctx: CallContext, window_days: int, agent: str, category: str) -> dpb.DecisionCalibrationResponse:
         window_days = window_days or 90
         if not 1 <= window_days <= 3650:
             raise invalid_field("window_days", "between 1 and 3650")
@@ -429,7 +429,26 @@ class DecisionOps:
             for r in rows
             if r["confidence"] is not None and r["success"] is not None
         ]
-        return {"rows": calibrate(scored), "window_days": window_days, "unscored": len(rows) - len(scored)}
+        return dpb.DecisionCalibrationResponse(
+            rows=[_calibration_row(c) for c in calibrate(scored)], window_days=window_days, unscored=len(rows) - len(scored)
+        )
+
+
+def _calibration_row(c: Calibration) -> dpb.CalibrationRow:
+    return dpb.CalibrationRow(
+        agent=c.agent,
+        category=c.category,
+        count=c.count,
+        successes=c.successes,
+        mean_confidence=c.mean_confidence,
+        success_rate=c.success_rate,
+        brier=c.brier,
+        overconfidence=c.overconfidence,
+        bins=[
+            dpb.CalibrationBin(lower=b.lower, upper=b.upper, count=b.count, mean_confidence=b.mean_confidence, success_rate=b.success_rate)
+            for b in c.bins
+        ],
+    )
 
 
 def _precedent(rec: dict[str, Any], row: dict[str, Any], score: float) -> dpb.Precedent:
