@@ -17,7 +17,7 @@ from ..domain.files import detect_files
 from ..domain.keys import MissingIdentity, decision_key
 from ..domain.statement import CATEGORY_TAG_PREFIX, PROPOSED_TAG, STAGES, DecisionText, LimitExceeded, decision_tags, excerpt, stage_of
 from ..store.memory import Ident
-from .rows import Rows, record_row
+from .rows import RowChanges, Rows, record_row
 
 PRECEDENTS_MAX = 25
 CHAIN_HOPS_MAX = 4
@@ -77,7 +77,7 @@ class DecisionOps:
                     {"key": key},
                 )
             conflicts = await self.r.close_decisions(org, ns, key, vec)
-            row_fields: dict[str, Any] = {
+            row_fields: RowChanges = {
                 "value": statement,
                 "memory_type": "decision",
                 "tags": tags,
@@ -100,9 +100,12 @@ class DecisionOps:
             if not (restated and rec_is_own):
                 superseded = rec_active
                 now = ch_time()
+                version = await self.r.next_record_version(org, ns, key, int(rec["version"]) if rec is not None else 0)
+                caused_by, influenced_by = list(dict.fromkeys(req.caused_by)), list(dict.fromkeys(req.influenced_by))
                 new_rec = {
                     "key": key,
-                    "version": await self.r.next_record_version(org, ns, key, int(rec["version"]) if rec is not None else 0),
+                    "version": version,
+                    "record_version": version,
                     "status": "active",
                     "category": category,
                     "scenario": text.scenario,
@@ -110,8 +113,8 @@ class DecisionOps:
                     "outcome": text.outcome,
                     "alternatives": list(text.alternatives),
                     "confidence": confidence,
-                    "caused_by": list(dict.fromkeys(req.caused_by)),
-                    "influenced_by": list(dict.fromkeys(req.influenced_by)),
+                    "caused_by": caused_by,
+                    "influenced_by": influenced_by,
                     "memories_used": list(dict.fromkeys(k for k in req.memories_used if k.strip())),
                     "run_id": req.run_id or ctx.run_id,
                     "agent": ident.agent,
@@ -127,10 +130,9 @@ class DecisionOps:
                     "outcome_at": None,
                     "ts": now,
                 }
-                new_rec["record_version"] = new_rec["version"]
                 await self.r.append_record(org, ns, new_rec)
-                edges = [(src, "caused_by") for src in new_rec["caused_by"]] + [(src, "influenced_by") for src in new_rec["influenced_by"]]
-                await self.dec.add_edges(org, ns, key, new_rec["version"], edges, now)
+                edges = [(src, "caused_by") for src in caused_by] + [(src, "influenced_by") for src in influenced_by]
+                await self.dec.add_edges(org, ns, key, version, edges, now)
         await self.r.publish_live(org, ns)
         return dpb.RecordDecisionResponse(
             memory_key=key,
@@ -353,7 +355,7 @@ class DecisionOps:
             tags = [t for t in row["tags"] if t != PROPOSED_TAG and not t.startswith(CATEGORY_TAG_PREFIX)]
             tags = decision_tags(tags, rec["category"], "decided")
             restated = row["value"] == statement
-            changes: dict[str, Any] = {"value": statement, "tags": tags, "pinned": int(read["pinned"])}
+            changes: RowChanges = {"value": statement, "tags": tags, "pinned": int(read["pinned"])}
             if restated:
                 changes["reinforcements"] = int(row["reinforcements"]) + 1
             new_row = await self.r.append(org, ns, ctx, row, key=key, ident=writer, op="decision.outcome", embedding=vec, **changes)

@@ -20,7 +20,7 @@ from ..domain.files import detect_files
 from ..domain.ranking import fuse
 from ..domain.statement import excerpt
 from ..store.memory import Ident, ident_of
-from .rows import LOCK_PREFIX, Rows, attestation, cosine, lease_key
+from .rows import LOCK_PREFIX, RowChanges, Rows, attestation, cosine, lease_key
 
 MOVED_TAG_PREFIX = "moved-to:"
 SUPERSEDED_TAG_PREFIX = "superseded-by:"
@@ -157,7 +157,7 @@ class MemoryOps:
                 raise Conflict(
                     ErrorCode.PINNED_CONFLICT, "the writer's row is pinned; an admin unpins it with memory.unpin first", {"memory_key": key}
                 )
-            changes: dict[str, Any] = {
+            changes: RowChanges = {
                 "value": value,
                 "memory_type": memory_type,
                 "tags": list(dict.fromkeys(req.tags)),
@@ -449,7 +449,7 @@ class MemoryOps:
             row = await self.r.live_head(org, ns, key, ident)
             if if_value_hash and row["value_hash"] != if_value_hash:
                 raise Conflict(ErrorCode.PRECONDITION_FAILED, "the row's value changed since it was read", {"key": key}, retry=False)
-            changes: dict[str, Any] = {}
+            changes: RowChanges = {}
             emb = None
             if value is not None and value != row["value"]:
                 changes["value"] = value
