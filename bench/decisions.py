@@ -260,7 +260,7 @@ async def run(
                 t = time.perf_counter()
                 got, _ = await ops.precedents(ctx, "q", "", False, K)  # type: ignore[arg-type]
                 ms.append((time.perf_counter() - t) * 1000)
-                got_ids = {int(p["memory_key"].rsplit("-", 1)[1]) for p in got}
+                got_ids = {int(p.memory_key.rsplit("-", 1)[1]) for p in got}
                 recall.append(len(got_ids & set(want.tolist())) / K)
             if cache_rows:
                 space = rows.vectors._spaces[(ORG, NS)]

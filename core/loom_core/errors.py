@@ -21,6 +21,7 @@ from `to_payload()` and rebuild with `from_payload()`; nothing else crosses a do
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -105,13 +106,18 @@ CODES: dict[ErrorCode, tuple[int, grpc.StatusCode, bool]] = {
 }
 
 
+#: A refusal's detail: a JSON object whose fields differ by refusal (`field`, `limit`, `retry_after_s`...);
+#: a reader checks a value's type before using it.
+Detail = Mapping[str, object]
+
+
 @dataclass(eq=False)
 class LoomError(Exception):
     """A refusal every door renders the same way."""
 
     code: ErrorCode | str = ErrorCode.INTERNAL
     message: str = "internal error"
-    detail: dict[str, Any] | None = None
+    detail: Detail | None = None
     # Overrides the code's retry hint for one refusal whose code usually says otherwise: a 409 for a
     # task in the wrong state (no retry moves it), an assistant or analysis store not configured.
     retry: bool | None = None
@@ -160,22 +166,18 @@ class Unauthenticated(LoomError):
         self,
         code: ErrorCode | str = ErrorCode.AUTH_REQUIRED,
         message: str = "a valid token is required",
-        detail: dict[str, Any] | None = None,
+        detail: Detail | None = None,
     ):
         super().__init__(code, message, detail)
 
 
 class Forbidden(LoomError):
-    def __init__(
-        self, code: ErrorCode | str = ErrorCode.AUTH_INSUFFICIENT, message: str = "not allowed", detail: dict[str, Any] | None = None
-    ):
+    def __init__(self, code: ErrorCode | str = ErrorCode.AUTH_INSUFFICIENT, message: str = "not allowed", detail: Detail | None = None):
         super().__init__(code, message, detail)
 
 
 class NotFound(LoomError):
-    def __init__(
-        self, code: ErrorCode | str = ErrorCode.RESOURCE_NOT_FOUND, message: str = "not found", detail: dict[str, Any] | None = None
-    ):
+    def __init__(self, code: ErrorCode | str = ErrorCode.RESOURCE_NOT_FOUND, message: str = "not found", detail: Detail | None = None):
         super().__init__(code, message, detail)
 
 
@@ -184,7 +186,7 @@ class Conflict(LoomError):
         self,
         code: ErrorCode | str = ErrorCode.PRECONDITION_FAILED,
         message: str = "conflict",
-        detail: dict[str, Any] | None = None,
+        detail: Detail | None = None,
         retry: bool | None = None,
     ):
         super().__init__(code, message, detail, retry)
@@ -192,15 +194,13 @@ class Conflict(LoomError):
 
 class ValidationFailed(LoomError):
     def __init__(
-        self, message: str = "invalid arguments", detail: dict[str, Any] | None = None, code: ErrorCode | str = ErrorCode.VALIDATION_FAILED
+        self, message: str = "invalid arguments", detail: Detail | None = None, code: ErrorCode | str = ErrorCode.VALIDATION_FAILED
     ):
         super().__init__(code, message, detail)
 
 
 class RateLimited(LoomError):
-    def __init__(
-        self, code: ErrorCode | str = ErrorCode.RATE_LIMITED, message: str = "rate limit reached", detail: dict[str, Any] | None = None
-    ):
+    def __init__(self, code: ErrorCode | str = ErrorCode.RATE_LIMITED, message: str = "rate limit reached", detail: Detail | None = None):
         super().__init__(code, message, detail)
 
 
@@ -209,7 +209,7 @@ class Unavailable(LoomError):
         self,
         code: ErrorCode | str = ErrorCode.BACKEND_UNAVAILABLE,
         message: str = "a backend is unavailable",
-        detail: dict[str, Any] | None = None,
+        detail: Detail | None = None,
         *,
         retryable: bool | None = None,
     ):
@@ -218,13 +218,13 @@ class Unavailable(LoomError):
 
 class BadRequest(LoomError):
     def __init__(
-        self, code: ErrorCode | str = ErrorCode.MISSING_IDENTITY_FIELD, message: str = "bad request", detail: dict[str, Any] | None = None
+        self, code: ErrorCode | str = ErrorCode.MISSING_IDENTITY_FIELD, message: str = "bad request", detail: Detail | None = None
     ):
         super().__init__(code, message, detail)
 
 
 class Locked(LoomError):
-    def __init__(self, code: ErrorCode | str = ErrorCode.LOCKED, message: str = "locked", detail: dict[str, Any] | None = None):
+    def __init__(self, code: ErrorCode | str = ErrorCode.LOCKED, message: str = "locked", detail: Detail | None = None):
         super().__init__(code, message, detail)
 
 
@@ -249,8 +249,9 @@ def invalid_field(field: str, reason: str) -> ValidationFailed:
 def retry_after(err: LoomError) -> str | None:
     """The Retry-After header of a refusal: whole seconds, rounded up, for a rate limit that
     says when to retry."""
-    if err.code == ErrorCode.RATE_LIMITED and err.detail and "retry_after_s" in err.detail:
-        return str(max(1, math.ceil(float(err.detail["retry_after_s"]))))
+    wait = err.detail.get("retry_after_s") if err.detail else None
+    if err.code == ErrorCode.RATE_LIMITED and isinstance(wait, int | float):
+        return str(max(1, math.ceil(wait)))
     return None
 
 

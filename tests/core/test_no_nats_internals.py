@@ -107,3 +107,29 @@ def test_the_scan_sees_what_it_refuses(tmp_path: Path) -> None:
         "        return nc._resp_map, getattr(nc, '_ps', None), self._closed\n"
     )
     assert _touches(sample, _private_names()) == ["1: import _SUBJECT_INVALID_RE", "5: ._nc", "9: ._resp_map", "9: getattr(..., '_ps')"]
+
+
+#: nats-py's settle calls that FastStream's message API names otherwise (`nack`, `reject`): a call of
+#: one of these settles a nats-py message behind FastStream's back.
+NATS_ONLY_SETTLES = ("nak", "term")
+
+
+def _settles_behind_faststream(path: Path) -> list[str]:
+    return [
+        f"{node.lineno}: .{node.func.attr}()"
+        for node in ast.walk(parse_file(path))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in NATS_ONLY_SETTLES
+    ]
+
+
+def test_consumers_settle_messages_through_faststreams_message_api() -> None:
+    """Acks, naks and terms go through FastStream's `NatsMessage` / `NatsBatchMessage` (issue 28)."""
+    files = [*ROOT.joinpath("core/loom_core").rglob("*.py"), *ROOT.joinpath("services").glob("*/loom_*/**/*.py")]
+    found = {path.relative_to(ROOT).as_posix(): hits for path in files if (hits := _settles_behind_faststream(path))}
+    assert found == {}
+
+
+def test_the_settle_scan_sees_a_nats_py_nak(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("async def f(msg, batch):\n    await msg.nak(delay=5)\n    await batch.nack()\n    await msg.term()\n")
+    assert _settles_behind_faststream(sample) == ["2: .nak()", "4: .term()"]

@@ -89,20 +89,6 @@ def _record_msgs(records: list[dict[str, Any]]) -> list[mpb.RecordVersion]:
     return out
 
 
-def _decision_args(req: dpb.RecordDecisionRequest | mpb.WriteRecordRequest) -> dict[str, Any]:
-    """What decision.record and memory.record.write both state about a decision."""
-    return {
-        "category": req.category,
-        "scenario": req.scenario,
-        "reasoning": req.reasoning,
-        "outcome": req.outcome,
-        "alternatives": list(req.alternatives),
-        "confidence": req.confidence if req.HasField("confidence") else None,
-        "caused_by": list(req.caused_by),
-        "influenced_by": list(req.influenced_by),
-    }
-
-
 class DecisionHandlers(CodeHandlers):
     def __init__(self, rows: Rows, search: UnifiedSearch, code: CodeIndex, auth: Authenticator) -> None:
         self._rows = rows
@@ -117,120 +103,65 @@ class DecisionHandlers(CodeHandlers):
     # --- decision.*
 
     async def record_decision(self, req: dpb.RecordDecisionRequest, ctx: CallContext) -> dpb.RecordDecisionResponse:
-        args: dict[str, Any] = {
-            **_decision_args(req),
-            "stage": req.stage,
-            "files": list(req.files),
-            "source_resource_id": req.source_resource_id,
-            "source_class": req.source_class,
-            "tags": list(req.tags),
-            "run_id": req.run_id,
-            "memories_used": list(req.memories_used),
-        }
-        out = await self._decisions.record(ctx, args)
-        return dpb.RecordDecisionResponse(**out)
+        return await self._decisions.record(ctx, req)
 
     async def decision_precedents(self, req: dpb.DecisionPrecedentsRequest, ctx: CallContext) -> dpb.DecisionPrecedentsResponse:
         found, none_close = await self._decisions.precedents(ctx, req.query, req.category, req.with_outcome_only, req.limit)
         ctx.out_hits = len(found)
         return dpb.DecisionPrecedentsResponse(
-            precedents=[dpb.Precedent(**p) for p in found],
+            precedents=found,
             min_similarity=self._decisions.r.d.settings.decision_precedents_min_similarity,
             none_close=none_close,
         )
 
     async def decision_chain(self, req: dpb.DecisionChainRequest, ctx: CallContext) -> dpb.DecisionChainResponse:
-        nodes, edges = await self._decisions.chain(ctx, req.memory_key, req.direction, req.max_hops)
-        return dpb.DecisionChainResponse(nodes=[dpb.ChainNode(**n) for n in nodes], edges=[dpb.ChainEdge(**e) for e in edges])
+        return await self._decisions.chain(ctx, req.memory_key, req.direction, req.max_hops)
 
     async def decision_outcome(self, req: dpb.DecisionOutcomeRequest, ctx: CallContext) -> dpb.DecisionOutcomeResponse:
-        out = await self._decisions.outcome(ctx, req.memory_key, req.realized_outcome, req.success if req.HasField("success") else None)
-        return dpb.DecisionOutcomeResponse(**out)
+        return await self._decisions.outcome(ctx, req.memory_key, req.realized_outcome, req.success if req.HasField("success") else None)
 
     async def decision_calibration(self, req: dpb.DecisionCalibrationRequest, ctx: CallContext) -> dpb.DecisionCalibrationResponse:
-        out = await self._decisions.calibration(ctx, req.window_days, req.agent, req.category)
-        rows = [
-            dpb.CalibrationRow(
-                agent=c.agent,
-                category=c.category,
-                count=c.count,
-                successes=c.successes,
-                mean_confidence=c.mean_confidence,
-                success_rate=c.success_rate,
-                brier=c.brier,
-                overconfidence=c.overconfidence,
-                bins=[
-                    dpb.CalibrationBin(
-                        lower=b.lower, upper=b.upper, count=b.count, mean_confidence=b.mean_confidence, success_rate=b.success_rate
-                    )
-                    for b in c.bins
-                ],
-            )
-            for c in out["rows"]
-        ]
-        return dpb.DecisionCalibrationResponse(rows=rows, window_days=out["window_days"], unscored=out["unscored"])
+        return await self._decisions.calibration(ctx, req.window_days, req.agent, req.category)
 
     # --- memory.*
 
     async def set_memory(self, req: mpb.SetMemoryRequest, ctx: CallContext) -> mpb.SetMemoryResponse:
-        args = {
-            "memory_key": req.memory_key,
-            "value": req.value,
-            "memory_type": req.memory_type,
-            "tags": list(req.tags),
-            "files": list(req.files),
-            "source_resource_id": req.source_resource_id,
-            "source_class": req.source_class,
-        }
-        return mpb.SetMemoryResponse(**await self._memory.set(ctx, args))
+        return await self._memory.set(ctx, req)
 
     async def memory_for_file(self, req: mpb.MemoryForFileRequest, ctx: CallContext) -> mpb.MemoryForFileResponse:
         include = req.include_conflicted if req.HasField("include_conflicted") else True
         out = await self._blocks.for_file(ctx, req.path, req.repo, include, req.max_chars)
-        ctx.out_hits = len(out["entries"])
-        return mpb.MemoryForFileResponse(path=out["path"], block=out["block"], entries=[mpb.ForFileEntry(**e) for e in out["entries"]])
+        ctx.out_hits = len(out.entries)
+        return out
 
     async def context_pack(self, req: mpb.ContextPackRequest, ctx: CallContext) -> mpb.ContextPackResponse:
         out = await self._blocks.pack(ctx, req.query, req.token_budget, req.category)
-        ctx.out_hits = len(out["decisions"])
-        return mpb.ContextPackResponse(**{**out, "decisions": [mpb.PackedDecision(**d) for d in out["decisions"]]})
+        ctx.out_hits = len(out.decisions)
+        return out
 
     async def move_memory(self, req: mpb.MoveMemoryRequest, ctx: CallContext) -> mpb.MoveMemoryResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
-        return mpb.MoveMemoryResponse(**await self._memory.move(ctx, req.memory_key, req.to_key, req.keep_redirect, ident))
+        return await self._memory.move(ctx, req.memory_key, req.to_key, req.keep_redirect, ident)
 
     async def clear_memory(self, req: mpb.ClearMemoryRequest, ctx: CallContext) -> mpb.ClearMemoryResponse:
-        return mpb.ClearMemoryResponse(**await self._memory.clear(ctx, req.prefix, req.memory_type))
+        return await self._memory.clear(ctx, req.prefix, req.memory_type)
 
     async def apply_memory(self, req: mpb.ApplyMemoryRequest, ctx: CallContext) -> mpb.ApplyMemoryResponse:
-        actions = [
-            {
-                "action": a.action,
-                "memory_key": a.memory_key,
-                "value": a.value,
-                "memory_type": a.memory_type,
-                "tags": list(a.tags),
-                "files": list(a.files),
-            }
-            for a in req.actions
-        ]
-        results = await self._memory.apply(ctx, actions)
-        return mpb.ApplyMemoryResponse(results=[mpb.ActionResult(**r) for r in results])
+        return mpb.ApplyMemoryResponse(results=await self._memory.apply(ctx, req.actions))
 
     async def rollback_namespace(self, req: mpb.RollbackNamespaceRequest, ctx: CallContext) -> mpb.RollbackNamespaceResponse:
-        return mpb.RollbackNamespaceResponse(**await self._rollback.run(ctx, req.to_time, req.dry_run))
+        return await self._rollback.run(ctx, req.to_time, req.dry_run)
 
     async def dedup_resolve(self, req: mpb.DedupResolveRequest, ctx: CallContext) -> mpb.DedupResolveResponse:
         named = req.agent_id or req.user_id or req.session_id
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id) if named else None
-        return mpb.DedupResolveResponse(**await self._memory.dedup_resolve(ctx, req.keep_key, req.drop_key, ident))
+        return await self._memory.dedup_resolve(ctx, req.keep_key, req.drop_key, ident)
 
     async def auto_supersede(self, req: mpb.AutoSupersedeRequest, ctx: CallContext) -> mpb.AutoSupersedeResponse:
-        return mpb.AutoSupersedeResponse(**await self._memory.auto_supersede(ctx, req.memory_key, req.by_key))
+        return await self._memory.auto_supersede(ctx, req.memory_key, req.by_key)
 
     async def write_record(self, req: mpb.WriteRecordRequest, ctx: CallContext) -> mpb.WriteRecordResponse:
-        args: dict[str, Any] = {"schema": req.schema, **_decision_args(req)}
-        return mpb.WriteRecordResponse(**await self._decisions.record_write(ctx, args))
+        return await self._decisions.record_write(ctx, req)
 
     async def record_history(self, req: mpb.RecordHistoryRequest, ctx: CallContext) -> mpb.RecordHistoryResponse:
         return mpb.RecordHistoryResponse(records=_record_msgs(await self._decisions.record_history(ctx, req.memory_key)))
@@ -291,11 +222,11 @@ class DecisionHandlers(CodeHandlers):
 
     async def delete_memory(self, req: mpb.DeleteMemoryRequest, ctx: CallContext) -> mpb.DeleteMemoryResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
-        return mpb.DeleteMemoryResponse(**await self._memory.delete(ctx, req.memory_key, ident))
+        return await self._memory.delete(ctx, req.memory_key, ident)
 
     async def delete_memory_version(self, req: mpb.DeleteMemoryVersionRequest, ctx: CallContext) -> mpb.DeleteMemoryResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
-        return mpb.DeleteMemoryResponse(**await self._memory.delete_version(ctx, req.memory_key, req.version, ident))
+        return await self._memory.delete_version(ctx, req.memory_key, req.version, ident)
 
     async def restore_memory(self, req: mpb.RestoreMemoryRequest, ctx: CallContext) -> mpb.MemoryWriteResponse:
         ident = self._rows.ident(ctx, req.agent_id, req.user_id, req.session_id)
@@ -319,7 +250,7 @@ class DecisionHandlers(CodeHandlers):
         return _write_msg(await self._memory.update_by_id(ctx, req.memory_id, value, tags, req.if_value_hash))
 
     async def lock_memory(self, req: mpb.LockMemoryRequest, ctx: CallContext) -> mpb.LockMemoryResponse:
-        return mpb.LockMemoryResponse(**await self._memory.lock(ctx, req.memory_key, req.ttl_seconds))
+        return await self._memory.lock(ctx, req.memory_key, req.ttl_seconds)
 
     async def unlock_memory(self, req: mpb.UnlockMemoryRequest, ctx: CallContext) -> mpb.LockMemoryResponse:
-        return mpb.LockMemoryResponse(**await self._memory.unlock(ctx, req.memory_key))
+        return await self._memory.unlock(ctx, req.memory_key)

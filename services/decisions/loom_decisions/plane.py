@@ -100,7 +100,7 @@ class DecisionsPlane:
             transport="cli",
         )
 
-    def _audit(self, ctx: CallContext, op: str, args: dict[str, Any], error_code: str) -> None:
+    def _audit(self, ctx: CallContext, op: str, args: dict[str, str], error_code: str) -> None:
         """The audit row the transport writes for a write the run makes (decision.record, memory.delete_version)."""
         self.runtime.ledger.record(
             ledger_row(
@@ -117,7 +117,7 @@ class DecisionsPlane:
                 ok=not error_code,
                 error_code=error_code,
                 latency_ms=0.0,
-                args={k: str(v) for k, v in args.items() if k in ("memory_key", "version", "category", "stage", "source_resource_id")},
+                args={k: v for k, v in args.items() if k in ("memory_key", "version", "category", "stage", "source_resource_id")},
                 out_hits=0,
                 token_id=ctx.principal.jti,
                 request_id=ctx.request_id,

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from loom_api.decisions.v1 import decisions_pb2 as dpb
+
 from .files import detect_files
 from .keys import MissingIdentity, decision_key
 from .statement import ALTERNATIVES_MAX, OUTCOME_MAX, REASONING_MAX, SCENARIO_MAX
@@ -466,19 +468,19 @@ def source_resource_id(namespace: str, source_uri: str, breadcrumb: str) -> str:
     return f"knowledge:{namespace}/{source_uri}#{breadcrumb}"
 
 
-def record_body(c: Candidate, namespace: str, source_uri: str, files: list[str], extra_tags: list[str]) -> dict[str, Any]:
-    """The decision.record body the run sends (and a dry run prints)."""
+def record_body(c: Candidate, namespace: str, source_uri: str, files: list[str], extra_tags: list[str]) -> dpb.RecordDecisionRequest:
+    """The decision.record request the run sends (and a dry run prints)."""
     tags = [DESIGN_DOC_TAG, *([CONSTRAINT_TAG] if c.constraint else []), *extra_tags]
-    return {
-        "category": c.category,
-        "scenario": c.scenario,
-        "outcome": c.outcome,
-        "reasoning": c.reasoning(),
-        "alternatives": c.alternatives(),
-        "confidence": CONFIDENCE,
-        "stage": c.stage,
-        "files": files,
-        "source_resource_id": source_resource_id(namespace, source_uri, c.section),
-        "source_class": "derived",
-        "tags": tags,
-    }
+    return dpb.RecordDecisionRequest(
+        category=c.category,
+        scenario=c.scenario,
+        outcome=c.outcome,
+        reasoning=c.reasoning(),
+        alternatives=c.alternatives(),
+        confidence=CONFIDENCE,
+        stage=c.stage,
+        files=files,
+        source_resource_id=source_resource_id(namespace, source_uri, c.section),
+        source_class="derived",
+        tags=tags,
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from loom_api.decisions.v1 import memory_pb2 as mpb
 from loom_core.chain import CallContext
 from loom_core.errors import invalid_field
 from loom_core.store.base import parse_ch_time
@@ -40,7 +41,7 @@ class BlockOps:
             out.append(r)
         return out
 
-    async def for_file(self, ctx: CallContext, path: str, repo: str, include_conflicted: bool, max_chars: int) -> dict[str, Any]:
+    async def for_file(self, ctx: CallContext, path: str, repo: str, include_conflicted: bool, max_chars: int) -> mpb.MemoryForFileResponse:
         org, ns = ctx.org, ctx.namespace
         if not path.strip():
             raise invalid_field("path", "required")
@@ -72,27 +73,27 @@ class BlockOps:
         )
         block, shown = for_file_block(path, [fr for fr, _ in pairs], ceiling)
         entries = [
-            {
-                "memory_key": fr.key,
-                "memory_type": fr.memory_type,
-                "shown": how,
-                "value": fr.value if how == "whole" else "",
-                "pinned": fr.pinned,
-                "source_changed": fr.source_changed,
-                "constraint": fr.constraint,
-                "conflicts": list(fr.conflicts),
-                "agent_id": row["agent"],
-                "actor": row["actor"],
-                "updated_time": iso(str(row["ts"])),
-                "version": int(row["version"]),
-                "files": list(row["files"]),
-            }
+            mpb.ForFileEntry(
+                memory_key=fr.key,
+                memory_type=fr.memory_type,
+                shown=how,
+                value=fr.value if how == "whole" else "",
+                pinned=fr.pinned,
+                source_changed=fr.source_changed,
+                constraint=fr.constraint,
+                conflicts=list(fr.conflicts),
+                agent_id=row["agent"],
+                actor=row["actor"],
+                updated_time=iso(str(row["ts"])),
+                version=int(row["version"]),
+                files=list(row["files"]),
+            )
             for (fr, row), how in zip(pairs, shown, strict=True)
         ]
-        await self.r.exposed(ctx, [e["memory_key"] for e in entries])
-        return {"path": path, "block": block, "entries": entries}
+        await self.r.exposed(ctx, [e.memory_key for e in entries])
+        return mpb.MemoryForFileResponse(path=path, block=block, entries=entries)
 
-    async def pack(self, ctx: CallContext, query: str, token_budget: int, category: str) -> dict[str, Any]:
+    async def pack(self, ctx: CallContext, query: str, token_budget: int, category: str) -> mpb.ContextPackResponse:
         org, ns = ctx.org, ctx.namespace
         budget = token_budget or self.r.d.settings.context_pack_token_budget
         if budget < 50:
@@ -131,13 +132,13 @@ class BlockOps:
             )
         block, packed, omitted = pack_block(decisions, budget)
         await self.r.exposed(ctx, [d.key for d, _ in packed])
-        return {
-            "block": block,
-            "tokens": tokens(block),
-            "token_budget": budget,
-            "decisions": [{"memory_key": d.key, "stage": d.stage, "line": line, "tokens": tokens(line)} for d, line in packed],
-            "omitted": omitted,
-        }
+        return mpb.ContextPackResponse(
+            block=block,
+            tokens=tokens(block),
+            token_budget=budget,
+            decisions=[mpb.PackedDecision(memory_key=d.key, stage=d.stage, line=line, tokens=tokens(line)) for d, line in packed],
+            omitted=omitted,
+        )
 
 
 def _repo_ok(tags: list[str], repo: str) -> bool:

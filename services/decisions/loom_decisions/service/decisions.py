@@ -6,36 +6,38 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from loom_api.decisions.v1 import decisions_pb2 as dpb
+from loom_api.decisions.v1 import memory_pb2 as mpb
 from loom_core.chain import CallContext
 from loom_core.errors import BadRequest, Conflict, ErrorCode, NotFound, invalid_field
 from loom_core.store import ch_time
 
-from ..domain.calibration import Scored, calibrate
+from ..domain.calibration import Calibration, Scored, calibrate
 from ..domain.files import detect_files
 from ..domain.keys import MissingIdentity, decision_key
 from ..domain.statement import CATEGORY_TAG_PREFIX, PROPOSED_TAG, STAGES, DecisionText, LimitExceeded, decision_tags, excerpt, stage_of
 from ..store.memory import Ident
-from .rows import Rows, record_row
+from .rows import RowChanges, Rows, record_row
 
 PRECEDENTS_MAX = 25
 CHAIN_HOPS_MAX = 4
 DIRECTIONS = ("upstream", "downstream", "both")
 
 
-def _checked_decision(req: dict[str, Any], stage: str) -> tuple[str, str, DecisionText]:
+def _checked_decision(req: dpb.RecordDecisionRequest | mpb.WriteRecordRequest, stage: str) -> tuple[str, str, DecisionText]:
     """A written decision's category, key and checked text; refuses a missing or blank identity
     part (category, scenario, outcome) and a part past its limit, as every decision write does."""
-    category = str(req.get("category", "")).strip()
-    for name in ("category", "scenario", "outcome"):
-        if not str(req.get(name, "")).strip():
+    category = req.category.strip()
+    for name, given in (("category", req.category), ("scenario", req.scenario), ("outcome", req.outcome)):
+        if not given.strip():
             raise invalid_field(name, "required")
     try:
-        key = decision_key(category, req["scenario"])
+        key = decision_key(category, req.scenario)
         text = DecisionText.checked(
-            scenario=req["scenario"],
-            outcome=req["outcome"],
-            reasoning=req.get("reasoning", ""),
-            alternatives=list(req.get("alternatives", [])),
+            scenario=req.scenario,
+            outcome=req.outcome,
+            reasoning=req.reasoning,
+            alternatives=list(req.alternatives),
             stage=stage,
         )
     except MissingIdentity as exc:
@@ -102,17 +104,17 @@ class DecisionOps:
 
     # --- record
 
-    async def record(self, ctx: CallContext, req: dict[str, Any]) -> dict[str, Any]:
+    async def record(self, ctx: CallContext, req: dpb.RecordDecisionRequest) -> dpb.RecordDecisionResponse:
         org, ns = ctx.org, ctx.namespace
-        stage = req.get("stage") or "decided"
+        stage = req.stage or "decided"
         if stage not in STAGES:
             raise invalid_field("stage", "decided or proposed")
-        confidence = req.get("confidence")
+        confidence = req.confidence if req.HasField("confidence") else None
         if confidence is not None and not 0.0 <= confidence <= 1.0:
             raise invalid_field("confidence", "between 0 and 1")
         category, key, text = _checked_decision(req, stage)
         statement = text.statement()
-        tags = decision_tags(list(req.get("tags", [])), category, stage)
+        tags = decision_tags(list(req.tags), category, stage)
         ident = Ident(ctx.agent_label, ctx.user, ctx.session)
         await self.r.refuse_if_locked(org, ns, key)
         vec = await self.r.d.embedder.embed_one(excerpt(statement))
@@ -131,16 +133,16 @@ class DecisionOps:
                     {"key": key},
                 )
             conflicts = await self.r.close_decisions(org, ns, key, vec)
-            row_fields: dict[str, Any] = {
+            row_fields: RowChanges = {
                 "value": statement,
                 "memory_type": "decision",
                 "tags": tags,
                 "conflicts": conflicts,
                 # Unset, the files are the ones the stored fields name (never the realized outcome).
-                "files": list(dict.fromkeys(f for f in req.get("files", []) if f.strip()))
+                "files": list(dict.fromkeys(f for f in req.files if f.strip()))
                 or detect_files([text.scenario, text.outcome, text.reasoning, *text.alternatives]),
-                "source_resource_id": req.get("source_resource_id", ""),
-                "source_class": req.get("source_class", ""),
+                "source_resource_id": req.source_resource_id,
+                "source_class": req.source_class,
             }
             base = own if own_live else None
             if restated and own is not None:
@@ -154,46 +156,48 @@ class DecisionOps:
             if not (restated and rec_is_own):
                 superseded = rec_active
                 now = ch_time()
+                version = await self.r.next_record_version(org, ns, key, int(rec["version"]) if rec is not None else 0)
+                caused_by, influenced_by = list(dict.fromkeys(req.caused_by)), list(dict.fromkeys(req.influenced_by))
                 new_rec = _record(
                     key,
-                    await self.r.next_record_version(org, ns, key, int(rec["version"]) if rec is not None else 0),
+                    version,
                     category,
                     text,
                     ident,
                     now,
                     confidence=confidence,
-                    caused_by=list(dict.fromkeys(req.get("caused_by", []))),
-                    influenced_by=list(dict.fromkeys(req.get("influenced_by", []))),
-                    memories_used=list(dict.fromkeys(k for k in req.get("memories_used", []) if k.strip())),
-                    run_id=req.get("run_id") or ctx.run_id,
+                    caused_by=caused_by,
+                    influenced_by=influenced_by,
+                    memories_used=list(dict.fromkeys(k for k in req.memories_used if k.strip())),
+                    run_id=req.run_id or ctx.run_id,
                     files=row_fields["files"],
                     source_resource_id=row_fields["source_resource_id"],
                     source_class=row_fields["source_class"],
                     tags=tags,
                 )
                 await self.r.append_record(org, ns, new_rec)
-                edges = [(src, "caused_by") for src in new_rec["caused_by"]] + [(src, "influenced_by") for src in new_rec["influenced_by"]]
-                await self.dec.add_edges(org, ns, key, new_rec["version"], edges, now)
+                edges = [(src, "caused_by") for src in caused_by] + [(src, "influenced_by") for src in influenced_by]
+                await self.dec.add_edges(org, ns, key, version, edges, now)
         await self.r.publish_live(org, ns)
-        return {
-            "memory_key": key,
-            "created": not own_live,
-            "superseded_prior": superseded,
-            "restated": restated,
-            "conflicts": conflicts,
-            "stage": stage,
-            "statement": statement,
-            "version": row["version"],
-        }
+        return dpb.RecordDecisionResponse(
+            memory_key=key,
+            created=not own_live,
+            superseded_prior=superseded,
+            restated=restated,
+            conflicts=conflicts,
+            stage=stage,
+            statement=statement,
+            version=row["version"],
+        )
 
     # --- the record alone
 
-    async def record_write(self, ctx: CallContext, req: dict[str, Any]) -> dict[str, Any]:
+    async def record_write(self, ctx: CallContext, req: mpb.WriteRecordRequest) -> mpb.WriteRecordResponse:
         """memory.record.write on the decision schema: a new version of the key's record under
         the caller, holding only what this write states (nothing carried over), and its edges;
         no memory row. decision.chain serves it; decision.outcome answers not-found for it."""
         org, ns = ctx.org, ctx.namespace
-        if req.get("schema") != "decision":
+        if req.schema != "decision":
             raise invalid_field("schema", "decision (the only schema served)")
         category, key, text = _checked_decision(req, "decided")
         await self.r.refuse_if_locked(org, ns, key)
@@ -201,8 +205,8 @@ class DecisionOps:
             rec = await self.dec.current(org, ns, key)
             now = ch_time()
             version = await self.r.next_record_version(org, ns, key, int(rec["version"]) if rec is not None else 0)
-            caused_by: list[str] = list(dict.fromkeys(req.get("caused_by", [])))
-            influenced_by: list[str] = list(dict.fromkeys(req.get("influenced_by", [])))
+            caused_by = list(dict.fromkeys(req.caused_by))
+            influenced_by = list(dict.fromkeys(req.influenced_by))
             new_rec = _record(
                 key,
                 version,
@@ -210,7 +214,7 @@ class DecisionOps:
                 text,
                 Ident(ctx.agent_label, ctx.user, ctx.session),
                 now,
-                confidence=req.get("confidence"),
+                confidence=req.confidence if req.HasField("confidence") else None,
                 caused_by=caused_by,
                 influenced_by=influenced_by,
                 run_id=ctx.run_id,
@@ -218,7 +222,7 @@ class DecisionOps:
             await self.r.append_record(org, ns, new_rec)
             edges = [(src, "caused_by") for src in caused_by] + [(src, "influenced_by") for src in influenced_by]
             await self.dec.add_edges(org, ns, key, version, edges, now)
-        return {"memory_key": key, "version": version, "superseded_prior": rec is not None and rec["status"] == "active"}
+        return mpb.WriteRecordResponse(memory_key=key, version=version, superseded_prior=rec is not None and rec["status"] == "active")
 
     async def record_history(self, ctx: CallContext, key: str) -> list[dict[str, Any]]:
         if not key:
@@ -232,7 +236,7 @@ class DecisionOps:
 
     async def precedents(
         self, ctx: CallContext, query: str, category: str, with_outcome_only: bool, limit: int
-    ) -> tuple[list[dict[str, Any]], bool]:
+    ) -> tuple[list[dpb.Precedent], bool]:
         """The closest live decisions, best first, none under the similarity floor; and whether
         decisions matched the filters but none was that close."""
         org, ns = ctx.org, ctx.namespace
@@ -246,7 +250,7 @@ class DecisionOps:
         vec = await self.r.d.embedder.embed_one(excerpt(query))
         tags = [CATEGORY_TAG_PREFIX + category] if category else []
         fetch = limit * (8 if with_outcome_only else 3)
-        out: list[dict[str, Any]] = []
+        out: list[dpb.Precedent] = []
         below_floor = False
         while True:
             cached = await self.r.vectors.nearest_decisions(org, ns, vec, tags=tags, limit=fetch)
@@ -275,12 +279,12 @@ class DecisionOps:
             if len(out) >= limit or below_floor or len(hits) < fetch or fetch >= 2000:
                 break
             fetch *= 4
-        await self.r.exposed(ctx, [p["memory_key"] for p in out])
+        await self.r.exposed(ctx, [p.memory_key for p in out])
         return out, below_floor and not out
 
     # --- chain
 
-    async def chain(self, ctx: CallContext, key: str, direction: str, max_hops: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    async def chain(self, ctx: CallContext, key: str, direction: str, max_hops: int) -> dpb.DecisionChainResponse:
         org, ns = ctx.org, ctx.namespace
         direction = direction or "both"
         if direction not in DIRECTIONS:
@@ -292,7 +296,7 @@ class DecisionOps:
         if root is None or root["status"] != "active":
             raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no active decision under this key", {"memory_key": key})
         hops: dict[str, int] = {key: 0}
-        edges: dict[tuple[str, str, str], dict[str, Any]] = {}
+        edges: dict[tuple[str, str, str], dpb.ChainEdge] = {}
         recs: dict[str, dict[str, Any]] = {key: root}
         for upstream in [d == "upstream" for d in (["upstream", "downstream"] if direction == "both" else [direction])]:
             frontier = [key]
@@ -308,7 +312,7 @@ class DecisionOps:
                     # An edge counts while the record that states it is the key's active one.
                     if d is None or d["status"] != "active" or int(d["record_version"]) != int(e["dst_version"]):
                         continue
-                    edges[(e["src"], e["dst"], e["kind"])] = {"from_key": e["src"], "to_key": e["dst"], "kind": e["kind"]}
+                    edges[(e["src"], e["dst"], e["kind"])] = dpb.ChainEdge(from_key=e["src"], to_key=e["dst"], kind=e["kind"])
                     other = e["src"] if upstream else e["dst"]
                     if other not in hops:
                         hops[other] = hop
@@ -316,27 +320,22 @@ class DecisionOps:
                 frontier = nxt
         more = await self.dec.current_many(org, ns, [k for k in hops if k not in recs])
         recs.update(more)
-        nodes = []
+        nodes: list[dpb.ChainNode] = []
         for k, h in sorted(hops.items(), key=lambda kv: (kv[1], kv[0])):
             rec = recs.get(k)
-            is_decision = rec is not None and rec["status"] == "active"
-            node: dict[str, Any] = {"memory_key": k, "hops": h, "is_decision": is_decision}
-            if is_decision and rec is not None:
+            node = dpb.ChainNode(memory_key=k, hops=h, is_decision=rec is not None and rec["status"] == "active")
+            if node.is_decision and rec is not None:
                 row = await self.mem.head(org, ns, k, Ident(rec["agent"], rec["user"], rec["session"]))
-                node.update(
-                    stage=stage_of(row["tags"] if row else [], rec["realized_outcome"]),
-                    category=rec["category"],
-                    scenario=rec["scenario"],
-                    outcome=rec["outcome"],
-                    realized_outcome=rec["realized_outcome"],
-                )
+                node.stage = stage_of(row["tags"] if row else [], rec["realized_outcome"])
+                node.category, node.scenario = rec["category"], rec["scenario"]
+                node.outcome, node.realized_outcome = rec["outcome"], rec["realized_outcome"]
             nodes.append(node)
         await self.r.exposed(ctx, list(hops))
-        return nodes, list(edges.values())
+        return dpb.DecisionChainResponse(nodes=nodes, edges=list(edges.values()))
 
     # --- outcome
 
-    async def outcome(self, ctx: CallContext, key: str, realized: str, success: bool | None) -> dict[str, Any]:
+    async def outcome(self, ctx: CallContext, key: str, realized: str, success: bool | None) -> dpb.DecisionOutcomeResponse:
         org, ns = ctx.org, ctx.namespace
         if not realized.strip():
             raise invalid_field("realized_outcome", "required")
@@ -370,7 +369,7 @@ class DecisionOps:
             tags = [t for t in row["tags"] if t != PROPOSED_TAG and not t.startswith(CATEGORY_TAG_PREFIX)]
             tags = decision_tags(tags, rec["category"], "decided")
             restated = row["value"] == statement
-            changes: dict[str, Any] = {"value": statement, "tags": tags, "pinned": int(read["pinned"])}
+            changes: RowChanges = {"value": statement, "tags": tags, "pinned": int(read["pinned"])}
             if restated:
                 changes["reinforcements"] = int(row["reinforcements"]) + 1
             new_row = await self.r.append(org, ns, ctx, row, key=key, ident=writer, op="decision.outcome", embedding=vec, **changes)
@@ -392,18 +391,18 @@ class DecisionOps:
                 },
             )
         credited, charged, uncredited = await self._feedback(org, ns, key, rec, success, now)
-        return {
-            "memory_key": key,
-            "realized_outcome": text.realized,
-            "success": verdict,
-            "stage": "decided",
-            "statement": statement,
-            "version": new_row["version"],
-            "credited": credited,
-            "charged": charged,
-            "uncredited": uncredited,
-            "restated": restated,
-        }
+        return dpb.DecisionOutcomeResponse(
+            memory_key=key,
+            realized_outcome=text.realized,
+            success=verdict,
+            stage="decided",
+            statement=statement,
+            version=new_row["version"],
+            credited=credited,
+            charged=charged,
+            uncredited=uncredited,
+            restated=restated,
+        )
 
     async def _feedback(
         self, org: str, ns: str, key: str, rec: dict[str, Any], success: bool | None, now: str
@@ -435,7 +434,7 @@ class DecisionOps:
 
     # --- calibration
 
-    async def calibration(self, ctx: CallContext, window_days: int, agent: str, category: str) -> dict[str, Any]:
+    async def calibration(self, ctx: CallContext, window_days: int, agent: str, category: str) -> dpb.DecisionCalibrationResponse:
         window_days = window_days or 90
         if not 1 <= window_days <= 3650:
             raise invalid_field("window_days", "between 1 and 3650")
@@ -446,24 +445,43 @@ class DecisionOps:
             for r in rows
             if r["confidence"] is not None and r["success"] is not None
         ]
-        return {"rows": calibrate(scored), "window_days": window_days, "unscored": len(rows) - len(scored)}
+        return dpb.DecisionCalibrationResponse(
+            rows=[_calibration_row(c) for c in calibrate(scored)], window_days=window_days, unscored=len(rows) - len(scored)
+        )
 
 
-def _precedent(rec: dict[str, Any], row: dict[str, Any], score: float) -> dict[str, Any]:
-    return {
-        "memory_key": rec["key"],
-        "score": round(score, 6),
-        "stage": stage_of(row["tags"], rec["realized_outcome"]),
-        "category": rec["category"],
-        "scenario": rec["scenario"],
-        "outcome": rec["outcome"],
-        "reasoning": rec["reasoning"],
-        "alternatives": list(rec["alternatives"]),
-        "realized_outcome": rec["realized_outcome"],
-        "success": None if rec["success"] is None else bool(rec["success"]),
-        "confidence": rec["confidence"],
-        "statement": row["value"],
-        "agent_id": rec["agent"],
-        "recorded_time": rec["recorded_at"],
-        "conflicts": list(row["conflicts"]),
-    }
+def _calibration_row(c: Calibration) -> dpb.CalibrationRow:
+    return dpb.CalibrationRow(
+        agent=c.agent,
+        category=c.category,
+        count=c.count,
+        successes=c.successes,
+        mean_confidence=c.mean_confidence,
+        success_rate=c.success_rate,
+        brier=c.brier,
+        overconfidence=c.overconfidence,
+        bins=[
+            dpb.CalibrationBin(lower=b.lower, upper=b.upper, count=b.count, mean_confidence=b.mean_confidence, success_rate=b.success_rate)
+            for b in c.bins
+        ],
+    )
+
+
+def _precedent(rec: dict[str, Any], row: dict[str, Any], score: float) -> dpb.Precedent:
+    return dpb.Precedent(
+        memory_key=rec["key"],
+        score=round(score, 6),
+        stage=stage_of(row["tags"], rec["realized_outcome"]),
+        category=rec["category"],
+        scenario=rec["scenario"],
+        outcome=rec["outcome"],
+        reasoning=rec["reasoning"],
+        alternatives=list(rec["alternatives"]),
+        realized_outcome=rec["realized_outcome"],
+        success=None if rec["success"] is None else bool(rec["success"]),
+        confidence=rec["confidence"],
+        statement=row["value"],
+        agent_id=rec["agent"],
+        recorded_time=rec["recorded_at"],
+        conflicts=list(row["conflicts"]),
+    )

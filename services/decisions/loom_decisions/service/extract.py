@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from google.protobuf import json_format
+from loom_api.decisions.v1 import decisions_pb2 as dpb
 from loom_core.chain import CallContext
 from loom_core.errors import LoomError
 
@@ -63,7 +65,7 @@ from .rows import Rows, attestation
 MAX_PER_SECTION = 3
 STORED_FETCH = 500
 
-Audit = Callable[[CallContext, str, dict[str, Any], str], None]
+Audit = Callable[[CallContext, str, dict[str, str], str], None]
 
 
 @dataclass
@@ -326,7 +328,7 @@ class Extractor:
         if st is None:
             other = await self.r.dec.current(ctx.org, ctx.namespace, c.key)
             if other is not None and other["status"] == "active":
-                rep.say(f"{c.key}: another writer's decision ({other['agent']}): not revised; body: {json.dumps(body, ensure_ascii=False)}")
+                rep.say(f"{c.key}: another writer's decision ({other['agent']}): not revised; body: {_json(body)}")
                 return
             restated = restates.get(c.key)
             if restated is not None and restated not in gone:
@@ -342,7 +344,7 @@ class Extractor:
             why = "pinned" if st.row["pinned"] else ("attested" if st.frozen else "its outcome is recorded")
             if c.key in gone:
                 await self._tag(ctx, rep, st, add=True, apply=apply, why=f"no longer stated, {why}")
-                rep.say(f"{c.key}: body for a maintainer: {json.dumps(body, ensure_ascii=False)}")
+                rep.say(f"{c.key}: body for a maintainer: {_json(body)}")
             elif SOURCE_CHANGED_TAG in st.row["tags"]:
                 await self._tag(ctx, rep, st, add=False, apply=apply, why="stated again")
             else:
@@ -355,10 +357,10 @@ class Extractor:
         # Still stated (or no verdict): the stored words stand; only row fields may change.
         stored_body = self._stored_body(st, body)
         if (
-            sorted(st.row["files"]) == sorted(stored_body["files"])
-            and st.row["source_resource_id"] == stored_body["source_resource_id"]
-            and (CONSTRAINT_TAG in st.row["tags"]) == (CONSTRAINT_TAG in stored_body["tags"])
-            and _repo_tags(st.row["tags"]) == _repo_tags(stored_body["tags"])
+            sorted(st.row["files"]) == sorted(stored_body.files)
+            and st.row["source_resource_id"] == stored_body.source_resource_id
+            and (CONSTRAINT_TAG in st.row["tags"]) == (CONSTRAINT_TAG in stored_body.tags)
+            and _repo_tags(st.row["tags"]) == _repo_tags(list(stored_body.tags))
         ):
             note = "" if stage_of(st.row["tags"]) == c.stage else f" (the document reads as {c.stage})"
             rep.say(f"{c.key}: unchanged{note}")
@@ -368,17 +370,16 @@ class Extractor:
         await self._record(ctx, rep, stored_body, apply, f"{c.key}: re-recorded in its stored words (row fields changed)")
 
     @staticmethod
-    def _stored_body(st: _Stored, body: dict[str, Any]) -> dict[str, Any]:
+    def _stored_body(st: _Stored, body: dpb.RecordDecisionRequest) -> dpb.RecordDecisionRequest:
+        """The document's body in the stored words (files, source, tags and confidence stay the document's)."""
         rec = st.rec
-        return {
-            **body,
-            "category": rec["category"],
-            "scenario": rec["scenario"],
-            "outcome": rec["outcome"],
-            "reasoning": rec["reasoning"],
-            "alternatives": list(rec["alternatives"]),
-            "stage": stage_of(st.row["tags"], rec["realized_outcome"]),
-        }
+        stored = dpb.RecordDecisionRequest()
+        stored.CopyFrom(body)
+        stored.category, stored.scenario, stored.outcome = rec["category"], rec["scenario"], rec["outcome"]
+        stored.reasoning, stored.stage = rec["reasoning"], stage_of(st.row["tags"], rec["realized_outcome"])
+        stored.ClearField("alternatives")
+        stored.alternatives.extend(rec["alternatives"])
+        return stored
 
     async def _frozen_peer(self, ctx: CallContext, c: Candidate) -> tuple[str, str] | None:
         """A pinned or attested decision under another key that reads the same as the candidate."""
@@ -400,19 +401,19 @@ class Extractor:
                 return str(row["agent"]), str(row["key"])
         return None
 
-    async def _record(self, ctx: CallContext, rep: Report, body: dict[str, Any], apply: bool, what: str) -> None:
+    async def _record(self, ctx: CallContext, rep: Report, body: dpb.RecordDecisionRequest, apply: bool, what: str) -> None:
         if not apply:
-            rep.say(f"{what}: would record {json.dumps(body, ensure_ascii=False)}")
+            rep.say(f"{what}: would record {_json(body)}")
             return
         try:
             out = await self.decisions.record(ctx, body)
         except LoomError as exc:
-            self.audit(ctx, "decision.record", body, str(exc.code))
+            self.audit(ctx, "decision.record", _audited(body), str(exc.code))
             rep.failed(f"{what}: refused ({exc.code}: {exc.message})")
             return
-        self.audit(ctx, "decision.record", body, "")
-        rep.written.append(out["memory_key"])
-        rep.say(f"{what}: recorded v{out['version']}")
+        self.audit(ctx, "decision.record", _audited(body), "")
+        rep.written.append(out.memory_key)
+        rep.say(f"{what}: recorded v{out.version}")
 
     async def _tag(self, ctx: CallContext, rep: Report, st: _Stored, *, add: bool, apply: bool, why: str) -> None:
         """Add or drop source-changed (and, under --into source, add the run's repo:<id> tag with it)."""
@@ -484,7 +485,7 @@ class Extractor:
             if not apply:
                 rep.say(f"{key}: no longer stated: would delete it (memory.delete_version v{st.row['version']})")
                 continue
-            args = {"memory_key": key, "version": int(st.row["version"])}
+            args = {"memory_key": key, "version": str(st.row["version"])}
             try:
                 out = await self.memory.delete_version(ctx, key, int(st.row["version"]), ident_of(st.row))
             except LoomError as exc:
@@ -493,7 +494,17 @@ class Extractor:
                 continue
             self.audit(ctx, "memory.delete_version", args, "")
             rep.retired.append(key)
-            rep.say(f"{key}: no longer stated: deleted{' (record retired)' if out['retired_record'] else ''}")
+            rep.say(f"{key}: no longer stated: deleted{' (record retired)' if out.retired_record else ''}")
+
+
+def _json(body: dpb.RecordDecisionRequest) -> str:
+    """The request as the op's JSON body (the spec's argument names), for a report line."""
+    return json.dumps(json_format.MessageToDict(body, preserving_proto_field_name=True), ensure_ascii=False)
+
+
+def _audited(body: dpb.RecordDecisionRequest) -> dict[str, str]:
+    """What the audit row keeps of a decision.record the run makes."""
+    return {"category": body.category, "stage": body.stage, "source_resource_id": body.source_resource_id}
 
 
 def _repo_tags(tags: list[str]) -> set[str]:

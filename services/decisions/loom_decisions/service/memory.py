@@ -4,9 +4,11 @@ locks, deletes that retire a decision record, restores that do not revive it."""
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from loom_api.decisions.v1 import memory_pb2 as mpb
 from loom_core.bus.leases import LeaseHeld
 from loom_core.chain import CallContext
 from loom_core.errors import Conflict, ErrorCode, Forbidden, LoomError, NotFound, invalid_field
@@ -18,7 +20,7 @@ from ..domain.files import detect_files
 from ..domain.ranking import fuse
 from ..domain.statement import excerpt
 from ..store.memory import Ident, ident_of
-from .rows import LOCK_PREFIX, Rows, attestation, cosine, lease_key
+from .rows import LOCK_PREFIX, RowChanges, Rows, attestation, cosine, lease_key
 
 MOVED_TAG_PREFIX = "moved-to:"
 SUPERSEDED_TAG_PREFIX = "superseded-by:"
@@ -130,22 +132,21 @@ class MemoryOps:
 
     # --- the general write
 
-    async def set(self, ctx: CallContext, req: dict[str, Any]) -> dict[str, Any]:
+    async def set(self, ctx: CallContext, req: mpb.SetMemoryRequest) -> mpb.SetMemoryResponse:
         """The caller's row under a key. The value's bytes decide restatement: the same bytes
         reinforce the row (a pinned row accepts it); other bytes revise it (a pinned row
         refuses, 409 PINNED_CONFLICT). A rewrite of a decision row with another memory_type
         leaves its record active (spec 003, Leaves the record active)."""
         org, ns = ctx.org, ctx.namespace
-        key = str(req.get("memory_key", ""))
-        value = str(req.get("value", ""))
-        memory_type = str(req.get("memory_type") or "note")
+        key, value = req.memory_key, req.value
+        memory_type = req.memory_type or "note"
         if not key.strip():
             raise invalid_field("memory_key", "required")
         if not value.strip():
             raise invalid_field("value", "required")
         if memory_type == "decision":
             raise invalid_field("memory_type", "decision rows are written by decision.record")
-        files = list(dict.fromkeys(str(f) for f in req.get("files", []) if str(f).strip())) or detect_files([value])
+        files = list(dict.fromkeys(f for f in req.files if f.strip())) or detect_files([value])
         await self.r.refuse_if_locked(org, ns, key)
         ident = Ident(ctx.agent_label, ctx.user, ctx.session)
         async with self.r.key_lock(org, ns, key):
@@ -156,13 +157,13 @@ class MemoryOps:
                 raise Conflict(
                     ErrorCode.PINNED_CONFLICT, "the writer's row is pinned; an admin unpins it with memory.unpin first", {"memory_key": key}
                 )
-            changes: dict[str, Any] = {
+            changes: RowChanges = {
                 "value": value,
                 "memory_type": memory_type,
-                "tags": list(dict.fromkeys(str(t) for t in req.get("tags", []))),
+                "tags": list(dict.fromkeys(req.tags)),
                 "files": files,
-                "source_resource_id": str(req.get("source_resource_id", "")),
-                "source_class": str(req.get("source_class", "")),
+                "source_resource_id": req.source_resource_id,
+                "source_class": req.source_class,
                 "conflicts": [],
             }
             emb = None
@@ -174,22 +175,22 @@ class MemoryOps:
             if not restated:
                 await self.r.store_chunks(org, ns, row)
         await self.r.publish_live(org, ns)
-        return {
-            "memory_key": key,
-            "version": int(row["version"]),
-            "memory_id": row["memory_id"],
-            "created": live is None,
-            "restated": restated,
-            "pinned": bool(row["pinned"]),
-            "attestation": attestation(row),
-            "value_hash": row["value_hash"],
-            "files": list(row["files"]),
-            "reinforcements": int(row["reinforcements"]),
-        }
+        return mpb.SetMemoryResponse(
+            memory_key=key,
+            version=int(row["version"]),
+            memory_id=row["memory_id"],
+            created=live is None,
+            restated=restated,
+            pinned=bool(row["pinned"]),
+            attestation=attestation(row),
+            value_hash=row["value_hash"],
+            files=list(row["files"]),
+            reinforcements=int(row["reinforcements"]),
+        )
 
     # --- deletes and restore
 
-    async def delete(self, ctx: CallContext, key: str, ident: Ident) -> dict[str, Any]:
+    async def delete(self, ctx: CallContext, key: str, ident: Ident) -> mpb.DeleteMemoryResponse:
         org, ns = ctx.org, ctx.namespace
         await self.r.refuse_if_locked(org, ns, key)
         async with self.r.key_lock(org, ns, key):
@@ -197,9 +198,9 @@ class MemoryOps:
             tomb = await self.r.append(org, ns, ctx, row, key=key, ident=ident, op="memory.delete", status="tombstoned")
             retired = await self.r.retire_if_writer(org, ns, key, ident, row)
         await self.r.publish_live(org, ns)
-        return {"deleted": True, "retired_record": retired, "version": tomb["version"]}
+        return mpb.DeleteMemoryResponse(deleted=True, retired_record=retired, version=tomb["version"])
 
-    async def delete_version(self, ctx: CallContext, key: str, version: int, ident: Ident) -> dict[str, Any]:
+    async def delete_version(self, ctx: CallContext, key: str, version: int, ident: Ident) -> mpb.DeleteMemoryResponse:
         org, ns = ctx.org, ctx.namespace
         if version <= 0:
             raise invalid_field("version", "must be a stored version (1 or more)")
@@ -219,7 +220,7 @@ class MemoryOps:
                 retired = await self.r.retire_if_writer(org, ns, key, ident, head)
             await self.mem.delete_version(org, ns, key, ident, version, ch_time())
         await self.r.publish_live(org, ns)
-        return {"deleted": True, "retired_record": retired, "version": out_version}
+        return mpb.DeleteMemoryResponse(deleted=True, retired_record=retired, version=out_version)
 
     async def restore(self, ctx: CallContext, key: str, ident: Ident) -> dict[str, Any]:
         """Revive a deleted row with its last live value; a retired record stays retired."""
@@ -240,7 +241,7 @@ class MemoryOps:
 
     # --- move, clear, apply, dedup, auto-supersede
 
-    async def move(self, ctx: CallContext, key: str, to_key: str, keep_redirect: bool, ident: Ident) -> dict[str, Any]:
+    async def move(self, ctx: CallContext, key: str, to_key: str, keep_redirect: bool, ident: Ident) -> mpb.MoveMemoryResponse:
         """Copy a row to `to_key` under the same identity. A moved decision row is no longer a
         decision there (its new key has no record). keep_redirect=true leaves the old row live,
         tagged moved-to:<to_key>, so a decision's record stays active; false deletes it through
@@ -273,17 +274,17 @@ class MemoryOps:
                     org, ns, ctx, head, key=key, ident=ident, op="memory.move", tags=[*head["tags"], MOVED_TAG_PREFIX + to_key]
                 )
         else:
-            retired = bool((await self.delete(ctx, key, ident))["retired_record"])
+            retired = (await self.delete(ctx, key, ident)).retired_record
         await self.r.publish_live(org, ns)
-        return {
-            "memory_key": key,
-            "to_key": to_key,
-            "version": int(new["version"]),
-            "kept_redirect": keep_redirect,
-            "retired_record": retired,
-        }
+        return mpb.MoveMemoryResponse(
+            memory_key=key,
+            to_key=to_key,
+            version=int(new["version"]),
+            kept_redirect=keep_redirect,
+            retired_record=retired,
+        )
 
-    async def clear(self, ctx: CallContext, prefix: str, memory_type: str) -> dict[str, Any]:
+    async def clear(self, ctx: CallContext, prefix: str, memory_type: str) -> mpb.ClearMemoryResponse:
         """Tombstone the namespace's live rows (every identity's) without retiring a decision
         record: a cleared decision row leaves its record active. A locked key is left alone."""
         org, ns = ctx.org, ctx.namespace
@@ -305,31 +306,33 @@ class MemoryOps:
                         await self.r.append(org, ns, ctx, head, key=key, ident=ident_of(row), op="memory.clear", status="tombstoned")
                         cleared += 1
         await self.r.publish_live(org, ns)
-        return {"cleared": cleared, "locked": sorted(set(locked))}
+        return mpb.ClearMemoryResponse(cleared=cleared, locked=sorted(set(locked)))
 
-    async def apply(self, ctx: CallContext, actions: builtins.list[dict[str, Any]]) -> builtins.list[dict[str, Any]]:
+    async def apply(self, ctx: CallContext, actions: Sequence[mpb.MemoryAction]) -> builtins.list[mpb.ActionResult]:
         """Each action as its own op would do it, in order: set through memory.set, delete through
         memory.delete (retiring the writer's decision record). One failing does not stop the rest."""
-        out: builtins.list[dict[str, Any]] = []
+        out: builtins.list[mpb.ActionResult] = []
         ident = Ident(ctx.agent_label, ctx.user, ctx.session)
         for a in actions:
-            key, action = str(a.get("memory_key", "")), str(a.get("action", ""))
-            res: dict[str, Any] = {"memory_key": key, "action": action, "ok": False}
+            res = mpb.ActionResult(memory_key=a.memory_key, action=a.action, ok=False)
             try:
-                if action == "set":
-                    done = await self.set(ctx, a)
-                    res.update(ok=True, version=done["version"])
-                elif action == "delete":
-                    deleted = await self.delete(ctx, key, ident)
-                    res.update(ok=True, version=deleted["version"], retired_record=deleted["retired_record"])
+                if a.action == "set":
+                    done = await self.set(
+                        ctx,
+                        mpb.SetMemoryRequest(memory_key=a.memory_key, value=a.value, memory_type=a.memory_type, tags=a.tags, files=a.files),
+                    )
+                    res.ok, res.version = True, done.version
+                elif a.action == "delete":
+                    deleted = await self.delete(ctx, a.memory_key, ident)
+                    res.ok, res.version, res.retired_record = True, deleted.version, deleted.retired_record
                 else:
                     raise invalid_field("action", "set or delete")
             except LoomError as exc:
-                res.update(error_code=str(exc.code), error=exc.message)
+                res.error_code, res.error = str(exc.code), exc.message
             out.append(res)
         return out
 
-    async def dedup_resolve(self, ctx: CallContext, keep_key: str, drop_key: str, ident: Ident | None) -> dict[str, Any]:
+    async def dedup_resolve(self, ctx: CallContext, keep_key: str, drop_key: str, ident: Ident | None) -> mpb.DedupResolveResponse:
         """Tombstone the dropped side (retiring its writer's decision record, as a delete does)
         and clear the conflict mark on the kept side's live rows."""
         org, ns = ctx.org, ctx.namespace
@@ -357,9 +360,9 @@ class MemoryOps:
                     conflicts = [c for c in head["conflicts"] if c != drop_key]
                     await self.r.append(org, ns, ctx, head, key=keep_key, ident=ident_of(h), op="memory.dedup_resolve", conflicts=conflicts)
         await self.r.publish_live(org, ns)
-        return {"kept": keep_key, "dropped": drop_key, "version": int(tomb["version"]), "retired_record": retired}
+        return mpb.DedupResolveResponse(kept=keep_key, dropped=drop_key, version=int(tomb["version"]), retired_record=retired)
 
-    async def auto_supersede(self, ctx: CallContext, key: str, by_key: str) -> dict[str, Any]:
+    async def auto_supersede(self, ctx: CallContext, key: str, by_key: str) -> mpb.AutoSupersedeResponse:
         """The conflict resolver's retirement of one of a close decision pair: the key's writer
         row is tombstoned (op memory.auto_supersede, tagged superseded-by:<by_key>) and its
         record retired. Refused unless both are live decisions reading the same at or above
@@ -404,13 +407,13 @@ class MemoryOps:
             )
             retired = await self.r.retire_if_writer(org, ns, key, ident, row)
         await self.r.publish_live(org, ns)
-        return {
-            "memory_key": key,
-            "by_key": by_key,
-            "version": int(tomb["version"]),
-            "retired_record": retired,
-            "similarity": round(similarity, 6),
-        }
+        return mpb.AutoSupersedeResponse(
+            memory_key=key,
+            by_key=by_key,
+            version=int(tomb["version"]),
+            retired_record=retired,
+            similarity=round(similarity, 6),
+        )
 
     # --- pin, attestation, revision by id
 
@@ -446,7 +449,7 @@ class MemoryOps:
             row = await self.r.live_head(org, ns, key, ident)
             if if_value_hash and row["value_hash"] != if_value_hash:
                 raise Conflict(ErrorCode.PRECONDITION_FAILED, "the row's value changed since it was read", {"key": key}, retry=False)
-            changes: dict[str, Any] = {}
+            changes: RowChanges = {}
             emb = None
             if value is not None and value != row["value"]:
                 changes["value"] = value
@@ -463,7 +466,7 @@ class MemoryOps:
 
     # --- locks
 
-    async def lock(self, ctx: CallContext, key: str, ttl_seconds: int) -> dict[str, Any]:
+    async def lock(self, ctx: CallContext, key: str, ttl_seconds: int) -> mpb.LockMemoryResponse:
         if not key:
             raise invalid_field("memory_key", "required")
         ttl = _bounded("ttl_seconds", ttl_seconds, 300, self.r.d.settings.decision_lock_max_seconds)
@@ -474,17 +477,17 @@ class MemoryOps:
             raise Conflict(
                 ErrorCode.PRECONDITION_FAILED, "the key is held by another lock or write", {"key": key, "holder": held.holder}
             ) from None
-        return {"key": key, "locked": True, "expires_time": _iso(lease.expires_at), "holder": holder}
+        return mpb.LockMemoryResponse(key=key, locked=True, expires_time=_iso(lease.expires_at), holder=holder)
 
-    async def unlock(self, ctx: CallContext, key: str) -> dict[str, Any]:
+    async def unlock(self, ctx: CallContext, key: str) -> mpb.LockMemoryResponse:
         leases = self.r.d.leases
         lease = await leases.read(lease_key(ctx.org, ctx.namespace, key))
         if lease is None or lease.expired or not lease.holder.startswith(LOCK_PREFIX):
-            return {"key": key, "locked": False, "expires_time": "", "holder": ""}
+            return mpb.LockMemoryResponse(key=key, locked=False, expires_time="", holder="")
         if lease.holder != LOCK_PREFIX + ctx.subject and ctx.role < Role.ADMIN:
             raise Forbidden(ErrorCode.AUTH_INSUFFICIENT, "only the lock's holder or an admin releases it", {"key": key})
         await leases.release(lease)
-        return {"key": key, "locked": False, "expires_time": "", "holder": lease.holder}
+        return mpb.LockMemoryResponse(key=key, locked=False, expires_time="", holder=lease.holder)
 
 
 def _bounded(name: str, value: int, default: int, most: int) -> int:

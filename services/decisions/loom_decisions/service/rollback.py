@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from itertools import groupby
 from typing import Any
 
+from loom_api.decisions.v1 import memory_pb2 as mpb
 from loom_core.chain import CallContext
 from loom_core.errors import invalid_field
 from loom_core.store import ch_time
@@ -38,7 +39,7 @@ class Rollback:
         self.r = rows
         self.mem = rows.mem
 
-    async def run(self, ctx: CallContext, to_time: str, dry_run: bool) -> dict[str, Any]:
+    async def run(self, ctx: CallContext, to_time: str, dry_run: bool) -> mpb.RollbackNamespaceResponse:
         org, ns = ctx.org, ctx.namespace
         at = _instant(to_time)
         counts = {"revived": 0, "reverted": 0, "tombstoned": 0}
@@ -73,4 +74,4 @@ class Rollback:
                     await self.r.store_chunks(org, ns, row)
         if not dry_run:
             await self.r.publish_live(org, ns)
-        return {**counts, "keys": sorted(set(keys)), "dry_run": dry_run}
+        return mpb.RollbackNamespaceResponse(**counts, keys=sorted(set(keys)), dry_run=dry_run)

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from loom_core.bus import LeaseStore
 from loom_core.bus.counters import Counters
@@ -64,6 +64,22 @@ def row_counter_key(org: str, ns: str, key: str, ident: Ident) -> str:
 def iso(ts: str) -> str:
     """A store time ('2026-11-30 19:40:01.123456') as ISO 8601 UTC."""
     return ts.replace(" ", "T") + "Z" if ts and "T" not in ts else ts
+
+
+class RowChanges(TypedDict, total=False):
+    """The columns a write sets on a memory row (`Rows.append`); the rest come from the head."""
+
+    value: str
+    memory_type: str
+    tags: list[str]
+    pinned: int
+    attested_hash: str
+    status: str
+    conflicts: list[str]
+    reinforcements: int
+    files: list[str]
+    source_resource_id: str
+    source_class: str
 
 
 @dataclass
@@ -157,7 +173,7 @@ class Rows:
         op: str,
         embedding: Sequence[float] | None = None,
         top: int | None = None,
-        **changes: Any,
+        **changes: Unpack[RowChanges],
     ) -> dict[str, Any]:
         """Append the identity's next version: `base` (the head) with `changes` applied. `top`:
         the highest version the caller read for the identity (`MemoryStore.own`), else it is

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from faststream.nats.message import NatsBatchMessage
@@ -36,9 +36,10 @@ class Abandoned(Exception):
     """A failed batch given up because its consumer is stopping (not acked: it comes back)."""
 
 
-async def apply_in_place(name: str, apply: Callable[[], Awaitable[None]], msgs: Sequence[Any], *, stopping: Callable[[], bool]) -> None:
-    """Call `apply` until it succeeds (or the consumer stops: `Abandoned`). `msgs` are the batch's
-    nats-py messages, reported in progress between attempts."""
+async def apply_in_place(name: str, apply: Callable[[], Awaitable[None]], batch: NatsBatchMessage, *, stopping: Callable[[], bool]) -> None:
+    """Call `apply` until it succeeds (or the consumer stops: `Abandoned`). The fetch is reported
+    in progress between attempts, through FastStream's message API."""
+    msgs = batch.raw_message
     pause = 0.05
     while True:
         try:
@@ -50,9 +51,8 @@ async def apply_in_place(name: str, apply: Callable[[], Awaitable[None]], msgs: 
             raise Abandoned(f"{name}: stopping with a batch of {len(msgs)} not applied")
         await asyncio.sleep(pause)
         pause = min(pause * 2, MAX_PAUSE_SECONDS)
-        for m in msgs:  # still working on them: JetStream keeps them ours
-            with contextlib.suppress(Exception):
-                await m.in_progress()
+        with contextlib.suppress(Exception):  # still working on them: JetStream keeps them ours
+            await batch.in_progress()
 
 
 class BatchConsumer:
@@ -80,7 +80,7 @@ class BatchConsumer:
 
     async def _on_fetch(self, batch: NatsBatchMessage) -> None:
         msgs = batch.raw_message
-        await apply_in_place(self.name, lambda: self.apply(msgs), msgs, stopping=lambda: self._stopping)
+        await apply_in_place(self.name, lambda: self.apply(msgs), batch, stopping=lambda: self._stopping)
 
     async def apply(self, msgs: list[Any]) -> None:
         raise NotImplementedError

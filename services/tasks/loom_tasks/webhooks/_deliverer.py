@@ -46,7 +46,7 @@ from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from faststream.nats.message import NatsBatchMessage
+from faststream.nats.message import NatsBatchMessage, NatsMessage
 from loom_core.bus import AckPolicy, Bus, Consumer, Consuming, task_subjects
 from loom_core.bus.position import stream_seq
 from loom_core.store import Store
@@ -137,6 +137,11 @@ class _Batch:
     newest_seq: int
     count: int
     msgs: list[Msg] = field(default_factory=list)
+
+    def fetched(self) -> NatsBatchMessage:
+        """The batch's events as FastStream's batch message: its ack or nack settles them (the
+        consumer's ack policy is MANUAL, as a notice settles its events after the fetch's handler returned)."""
+        return NatsBatchMessage(self.msgs, [m.data for m in self.msgs])
 
     def merge(self, other: _Batch) -> None:
         self.newest_seq = max(self.newest_seq, other.newest_seq)
@@ -334,7 +339,7 @@ class WebhookDeliverer:
         for msg in msgs:
             parsed = _event_key(msg)
             if parsed is None:  # not a task event: never redeliver it
-                t = asyncio.create_task(msg.term())
+                t = asyncio.create_task(NatsMessage(msg, msg.data).reject())
                 self._background.add(t)
                 t.add_done_callback(self._background.discard)
                 continue
@@ -360,7 +365,8 @@ class WebhookDeliverer:
             while current is not None:
                 acked = await self._handle(current)
                 if acked:
-                    await asyncio.gather(*(m.ack() for m in current.msgs), return_exceptions=True)
+                    with contextlib.suppress(Exception):  # a connection gone: the events come back, the notice is idempotent
+                        await current.fetched().ack()
                 slot = self._slots.get(key)
                 current = slot.queued if slot is not None else None
                 if slot is not None:
@@ -380,7 +386,8 @@ class WebhookDeliverer:
             raise
         except Exception as exc:  # noqa: BLE001 - the store is down: let the events come back
             log.warning("webhook lookup failed for an inbox: %s", type(exc).__name__)
-            await asyncio.gather(*(m.nak(delay=5) for m in batch.msgs), return_exceptions=True)
+            with contextlib.suppress(Exception):  # a connection gone: the events come back after their ack wait
+                await batch.fetched().nack(delay=5)
             return False
         if not found:
             return True
