@@ -161,7 +161,9 @@ class WakeHub:
         for key in [k for k, q in self.queues.items() if q.used_at < cutoff and not q.reserved]:
             del self.queues[key]
 
-    async def refresh(self, org: str, inbox: str, q: InboxQueue, kinds: Sequence[str] = (), force: bool = False) -> None:
+    async def refresh(
+        self, org: str, inbox: str, q: InboxQueue, kinds: Sequence[str] = (), force: bool = False, waits: bool = False
+    ) -> None:
         """Query the store unless the queue can answer (one query at a time per inbox).
 
         The queue answers, unless forced, whenever it holds rows and has been following the inbox
@@ -169,10 +171,16 @@ class WakeHub:
         wake-up): a pull then claims from it at once. When that answer is older than
         `poll_seconds`, the store is queried beside the pull, not before it: the query waits
         for the projection first (read-your-writes), and a lone worker's pull paid that wait
-        every `poll_seconds` for a safety net (a lost wake-up) it did not need. A queue that has
-        never been filled, or is empty and stale, is queried before the pull goes on; a pull
-        that finds rows while another pull's query runs claims them, and a waiting pull is
-        woken when that query's rows land."""
+        every `poll_seconds` for a safety net (a lost wake-up) it did not need.
+
+        `waits`: the pull waits for wake-ups after this (it has time left). A followed queue
+        that is empty (or forced: the pull's wait timed out) is then also queried beside the
+        pull, which waits on the queue for whichever comes first, a wake-up or the query's rows.
+        Before, the pull waited for that query, so a create that woke it meanwhile waited with
+        it for the projection (up to two projection lingers on another replica: the wake-up
+        tail). A pull with no time left, or a queue never filled, is queried before the pull
+        goes on (read-your-writes: a pull right after a create sees it); a pull that finds rows
+        while another pull's query runs claims them."""
         if not force and q.rows:
             if q.lock.locked():
                 return
@@ -180,12 +188,20 @@ class WakeHub:
                 if time.monotonic() - q.loaded_at >= self.poll_seconds:
                     self._beside(self._query(org, inbox, q, (), force=False))
                 return
+        if waits and q.loaded_at and not kinds:
+            if not q.lock.locked() and (force or not self._fresh(q)):
+                self._beside(self._query(org, inbox, q, (), force=force))
+            return
         await self._query(org, inbox, q, kinds, force)
+
+    def _fresh(self, q: InboxQueue) -> bool:
+        """The queue's last store answer still stands (an empty queue's only when it was complete)."""
+        return bool(q.loaded_at) and time.monotonic() - q.loaded_at < self.poll_seconds and bool(q.rows or q.complete)
 
     async def _query(self, org: str, inbox: str, q: InboxQueue, kinds: Sequence[str], force: bool) -> None:
         async with q.lock:
             started = time.monotonic()
-            if not force and q.loaded_at and started - q.loaded_at < self.poll_seconds and (q.rows or q.complete):
+            if not force and self._fresh(q):
                 return
             rows = await self.loader(org, inbox, kinds, QUERY_LIMIT)
             if kinds:
