@@ -15,6 +15,7 @@ from loom_core.errors import Conflict, Forbidden, ValidationFailed
 from loom_tasks.domain import model, transitions, trust
 from loom_tasks.domain import validate as v
 from loom_tasks.domain.model import Actor, InboxRow, PolicyRow, TaskRow
+from loom_tasks.service import wake
 from loom_tasks.service.wake import InboxQueue, WakeHub
 
 OWNER = Actor("sa:private-bot", "private-bot", owner=True)
@@ -404,3 +405,22 @@ async def test_a_waiting_pull_on_an_empty_followed_queue_is_not_held_by_the_stor
     assert not last.done() and len(asked) == 3
     release.set()
     await last
+
+
+def test_rows_another_replica_just_announced_go_after_this_replicas_own_of_the_same_priority(monkeypatch: pytest.MonkeyPatch) -> None:
+    q = InboxQueue()
+    q.offer(_todo("remote-old", 100.0), remote=True)
+    q.offer(_todo("remote-urgent", 300.0, priority=1), remote=True)
+    q.offer(_todo("mine-young", 200.0))
+    q.offer(_todo("mine-old", 150.0))
+    # priority first, always; within a priority, this replica's own rows before a fresh remote one
+    assert [r.task_id for r in q.ordered([], time.time(), 4)] == ["remote-urgent", "mine-old", "mine-young", "remote-old"]
+    # once the announcing replica had its chance, age order again
+    monkeypatch.setattr(wake, "REMOTE_GRACE_SECONDS", 0.0)
+    assert [r.task_id for r in q.ordered([], time.time(), 4)] == ["remote-urgent", "remote-old", "mine-old", "mine-young"]
+    # offered again by this replica (a local write), a row is this replica's own
+    monkeypatch.setattr(wake, "REMOTE_GRACE_SECONDS", 60.0)
+    q.offer(_todo("remote-old", 100.0))
+    assert [r.task_id for r in q.ordered([], time.time(), 2)] == ["remote-urgent", "remote-old"]
+    q.drop("remote-urgent")
+    assert set(q.remote) == set()
