@@ -9,9 +9,11 @@ Every replica keeps, for each inbox it has served a pull for recently, a queue o
 rows: what its last store query returned plus what wake-ups brought since. A pull takes
 candidates from the queue in pull order and claims them against their lease rows (which say
 whether the row is still current), so the hot path needs no store read at all. The store is
-queried before a pull only when the queue was never filled, is empty and older than
-LOOM_TASK_PULL_POLL_SECONDS, or cannot answer a kinds filter; a queue with rows that is older
-than that is queried beside the pull (the safety net: a lost wake-up costs at most that long).
+queried before a pull only when the queue was never filled, cannot answer a kinds filter, or is
+empty and older than LOOM_TASK_PULL_POLL_SECONDS while the pull has no time left to wait; a
+queue older than that is otherwise queried beside the pull (the safety net: a lost wake-up
+costs at most that long), and a waiting pull is woken by that query's rows or a wake-up,
+whichever lands first.
 """
 
 from __future__ import annotations
