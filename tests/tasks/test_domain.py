@@ -15,6 +15,7 @@ from loom_core.errors import Conflict, Forbidden, ValidationFailed
 from loom_tasks.domain import model, transitions, trust
 from loom_tasks.domain import validate as v
 from loom_tasks.domain.model import Actor, InboxRow, PolicyRow, TaskRow
+from loom_tasks.service import wake
 from loom_tasks.service.wake import InboxQueue, WakeHub
 
 OWNER = Actor("sa:private-bot", "private-bot", owner=True)
@@ -349,3 +350,77 @@ async def test_a_followed_queue_with_rows_answers_at_once_and_queries_the_store_
     release.set()
     await forced
     assert sorted(q.rows) == ["new", "stored"] and len(asked) == 3
+
+
+async def test_a_waiting_pull_on_an_empty_followed_queue_is_not_held_by_the_store_query() -> None:
+    """The wake-up tail: a pull with time left to wait does not wait for the store (which waits
+    for the projection) when its queue follows the inbox; a wake-up that lands meanwhile is
+    claimable at once, and the query's rows wake the pull when they land."""
+    release = asyncio.Event()
+    asked: list[bool] = []
+    stored: list[TaskRow] = []
+
+    async def loader(org: str, inbox: str, kinds: Sequence[str], limit: int) -> list[TaskRow]:
+        asked.append(True)
+        await release.wait()
+        return list(stored)
+
+    hub = WakeHub(None, loader, poll_seconds=60.0)
+    q = hub.queue("acme", "bot")
+    # Never filled: even a pull that may wait gets the store's answer first.
+    first = asyncio.create_task(hub.refresh("acme", "bot", q, waits=True))
+    await asyncio.sleep(0)
+    assert not first.done() and len(asked) == 1
+    release.set()
+    await first
+    assert not q.rows and q.complete
+    # Followed, empty and complete, fresh: nothing to ask.
+    await hub.refresh("acme", "bot", q, waits=True)
+    await asyncio.sleep(0)
+    assert len(asked) == 1
+    # Stale: the query runs beside the pull, which returns before the store answers ...
+    release.clear()
+    hub.poll_seconds = 0.0
+    await hub.refresh("acme", "bot", q, waits=True)
+    await asyncio.sleep(0)
+    assert len(asked) == 2 and q.lock.locked()
+    # ... so a wake-up that lands meanwhile is in the queue for the pull's next look.
+    woken = asyncio.create_task(q.wait(60.0))
+    await asyncio.sleep(0)
+    q.offer(_todo("woken", 70.0))
+    assert await woken and q.ordered([], time.time(), 1)[0].task_id == "woken"
+    q.drop("woken")
+    # The query's own rows wake a waiting pull when they land.
+    stored.append(_todo("stored", 50.0))
+    waiting = asyncio.create_task(q.wait(60.0))
+    await asyncio.sleep(0)
+    release.set()
+    assert await waiting and list(q.rows) == ["stored"]
+    # A pull with no time left (its wait is over, or it never had one) waits for the store.
+    q.drop("stored")
+    stored.clear()
+    release.clear()
+    last = asyncio.create_task(hub.refresh("acme", "bot", q, force=True, waits=False))
+    await asyncio.sleep(0)
+    assert not last.done() and len(asked) == 3
+    release.set()
+    await last
+
+
+def test_rows_another_replica_just_announced_go_after_this_replicas_own_of_the_same_priority(monkeypatch: pytest.MonkeyPatch) -> None:
+    q = InboxQueue()
+    q.offer(_todo("remote-old", 100.0), remote=True)
+    q.offer(_todo("remote-urgent", 300.0, priority=1), remote=True)
+    q.offer(_todo("mine-young", 200.0))
+    q.offer(_todo("mine-old", 150.0))
+    # priority first, always; within a priority, this replica's own rows before a fresh remote one
+    assert [r.task_id for r in q.ordered([], time.time(), 4)] == ["remote-urgent", "mine-old", "mine-young", "remote-old"]
+    # once the announcing replica had its chance, age order again
+    monkeypatch.setattr(wake, "REMOTE_GRACE_SECONDS", 0.0)
+    assert [r.task_id for r in q.ordered([], time.time(), 4)] == ["remote-urgent", "remote-old", "mine-old", "mine-young"]
+    # offered again by this replica (a local write), a row is this replica's own
+    monkeypatch.setattr(wake, "REMOTE_GRACE_SECONDS", 60.0)
+    q.offer(_todo("remote-old", 100.0))
+    assert [r.task_id for r in q.ordered([], time.time(), 2)] == ["remote-urgent", "remote-old"]
+    q.drop("remote-urgent")
+    assert set(q.remote) == set()

@@ -70,7 +70,8 @@ class Admission:
             if time.monotonic() >= deadline:
                 return False
             self.looks += 1
-            self.known = max(self.known, await self.position())
+            seen = await self.position()  # read before `known`: `projected` may move it meanwhile
+            self.known = max(self.known, seen)
             if self.known < seq:
                 await asyncio.sleep(POLL_SECONDS)
         return True

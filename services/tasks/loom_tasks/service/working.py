@@ -96,7 +96,9 @@ class WorkingOps:
         deadline = time.monotonic() + wait
         force = False
         while True:
-            claimed = await self._claim_some(inbox, q, kinds, actor, lease, want, force)
+            # Time left to wait: the store's answer need not come first (service/wake.py `refresh`).
+            waits = deadline - time.monotonic() > 0
+            claimed = await self._claim_some(inbox, q, kinds, actor, lease, want, force, waits)
             remaining = deadline - time.monotonic()
             if claimed or remaining <= 0:
                 ctx.out_hits = len(claimed)
@@ -110,10 +112,10 @@ class WorkingOps:
             force = not woken
 
     async def _claim_some(
-        self, inbox: InboxRow, q: Any, kinds: Sequence[str], actor: Actor, lease: int, want: int, force: bool
+        self, inbox: InboxRow, q: Any, kinds: Sequence[str], actor: Actor, lease: int, want: int, force: bool, waits: bool
     ) -> list[TaskRow]:
         hub = self.d.hub
-        await hub.refresh(inbox.org, inbox.name, q, force=force)
+        await hub.refresh(inbox.org, inbox.name, q, force=force, waits=waits)
         out: list[TaskRow] = []
         tried_filtered = False
         while len(out) < want:
