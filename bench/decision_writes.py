@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _machine import embedded_loom, machine  # noqa: E402 - bench/ is on sys.path when a script runs
+from _machine import MODELS, embedded_loom, machine, use_model  # noqa: E402 - bench/ is on sys.path when a script runs
 
 
 def args_for(op: str, i: int, run: str) -> dict[str, Any]:
@@ -57,7 +57,8 @@ async def rate(client: Any, op: str, n: int, writers: int, run: str) -> tuple[fl
         while todo:
             i = todo.pop()
             r = await client.post(f"/v1/{op}", json=args_for(op, i, run))
-            r.raise_for_status()
+            if r.status_code != 200:
+                raise SystemExit(f"{op} answered {r.status_code}: {r.text[:500]}")
 
     t, cpu = time.perf_counter(), cpu_seconds()
     await asyncio.gather(*(writer() for _ in range(writers)))
@@ -103,15 +104,18 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=300)
     ap.add_argument("--writers", type=int, default=16)
     ap.add_argument("--cache-min-rows", type=int, default=None, help="LOOM_MEMORY_VECTOR_CACHE_MIN_ROWS (default: Loom's)")
+    ap.add_argument("--model", choices=MODELS, default="int8", help="the local model to run (bench/_machine.py use_model)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    model_id = use_model(a.model)
     before = os.getloadavg()
     r = asyncio.run(run(a.n, a.writers, a.cache_min_rows))
     r["load"] = {"before": before, "after": os.getloadavg()}
+    r["model"] = model_id
     if a.json:
         print(json.dumps(r, indent=2))
         return 0
-    print(f"machine: {machine()}; load average {before[0]:.2f} before, {r['load']['after'][0]:.2f} after")
+    print(f"machine: {machine()}; load average {before[0]:.2f} before, {r['load']['after'][0]:.2f} after; model {model_id}")
     first = r["first_calls_s"]
     print(
         f"decision.record after start: first {first[0] * 1000:.0f} ms, tenth {first[-1] * 1000:.0f} ms "

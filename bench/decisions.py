@@ -57,7 +57,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _machine import machine  # noqa: E402 - bench/ is on sys.path when a script runs, the root after the insert above
+from _machine import MODELS, machine, use_model  # noqa: E402 - bench/ is on sys.path when a script runs, the root after the insert above
 
 ORG, NS = "bench-org", "bench-ns"
 TOPICS = 2000
@@ -427,8 +427,12 @@ def main() -> int:
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--ann-only", type=int, default=0)
     ap.add_argument("--modes", default=",".join(ALL_MODES), help="comma-separated subset of " + ", ".join(ALL_MODES) + "; none: ''")
+    ap.add_argument("--model", choices=MODELS, default="int8", help="the local model to run (bench/_machine.py use_model)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    model_id = use_model(a.model)
+    if not a.json:
+        print(f"model {model_id}", flush=True)
     from loom_decisions.service.vector_index import CONNECTIVITY, EXPANSION_SEARCH
 
     load_before = os.getloadavg()

