@@ -4,7 +4,10 @@ Each test gets its own org and namespace, so tests never see each other's rows."
 
 from __future__ import annotations
 
+import json
 import os
+import resource
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -58,46 +61,45 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="the inner loop: leave out tests marked slow, and run the `stack` tests on the in-process transport only",
     )
+    parser.addoption(
+        "--cpu-per-module",
+        metavar="FILE",
+        help="write each module's wall and CPU seconds (this process and its reaped children) as JSON lines to FILE.<worker>",
+    )
 
 
-def transport_of(item: pytest.Item) -> str:
-    """The session `transport` parameter this test runs under, or "" for a test without `stack`."""
-    callspec = getattr(item, "callspec", None)
-    return str(callspec.params.get("transport", "")) if callspec is not None else ""
+def _cpu_seconds() -> tuple[float, float]:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
-@pytest.hookimpl(trylast=True)  # after pytest's own grouping of items by their session parameters
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--fast"):
-        slow = [i for i in items if i.get_closest_marker("slow") is not None or transport_of(i) not in ("", TRANSPORTS[0])]
-        if slow:
-            config.hook.pytest_deselected(items=slow)
-            dropped = set(slow)
-            items[:] = [i for i in items if i not in dropped]
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        # On a worker (every worker sorts alike: the controller checks they collected the same
-        # list): slow tests without `stack` first, so the last work handed out is short; then the
-        # `stack` tests transport by transport, so each worker starts each transport's instances once.
-        order = {"": 3, **{t: n + 1 for n, t in enumerate(TRANSPORTS)}}
-        items.sort(key=lambda i: 0 if not transport_of(i) and i.get_closest_marker("slow") else order[transport_of(i)])
+_module_costs: dict[str, list[float]] = {}  # module -> [wall, own CPU, children's CPU, tests] while it runs
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """Hand out work a module at a time (its module fixtures start once), a module's `stack`
-    tests a transport at a time, in the workers' order (above)."""
-    if config.getoption("dist") not in ("load", "loadscope"):
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ModuleAndTransport(LoadScopeScheduling):  # type: ignore[misc]  # pytest-xdist ships no types
-        def _split_scope(self, nodeid: str) -> str:
-            module, _, rest = nodeid.partition("::")
-            param = rest.partition("[")[2].split("-", 1)[0].rstrip("]")
-            return f"{module}[{param}]" if param in TRANSPORTS else module
-
-    config.option.loadscopereorder = False  # keep the workers' order (largest-first would mix transports)
-    return ModuleAndTransport(config, log)
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """With --cpu-per-module: charge each test's setup, call and teardown (module and session
+    fixtures included, so a module pays for the servers it starts) to its module, and write the
+    module's line once its last test is done (an interrupted run keeps what it measured). A
+    child's CPU counts once the child has been reaped, which a fixture's teardown does."""
+    path = item.config.getoption("--cpu-per-module")
+    if not path:
+        yield
+        return
+    wall, (own, children) = time.monotonic(), _cpu_seconds()
+    yield
+    own_after, children_after = _cpu_seconds()
+    module = item.nodeid.partition("::")[0]
+    cost = _module_costs.setdefault(module, [0.0, 0.0, 0.0, 0])
+    cost[0] += time.monotonic() - wall
+    cost[1] += own_after - own
+    cost[2] += children_after - children
+    cost[3] += 1
+    if nextitem is None or nextitem.nodeid.partition("::")[0] != module:
+        total_wall, total_own, total_children, tests = _module_costs.pop(module)
+        row = {"module": module, "wall": round(total_wall, 2), "cpu": round(total_own, 2), "children_cpu": round(total_children, 2)}
+        with open(f"{path}.{os.environ.get('PYTEST_XDIST_WORKER', 'main')}", "a") as out:
+            out.write(json.dumps({**row, "tests": tests}) + "\n")
 
 
 @pytest.fixture(scope="session")
