@@ -4,9 +4,11 @@ Each test gets its own org and namespace, so tests never see each other's rows."
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import resource
+import ssl
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -14,6 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import httpx._config
+import httpx._transports.default
+import httpx._types
 import pytest
 from loom_core.bus import NatsServer
 from loom_core.settings import Settings
@@ -22,6 +27,30 @@ from loom_gateway.identity import bootstrap_org
 from loom_runner.embedded import Instance, start_instance
 
 TEST_SECRET = "test-secret-0123456789abcdef0123456789abcdef"
+
+
+# httpx builds a new SSL context for every client not handed one: certifi's whole CA bundle
+# parsed again, ~40 ms of CPU, for each of the thousands of clients the suite makes (and each
+# SDK client), though they talk plain HTTP to loopback. Every client in a test process gets the
+# one context built with the same arguments instead; the verification is the same. (Patched where
+# httpx's transports call it, a module of httpx's own: pinned in requirements.lock.)
+_create_ssl_context = httpx._config.create_ssl_context
+
+
+@functools.cache
+def _default_ssl_context(trust_env: bool) -> ssl.SSLContext:
+    return _create_ssl_context(verify=True, trust_env=trust_env)
+
+
+def _shared_ssl_context(
+    verify: ssl.SSLContext | str | bool = True, cert: httpx._types.CertTypes | None = None, trust_env: bool = True
+) -> ssl.SSLContext:
+    if verify is True and cert is None:
+        return _default_ssl_context(trust_env)
+    return _create_ssl_context(verify=verify, cert=cert, trust_env=trust_env)
+
+
+setattr(httpx._transports.default, "create_ssl_context", _shared_ssl_context)  # noqa: B010 - not re-exported there, so mypy refuses the plain assignment
 
 
 # The gateway reaches its planes two ways (loom_gateway.relay): in process (embedded mode's
