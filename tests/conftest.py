@@ -131,6 +131,46 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             out.write(json.dumps({**row, "tests": tests}) + "\n")
 
 
+def transport_of(item: pytest.Item) -> str:
+    """The session `transport` parameter this test runs under, or "" for a test without `stack`."""
+    callspec = getattr(item, "callspec", None)
+    return str(callspec.params.get("transport", "")) if callspec is not None else ""
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own grouping of items by their session parameters
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--fast"):
+        slow = [i for i in items if i.get_closest_marker("slow") is not None or transport_of(i) not in ("", TRANSPORTS[0])]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            dropped = set(slow)
+            items[:] = [i for i in items if i not in dropped]
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # On a worker (every worker sorts alike: the controller checks they collected the same
+        # list): slow tests without `stack` first, so the last work handed out is short; then the
+        # `stack` tests transport by transport, so each worker starts each transport's instances once.
+        order = {"": 3, **{t: n + 1 for n, t in enumerate(TRANSPORTS)}}
+        items.sort(key=lambda i: 0 if not transport_of(i) and i.get_closest_marker("slow") else order[transport_of(i)])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Hand out work a module at a time (its module fixtures start once), a module's `stack`
+    tests a transport at a time, in the workers' order (above)."""
+    if config.getoption("dist") not in ("load", "loadscope"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleAndTransport(LoadScopeScheduling):  # type: ignore[misc]  # pytest-xdist ships no types
+        def _split_scope(self, nodeid: str) -> str:
+            module, _, rest = nodeid.partition("::")
+            param = rest.partition("[")[2].split("-", 1)[0].rstrip("]")
+            return f"{module}[{param}]" if param in TRANSPORTS else module
+
+    config.option.loadscopereorder = False  # keep the workers' order (largest-first would mix transports)
+    return ModuleAndTransport(config, log)
+
+
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("loom")
