@@ -4,13 +4,21 @@ Each test gets its own org and namespace, so tests never see each other's rows."
 
 from __future__ import annotations
 
+import functools
+import json
 import os
+import resource
+import ssl
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import httpx._config
+import httpx._transports.default
+import httpx._types
 import pytest
 from loom_core.bus import NatsServer
 from loom_core.settings import Settings
@@ -19,6 +27,30 @@ from loom_gateway.identity import bootstrap_org
 from loom_runner.embedded import Instance, start_instance
 
 TEST_SECRET = "test-secret-0123456789abcdef0123456789abcdef"
+
+
+# httpx builds a new SSL context for every client not handed one: certifi's whole CA bundle
+# parsed again, ~40 ms of CPU, for each of the thousands of clients the suite makes (and each
+# SDK client), though they talk plain HTTP to loopback. Every client in a test process gets the
+# one context built with the same arguments instead; the verification is the same. (Patched where
+# httpx's transports call it, a module of httpx's own: pinned in requirements.lock.)
+_create_ssl_context = httpx._config.create_ssl_context
+
+
+@functools.cache
+def _default_ssl_context(trust_env: bool) -> ssl.SSLContext:
+    return _create_ssl_context(verify=True, trust_env=trust_env)
+
+
+def _shared_ssl_context(
+    verify: ssl.SSLContext | str | bool = True, cert: httpx._types.CertTypes | None = None, trust_env: bool = True
+) -> ssl.SSLContext:
+    if verify is True and cert is None:
+        return _default_ssl_context(trust_env)
+    return _create_ssl_context(verify=verify, cert=cert, trust_env=trust_env)
+
+
+setattr(httpx._transports.default, "create_ssl_context", _shared_ssl_context)  # noqa: B010 - not re-exported there, so mypy refuses the plain assignment
 
 
 # The gateway reaches its planes two ways (loom_gateway.relay): in process (embedded mode's
@@ -58,6 +90,45 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="the inner loop: leave out tests marked slow, and run the `stack` tests on the in-process transport only",
     )
+    parser.addoption(
+        "--cpu-per-module",
+        metavar="FILE",
+        help="write each module's wall and CPU seconds (this process and its reaped children) as JSON lines to FILE.<worker>",
+    )
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+_module_costs: dict[str, list[float]] = {}  # module -> [wall, own CPU, children's CPU, tests] while it runs
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """With --cpu-per-module: charge each test's setup, call and teardown (module and session
+    fixtures included, so a module pays for the servers it starts) to its module, and write the
+    module's line once its last test is done (an interrupted run keeps what it measured). A
+    child's CPU counts once the child has been reaped, which a fixture's teardown does."""
+    path = item.config.getoption("--cpu-per-module")
+    if not path:
+        yield
+        return
+    wall, (own, children) = time.monotonic(), _cpu_seconds()
+    yield
+    own_after, children_after = _cpu_seconds()
+    module = item.nodeid.partition("::")[0]
+    cost = _module_costs.setdefault(module, [0.0, 0.0, 0.0, 0])
+    cost[0] += time.monotonic() - wall
+    cost[1] += own_after - own
+    cost[2] += children_after - children
+    cost[3] += 1
+    if nextitem is None or nextitem.nodeid.partition("::")[0] != module:
+        total_wall, total_own, total_children, tests = _module_costs.pop(module)
+        row = {"module": module, "wall": round(total_wall, 2), "cpu": round(total_own, 2), "children_cpu": round(total_children, 2)}
+        with open(f"{path}.{os.environ.get('PYTEST_XDIST_WORKER', 'main')}", "a") as out:
+            out.write(json.dumps({**row, "tests": tests}) + "\n")
 
 
 def transport_of(item: pytest.Item) -> str:

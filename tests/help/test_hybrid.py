@@ -1,9 +1,11 @@
 """Hybrid help search with the real MiniLM model: BM25 and section embeddings fused, a named
-identifier first, weak results flagged, section embeddings computed once per build and never per
-query, BM25 (said so) until the embeddings are ready."""
+identifier first, weak results flagged, section embeddings computed once per process (an index
+stopped midway leaves its chunks to the next) and never per query, BM25 (said so) until the
+embeddings are ready."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,7 +13,8 @@ import numpy as np
 import pytest
 from loom_core import ranking
 from loom_core.embedding import LocalModel
-from loom_help.service.help import BM25, HYBRID, HelpService
+from loom_help.domain import hybrid
+from loom_help.service.help import BM25, EMBED_CHUNK, HYBRID, HelpService
 
 
 class CountingModel(LocalModel):
@@ -106,6 +109,51 @@ async def test_section_embeddings_are_computed_once_and_queries_never_re_embed_s
     other = HelpService(docs, model=again)
     assert await other.hybrid_ready()
     assert again.texts == [] and other.vectors is not None and np.array_equal(other.vectors, svc.vectors)
+
+
+async def test_indexes_of_the_same_docs_built_together_embed_each_section_once(docs: Path) -> None:
+    write(docs, "unique.md", f"# Unique\n\nA page only this test's docs have: {docs}\n")
+    first, second = CountingModel(), CountingModel()
+    a, b = HelpService(docs, model=first), HelpService(docs, model=second)
+    assert all(await asyncio.gather(a.hybrid_ready(), b.hybrid_ready()))
+    index = await a.index()
+    assert index is not None
+    assert len(first.texts) + len(second.texts) == len(index.sections)
+    assert a.vectors is not None and b.vectors is not None and np.array_equal(a.vectors, b.vectors)
+
+
+class StoppingModel(CountingModel):
+    """The real model, stopping the index it embeds for once it has embedded `chunks` chunks (a
+    test's instance or a replaced replica stopping while its sections are embedded)."""
+
+    def __init__(self, chunks: int) -> None:
+        super().__init__()
+        self.chunks = chunks
+        self.service: HelpService | None = None
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = super().encode(texts)
+        self.chunks -= 1
+        if self.chunks == 0 and self.service is not None:
+            self.service.stop()
+        return vectors
+
+
+async def test_an_index_built_after_one_stopped_embeds_only_what_is_left(docs: Path) -> None:
+    sections = "".join(f"## Part {n}\n\nSection {n} of a long page, {docs}.\n\n" for n in range(2 * EMBED_CHUNK))
+    write(docs, "long.md", f"# Long\n\n{sections}")
+    stopping = StoppingModel(chunks=1)
+    stopped = HelpService(docs, model=stopping)
+    stopping.service = stopped
+    assert await stopped.index() is not None  # starts embedding; stops after its first chunk
+    resuming = CountingModel()
+    svc = HelpService(docs, model=resuming)
+    assert await svc.hybrid_ready()
+    index = await svc.index()
+    assert index is not None and stopped.vectors is None
+    assert len(stopping.texts) == EMBED_CHUNK
+    assert len(resuming.texts) == len(index.sections) - EMBED_CHUNK
+    assert resuming.texts == [hybrid.passage(index, s) for s in index.sections][EMBED_CHUNK:]
 
 
 async def test_bm25_serves_and_says_so_until_the_embeddings_are_ready(docs: Path) -> None:

@@ -106,7 +106,7 @@ class HelpService:
         vectors = _section_vectors.get(digest)
         if vectors is None:
             done: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
-            worker = threading.Thread(target=self._encode_sections, args=(passages, done), name="help-embeddings", daemon=True)
+            worker = threading.Thread(target=self._encode_sections, args=(digest, passages, done), name="help-embeddings", daemon=True)
             _workers.add(worker)
             worker.start()
             try:
@@ -119,17 +119,21 @@ class HelpService:
         self.vectors = vectors
         log.info("help: embedded %d sections in %.0f ms", len(passages), (time.perf_counter() - started) * 1e3)
 
-    def _encode_sections(self, passages: list[str], done: asyncio.Future[np.ndarray]) -> None:
+    def _encode_sections(self, digest: str, passages: list[str], done: asyncio.Future[np.ndarray]) -> None:
         """In a daemon thread, in chunks: a process that stops meanwhile neither waits for the
-        rest nor keeps computing it (`stop`)."""
+        rest nor keeps computing it (`stop`). One thread per digest embeds at a time, adding to the
+        process's chunks of that digest: an index of the same docs built meanwhile waits and
+        finds them, and one built after this one stopped (a test's instance, a replaced
+        replica) embeds only what is left."""
         loop = done.get_loop()
-        parts: list[np.ndarray] = []
         try:
-            for at in range(0, len(passages), EMBED_CHUNK):
-                if self._stopped.is_set() or _exiting.is_set() or loop.is_closed():
-                    return
-                parts.append(self._model.encode(passages[at : at + EMBED_CHUNK]))
-            result = np.concatenate(parts) if parts else np.zeros((0, self._model.dimensions), np.float32)
+            with _embedding_locks.setdefault(digest, threading.Lock()):
+                parts = _section_chunks.setdefault(digest, [])
+                for at in range(len(parts) * EMBED_CHUNK, len(passages), EMBED_CHUNK):
+                    if self._stopped.is_set() or _exiting.is_set() or loop.is_closed():
+                        return
+                    parts.append(self._model.encode(passages[at : at + EMBED_CHUNK]))
+                result = np.concatenate(parts) if parts else np.zeros((0, self._model.dimensions), np.float32)
         except Exception as exc:  # noqa: BLE001 - handed to the waiting coroutine, which logs it
             _settle(loop, done, exc)
             return
@@ -195,8 +199,12 @@ def _finish_workers() -> None:
 
 
 # Section vectors by the digest of the passages embedded: another index of the same docs in this
-# process (a second replica, a test) reuses them rather than embedding them again.
+# process (a second replica, a test) reuses them rather than embedding them again; while they
+# are computed, the chunks embedded so far (kept when the index that computed them stops) and
+# the lock that lets one thread at a time add to them.
 _section_vectors: dict[str, np.ndarray] = {}
+_section_chunks: dict[str, list[np.ndarray]] = {}
+_embedding_locks: dict[str, threading.Lock] = {}
 
 
 def _settle(loop: asyncio.AbstractEventLoop, done: asyncio.Future[np.ndarray], outcome: np.ndarray | BaseException) -> None:
