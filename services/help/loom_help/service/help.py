@@ -4,8 +4,9 @@ Concurrent first calls wait on the same build. A folder with no readable page le
 unavailable (`available: false`) until the process restarts: the docs change only with the
 build, so nothing is rebuilt per call.
 
-The BM25 index serves as soon as it is built; each section's MiniLM embedding is then computed
-once, in a daemon thread (a stopping process does not wait for it), and from then on searches
+The BM25 index serves as soon as it is built; each section's MiniLM embedding is then taken from
+the table this build ships (store/section_vectors.py) or, for a passage it lacks, computed once
+in a daemon thread (a stopping process does not wait for it), and from then on searches
 are hybrid (domain/hybrid.py). A search
 embeds its query only (a small cache keeps repeated queries' vectors). A search answered before
 the embeddings are ready says so (`ranking: "bm25"`).
@@ -26,13 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from loom_core.embedding import LocalModel, shared_local_model
+from loom_core.embedding import MODEL_ID, LocalModel, shared_local_model
 
 from ..domain import hybrid
 from ..domain.citations import Verification, verify
 from ..domain.index import HelpIndex, Hit
 from ..domain.reading import Cut, cut
 from ..domain.sections import Page, Section, split_page
+from ..store import section_vectors
 from ..store.pages import PageTexts, read_pages
 
 log = logging.getLogger(__name__)
@@ -120,7 +122,8 @@ class HelpService:
         log.info("help: embedded %d sections in %.0f ms", len(passages), (time.perf_counter() - started) * 1e3)
 
     def _encode_sections(self, digest: str, passages: list[str], done: asyncio.Future[np.ndarray]) -> None:
-        """In a daemon thread, in chunks: a process that stops meanwhile neither waits for the
+        """In a daemon thread, in chunks, only the passages the shipped table lacks
+        (store/section_vectors.py): a process that stops meanwhile neither waits for the
         rest nor keeps computing it (`stop`). One thread per digest embeds at a time, adding to the
         process's chunks of that digest: an index of the same docs built meanwhile waits and
         finds them, and one built after this one stopped (a test's instance, a replaced
@@ -128,12 +131,17 @@ class HelpService:
         loop = done.get_loop()
         try:
             with _embedding_locks.setdefault(digest, threading.Lock()):
+                shipped = section_vectors.load(MODEL_ID)
+                keys = [section_vectors.passage_key(p) for p in passages]
+                missing = [p for p, k in zip(passages, keys, strict=True) if k not in shipped]
                 parts = _section_chunks.setdefault(digest, [])
-                for at in range(len(parts) * EMBED_CHUNK, len(passages), EMBED_CHUNK):
+                for at in range(len(parts) * EMBED_CHUNK, len(missing), EMBED_CHUNK):
                     if self._stopped.is_set() or _exiting.is_set() or loop.is_closed():
                         return
-                    parts.append(self._model.encode(passages[at : at + EMBED_CHUNK]))
-                result = np.concatenate(parts) if parts else np.zeros((0, self._model.dimensions), np.float32)
+                    parts.append(self._model.encode(missing[at : at + EMBED_CHUNK]))
+                computed = iter(np.concatenate(parts)) if parts else iter(())
+                rows = [shipped[k] if k in shipped else next(computed) for k in keys]
+                result = np.stack(rows) if rows else np.zeros((0, self._model.dimensions), np.float32)
         except Exception as exc:  # noqa: BLE001 - handed to the waiting coroutine, which logs it
             _settle(loop, done, exc)
             return
