@@ -39,7 +39,8 @@ def test_the_graph_returns_the_exact_top_k_with_cosine_scores() -> None:
         found = space.search(q, 25, "decision", [])
         assert [e.ident[0] for e, _ in found] == exact_keys(vecs, q, 25)
         want = np.sort(vecs @ q)[::-1][:25]
-        assert np.allclose([s for _, s in found], want, atol=1e-5)
+        # The graph holds half floats: its cosines are the exact ones to about 1e-4.
+        assert np.allclose([s for _, s in found], want, atol=1e-3)
 
 
 def test_superseded_and_retired_rows_leave_the_graph() -> None:
