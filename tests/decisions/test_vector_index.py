@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 from loom_decisions.service.vector_index import NamespaceIndex, _Entry
-from usearch.index import ScalarKind
+from usearch.compiled import ScalarKind
 
 DIMS = 384
 
