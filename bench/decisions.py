@@ -31,8 +31,9 @@ Baseline: NumPy `M @ q` + argpartition over the same float32 matrix, in this pro
 `--no-index` drops ClickHouse's HNSW index before loading and skips the hnsw mode: building it
 over 10^5 vectors is what takes long on a loaded machine. `--sweep` times usearch graphs over the
 corpus straight from NumPy (no store) across connectivity and search widths: build time,
-search p50/p99 and recall@25. `--ann-only N` does the same at one setting for N vectors (the
-10^6 figure). The model's load, its first and tenth single-text encodes, and the throughput of
+search p50/p99 and recall@25. `--ann-only N` does the same at the cache's setting for N vectors (the
+10^6 figure); `--dtypes`, `--ef-add` and `--widths` vary the graph, `--keep DIR` saves it and
+loads it on the next run. The model's load, its first and tenth single-text encodes, and the throughput of
 concurrent single-statement embeddings batched by the Embedder are printed too (`--no-model`
 skips them).
 """
