@@ -296,7 +296,13 @@ def composed(n: int, seed: int) -> np.ndarray:
     drawn = [_draw(rnd) for _ in range(max(n, 1_000_000))]
     unique = sorted({p for d in drawn for p in d})
     drawn = drawn[:n]
-    vecs = embed(unique, "pieces-" + hashlib.sha256("\n".join(unique).encode()).hexdigest()[:16])
+    label = hashlib.sha256("\n".join(unique).encode()).hexdigest()[:16]
+    # Composing 10^6 rows takes minutes on a loaded machine; kept beside the pieces they came from.
+    path = _cache_dir() / f"composed-{n}-{seed}-{label}.npy"
+    if path.exists():
+        kept: np.ndarray = np.load(path)
+        return kept
+    vecs = embed(unique, "pieces-" + label)
     at = {p: i for i, p in enumerate(unique)}
     weight = np.array([len(p.split()) for p in unique], np.float32)
     out = np.zeros((n, 384), np.float32)
@@ -304,6 +310,7 @@ def composed(n: int, seed: int) -> np.ndarray:
         idx = [at[p] for p in d]
         out[i] = weight[idx] @ vecs[idx]
     out /= np.linalg.norm(out, axis=1, keepdims=True)
+    np.save(path, out)
     return out
 
 

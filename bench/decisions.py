@@ -31,8 +31,9 @@ Baseline: NumPy `M @ q` + argpartition over the same float32 matrix, in this pro
 `--no-index` drops ClickHouse's HNSW index before loading and skips the hnsw mode: building it
 over 10^5 vectors is what takes long on a loaded machine. `--sweep` times usearch graphs over the
 corpus straight from NumPy (no store) across connectivity and search widths: build time,
-search p50/p99 and recall@25. `--ann-only N` does the same at one setting for N vectors (the
-10^6 figure). The model's load, its first and tenth single-text encodes, and the throughput of
+search p50/p99 and recall@25. `--ann-only N` does the same at the cache's setting for N vectors (the
+10^6 figure); `--dtypes`, `--ef-add` and `--widths` vary the graph, `--keep DIR` saves it and
+loads it on the next run. The model's load, its first and tenth single-text encodes, and the throughput of
 concurrent single-statement embeddings batched by the Embedder are printed too (`--no-model`
 skips them).
 """
@@ -381,32 +382,58 @@ async def embed_throughput(local: Any, writers: int = 16, n: int = 400) -> dict[
     return {"serial_per_s": serial, "concurrent_per_s": n / (time.perf_counter() - t), "writers": writers}
 
 
-def graph_run(docs: np.ndarray, qs: np.ndarray, exact: list[np.ndarray], connectivity: int, widths: Sequence[int]) -> list[dict[str, Any]]:
-    """A usearch graph over `docs` (inner product of unit vectors, as the cache builds it): its
-    build time and memory, then search p50/p99 and recall@25 at each search width."""
+def graph_run(
+    docs: np.ndarray,
+    qs: np.ndarray,
+    exact: list[np.ndarray],
+    connectivity: int,
+    widths: Sequence[int],
+    dtype: str = "f32",
+    expansion_add: int = 0,
+    keep: Path | None = None,
+) -> list[dict[str, Any]]:
+    """A usearch graph over `docs` (inner product of unit vectors, as the cache builds it, its
+    vectors held as `dtype`): its build time and memory, then search p50/p99 and recall@25 at each
+    search width. With `keep`, the graph is saved there once built and loaded from there when it
+    already is (a 10^6 graph takes long to build on a loaded machine; its queries are quick)."""
     from loom_decisions.service.vector_index import EXPANSION_ADD
     from usearch.index import Index
 
-    index = Index(ndim=DIMS, metric="ip", dtype="f32", connectivity=connectivity, expansion_add=EXPANSION_ADD)
-    t = time.perf_counter()
-    index.add(np.arange(len(docs), dtype=np.uint64), docs)
-    build = time.perf_counter() - t
+    ef_add = expansion_add or EXPANSION_ADD
+    index = Index(ndim=DIMS, metric="ip", dtype=dtype, connectivity=connectivity, expansion_add=ef_add)
+    path = keep / f"graph-{len(docs)}-M{connectivity}-ef{ef_add}-{dtype}.usearch" if keep else None
+    t, cpu = time.perf_counter(), time.process_time()
+    if path is not None and path.exists():
+        index.load(str(path))
+        built = "loaded"
+    else:
+        # One call with the whole matrix: usearch adds it on every core (threads=0).
+        index.add(np.arange(len(docs), dtype=np.uint64), np.ascontiguousarray(docs, dtype=np.float32), threads=0)
+        built = "built"
+        if path is not None:
+            index.save(str(path))
+    build, build_cpu = time.perf_counter() - t, time.process_time() - cpu
     out = []
     for width in widths:
         index.expansion_search = width  # type: ignore[misc]  # usearch types it read-only; its setter changes the search width
         ms, recall = [], []
         for q, want in zip(qs, exact, strict=True):
             t = time.perf_counter()
-            found = index.search(q, K)
+            found = index.search(q, K, threads=1)
             ms.append((time.perf_counter() - t) * 1000)
             recall.append(len(set(want.tolist()) & {int(k) for k in found.keys}) / K)
         out.append(
             {
                 "n": len(docs),
                 "connectivity": connectivity,
-                "expansion_add": EXPANSION_ADD,
+                "expansion_add": ef_add,
                 "expansion_search": width,
+                "dtype": dtype,
+                "built": built,
                 "build_s": build,
+                # CPU seconds on every thread: what the build costs whatever the machine's load.
+                "build_cpu_s": build_cpu,
+                "load": os.getloadavg()[0],
                 "memory_mb": index.memory_usage / 2**20,
                 "p50_ms": pct(ms, 50),
                 "p99_ms": pct(ms, 99),
@@ -426,6 +453,10 @@ def main() -> int:
     ap.add_argument("--no-model", action="store_true")
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--ann-only", type=int, default=0)
+    ap.add_argument("--dtypes", default="", help="the graph's vector types for --sweep/--ann-only (f32, f16, i8); default the cache's")
+    ap.add_argument("--ef-add", type=int, default=0, help="the graph's candidates while adding (default the cache's)")
+    ap.add_argument("--widths", default="", help="search widths for --ann-only (default the cache's)")
+    ap.add_argument("--keep", type=Path, default=None, help="save the --ann-only graph here, or load it when saved")
     ap.add_argument("--modes", default=",".join(ALL_MODES), help="comma-separated subset of " + ", ".join(ALL_MODES) + "; none: ''")
     ap.add_argument("--model", choices=MODELS, default="int8", help="the local model to run (bench/_machine.py use_model)")
     ap.add_argument("--json", action="store_true")
@@ -433,23 +464,27 @@ def main() -> int:
     model_id = use_model(a.model)
     if not a.json:
         print(f"model {model_id}", flush=True)
-    from loom_decisions.service.vector_index import CONNECTIVITY, EXPANSION_SEARCH
+    from loom_decisions.service.vector_index import CONNECTIVITY, EXPANSION_SEARCH, GRAPH_DTYPE
 
     load_before = os.getloadavg()
     modes = [m for m in a.modes.split(",") if m]
+    dtypes = a.dtypes.split(",") if a.dtypes else [GRAPH_DTYPE]
     r = asyncio.run(run(a.corpus, a.n, a.queries, a.seed, index=not a.no_index, only=modes, model=not a.no_model))
     graphs: list[dict[str, Any]] = []
     if a.sweep or a.ann_only:
         for size in [a.n] if a.sweep else []:
             docs, qs, _, _ = corpus(a.corpus, size, a.queries, a.seed)
             exact, _ = exact_top(docs, qs)
-            for m in (8, 16, 32):
-                graphs += graph_run(docs, qs, exact, m, (32, 64, 128, 256))
+            for dtype in dtypes:
+                for m in (8, 16, 32):
+                    graphs += graph_run(docs, qs, exact, m, (32, 64, 128, 256), dtype, a.ef_add)
         if a.ann_only:
             docs, qs, _, _ = corpus(a.corpus, a.ann_only, a.queries, a.seed)
             exact, np_ms = exact_top(docs, qs)
             r["ann_only_numpy_p50_ms"] = pct(np_ms, 50)
-            graphs += graph_run(docs, qs, exact, CONNECTIVITY, (EXPANSION_SEARCH,))
+            widths = [int(w) for w in a.widths.split(",")] if a.widths else [EXPANSION_SEARCH]
+            for dtype in dtypes:
+                graphs += graph_run(docs, qs, exact, CONNECTIVITY, widths, dtype, a.ef_add, a.keep)
     r["graphs"] = graphs
     r["load"] = {"before": load_before, "after": os.getloadavg()}
     if a.json:
@@ -498,9 +533,9 @@ def main() -> int:
         print(f"numpy exact top-25 over {a.ann_only:,} vectors: p50 {r['ann_only_numpy_p50_ms']:.2f} ms")
     for g in graphs:
         print(
-            f"usearch graph n={g['n']:,} M={g['connectivity']} ef_add={g['expansion_add']} ef_search={g['expansion_search']:4}: "
-            f"built {g['build_s']:6.1f} s, {g['memory_mb']:6.0f} MiB, search p50 {g['p50_ms']:.3f} ms p99 {g['p99_ms']:.3f} ms, "
-            f"recall@25 {g['recall_at_25']:.3f}"
+            f"usearch graph n={g['n']:,} {g['dtype']} M={g['connectivity']} ef_add={g['expansion_add']} ef_search={g['expansion_search']:4}: "
+            f"{g['built']} {g['build_s']:6.1f} s ({g['build_cpu_s']:.0f} CPU s), {g['memory_mb']:6.0f} MiB, search p50 {g['p50_ms']:.3f} ms p99 {g['p99_ms']:.3f} ms, "
+            f"recall@25 {g['recall_at_25']:.3f} (load {g['load']:.0f})"
         )
     return 0
 
