@@ -190,6 +190,21 @@ def cpu_seconds(pid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def thread_cpu() -> dict[str, float]:
+    """This process's CPU seconds by thread name (chDB's threads carry ClickHouse's names, Python's
+    the interpreter's), from /proc."""
+    out: dict[str, float] = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue  # the thread ended meanwhile
+        name, rest = stat[stat.index("(") + 1 :].rsplit(")", 1)
+        fields = rest.split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return out
+
+
 async def measured(args: argparse.Namespace, url: str, token: str, pids: Mapping[str, int | None]) -> dict[str, Any]:
     before = {side: cpu_seconds(pid) for side, pid in pids.items()}
     r = await run_client(args, url, token, args.requests)
@@ -263,11 +278,15 @@ async def bench_embedded(args: argparse.Namespace) -> dict[str, Any]:
             profiler = cProfile.Profile() if args.profile else None
             writes = count_ledger_writes(inst.runtime.ledger)
             loom_runs, base_runs, grpc_runs = [], [], []
+            loom_threads: dict[str, float] = {}
             # Alternate the servers so a neighbour's load on the machine hits each alike.
             for _ in range(args.rounds):
                 if profiler:
                     profiler.enable()
+                threads_before = thread_cpu()
                 loom_runs.append(await measured(args, inst.base_url, token, me))
+                for name, seconds in thread_cpu().items():
+                    loom_threads[name] = loom_threads.get(name, 0.0) + seconds - threads_before.get(name, 0.0)
                 if profiler:
                     profiler.disable()
                 base_runs.append(await measured(args, base_url, token, me))
@@ -288,6 +307,11 @@ async def bench_embedded(args: argparse.Namespace) -> dict[str, Any]:
         "ledger_expected": calls,
         "ledger_cost": ledger_per_call,
         "ledger_writes": ledger_writes,
+        "loom_thread_cpu_us": {
+            k: round(v / max(1, sum(run["requests"] for run in loom_runs)) * 1e6, 1)
+            for k, v in sorted(loom_threads.items(), key=lambda kv: -kv[1])
+            if v > 0
+        },
     }
     if profiler:
         s = io.StringIO()
@@ -497,6 +521,7 @@ def report(r: dict[str, Any]) -> str:
         f" CPU per request {cpu_ratio:.2f}x (target: within 1.10x)"
     )
     lines.append(f"ledger rows (embedded): {r['ledger_rows']} of {r['ledger_expected']} calls the chain counted")
+    lines.append("loom rounds' CPU µs/request by thread: " + ", ".join(f"{k} {v}" for k, v in list(r["loom_thread_cpu_us"].items())[:8]))
     lw = r["ledger_writes"]
     lines.append(f"ledger writes during the rounds: {lw['batches']} batches, {lw['rows'] / max(1, lw['batches']):.0f} rows each on average")
     lc = r["ledger_cost"]
