@@ -191,8 +191,12 @@ def cpu_seconds(pid: int | None = None) -> float:
 
 
 def thread_cpu() -> dict[str, float]:
-    """This process's CPU seconds by thread name (chDB's threads carry ClickHouse's names, Python's
-    the interpreter's), from /proc."""
+    """This process's CPU seconds by thread name, from /proc: a Python thread by its Python name
+    (the event loop's is MainThread, the store's pool threads chdb_N, where chDB runs a statement),
+    chDB's own threads by the names ClickHouse gives them."""
+    import threading
+
+    python_names = {t.native_id: re.sub(r"_\d+$", "", t.name) for t in threading.enumerate()}
     out: dict[str, float] = {}
     for task in Path("/proc/self/task").iterdir():
         try:
@@ -201,6 +205,7 @@ def thread_cpu() -> dict[str, float]:
             continue  # the thread ended meanwhile
         name, rest = stat[stat.index("(") + 1 :].rsplit(")", 1)
         fields = rest.split()
+        name = python_names.get(int(task.name), name)
         out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / CLK_TCK
     return out
 
