@@ -190,6 +190,26 @@ def cpu_seconds(pid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def thread_cpu() -> dict[str, float]:
+    """This process's CPU seconds by thread name, from /proc: a Python thread by its Python name
+    (the event loop's is MainThread, the store's pool threads chdb_N, where chDB runs a statement),
+    chDB's own threads by the names ClickHouse gives them."""
+    import threading
+
+    python_names = {t.native_id: re.sub(r"_\d+$", "", t.name) for t in threading.enumerate()}
+    out: dict[str, float] = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue  # the thread ended meanwhile
+        name, rest = stat[stat.index("(") + 1 :].rsplit(")", 1)
+        fields = rest.split()
+        name = python_names.get(int(task.name), name)
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return out
+
+
 async def measured(args: argparse.Namespace, url: str, token: str, pids: Mapping[str, int | None]) -> dict[str, Any]:
     before = {side: cpu_seconds(pid) for side, pid in pids.items()}
     r = await run_client(args, url, token, args.requests)
@@ -261,17 +281,23 @@ async def bench_embedded(args: argparse.Namespace) -> dict[str, Any]:
             for url in (inst.base_url, base_url, grpc_url):
                 await run_client(args, url, token, args.warmup)
             profiler = cProfile.Profile() if args.profile else None
+            writes = count_ledger_writes(inst.runtime.ledger)
             loom_runs, base_runs, grpc_runs = [], [], []
+            loom_threads: dict[str, float] = {}
             # Alternate the servers so a neighbour's load on the machine hits each alike.
             for _ in range(args.rounds):
                 if profiler:
                     profiler.enable()
+                threads_before = thread_cpu()
                 loom_runs.append(await measured(args, inst.base_url, token, me))
+                for name, seconds in thread_cpu().items():
+                    loom_threads[name] = loom_threads.get(name, 0.0) + seconds - threads_before.get(name, 0.0)
                 if profiler:
                     profiler.disable()
                 base_runs.append(await measured(args, base_url, token, me))
                 grpc_runs.append(await measured(args, grpc_url, token, me))
             calls = chain_calls()
+            ledger_writes = dict(writes)
             ledgered = await ledger_count(inst.runtime.store, "bench", calls, within=15)
             ledger_per_call = await ledger_cost(inst.runtime.ledger, inst.runtime.store)
         finally:
@@ -285,6 +311,12 @@ async def bench_embedded(args: argparse.Namespace) -> dict[str, Any]:
         "ledger_rows": ledgered,
         "ledger_expected": calls,
         "ledger_cost": ledger_per_call,
+        "ledger_writes": ledger_writes,
+        "loom_thread_cpu_us": {
+            k: round(v / max(1, sum(run["requests"] for run in loom_runs)) * 1e6, 1)
+            for k, v in sorted(loom_threads.items(), key=lambda kv: -kv[1])
+            if v > 0
+        },
     }
     if profiler:
         s = io.StringIO()
@@ -293,11 +325,26 @@ async def bench_embedded(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def count_ledger_writes(ledger: Any) -> dict[str, int]:
+    """Counts the batches the ledger writes from now on, and their rows: how its pacing shared a
+    chDB insert's fixed cost among the calls of the bench's rounds."""
+    counts = {"batches": 0, "rows": 0}
+    ship = ledger._ship
+
+    async def counted(rows: list[dict[str, Any]]) -> None:
+        counts["batches"] += 1
+        counts["rows"] += len(rows)
+        await ship(rows)
+
+    ledger._ship = counted
+    return counts
+
+
 async def ledger_cost(ledger: Any, store: Any, rows: int = 20000) -> dict[str, float]:
     """The ledger's cost per call, with the real store: building and recording the row on the
     call's path, then encoding and inserting it in batches of the size a busy second makes."""
     from loom_api.tasks.v1 import tasks_pb2
-    from loom_core.chain.ledger import TABLE, ledger_args, ledger_row, out_hits_of
+    from loom_core.chain.ledger import ledger_args, ledger_row, out_hits_of
 
     request = tasks_pb2.CreateTaskRequest(inbox="bench", kind="chore", title="a title of some length", priority=2)
     started = time.process_time()
@@ -327,9 +374,9 @@ async def ledger_cost(ledger: Any, store: Any, rows: int = 20000) -> dict[str, f
     record_us = (time.process_time() - started) / rows * 1e6
     batch, ledger._buf = ledger._buf, []
     started = time.process_time()
-    per_insert = 1000  # ~0.2 s (the flush interval) of rows at 5,000 calls/s
+    per_insert = 1000  # a second (the default flush interval) of rows at 1,000 calls/s
     for i in range(0, len(batch), per_insert):
-        await store.insert(TABLE, batch[i : i + per_insert], dedup_token=f"bench-{i}")
+        await ledger._ship(batch[i : i + per_insert])  # the ledger's own write: straight in when embedded
     insert_us = (time.process_time() - started) / rows * 1e6
     return {"record_us": record_us, "insert_us": insert_us, "total_us": record_us + insert_us}
 
@@ -479,6 +526,9 @@ def report(r: dict[str, Any]) -> str:
         f" CPU per request {cpu_ratio:.2f}x (target: within 1.10x)"
     )
     lines.append(f"ledger rows (embedded): {r['ledger_rows']} of {r['ledger_expected']} calls the chain counted")
+    lines.append("loom rounds' CPU µs/request by thread: " + ", ".join(f"{k} {v}" for k, v in list(r["loom_thread_cpu_us"].items())[:8]))
+    lw = r["ledger_writes"]
+    lines.append(f"ledger writes during the rounds: {lw['batches']} batches, {lw['rows'] / max(1, lw['batches']):.0f} rows each on average")
     lc = r["ledger_cost"]
     lines.append(
         f"ledger per call: {lc['total_us']:.1f} µs CPU (row built and recorded {lc['record_us']:.1f} µs on the call's path,"

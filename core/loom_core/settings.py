@@ -121,8 +121,12 @@ class Settings(BaseSettings):
     )
 
     # --- ledger
-    ledger_flush_interval_seconds: float = Field(0.2, description="Longest a ledger row waits in memory before its batch is written.")
-    ledger_batch_max_rows: int = Field(1000, description="Rows at which a ledger batch is written at once.")
+    ledger_flush_interval_seconds: float = Field(
+        1.0,
+        description="Longest a ledger row waits in memory before its batch is written: at most one batch per interval unless "
+        "LOOM_LEDGER_BATCH_MAX_ROWS fill first, and the first row after a quiet interval goes at once.",
+    )
+    ledger_batch_max_rows: int = Field(5000, description="Rows at which a ledger batch is written at once.")
 
     # --- cluster
     clickhouse_cluster: str = Field(

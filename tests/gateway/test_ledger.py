@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 
 from loom_core.bus import NatsServer, connect_bus
-from loom_core.chain.ledger import DURABLE, STREAM, Ledger, ledger_row
+from loom_core.chain.ledger import DURABLE, MIGRATIONS, STREAM, Ledger, ledger_row
+from loom_core.store.embedded import EmbeddedStore
 from loom_runner.embedded import Instance
 
 
@@ -29,6 +31,14 @@ async def count(stack: Instance, org: str, want: int) -> int:
             break
         await asyncio.sleep(0.05)
     return n
+
+
+async def eventually(check: Callable[[], bool]) -> None:
+    for _ in range(200):
+        if check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("condition not met")
 
 
 async def test_embedded_ledger_inserts_batches_straight_into_the_store(stack: Instance) -> None:
@@ -67,3 +77,63 @@ async def test_published_batches_are_written_once_by_the_faststream_consumer_of_
             await ledger.stop()
         for bus in buses:
             await bus.close()
+
+
+async def test_the_first_row_after_a_quiet_interval_is_written_at_once_and_later_rows_wait_for_a_full_batch(stack: Instance) -> None:
+    # An hour's interval: any row written before a full batch was written by the pacing's
+    # "first row after quiet goes at once", never by the interval running out.
+    org = f"led-{uuid.uuid4().hex[:8]}"
+    ledger = Ledger(stack.runtime.store, None, flush_interval=3600, batch_max=5, direct=True)
+    await ledger.start()
+    try:
+        ledger.record(row(org, 0))
+        assert await count(stack, org, 1) == 1  # readable without a flush call or the hour
+        for i in range(1, 5):
+            ledger.record(row(org, i))
+        # Within the interval of the last write and short of a full batch: held in memory.
+        assert await count(stack, org, 0) == 1  # one query's round trip: the flusher ran meanwhile
+        assert [r["request_id"] for r in ledger._buf] == [f"{org}-{i}" for i in range(1, 5)]
+        ledger.record(row(org, 5))  # the batch is full: written now, the hour notwithstanding
+        assert await count(stack, org, 6) == 6
+    finally:
+        await ledger.stop()
+
+
+async def test_stop_writes_the_rows_the_interval_still_holds(stack: Instance) -> None:
+    org = f"led-{uuid.uuid4().hex[:8]}"
+    ledger = Ledger(stack.runtime.store, None, flush_interval=3600, batch_max=10**6, direct=True)
+    await ledger.start()
+    ledger.record(row(org, 0))
+    assert await count(stack, org, 1) == 1
+    for i in range(1, 50):
+        ledger.record(row(org, i))
+    await ledger.stop()
+    assert await count(stack, org, 50) == 50
+
+
+async def test_a_batch_the_store_refuses_goes_back_ahead_of_later_rows_and_is_written_on_stop(stack: Instance) -> None:
+    # A second handle on the same chDB engine whose database does not exist yet: its inserts fail
+    # in chDB itself until the table is made.
+    org = f"led-{uuid.uuid4().hex[:8]}"
+    main = stack.runtime.store
+    assert isinstance(main, EmbeddedStore)
+    database = f"ledger_putback_{uuid.uuid4().hex[:8]}"
+    missing = EmbeddedStore(main.path, database)
+    ledger = Ledger(missing, None, flush_interval=3600, batch_max=10**6, direct=True)
+    await ledger.start()
+    try:
+        for i in range(3):
+            ledger.record(row(org, i))
+        await eventually(lambda: ledger._last_write > 0 and len(ledger._buf) == 3)  # tried and put back
+        for i in range(3, 5):
+            ledger.record(row(org, i))
+        assert [r["request_id"] for r in ledger._buf] == [f"{org}-{i}" for i in range(5)]
+        await missing.execute(f"CREATE DATABASE {database}")
+        for migration in MIGRATIONS:
+            await missing.execute(migration.sql)
+        await ledger.stop()
+        rows = await missing.query("SELECT request_id FROM {db}.agent_events ORDER BY ts")
+        assert [r["request_id"] for r in rows] == [f"{org}-{i}" for i in range(5)]
+    finally:
+        await ledger.stop()
+        await missing.execute(f"DROP DATABASE IF EXISTS {database}")
