@@ -121,8 +121,10 @@ class Settings(BaseSettings):
     )
 
     # --- ledger
+    # 0.5 s, not longer: a row stays readable within a second under load, and a whole assistant
+    # answer that cites nothing re-reads its calls after this interval (spec 000).
     ledger_flush_interval_seconds: float = Field(
-        1.0,
+        0.5,
         description="Longest a ledger row waits in memory before its batch is written: at most one batch per interval unless "
         "LOOM_LEDGER_BATCH_MAX_ROWS fill first, and the first row after a quiet interval goes at once.",
     )
