@@ -12,21 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from loom_core import ranking
-from loom_core.embedding import LocalModel
 from loom_help.domain import hybrid
 from loom_help.service.help import BM25, EMBED_CHUNK, HYBRID, HelpService
 
-
-class CountingModel(LocalModel):
-    """The real model, counting the texts it is asked to embed."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.texts: list[str] = []
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        self.texts.extend(texts)
-        return super().encode(texts)
+from tests.help.counting import CountingModel
 
 
 def write(root: Path, rel: str, text: str) -> None:

@@ -4,7 +4,6 @@ a help index embeds only the passages the table lacks."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -14,21 +13,10 @@ from loom_help.service.help import HelpService, build_index
 from loom_help.store import section_vectors
 from loom_help.store.pages import read_pages, shipped_docs_dir
 
+from tests.help.counting import CountingModel
 from tests.scripts import load_script
 
 gen_help_vectors = load_script("gen_help_vectors")
-
-
-class CountingModel(LocalModel):
-    """The real model, counting the texts it is asked to embed."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.texts: list[str] = []
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        self.texts.extend(texts)
-        return super().encode(texts)
 
 
 def test_the_shipped_table_holds_the_current_docs_passages() -> None:
