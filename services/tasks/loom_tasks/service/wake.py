@@ -73,13 +73,16 @@ class InboxQueue:
                 self.revs.pop(row.task_id, None)
         self.notify()
 
+    def _forget(self, task_id: str) -> None:
+        self.rows.pop(task_id, None)
+        self.added.pop(task_id, None)
+        self.revs.pop(task_id, None)
+        self.remote.pop(task_id, None)
+
     def drop(self, task_id: str, version: int | None = None) -> None:
         have = self.rows.get(task_id)
         if have is not None and (version is None or have.version < version):
-            self.rows.pop(task_id, None)
-            self.added.pop(task_id, None)
-            self.revs.pop(task_id, None)
-            self.remote.pop(task_id, None)
+            self._forget(task_id)
 
     def notify(self) -> None:
         self._event.set()
@@ -143,10 +146,7 @@ class InboxQueue:
                 continue
             if horizon is not None and queued.pull_order() > horizon:
                 continue
-            self.rows.pop(task_id, None)
-            self.added.pop(task_id, None)
-            self.revs.pop(task_id, None)
-            self.remote.pop(task_id, None)
+            self._forget(task_id)
         for r in rows:
             have = self.rows.get(r.task_id)
             if have is None or have.version <= r.version:
