@@ -25,7 +25,9 @@ sys.stdout.buffer.write(pickle.dumps(trees))
 _parsed_elsewhere: dict[str, ast.Module] = {}
 
 
-def parse_file(path: Path) -> ast.Module:
+def parse_file(path: Path, package: Path | None = None) -> ast.Module:
+    """`path`'s tree; `package` names the folder `path` belongs to when it is not Loom's own source
+    (an installed library), so the child parses that whole folder in one go."""
     key = str(path.resolve())
     if key in _parsed_elsewhere:
         return _parsed_elsewhere[key]
@@ -34,7 +36,7 @@ def parse_file(path: Path) -> ast.Module:
             return ast.parse(path.read_text(), str(path))
         except SystemError:
             pass  # the bug: from here on, parse in a child
-    roots = [str(ROOT / d) for d in ("core", "services", "sdk") if (ROOT / d).is_dir()]
+    roots = [str(ROOT / d) for d in ("core", "services", "sdk") if (ROOT / d).is_dir()] if package is None else [str(package)]
     out = subprocess.run([sys.executable, "-c", _CHILD, *roots, key], capture_output=True, check=True)
     _parsed_elsewhere.update(pickle.loads(out.stdout))
     return _parsed_elsewhere[key]

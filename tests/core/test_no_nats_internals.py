@@ -22,7 +22,7 @@ NATS = Path(nats.__file__).parent
 def _private_names() -> set[str]:
     names: set[str] = set()
     for path in NATS.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse_file(path, package=NATS)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 names.add(node.name)
             elif isinstance(node, ast.Attribute):
