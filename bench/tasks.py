@@ -32,6 +32,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import ctypes
+import gc
 import io
 import json
 import logging
@@ -41,6 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -503,11 +506,50 @@ class DerivedBacklogWatch:
         return max(0.0, self.first_idle_after_busy - last_done)
 
 
-async def soak(cfg: dict[str, Any], door: str, args: argparse.Namespace, sample: Any) -> dict[str, Any]:
-    """Batched lifecycle runs back to back for `--soak-seconds`, the server's and nats-server's
-    RSS after each. The leak check: the last third's median RSS against the first third's (a
-    heap that settles grows early and then holds; a leak keeps growing)."""
-    samples: list[tuple[float, float, float]] = []
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (n, ctypes.c_size_t)
+        for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")
+    ]
+
+
+def malloc_mb() -> tuple[float, float]:
+    """glibc malloc's bytes in use and held free across its arenas, in MiB (0, 0 off glibc)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = _MallInfo2
+        mi = libc.mallinfo2()
+    except (OSError, AttributeError):
+        return 0.0, 0.0
+    return (mi.uordblks + mi.hblkhd) / 2**20, mi.fordblks / 2**20
+
+
+async def memory_sample(store: Any, nats_pid: int) -> dict[str, float]:
+    """Where the server process's memory is: RSS, glibc malloc in use and free (fragmentation it
+    keeps), Python's allocated blocks and GC-tracked objects (after a collection), chDB's own
+    tracked memory; and nats-server's RSS."""
+    gc.collect()
+    in_use, free = malloc_mb()
+    rows = await store.query("SELECT value FROM system.metrics WHERE metric = 'MemoryTracking'")
+    return {
+        "server_mb": rss_mb(os.getpid()),
+        "malloc_in_use_mb": in_use,
+        "malloc_free_mb": free,
+        "python_blocks_k": sys.getallocatedblocks() / 1000,
+        "python_objects_k": len(gc.get_objects()) / 1000,
+        "chdb_tracked_mb": int(rows[0]["value"]) / 2**20 if rows else 0.0,
+        "nats_mb": rss_mb(nats_pid),
+    }
+
+
+async def soak(
+    cfg: dict[str, Any], door: str, args: argparse.Namespace, sample: Callable[[], Awaitable[dict[str, float]]]
+) -> dict[str, Any]:
+    """Batched lifecycle runs back to back for `--soak-seconds`, the server's memory after each
+    (`memory_sample`). The leak check: the last third's median RSS against the middle third's (a
+    heap that settles grows early and then holds; a leak keeps growing), with the first third
+    beside it; each part of the memory is printed first and last so growth has an address."""
+    samples: list[dict[str, float]] = []
     failed = 0
     started = time.monotonic()
     while time.monotonic() - started < args.soak_seconds:
@@ -518,21 +560,22 @@ async def soak(cfg: dict[str, Any], door: str, args: argparse.Namespace, sample:
             # is counted and the soak goes on: its RSS is what is watched, and the tasks it
             # left are taken by the next run's workers.
             failed += 1
-        server, nats = sample()
-        samples.append((round(time.monotonic() - started, 1), server, nats))
+        samples.append({"seconds": round(time.monotonic() - started, 1), **await sample()})
     third = max(1, len(samples) // 3)
-    first = statistics.median(x[1] for x in samples[:third])
-    last = statistics.median(x[1] for x in samples[-third:])
+    first, middle, last = (
+        statistics.median(x["server_mb"] for x in part)
+        for part in (samples[:third], samples[third:-third] or samples[:third], samples[-third:])
+    )
     return {
         "seconds": round(time.monotonic() - started, 1),
         "runs": len(samples),
         "failed_runs": failed,
         "samples": samples,
         "server_first_third_mb": first,
+        "server_middle_third_mb": middle,
         "server_last_third_mb": last,
         "growth_pct": (last - first) * 100 / first,
-        "nats_first_mb": samples[0][2],
-        "nats_last_mb": samples[-1][2],
+        "late_growth_pct": (last - middle) * 100 / middle,
     }
 
 
@@ -686,7 +729,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 if args.replicas > 1 and args.wake > 0 and not args.only_serial:
                     wakes.append((await run_client({**cfg, "door": doors[0], "phase": "wake", "wake_replicas": 2}))["wake"])
                 if args.soak_seconds:
-                    memory["soak"] = await soak(cfg, doors[0], args, lambda: (rss_mb(os.getpid()), rss_mb(cfg["nats_pid"])))
+                    memory["soak"] = await soak(cfg, doors[0], args, lambda: memory_sample(store, cfg["nats_pid"]))
             finally:
                 for inst in reversed(instances):
                     try:
@@ -810,11 +853,16 @@ def report(r: dict[str, Any]) -> str:
         )
     if "soak" in m:
         k = m["soak"]
-        verdict = "grows (look for a leak)" if k["growth_pct"] > 10 else "holds"
+        # A leak keeps growing after the heap settled: the last third against the middle one.
+        verdict = "grows (look for a leak)" if k["late_growth_pct"] > 5 else "holds"
         lines.append(
-            f"soak: {k['runs']} batched runs ({k['failed_runs']} ended by a retryable error) over {k['seconds']:.0f} s; server RSS median first third {k['server_first_third_mb']:.0f} MiB, "
-            f"last third {k['server_last_third_mb']:.0f} MiB ({k['growth_pct']:+.1f}%: {verdict}); nats-server {k['nats_first_mb']:.0f} -> {k['nats_last_mb']:.0f} MiB"
+            f"soak: {k['runs']} batched runs ({k['failed_runs']} ended by a retryable error) over {k['seconds']:.0f} s; server RSS median by thirds "
+            f"{k['server_first_third_mb']:.0f} / {k['server_middle_third_mb']:.0f} / {k['server_last_third_mb']:.0f} MiB "
+            f"({k['growth_pct']:+.1f}% overall, {k['late_growth_pct']:+.1f}% after the first third: {verdict})"
         )
+        lines.append("  server RSS after each run: " + " ".join(f"{x['server_mb']:.0f}" for x in k["samples"]) + " MiB")
+        a, b = k["samples"][0], k["samples"][-1]
+        lines += [f"  {key:>17}: {a[key]:8.1f} -> {b[key]:8.1f}" for key in a if key != "seconds"]
     if "store_statements" in r:
         lines += ["store statements during the last lifecycle run (count, seconds):"]
         lines += [f"  {v['count']:6d} {v['seconds']:8.2f}  {k}" for k, v in r["store_statements"].items()]
