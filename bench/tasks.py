@@ -605,6 +605,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 "task_webhook_deliver_enabled": not args.no_webhooks,
                 **({"task_projection_max_behind": args.max_behind} if args.max_behind is not None else {}),
                 **({"task_projection_linger_seconds": args.linger} if args.linger is not None else {}),
+                **({"task_terminal_retention_seconds": args.retention} if args.retention is not None else {}),
             },
         )
         async with NatsServer(data / "nats", sync_interval=args.sync_interval) as nats:
@@ -745,6 +746,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "durability": durability(args.sync_interval),
         "sync_interval": args.sync_interval,
         "projection_linger": args.linger,
+        "terminal_retention": args.retention,
         "load": load(),
         "replicas": args.replicas,
         "tasks": args.tasks,
@@ -804,7 +806,8 @@ def report(r: dict[str, Any]) -> str:
         f"machine: {r['machine']}; {r['load']} at the end",
         r["durability"],
         f"{r['tasks']} tasks, {r['producers']} producers, {r['workers']} workers, {r['replicas']} replica(s); projection linger "
-        f"{'the setting' if r['projection_linger'] is None else r['projection_linger']}",
+        f"{'the setting' if r['projection_linger'] is None else r['projection_linger']}; finished tasks kept in NATS "
+        f"{'the setting' if r['terminal_retention'] is None else r['terminal_retention']} s",
         "each run's ratio is against the jetstream work queue (publish -> fetch -> ack) measured right before and after it",
     ]
     for x in r["runs"]:
@@ -897,6 +900,13 @@ def main() -> int:
         type=float,
         default=None,
         help="LOOM_TASK_PROJECTION_LINGER_SECONDS for the run (default: the setting's; 0: one projection insert per fetch)",
+    )
+    p.add_argument(
+        "--retention",
+        type=float,
+        default=None,
+        help="LOOM_TASK_TERMINAL_RETENTION_SECONDS for the run (default: the setting's, 900 s): a finished task stays in "
+        "NATS and in the sweep's index this long, so a soak shorter than it sees memory grow by design",
     )
     p.add_argument(
         "--max-behind",

@@ -192,6 +192,19 @@ def test_the_due_index_hands_out_the_oldest_due_first_and_skips_replaced_entries
     assert idx.take(now=600.0, limit=10) == []
 
 
+def test_the_due_index_forgets_replaced_entries_before_they_are_due() -> None:
+    """A claim's lease entry is replaced by the task's completion long before the lease is due: the
+    heap is rebuilt from the live entries, so it does not grow with the writes it has seen."""
+    idx = DueIndex()
+    for n in range(20_000):
+        idx.offer("o", f"t{n}", rev=1, due=1_000.0 + n)  # claimed: due when the lease ends
+        idx.offer("o", f"t{n}", rev=2, due=None if n % 2 else 5.0)  # completed: odd ones done, even ones retire at 5
+    assert len(idx) == 10_000
+    assert len(idx._heap) <= 2 * len(idx) + DueIndex.SLACK
+    assert [t for _, t, _ in idx.take(now=10.0, limit=20_000)] == sorted(f"t{n}" for n in range(0, 20_000, 2))
+    assert idx.take(now=10**9, limit=10) == []
+
+
 # --- the watch follows the lease ----------------------------------------------------------------
 
 

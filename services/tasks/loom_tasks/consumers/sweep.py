@@ -96,7 +96,14 @@ def due_at(row: TaskRow, retention: float) -> float | None:
 
 
 class DueIndex:
-    """(due, task) in due order; an entry counts only while its revision is the task's newest."""
+    """(due, task) in due order; an entry counts only while its revision is the task's newest.
+
+    A replaced entry stays in the heap until it is due (a claim's lease entry outlives the task's
+    completion by the lease); when replaced entries outnumber live ones the heap is rebuilt from the
+    live ones, so memory follows the tasks the sweep still watches, not the writes it has seen."""
+
+    #: Replaced entries tolerated beyond the live ones before a rebuild (amortised O(1) per offer).
+    SLACK = 1024
 
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, str, str]] = []
@@ -114,6 +121,18 @@ class DueIndex:
             return
         self._rev[key] = rev
         heapq.heappush(self._heap, (due, rev, org, task_id))
+        if len(self._heap) > 2 * len(self._rev) + self.SLACK:
+            self._compact()
+
+    def _compact(self) -> None:
+        # The newest entry per live task (a `later` may have pushed one task twice: keep its earliest).
+        live: dict[tuple[str, str], tuple[float, int, str, str]] = {}
+        for entry in self._heap:
+            key = (entry[2], entry[3])
+            if self._rev.get(key) == entry[1] and (key not in live or entry < live[key]):
+                live[key] = entry
+        self._heap = list(live.values())
+        heapq.heapify(self._heap)
 
     def take(self, now: float, limit: int) -> list[tuple[str, str, int]]:
         out: list[tuple[str, str, int]] = []
