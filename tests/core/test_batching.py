@@ -1,11 +1,12 @@
-"""loom_core.batching.Coalescer: the calls that arrive while a batch runs share the next one."""
+"""loom_core.batching: the calls that arrive while a batch runs share the next one (Coalescer);
+at most one write per interval unless full or hurried, the first after quiet at once (Pacer)."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
-from loom_core.batching import Coalescer
+from loom_core.batching import Coalescer, Pacer
 
 
 class Recorder:
@@ -76,3 +77,37 @@ async def test_items_weigh_by_size() -> None:
     assert [await x for x in calls] == [1, 2, 2, 4]
     # Up to 3 texts a batch, in order; an item over the bound still goes, alone.
     assert seen == [[["a"], ["b", "c"]], [["d", "e"]], [["f", "g", "h", "i"]]]
+
+
+async def _settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def test_a_pacer_lets_the_first_write_go_at_once_and_holds_the_next_for_its_interval_until_hurried() -> None:
+    pacer = Pacer(3600.0)
+    await asyncio.wait_for(pacer.turn(), 60)  # the first write after quiet: at once
+    second = asyncio.ensure_future(pacer.turn())
+    await _settle()
+    assert not second.done()  # an hour to wait
+    pacer.hurry()
+    await asyncio.wait_for(second, 60)
+    third = asyncio.ensure_future(pacer.turn())
+    await _settle()
+    assert not third.done()  # a hurry serves one turn
+    third.cancel()
+
+
+async def test_a_full_batch_goes_at_once_and_a_write_that_did_not_land_lets_the_next_go_at_once() -> None:
+    pacer = Pacer(3600.0)
+    await asyncio.wait_for(pacer.turn(), 60)
+    await asyncio.wait_for(pacer.turn(full=True), 60)
+    pacer.again()
+    await asyncio.wait_for(pacer.turn(), 60)
+    pacer.mark()  # a write made outside `turn` (a flush on demand) counts too
+    pacer.again()
+    await asyncio.wait_for(pacer.turn(), 60)
+    waiting = asyncio.ensure_future(pacer.turn())
+    await _settle()
+    assert not waiting.done()
+    waiting.cancel()

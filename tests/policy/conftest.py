@@ -124,7 +124,7 @@ async def ledger_held(*instances: Instance) -> AsyncIterator[None]:
     finally:
         for i, interval in zip(instances, saved, strict=True):
             i.runtime.ledger.flush_interval = interval
-            i.runtime.ledger._wake.set()  # end the long wait now
+            i.runtime.ledger.hurry()  # end the long wait now
 
 
 async def ledger_rows(inst: Instance, tenant: Tenant, op: str) -> int:

@@ -200,6 +200,11 @@ def test_pull_order_is_priority_then_deadline_then_age() -> None:
         row(task_id="d" * 24, priority=3, deadline=20.0, created_at=9.0),
     ]
     assert [r.task_id[0] for r in sorted(rows, key=TaskRow.pull_order)] == ["b", "d", "c", "a"]
+    # `later` moves a row after the others of its priority and deadline, never past them.
+    later = {"b" * 24, "d" * 24}
+    assert [r.task_id[0] for r in sorted(rows, key=lambda r: r.pull_order(r.task_id in later))] == ["b", "d", "c", "a"]
+    rows.append(row(task_id="e" * 24, priority=3, created_at=0.5))
+    assert [r.task_id[0] for r in sorted(rows, key=lambda r: r.pull_order(r.task_id[0] == "e"))] == ["b", "d", "c", "a", "e"]
 
 
 # --- arguments ---------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ directly.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
@@ -25,6 +24,7 @@ from google.protobuf.message import Message
 from loom_api.options.v1 import options_pb2
 from nats.js.api import ConsumerConfig, RetentionPolicy, StreamConfig
 
+from ..batching import Pacer
 from ..bus import Bus
 from ..bus.layout import AckPolicy, BusLayout, Consumer
 from ..store import Migration, Store
@@ -207,12 +207,12 @@ class Ledger:
         self.bus = bus
         # Straight into the store: embedded mode (its engine is this process's), or no bus.
         self.direct = _is_embedded(store) if direct is None else direct
-        self.flush_interval = flush_interval
+        #: At most one batch per flush interval unless `batch_max` rows fill first (loom_core.batching).
+        self.pacer = Pacer(flush_interval)
         self.batch_max = batch_max
         self.consume = consume
         self._buf: list[dict[str, Any]] = []
-        self._wake = asyncio.Event()
-        self._last_write = -float("inf")  # monotonic time the last batch's write began
+        self._wake = asyncio.Event()  # the first row after the flusher went idle
         self._idle = False  # the flusher waits for a first row
         self._loop_task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -244,8 +244,22 @@ class Ledger:
                 log.warning("ledger: an observer failed")
         # The flusher wakes for the first row after it went idle (to write it now, or at the end
         # of the interval) and for a full batch; other rows only append.
-        if self._idle or len(buf) >= self.batch_max:
+        if self._idle:
             self._wake.set()
+        if len(buf) >= self.batch_max:
+            self.pacer.hurry()
+
+    @property
+    def flush_interval(self) -> float:
+        return self.pacer.interval
+
+    @flush_interval.setter
+    def flush_interval(self, seconds: float) -> None:
+        self.pacer.interval = seconds
+
+    def hurry(self) -> None:
+        """The rows held go now instead of at the end of the interval."""
+        self.pacer.hurry()
 
     async def flush(self) -> None:
         """Write what is buffered now (used on shutdown and by tests). A batch that fails goes
@@ -253,7 +267,7 @@ class Ledger:
         rows, self._buf = self._buf, []
         if not rows:
             return
-        self._last_write = time.monotonic()
+        self.pacer.mark()
         try:
             await self._ship(rows)
         except BaseException:
@@ -266,6 +280,7 @@ class Ledger:
         is written."""
         self._stopping = True
         self._wake.set()
+        self.pacer.hurry()
         if self._loop_task is not None:
             await asyncio.gather(self._loop_task, return_exceptions=True)
             self._loop_task = None
@@ -284,12 +299,8 @@ class Ledger:
                 await self._wake.wait()
                 self._idle = False
             self._wake.clear()
-            pause = self._last_write + self.flush_interval - time.monotonic()
-            if pause > 0 and len(self._buf) < self.batch_max and not self._stopping:
-                # Woken early only by a full batch or by stop.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=pause)
-                self._wake.clear()
+            # Early only for a full batch or a stop (both hurry the pacer).
+            await self.pacer.turn(full=len(self._buf) >= self.batch_max or self._stopping)
             try:
                 await self.flush()
             except Exception:  # noqa: BLE001 - keep the loop alive; the batch was put back and is retried an interval later

@@ -31,7 +31,6 @@ ones of the same task.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import time
@@ -39,6 +38,7 @@ from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
+from loom_core.batching import Pacer
 from loom_core.bus import Bus, Consumer
 from loom_core.bus.position import stream_seq
 
@@ -67,9 +67,7 @@ class Projector(BatchConsumer):
         self.publisher = publisher
         #: Least time between the starts of two projection inserts of less than a full fetch
         #: (LOOM_TASK_PROJECTION_LINGER_SECONDS): see `_paced_write`.
-        self.linger = linger
-        self._insert_started = 0.0  # monotonic
-        self._hurry = asyncio.Event()  # a read on this replica waits for the projection: insert now
+        self.pacer = Pacer(linger)
         self.applied = 0  # writes applied by this replica (the benchmark's report)
         self.batches = 0
         self.applied_seq = 0  # the newest stream sequence this replica has applied (service/admission.py)
@@ -139,9 +137,10 @@ class Projector(BatchConsumer):
             self.on_applied(self.applied_seq)
 
     async def _paced_write(self, rows: list[dict[str, Any]], history: list[dict[str, Any]], token: str, *, full: bool) -> None:
-        """The fetch's projection insert, at most one per `linger` unless the fetch is full. A chDB
-        insert costs about the same CPU whatever its size (a part written now, merged later:
-        5-6 ms on this 2-core machine for one row or a hundred), so a lone worker's lifecycle, three
+        """The fetch's projection insert, at most one per `linger` unless the fetch is full
+        (loom_core.batching.Pacer). A chDB insert costs about the same CPU whatever its size (a
+        part written now, merged later: 5-6 ms on this 2-core machine for one row or a hundred),
+        so a lone worker's lifecycle, three
         writes in ~20 ms, cost up to six inserts (task_state and task_events each) and half the
         server's CPU. Pacing them, the writes that arrive meanwhile wait on the stream and come
         as the next fetch: one insert pair per `linger` under a steady trickle, none delayed
@@ -149,17 +148,11 @@ class Projector(BatchConsumer):
         read that waits for the projection (read-your-writes) waits at most about two lingers
         more (none when the read is on the replica running the projector: it calls `hurry`); the
         events are published before the pause, and the fetch is acked after the insert as before."""
-        if not full and not self._stopping and not self._hurry.is_set():
-            pause = self._insert_started + self.linger - time.monotonic()
-            if pause > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._hurry.wait(), pause)
-        self._hurry.clear()
-        self._insert_started = time.monotonic()
+        await self.pacer.turn(full=full or self._stopping)
         try:
             await self.projection.write(rows, history, token)
         except BaseException:
-            self._insert_started = 0.0  # the fetch's next attempt goes at once: the pace is for inserts that land
+            self.pacer.again()  # the fetch's next attempt goes at once
             raise
 
     async def stop(self) -> None:
@@ -169,7 +162,7 @@ class Projector(BatchConsumer):
     def hurry(self) -> None:
         """A read on this replica waits for the projection (read-your-writes): the insert pending
         goes now instead of at the end of its linger. A read on another replica waits it out."""
-        self._hurry.set()
+        self.pacer.hurry()
 
 
 def history_row(event: dict[str, Any]) -> dict[str, Any] | None:

@@ -109,9 +109,11 @@ class TaskRow:
         """A todo task is claimable unless its not_before is still ahead."""
         return self.status == TODO and (self.not_before is None or self.not_before <= now)
 
-    def pull_order(self) -> tuple[int, float, float, str]:
-        """Pulls take the lowest priority number first, then the nearest deadline, then the oldest."""
-        return (self.priority, self.deadline if self.deadline is not None else float("inf"), self.created_at, self.task_id)
+    def pull_order(self, later: bool = False) -> tuple[int, float, bool, float, str]:
+        """Pulls take the lowest priority number first, then the nearest deadline, then the oldest.
+        `later`: within its priority and deadline the row goes after the others (a pull queue's
+        row another replica just announced: service/wake.py `InboxQueue.ordered`)."""
+        return (self.priority, self.deadline if self.deadline is not None else float("inf"), later, self.created_at, self.task_id)
 
 
 #: Every field of TaskRow in declaration order, and one getter for all of them (TaskRow.copy).

@@ -117,16 +117,7 @@ class InboxQueue:
         recent = time.monotonic() - REMOTE_GRACE_SECONDS
         remote = self.remote
 
-        def order(r: TaskRow) -> tuple[int, float, bool, float, str]:
-            return (
-                r.priority,
-                r.deadline if r.deadline is not None else float("inf"),
-                remote.get(r.task_id, 0.0) > recent,
-                r.created_at,
-                r.task_id,
-            )
-
-        return heapq.nsmallest(limit, rows, key=order)
+        return heapq.nsmallest(limit, rows, key=lambda r: r.pull_order(remote.get(r.task_id, 0.0) > recent))
 
     def next_due(self, now: float) -> float | None:
         """When the earliest hidden (not_before) candidate becomes visible."""
