@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import io
 import json
 import logging
@@ -244,6 +245,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 t = time.perf_counter()
                 window = await gate.history.window(org, ns, ns_rules.shape)
                 build_s = time.perf_counter() - t
+                if args.gc_freeze:
+                    gc.freeze()  # an experiment: the window (and the app) out of the collector's scans
                 caller = Caller("user:admin", AGENT)
                 agent_events = sum(len(s.times) for s in (window.series_for(caller.pkey("agent")) or {}).values())
 
@@ -304,8 +307,40 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                             started = time.perf_counter()
                             await stub.WhoAmI(req, metadata=md)
                             out.append(time.perf_counter() - started)
-                gate.check = real_check  # type: ignore[method-assign]
-                observers[observers.index(timed_observe)] = real_observe
+                    gate.check = real_check  # type: ignore[method-assign]
+                    observers[observers.index(timed_observe)] = real_observe
+                    # The process's CPU per call (every thread: the gate, the observer, and the work
+                    # a gated call leaves for later: the feed to other replicas, decision batches),
+                    # in blocks of one side at a time so deferred work lands on its own side's
+                    # calls; blocks alternate, each side's figure is the median of its blocks.
+                    block_cpu: dict[str, list[float]] = {"off": [], "enforce": []}
+                    block_p50: dict[str, list[float]] = {"off": [], "enforce": []}
+                    block_gc: dict[str, list[float]] = {"off": [], "enforce": []}
+                    gc_spent = [0.0, 0.0]  # the cyclic collector's time: total, and when the running one started
+
+                    def gc_timer(phase: str, info: dict[str, int]) -> None:
+                        if phase == "start":
+                            gc_spent[1] = time.perf_counter()
+                        else:
+                            gc_spent[0] += time.perf_counter() - gc_spent[1]
+
+                    gc.callbacks.append(gc_timer)
+                    sides = [("off", stub_off), ("enforce", stub_on)]
+                    for b in range(2 * args.blocks):
+                        name, stub = sides[(b + b // 2) % 2]  # off, enforce, enforce, off, ...
+                        walls: list[float] = []
+                        await asyncio.sleep(args.settle)  # the previous block's deferred work done
+                        print(f"block {b}: {name}", file=sys.stderr, flush=True)  # a mark for an outside profiler
+                        cpu, gc_before = time.process_time(), gc_spent[0]
+                        for _ in range(args.n):
+                            started = time.perf_counter()
+                            await stub.WhoAmI(req, metadata=md)
+                            walls.append(time.perf_counter() - started)
+                        await asyncio.sleep(args.settle)
+                        block_cpu[name].append((time.process_time() - cpu) / args.n)
+                        block_p50[name].append(statistics.median(walls))
+                        block_gc[name].append((gc_spent[0] - gc_before) / args.n)
+                    gc.callbacks.remove(gc_timer)
                 diffs = [b - a for a, b in zip(lat_off, lat_on, strict=True)]
 
                 # The evaluator alone: 10 rules over the same window, no I/O.
@@ -382,6 +417,15 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "gate_check_cpu_p99_us": quantile(inner_cpu, 0.99) * 1e6,
         "observer_cpu_p50_us": statistics.median(observer_cpu) * 1e6,
         "evaluations_per_second_memo": evals_memo_s,
+        "blocks": args.blocks,
+        "settle_seconds": args.settle,
+        "block_cpu_off_us": statistics.median(block_cpu["off"]) * 1e6,
+        "block_cpu_enforce_us": statistics.median(block_cpu["enforce"]) * 1e6,
+        "block_cpu_added_us": (statistics.median(block_cpu["enforce"]) - statistics.median(block_cpu["off"])) * 1e6,
+        "block_p50_off_ms": statistics.median(block_p50["off"]) * ms,
+        "block_gc_off_us": statistics.median(block_gc["off"]) * 1e6,
+        "block_gc_enforce_us": statistics.median(block_gc["enforce"]) * 1e6,
+        "block_p50_enforce_ms": statistics.median(block_p50["enforce"]) * ms,
         **({"profile": _profile_text(profiler)} if profiler else {}),
         "evaluations_per_second": evals_s,
         "rule_evaluations_per_second": evals_s * 10,
@@ -403,6 +447,11 @@ def report(r: dict[str, Any]) -> str:
             f"  inside gate.check:                      p50 {r['gate_check_p50_ms']:.3f} ms   p99 {r['gate_check_p99_ms']:.3f} ms",
             f"  CPU inside gate.check (thread time):    p50 {r['gate_check_cpu_p50_us']:.1f} µs   p99 {r['gate_check_cpu_p99_us']:.1f} µs"
             f"   (+ the ledger observer feeding the window: p50 {r['observer_cpu_p50_us']:.1f} µs)",
+            f"in blocks of {r['calls_per_side']} calls of one side ({r['blocks']} per side, alternating; process CPU of every thread, "
+            f"the {r['settle_seconds']} s after each block included):",
+            f"  CPU per call: off {r['block_cpu_off_us']:.1f} µs, enforce {r['block_cpu_enforce_us']:.1f} µs, "
+            f"added {r['block_cpu_added_us']:.1f} µs;  wall p50 off {r['block_p50_off_ms']:.3f} ms, enforce {r['block_p50_enforce_ms']:.3f} ms",
+            f"  of which the cyclic garbage collector, per call: off {r['block_gc_off_us']:.1f} µs, enforce {r['block_gc_enforce_us']:.1f} µs",
             f"evaluator alone: {r['evaluations_per_second']:.0f} evaluations/s of 10 rules afresh ({r['rule_evaluations_per_second']:.0f} rule evaluations/s); "
             f"{r['evaluations_per_second_memo']:.0f}/s as the gate evaluates (standing verdict, each call's own row added)",
             f"decision rows written: {r['decisions']}",
@@ -425,6 +474,9 @@ if __name__ == "__main__":
     p.add_argument("--eval-seconds", type=float, default=3.0)
     p.add_argument("--json", action="store_true")
     p.add_argument("--profile", action="store_true", help="cProfile (thread CPU) of gate.check on the enforce replica")
+    p.add_argument("--blocks", type=int, default=2, help="blocks of -n calls per side for the CPU per call")
+    p.add_argument("--settle", type=float, default=1.0, help="seconds after each block whose CPU it counts (deferred work)")
+    p.add_argument("--gc-freeze", action="store_true", help="gc.freeze() once the window is built (an experiment)")
     add_durability_argument(p)
     a = p.parse_args()
     result = asyncio.run(main(a))

@@ -57,11 +57,37 @@ async def test_decisions_published_before_a_crash_reach_the_table(enforce_stack:
     await eventually(landed, within=30)
 
 
-async def test_a_redelivered_decision_batch_lands_once(enforce_stack: Instance) -> None:
-    from loom_policy.store.decisions import insert_batch
+async def test_a_flush_larger_than_one_message_lands_whole(enforce_stack: Instance, nats_server: NatsServer) -> None:
+    """A flush of more rows than one JetStream message carries (max_payload, 1 MB by default)
+    goes out as several batches: published whole, it was refused on every pass and never landed."""
+    from loom_core.bus import connect_bus
+    from loom_policy.store.decisions import DecisionWriter
 
     org = unique("org")
-    row = {
+    bus = await connect_bus(nats_server.url, name="big-flush")
+    try:
+        writer = DecisionWriter(store=enforce_stack.runtime.store, flush_interval=3600, bus=bus)
+        rules = "[" + ",".join(f'["rule-{i}","allow",false,"{"x" * 300}"]' for i in range(10)) + "]"
+        n = 1_000
+        assert n * len(rules) > bus.nc.max_payload
+        for i in range(n):
+            writer.record(lambda i=i: {**_row(org), "request_id": f"req-{i}", "rules": rules})
+        await writer.flush()
+        assert writer._buf == []  # every batch was taken
+    finally:
+        await bus.close()
+
+    async def landed() -> bool:
+        rows = await enforce_stack.runtime.store.query(
+            "SELECT uniqExact(request_id) AS n, count() AS c FROM {db}.policy_decisions WHERE org = {org:String}", {"org": org}
+        )
+        return int(rows[0]["n"]) == n and int(rows[0]["c"]) == n
+
+    await eventually(landed, within=60)
+
+
+def _row(org: str) -> dict[str, object]:
+    return {
         "ts": "2026-11-30 12:00:00.000000",
         "org": org,
         "namespace": "ns",
@@ -82,6 +108,13 @@ async def test_a_redelivered_decision_batch_lands_once(enforce_stack: Instance) 
         "errors": "[]",
         "rules": "[]",
     }
+
+
+async def test_a_redelivered_decision_batch_lands_once(enforce_stack: Instance) -> None:
+    from loom_policy.store.decisions import insert_batch
+
+    org = unique("org")
+    row = _row(org)
     store = enforce_stack.runtime.store
     await insert_batch(store, [row], "batch-" + org)
     await insert_batch(store, [row], "batch-" + org)  # the consumer's redelivery of the same batch

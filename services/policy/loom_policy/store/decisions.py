@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 TABLE = "{db}.policy_decisions"
 MAX_BUFFER = 100_000
 RENDER_CHUNK = 16
+# Room in a message for the batch's id and the JSON around its rows.
+PAYLOAD_HEADROOM = 1024
 
 
 class DecisionWriter:
@@ -58,25 +60,59 @@ class DecisionWriter:
         pending, self._buf = self._buf, []
         if not pending:
             return
+        rows: list[dict[str, Any]] = []
         try:
-            rows = []
             for i, row in enumerate(pending):
                 rows.append(row() if callable(row) else row)
                 if i % RENDER_CHUNK == RENDER_CHUNK - 1:
                     await asyncio.sleep(0)  # render in slices: calls in flight are not held up
-            await self._ship(rows)
         except BaseException:
-            # a failed insert, or a cancellation (stop) mid-render or mid-insert: the batch goes
-            # back to the buffer (rendering is repeatable) for the next pass or stop's last flush
-            self._buf[:0] = pending
+            # a cancellation (stop) mid-render: what is rendered goes back rendered, the rest as it was
+            self._buf[:0] = [*rows, *pending[len(rows) :]]
+            raise
+        sent = 0
+        try:
+            for batch, encoded in self._batches(rows):
+                await self._ship(batch, encoded)
+                sent += len(batch)
+        except BaseException:
+            # a failed publish or insert, or a cancellation: the batches not yet shipped go back
+            # to the front of the buffer (already rendered) for the next pass or stop's last flush
+            self._buf[:0] = rows[sent:]
             raise
 
-    async def _ship(self, rows: list[dict[str, Any]]) -> None:
+    def _batches(self, rows: list[dict[str, Any]]) -> list[tuple[list[dict[str, Any]], list[bytes]]]:
+        """Rows in batches one message each can carry (each row encoded once): a JetStream
+        message is at most the server's max_payload (1 MB by default), and a batch of many rows
+        with their per-rule JSON can be larger (1,000 rows of ten rules are ~2.5 MB): published
+        whole, it was refused on every pass and never landed. Straight into the store: one batch."""
+        if self.bus is None:
+            return [(rows, [])]
+        limit = int(self.bus.nc.max_payload or 1 << 20) - PAYLOAD_HEADROOM
+        batches: list[tuple[list[dict[str, Any]], list[bytes]]] = []
+        batch: list[dict[str, Any]] = []
+        encoded: list[bytes] = []
+        size = 0
+        for row in rows:
+            data = json.dumps(row, default=str, separators=(",", ":")).encode()
+            if batch and size + len(data) + 1 > limit:
+                batches.append((batch, encoded))
+                batch, encoded, size = [], [], 0
+            batch.append(row)
+            encoded.append(data)
+            size += len(data) + 1
+        if batch:
+            batches.append((batch, encoded))
+        return batches
+
+    async def _ship(self, rows: list[dict[str, Any]], encoded: list[bytes]) -> None:
         batch_id = uuid.uuid4().hex
         if self.bus is not None:
-            payload = json.dumps({"id": batch_id, "rows": rows}, default=str, separators=(",", ":")).encode()
-            await self.bus.js.publish(DECISIONS_SUBJECT, payload, headers={"Nats-Msg-Id": batch_id})
-            return
+            payload = b'{"id":"%s","rows":[%s]}' % (batch_id.encode(), b",".join(encoded))
+            if len(payload) <= self.bus.nc.max_payload or self.store is None:
+                await self.bus.js.publish(DECISIONS_SUBJECT, payload, headers={"Nats-Msg-Id": batch_id})
+                return
+            # A lone row past what a message carries (rules with very large values): straight in.
         await insert_batch(self.store, rows, batch_id)
 
     async def stop(self) -> None:
@@ -99,8 +135,9 @@ class DecisionWriter:
                 await self.flush()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - keep the loop alive
+            except Exception:  # noqa: BLE001 - keep the loop alive; the rows are retried an interval later
                 log.warning("policy decisions: flush failed")
+                await asyncio.sleep(self.flush_interval)
 
 
 async def insert_batch(store: Store, rows: list[dict[str, Any]], batch_id: str) -> None:
