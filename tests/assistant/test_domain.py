@@ -379,3 +379,11 @@ def test_one_answer_whose_calls_carried_its_token_resets_the_misses() -> None:
     p.observe(tool_calls=1, rows_under_token=1, now=0)
     p.observe(tool_calls=1, rows_under_token=0, now=0)
     assert MISSES > 1 and not p.off(0) and p.misses == 1
+
+
+def test_a_ledgered_call_parses_its_json_arguments_once() -> None:
+    call = LedgerCall.of({"op": "task.get", "ok": 1, "out_hits": "2", "args": '{"task_id": "t-42", "limit": 5}', "namespace": "main"})
+    assert (call.op, call.ok, call.out_hits, call.namespace) == ("task.get", True, 2, "main")
+    assert call.args == {"task_id": "t-42", "limit": "5"}
+    assert LedgerCall.of({"op": "task.get", "ok": 0, "args": "not json"}).args == {}
+    assert LedgerCall.of({"op": "task.get", "ok": 0, "args": '["a list"]'}).args == {}
