@@ -21,13 +21,13 @@ COLUMNS = {
     "memory_type": "decision",
     "tags": ["decision:db"],
     "pinned": 1,
-    "attested_hash": "",
+    "attested_hash": "",  # never attested
     "status": "active",
     "conflicts": ["decisions/other"],
     "reinforcements": "3",
     "files": ["core/ledger.py"],
-    "source_resource_id": "",
-    "source_class": "",
+    "source_resource_id": "knowledge:main/design.md#db",
+    "source_class": "design-doc",
     "op": "decision.record",
     "actor": "user:ada",
     "run_id": "run-1",
@@ -41,6 +41,21 @@ def test_a_row_types_the_store_s_columns_once() -> None:
     assert (row.version, row.reinforcements, row.pinned) == (12, 3, True)
     assert row.tags == ("decision:db",) and row.conflicts == ("decisions/other",) and row.files == ("core/ledger.py",)
     assert row.ident == Ident("planner", "ada", "s1") and row.live
+
+
+def test_each_field_is_its_own_column() -> None:
+    typed = {
+        **COLUMNS,
+        "version": 12,
+        "reinforcements": 3,
+        "pinned": True,
+        "tags": ("decision:db",),
+        "conflicts": ("decisions/other",),
+        "files": ("core/ledger.py",),
+    }
+    row = MemoryRow.of(COLUMNS)
+    for f in dataclasses.fields(row):
+        assert getattr(row, f.name) == typed[f.name], f.name
 
 
 def test_what_a_write_inserts_reads_back_as_the_same_row() -> None:

@@ -84,9 +84,7 @@ class MemoryOps:
         vec = await self.r.d.embedder.embed_one(excerpt(query))
         tags = [tag] if tag else []
         candidates = max(limit * 5, 50)
-        hits: builtins.list[Scored] = await self.r.vectors.nearest(
-            ctx.org, ctx.namespace, vec, memory_type=memory_type, tags=tags, limit=candidates
-        )
+        hits = await self.r.vectors.nearest(ctx.org, ctx.namespace, vec, memory_type=memory_type, tags=tags, limit=candidates)
         names = named_identifiers(query)
         if names:
             hits += await self.mem.naming(ctx.org, ctx.namespace, names, vec, memory_type=memory_type, tags=tags)
