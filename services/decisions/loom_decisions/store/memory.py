@@ -14,6 +14,8 @@ from loom_core.store import Store
 from loom_core.store.batched import BatchedInserts
 from loom_core.store.where import Where
 
+from ..domain.ranking import Searched
+
 ROWS = "{db}.memory_rows"
 VECTORS = "{db}.memory_vectors"
 DELETES = "{db}.memory_version_deletes"
@@ -39,20 +41,10 @@ def ident_of(row: Mapping[str, Any]) -> Ident:
     return Ident(str(row["agent"]), str(row["user"]), str(row["session"]))
 
 
-class RowView(Protocol):
+class RowView(Searched, Protocol):
     """What a search hit's readers read of a row: a MemoryRow, or the vector cache's entry of a
     decision row (service/vector_index.py), which holds no more than this."""
 
-    @property
-    def key(self) -> str: ...
-    @property
-    def agent(self) -> str: ...
-    @property
-    def user(self) -> str: ...
-    @property
-    def session(self) -> str: ...
-    @property
-    def value(self) -> str: ...
     @property
     def tags(self) -> Collection[str]: ...
     @property
