@@ -1,10 +1,7 @@
 import { Loom } from '@loom-coord/sdk';
 
-const loom = new Loom({
-  baseUrl: process.env.LOOM_URL ?? 'http://127.0.0.1:8080',
-  token: process.env.LOOM_TOKEN,
-  namespace: () => process.env.LOOM_NAMESPACE,
-});
+// LOOM_URL, LOOM_TOKEN, LOOM_ORG and LOOM_NAMESPACE from the environment; 'first-call' labels the calls.
+const loom = Loom.fromEnv('first-call');
 
 const me = await loom.auth.whoami();
 console.log(`${me.subject} of ${me.org}: ${me.role}`);

@@ -1,11 +1,7 @@
 import { Loom } from '@loom-coord/sdk';
 
-const loom = new Loom({
-  baseUrl: process.env.LOOM_URL ?? 'http://127.0.0.1:8080',
-  token: process.env.LOOM_TOKEN,
-  namespace: () => process.env.LOOM_NAMESPACE,
-  agent: 'greeter',
-});
+// LOOM_URL, LOOM_TOKEN, LOOM_ORG and LOOM_NAMESPACE from the environment; 'greeter' labels the calls.
+const loom = Loom.fromEnv('greeter');
 
 // An inbox the worker owns, and a task posted to it.
 await loom.inbox.register({ inbox: 'greetings', owner_agent: 'greeter' });

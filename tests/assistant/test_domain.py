@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from loom_assistant.domain import caller, checks, citations, definition, history, names, opsets, pricing, steps
 from loom_assistant.domain.citations import Checked, Citation
+from loom_assistant.domain.ledger import LedgerCall
 from loom_assistant.domain.support import ABSTENTION, RUN_ROWS_CUT, Call, Calls, Support, cut_run, decide
 from loom_assistant.domain.token_path import HOLD_S, MISSES, TokenPath
 from loom_assistant.plane import load_definition
@@ -111,7 +112,7 @@ def test_a_cut_run_does_not_see_citable_data_past_its_first_200_rows() -> None:
 
 
 def test_steps_of_a_cut_run_are_its_first_200_rows() -> None:
-    rows = [{"op": "auth.whoami", "ok": True}] * RUN_ROWS_CUT + [{"op": "help.search", "ok": True}]
+    rows = [LedgerCall("auth.whoami", True)] * RUN_ROWS_CUT + [LedgerCall("help.search", True)]
     kept, cut = cut_run(rows)
     got = steps.steps_of(kept)
     assert cut and len(got) == RUN_ROWS_CUT and {s.op for s in got} == {"auth.whoami"}
@@ -181,20 +182,20 @@ def test_sql_citation_verifies_by_digest_against_the_answers_insights_query_rows
     from loom_core.chain.ledger import digest
 
     c = citations.parse("```sql\nSELECT 1;\n```")[0]
-    ran = [{"op": "insights.query", "ok": True, "args": {"sql": digest("SELECT 1")}}]
+    ran = [LedgerCall.of({"op": "insights.query", "ok": 1, "args": f'{{"sql": "{digest("SELECT 1")}"}}'})]
     assert checks.sql(c, ran).verified
     assert (
-        checks.sql(c, [{"op": "insights.query", "ok": True, "args": '{"sql_digest": "sha256:nope"}'}]).reason
+        checks.sql(c, [LedgerCall.of({"op": "insights.query", "ok": 1, "args": '{"sql_digest": "sha256:nope"}'})]).reason
         == citations.REASON_SQL_NOT_RUN
     )
-    assert not checks.sql(c, [{"op": "insights.query", "ok": False, "args": {"sql": digest("SELECT 1")}}]).verified
+    assert not checks.sql(c, [LedgerCall("insights.query", False, args={"sql": digest("SELECT 1")})]).verified
 
 
 def test_task_citation_verifies_when_a_task_call_of_the_answer_named_it() -> None:
     c = citations.parse("[task:t-42]")[0]
-    assert checks.task(c, [{"op": "task.get", "ok": True, "args": {"task_id": "t-42"}}]).verified
-    assert not checks.task(c, [{"op": "task.get", "ok": False, "args": {"task_id": "t-42"}}]).verified
-    assert not checks.task(c, [{"op": "grants.list", "ok": True, "args": {"x": "t-42"}}]).verified
+    assert checks.task(c, [LedgerCall("task.get", True, args={"task_id": "t-42"})]).verified
+    assert not checks.task(c, [LedgerCall("task.get", False, args={"task_id": "t-42"})]).verified
+    assert not checks.task(c, [LedgerCall("grants.list", True, args={"x": "t-42"})]).verified
 
 
 def test_help_citation_takes_help_verify_s_answer() -> None:
@@ -210,7 +211,7 @@ def test_help_citation_takes_help_verify_s_answer() -> None:
 
 
 def test_steps_use_fixed_words_per_op_and_skip_other_ops() -> None:
-    rows = [{"op": "memory.search", "ok": False}, {"op": "task.create", "ok": True}, {"op": "namespace.audit", "ok": True}]
+    rows = [LedgerCall("memory.search", False), LedgerCall("task.create", True), LedgerCall("namespace.audit", True)]
     assert [s.wire() for s in steps.steps_of(rows)] == [
         {"op": "memory.search", "text": "Couldn't search memories", "ok": False},
         {"op": "namespace.audit", "text": "Read the audit", "ok": True},
@@ -378,3 +379,11 @@ def test_one_answer_whose_calls_carried_its_token_resets_the_misses() -> None:
     p.observe(tool_calls=1, rows_under_token=1, now=0)
     p.observe(tool_calls=1, rows_under_token=0, now=0)
     assert MISSES > 1 and not p.off(0) and p.misses == 1
+
+
+def test_a_ledgered_call_parses_its_json_arguments_once() -> None:
+    call = LedgerCall.of({"op": "task.get", "ok": 1, "out_hits": "2", "args": '{"task_id": "t-42", "limit": 5}', "namespace": "main"})
+    assert (call.op, call.ok, call.out_hits, call.namespace) == ("task.get", True, 2, "main")
+    assert call.args == {"task_id": "t-42", "limit": "5"}
+    assert LedgerCall.of({"op": "task.get", "ok": 0, "args": "not json"}).args == {}
+    assert LedgerCall.of({"op": "task.get", "ok": 0, "args": '["a list"]'}).args == {}

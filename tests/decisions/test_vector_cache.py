@@ -32,7 +32,7 @@ async def keys_near(cache: VectorCache, org: str, ns: str, text: str, limit: int
     from loom_core.embedding import shared_local_model
 
     vec = shared_local_model().encode([text])[0]
-    return [row["key"] for row, _ in await cache.nearest(org, ns, [float(x) for x in vec], memory_type="decision", limit=limit)]
+    return [row.key for row, _ in await cache.nearest(org, ns, [float(x) for x in vec], memory_type="decision", limit=limit)]
 
 
 @pytest.mark.parametrize("search", ["exact", "hnsw"])
@@ -81,7 +81,7 @@ async def test_another_replicas_writes_arrive_with_a_refresh_and_superseded_vers
     await other.refresh(org, ns, other._spaces[(org, ns)])
     for c in (cache, other):
         found = await c.nearest(org, ns, [0.0] * 383 + [1.0], memory_type="decision", limit=25)
-        assert [row["key"] for row, _ in found].count(rec["memory_key"]) <= 1
+        assert [row.key for row, _ in found].count(rec["memory_key"]) <= 1
     got = (await a.ok("decision.precedents", query=question, limit=3))["precedents"]
     assert got[0]["memory_key"] == rec["memory_key"] and got[0]["outcome"] == "MessageBird"
     # Precedents' cache-only answer: rows and records as both replicas now hold them.
@@ -93,14 +93,14 @@ async def test_another_replicas_writes_arrive_with_a_refresh_and_superseded_vers
         served = await c.nearest_decisions(org, ns, vec, limit=3)
         assert served is not None
         hits, records = served
-        assert hits[0][0]["key"] == rec["memory_key"] and "MessageBird" in hits[0][0]["value"]
+        assert hits[0][0].key == rec["memory_key"] and "MessageBird" in hits[0][0].value
         assert records[rec["memory_key"]]["outcome"] == "MessageBird"
     # Retired on this replica: gone from its cache at once, from the other's after a refresh.
     await a.ok("memory.delete", memory_key=rec["memory_key"])
     await other.refresh(org, ns, other._spaces[(org, ns)])
     for c in (cache, other):
         served = await c.nearest_decisions(org, ns, vec, limit=3)
-        assert served is not None and rec["memory_key"] not in [row["key"] for row, _ in served[0]]
+        assert served is not None and rec["memory_key"] not in [row.key for row, _ in served[0]]
         assert c._spaces[(org, ns)].records[rec["memory_key"]]["status"] == "tombstoned"
     await other.stop()
 

@@ -23,6 +23,8 @@ export interface ClientOptions {
   baseUrl?: string;
   /** A bearer token; leave unset to call with the browser's session cookie. */
   token?: string;
+  /** The org the token belongs to, sent as X-Loom-Org (a token of another org is refused). */
+  org?: string;
   /** The session's CSRF token, sent as X-Loom-CSRF on every POST made with the cookie. */
   csrfToken?: () => string | undefined;
   /** The X-Loom-Namespace header: the namespace an op runs in when its arguments name none. */
@@ -91,7 +93,7 @@ export class LoomClient {
   /** The headers every request carries: the token or the session's CSRF token, namespace, agent. */
   headers(method: 'GET' | 'POST', namespace?: string): Record<string, string> {
     const headers: Record<string, string> = {};
-    const { token, csrfToken, agent } = this.opts;
+    const { token, csrfToken, agent, org } = this.opts;
     if (token) {
       headers.Authorization = `Bearer ${token}`;
       // Calls made with a token are the SDK's (the ledger's transport `sdk`); the dashboard's stay `rest`.
@@ -101,6 +103,7 @@ export class LoomClient {
     if (csrf) headers['X-Loom-CSRF'] = csrf;
     const ns = namespace ?? this.opts.namespace?.();
     if (ns) headers['X-Loom-Namespace'] = ns;
+    if (org) headers['X-Loom-Org'] = org;
     if (agent) headers['X-Loom-Agent'] = agent;
     return headers;
   }

@@ -25,6 +25,28 @@ export class Loom extends LoomClient {
     this.assistant = new AssistantClient(this);
   }
 
+  /**
+   * A client set up from a Node process's environment, as Loom's docs and examples run (the
+   * Python SDK's `Agent.from_env`): `LOOM_ORG` and `LOOM_NAMESPACE` (both required),
+   * `LOOM_TOKEN` (the token `loom admin bootstrap` prints) and `LOOM_URL` (else
+   * `http://127.0.0.1:8080`). `agent` is the X-Loom-Agent label; an option given in
+   * `overrides` wins over the environment. Throws an Error naming the missing variable; where
+   * there is no `process.env` (a browser) every variable is missing, so pass what you need.
+   */
+  static fromEnv(agent: string, overrides: ClientOptions = {}): Loom {
+    const env = processEnv();
+    const org = overrides.org ?? required(env, 'LOOM_ORG', 'org');
+    const namespace = overrides.namespace ?? constant(required(env, 'LOOM_NAMESPACE', 'namespace'));
+    return new Loom({
+      baseUrl: env.LOOM_URL || 'http://127.0.0.1:8080',
+      ...(env.LOOM_TOKEN ? { token: env.LOOM_TOKEN } : {}),
+      ...overrides,
+      org,
+      namespace,
+      agent,
+    });
+  }
+
   /** Pull, work and finish an inbox's tasks one at a time until `opts.signal` aborts. */
   worker(opts: WorkerOptions, handler: TaskHandler): Promise<void> {
     return runWorker(this, opts, handler);
@@ -34,4 +56,22 @@ export class Loom extends LoomClient {
   subscribe(opts: SubscribeOptions = {}): AsyncGenerator<TaskEvent> {
     return subscribe(this, opts);
   }
+}
+
+type Env = Record<string, string | undefined>;
+
+/** `process.env` in Node (read through globalThis: the SDK also runs where `process` is not defined). */
+function processEnv(): Env {
+  const proc = (globalThis as { process?: { env?: Env } }).process;
+  return proc?.env ?? {};
+}
+
+function required(env: Env, variable: string, what: string): string {
+  const value = env[variable];
+  if (!value) throw new Error(`${variable} is not set: Loom.fromEnv needs the ${what} to call in`);
+  return value;
+}
+
+function constant(value: string): () => string {
+  return () => value;
 }

@@ -15,50 +15,50 @@ from .code_handlers import CodeHandlers
 from .service.blocks import BlockOps
 from .service.code_index import CodeIndex
 from .service.decisions import DecisionOps
-from .service.memory import MemoryOps
+from .service.memory import MemoryOps, ReadRow
 from .service.rollback import Rollback
 from .service.rows import Rows, iso
 from .service.unified_search import UnifiedSearch
+from .store.memory import MemoryRow
 
 
-def _row_msg(row: dict[str, Any]) -> mpb.MemoryRow:
+def _row_msg(row: MemoryRow, read: ReadRow | None = None) -> mpb.MemoryRow:
+    """A row as the ops that read rows answer it; memory.get's `read` adds the lock and feedback."""
     return mpb.MemoryRow(
-        key=row["key"],
-        value=row["value"],
-        version=int(row["version"]),
-        tags=list(row["tags"]),
-        memory_type=row["memory_type"],
-        pinned=bool(row["pinned"]),
-        memory_id=row["memory_id"],
-        agent_id=row["agent"],
-        user_id=row["user"],
-        session_id=row["session"],
-        attestation=row.get("attestation", ""),
-        locked=bool(row.get("locked", False)),
-        status=row["status"],
-        conflicts=list(row["conflicts"]),
-        reinforcements=int(row["reinforcements"]),
-        credits=int(row.get("credits", 0)),
-        charges=int(row.get("charges", 0)),
-        files=list(row["files"]),
-        source_resource_id=row["source_resource_id"],
-        source_class=row["source_class"],
-        value_hash=row["value_hash"],
-        updated_time=iso(str(row["ts"])),
-        op=row["op"],
+        key=row.key,
+        value=row.value,
+        version=row.version,
+        tags=row.tags,
+        memory_type=row.memory_type,
+        pinned=row.pinned,
+        memory_id=row.memory_id,
+        agent_id=row.agent,
+        user_id=row.user,
+        session_id=row.session,
+        attestation=row.attestation,
+        locked=read is not None and read.locked,
+        status=row.status,
+        conflicts=row.conflicts,
+        reinforcements=row.reinforcements,
+        credits=read.credits if read is not None else 0,
+        charges=read.charges if read is not None else 0,
+        files=row.files,
+        source_resource_id=row.source_resource_id,
+        source_class=row.source_class,
+        value_hash=row.value_hash,
+        updated_time=iso(row.ts),
+        op=row.op,
     )
 
 
-def _write_msg(row: dict[str, Any]) -> mpb.MemoryWriteResponse:
-    from .service.rows import attestation
-
+def _write_msg(row: MemoryRow) -> mpb.MemoryWriteResponse:
     return mpb.MemoryWriteResponse(
-        key=row["key"],
-        version=int(row["version"]),
-        memory_id=row["memory_id"],
-        pinned=bool(row["pinned"]),
-        attestation=attestation(row),
-        value_hash=row["value_hash"],
+        key=row.key,
+        version=row.version,
+        memory_id=row.memory_id,
+        pinned=row.pinned,
+        attestation=row.attestation,
+        value_hash=row.value_hash,
     )
 
 
@@ -167,7 +167,8 @@ class DecisionHandlers(CodeHandlers):
         return mpb.RecordHistoryResponse(records=_record_msgs(await self._decisions.record_history(ctx, req.memory_key)))
 
     async def get_memory(self, req: mpb.GetMemoryRequest, ctx: CallContext) -> mpb.MemoryRow:
-        return _row_msg(await self._memory.get(ctx, req.memory_key, req.agent_id, req.user_id, req.session_id))
+        read = await self._memory.get(ctx, req.memory_key, req.agent_id, req.user_id, req.session_id)
+        return _row_msg(read.row, read)
 
     async def list_memory(self, req: mpb.ListMemoryRequest, ctx: CallContext) -> mpb.ListMemoryResponse:
         rows = await self._memory.list(ctx, req.memory_type, req.tag, req.prefix, req.limit)
@@ -181,14 +182,14 @@ class DecisionHandlers(CodeHandlers):
             weak=weak,
             hits=[
                 mpb.SearchHit(
-                    key=r["key"],
+                    key=r.key,
                     score=round(s, 6),
-                    value=r["value"],
-                    memory_type=r["memory_type"],
-                    tags=list(r["tags"]),
-                    agent_id=r["agent"],
-                    pinned=bool(r["pinned"]),
-                    version=int(r["version"]),
+                    value=r.value,
+                    memory_type=r.memory_type,
+                    tags=r.tags,
+                    agent_id=r.agent,
+                    pinned=r.pinned,
+                    version=r.version,
                 )
                 for r, s in hits
             ],

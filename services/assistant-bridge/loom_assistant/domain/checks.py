@@ -3,23 +3,11 @@ answer's exposure rows, its ledger rows, a help.verify answer."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import citations as cit
-
-
-def row_args(row: Mapping[str, Any]) -> dict[str, str]:
-    a = row.get("args")
-    if isinstance(a, str):
-        try:
-            a = json.loads(a)
-        except ValueError:
-            return {}
-    if not isinstance(a, Mapping):
-        return {}
-    return {str(k): str(v) for k, v in a.items()}
+from .ledger import LedgerCall
 
 
 def memory(c: cit.Citation, exposed_keys: Iterable[str]) -> cit.Checked:
@@ -29,22 +17,21 @@ def memory(c: cit.Citation, exposed_keys: Iterable[str]) -> cit.Checked:
     return cit.Checked(c, ok, "" if ok else cit.REASON_MEMORY_NOT_RETURNED)
 
 
-def sql(c: cit.Citation, rows: Iterable[Mapping[str, Any]]) -> cit.Checked:
+def sql(c: cit.Citation, rows: Iterable[LedgerCall]) -> cit.Checked:
     """Verified when the block's digest is the statement digest of an insights.query call
     ledgered in this answer."""
     want = cit.sql_digests(c.text)
     for r in rows:
-        if r.get("op") == "insights.query" and r.get("ok"):
-            args = row_args(r)
-            if {args.get("sql", ""), args.get("sql_digest", ""), args.get("out_sql_digest", ""), str(r.get("sql_digest", ""))} & want:
-                return cit.Checked(c, True)
+        digests = {r.args.get("sql", ""), r.args.get("sql_digest", ""), r.args.get("out_sql_digest", "")}
+        if r.op == "insights.query" and r.ok and digests & want:
+            return cit.Checked(c, True)
     return cit.Checked(c, False, cit.REASON_SQL_NOT_RUN)
 
 
-def task(c: cit.Citation, rows: Iterable[Mapping[str, Any]]) -> cit.Checked:
+def task(c: cit.Citation, rows: Iterable[LedgerCall]) -> cit.Checked:
     """Verified when a task call of this answer named the task and succeeded."""
     for r in rows:
-        if str(r.get("op", "")).startswith("task.") and r.get("ok") and c.ref in row_args(r).values():
+        if r.op.startswith("task.") and r.ok and c.ref in r.args.values():
             return cit.Checked(c, True)
     return cit.Checked(c, False, cit.REASON_TASK_NOT_RETURNED)
 

@@ -3,9 +3,11 @@ from the answer's own ledger rows. Display only: never decides the label."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from .ledger import LedgerCall
 
 # op -> (done, failed or refused)
 WORDS: dict[str, tuple[str, str]] = {
@@ -51,14 +53,12 @@ class Step:
         return {"op": self.op, "text": self.text, "ok": self.ok}
 
 
-def steps_of(rows: Iterable[Mapping[str, Any]]) -> list[Step]:
+def steps_of(calls: Iterable[LedgerCall]) -> list[Step]:
     """Steps from ledger rows, oldest first; a row of an op with no words is no step."""
     out: list[Step] = []
-    for r in rows:
-        op = str(r.get("op", ""))
-        words = WORDS.get(op)
+    for c in calls:
+        words = WORDS.get(c.op)
         if words is None:
             continue
-        ok = bool(r.get("ok"))
-        out.append(Step(op, words[0] if ok else words[1], ok))
+        out.append(Step(c.op, words[0] if c.ok else words[1], c.ok))
     return out

@@ -16,6 +16,7 @@ from loom_core.store import Store
 from ..domain import checks, opsets
 from ..domain import citations as cit
 from ..domain import names as names_mod
+from ..domain.ledger import LedgerCall
 from ..domain.steps import Step, steps_of
 from ..domain.support import RUN_ROWS_CUT, Call, Calls, OpKind, Support, cut_run, decide
 from ..store import ledger
@@ -75,7 +76,7 @@ class Checker:
         cites = cit.parse(text)
         checked_list, past = cit.split_checked(cites)
         unknown = names_mod.unknown(text, ops=self.op_names, settings=self.setting_names, docs_text=self.docs_text)
-        calls_task: asyncio.Task[tuple[Calls, list[dict[str, Any]]] | None] | None = None
+        calls_task: asyncio.Task[tuple[Calls, list[LedgerCall]] | None] | None = None
         if run_id and (streamed or not cites):
             calls_task = asyncio.create_task(self._calls(scope, run_id, stop_early=not streamed, expected=tool_calls))
         try:
@@ -84,7 +85,7 @@ class Checker:
             checked = [cit.Checked(c, False, cit.REASON_COULD_NOT_RUN, undecided=True) for c in checked_list]
         checked += [cit.Checked(c, False, cit.REASON_PAST_LIMIT, undecided=True) for c in past]
         calls: Calls | None = None
-        rows: list[dict[str, Any]] | None = None
+        rows: list[LedgerCall] | None = None
         if calls_task is not None:
             got = await calls_task
             if got is not None:
@@ -102,25 +103,23 @@ class Checker:
             v.steps_cut = calls is not None and calls.cut
         return v
 
-    async def _calls(
-        self, scope: AnswerScope, run_id: str, *, stop_early: bool, expected: int
-    ) -> tuple[Calls, list[dict[str, Any]]] | None:
+    async def _calls(self, scope: AnswerScope, run_id: str, *, stop_early: bool, expected: int) -> tuple[Calls, list[LedgerCall]] | None:
         """Read once, and again after the ledger's wait until the rows of the tool calls
         LibreChat reported have landed (a whole answer stops at a citable op's data), within
         three seconds together; a late row is not seen."""
         kinds = opsets.kinds()
 
-        async def read() -> tuple[Calls, list[dict[str, Any]]]:
+        async def read() -> tuple[Calls, list[LedgerCall]]:
             await self.flush()
             rows = await ledger.run_rows(self.store, org=scope.org, run_id=run_id, subject=scope.subject, limit=RUN_ROWS_CUT + 1)
             kept, cut = cut_run(rows)
-            calls = [Call(str(r["op"]), bool(r["ok"]), opsets.found(int(r["out_hits"]))) for r in kept]
+            calls = [Call(r.op, r.ok, opsets.found(r.out_hits)) for r in kept]
             return Calls(calls, cut=cut, kinds=kinds), kept
 
-        def citable_found(got: tuple[Calls, list[dict[str, Any]]]) -> bool:
+        def citable_found(got: tuple[Calls, list[LedgerCall]]) -> bool:
             return any(c.ok and c.found and kinds.get(c.op) == OpKind.CITABLE for c in got[0].calls)
 
-        async def until_landed() -> tuple[Calls, list[dict[str, Any]]]:
+        async def until_landed() -> tuple[Calls, list[LedgerCall]]:
             got = await read()
             if stop_early and citable_found(got):
                 return got
@@ -242,12 +241,9 @@ class _SharedReads:
             fut = self._reads[(kind, attempt)] = asyncio.ensure_future(make())
         return fut
 
-    async def _run_rows(self) -> list[dict[str, Any]]:
+    async def _run_rows(self) -> list[LedgerCall]:
         s = self._scope
-        rows: list[dict[str, Any]] = await ledger.run_rows(
-            self._checker.store, org=s.org, run_id=self._run_id, subject=s.subject, limit=RUN_ROWS_CUT
-        )
-        return rows
+        return await ledger.run_rows(self._checker.store, org=s.org, run_id=self._run_id, subject=s.subject, limit=RUN_ROWS_CUT)
 
     async def _exposed(self) -> _Read:
         began = time.monotonic()

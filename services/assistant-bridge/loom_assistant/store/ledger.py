@@ -3,34 +3,36 @@ the live rows before the run id is known, and the namespace's assistant spend to
 
 from __future__ import annotations
 
-from typing import Any
-
 from loom_core.chain.interceptor import ANSWER_CONSUMER as CONSUMER
 from loom_core.store import Store
+
+from ..domain.ledger import LedgerCall
 
 ANSWER_OP = "assistant.ask"
 _COLS = "ts, op, ok, out_hits, args, namespace"
 
 
-async def run_rows(store: Store, *, org: str, run_id: str, subject: str, limit: int) -> list[dict[str, Any]]:
+async def run_rows(store: Store, *, org: str, run_id: str, subject: str, limit: int) -> list[LedgerCall]:
     """The answer's calls by its run, its caller's subject and the answer's consumer, with no
     namespace filter (a refused call is ledgered under another namespace), oldest first."""
-    return await store.query(
+    rows = await store.query(
         f"SELECT {_COLS} FROM {{db}}.agent_events WHERE org = {{org:String}} AND run_id = {{run:String}}"
         " AND subject = {sub:String} AND consumer = {consumer:String} ORDER BY ts LIMIT {lim:UInt32}",
         {"org": org, "run": run_id, "sub": subject, "consumer": CONSUMER, "lim": limit},
     )
+    return [LedgerCall.of(r) for r in rows]
 
 
-async def live_rows(store: Store, *, org: str, namespace: str, subject: str, since_s: float, limit: int) -> list[dict[str, Any]]:
+async def live_rows(store: Store, *, org: str, namespace: str, subject: str, since_s: float, limit: int) -> list[LedgerCall]:
     """Before the run id is known: the caller's answer calls in the namespace since the second
     before the answer started."""
-    return await store.query(
+    rows = await store.query(
         f"SELECT {_COLS} FROM {{db}}.agent_events WHERE org = {{org:String}} AND namespace = {{ns:String}}"
         " AND subject = {sub:String} AND consumer = {consumer:String} AND ts >= fromUnixTimestamp64Micro({since:Int64})"
         " ORDER BY ts LIMIT {lim:UInt32}",
         {"org": org, "ns": namespace, "sub": subject, "consumer": CONSUMER, "since": int((since_s - 1) * 1e6), "lim": limit},
     )
+    return [LedgerCall.of(r) for r in rows]
 
 
 async def spent_today(store: Store, *, org: str, namespace: str) -> float:

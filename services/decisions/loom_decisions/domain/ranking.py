@@ -11,26 +11,44 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol, TypeVar
 
 from loom_core import ranking
 
 
-def fuse(query: str, hits: Sequence[tuple[dict[str, Any], float]], limit: int) -> tuple[list[tuple[dict[str, Any], float]], bool]:
+class Searched(Protocol):
+    """What ranking reads of a row: who it is and what it says."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def agent(self) -> str: ...
+    @property
+    def user(self) -> str: ...
+    @property
+    def session(self) -> str: ...
+    @property
+    def value(self) -> str: ...
+
+
+RowT = TypeVar("RowT", bound=Searched)
+
+
+def fuse(query: str, hits: Sequence[tuple[RowT, float]], limit: int) -> tuple[list[tuple[RowT, float]], bool]:
     """(row, fused score) best first, at most `limit`, each row once; and whether the result is
     weak (no row names an identifier the query names and the best cosine is under the floor)."""
     names = [n.lower() for n in ranking.named_identifiers(query)]
     words = ranking.query_words(query)
-    by_row: dict[tuple[str, str, str, str], tuple[dict[str, Any], float]] = {}
+    by_row: dict[tuple[str, str, str, str], tuple[RowT, float]] = {}
     for row, cosine in hits:
-        ident = (row["key"], row["agent"], row["user"], row["session"])
+        ident = (row.key, row.agent, row.user, row.session)
         if ident not in by_row or by_row[ident][1] < cosine:
             by_row[ident] = (row, cosine)
     rows = list(by_row.values())
-    lexical = {i: ranking.word_coverage(words, row["value"]) for i, (row, _) in enumerate(rows)}
+    lexical = {i: ranking.word_coverage(words, row.value) for i, (row, _) in enumerate(rows)}
     dense = {i: cosine for i, (_, cosine) in enumerate(rows)}
     fused = ranking.convex(lexical, dense)
-    named = {i for i, (row, _) in enumerate(rows) if names and any(n in row["value"].lower() for n in names)}
+    named = {i for i, (row, _) in enumerate(rows) if names and any(n in row.value.lower() for n in names)}
     ranked = ranking.exact_first(fused, named, limit)
     best = max((dense[i] for _, i in ranked), default=None)
     return [(rows[i][0], score) for score, i in ranked], ranking.weak(best, bool(named & {i for _, i in ranked}))

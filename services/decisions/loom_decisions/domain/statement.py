@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 SCENARIO_MAX = 2000
@@ -170,7 +171,7 @@ def decision_tags(caller_tags: list[str] | tuple[str, ...], category: str, stage
     return out
 
 
-def stage_of(tags: list[str] | tuple[str, ...], realized: str = "") -> str:
+def stage_of(tags: Collection[str], realized: str = "") -> str:
     """A decision's stage, read from its row's tags; a decision whose outcome is recorded reads as decided."""
     if realized:
         return "decided"

@@ -4,8 +4,8 @@ the call's run, which decision.outcome credits when the decision says it used th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from loom_api.decisions.v1 import memory_pb2 as mpb
 from loom_core.chain import CallContext
@@ -15,7 +15,7 @@ from loom_core.store.base import parse_ch_time
 from ..domain.blocks import FileRow, PackRow, for_file_block, for_file_rank, pack_block, tokens
 from ..domain.files import file_matches
 from ..domain.statement import CATEGORY_TAG_PREFIX, excerpt, stage_of
-from ..store.memory import Ident, ident_of
+from ..store.memory import Ident, MemoryRow
 from .rows import Rows, iso
 
 PACK_CANDIDATES = 200
@@ -28,15 +28,15 @@ class BlockOps:
         self.mem = rows.mem
         self.dec = rows.dec
 
-    async def _writer_rows_only(self, org: str, ns: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def _writer_rows_only(self, org: str, ns: str, rows: list[MemoryRow]) -> list[MemoryRow]:
         """Decision rows count while their key's active record is theirs; another identity's row
         under the key was superseded, and a retired record's row is no decision to heed."""
-        recs = await self.dec.current_many(org, ns, [r["key"] for r in rows if r["memory_type"] == "decision"])
+        recs = await self.dec.current_many(org, ns, [r.key for r in rows if r.memory_type == "decision"])
         out = []
         for r in rows:
-            if r["memory_type"] == "decision":
-                rec = recs.get(r["key"])
-                if rec is None or rec["status"] != "active" or Ident(rec["agent"], rec["user"], rec["session"]) != ident_of(r):
+            if r.memory_type == "decision":
+                rec = recs.get(r.key)
+                if rec is None or rec["status"] != "active" or Ident(rec["agent"], rec["user"], rec["session"]) != r.ident:
                     continue
             out.append(r)
         return out
@@ -48,22 +48,22 @@ class BlockOps:
         ceiling = max_chars or self.r.d.settings.memory_for_file_max_chars
         if ceiling < 200:
             raise invalid_field("max_chars", "at least 200")
-        rows = [r for r in await self.mem.live_naming_files(org, ns) if any(file_matches(f, path) for f in r["files"])]
-        rows = [r for r in rows if _repo_ok(r["tags"], repo) and (include_conflicted or not r["conflicts"])]
+        rows = [r for r in await self.mem.live_naming_files(org, ns) if any(file_matches(f, path) for f in r.files)]
+        rows = [r for r in rows if _repo_ok(r.tags, repo) and (include_conflicted or not r.conflicts)]
         rows = await self._writer_rows_only(org, ns, rows)
         now = datetime.now(UTC)
         pairs = sorted(
             (
                 (
                     FileRow(
-                        key=r["key"],
-                        memory_type=r["memory_type"],
-                        value=r["value"],
-                        tags=tuple(r["tags"]),
-                        pinned=bool(r["pinned"]),
-                        actor=r["actor"],
-                        age_seconds=max(0.0, (now - parse_ch_time(str(r["ts"]))).total_seconds()),
-                        conflicts=tuple(r["conflicts"]),
+                        key=r.key,
+                        memory_type=r.memory_type,
+                        value=r.value,
+                        tags=tuple(r.tags),
+                        pinned=bool(r.pinned),
+                        actor=r.actor,
+                        age_seconds=max(0.0, (now - parse_ch_time(str(r.ts))).total_seconds()),
+                        conflicts=tuple(r.conflicts),
                     ),
                     r,
                 )
@@ -82,11 +82,11 @@ class BlockOps:
                 source_changed=fr.source_changed,
                 constraint=fr.constraint,
                 conflicts=list(fr.conflicts),
-                agent_id=row["agent"],
-                actor=row["actor"],
-                updated_time=iso(str(row["ts"])),
-                version=int(row["version"]),
-                files=list(row["files"]),
+                agent_id=row.agent,
+                actor=row.actor,
+                updated_time=iso(str(row.ts)),
+                version=int(row.version),
+                files=list(row.files),
             )
             for (fr, row), how in zip(pairs, shown, strict=True)
         ]
@@ -111,22 +111,22 @@ class BlockOps:
                 index_min_rows=self.r.d.settings.memory_vector_index_min_rows,
             )
             # Scores rounded so float noise between embedding batches cannot reorder a tie; the key breaks it.
-            rows = [r for r, _ in sorted(hits, key=lambda rs: (-round(rs[1], 6), rs[0]["key"]))]
+            rows = [r for r, _ in sorted(hits, key=lambda rs: (-round(rs[1], 6), rs[0].key))]
         else:
             rows = await self.mem.live_heads(org, ns, memory_type="decision", tag=tags[0] if tags else "", limit=PACK_CANDIDATES)
-            rows = sorted(rows, key=lambda r: (0 if "constraint" in r["tags"] else 1, 0 if r["pinned"] else 1, _neg_ts(r), r["key"]))
+            rows = sorted(rows, key=lambda r: (0 if "constraint" in r.tags else 1, 0 if r.pinned else 1, _neg_ts(r), r.key))
         rows = await self._writer_rows_only(org, ns, rows)
-        recs = await self.dec.current_many(org, ns, [r["key"] for r in rows])
+        recs = await self.dec.current_many(org, ns, [r.key for r in rows])
         decisions = []
         for r in rows:
-            rec = recs[r["key"]]
+            rec = recs[r.key]
             decisions.append(
                 PackRow(
-                    key=r["key"],
+                    key=r.key,
                     scenario=rec["scenario"],
                     outcome=rec["outcome"],
                     reasoning=rec["reasoning"],
-                    stage=stage_of(r["tags"], rec["realized_outcome"]),
+                    stage=stage_of(r.tags, rec["realized_outcome"]),
                     realized=rec["realized_outcome"],
                 )
             )
@@ -141,11 +141,11 @@ class BlockOps:
         )
 
 
-def _repo_ok(tags: list[str], repo: str) -> bool:
+def _repo_ok(tags: Sequence[str], repo: str) -> bool:
     """A row tagged for repositories is read by a session in one of them; an untagged row by every session."""
     repos = [t[len(REPO_TAG_PREFIX) :] for t in tags if t.startswith(REPO_TAG_PREFIX)]
     return not repos or repo in repos
 
 
-def _neg_ts(row: dict[str, Any]) -> float:
-    return -parse_ch_time(str(row["ts"])).timestamp()
+def _neg_ts(row: MemoryRow) -> float:
+    return -parse_ch_time(row.ts).timestamp()

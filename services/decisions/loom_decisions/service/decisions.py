@@ -16,7 +16,7 @@ from ..domain.calibration import Calibration, Scored, calibrate
 from ..domain.files import detect_files
 from ..domain.keys import MissingIdentity, decision_key
 from ..domain.statement import CATEGORY_TAG_PREFIX, PROPOSED_TAG, STAGES, DecisionText, LimitExceeded, decision_tags, excerpt, stage_of
-from ..store.memory import Ident
+from ..store.memory import Ident, MemoryRow, RowView
 from .rows import RowChanges, Rows, record_row
 
 PRECEDENTS_MAX = 25
@@ -121,12 +121,12 @@ class DecisionOps:
 
         async with self.r.key_lock(org, ns, key):
             mine, rec = await asyncio.gather(self.mem.own(org, ns, key, ident), self.dec.current(org, ns, key))
-            own = mine.head
-            own_live = own is not None and own["status"] == "active"
+            own: MemoryRow | None = mine.head
+            own_live = own is not None and own.status == "active"
             rec_active = rec is not None and rec["status"] == "active"
             rec_is_own = rec_active and rec is not None and Ident(rec["agent"], rec["user"], rec["session"]) == ident
-            restated = own_live and own is not None and own["value"] == statement and own["memory_type"] == "decision"
-            if own_live and own is not None and own["pinned"] and not restated:
+            restated = own_live and own is not None and own.value == statement and own.memory_type == "decision"
+            if own_live and own is not None and own.pinned and not restated:
                 raise Conflict(
                     ErrorCode.PINNED_CONFLICT,
                     "the writer's decision row is pinned; an admin unpins it with memory.unpin first",
@@ -146,7 +146,7 @@ class DecisionOps:
             }
             base = own if own_live else None
             if restated and own is not None:
-                row_fields["reinforcements"] = int(own["reinforcements"]) + 1
+                row_fields["reinforcements"] = own.reinforcements + 1
             row = await self.r.append(
                 org, ns, ctx, base, key=key, ident=ident, op="decision.record", embedding=vec, top=mine.top, **row_fields
             )
@@ -170,7 +170,7 @@ class DecisionOps:
                     influenced_by=influenced_by,
                     memories_used=list(dict.fromkeys(k for k in req.memories_used if k.strip())),
                     run_id=req.run_id or ctx.run_id,
-                    files=row_fields["files"],
+                    files=list(row_fields["files"]),
                     source_resource_id=row_fields["source_resource_id"],
                     source_class=row_fields["source_class"],
                     tags=tags,
@@ -187,7 +187,7 @@ class DecisionOps:
             conflicts=conflicts,
             stage=stage,
             statement=statement,
-            version=row["version"],
+            version=row.version,
         )
 
     # --- the record alone
@@ -254,25 +254,26 @@ class DecisionOps:
         below_floor = False
         while True:
             cached = await self.r.vectors.nearest_decisions(org, ns, vec, tags=tags, limit=fetch)
+            hits: list[tuple[RowView, float]]
             if cached is not None:
                 hits, recs = cached
             else:
-                hits = await self.r.vectors.nearest(org, ns, vec, memory_type="decision", tags=tags, limit=fetch)
-                recs = await self.dec.current_many(org, ns, [row["key"] for row, _ in hits])
+                hits = list(await self.r.vectors.nearest(org, ns, vec, memory_type="decision", tags=tags, limit=fetch))
+                recs = await self.dec.current_many(org, ns, [row.key for row, _ in hits])
             out = []
             seen: set[str] = set()
             for row, score in hits:
                 if score < floor:  # hits come closest first: the rest are further still
                     below_floor = True
                     break
-                rec = recs.get(row["key"])
-                if rec is None or rec["status"] != "active" or row["key"] in seen:
+                rec = recs.get(row.key)
+                if rec is None or rec["status"] != "active" or row.key in seen:
                     continue
-                if Ident(rec["agent"], rec["user"], rec["session"]) != Ident(row["agent"], row["user"], row["session"]):
+                if Ident(rec["agent"], rec["user"], rec["session"]) != Ident(row.agent, row.user, row.session):
                     continue  # another identity's row: the record is its writer's
                 if with_outcome_only and not rec["realized_outcome"]:
                     continue
-                seen.add(row["key"])
+                seen.add(row.key)
                 out.append(_precedent(rec, row, score))
                 if len(out) == limit:
                     break
@@ -326,7 +327,7 @@ class DecisionOps:
             node = dpb.ChainNode(memory_key=k, hops=h, is_decision=rec is not None and rec["status"] == "active")
             if node.is_decision and rec is not None:
                 row = await self.mem.head(org, ns, k, Ident(rec["agent"], rec["user"], rec["session"]))
-                node.stage = stage_of(row["tags"] if row else [], rec["realized_outcome"])
+                node.stage = stage_of(row.tags if row else [], rec["realized_outcome"])
                 node.category, node.scenario = rec["category"], rec["scenario"]
                 node.outcome, node.realized_outcome = rec["outcome"], rec["realized_outcome"]
             nodes.append(node)
@@ -344,7 +345,7 @@ class DecisionOps:
             raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no active decision under this key", {"memory_key": key})
         writer = Ident(rec["agent"], rec["user"], rec["session"])
         read = await self.mem.head(org, ns, key, writer)
-        if read is None or read["status"] != "active":
+        if read is None or read.status != "active":
             raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "the decision's row is not live", {"memory_key": key})
         try:
             text = DecisionText.checked(
@@ -362,16 +363,16 @@ class DecisionOps:
         moved = Conflict(ErrorCode.PRECONDITION_FAILED, "the decision changed during the call; call again", {"memory_key": key})
         async with self.r.conditional_write(org, ns, key, ctx.request_id), self.r.key_lock(org, ns, key):
             row = await self.mem.head(org, ns, key, writer)
-            if row is None or int(row["version"]) != int(read["version"]) or row["value_hash"] != read["value_hash"]:
+            if row is None or row.version != read.version or row.value_hash != read.value_hash:
                 raise moved
             if not await self._record_unmoved(org, ns, key, rec):
                 raise moved
-            tags = [t for t in row["tags"] if t != PROPOSED_TAG and not t.startswith(CATEGORY_TAG_PREFIX)]
+            tags = [t for t in row.tags if t != PROPOSED_TAG and not t.startswith(CATEGORY_TAG_PREFIX)]
             tags = decision_tags(tags, rec["category"], "decided")
-            restated = row["value"] == statement
-            changes: RowChanges = {"value": statement, "tags": tags, "pinned": int(read["pinned"])}
+            restated = row.value == statement
+            changes: RowChanges = {"value": statement, "tags": tags, "pinned": read.pinned}
             if restated:
-                changes["reinforcements"] = int(row["reinforcements"]) + 1
+                changes["reinforcements"] = row.reinforcements + 1
             new_row = await self.r.append(org, ns, ctx, row, key=key, ident=writer, op="decision.outcome", embedding=vec, **changes)
             await self.r.store_chunks(org, ns, new_row)
             if not await self._record_unmoved(org, ns, key, rec):
@@ -397,7 +398,7 @@ class DecisionOps:
             success=verdict,
             stage="decided",
             statement=statement,
-            version=new_row["version"],
+            version=new_row.version,
             credited=credited,
             charged=charged,
             uncredited=uncredited,
@@ -467,11 +468,11 @@ def _calibration_row(c: Calibration) -> dpb.CalibrationRow:
     )
 
 
-def _precedent(rec: dict[str, Any], row: dict[str, Any], score: float) -> dpb.Precedent:
+def _precedent(rec: dict[str, Any], row: RowView, score: float) -> dpb.Precedent:
     return dpb.Precedent(
         memory_key=rec["key"],
         score=round(score, 6),
-        stage=stage_of(row["tags"], rec["realized_outcome"]),
+        stage=stage_of(row.tags, rec["realized_outcome"]),
         category=rec["category"],
         scenario=rec["scenario"],
         outcome=rec["outcome"],
@@ -480,8 +481,8 @@ def _precedent(rec: dict[str, Any], row: dict[str, Any], score: float) -> dpb.Pr
         realized_outcome=rec["realized_outcome"],
         success=None if rec["success"] is None else bool(rec["success"]),
         confidence=rec["confidence"],
-        statement=row["value"],
+        statement=row.value,
         agent_id=rec["agent"],
         recorded_time=rec["recorded_at"],
-        conflicts=list(row["conflicts"]),
+        conflicts=list(row.conflicts),
     )

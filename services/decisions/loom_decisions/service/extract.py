@@ -19,7 +19,7 @@ context bound (the command runs with none, as the operator).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,14 +53,14 @@ from ..domain.decision_extract import (
     windows,
 )
 from ..domain.statement import DecisionText, excerpt, stage_of
-from ..store.memory import Ident, ident_of
+from ..store.memory import Ident, MemoryRow
 from .blocks import REPO_TAG_PREFIX
 from .code_index import CodeIndex
 from .decisions import DecisionOps
 from .extract_repo import Placement, cited_rows, earlier_run_refusal, resolve_names
 from .llm import ChatModel, ModelError
 from .memory import MemoryOps
-from .rows import Rows, attestation
+from .rows import Rows
 
 MAX_PER_SECTION = 3
 STORED_FETCH = 500
@@ -91,12 +91,12 @@ class Report:
 
 @dataclass
 class _Stored:
-    row: dict[str, Any]
+    row: MemoryRow
     rec: dict[str, Any]
 
     @property
     def frozen(self) -> bool:
-        return bool(self.row["pinned"]) or attestation(self.row) == "current"
+        return self.row.pinned or self.row.attestation == "current"
 
     @property
     def acted_on(self) -> bool:
@@ -175,7 +175,7 @@ class Extractor:
         read_ok = 0
         read_texts: list[str] = []
         lost = 0
-        stored_list = [(k, st.row["value"]) for k, st in list(stored.items())[: s.memory_decision_extract_known_max]]
+        stored_list = [(k, st.row.value) for k, st in list(stored.items())[: s.memory_decision_extract_known_max]]
         for wi, win in enumerate(wins, start=1):
             text = win.text(title)
             try:
@@ -247,20 +247,20 @@ class Extractor:
 
     async def _document_row(self, org: str, ns: str, key: str) -> str | None:
         heads = await self.r.mem.heads(org, ns, key)
-        live = [h for h in heads if h["status"] == "active" and h["memory_type"] == "document"]
-        return str(live[0]["value"]) if live else None
+        live = [h for h in heads if h.status == "active" and h.memory_type == "document"]
+        return live[0].value if live else None
 
-    async def _decision_rows(self, org: str, ns: str) -> list[dict[str, Any]]:
+    async def _decision_rows(self, org: str, ns: str) -> list[MemoryRow]:
         return await self.r.mem.live_heads(org, ns, memory_type="decision", tag=DESIGN_DOC_TAG, limit=STORED_FETCH)
 
-    async def _stored(self, org: str, ns: str, rows: list[dict[str, Any]]) -> dict[str, _Stored]:
+    async def _stored(self, org: str, ns: str, rows: list[MemoryRow]) -> dict[str, _Stored]:
         """The extractor's own live decision rows citing the document (`rows`), by key, whose key's active record is theirs."""
-        recs = await self.r.dec.current_many(org, ns, [r["key"] for r in rows])
+        recs = await self.r.dec.current_many(org, ns, [r.key for r in rows])
         out: dict[str, _Stored] = {}
         for r in rows:
-            rec = recs.get(r["key"])
-            if rec is not None and rec["status"] == "active" and Ident(rec["agent"], rec["user"], rec["session"]) == ident_of(r):
-                out[r["key"]] = _Stored(r, rec)
+            rec = recs.get(r.key)
+            if rec is not None and rec["status"] == "active" and Ident(rec["agent"], rec["user"], rec["session"]) == r.ident:
+                out[r.key] = _Stored(r, rec)
         return out
 
     @staticmethod
@@ -283,7 +283,7 @@ class Extractor:
         candidates, in every window; it counts as gone only when every second check agrees (a
         check that fails gives no verdict)."""
         rep.say(f"{len(gone)} stored decision(s) look gone: read once more without candidates")
-        listed = [(k, stored[k].row["value"]) for k in sorted(gone) if k in stored]
+        listed = [(k, stored[k].row.value) for k in sorted(gone) if k in stored]
         agree = dict.fromkeys(gone, 0)
         for text in texts:
             try:
@@ -313,10 +313,8 @@ class Extractor:
         st = stored.get(c.key)
         self._touched.add(c.key)
         found = await resolve_names(self.code, ctx.org, self.place, c.quotes())
-        if found.index_failed and st is not None:
-            files = list(st.row["files"])  # the code index could not be read: the row keeps its files
-        else:
-            files = list(dict.fromkeys([*files_from_quotes(c), *found.files]))
+        # When the code index could not be read, the row keeps its files.
+        files = list(st.row.files) if found.index_failed and st is not None else list(dict.fromkeys([*files_from_quotes(c), *found.files]))
         if found.index_failed:
             rep.failed(
                 f"{c.key}: the code index could not be read for a name; "
@@ -341,11 +339,11 @@ class Extractor:
             await self._record(ctx, rep, body, apply, f"{c.key}: new ({c.stage})")
             return
         if st.frozen or st.acted_on:
-            why = "pinned" if st.row["pinned"] else ("attested" if st.frozen else "its outcome is recorded")
+            why = "pinned" if st.row.pinned else ("attested" if st.frozen else "its outcome is recorded")
             if c.key in gone:
                 await self._tag(ctx, rep, st, add=True, apply=apply, why=f"no longer stated, {why}")
                 rep.say(f"{c.key}: body for a maintainer: {_json(body)}")
-            elif SOURCE_CHANGED_TAG in st.row["tags"]:
+            elif SOURCE_CHANGED_TAG in st.row.tags:
                 await self._tag(ctx, rep, st, add=False, apply=apply, why="stated again")
             else:
                 rep.say(f"{c.key}: kept as it is ({why})")
@@ -357,14 +355,14 @@ class Extractor:
         # Still stated (or no verdict): the stored words stand; only row fields may change.
         stored_body = self._stored_body(st, body)
         if (
-            sorted(st.row["files"]) == sorted(stored_body.files)
-            and st.row["source_resource_id"] == stored_body.source_resource_id
-            and (CONSTRAINT_TAG in st.row["tags"]) == (CONSTRAINT_TAG in stored_body.tags)
-            and _repo_tags(st.row["tags"]) == _repo_tags(list(stored_body.tags))
+            sorted(st.row.files) == sorted(stored_body.files)
+            and st.row.source_resource_id == stored_body.source_resource_id
+            and (CONSTRAINT_TAG in st.row.tags) == (CONSTRAINT_TAG in stored_body.tags)
+            and _repo_tags(st.row.tags) == _repo_tags(list(stored_body.tags))
         ):
-            note = "" if stage_of(st.row["tags"]) == c.stage else f" (the document reads as {c.stage})"
+            note = "" if stage_of(st.row.tags) == c.stage else f" (the document reads as {c.stage})"
             rep.say(f"{c.key}: unchanged{note}")
-            if SOURCE_CHANGED_TAG in st.row["tags"]:
+            if SOURCE_CHANGED_TAG in st.row.tags:
                 await self._tag(ctx, rep, st, add=False, apply=apply, why="stated again")
             return
         await self._record(ctx, rep, stored_body, apply, f"{c.key}: re-recorded in its stored words (row fields changed)")
@@ -376,7 +374,7 @@ class Extractor:
         stored = dpb.RecordDecisionRequest()
         stored.CopyFrom(body)
         stored.category, stored.scenario, stored.outcome = rec["category"], rec["scenario"], rec["outcome"]
-        stored.reasoning, stored.stage = rec["reasoning"], stage_of(st.row["tags"], rec["realized_outcome"])
+        stored.reasoning, stored.stage = rec["reasoning"], stage_of(st.row.tags, rec["realized_outcome"])
         stored.ClearField("alternatives")
         stored.alternatives.extend(rec["alternatives"])
         return stored
@@ -397,8 +395,8 @@ class Extractor:
             index_min_rows=s.memory_vector_index_min_rows,
         )
         for row, score in hits:
-            if row["key"] != c.key and score >= s.decision_conflict_threshold and (row["pinned"] or attestation(row) == "current"):
-                return str(row["agent"]), str(row["key"])
+            if row.key != c.key and score >= s.decision_conflict_threshold and (row.pinned or row.attestation == "current"):
+                return row.agent, row.key
         return None
 
     async def _record(self, ctx: CallContext, rep: Report, body: dpb.RecordDecisionRequest, apply: bool, what: str) -> None:
@@ -417,13 +415,13 @@ class Extractor:
 
     async def _tag(self, ctx: CallContext, rep: Report, st: _Stored, *, add: bool, apply: bool, why: str) -> None:
         """Add or drop source-changed (and, under --into source, add the run's repo:<id> tag with it)."""
-        key = st.row["key"]
-        has = SOURCE_CHANGED_TAG in st.row["tags"]
+        key = st.row.key
+        has = SOURCE_CHANGED_TAG in st.row.tags
         if add == has:
             rep.say(f"{key}: {why}; already {'tagged' if has else 'untagged'} {SOURCE_CHANGED_TAG}")
             await self._link(ctx, rep, st, apply)
             return
-        tags = [*st.row["tags"], SOURCE_CHANGED_TAG] if add else [t for t in st.row["tags"] if t != SOURCE_CHANGED_TAG]
+        tags = [*st.row.tags, SOURCE_CHANGED_TAG] if add else [t for t in st.row.tags if t != SOURCE_CHANGED_TAG]
         tags = self._with_repo_tag(tags)
         verb = "tag" if add else "drop the tag"
         self._touched.add(key)
@@ -440,10 +438,10 @@ class Extractor:
 
     async def _link(self, ctx: CallContext, rep: Report, st: _Stored, apply: bool) -> None:
         """A row the run keeps as it is gains the run's repo:<id> tag by a tags-only write."""
-        key = st.row["key"]
-        tags = self._with_repo_tag(list(st.row["tags"]))
+        key = st.row.key
+        tags = self._with_repo_tag(list(st.row.tags))
         self._touched.add(key)
-        if tags == list(st.row["tags"]):
+        if tags == list(st.row.tags):
             return
         if not apply:
             rep.say(f"{key}: would tag {self.place.repo_tag}")
@@ -458,9 +456,9 @@ class Extractor:
             await self._link(ctx, rep, stored[key], apply)
 
     async def _write_tags(self, ctx: CallContext, rep: Report, st: _Stored, tags: list[str], why: str) -> bool:
-        key = st.row["key"]
+        key = st.row.key
         try:
-            await self.memory.update_by_id(ctx, st.row["memory_id"], None, tags, st.row["value_hash"])
+            await self.memory.update_by_id(ctx, st.row.memory_id, None, tags, st.row.value_hash)
         except LoomError as exc:
             if exc.code == "PRECONDITION_FAILED":
                 rep.say(f"{key}: {why}: its value changed since it was read (a race the next run settles)")
@@ -483,11 +481,11 @@ class Extractor:
                 continue
             self._touched.add(key)
             if not apply:
-                rep.say(f"{key}: no longer stated: would delete it (memory.delete_version v{st.row['version']})")
+                rep.say(f"{key}: no longer stated: would delete it (memory.delete_version v{st.row.version})")
                 continue
-            args = {"memory_key": key, "version": str(st.row["version"])}
+            args = {"memory_key": key, "version": str(st.row.version)}
             try:
-                out = await self.memory.delete_version(ctx, key, int(st.row["version"]), ident_of(st.row))
+                out = await self.memory.delete_version(ctx, key, st.row.version, st.row.ident)
             except LoomError as exc:
                 self.audit(ctx, "memory.delete_version", args, str(exc.code))
                 rep.failed(f"{key}: no longer stated: the delete was refused ({exc.code})")
@@ -507,5 +505,5 @@ def _audited(body: dpb.RecordDecisionRequest) -> dict[str, str]:
     return {"category": body.category, "stage": body.stage, "source_resource_id": body.source_resource_id}
 
 
-def _repo_tags(tags: list[str]) -> set[str]:
+def _repo_tags(tags: Iterable[str]) -> set[str]:
     return {t for t in tags if t.startswith(REPO_TAG_PREFIX)}

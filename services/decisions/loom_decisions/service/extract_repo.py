@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from loom_core.errors import LoomError
 
 from ..domain.decision_extract import EXTRACTOR_AGENT, code_names, is_test_path, pull_requests
+from ..store.memory import MemoryRow
 from .blocks import REPO_TAG_PREFIX
 from .code_index import CodeIndex, Repository
 
@@ -75,12 +75,12 @@ async def place(code: CodeIndex, org: str, doc_ns: str, repo_arg: str, into: str
     return Placement(doc_ns, target, repo.trunk_namespace, repo, tag, others, indexed, own)
 
 
-def cited_rows(rows: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
+def cited_rows(rows: list[MemoryRow], prefix: str) -> list[MemoryRow]:
     """The extractor's rows that cite the document (their source_resource_id starts with `prefix`)."""
-    return [r for r in rows if r["agent"] == EXTRACTOR_AGENT and str(r["source_resource_id"]).startswith(prefix)]
+    return [r for r in rows if r.agent == EXTRACTOR_AGENT and r.source_resource_id.startswith(prefix)]
 
 
-async def earlier_run_refusal(code: CodeIndex, org: str, p: Placement, here: list[dict[str, Any]], elsewhere: dict[str, int]) -> str:
+async def earlier_run_refusal(code: CodeIndex, org: str, p: Placement, here: list[MemoryRow], elsewhere: dict[str, int]) -> str:
     """Why the run may not go on ('' when it may): this document's rows in another namespace a
     run may write them to (`elsewhere`: namespace -> how many), or rows here tagged for another
     repository."""
@@ -91,13 +91,13 @@ async def earlier_run_refusal(code: CodeIndex, org: str, p: Placement, here: lis
                 "run with the --repo and --into that wrote them, or delete them first (nothing written)"
             )
     for r in here:
-        for t in r["tags"]:
+        for t in r.tags:
             if t.startswith(REPO_TAG_PREFIX) and t != p.own_tag:
                 rid = t[len(REPO_TAG_PREFIX) :]
                 linked = await code.repo(org, rid)
                 who = f"{linked.owner}/{linked.name}" if linked is not None else rid
                 return (
-                    f"{r['key']} is linked to repository {who} ({t}): run with --repo {who} "
+                    f"{r.key} is linked to repository {who} ({t}): run with --repo {who} "
                     "(going on would link this document's decisions to the wrong repository; nothing written)"
                 )
     return ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,11 +20,24 @@ from loom_core.store import ch_time
 from ..domain.files import detect_files
 from ..domain.ranking import fuse
 from ..domain.statement import excerpt
-from ..store.memory import Ident, ident_of
-from .rows import LOCK_PREFIX, RowChanges, Rows, attestation, cosine, lease_key
+from ..store.memory import Ident, MemoryRow, ident_of
+from .rows import LOCK_PREFIX, RowChanges, Rows, cosine, lease_key
 
 MOVED_TAG_PREFIX = "moved-to:"
 SUPERSEDED_TAG_PREFIX = "superseded-by:"
+
+Scored = tuple[MemoryRow, float]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadRow:
+    """A row as memory.get answers it: with whether a memory.lock holds its key, and the
+    credits and charges decisions' outcomes gave it."""
+
+    row: MemoryRow
+    locked: bool
+    credits: int
+    charges: int
 
 
 class MemoryOps:
@@ -33,17 +47,17 @@ class MemoryOps:
 
     # --- reads
 
-    async def get(self, ctx: CallContext, key: str, agent_id: str = "", user_id: str = "", session_id: str = "") -> dict[str, Any]:
+    async def get(self, ctx: CallContext, key: str, agent_id: str = "", user_id: str = "", session_id: str = "") -> ReadRow:
         if not key:
             raise invalid_field("memory_key", "required")
         heads = await self.mem.heads(ctx.org, ctx.namespace, key)
         live = [
             h
             for h in heads
-            if h["status"] == "active"
-            and (not agent_id or h["agent"] == agent_id)
-            and (not user_id or h["user"] == user_id)
-            and (not session_id or h["session"] == session_id)
+            if h.status == "active"
+            and (not agent_id or h.agent == agent_id)
+            and (not user_id or h.user == user_id)
+            and (not session_id or h.session == session_id)
         ]
         if not live:
             raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no live row under this key", {"key": key})
@@ -51,25 +65,17 @@ class MemoryOps:
         await self.r.exposed(ctx, [key])
         return row
 
-    async def decorate(self, ctx: CallContext, row: dict[str, Any]) -> dict[str, Any]:
-        credits, charges = await self.mem.feedback(ctx.org, ctx.namespace, row["key"])
-        return {
-            **row,
-            "attestation": attestation(row),
-            "locked": await self.r.locked(ctx.org, ctx.namespace, row["key"]),
-            "credits": credits,
-            "charges": charges,
-        }
+    async def decorate(self, ctx: CallContext, row: MemoryRow) -> ReadRow:
+        credits, charges = await self.mem.feedback(ctx.org, ctx.namespace, row.key)
+        return ReadRow(row, await self.r.locked(ctx.org, ctx.namespace, row.key), credits, charges)
 
-    async def list(self, ctx: CallContext, memory_type: str, tag: str, prefix: str, limit: int) -> builtins.list[dict[str, Any]]:
+    async def list(self, ctx: CallContext, memory_type: str, tag: str, prefix: str, limit: int) -> builtins.list[MemoryRow]:
         limit = _bounded("limit", limit, 100, 500)
         rows = await self.mem.live_heads(ctx.org, ctx.namespace, memory_type=memory_type, tag=tag, prefix=prefix, limit=limit)
-        await self.r.exposed(ctx, [r["key"] for r in rows])
-        return [{**r, "attestation": attestation(r)} for r in rows]
+        await self.r.exposed(ctx, [r.key for r in rows])
+        return rows
 
-    async def search(
-        self, ctx: CallContext, query: str, memory_type: str, tag: str, limit: int
-    ) -> tuple[builtins.list[tuple[dict[str, Any], float]], bool]:
+    async def search(self, ctx: CallContext, query: str, memory_type: str, tag: str, limit: int) -> tuple[builtins.list[Scored], bool]:
         """Hybrid (domain/ranking.py): the rows, best first, with their fused scores; and whether
         the result is weak."""
         if not query.strip():
@@ -84,51 +90,49 @@ class MemoryOps:
             hits += await self.mem.naming(ctx.org, ctx.namespace, names, vec, memory_type=memory_type, tags=tags)
         hits = await self._with_chunks(ctx, vec, hits, memory_type, tag, candidates)
         ranked, weak = fuse(query, hits, limit)
-        await self.r.exposed(ctx, [row["key"] for row, _ in ranked])
+        await self.r.exposed(ctx, [row.key for row, _ in ranked])
         return ranked, weak
 
     async def _with_chunks(
         self,
         ctx: CallContext,
         vec: builtins.list[float],
-        hits: builtins.list[tuple[dict[str, Any], float]],
+        hits: builtins.list[Scored],
         memory_type: str,
         tag: str,
         limit: int,
-    ) -> builtins.list[tuple[dict[str, Any], float]]:
+    ) -> builtins.list[Scored]:
         """A long value's chunks are read too: a row scores its best of excerpt and chunks."""
-        best: dict[tuple[str, Ident], tuple[dict[str, Any], float]] = {(r["key"], ident_of(r)): (r, s) for r, s in hits}
+        best: dict[tuple[str, Ident], Scored] = {(r.key, r.ident): (r, s) for r, s in hits}
         for c in await self.mem.search_chunks(ctx.org, ctx.namespace, vec, limit * 2):
             score = 1.0 - float(c["d"])
             ident = ident_of(c)
             have = best.get((c["key"], ident))
             if have is not None:
-                if score > have[1] and have[0]["value_hash"] == c["value_hash"]:
+                if score > have[1] and have[0].value_hash == c["value_hash"]:
                     best[(c["key"], ident)] = (have[0], score)
                 continue
             row = await self.mem.head(ctx.org, ctx.namespace, c["key"], ident)
-            if row is None or row["status"] != "active" or row["value_hash"] != c["value_hash"]:
+            if row is None or row.status != "active" or row.value_hash != c["value_hash"]:
                 continue
-            if (memory_type and row["memory_type"] != memory_type) or (tag and tag not in row["tags"]):
+            if (memory_type and row.memory_type != memory_type) or (tag and tag not in row.tags):
                 continue
             best[(c["key"], ident)] = (row, score)
-        return sorted(best.values(), key=lambda rs: (-rs[1], rs[0]["key"]))[:limit]
+        return sorted(best.values(), key=lambda rs: (-rs[1], rs[0].key))[:limit]
 
     async def history(
         self, ctx: CallContext, key: str, agent_id: str, user_id: str, session_id: str
-    ) -> tuple[builtins.list[dict[str, Any]], builtins.list[dict[str, Any]]]:
+    ) -> tuple[builtins.list[MemoryRow], builtins.list[dict[str, Any]]]:
         versions = await self.mem.versions(ctx.org, ctx.namespace, key)
         versions = [
             v
             for v in versions
-            if (not agent_id or v["agent"] == agent_id)
-            and (not user_id or v["user"] == user_id)
-            and (not session_id or v["session"] == session_id)
+            if (not agent_id or v.agent == agent_id) and (not user_id or v.user == user_id) and (not session_id or v.session == session_id)
         ]
         records = await self.r.dec.history(ctx.org, ctx.namespace, key)
         if not versions and not records:
             raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "nothing was ever stored under this key", {"key": key})
-        return [{**v, "attestation": attestation(v)} for v in versions], records
+        return versions, records
 
     # --- the general write
 
@@ -151,9 +155,9 @@ class MemoryOps:
         ident = Ident(ctx.agent_label, ctx.user, ctx.session)
         async with self.r.key_lock(org, ns, key):
             own = await self.mem.own(org, ns, key, ident)
-            live = own.head if own.head is not None and own.head["status"] == "active" else None
-            restated = live is not None and live["value"] == value
-            if live is not None and live["pinned"] and not restated:
+            live = own.head if own.head is not None and own.head.status == "active" else None
+            restated = live is not None and live.value == value
+            if live is not None and live.pinned and not restated:
                 raise Conflict(
                     ErrorCode.PINNED_CONFLICT, "the writer's row is pinned; an admin unpins it with memory.unpin first", {"memory_key": key}
                 )
@@ -168,7 +172,7 @@ class MemoryOps:
             }
             emb = None
             if restated and live is not None:
-                changes["reinforcements"] = int(live["reinforcements"]) + 1
+                changes["reinforcements"] = int(live.reinforcements) + 1
             else:
                 emb = await self.r.d.embedder.embed_one(excerpt(value))
             row = await self.r.append(org, ns, ctx, live, key=key, ident=ident, op="memory.set", embedding=emb, top=own.top, **changes)
@@ -177,15 +181,15 @@ class MemoryOps:
         await self.r.publish_live(org, ns)
         return mpb.SetMemoryResponse(
             memory_key=key,
-            version=int(row["version"]),
-            memory_id=row["memory_id"],
+            version=int(row.version),
+            memory_id=row.memory_id,
             created=live is None,
             restated=restated,
-            pinned=bool(row["pinned"]),
-            attestation=attestation(row),
-            value_hash=row["value_hash"],
-            files=list(row["files"]),
-            reinforcements=int(row["reinforcements"]),
+            pinned=bool(row.pinned),
+            attestation=row.attestation,
+            value_hash=row.value_hash,
+            files=list(row.files),
+            reinforcements=int(row.reinforcements),
         )
 
     # --- deletes and restore
@@ -198,7 +202,7 @@ class MemoryOps:
             tomb = await self.r.append(org, ns, ctx, row, key=key, ident=ident, op="memory.delete", status="tombstoned")
             retired = await self.r.retire_if_writer(org, ns, key, ident, row)
         await self.r.publish_live(org, ns)
-        return mpb.DeleteMemoryResponse(deleted=True, retired_record=retired, version=tomb["version"])
+        return mpb.DeleteMemoryResponse(deleted=True, retired_record=retired, version=tomb.version)
 
     async def delete_version(self, ctx: CallContext, key: str, version: int, ident: Ident) -> mpb.DeleteMemoryResponse:
         org, ns = ctx.org, ctx.namespace
@@ -207,34 +211,34 @@ class MemoryOps:
         await self.r.refuse_if_locked(org, ns, key)
         async with self.r.key_lock(org, ns, key):
             versions = await self.mem.versions(org, ns, key, ident)
-            target = next((v for v in versions if int(v["version"]) == version), None)
-            if target is None or target["status"] != "active":
+            target = next((v for v in versions if int(v.version) == version), None)
+            if target is None or target.status != "active":
                 raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no such live version of this row", {"key": key, "version": version})
             head = versions[0]
             retired = False
             out_version = version
-            if int(head["version"]) == version:
+            if int(head.version) == version:
                 # The live version goes: the row is tombstoned (and the writer's record retired).
                 tomb = await self.r.append(org, ns, ctx, head, key=key, ident=ident, op="memory.delete_version", status="tombstoned")
-                out_version = tomb["version"]
+                out_version = tomb.version
                 retired = await self.r.retire_if_writer(org, ns, key, ident, head)
             await self.mem.delete_version(org, ns, key, ident, version, ch_time())
         await self.r.publish_live(org, ns)
         return mpb.DeleteMemoryResponse(deleted=True, retired_record=retired, version=out_version)
 
-    async def restore(self, ctx: CallContext, key: str, ident: Ident) -> dict[str, Any]:
+    async def restore(self, ctx: CallContext, key: str, ident: Ident) -> MemoryRow:
         """Revive a deleted row with its last live value; a retired record stays retired."""
         org, ns = ctx.org, ctx.namespace
         async with self.r.key_lock(org, ns, key):
             versions = await self.mem.versions(org, ns, key, ident)
             if not versions:
                 raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no row under this key and identity", {"key": key})
-            if versions[0]["status"] == "active":
+            if versions[0].status == "active":
                 raise Conflict(ErrorCode.PRECONDITION_FAILED, "the row is live; nothing to restore", {"key": key}, retry=False)
-            last = next((v for v in versions if v["status"] == "active"), None)
+            last = next((v for v in versions if v.status == "active"), None)
             if last is None:
                 raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no live version left to restore", {"key": key})
-            emb = await self.mem.embedding_of(org, ns, key, ident, int(last["version"]))
+            emb = await self.mem.embedding_of(org, ns, key, ident, int(last.version))
             row = await self.r.append(org, ns, ctx, last, key=key, ident=ident, op="memory.restore", embedding=emb, status="active")
         await self.r.publish_live(org, ns)
         return row
@@ -256,14 +260,28 @@ class MemoryOps:
         row = await self.r.live_head(org, ns, key, ident)
         async with self.r.key_lock(org, ns, to_key):
             there = await self.mem.head(org, ns, to_key, ident)
-            if there is not None and there["status"] == "active":
+            if there is not None and there.status == "active":
                 raise Conflict(ErrorCode.PRECONDITION_FAILED, "the identity already has a live row under to_key", {"to_key": to_key})
-            emb = await self.mem.embedding_of(org, ns, key, ident, int(row["version"]))
-            tags = [t for t in row["tags"] if not t.startswith(("decision:", MOVED_TAG_PREFIX))]
-            moved_type = "note" if row["memory_type"] == "decision" else row["memory_type"]
-            fields = {k: row[k] for k in ("value", "files", "source_resource_id", "source_class", "pinned", "attested_hash")}
+            emb = await self.mem.embedding_of(org, ns, key, ident, int(row.version))
+            tags = [t for t in row.tags if not t.startswith(("decision:", MOVED_TAG_PREFIX))]
+            moved_type = "note" if row.memory_type == "decision" else row.memory_type
             new = await self.r.append(
-                org, ns, ctx, None, key=to_key, ident=ident, op="memory.move", embedding=emb, memory_type=moved_type, tags=tags, **fields
+                org,
+                ns,
+                ctx,
+                None,
+                key=to_key,
+                ident=ident,
+                op="memory.move",
+                embedding=emb,
+                memory_type=moved_type,
+                tags=tags,
+                value=row.value,
+                files=row.files,
+                source_resource_id=row.source_resource_id,
+                source_class=row.source_class,
+                pinned=row.pinned,
+                attested_hash=row.attested_hash,
             )
             await self.r.store_chunks(org, ns, new)
         retired = False
@@ -271,7 +289,7 @@ class MemoryOps:
             async with self.r.key_lock(org, ns, key):
                 head = await self.r.live_head(org, ns, key, ident)
                 await self.r.append(
-                    org, ns, ctx, head, key=key, ident=ident, op="memory.move", tags=[*head["tags"], MOVED_TAG_PREFIX + to_key]
+                    org, ns, ctx, head, key=key, ident=ident, op="memory.move", tags=[*head.tags, MOVED_TAG_PREFIX + to_key]
                 )
         else:
             retired = (await self.delete(ctx, key, ident)).retired_record
@@ -279,7 +297,7 @@ class MemoryOps:
         return mpb.MoveMemoryResponse(
             memory_key=key,
             to_key=to_key,
-            version=int(new["version"]),
+            version=int(new.version),
             kept_redirect=keep_redirect,
             retired_record=retired,
         )
@@ -292,18 +310,18 @@ class MemoryOps:
         locked: builtins.list[str] = []
         while True:
             rows = await self.mem.live_heads(org, ns, memory_type=memory_type, prefix=prefix, limit=500)
-            rows = [r for r in rows if r["key"] not in locked]
+            rows = [r for r in rows if r.key not in locked]
             if not rows:
                 break
             for row in rows:
-                key = row["key"]
+                key = row.key
                 if await self.r.locked(org, ns, key):
                     locked.append(key)
                     continue
                 async with self.r.key_lock(org, ns, key):
-                    head = await self.mem.head(org, ns, key, ident_of(row))
-                    if head is not None and head["status"] == "active":
-                        await self.r.append(org, ns, ctx, head, key=key, ident=ident_of(row), op="memory.clear", status="tombstoned")
+                    head = await self.mem.head(org, ns, key, row.ident)
+                    if head is not None and head.status == "active":
+                        await self.r.append(org, ns, ctx, head, key=key, ident=row.ident, op="memory.clear", status="tombstoned")
                         cleared += 1
         await self.r.publish_live(org, ns)
         return mpb.ClearMemoryResponse(cleared=cleared, locked=sorted(set(locked)))
@@ -340,14 +358,14 @@ class MemoryOps:
             raise Conflict(
                 ErrorCode.PRECONDITION_FAILED, "a pair needs two keys: keep_key and drop_key are the same", {"keep_key": keep_key}
             )
-        kept = [h for h in await self.mem.heads(org, ns, keep_key) if h["status"] == "active"]
+        kept = [h for h in await self.mem.heads(org, ns, keep_key) if h.status == "active"]
         if not kept:
             raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no live row under keep_key", {"keep_key": keep_key})
         if ident is None:
-            live = [h for h in await self.mem.heads(org, ns, drop_key) if h["status"] == "active"]
+            live = [h for h in await self.mem.heads(org, ns, drop_key) if h.status == "active"]
             if not live:
                 raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no live row under drop_key", {"drop_key": drop_key})
-            ident = ident_of(live[0])
+            ident = live[0].ident
         await self.r.refuse_if_locked(org, ns, drop_key)
         async with self.r.key_lock(org, ns, drop_key):
             row = await self.r.live_head(org, ns, drop_key, ident)
@@ -355,12 +373,12 @@ class MemoryOps:
             retired = await self.r.retire_if_writer(org, ns, drop_key, ident, row)
         async with self.r.key_lock(org, ns, keep_key):
             for h in kept:
-                if drop_key in h["conflicts"]:
-                    head = await self.r.live_head(org, ns, keep_key, ident_of(h))
-                    conflicts = [c for c in head["conflicts"] if c != drop_key]
-                    await self.r.append(org, ns, ctx, head, key=keep_key, ident=ident_of(h), op="memory.dedup_resolve", conflicts=conflicts)
+                if drop_key in h.conflicts:
+                    head = await self.r.live_head(org, ns, keep_key, h.ident)
+                    conflicts = [c for c in head.conflicts if c != drop_key]
+                    await self.r.append(org, ns, ctx, head, key=keep_key, ident=h.ident, op="memory.dedup_resolve", conflicts=conflicts)
         await self.r.publish_live(org, ns)
-        return mpb.DedupResolveResponse(kept=keep_key, dropped=drop_key, version=int(tomb["version"]), retired_record=retired)
+        return mpb.DedupResolveResponse(kept=keep_key, dropped=drop_key, version=int(tomb.version), retired_record=retired)
 
     async def auto_supersede(self, ctx: CallContext, key: str, by_key: str) -> mpb.AutoSupersedeResponse:
         """The conflict resolver's retirement of one of a close decision pair: the key's writer
@@ -378,11 +396,11 @@ class MemoryOps:
                 if rec is None or rec["status"] != "active"
                 else await self.mem.head(org, ns, k, Ident(rec["agent"], rec["user"], rec["session"]))
             )
-            if row is None or row["status"] != "active" or row["memory_type"] != "decision":
+            if row is None or row.status != "active" or row.memory_type != "decision":
                 raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no active decision under this key", {"memory_key": k})
             pair.append(row)
-        a = await self.mem.embedding_of(org, ns, key, ident_of(pair[0]), int(pair[0]["version"]))
-        b = await self.mem.embedding_of(org, ns, by_key, ident_of(pair[1]), int(pair[1]["version"]))
+        a = await self.mem.embedding_of(org, ns, key, pair[0].ident, int(pair[0].version))
+        b = await self.mem.embedding_of(org, ns, by_key, pair[1].ident, int(pair[1].version))
         similarity = cosine(a, b)
         if similarity < self.r.d.settings.decision_conflict_threshold:
             raise Conflict(
@@ -390,7 +408,7 @@ class MemoryOps:
                 "the two decisions do not read alike enough to be one an update of the other",
                 {"similarity": round(similarity, 4), "threshold": self.r.d.settings.decision_conflict_threshold},
             )
-        ident = ident_of(pair[0])
+        ident = pair[0].ident
         await self.r.refuse_if_locked(org, ns, key)
         async with self.r.key_lock(org, ns, key):
             row = await self.r.live_head(org, ns, key, ident)
@@ -403,62 +421,62 @@ class MemoryOps:
                 ident=ident,
                 op="memory.auto_supersede",
                 status="tombstoned",
-                tags=[*row["tags"], SUPERSEDED_TAG_PREFIX + by_key],
+                tags=[*row.tags, SUPERSEDED_TAG_PREFIX + by_key],
             )
             retired = await self.r.retire_if_writer(org, ns, key, ident, row)
         await self.r.publish_live(org, ns)
         return mpb.AutoSupersedeResponse(
             memory_key=key,
             by_key=by_key,
-            version=int(tomb["version"]),
+            version=int(tomb.version),
             retired_record=retired,
             similarity=round(similarity, 6),
         )
 
     # --- pin, attestation, revision by id
 
-    async def set_pin(self, ctx: CallContext, key: str, ident: Ident, pinned: bool) -> dict[str, Any]:
+    async def set_pin(self, ctx: CallContext, key: str, ident: Ident, pinned: bool) -> MemoryRow:
         org, ns = ctx.org, ctx.namespace
         async with self.r.key_lock(org, ns, key):
             row = await self.r.live_head(org, ns, key, ident)
             return await self.r.append(
-                org, ns, ctx, row, key=key, ident=ident, op="memory.pin" if pinned else "memory.unpin", pinned=int(pinned)
+                org, ns, ctx, row, key=key, ident=ident, op="memory.pin" if pinned else "memory.unpin", pinned=pinned
             )
 
-    async def verify(self, ctx: CallContext, key: str, ident: Ident) -> dict[str, Any]:
+    async def verify(self, ctx: CallContext, key: str, ident: Ident) -> MemoryRow:
         org, ns = ctx.org, ctx.namespace
         async with self.r.key_lock(org, ns, key):
             row = await self.r.live_head(org, ns, key, ident)
-            return await self.r.append(org, ns, ctx, row, key=key, ident=ident, op="memory.verify", attested_hash=row["value_hash"])
+            return await self.r.append(org, ns, ctx, row, key=key, ident=ident, op="memory.verify", attested_hash=row.value_hash)
 
     async def update_by_id(
         self, ctx: CallContext, memory_id: str, value: str | None, tags: builtins.list[str] | None, if_value_hash: str
-    ) -> dict[str, Any]:
+    ) -> MemoryRow:
         """A full revision by memory_id: the value is embedded again when it changes; pin and
         attestation stay (a changed value reads its attestation stale)."""
         org, ns = ctx.org, ctx.namespace
         if not memory_id:
             raise invalid_field("memory_id", "required")
         found = await self.mem.by_id(org, ns, memory_id)
-        if found is None or found["status"] != "active":
+        if found is None or found.status != "active":
             raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no live row with this memory_id", {"memory_id": memory_id})
-        key, ident = found["key"], ident_of(found)
-        if value is not None and value != found["value"]:
+        key, ident = found.key, found.ident
+        if value is not None and value != found.value:
             await self.r.refuse_if_locked(org, ns, key)
         async with self.r.key_lock(org, ns, key):
             row = await self.r.live_head(org, ns, key, ident)
-            if if_value_hash and row["value_hash"] != if_value_hash:
+            if if_value_hash and row.value_hash != if_value_hash:
                 raise Conflict(ErrorCode.PRECONDITION_FAILED, "the row's value changed since it was read", {"key": key}, retry=False)
             changes: RowChanges = {}
             emb = None
-            if value is not None and value != row["value"]:
+            if value is not None and value != row.value:
                 changes["value"] = value
                 emb = await self.r.d.embedder.embed_one(excerpt(value))
             if tags is not None:
                 changes["tags"] = list(dict.fromkeys(tags))
-            if row["memory_type"] == "decision":
+            if row.memory_type == "decision":
                 # A full revision meets the conflict check again: a close peer is marked, a stale mark cleared.
-                vec = emb if emb is not None else await self.mem.embedding_of(org, ns, key, ident, int(row["version"]))
+                vec = emb if emb is not None else await self.mem.embedding_of(org, ns, key, ident, int(row.version))
                 changes["conflicts"] = await self.r.close_decisions(org, ns, key, vec)
             out = await self.r.append(org, ns, ctx, row, key=key, ident=ident, op="memory.update_by_id", embedding=emb, **changes)
             await self.r.store_chunks(org, ns, out)

@@ -11,17 +11,29 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from itertools import groupby
-from typing import Any
 
 from loom_api.decisions.v1 import memory_pb2 as mpb
 from loom_core.chain import CallContext
 from loom_core.errors import invalid_field
 from loom_core.store import ch_time
 
-from ..store.memory import ident_of
-from .rows import Rows
+from ..store.memory import MemoryRow
+from .rows import RowChanges, Rows
 
-RESTORED_FIELDS = ("value", "memory_type", "tags", "pinned", "attested_hash", "conflicts", "files", "source_resource_id", "source_class")
+
+def _restored(then: MemoryRow) -> RowChanges:
+    """What a rollback writes back of a row's version then."""
+    return {
+        "value": then.value,
+        "memory_type": then.memory_type,
+        "tags": then.tags,
+        "pinned": then.pinned,
+        "attested_hash": then.attested_hash,
+        "conflicts": then.conflicts,
+        "files": then.files,
+        "source_resource_id": then.source_resource_id,
+        "source_class": then.source_class,
+    }
 
 
 def _instant(text: str) -> str:
@@ -45,30 +57,40 @@ class Rollback:
         counts = {"revived": 0, "reverted": 0, "tombstoned": 0}
         keys: list[str] = []
         versions = await self.mem.all_versions(org, ns)
-        for (key, _a, _u, _s), group in groupby(versions, key=lambda v: (v["key"], v["agent"], v["user"], v["session"])):
+        for (key, _a, _u, _s), group in groupby(versions, key=lambda v: (v.key, v.agent, v.user, v.session)):
             vs = list(group)
             head = vs[-1]
-            then = next((v for v in reversed(vs) if str(v["ts"]) <= at), None)
-            live_now = head["status"] == "active"
-            live_then = then is not None and then["status"] == "active"
-            change: dict[str, Any]
+            then = next((v for v in reversed(vs) if v.ts <= at), None)
+            live_now = head.status == "active"
+            live_then = then is not None and then.status == "active"
+            change: RowChanges
             if not live_then and live_now:
                 change, kind = {"status": "tombstoned"}, "tombstoned"
             elif live_then and then is not None and not live_now:
-                change, kind = {"status": "active", **{f: then[f] for f in RESTORED_FIELDS}}, "revived"
-            elif live_then and then is not None and any(head[f] != then[f] for f in ("value_hash", "tags", "files", "memory_type")):
-                change, kind = {f: then[f] for f in RESTORED_FIELDS}, "reverted"
+                change, kind = {**_restored(then), "status": "active"}, "revived"
+            elif (
+                live_then
+                and then is not None
+                and (head.value_hash, head.tags, head.files, head.memory_type)
+                != (
+                    then.value_hash,
+                    then.tags,
+                    then.files,
+                    then.memory_type,
+                )
+            ):
+                change, kind = _restored(then), "reverted"
             else:
                 continue
             counts[kind] += 1
             keys.append(key)
             if dry_run:
                 continue
-            ident = ident_of(head)
+            ident = head.ident
             async with self.r.key_lock(org, ns, key):
                 emb = None
                 if then is not None and kind != "tombstoned":
-                    emb = await self.mem.embedding_of(org, ns, key, ident, int(then["version"]))
+                    emb = await self.mem.embedding_of(org, ns, key, ident, then.version)
                 row = await self.r.append(org, ns, ctx, head, key=key, ident=ident, op="namespace.rollback", embedding=emb, **change)
                 if kind != "tombstoned":
                     await self.r.store_chunks(org, ns, row)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import time
@@ -30,7 +31,7 @@ from loom_core.store import Store, ch_time
 from ..domain.statement import chunks
 from ..settings import DecisionsSettings
 from ..store.decisions import DecisionStore
-from ..store.memory import Ident, MemoryStore, ident_of
+from ..store.memory import Ident, MemoryRow, MemoryStore
 from .embedding import Embedder
 from .vector_index import VectorCache
 
@@ -41,12 +42,6 @@ WRITE_LEASE_SECONDS = 30.0
 
 def value_hash(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()
-
-
-def attestation(row: dict[str, Any]) -> str:
-    if not row.get("attested_hash"):
-        return "none"
-    return "current" if row["attested_hash"] == row["value_hash"] else "stale"
 
 
 def lease_key(org: str, ns: str, key: str) -> str:
@@ -71,15 +66,42 @@ class RowChanges(TypedDict, total=False):
 
     value: str
     memory_type: str
-    tags: list[str]
-    pinned: int
+    tags: Sequence[str]
+    pinned: bool
     attested_hash: str
     status: str
-    conflicts: list[str]
+    conflicts: Sequence[str]
     reinforcements: int
-    files: list[str]
+    files: Sequence[str]
     source_resource_id: str
     source_class: str
+
+
+# What a new row holds before a write's changes (a row with no head).
+_BLANK = MemoryRow(
+    key="",
+    agent="",
+    user="",
+    session="",
+    memory_id="",
+    version=0,
+    value="",
+    value_hash="",
+    memory_type="",
+    tags=(),
+    pinned=False,
+    attested_hash="",
+    status="active",
+    conflicts=(),
+    reinforcements=0,
+    files=(),
+    source_resource_id="",
+    source_class="",
+    op="",
+    actor="",
+    run_id="",
+    ts="",
+)
 
 
 @dataclass
@@ -155,9 +177,9 @@ class Rows:
         """The identity a write op addresses: the caller's own labels unless named."""
         return Ident(agent_id or ctx.agent_label, user_id or ctx.user, session_id or ctx.session)
 
-    async def live_head(self, org: str, ns: str, key: str, ident: Ident) -> dict[str, Any]:
+    async def live_head(self, org: str, ns: str, key: str, ident: Ident) -> MemoryRow:
         row = await self.mem.head(org, ns, key, ident)
-        if row is None or row["status"] != "active":
+        if row is None or not row.live:
             raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no live row under this key and identity", {"key": key})
         return row
 
@@ -166,7 +188,7 @@ class Rows:
         org: str,
         ns: str,
         ctx: CallContext,
-        base: dict[str, Any] | None,
+        base: MemoryRow | None,
         *,
         key: str,
         ident: Ident,
@@ -174,48 +196,37 @@ class Rows:
         embedding: Sequence[float] | None = None,
         top: int | None = None,
         **changes: Unpack[RowChanges],
-    ) -> dict[str, Any]:
+    ) -> MemoryRow:
         """Append the identity's next version: `base` (the head) with `changes` applied. `top`:
         the highest version the caller read for the identity (`MemoryStore.own`), else it is
         read only if the version counter needs it."""
         version = await self.next_row_version(org, ns, key, ident, top)
-        row: dict[str, Any] = {
-            "key": key,
-            "agent": ident.agent,
-            "user": ident.user,
-            "session": ident.session,
-            "memory_id": (base or {}).get("memory_id")
-            or hashlib.sha256(f"{org}\0{ns}\0{key}\0{ident}\0{time.time_ns()}".encode()).hexdigest()[:32],
-            "version": version,
-            "value": "",
-            "memory_type": "",
-            "tags": [],
-            "pinned": 0,
-            "attested_hash": "",
-            "status": "active",
-            "conflicts": [],
-            "reinforcements": 0,
-            "files": [],
-            "source_resource_id": "",
-            "source_class": "",
-        }
-        if base is not None:
-            for k in row:
-                if k in base and k not in ("version", "key", "agent", "user", "session"):
-                    row[k] = base[k]
-        row.update(changes)
-        row["value_hash"] = value_hash(row["value"])
-        row["op"] = op
-        row["actor"] = ctx.subject
-        row["run_id"] = ctx.run_id
-        row["ts"] = ch_time()
+        memory_id = base.memory_id if base is not None and base.memory_id else ""
+        start = base if base is not None else _BLANK
+        value = changes.get("value", start.value)
+        fixed: dict[str, Any] = {**changes}
+        for name in ("tags", "conflicts", "files"):
+            if name in fixed:
+                fixed[name] = tuple(fixed[name])
+        row = dataclasses.replace(
+            start,
+            **fixed,
+            key=key,
+            agent=ident.agent,
+            user=ident.user,
+            session=ident.session,
+            memory_id=memory_id or hashlib.sha256(f"{org}\0{ns}\0{key}\0{ident}\0{time.time_ns()}".encode()).hexdigest()[:32],
+            version=version,
+            value_hash=value_hash(value),
+            op=op,
+            actor=ctx.subject,
+            run_id=ctx.run_id,
+            ts=ch_time(),
+        )
         if embedding is None:
             embedding = (
-                await self.mem.embedding_of(org, ns, key, ident, int(base["version"]))
-                if base is not None
-                else [0.0] * self.d.embedder.dimensions
+                await self.mem.embedding_of(org, ns, key, ident, base.version) if base is not None else [0.0] * self.d.embedder.dimensions
             )
-        row["pinned"] = int(bool(row["pinned"]))
         await self.mem.append(org, ns, row, embedding)
         self.vectors.note(org, ns, row, embedding)
         return row
@@ -230,12 +241,12 @@ class Rows:
 
         return await self.counters.next(row_counter_key(org, ns, key, ident), floor=stored_top if top is None else top)
 
-    async def store_chunks(self, org: str, ns: str, row: dict[str, Any]) -> None:
+    async def store_chunks(self, org: str, ns: str, row: MemoryRow) -> None:
         """A value longer than its excerpt is also stored past it as chunks, each embedded, which
         memory.search reads; filed under the value's hash, so a later version with the same
         value (a pin, a tag write) keeps them."""
-        pieces = chunks(row["value"])
-        if not pieces or await self.mem.has_chunks(org, ns, row["key"], ident_of(row), row["value_hash"]):
+        pieces = chunks(row.value)
+        if not pieces or await self.mem.has_chunks(org, ns, row.key, row.ident, row.value_hash):
             return
         vecs = await self.d.embedder.embed(pieces)
         await self.mem.add_chunks(org, ns, row, pieces, [[float(x) for x in v] for v in vecs])
@@ -265,10 +276,10 @@ class Rows:
         s = self.d.settings
         cached = await self.vectors.nearest_decisions(org, ns, vec, limit=10)
         if cached is not None:  # the cache's bound across replicas (see vector_index) holds for this check too
-            hits = [(row["key"], score) for row, score in cached[0]]
+            hits = [(row.key, score) for row, score in cached[0]]
         elif s.memory_vector_index_min_rows > 0 and await self.mem.live_count_cached(org, ns) >= s.memory_vector_index_min_rows:
             hits = [
-                (row["key"], score)
+                (row.key, score)
                 for row, score in await self.mem.search(
                     org, ns, vec, memory_type="decision", limit=10, index_min_rows=s.memory_vector_index_min_rows
                 )
@@ -279,9 +290,9 @@ class Rows:
 
     # --- the decision record a row may hold
 
-    async def retire_if_writer(self, org: str, ns: str, key: str, ident: Ident, row: dict[str, Any]) -> bool:
+    async def retire_if_writer(self, org: str, ns: str, key: str, ident: Ident, row: MemoryRow) -> bool:
         """A delete of the writer's decision row retires the key's active record."""
-        if row.get("memory_type") != "decision":
+        if row.memory_type != "decision":
             return False
         rec = await self.dec.current(org, ns, key)
         if rec is None or rec["status"] != "active" or Ident(rec["agent"], rec["user"], rec["session"]) != ident:

@@ -49,7 +49,7 @@ from loom_core.store import Store, ch_time
 
 from ..settings import DecisionsSettings
 from ..store.decisions import DecisionStore
-from ..store.memory import DELETES, ROWS, VECTORS, MemoryStore
+from ..store.memory import DELETES, ROWS, VECTORS, MemoryRow, MemoryStore, RowView
 
 log = logging.getLogger(__name__)
 
@@ -91,19 +91,22 @@ class _Entry:
     value: str = ""
     conflicts: tuple[str, ...] = ()
 
-    def row(self) -> dict[str, Any]:
-        key, agent, user, session = self.ident
-        return {
-            "key": key,
-            "agent": agent,
-            "user": user,
-            "session": session,
-            "version": self.version,
-            "memory_type": self.memory_type,
-            "tags": sorted(self.tags),
-            "value": self.value,
-            "conflicts": list(self.conflicts),
-        }
+    # A RowView (store/memory.py): what precedents reads of a hit.
+    @property
+    def key(self) -> str:
+        return self.ident[0]
+
+    @property
+    def agent(self) -> str:
+        return self.ident[1]
+
+    @property
+    def user(self) -> str:
+        return self.ident[2]
+
+    @property
+    def session(self) -> str:
+        return self.ident[3]
 
 
 class _Shared:
@@ -397,12 +400,21 @@ class VectorCache:
         )
         return str(rows[0]["t"]) if rows else ""
 
-    def note(self, org: str, ns: str, row: dict[str, Any], embedding: Sequence[float]) -> None:
+    def note(self, org: str, ns: str, row: MemoryRow, embedding: Sequence[float]) -> None:
         """A row version this replica wrote: into the namespace's cache when it has one."""
         space = self._spaces.get((org, ns))
         if space is None or not embedding:
             return
-        entry = _entry(row, row.get("status") == "active")
+        decision = row.memory_type == "decision"
+        entry = _Entry(
+            (row.key, row.agent, row.user, row.session),
+            row.version,
+            row.memory_type,
+            frozenset(row.tags),
+            row.live,
+            row.value if decision else "",
+            row.conflicts if decision else (),
+        )
         vec = np.asarray(embedding, dtype=np.float32)
         if not space.ready:
             space.pending.append((entry, vec))
@@ -451,7 +463,7 @@ class VectorCache:
 
     async def nearest(
         self, org: str, ns: str, vector: Sequence[float], *, memory_type: str = "", tags: Sequence[str] = (), limit: int = 10
-    ) -> list[tuple[dict[str, Any], float]]:
+    ) -> list[tuple[MemoryRow, float]]:
         """Live rows nearest `vector` with their cosine: from the namespace's cache when it is
         built (each checked against the store), else as the store searches (exact below its
         index threshold)."""
@@ -470,7 +482,7 @@ class VectorCache:
 
     async def nearest_decisions(
         self, org: str, ns: str, vector: Sequence[float], *, tags: Sequence[str] = (), limit: int = 10
-    ) -> tuple[list[tuple[dict[str, Any], float]], dict[str, dict[str, Any]]] | None:
+    ) -> tuple[list[tuple[RowView, float]], dict[str, dict[str, Any]]] | None:
         """From the namespace's built cache alone (no store read): the live decision rows nearest
         `vector` (key, identity, version, tags, value, conflicts) with their cosine, and the hit
         keys' current decision records. None while the namespace has no built cache."""
@@ -479,7 +491,7 @@ class VectorCache:
             return None
         found = space.search(np.asarray(vector, dtype=np.float32), limit, "decision", tags)
         records = {e.ident[0]: rec for e, _ in found if (rec := space.records.get(e.ident[0])) is not None}
-        return [(e.row(), sim) for e, sim in found], records
+        return [(e, sim) for e, sim in found], records
 
     async def _space(self, org: str, ns: str) -> NamespaceIndex | None:
         """The namespace's built cache; None while it has none (starting its build when the

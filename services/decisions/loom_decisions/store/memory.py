@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from loom_core.batching import Coalescer
 from loom_core.store import Store
 from loom_core.store.batched import BatchedInserts
 from loom_core.store.where import Where
+
+from ..domain.ranking import Searched
 
 ROWS = "{db}.memory_rows"
 VECTORS = "{db}.memory_vectors"
@@ -34,8 +36,126 @@ class Ident:
     session: str
 
 
-def ident_of(row: dict[str, Any]) -> Ident:
+def ident_of(row: Mapping[str, Any]) -> Ident:
+    """The identity of a row read as columns (a candidate, a chunk hit)."""
     return Ident(str(row["agent"]), str(row["user"]), str(row["session"]))
+
+
+class RowView(Searched, Protocol):
+    """What a search hit's readers read of a row: a MemoryRow, or the vector cache's entry of a
+    decision row (service/vector_index.py), which holds no more than this."""
+
+    @property
+    def tags(self) -> Collection[str]: ...
+    @property
+    def conflicts(self) -> Sequence[str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRow:
+    """One version of a memory row: memory_rows' columns, typed once as the store reads them
+    (the store's JSON quotes 64-bit integers; UInt8 flags arrive as numbers)."""
+
+    key: str
+    agent: str
+    user: str
+    session: str
+    memory_id: str
+    version: int
+    value: str
+    value_hash: str
+    memory_type: str
+    tags: tuple[str, ...]
+    pinned: bool
+    attested_hash: str
+    status: str
+    conflicts: tuple[str, ...]
+    reinforcements: int
+    files: tuple[str, ...]
+    source_resource_id: str
+    source_class: str
+    op: str
+    actor: str
+    run_id: str
+    ts: str
+
+    @classmethod
+    def of(cls, r: Mapping[str, Any]) -> MemoryRow:
+        """A row from the result columns of `_COLS`. Positional, in the fields' order: a frozen
+        dataclass's keyword construction costs half again as much CPU per row."""
+        return cls(
+            r["key"],
+            r["agent"],
+            r["user"],
+            r["session"],
+            r["memory_id"],
+            int(r["version"]),
+            r["value"],
+            r["value_hash"],
+            r["memory_type"],
+            tuple(r["tags"]),
+            bool(int(r["pinned"])),
+            r["attested_hash"],
+            r["status"],
+            tuple(r["conflicts"]),
+            int(r["reinforcements"]),
+            tuple(r["files"]),
+            r["source_resource_id"],
+            r["source_class"],
+            r["op"],
+            r["actor"],
+            r["run_id"],
+            str(r["ts"]),
+        )
+
+    @property
+    def ident(self) -> Ident:
+        return Ident(self.agent, self.user, self.session)
+
+    @property
+    def live(self) -> bool:
+        return self.status == "active"
+
+    @property
+    def attestation(self) -> str:
+        """none (never attested), current (attested this value) or stale (an earlier one)."""
+        if not self.attested_hash:
+            return "none"
+        return "current" if self.attested_hash == self.value_hash else "stale"
+
+    def columns(self, org: str, ns: str, embedding: Sequence[float]) -> dict[str, object]:
+        """The row as memory_rows' insert takes it."""
+        return {
+            "org": org,
+            "namespace": ns,
+            "key": self.key,
+            "agent": self.agent,
+            "user": self.user,
+            "session": self.session,
+            "memory_id": self.memory_id,
+            "version": self.version,
+            "value": self.value,
+            "value_hash": self.value_hash,
+            "memory_type": self.memory_type,
+            "tags": list(self.tags),
+            "pinned": int(self.pinned),
+            "attested_hash": self.attested_hash,
+            "status": self.status,
+            "conflicts": list(self.conflicts),
+            "reinforcements": self.reinforcements,
+            "files": list(self.files),
+            "source_resource_id": self.source_resource_id,
+            "source_class": self.source_class,
+            "op": self.op,
+            "actor": self.actor,
+            "run_id": self.run_id,
+            "ts": self.ts,
+            "embedding": list(embedding),
+        }
+
+
+def _rows(found: Sequence[Mapping[str, Any]]) -> list[MemoryRow]:
+    return [MemoryRow.of(r) for r in found]
 
 
 def _not_deleted() -> str:
@@ -51,7 +171,7 @@ class Own:
     removed; None when it has none) and `top`, the highest version it ever wrote, removed ones
     too (a new version is numbered past it)."""
 
-    head: dict[str, Any] | None
+    head: MemoryRow | None
     top: int
 
 
@@ -87,14 +207,14 @@ class MemoryStore:
             self._nearest_decisions_batch, max_size=64
         )
 
-    async def heads(self, org: str, ns: str, key: str, ident: Ident | None = None) -> list[dict[str, Any]]:
+    async def heads(self, org: str, ns: str, key: str, ident: Ident | None = None) -> list[MemoryRow]:
         """The newest surviving version of each identity under `key` (or of one identity)."""
         where = _surviving(org, ns, key, ident)
         sql = f"SELECT {_COLS} FROM {ROWS} WHERE {where} ORDER BY version DESC LIMIT 1 BY agent, user, session"
-        rows = await self.store.query(sql, where.bind())
-        return sorted(rows, key=lambda r: r["ts"], reverse=True)
+        rows = _rows(await self.store.query(sql, where.bind()))
+        return sorted(rows, key=lambda r: r.ts, reverse=True)
 
-    async def head(self, org: str, ns: str, key: str, ident: Ident) -> dict[str, Any] | None:
+    async def head(self, org: str, ns: str, key: str, ident: Ident) -> MemoryRow | None:
         return (await self.own(org, ns, key, ident)).head
 
     async def own(self, org: str, ns: str, key: str, ident: Ident) -> Own:
@@ -114,18 +234,18 @@ class MemoryStore:
             "ORDER BY version DESC LIMIT 1 BY key, agent, user, session, removed",
             {"org": org, "ns": ns, "keys": keys},
         )
-        heads: dict[tuple[str, Ident], dict[str, Any]] = {}
+        heads: dict[tuple[str, Ident], MemoryRow] = {}
         tops: dict[tuple[str, Ident], int] = {}
         for r in rows:
             at = (str(r["key"]), ident_of(r))
             tops[at] = max(tops.get(at, 0), int(r["version"]))
-            if not int(r.pop("removed")):
-                heads[at] = r
-        return [Own(dict(head) if (head := heads.get(ask)) is not None else None, tops.get(ask, 0)) for ask in asks]
+            if not int(r["removed"]):
+                heads[at] = MemoryRow.of(r)
+        return [Own(heads.get(ask), tops.get(ask, 0)) for ask in asks]
 
-    async def versions(self, org: str, ns: str, key: str, ident: Ident | None = None) -> list[dict[str, Any]]:
+    async def versions(self, org: str, ns: str, key: str, ident: Ident | None = None) -> list[MemoryRow]:
         where = _surviving(org, ns, key, ident)
-        return await self.store.query(f"SELECT {_COLS} FROM {ROWS} WHERE {where} ORDER BY ts DESC, version DESC", where.bind())
+        return _rows(await self.store.query(f"SELECT {_COLS} FROM {ROWS} WHERE {where} ORDER BY ts DESC, version DESC", where.bind()))
 
     async def max_version(self, org: str, ns: str, key: str, ident: Ident) -> int:
         rows = await self.store.query(
@@ -135,7 +255,7 @@ class MemoryStore:
         )
         return int(rows[0]["v"]) if rows else 0
 
-    async def by_id(self, org: str, ns: str, memory_id: str) -> dict[str, Any] | None:
+    async def by_id(self, org: str, ns: str, memory_id: str) -> MemoryRow | None:
         rows = await self.store.query(
             f"SELECT key, agent, user, session FROM {ROWS} WHERE org = {{org:String}} AND namespace = {{ns:String}} "
             "AND memory_id = {id:String} LIMIT 1",
@@ -153,23 +273,22 @@ class MemoryStore:
         )
         return [float(x) for x in rows[0]["embedding"]] if rows else []
 
-    async def append(self, org: str, ns: str, row: dict[str, Any], embedding: Sequence[float]) -> None:
-        full = {"org": org, "namespace": ns, **row, "embedding": list(embedding)}
-        await self.inserts.insert(ROWS, [full])
+    async def append(self, org: str, ns: str, row: MemoryRow, embedding: Sequence[float]) -> None:
+        await self.inserts.insert(ROWS, [row.columns(org, ns, embedding)])
         await self.inserts.insert(
             VECTORS,
             [
                 {
                     "org": org,
                     "namespace": ns,
-                    "key": row["key"],
-                    "agent": row["agent"],
-                    "user": row["user"],
-                    "session": row["session"],
-                    "version": row["version"],
-                    "memory_type": row["memory_type"],
-                    "tags": row["tags"],
-                    "live": 1 if row["status"] == "active" else 0,
+                    "key": row.key,
+                    "agent": row.agent,
+                    "user": row.user,
+                    "session": row.session,
+                    "version": row.version,
+                    "memory_type": row.memory_type,
+                    "tags": list(row.tags),
+                    "live": int(row.live),
                     "embedding": list(embedding),
                 }
             ],
@@ -194,7 +313,7 @@ class MemoryStore:
 
     async def live_heads(
         self, org: str, ns: str, *, memory_type: str = "", tag: str = "", prefix: str = "", limit: int = 100
-    ) -> list[dict[str, Any]]:
+    ) -> list[MemoryRow]:
         where = _narrowed(
             Where("org = {org:String}", "namespace = {ns:String}", "live = 1", org=org, ns=ns), memory_type, [tag] if tag else []
         )
@@ -206,16 +325,18 @@ class MemoryStore:
         )
         return await self.rows_at(org, ns, heads)
 
-    async def all_versions(self, org: str, ns: str) -> list[dict[str, Any]]:
+    async def all_versions(self, org: str, ns: str) -> list[MemoryRow]:
         """Every surviving version of every row of the namespace, oldest first per identity."""
-        return await self.store.query(
-            f"SELECT {_COLS} FROM {ROWS} WHERE org = {{org:String}} AND namespace = {{ns:String}} "
-            f"AND (key, agent, user, session, version) NOT IN (SELECT key, agent, user, session, version FROM {DELETES} "
-            "WHERE org = {org:String} AND namespace = {ns:String}) ORDER BY key, agent, user, session, version",
-            {"org": org, "ns": ns},
+        return _rows(
+            await self.store.query(
+                f"SELECT {_COLS} FROM {ROWS} WHERE org = {{org:String}} AND namespace = {{ns:String}} "
+                f"AND (key, agent, user, session, version) NOT IN (SELECT key, agent, user, session, version FROM {DELETES} "
+                "WHERE org = {org:String} AND namespace = {ns:String}) ORDER BY key, agent, user, session, version",
+                {"org": org, "ns": ns},
+            )
         )
 
-    async def live_naming_files(self, org: str, ns: str) -> list[dict[str, Any]]:
+    async def live_naming_files(self, org: str, ns: str) -> list[MemoryRow]:
         """Every live row of the namespace whose newest surviving version names files."""
         inner = (
             f"SELECT {_COLS} FROM {ROWS} WHERE org = {{org:String}} AND namespace = {{ns:String}} "
@@ -223,12 +344,14 @@ class MemoryStore:
             "WHERE org = {org:String} AND namespace = {ns:String}) "
             "ORDER BY version DESC LIMIT 1 BY key, agent, user, session"
         )
-        return await self.store.query(
-            f"SELECT * FROM ({inner}) WHERE status = 'active' AND notEmpty(files) ORDER BY key, agent, user, session",
-            {"org": org, "ns": ns},
+        return _rows(
+            await self.store.query(
+                f"SELECT * FROM ({inner}) WHERE status = 'active' AND notEmpty(files) ORDER BY key, agent, user, session",
+                {"org": org, "ns": ns},
+            )
         )
 
-    async def rows_at(self, org: str, ns: str, heads: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def rows_at(self, org: str, ns: str, heads: Sequence[Mapping[str, Any]]) -> list[MemoryRow]:
         """The rows at the (key, identity, version) heads given, in their order."""
         if not heads:
             return []
@@ -238,12 +361,9 @@ class MemoryStore:
             {"org": org, "ns": ns, "keys": keys},
         )
         by = {(r["key"], r["agent"], r["user"], r["session"], int(r["version"])): r for r in rows}
-        out = []
-        for h in heads:
-            r = by.get((h["key"], h["agent"], h["user"], h["session"], int(h["version"])))
-            if r is not None:
-                out.append(r)
-        return out
+        return [
+            MemoryRow.of(r) for h in heads if (r := by.get((h["key"], h["agent"], h["user"], h["session"], int(h["version"])))) is not None
+        ]
 
     async def search(
         self,
@@ -255,7 +375,7 @@ class MemoryStore:
         tags: Sequence[str] = (),
         limit: int = 10,
         index_min_rows: int = 20000,
-    ) -> list[tuple[dict[str, Any], float]]:
+    ) -> list[tuple[MemoryRow, float]]:
         """Live rows nearest `vector` by cosine, with their similarity (1 - cosineDistance).
 
         A namespace of fewer than `index_min_rows` live rows is searched exactly (the primary
@@ -295,7 +415,7 @@ class MemoryStore:
         the calls that arrive together in one scan of the namespace."""
         found = await self._nearest_decisions.submit((org, ns, limit), [float(x) for x in vector])
         if found is None:  # superseded versions crowded this vector's candidates: the full search
-            return [(row["key"], score) for row, score in await self.search(org, ns, vector, memory_type="decision", limit=limit)]
+            return [(row.key, score) for row, score in await self.search(org, ns, vector, memory_type="decision", limit=limit)]
         return found
 
     async def _nearest_decisions_batch(
@@ -330,7 +450,7 @@ class MemoryStore:
         memory_type: str = "",
         tags: Sequence[str] = (),
         limit: int = 50,
-    ) -> list[tuple[dict[str, Any], float]]:
+    ) -> list[tuple[MemoryRow, float]]:
         """Live rows whose value contains one of `names` (case-insensitive), nearest `vector` first,
         with their similarity: the rows a search for a name must not miss, however far."""
         where = Where(
@@ -350,7 +470,7 @@ class MemoryStore:
         )
         return await self.served(org, ns, cands)
 
-    async def served(self, org: str, ns: str, candidates: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
+    async def served(self, org: str, ns: str, candidates: Sequence[Mapping[str, Any]]) -> list[tuple[MemoryRow, float]]:
         """Candidates found elsewhere (a vector cache: key, identity, version, cosine distance d),
         kept only while each is its row's newest version, as rows with their similarity. One read:
         the candidates' keys' versions, the newest of each identity among them."""
@@ -360,25 +480,26 @@ class MemoryStore:
             f"SELECT {_COLS} FROM {ROWS} WHERE org = {{org:String}} AND namespace = {{ns:String}} AND key IN {{keys:Array(String)}}",
             {"org": org, "ns": ns, "keys": sorted({c["key"] for c in candidates})},
         )
-        newest: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        newest: dict[tuple[str, str, str, str], Mapping[str, Any]] = {}
         for r in rows:
             ident = (r["key"], r["agent"], r["user"], r["session"])
             if ident not in newest or int(r["version"]) > int(newest[ident]["version"]):
                 newest[ident] = r
-        out: list[tuple[dict[str, Any], float]] = []
+        out: list[tuple[MemoryRow, float]] = []
         seen: set[tuple[str, str, str, str]] = set()
         for c in candidates:
             ident = (c["key"], c["agent"], c["user"], c["session"])
-            row = newest.get(ident)
-            if row is not None and ident not in seen and int(row["version"]) == int(c["version"]):
+            found = newest.get(ident)
+            row = MemoryRow.of(found) if found is not None and int(found["version"]) == int(c["version"]) else None
+            if row is not None and ident not in seen:
                 seen.add(ident)
                 out.append((row, 1.0 - float(c["d"])))
         return out
 
-    async def _with_rows(self, org: str, ns: str, heads: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
+    async def _with_rows(self, org: str, ns: str, heads: Sequence[Mapping[str, Any]]) -> list[tuple[MemoryRow, float]]:
         rows = await self.rows_at(org, ns, heads)
         dist = {(h["key"], h["agent"], h["user"], h["session"]): float(h["d"]) for h in heads}
-        return [(r, 1.0 - dist[(r["key"], r["agent"], r["user"], r["session"])]) for r in rows]
+        return [(r, 1.0 - dist[(r.key, r.agent, r.user, r.session)]) for r in rows]
 
     async def has_chunks(self, org: str, ns: str, key: str, ident: Ident, value_hash: str) -> bool:
         rows = await self.store.query(
@@ -388,12 +509,12 @@ class MemoryStore:
         )
         return bool(rows) and int(rows[0]["n"]) > 0
 
-    async def add_chunks(self, org: str, ns: str, row: dict[str, Any], texts: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
-        base = {"org": org, "namespace": ns, "key": row["key"], "agent": row["agent"], "user": row["user"], "session": row["session"]}
+    async def add_chunks(self, org: str, ns: str, row: MemoryRow, texts: Sequence[str], vectors: Sequence[Sequence[float]]) -> None:
+        base = {"org": org, "namespace": ns, "key": row.key, "agent": row.agent, "user": row.user, "session": row.session}
         await self.inserts.insert(
             CHUNKS,
             [
-                {**base, "value_hash": row["value_hash"], "idx": i, "text": t, "embedding": list(v)}
+                {**base, "value_hash": row.value_hash, "idx": i, "text": t, "embedding": list(v)}
                 for i, (t, v) in enumerate(zip(texts, vectors, strict=True))
             ],
         )
