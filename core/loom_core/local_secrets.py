@@ -19,7 +19,6 @@ import os
 import secrets
 from pathlib import Path
 
-from .bus.auth_callout import DEFAULT_INTERNAL_USER, new_account_seed
 from .data_dir import served_by
 from .settings import DEFAULT_JWT_SECRET, Settings
 
@@ -50,6 +49,10 @@ KEY_FROM_ENVIRONMENT = "jwt_secret_from_environment"
 
 
 def _generated(jwt_from_environment: bool) -> dict[str, str]:
+    # Here, not at the top: the bus package imports faststream (~1 CPU-s), which the CLI's light
+    # commands that import this module (`loom secrets`, `loom login`) never use.
+    from .bus.auth_callout import DEFAULT_INTERNAL_USER, new_account_seed
+
     key = {KEY_FROM_ENVIRONMENT: "true"} if jwt_from_environment else {"jwt_secret": secrets.token_urlsafe(48)}
     return {
         **key,

@@ -253,6 +253,7 @@ def test_server_commands_run_with_the_server_gc_settings(argv: list[str], monkey
     the command's server itself is not started here (its loop runner is replaced)."""
     import gc
 
+    import uvloop
     from loom_core.process import SERVER_GC_THRESHOLDS
     from loom_runner import cli
 
@@ -263,7 +264,7 @@ def test_server_commands_run_with_the_server_gc_settings(argv: list[str], monkey
         coro.close()  # type: ignore[attr-defined]
         return 0
 
-    monkeypatch.setattr(cli.uvloop, "run", run)
+    monkeypatch.setattr(uvloop, "run", run)  # the module the command imports when it runs
     monkeypatch.setenv("LOOM_DATA_DIR", str(tmp_path))
     before = gc.get_threshold()
     try:

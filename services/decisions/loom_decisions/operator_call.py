@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import httpx
 from loom_core.data_dir import ADMIN_SOCKET
 from loom_core.settings import Settings
 
@@ -26,6 +25,8 @@ async def call_plane(
     the plane started here (named `name`) when Loom runs as a cluster."""
     sock = settings.data_dir / ADMIN_SOCKET
     if not settings.clickhouse_url and sock.exists():
+        import httpx  # here: `loom --help` and every other command load this module to build their parser
+
         try:
             async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=str(sock)), base_url="http://loom") as client:
                 r = await client.post(route, json=body, timeout=None)

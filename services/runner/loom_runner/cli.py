@@ -13,14 +13,12 @@ import time
 from importlib.metadata import entry_points
 from pathlib import Path
 
-import httpx
-import uvloop
-from loom_core.errors import LoomError
-from loom_core.local_secrets import WeakSecret, check_jwt_secret, with_local_secrets
-from loom_core.process import freeze_startup_heap, tune_gc
-from loom_core.settings import Settings, render_markdown
+from loom_core.settings import Settings
 
-from . import doctor, secrets_cli, session_cli
+# httpx, uvloop, the bus, the store and the planes are imported by the commands that use them, not
+# here: every CLI process (`loom --help`, `loom admin bootstrap`, `loom token`) imports this module
+# and the command modules below, and importing them all cost each ~2 CPU-s.
+from . import doctor_cli, secrets_cli, session_cli
 
 # A plane's own commands: each entry point names a module with COMMANDS, add_commands(sub) and
 # run_command(args, settings) (loom_insights.cli: `loom ch-setup`), and optionally ADMIN_COMMANDS
@@ -58,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = [
         secrets_cli,
         session_cli,
-        doctor,
+        doctor_cli,
         *(ep.load() for ep in sorted(entry_points(group=COMMANDS_ENTRY_POINTS), key=lambda e: e.name)),
     ]
     for command in commands:
@@ -71,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd in command.COMMANDS:
             return int(command.run_command(args, settings))
     if args.cmd in ("up", "serve"):
+        from loom_core.process import tune_gc
+
         tune_gc()
+        import uvloop
     if args.cmd == "up":
         return uvloop.run(_up(settings))  # uvloop: about twice the HTTP and gRPC throughput of asyncio's loop (docs/benchmarks.md)
     if args.cmd == "serve":
@@ -85,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "ops":
         return _ops(args.group)
     if args.cmd == "config" and args.config_cmd == "docs":
+        from loom_core.settings import render_markdown
+
         text = render_markdown()
         if args.output:
             args.output.write_text(text)
@@ -96,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _owned_secrets(settings: Settings) -> Settings:
     """A process that owns LOOM_DATA_DIR: unset secrets from (or generated into) its secrets file."""
+    from loom_core.local_secrets import WeakSecret, with_local_secrets
+
     try:
         return with_local_secrets(settings)
     except WeakSecret as exc:
@@ -115,6 +120,9 @@ async def _up(settings: Settings) -> int:
 
 
 async def _serve(settings: Settings, planes: set[str], gateway: bool) -> int:
+    from loom_core.local_secrets import WeakSecret, check_jwt_secret
+    from loom_core.process import freeze_startup_heap
+
     from .cluster import plane_addresses, serve_problem, start_relay_gateway
     from .embedded import start_instance
 
@@ -194,7 +202,9 @@ def _ops(group: str | None) -> int:
 async def _bootstrap(settings: Settings, org: str, namespace: str, subject: str, *, again: bool = False) -> dict[str, str]:
     """Through the running server's admin socket when one holds the data dir; else directly.
     An org that exists already is refused unless `again` (--new-token)."""
+    import httpx
     from loom_core.data_dir import server_lock, socket_path
+    from loom_core.errors import LoomError
 
     if not settings.clickhouse_url:
         settings = _owned_secrets(settings)  # sign with the key `loom up` on this data dir uses

@@ -56,7 +56,6 @@ from loom_core.settings import Settings
 from nats.errors import NoRespondersError
 from nats.js.errors import NotFoundError
 
-COMMANDS = ("doctor",)
 EXIT_HEALTHY, EXIT_FAULTS, EXIT_UNCHECKED = 0, 1, 2
 CONNECT_TIMEOUT_S = 5.0
 # Beyond this, leases (TTLs on NATS), token expiries and the analysis scope's expiry disagree
@@ -68,11 +67,6 @@ LEASES_STREAM = f"KV_{LEASES_BUCKET}"
 JS_UNAVAILABLE = 10008  # JetStream's "system temporarily unavailable": no meta leader
 CORE_STREAM_FIX = "restart a Loom process (each declares the ledger stream and the leases bucket at start)"
 DOCTOR_PATH = "/doctor"
-
-
-def add_commands(sub: Any) -> None:
-    doctor = sub.add_parser("doctor", help="check the deployment and name each fault with the command that fixes it")
-    doctor.add_argument("--json", action="store_true", help="print the checks as one JSON object")
 
 
 def run_command(args: argparse.Namespace, settings: Settings) -> int:
@@ -482,4 +476,4 @@ async def serve_checks(settings: Settings, store: Any, bus: Any) -> dict[str, An
     return report(await run_checks(DoctorContext(settings, store, bus)))
 
 
-__all__ = ["COMMANDS", "add_commands", "exit_code", "render", "report", "run_checks", "run_command", "serve_checks"]
+__all__ = ["exit_code", "render", "report", "run_checks", "run_command", "serve_checks"]

@@ -17,12 +17,14 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
-from loom_core.local_secrets import WeakSecret, with_local_secrets
 from loom_core.settings import Settings
-from loom_gateway import GatewaySettings, issue_login_code, login_url
+
+# httpx and the gateway load in the commands that use them: `loom --help` and every other
+# command import this module to build their parser.
+if TYPE_CHECKING:
+    import httpx
 
 COMMANDS = ("login", "logout", "token")
 ADMIN_COMMANDS = ("login-link",)
@@ -95,6 +97,8 @@ def run_command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def login(url: str, *, out: Any = None) -> int:
+    import httpx
+
     with httpx.Client(base_url=url, timeout=30) as client:
         r = client.post("/v1/session/cli_start")
         if r.status_code != 200:
@@ -118,6 +122,8 @@ def login(url: str, *, out: Any = None) -> int:
 
 
 def logout(url: str) -> int:
+    import httpx
+
     creds = read_credentials()
     entry = creds.pop(url, None)
     if entry is None:
@@ -134,6 +140,8 @@ def logout(url: str) -> int:
 
 
 def print_token(url: str) -> int:
+    import httpx
+
     entry = read_credentials().get(url)
     if entry is None:
         raise SystemExit(f"loom token: not signed in to {url}: run `loom login --url {url}`")
@@ -146,6 +154,8 @@ def print_token(url: str) -> int:
 
 
 def run_login_link(args: argparse.Namespace, settings: Settings) -> int:
+    from loom_gateway import GatewaySettings, login_url
+
     gateway = settings.plane(GatewaySettings)
     base = args.base_url or gateway.public_url or f"http://localhost:{settings.http_port}"
     answer = asyncio.run(_login_code(settings, args.org, args.subject, gateway.login_link_ttl_seconds))
@@ -155,7 +165,9 @@ def run_login_link(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _login_code(settings: Settings, org: str, subject: str, ttl_seconds: int) -> dict[str, Any]:
     """Through the running server's admin socket when one holds the data dir; else directly."""
+    import httpx
     from loom_core.data_dir import server_lock, socket_path
+    from loom_core.local_secrets import WeakSecret, with_local_secrets
 
     if not settings.clickhouse_url:
         try:
@@ -177,6 +189,7 @@ async def _login_code(settings: Settings, org: str, subject: str, ttl_seconds: i
     from loom_core.identity.store import IdentityStore
     from loom_core.runtime import CORE_MIGRATIONS
     from loom_core.store import open_store, run_migrations
+    from loom_gateway import issue_login_code
 
     lock = None if settings.clickhouse_url else server_lock(settings.data_dir, wait=False)
     if lock is None and not settings.clickhouse_url:
