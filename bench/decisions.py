@@ -24,7 +24,8 @@ decision_records) through Parquet. Modes:
 - rest: the whole path over REST: an embedded Loom (identity and decisions planes, nats-server,
   chDB, the local model, the cache's default search), `POST /v1/decision.precedents` with the
   question's text, so the query's embedding by the local model, the gateway, the op, the
-  exposure ledger and JSON are all in the time.
+  exposure ledger and JSON are all in the time. Timed twice: by an httpx client in the bench's
+  own event loop (the server's, as before), and by a client in a process of its own.
 
 Baseline: NumPy `M @ q` + argpartition over the same float32 matrix, in this process.
 
@@ -294,6 +295,26 @@ async def run(
     return out
 
 
+# A caller in a process of its own: the standard library's HTTP client on one kept-alive
+# connection (argv: port, token, limit; stdin: the questions; stdout: each call's milliseconds).
+OWN_PROCESS_CLIENT = """
+import http.client, json, sys, time
+port, token, limit = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+conn = http.client.HTTPConnection("127.0.0.1", port)
+headers = {"Authorization": "Bearer " + token, "X-Loom-Agent": "bench", "Content-Type": "application/json"}
+ms = []
+for q in json.loads(sys.stdin.read()):
+    t = time.perf_counter()
+    conn.request("POST", "/v1/decision.precedents", body=json.dumps({"query": q, "limit": limit}), headers=headers)
+    r = conn.getresponse()
+    r.read()
+    ms.append((time.perf_counter() - t) * 1000)
+    if r.status != 200:
+        raise SystemExit(f"HTTP {r.status}")
+print(json.dumps({"ms": ms}))
+"""
+
+
 async def over_rest(docs: np.ndarray, texts: list[str], asked: list[str], exact: list[np.ndarray]) -> dict[str, Any]:
     """`POST /v1/decision.precedents` (top 25, the question's text) against an embedded Loom whose
     namespace holds the corpus: p50/p99 over REST, recall@25 against the exact top 25 of the
@@ -350,6 +371,16 @@ async def over_rest(docs: np.ndarray, texts: list[str], asked: list[str], exact:
                         got = {int(p["memory_key"].rsplit("-", 1)[1]) for p in r.json()["precedents"]}
                         recall.append(len(got & set(want.tolist())) / K)
                 out.update(p50_ms=pct(ms, 50), p99_ms=pct(ms, 99), recall_at_25=statistics.fmean(recall))
+                # The same questions from a client in a process of its own (as a caller is): the
+                # in-process httpx client above shares the server's event loop and CPU.
+                port = inst.base_url.rsplit(":", 1)[1]
+                child = await asyncio.create_subprocess_exec(
+                    sys.executable, "-c", OWN_PROCESS_CLIENT, port, token, str(K),
+                    stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                )  # fmt: skip
+                answer, _ = await child.communicate(json.dumps(asked).encode())
+                own = json.loads(answer)["ms"]
+                out.update(own_process_p50_ms=pct(own, 50), own_process_p99_ms=pct(own, 99))
             finally:
                 await inst.stop()
                 await store.close()
@@ -516,7 +547,8 @@ def main() -> int:
         x = r["rest"]
         print(
             f"rest ({x['search']}): the query's embedding included; cache built in {x['build_s']:.1f} s, "
-            f"RSS +{x['rss_growth_mb']:.0f} MiB (process {x['rss_mb']:.0f} MiB)"
+            f"RSS +{x['rss_growth_mb']:.0f} MiB (process {x['rss_mb']:.0f} MiB); from a client in its own process "
+            f"p50 {x['own_process_p50_ms']:.2f} ms, p99 {x['own_process_p99_ms']:.2f} ms (the row's client is httpx in the server's loop)"
         )
     if "query_embedding" in r:
         e = r["query_embedding"]

@@ -6,13 +6,18 @@ readers need it: history policies (`breadth_within`: how many distinct keys a pr
 shown, against a value or a fraction of the namespace's live rows, which the owning plane
 publishes in `loom.live_row_counts`) and the assistant's citation check.
 
-The owning plane writes exposures with `write_exposures(runtime, rows)`: one insert per call
-(batch several calls' rows if the plane is hot), and the replica's policy gate sees them at
-once (and other replicas through the gate's feed), so a rule reads a key shown a moment ago.
+The owning plane writes exposures through an `ExposureWriter`: the replica's policy gate sees a
+call's rows at once (and other replicas through the gate's feed), so a rule reads a key shown a
+moment ago; the insert runs in the background, off the call's path (as the ledger's rows are:
+the citation check waits up to five seconds for them), one insert for the rows of the calls
+made within a fifth of a second. `write_exposures(runtime, rows)` inserts and returns after the insert.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +29,8 @@ from .store.caller import CALLER_COLUMNS_DDL
 
 if TYPE_CHECKING:
     from .chain.context import CallContext
+
+log = logging.getLogger(__name__)
 
 TABLE = "{db}.memory_exposures"
 LIVE_TABLE = "{db}.live_row_counts"
@@ -135,6 +142,53 @@ async def write_exposures(sink: ExposureSink, rows: Sequence[Mapping[str, Any]])
     observe = getattr(sink.gate, "observe_exposures", None)
     if observe is not None:
         observe(rows)
+
+
+class ExposureWriter:
+    """A plane's exposure rows: to this replica's gate at once, into the store in the background.
+
+    An insert into chDB costs ~10 ms of CPU however few its rows (25 rows, docs/benchmarks.md),
+    more than a precedents call's own answer at 10^5 decisions; so a call does not wait for it,
+    and the rows of the calls made within FLUSH_SECONDS (or up to FLUSH_ROWS) share one insert.
+    A failed insert is logged and its rows are lost, as a lost ledger batch's are; `flush` stores
+    everything written so far (tests, a plane's stop)."""
+
+    FLUSH_SECONDS = 0.2
+    FLUSH_ROWS = 5000
+
+    def __init__(self, sink: ExposureSink) -> None:
+        self.sink = sink
+        self._buffer: list[Mapping[str, Any]] = []
+        self._hurry = asyncio.Event()
+        self._drain: asyncio.Task[None] | None = None
+
+    def write(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        if not rows:
+            return
+        observe = getattr(self.sink.gate, "observe_exposures", None)
+        if observe is not None:
+            observe(rows)
+        self._buffer.extend(rows)
+        if len(self._buffer) >= self.FLUSH_ROWS:
+            self._hurry.set()
+        if self._drain is None or self._drain.done():
+            self._drain = asyncio.ensure_future(self._drain_buffer())
+
+    async def _drain_buffer(self) -> None:
+        while self._buffer:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._hurry.wait(), self.FLUSH_SECONDS)
+            self._hurry.clear()
+            rows, self._buffer = self._buffer, []
+            try:
+                await self.sink.store.insert(TABLE, rows)
+            except Exception:  # a lost exposure batch never fails the reads that made it
+                log.warning("exposure rows could not be stored (%d rows lost)", len(rows), exc_info=True)
+
+    async def flush(self) -> None:
+        while self._drain is not None and not self._drain.done():
+            self._hurry.set()
+            await asyncio.shield(self._drain)
 
 
 async def set_live_rows(store: Store, org: str, namespace: str, kind: str, count: int) -> None:

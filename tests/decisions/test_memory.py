@@ -22,6 +22,10 @@ KEY = "decision/storage/retention-for-raw-transcripts-in-the-support-namespace"
 
 
 async def exposures_of(inst: Instance, org: str, run_id: str) -> list[tuple[str, str]]:
+    # The plane stores exposure rows in the background: wait for the inserts begun so far.
+    for plane in inst.planes:
+        if plane.name == "decisions":
+            await plane.rows.exposures.flush()  # type: ignore[attr-defined]
     rows = await inst.runtime.store.query(
         "SELECT op, key FROM {db}.memory_exposures WHERE org = {org:String} AND run_id = {run:String} ORDER BY op, key",
         {"org": org, "run": run_id},

@@ -147,6 +147,35 @@ async def test_concurrent_embeddings_are_batched_into_one_model_call() -> None:
     assert sum(calls) == 10 and len(calls) <= 2  # the first call alone, the other nine together
 
 
+async def test_a_question_never_waits_in_a_batch_of_writes_statements() -> None:
+    batches: list[list[str]] = []
+    local = shared_local_model()
+
+    class Recording:
+        dimensions = 384
+
+        async def embed(self, texts: Any) -> np.ndarray:
+            batches.append(list(texts))
+            return await local.embed(texts)
+
+        async def close(self) -> None:
+            return None
+
+    emb = Embedder(Recording(), batch_max=64)
+    writes = [asyncio.ensure_future(emb.embed(["statement number 0"]))]
+    await asyncio.sleep(0)  # the first statement's batch is running
+    writes += [asyncio.ensure_future(emb.embed([f"statement number {i}"])) for i in range(1, 8)]
+    await asyncio.sleep(0)  # seven statements queued behind it
+    question = await emb.embed_query("which statement was first?")
+    await asyncio.gather(*writes)
+    assert len(question) == 384
+    # The question ran in a batch of its own, not after or inside the statements' batches.
+    assert ["which statement was first?"] in batches
+    assert all(len(b) == 1 or "which statement was first?" not in b for b in batches)
+    # It ran beside the first statement's batch, before the seven queued behind that one.
+    assert batches == [["statement number 0"], ["which statement was first?"], [f"statement number {i}" for i in range(1, 8)]]
+
+
 # --- the OpenAI-compatible endpoint ---------------------------------------------------------------
 
 

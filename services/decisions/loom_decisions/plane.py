@@ -71,6 +71,7 @@ class DecisionsPlane:
 
     async def stop(self) -> None:
         await self.rows.vectors.stop()
+        await self.rows.exposures.flush()
         await self.embedder.close()
         if self._http_ops is not None:
             await self._http_ops.close()

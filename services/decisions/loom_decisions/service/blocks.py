@@ -100,7 +100,7 @@ class BlockOps:
             raise invalid_field("token_budget", "at least 50")
         tags = [CATEGORY_TAG_PREFIX + category] if category else []
         if query.strip():
-            vec = await self.r.d.embedder.embed_one(excerpt(query))
+            vec = await self.r.d.embedder.embed_query(excerpt(query))
             hits = await self.mem.search(
                 org,
                 ns,

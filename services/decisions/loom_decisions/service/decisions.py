@@ -247,7 +247,7 @@ class DecisionOps:
         if not 1 <= limit <= PRECEDENTS_MAX:
             raise invalid_field("limit", f"between 1 and {PRECEDENTS_MAX}")
         floor = self.r.d.settings.decision_precedents_min_similarity
-        vec = await self.r.d.embedder.embed_one(excerpt(query))
+        vec = await self.r.d.embedder.embed_query(excerpt(query))
         tags = [CATEGORY_TAG_PREFIX + category] if category else []
         fetch = limit * (8 if with_outcome_only else 3)
         out: list[dpb.Precedent] = []
@@ -415,6 +415,7 @@ class DecisionOps:
         if success is None or not rec["run_id"]:
             return [], [], []
         used = set(rec.get("memories_used") or []) | set(rec["caused_by"]) | set(rec["influenced_by"])
+        await self.r.exposures.flush()  # this replica's reads of the run, stored before they are read
         shown = set(await self.dec.exposed_keys(org, ns, rec["run_id"]))
         keys = sorted(k for k in used & shown if k != key)
         earlier = await self.mem.feedback_of_decision(org, ns, key)

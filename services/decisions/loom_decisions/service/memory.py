@@ -81,7 +81,7 @@ class MemoryOps:
         if not query.strip():
             raise invalid_field("query", "required")
         limit = _bounded("limit", limit, 10, 50)
-        vec = await self.r.d.embedder.embed_one(excerpt(query))
+        vec = await self.r.d.embedder.embed_query(excerpt(query))
         tags = [tag] if tag else []
         candidates = max(limit * 5, 50)
         hits = await self.r.vectors.nearest(ctx.org, ctx.namespace, vec, memory_type=memory_type, tags=tags, limit=candidates)

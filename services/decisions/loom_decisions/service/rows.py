@@ -25,7 +25,7 @@ from loom_core.bus.counters import Counters
 from loom_core.bus.leases import LeaseHeld
 from loom_core.chain import CallContext
 from loom_core.errors import Conflict, ErrorCode, Locked, NotFound, Unavailable
-from loom_core.exposures import ExposureSink, exposure_rows, set_live_rows, write_exposures
+from loom_core.exposures import ExposureSink, ExposureWriter, exposure_rows, set_live_rows
 from loom_core.store import Store, ch_time
 
 from ..domain.statement import chunks
@@ -121,6 +121,7 @@ class Rows:
         self.mem = MemoryStore(deps.store)
         self.dec = DecisionStore(deps.store)
         self.vectors = VectorCache(deps.store, self.mem, self.dec, deps.settings)
+        self.exposures = ExposureWriter(deps.exposures)
         self._locks: dict[tuple[str, str, str], asyncio.Lock] = {}
         # publish_live's coalescing, per namespace: writes seen, writes a published count covers.
         self._live_written: dict[tuple[str, str], int] = {}
@@ -266,9 +267,10 @@ class Rows:
             self._live_counted[k] = covers
 
     async def exposed(self, ctx: CallContext, keys: Iterable[str]) -> None:
-        """Record the keys a read returned under the call's run (LOOM_MEMORY_EXPOSURE_LEDGER_ENABLED)."""
+        """Record the keys a read returned under the call's run (LOOM_MEMORY_EXPOSURE_LEDGER_ENABLED):
+        the gate sees them now, the store a moment later (ExposureWriter)."""
         if self.d.settings.memory_exposure_ledger_enabled:
-            await write_exposures(self.d.exposures, exposure_rows(ctx, keys, kind="memory"))
+            self.exposures.write(exposure_rows(ctx, keys, kind="memory"))
 
     async def close_decisions(self, org: str, ns: str, key: str, vec: Sequence[float]) -> list[str]:
         """The conflict check: decisions under other keys that read the same at or above
