@@ -15,6 +15,9 @@ class Role(IntEnum):
 
     @classmethod
     def parse(cls, value: str) -> Role:
+        role = _BY_NAME.get(value)  # the spelling tokens and grants carry: no enum lookup per call
+        if role is not None:
+            return role
         try:
             return cls[value.upper()]
         except KeyError:
@@ -31,4 +34,10 @@ class Role(IntEnum):
 
     @property
     def label(self) -> str:
-        return self.name.lower()
+        return _LABELS[self]
+
+
+# Read on every call (a token's claims, a live grant, an answer's role): plain dicts, not the
+# enum's name machinery.
+_LABELS: dict[Role, str] = {r: r.name.lower() for r in Role}
+_BY_NAME: dict[str, Role] = {label: r for r, label in _LABELS.items()}

@@ -96,6 +96,25 @@ async def test_both_transports_end_a_call_past_its_deadline_the_same_way(stack: 
     assert errors["inproc"]["code"] == "OVERLOADED" and errors["inproc"]["retryable"] is True
 
 
+async def test_the_in_process_deadline_ends_each_overdue_call_and_no_other(stack: Instance, tenant: Tenant) -> None:
+    """One timer keeps every in-process call's deadline: calls that start together and one that
+    starts after the first expired all end OVERLOADED, and a quick call between them answers."""
+    headers = {"authorization": f"Bearer {tenant.token}", "x-loom-namespace": tenant.namespace, "x-loom-agent": "late-box"}
+    relay = relays(stack, timeout=2.0)["inproc"]  # long enough for the quick call on a busy machine
+    try:
+        await relay.call("inbox.register", {"inbox": "late-box"}, headers, "rest")
+        poll = {"inbox": "late-box", "wait_seconds": 20}
+        first = [asyncio.ensure_future(relay.call("task.pull", poll, headers, "rest")) for _ in range(2)]
+        assert (await relay.call("auth.whoami", {}, headers, "rest"))["agent"] == "late-box"
+        outcomes = await asyncio.gather(*first, return_exceptions=True)
+        later = await asyncio.gather(relay.call("task.pull", poll, headers, "rest"), return_exceptions=True)
+        for outcome in [*outcomes, *later]:
+            assert isinstance(outcome, LoomError) and outcome.code == "OVERLOADED", outcome
+        assert (await relay.call("auth.whoami", {}, headers, "rest"))["agent"] == "late-box"
+    finally:
+        await relay.close()
+
+
 async def test_both_transports_refuse_a_request_over_the_message_limit(stack: Instance, tenant: Tenant) -> None:
     huge = "x" * (17 * 1024 * 1024)
     headers = {"authorization": f"Bearer {tenant.token}"}

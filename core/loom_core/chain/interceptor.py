@@ -36,7 +36,7 @@ from .context import (
     set_current_call,
 )
 from .gate import GateCall, PolicyGate, gated
-from .ledger import Ledger, ledger_args, ledger_row, out_hits_of
+from .ledger import Ledger, call_row, ledger_args, out_hits_of
 from .ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
@@ -272,16 +272,16 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
             if ctx is not None and ctx.ledger_extra:
                 args.update(ctx.ledger_extra)
             self.ledger.record(
-                ledger_row(
-                    **_caller_fields(principal, namespace, md, transport),
-                    op=op.name,
-                    ok=error is None,
-                    error_code=error.code if error else "",
-                    latency_ms=latency * 1000.0,
-                    args=args,
-                    out_hits=hits if error is None else 0,
-                    request_id=ctx.request_id if ctx else md.get(MD_REQUEST_ID, ""),
-                    write_shaped=op.write_shaped,
+                call_row(
+                    _caller_fields(principal, namespace, md, transport),
+                    op.name,
+                    error is None,
+                    error.code if error else "",
+                    latency * 1000.0,
+                    args,
+                    hits if error is None else 0,
+                    ctx.request_id if ctx else md.get(MD_REQUEST_ID, ""),
+                    op.write_shaped,
                 )
             )
         except Exception:  # noqa: BLE001 - a ledger failure never fails the call
@@ -295,16 +295,16 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         caller = _caller_fields(principal, namespace, md, transport)
         for op_name, args, code in items:
             self.ledger.record(
-                ledger_row(
-                    **caller,
-                    op=op_name,
-                    ok=not code,
-                    error_code=code,
-                    latency_ms=latency * 1000.0 / len(items),
-                    args=args,
-                    out_hits=0 if code else 1,
-                    request_id=ctx.request_id,
-                    write_shaped=ctx.op.write_shaped,
+                call_row(
+                    caller,
+                    op_name,
+                    not code,
+                    code,
+                    latency * 1000.0 / len(items),
+                    args,
+                    0 if code else 1,
+                    ctx.request_id,
+                    ctx.op.write_shaped,
                 )
             )
 

@@ -360,24 +360,45 @@ def ledger_row(
     write_shaped: bool,
     ts: float | None = None,
 ) -> dict[str, Any]:
-    return {
-        "ts": _ch_time(ts if ts is not None else time.time()),
+    caller = {
         "org": org,
         "namespace": namespace,
         "subject": subject,
         "agent": agent,
         "user": user,
         "session": session,
-        "op": op,
         "transport": transport,
         "run_id": run_id,
         "consumer": consumer,
+        "token_id": token_id,
+    }
+    return call_row(caller, op, ok, error_code, latency_ms, args, out_hits, request_id, write_shaped, ts)
+
+
+def call_row(
+    caller: Mapping[str, object],
+    op: str,
+    ok: bool,
+    error_code: str,
+    latency_ms: float,
+    args: dict[str, str],
+    out_hits: int,
+    request_id: str,
+    write_shaped: bool,
+    ts: float | None = None,
+) -> dict[str, Any]:
+    """`ledger_row` with the caller's columns (org, namespace, subject, agent, user, session,
+    transport, run_id, consumer, token_id) as one mapping: the chain's path, which builds them
+    once per call, pays no keyword expansion (a third of the row's cost)."""
+    return {
+        "ts": _ch_time(ts if ts is not None else time.time()),
+        **caller,
+        "op": op,
         "ok": ok,
         "error_code": error_code,
         "latency_ms": latency_ms,
         "args": args,
         "out_hits": out_hits,
-        "token_id": token_id,
         "request_id": request_id,
         "write_shaped": write_shaped,
     }

@@ -48,7 +48,9 @@ class Principal:
             return Role.NONE
         named = self.roles.get(namespace)
         wide = self.roles.get("*")
-        best = max((Role.parse(r) for r in (named, wide) if r), default=Role.NONE)
+        best = Role.parse(named) if named else Role.NONE
+        if wide:
+            best = max(best, Role.parse(wide))
         return best
 
     def claims(self) -> dict[str, Any]:

@@ -69,6 +69,13 @@ class Relay:
         self._stubs: dict[str, grpc.aio.UnaryUnaryMultiCallable[Message, Message]] = {}
         self._inflight: set[asyncio.Task[Any]] = set()
         self._draining = False
+        # In-process calls' deadlines, oldest first: every call gets the same timeout, so the
+        # order they start in is the order they expire in. One timer, set for the oldest call
+        # still running, ends what is overdue: a per-call asyncio.timeout cost a timer handle
+        # made and cancelled on every call (~5 µs, a twentieth of an embedded request).
+        self._deadlines: dict[asyncio.Task[Any], float] = {}
+        self._overdue: set[asyncio.Task[Any]] = set()
+        self._deadline_timer: asyncio.TimerHandle | None = None
 
     def drain(self) -> int:
         """Shutdown: end every call in flight at once (a long poll included) with a retryable
@@ -150,9 +157,19 @@ class Relay:
         # caller's task: the outer call keeps the task tracked until it ends.
         nested = task in self._inflight
         self._inflight.add(task)
+        # The deadline of a call in process is the relay's; over gRPC, the channel's. A nested
+        # call runs within its caller's deadline, which ends first.
+        timed = not nested and op.plane in self.local
+        if timed:
+            self._watch(task)
         try:
             return message_to_json(await self.send(op, request, metadata))
         except asyncio.CancelledError:
+            if timed and task in self._overdue:
+                self._overdue.discard(task)
+                if task.uncancel() == 0:
+                    # What a gRPC deadline answers (grpc_errors.from_rpc_error).
+                    raise Unavailable(ErrorCode.OVERLOADED, "the call took too long") from None
             if self._draining:
                 # Our own drain cancelled it: the caller gets an answer it can retry elsewhere.
                 task.uncancel()
@@ -161,19 +178,38 @@ class Relay:
         finally:
             if not nested:
                 self._inflight.discard(task)
+                if timed:
+                    del self._deadlines[task]
+                    self._overdue.discard(task)
+
+    def _watch(self, task: asyncio.Task[Any]) -> None:
+        loop = task.get_loop()
+        deadline = loop.time() + self.timeout
+        self._deadlines[task] = deadline
+        if self._deadline_timer is None:
+            self._deadline_timer = loop.call_at(deadline, self._end_overdue, loop)
+
+    def _end_overdue(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Cancel every in-process call past its deadline (`call` answers it OVERLOADED), then
+        set the timer for the oldest call still running."""
+        self._deadline_timer = None
+        now = loop.time()
+        for task, deadline in self._deadlines.items():
+            if deadline > now:
+                self._deadline_timer = loop.call_at(deadline, self._end_overdue, loop)
+                return
+            if task not in self._overdue:
+                self._overdue.add(task)
+                task.cancel()
 
     async def send(self, op: OpSpec, request: Message, metadata: dict[str, str]) -> Message:
-        """One op call on whichever transport reaches its plane; a refusal as its LoomError."""
+        """One op call on whichever transport reaches its plane; a refusal as its LoomError. The
+        deadline of a call in process is kept by `call`."""
         if request.ByteSize() > MAX_MESSAGE_BYTES:
             raise too_large(request.ByteSize())
         local = self.local.get(op.plane)
         if local is not None:
-            try:
-                async with asyncio.timeout(self.timeout):
-                    response = await local.invoke(op, request, metadata)
-            except TimeoutError:
-                # What a gRPC deadline answers (grpc_errors.from_rpc_error).
-                raise Unavailable(ErrorCode.OVERLOADED, "the call took too long") from None
+            response = await local.invoke(op, request, metadata)  # within the deadline `call` keeps
             if response.ByteSize() > MAX_MESSAGE_BYTES:
                 # What gRPC answers for a response past the channel's limit.
                 raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "a plane did not answer")
