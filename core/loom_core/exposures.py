@@ -210,6 +210,19 @@ async def set_live_rows(store: Store, org: str, namespace: str, kind: str, count
     )
 
 
+async def count_live_rows(store: Store, org: str, namespace: str, kind: str, count_sql: str, params: Mapping[str, Any]) -> None:
+    """`set_live_rows` with the count taken by the store in the same statement: `count_sql` is a
+    SELECT of one number (bound by `params`, which must not name org, ns, kind, updated or
+    version). One round trip where a count and then an insert take two."""
+    await store.execute(
+        f"INSERT INTO {LIVE_TABLE} (org, namespace, kind, live_rows, updated_at, version) "
+        "SELECT {org:String}, {ns:String}, {kind:String}, "
+        f"({count_sql}), "
+        "{updated:DateTime64(6, 'UTC')}, {version:UInt64}",
+        {**params, "org": org, "ns": namespace, "kind": kind, "updated": ch_time(), "version": int(time.time() * 1_000_000)},
+    )
+
+
 async def live_rows(store: Store, org: str, namespace: str) -> dict[str, int]:
     """The namespace's live row counts by kind, as last published."""
     rows = await store.query(

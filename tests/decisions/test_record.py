@@ -215,6 +215,20 @@ async def test_a_close_decision_under_another_key_is_flagged_never_merged(desk: 
     assert far.get("conflicts", []) == []
 
 
+async def test_a_deleted_decision_is_not_flagged_by_the_live_version_before_it(desk: Desk) -> None:
+    """The conflict check reads each row's newest version: the live one a delete superseded is
+    still stored (until a merge, in its own part) and must not count."""
+    a = desk.as_agent("planner")
+    first = await a.ok("decision.record", **STORAGE)
+    await a.ok("memory.delete", memory_key=first["memory_key"])
+    close = await a.ok(
+        "decision.record",
+        **{**STORAGE, "category": "retention", "scenario": "retention of raw transcripts in the support namespace"},
+    )
+    assert close["memory_key"] != first["memory_key"]
+    assert close.get("conflicts", []) == []
+
+
 async def test_a_viewer_reads_but_does_not_record(desk: Desk) -> None:
     await desk.as_agent("planner").ok("decision.record", **STORAGE)
     await desk.grant("reader", "viewer")

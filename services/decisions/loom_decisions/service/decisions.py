@@ -120,7 +120,11 @@ class DecisionOps:
         vec = await self.r.d.embedder.embed_one(excerpt(statement))
 
         async with self.r.key_lock(org, ns, key):
-            mine, rec = await asyncio.gather(self.mem.own(org, ns, key, ident), self.dec.current(org, ns, key))
+            # The three reads at once: each is batched with the concurrent writes' (loom_core.batching),
+            # and one round for the three makes those batches larger than three rounds would.
+            mine, rec, conflicts = await asyncio.gather(
+                self.mem.own(org, ns, key, ident), self.dec.current(org, ns, key), self.r.close_decisions(org, ns, key, vec)
+            )
             own: MemoryRow | None = mine.head
             own_live = own is not None and own.status == "active"
             rec_active = rec is not None and rec["status"] == "active"
@@ -132,7 +136,6 @@ class DecisionOps:
                     "the writer's decision row is pinned; an admin unpins it with memory.unpin first",
                     {"key": key},
                 )
-            conflicts = await self.r.close_decisions(org, ns, key, vec)
             row_fields: RowChanges = {
                 "value": statement,
                 "memory_type": "decision",

@@ -25,7 +25,7 @@ from loom_core.bus.counters import Counters
 from loom_core.bus.leases import LeaseHeld
 from loom_core.chain import CallContext
 from loom_core.errors import Conflict, ErrorCode, Locked, NotFound, Unavailable
-from loom_core.exposures import ExposureSink, ExposureWriter, exposure_rows, set_live_rows
+from loom_core.exposures import ExposureSink, ExposureWriter, exposure_rows
 from loom_core.store import Store, ch_time
 
 from ..domain.statement import chunks
@@ -262,8 +262,11 @@ class Rows:
         async with lock:
             if self._live_counted.get(k, 0) >= wrote:
                 return
+            # One turn of the loop first: the writes of one insert batch resume together, and the
+            # count then covers all of them instead of the first alone (two counts a batch before).
+            await asyncio.sleep(0)
             covers = self._live_written[k]
-            await set_live_rows(self.d.store, org, ns, "memory", await self.mem.live_count(org, ns))
+            await self.mem.publish_live_count(org, ns)
             self._live_counted[k] = covers
 
     async def exposed(self, ctx: CallContext, keys: Iterable[str]) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from loom_core.batching import Coalescer
+from loom_core.exposures import count_live_rows
 from loom_core.store import Store
 from loom_core.store.batched import BatchedInserts
 from loom_core.store.where import Where
@@ -203,7 +204,7 @@ class MemoryStore:
         self.inserts = BatchedInserts(store)
         self._counts: dict[tuple[str, str], tuple[float, int]] = {}
         self._owns: Coalescer[tuple[str, str], tuple[str, Ident], Own] = Coalescer(self._own_many)
-        self._nearest_decisions: Coalescer[tuple[str, str, int], list[float], list[tuple[str, float]] | None] = Coalescer(
+        self._nearest_decisions: Coalescer[tuple[str, str, int], list[float], list[tuple[str, float]]] = Coalescer(
             self._nearest_decisions_batch, max_size=64
         )
 
@@ -413,31 +414,23 @@ class MemoryStore:
         """The keys of the live decision rows nearest `vector` by exact cosine, with their
         similarity: what `search(memory_type="decision")` answers below the index threshold, for
         the calls that arrive together in one scan of the namespace."""
-        found = await self._nearest_decisions.submit((org, ns, limit), [float(x) for x in vector])
-        if found is None:  # superseded versions crowded this vector's candidates: the full search
-            return [(row.key, score) for row, score in await self.search(org, ns, vector, memory_type="decision", limit=limit)]
-        return found
+        return await self._nearest_decisions.submit((org, ns, limit), [float(x) for x in vector])
 
-    async def _nearest_decisions_batch(
-        self, where: tuple[str, str, int], vectors: list[list[float]]
-    ) -> list[list[tuple[str, float]] | None]:
+    async def _nearest_decisions_batch(self, where: tuple[str, str, int], vectors: list[list[float]]) -> list[list[tuple[str, float]]]:
         org, ns, limit = where
-        fetch = limit * 4
-        cands = await self.store.query(
-            "SELECT qi, key, agent, user, session, version, cosineDistance(embedding, q) AS d "
-            f"FROM {VECTORS} ARRAY JOIN {{qs:Array(Array(Float32))}} AS q, arrayEnumerate({{qs:Array(Array(Float32))}}) AS qi "
+        # FINAL keeps each row's newest version before the filters apply (they name no sorting
+        # key column, so they are not moved ahead of it): one statement, no read of the
+        # candidates' newest versions after it.
+        found = await self.store.query(
+            "SELECT qi, key, cosineDistance(embedding, q) AS d "
+            f"FROM {VECTORS} FINAL ARRAY JOIN {{qs:Array(Array(Float32))}} AS q, arrayEnumerate({{qs:Array(Array(Float32))}}) AS qi "
             "WHERE org = {org:String} AND namespace = {ns:String} AND live = 1 AND memory_type = 'decision' "
-            "ORDER BY qi, d ASC LIMIT {fetch:UInt64} BY qi SETTINGS use_skip_indexes = 0",
-            {"org": org, "ns": ns, "qs": vectors, "fetch": fetch},
+            "ORDER BY qi, d ASC LIMIT {limit:UInt64} BY qi SETTINGS use_skip_indexes = 0",
+            {"org": org, "ns": ns, "qs": vectors, "limit": limit},
         )
-        current = await self._current_of(org, ns, cands, per_query=True)
-        out: list[list[tuple[str, float]] | None] = []
-        for qi in range(1, len(vectors) + 1):
-            heads = [c for c in current if int(c["qi"]) == qi]
-            if len(heads) < limit and sum(1 for c in cands if int(c["qi"]) == qi) >= fetch:
-                out.append(None)
-            else:
-                out.append([(str(h["key"]), 1.0 - float(h["d"])) for h in heads[:limit]])
+        out: list[list[tuple[str, float]]] = [[] for _ in vectors]
+        for r in found:
+            out[int(r["qi"]) - 1].append((str(r["key"]), 1.0 - float(r["d"])))
         return out
 
     async def naming(
@@ -538,9 +531,8 @@ class MemoryStore:
         self._counts[(org, ns)] = (now, n)
         return n
 
-    async def _current_of(self, org: str, ns: str, cands: Sequence[dict[str, Any]], per_query: bool = False) -> list[dict[str, Any]]:
-        """The candidates that are their row's newest version (each row once, in order; once per
-        query `qi` with `per_query`)."""
+    async def _current_of(self, org: str, ns: str, cands: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The candidates that are their row's newest version (each row once, in order)."""
         if not cands:
             return []
         newest = await self.store.query(
@@ -553,12 +545,23 @@ class MemoryStore:
         out = []
         for c in cands:
             ident = (c["key"], c["agent"], c["user"], c["session"])
-            once = (*ident, c["qi"]) if per_query else ident
-            if once in seen or top.get(ident) != int(c["version"]):
+            if ident in seen or top.get(ident) != int(c["version"]):
                 continue
-            seen.add(once)
+            seen.add(ident)
             out.append(c)
         return out
+
+    async def publish_live_count(self, org: str, ns: str) -> None:
+        """Publish the namespace's live row count (loom_core.exposures) as `live_count` counts it,
+        in one statement."""
+        await count_live_rows(
+            self.store,
+            org,
+            ns,
+            "memory",
+            f"SELECT count() FROM {VECTORS} FINAL WHERE org = {{org:String}} AND namespace = {{ns:String}} AND live = 1",
+            {},
+        )
 
     async def live_count(self, org: str, ns: str) -> int:
         rows = await self.store.query(
