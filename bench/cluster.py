@@ -44,6 +44,7 @@ from _machine import add_durability_argument, cpus, durability, load, machine  #
 from gateway import cpu_seconds, median_run, plain_app, run_client
 from loom_api.identity.v1 import identity_pb2
 from loom_core.bus.natsserver import free_port
+from loom_runner import GRPC_EXPERIMENTS
 
 from tests.deploy.processes import LoomProcess, NatsCluster, bootstrap, loom_env
 
@@ -180,8 +181,10 @@ async def echo_client(port: int, n: int, concurrency: int, token: str) -> None:
 async def grpc_floor(args: argparse.Namespace, token: str) -> dict[str, float]:
     """An empty unary call between two processes over grpc.aio: what the gateway -> plane hop
     costs each side before any of Loom's work."""
+    # Both ends on the gRPC stack `loom` runs (loom_runner's GRPC_EXPERIMENTS, unless set here).
+    env = {**os.environ, "GRPC_EXPERIMENTS": os.environ.get("GRPC_EXPERIMENTS", GRPC_EXPERIMENTS)}
     server = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--serve-echo", stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.PIPE
+        sys.executable, __file__, "--serve-echo", stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.PIPE, env=env
     )
     assert server.stdout is not None and server.stdin is not None
     port = json.loads(await asyncio.wait_for(server.stdout.readline(), 60))["port"]
@@ -199,6 +202,7 @@ async def grpc_floor(args: argparse.Namespace, token: str) -> dict[str, float]:
             "--echo-token",
             token,
             stdout=asyncio.subprocess.PIPE,
+            env=env,
         )
         out, _ = await client.communicate()
         r = dict(json.loads(out))
