@@ -59,7 +59,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _machine import MODELS, machine, use_model  # noqa: E402 - bench/ is on sys.path when a script runs, the root after the insert above
+from _machine import add_model_arguments, announce_model, machine  # noqa: E402 - bench/ is on sys.path when a script runs, the root after the insert above
 
 ORG, NS = "bench-org", "bench-ns"
 TOPICS = 2000
@@ -489,12 +489,9 @@ def main() -> int:
     ap.add_argument("--widths", default="", help="search widths for --ann-only (default the cache's)")
     ap.add_argument("--keep", type=Path, default=None, help="save the --ann-only graph here, or load it when saved")
     ap.add_argument("--modes", default=",".join(ALL_MODES), help="comma-separated subset of " + ", ".join(ALL_MODES) + "; none: ''")
-    ap.add_argument("--model", choices=MODELS, default="int8", help="the local model to run (bench/_machine.py use_model)")
-    ap.add_argument("--json", action="store_true")
+    add_model_arguments(ap)
     a = ap.parse_args()
-    model_id = use_model(a.model)
-    if not a.json:
-        print(f"model {model_id}", flush=True)
+    announce_model(a)
     from loom_decisions.service.vector_index import CONNECTIVITY, EXPANSION_SEARCH, GRAPH_DTYPE
 
     load_before = os.getloadavg()

@@ -37,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _machine import MODELS, embedded_loom, machine, use_model  # noqa: E402
+from _machine import add_model_arguments, announce_model, embedded_loom, machine  # noqa: E402
 
 EVALSET = ROOT / "bench" / "data" / "help_eval.json"
 KINDS = ("identifier", "howto", "symptom", "paraphrase")
@@ -206,12 +206,9 @@ def main() -> int:
     ap.add_argument("--evalset", type=Path, default=EVALSET)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--rest", action="store_true", help="also time help.search over REST against an embedded Loom")
-    ap.add_argument("--model", choices=MODELS, default="int8", help="the local model to run (bench/_machine.py use_model)")
-    ap.add_argument("--json", action="store_true")
+    add_model_arguments(ap)
     a = ap.parse_args()
-    model_id = use_model(a.model)
-    if not a.json:
-        print(f"model {model_id}", flush=True)
+    announce_model(a)
     started_load = load()
     r = run(a.evalset, a.reps)
     if a.rest:
