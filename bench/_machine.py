@@ -70,6 +70,12 @@ def machine() -> str:
     return f"{platform.machine()}, {cpu_model()}, {cpus()} cpus, Python {platform.python_version()}"
 
 
+def percentile(values: list[float], p: float) -> float:
+    """The `p`th percentile of `values` (the nearest rank, no interpolation)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
 def load() -> str:
     """The machine's load average (1, 5, 15 minutes), to read beside a figure taken on it."""
     one, five, fifteen = os.getloadavg()

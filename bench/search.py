@@ -37,16 +37,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _machine import add_model_arguments, announce_model, embedded_loom, machine  # noqa: E402
+from _machine import add_model_arguments, announce_model, embedded_loom, machine, percentile  # noqa: E402
 
 EVALSET = ROOT / "bench" / "data" / "help_eval.json"
 KINDS = ("identifier", "howto", "symptom", "paraphrase")
 RANKERS = ("bm25", "dense", "fusion", "fusion-rrf", "bm25s")
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def load() -> str:
@@ -171,7 +166,7 @@ def run(evalset: Path, reps: int) -> dict[str, Any]:
             }
             for side, v in weak.items()
         },
-        "latency_ms": {k: {"p50": pct(v, 50), "p99": pct(v, 99)} for k, v in lat.items()},
+        "latency_ms": {k: {"p50": percentile(v, 50), "p99": percentile(v, 99)} for k, v in lat.items()},
     }
 
 
@@ -198,7 +193,12 @@ async def rest(queries: list[str], reps: int) -> dict[str, float]:
                 t = time.perf_counter()
                 await c.post("/v1/help.search", json={"query": f"{q} ({i})"})
                 fresh.append((time.perf_counter() - t) * 1e3)
-    return {"p50": pct(ms, 50), "p99": pct(ms, 99), "new_query_p50": pct(fresh, 50), "new_query_p99": pct(fresh, 99)}
+    return {
+        "p50": percentile(ms, 50),
+        "p99": percentile(ms, 99),
+        "new_query_p50": percentile(fresh, 50),
+        "new_query_p99": percentile(fresh, 99),
+    }
 
 
 def main() -> int:
