@@ -52,8 +52,28 @@ def use_model(which: str) -> str:
     return embedding.MODEL_ID
 
 
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The embedding benchmarks' --model (the local model to run, `use_model`) and --json (the
+    figures as one JSON document, nothing else printed)."""
+    parser.add_argument("--model", choices=MODELS, default="int8", help="the local model to run (bench/_machine.py use_model)")
+    parser.add_argument("--json", action="store_true")
+
+
+def announce_model(args: argparse.Namespace) -> None:
+    """Runs the model --model names (`use_model`) and, without --json, prints its id."""
+    model_id = use_model(args.model)
+    if not args.json:
+        print(f"model {model_id}", flush=True)
+
+
 def machine() -> str:
     return f"{platform.machine()}, {cpu_model()}, {cpus()} cpus, Python {platform.python_version()}"
+
+
+def percentile(values: list[float], p: float) -> float:
+    """The `p`th percentile of `values` (the nearest rank, no interpolation)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def load() -> str:

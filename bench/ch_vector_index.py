@@ -27,8 +27,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import decision_corpus
-from _machine import machine
-from decisions import K, exact_top, pct
+from _machine import machine, percentile
+from decisions import K, exact_top
 
 
 def _param(vector: np.ndarray) -> str:
@@ -43,7 +43,9 @@ def run(n: int, queries: int, seed: int, settings: list[tuple[str, int, int]], w
     docs = decision_corpus.composed(n, seed)
     qs = decision_corpus.embed(decision_corpus.questions(queries, seed), f"questions-{queries}-{seed}")
     exact, np_ms = exact_top(np.asarray(docs), qs)
-    out: list[dict[str, object]] = [{"setting": "numpy exact", "p50_ms": pct(np_ms, 50), "p99_ms": pct(np_ms, 99), "recall_at_25": 1.0}]
+    out: list[dict[str, object]] = [
+        {"setting": "numpy exact", "p50_ms": percentile(np_ms, 50), "p99_ms": percentile(np_ms, 99), "recall_at_25": 1.0}
+    ]
     with tempfile.TemporaryDirectory(prefix="loom-bench-chvec-") as tmp:
         path = Path(tmp) / "vectors.parquet"
         embedding = pa.FixedSizeListArray.from_arrays(pa.array(np.asarray(docs).reshape(-1), pa.float32()), docs.shape[1])
@@ -65,7 +67,14 @@ def run(n: int, queries: int, seed: int, settings: list[tuple[str, int, int]], w
         conn.query("CREATE TABLE b.plain (id UInt32, embedding Array(Float32)) ENGINE = MergeTree ORDER BY id")
         conn.query(f"INSERT INTO b.plain SELECT * FROM file('{path}', Parquet)")
         ms, recall = timed(sql.replace("{t}", "plain"), "", qs)
-        out.append({"setting": "chDB exact scan", "p50_ms": pct(ms, 50), "p99_ms": pct(ms, 99), "recall_at_25": statistics.fmean(recall)})
+        out.append(
+            {
+                "setting": "chDB exact scan",
+                "p50_ms": percentile(ms, 50),
+                "p99_ms": percentile(ms, 99),
+                "recall_at_25": statistics.fmean(recall),
+            }
+        )
         for quant, m, ef_add in settings:
             table = f"hnsw_{quant}_{m}_{ef_add}"
             conn.query(
@@ -85,8 +94,8 @@ def run(n: int, queries: int, seed: int, settings: list[tuple[str, int, int]], w
                         "setting": f"chDB hnsw {quant} M={m} ef_add={ef_add} ef_search={width}",
                         "build_s": build,
                         "parts": int(parts.decode().strip()),
-                        "p50_ms": pct(ms, 50),
-                        "p99_ms": pct(ms, 99),
+                        "p50_ms": percentile(ms, 50),
+                        "p99_ms": percentile(ms, 99),
                         "recall_at_25": statistics.fmean(recall),
                         "load": os.getloadavg()[0],
                     }

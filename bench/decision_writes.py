@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _machine import MODELS, embedded_loom, machine, use_model  # noqa: E402 - bench/ is on sys.path when a script runs
+from _machine import add_model_arguments, embedded_loom, machine, use_model  # noqa: E402 - bench/ is on sys.path when a script runs
 
 
 def args_for(op: str, i: int, run: str) -> dict[str, Any]:
@@ -104,8 +104,7 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=300)
     ap.add_argument("--writers", type=int, default=16)
     ap.add_argument("--cache-min-rows", type=int, default=None, help="LOOM_MEMORY_VECTOR_CACHE_MIN_ROWS (default: Loom's)")
-    ap.add_argument("--model", choices=MODELS, default="int8", help="the local model to run (bench/_machine.py use_model)")
-    ap.add_argument("--json", action="store_true")
+    add_model_arguments(ap)
     a = ap.parse_args()
     model_id = use_model(a.model)
     before = os.getloadavg()

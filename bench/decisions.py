@@ -59,7 +59,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _machine import MODELS, machine, use_model  # noqa: E402 - bench/ is on sys.path when a script runs, the root after the insert above
+from _machine import add_model_arguments, announce_model, machine, percentile  # noqa: E402 - bench/ is on sys.path when a script runs, the root after the insert above
 
 ORG, NS = "bench-org", "bench-ns"
 TOPICS = 2000
@@ -118,11 +118,6 @@ def exact_top(docs: np.ndarray, qs: np.ndarray) -> tuple[list[np.ndarray], list[
         ms.append((time.perf_counter() - t) * 1000)
         exact.append(top)
     return exact, ms
-
-
-def pct(xs: list[float], p: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
 
 
 async def load(store: Any, docs: np.ndarray, texts: list[str], tmp: Path, org: str = ORG, ns: str = NS) -> float:
@@ -218,7 +213,12 @@ async def run(
 
     docs, qs, texts, asked = corpus(kind, n, queries, seed)
     exact, np_ms = exact_top(docs, qs)
-    out: dict[str, Any] = {"n": n, "queries": queries, "corpus": kind, "numpy": {"p50_ms": pct(np_ms, 50), "p99_ms": pct(np_ms, 99)}}
+    out: dict[str, Any] = {
+        "n": n,
+        "queries": queries,
+        "corpus": kind,
+        "numpy": {"p50_ms": percentile(np_ms, 50), "p99_ms": percentile(np_ms, 99)},
+    }
     if kind == "composed":
         import decision_corpus
 
@@ -271,10 +271,10 @@ async def run(
                     t = time.perf_counter()
                     space.search(q, K, "decision", [])
                     own.append((time.perf_counter() - t) * 1000)
-                extra["index_search_p50_ms"] = pct(own, 50)
-                extra["index_search_p99_ms"] = pct(own, 99)
+                extra["index_search_p50_ms"] = percentile(own, 50)
+                extra["index_search_p99_ms"] = percentile(own, 99)
                 await rows.vectors.stop()
-            out[mode] = {"p50_ms": pct(ms, 50), "p99_ms": pct(ms, 99), "recall_at_25": statistics.fmean(recall), **extra}
+            out[mode] = {"p50_ms": percentile(ms, 50), "p99_ms": percentile(ms, 99), "recall_at_25": statistics.fmean(recall), **extra}
         await store.close()
     if "rest" in only:
         if not asked:
@@ -290,7 +290,12 @@ async def run(
             t = time.perf_counter()
             local.encode([f"how long do we keep transcripts of case {i}?"])
             emb_ms.append((time.perf_counter() - t) * 1000)
-        out["query_embedding"] = {"p50_ms": pct(emb_ms, 50), "p99_ms": pct(emb_ms, 99), "first_ms": emb_ms[0], "tenth_ms": emb_ms[9]}
+        out["query_embedding"] = {
+            "p50_ms": percentile(emb_ms, 50),
+            "p99_ms": percentile(emb_ms, 99),
+            "first_ms": emb_ms[0],
+            "tenth_ms": emb_ms[9],
+        }
         out["embed_throughput"] = await embed_throughput(local)
     return out
 
@@ -370,7 +375,7 @@ async def over_rest(docs: np.ndarray, texts: list[str], asked: list[str], exact:
                         r.raise_for_status()
                         got = {int(p["memory_key"].rsplit("-", 1)[1]) for p in r.json()["precedents"]}
                         recall.append(len(got & set(want.tolist())) / K)
-                out.update(p50_ms=pct(ms, 50), p99_ms=pct(ms, 99), recall_at_25=statistics.fmean(recall))
+                out.update(p50_ms=percentile(ms, 50), p99_ms=percentile(ms, 99), recall_at_25=statistics.fmean(recall))
                 # The same questions from a client in a process of its own (as a caller is): the
                 # in-process httpx client above shares the server's event loop and CPU.
                 port = inst.base_url.rsplit(":", 1)[1]
@@ -380,7 +385,7 @@ async def over_rest(docs: np.ndarray, texts: list[str], asked: list[str], exact:
                 )  # fmt: skip
                 answer, _ = await child.communicate(json.dumps(asked).encode())
                 own = json.loads(answer)["ms"]
-                out.update(own_process_p50_ms=pct(own, 50), own_process_p99_ms=pct(own, 99))
+                out.update(own_process_p50_ms=percentile(own, 50), own_process_p99_ms=percentile(own, 99))
             finally:
                 await inst.stop()
                 await store.close()
@@ -466,8 +471,8 @@ def graph_run(
                 "build_cpu_s": build_cpu,
                 "load": os.getloadavg()[0],
                 "memory_mb": index.memory_usage / 2**20,
-                "p50_ms": pct(ms, 50),
-                "p99_ms": pct(ms, 99),
+                "p50_ms": percentile(ms, 50),
+                "p99_ms": percentile(ms, 99),
                 "recall_at_25": statistics.fmean(recall),
             }
         )
@@ -489,12 +494,9 @@ def main() -> int:
     ap.add_argument("--widths", default="", help="search widths for --ann-only (default the cache's)")
     ap.add_argument("--keep", type=Path, default=None, help="save the --ann-only graph here, or load it when saved")
     ap.add_argument("--modes", default=",".join(ALL_MODES), help="comma-separated subset of " + ", ".join(ALL_MODES) + "; none: ''")
-    ap.add_argument("--model", choices=MODELS, default="int8", help="the local model to run (bench/_machine.py use_model)")
-    ap.add_argument("--json", action="store_true")
+    add_model_arguments(ap)
     a = ap.parse_args()
-    model_id = use_model(a.model)
-    if not a.json:
-        print(f"model {model_id}", flush=True)
+    announce_model(a)
     from loom_decisions.service.vector_index import CONNECTIVITY, EXPANSION_SEARCH, GRAPH_DTYPE
 
     load_before = os.getloadavg()
@@ -512,7 +514,7 @@ def main() -> int:
         if a.ann_only:
             docs, qs, _, _ = corpus(a.corpus, a.ann_only, a.queries, a.seed)
             exact, np_ms = exact_top(docs, qs)
-            r["ann_only_numpy_p50_ms"] = pct(np_ms, 50)
+            r["ann_only_numpy_p50_ms"] = percentile(np_ms, 50)
             widths = [int(w) for w in a.widths.split(",")] if a.widths else [EXPANSION_SEARCH]
             for dtype in dtypes:
                 graphs += graph_run(docs, qs, exact, CONNECTIVITY, widths, dtype, a.ef_add, a.keep)

@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _machine import machine  # noqa: E402
+from _machine import machine, percentile  # noqa: E402
 
 QUERIES = ROOT / "bench" / "help_queries.json"
 
@@ -52,11 +52,6 @@ def default_nats() -> Path:
         if candidate.is_dir():
             return candidate
     return ROOT.parent / "shared" / "bench-data" / "nats-docs"
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def held_bytes(build: Callable[[], Any]) -> int:
@@ -164,9 +159,9 @@ def bench_corpus(name: str, root: Path, queries: list[dict[str, Any]], reps: int
             "build_ms": build_s * 1e3,
             "build_cpu_ms": build_cpu * 1e3,
             "memory_mb": mem / 1e6,
-            "search_p50_ms": pct(lat, 50) * 1e3,
-            "search_p99_ms": pct(lat, 99) * 1e3,
-            "rank_p50_ms": pct(rank_lat, 50) * 1e3 if rank_lat else None,
+            "search_p50_ms": percentile(lat, 50) * 1e3,
+            "search_p99_ms": percentile(lat, 99) * 1e3,
+            "rank_p50_ms": percentile(rank_lat, 50) * 1e3 if rank_lat else None,
             "mrr10": mrr,
             "recall5": recall,
         }

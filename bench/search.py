@@ -37,16 +37,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from _machine import MODELS, embedded_loom, machine, use_model  # noqa: E402
+from _machine import add_model_arguments, announce_model, embedded_loom, machine, percentile  # noqa: E402
 
 EVALSET = ROOT / "bench" / "data" / "help_eval.json"
 KINDS = ("identifier", "howto", "symptom", "paraphrase")
 RANKERS = ("bm25", "dense", "fusion", "fusion-rrf", "bm25s")
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def load() -> str:
@@ -171,7 +166,7 @@ def run(evalset: Path, reps: int) -> dict[str, Any]:
             }
             for side, v in weak.items()
         },
-        "latency_ms": {k: {"p50": pct(v, 50), "p99": pct(v, 99)} for k, v in lat.items()},
+        "latency_ms": {k: {"p50": percentile(v, 50), "p99": percentile(v, 99)} for k, v in lat.items()},
     }
 
 
@@ -198,7 +193,12 @@ async def rest(queries: list[str], reps: int) -> dict[str, float]:
                 t = time.perf_counter()
                 await c.post("/v1/help.search", json={"query": f"{q} ({i})"})
                 fresh.append((time.perf_counter() - t) * 1e3)
-    return {"p50": pct(ms, 50), "p99": pct(ms, 99), "new_query_p50": pct(fresh, 50), "new_query_p99": pct(fresh, 99)}
+    return {
+        "p50": percentile(ms, 50),
+        "p99": percentile(ms, 99),
+        "new_query_p50": percentile(fresh, 50),
+        "new_query_p99": percentile(fresh, 99),
+    }
 
 
 def main() -> int:
@@ -206,12 +206,9 @@ def main() -> int:
     ap.add_argument("--evalset", type=Path, default=EVALSET)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--rest", action="store_true", help="also time help.search over REST against an embedded Loom")
-    ap.add_argument("--model", choices=MODELS, default="int8", help="the local model to run (bench/_machine.py use_model)")
-    ap.add_argument("--json", action="store_true")
+    add_model_arguments(ap)
     a = ap.parse_args()
-    model_id = use_model(a.model)
-    if not a.json:
-        print(f"model {model_id}", flush=True)
+    announce_model(a)
     started_load = load()
     r = run(a.evalset, a.reps)
     if a.rest:

@@ -12,7 +12,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.struct_pb2 import NULL_VALUE, Struct, Value
 
-from ..errors import ValidationFailed
+from ..errors import ValidationFailed, invalid_field
 from .schema import INT_FIELD_TYPES, INT_RANGES, FieldDescriptorOf
 
 _PARSE_FIELD = re.compile(r"Failed to parse (\w+) field")
@@ -43,7 +43,7 @@ def parse_args(cls: type[Message], args: dict[str, Any]) -> Message:
         found = _PARSE_FIELD.match(text)
         field_name = found.group(1) if found else "(body)"
         reason = "out of range" if "out of range" in text else "invalid value"
-        raise ValidationFailed(f"{field_name}: {reason}", {"field": field_name, "reason": reason}) from exc
+        raise invalid_field(field_name, reason) from exc
     return msg
 
 

@@ -12,7 +12,7 @@ import jsonschema_rs
 from jsonschema import FormatChecker
 from jsonschema.exceptions import ValidationError
 
-from ..errors import ValidationFailed
+from ..errors import ValidationFailed, invalid_field
 from ..json_limits import QUOTE_CHARS, clip
 from .schema import NOT_BLANK
 
@@ -84,7 +84,7 @@ def raise_refusal(first: ValidationError) -> NoReturn:
     if err.validator == "required":
         missing = [m for m in err.validator_value if m not in err.instance]
         field_name = ".".join(filter(None, [path, missing[0] if missing else ""]))
-        raise ValidationFailed(f"{field_name}: required", {"field": field_name, "reason": "required"})
+        raise invalid_field(field_name, "required")
     field_name = path or "(body)"
     if err.validator == "anyOf" and all("required" in sub for sub in err.validator_value):
         names = [sub["required"][0] for sub in err.validator_value]
@@ -110,7 +110,7 @@ def raise_refusal(first: ValidationError) -> NoReturn:
     # jsonschema quotes the refused value whole: quote at most QUOTE_CHARS of it.
     quoted = repr(err.instance)
     message = err.message.replace(quoted, clip(quoted)) if len(quoted) > QUOTE_CHARS else err.message
-    raise ValidationFailed(f"{field_name}: {message}", {"field": field_name, "reason": message})
+    raise invalid_field(field_name, message)
 
 
 def _chosen_branch(err: Any) -> Any:

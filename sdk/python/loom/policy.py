@@ -28,7 +28,7 @@ The rule language, modes and worked examples: docs/policies.md.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
+from typing import Literal, TypeVar
 
 from ._ops import PolicyConditionCountWithin, PolicyConditionFormerly, PolicyConditionNotSince
 
@@ -38,6 +38,16 @@ __all__ = ["count_within", "formerly", "not_since"]
 Key = Literal["agent", "session", "user", "actor"]
 Cmp = Literal["gt", "gte", "lt", "lte", "eq"]
 Outcome = Literal["ok", "failed", "any"]
+Leaf = TypeVar("Leaf", PolicyConditionCountWithin, PolicyConditionFormerly, PolicyConditionNotSince)
+
+
+def _narrowed(leaf: Leaf, args_equal: Mapping[str, str] | None, outcome: Outcome | None) -> Leaf:
+    """The leaf matching only calls with these arguments and this outcome (None: any)."""
+    if args_equal is not None:
+        leaf["args_equal"] = dict(args_equal)
+    if outcome is not None:
+        leaf["outcome"] = outcome
+    return leaf
 
 
 def count_within(
@@ -56,23 +66,14 @@ def count_within(
     sent (``agent`` would count per label, which the caller picks). Calls in flight count too.
     """
     leaf = PolicyConditionCountWithin(op="count_within", within=within, operation=operation, key=key, cmp=cmp, value=value)
-    if args_equal is not None:
-        leaf["args_equal"] = dict(args_equal)
-    if outcome is not None:
-        leaf["outcome"] = outcome
-    return leaf
+    return _narrowed(leaf, args_equal, outcome)
 
 
 def formerly(
     operation: str, *, within: str, key: Key = "actor", args_equal: Mapping[str, str] | None = None, outcome: Outcome | None = None
 ) -> PolicyConditionFormerly:
     """A ``formerly`` leaf: the caller made an ``operation`` call in ``within`` (``key``: see count_within)."""
-    leaf = PolicyConditionFormerly(op="formerly", within=within, operation=operation, key=key)
-    if args_equal is not None:
-        leaf["args_equal"] = dict(args_equal)
-    if outcome is not None:
-        leaf["outcome"] = outcome
-    return leaf
+    return _narrowed(PolicyConditionFormerly(op="formerly", within=within, operation=operation, key=key), args_equal, outcome)
 
 
 def not_since(
@@ -85,9 +86,7 @@ def not_since(
     anchor_args_equal: Mapping[str, str] | None = None,
 ) -> PolicyConditionNotSince:
     """A ``not_since`` leaf: no ``operation`` call since the caller's last ``anchor`` call within ``within``."""
-    leaf = PolicyConditionNotSince(op="not_since", within=within, operation=operation, key=key, anchor=anchor)
-    if args_equal is not None:
-        leaf["args_equal"] = dict(args_equal)
+    leaf = _narrowed(PolicyConditionNotSince(op="not_since", within=within, operation=operation, key=key, anchor=anchor), args_equal, None)
     if anchor_args_equal is not None:
         leaf["anchor_args_equal"] = dict(anchor_args_equal)
     return leaf

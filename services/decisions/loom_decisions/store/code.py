@@ -76,6 +76,13 @@ CODE_MIGRATIONS = [
 ]
 
 _REPO_COLS = "repo_id, owner, name, remotes, trunk_namespace"
+# A lookup's answer columns, and its filter to the namespace's current file set (the generation
+# its code_namespaces row names: older ones are being deleted, newer ones still being written).
+_SYMBOL_COLS = "path, line, name, qualname, kind"
+_IN_CURRENT_FILES = (
+    "org = {org:String} AND namespace = {ns:String} "
+    f"AND generation = (SELECT max(generation) FROM {NAMESPACES} FINAL WHERE org = {{org:String}} AND namespace = {{ns:String}})"
+)
 
 
 class CodeStore:
@@ -129,9 +136,8 @@ class CodeStore:
         """Symbols named `name`; with `qualified` (`a.b.C`), those whose qualified name, or module
         and qualified name, is it or ends with `.` + it."""
         return await self.store.query(
-            f"SELECT path, line, name, qualname, kind FROM {SYMBOLS} "
-            "WHERE org = {org:String} AND namespace = {ns:String} AND name = {name:String} AND kind != 'file' "
-            f"AND generation = (SELECT max(generation) FROM {NAMESPACES} FINAL WHERE org = {{org:String}} AND namespace = {{ns:String}}) "
+            f"SELECT {_SYMBOL_COLS} FROM {SYMBOLS} WHERE {_IN_CURRENT_FILES} "
+            "AND name = {name:String} AND kind != 'file' "
             "AND ({q:String} = '' OR qualname = {q:String} OR fqname = {q:String} OR endsWith(fqname, concat('.', {q:String}))) "
             "ORDER BY path, line LIMIT {lim:UInt32}",
             {"org": org, "ns": namespace, "name": name, "q": qualified, "lim": LOOKUP_MAX},
@@ -140,9 +146,7 @@ class CodeStore:
     async def by_path(self, org: str, namespace: str, path: str) -> list[dict[str, Any]]:
         """Tracked files whose path is `path` or ends with `/` + it."""
         return await self.store.query(
-            f"SELECT path, line, name, qualname, kind FROM {SYMBOLS} "
-            "WHERE org = {org:String} AND namespace = {ns:String} AND kind = 'file' "
-            f"AND generation = (SELECT max(generation) FROM {NAMESPACES} FINAL WHERE org = {{org:String}} AND namespace = {{ns:String}}) "
+            f"SELECT {_SYMBOL_COLS} FROM {SYMBOLS} WHERE {_IN_CURRENT_FILES} AND kind = 'file' "
             "AND (path = {p:String} OR endsWith(path, concat('/', {p:String}))) "
             "ORDER BY path LIMIT {lim:UInt32}",
             {"org": org, "ns": namespace, "p": path, "lim": LOOKUP_MAX},

@@ -50,12 +50,16 @@ log = logging.getLogger(__name__)
 Mode = Literal["boot", "setup", "repair"]
 
 
-class ProvisionRefused(Exception):
-    """A write Loom will not make; `reason` is an operator's sentence."""
+class Refused(Exception):
+    """A write to the analysis boundary Loom will not make; `reason` is an operator's sentence."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class ProvisionRefused(Refused):
+    """A write of the analyst's entities Loom will not make."""
 
 
 @dataclass(slots=True)
@@ -228,4 +232,4 @@ class Provisioner:
         return report
 
 
-__all__ = ["ChError", "NoAnswer", "ProvisionRefused", "Provisioner", "Report", "detect_prefix"]
+__all__ = ["ChError", "NoAnswer", "ProvisionRefused", "Provisioner", "Refused", "Report", "detect_prefix"]

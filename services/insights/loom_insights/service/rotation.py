@@ -33,7 +33,7 @@ from ..store.clickhouse import ChClient, ChError, NoAnswer
 from ..store.secrets import read_row, write_row
 from . import root
 from . import secrets as sec
-from .provisioning import Provisioner, detect_prefix
+from .provisioning import Provisioner, Refused, detect_prefix
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +41,8 @@ CONFIRM_POLL_S = 1.0
 CONFIRM_SETTLES = 10
 
 
-class RotationRefused(Exception):
-    """A rotation Loom will not run; `reason` is an operator's sentence."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+class RotationRefused(Refused):
+    """A rotation Loom will not run, or one whose new key it could not see every server take."""
 
 
 @dataclass(slots=True)

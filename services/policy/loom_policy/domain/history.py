@@ -16,13 +16,35 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 # A principal's key: (subject, key kind, key value). The subject is always part of it: that
 # is the caller pin, a rule never reads another principal's events.
 PKey = tuple[str, str, str]
 # A leaf's question about ops: (op name or glob, outcome `ok` / `failed` / `any`).
 ViewKey = tuple[str, str]
+
+
+class _Windowed(Protocol):
+    """A time-sorted series that can forget what is older than a cutoff."""
+
+    def drop_before(self, cutoff: int) -> None: ...
+
+    @property
+    def empty(self) -> bool: ...
+
+
+_K = TypeVar("_K")
+_S = TypeVar("_S", bound=_Windowed)
+
+
+def drop_all_before(by_key: dict[_K, _S], cutoff: int) -> None:
+    """Cuts every series in `by_key` at `cutoff` and forgets the ones left empty."""
+    for k in list(by_key):
+        series = by_key[k]
+        series.drop_before(cutoff)
+        if series.empty:
+            del by_key[k]
 
 
 @dataclass(slots=True)
@@ -121,6 +143,10 @@ class _ArgSeries:
             del self.times[:i]
             del self.args[:i]
 
+    @property
+    def empty(self) -> bool:
+        return not self.times
+
 
 def outcome_matches(outcome: str, ok: bool) -> bool:
     return outcome == "any" or (outcome == "ok") == ok
@@ -173,13 +199,11 @@ class Series:
         self.rewrites += 1
         del self.times[:i]
         for values in self.by_arg.values():
-            emptied = []
-            for v, sub in values.items():
-                sub.drop_before(cutoff)
-                if not sub.times:
-                    emptied.append(v)
-            for v in emptied:
-                del values[v]
+            drop_all_before(values, cutoff)
+
+    @property
+    def empty(self) -> bool:
+        return not self.times
 
     def truncate(self, cap: int) -> None:
         """Keep the newest `cap` events; remember the newest instant dropped."""
@@ -301,6 +325,10 @@ class Breadth:
             for _, k in self.order[:i]:
                 del self.last[k]
             del self.order[:i]
+
+    @property
+    def empty(self) -> bool:
+        return not self.order
 
     def truncate(self, cap: int) -> None:
         extra = len(self.order) - cap
@@ -477,23 +505,14 @@ class Window:
         self.generation += 1
         for pkey in list(self.principals):
             ops = self.principals[pkey]
-            for k in list(ops):
-                ops[k].drop_before(cutoff)
-                if not ops[k].times:
-                    del ops[k]
+            drop_all_before(ops, cutoff)
             if not ops:
                 del self.principals[pkey]
         for _, by_pkey in self._views.values():
-            for pkey in list(by_pkey):
-                by_pkey[pkey].drop_before(cutoff)
-                if not by_pkey[pkey].times:
-                    del by_pkey[pkey]
+            drop_all_before(by_pkey, cutoff)
         for pkey in list(self.exposures):
             idx = self.exposures[pkey]
-            for slot in list(idx):
-                idx[slot].drop_before(cutoff)
-                if not idx[slot].order:
-                    del idx[slot]
+            drop_all_before(idx, cutoff)
             if not idx:
                 del self.exposures[pkey]
 
