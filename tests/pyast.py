@@ -2,7 +2,11 @@
 bug (gh-106905, fixed in later releases): once an AST conversion elsewhere in the process ended
 in an exception, every later `ast.parse` may raise `SystemError: AST constructor recursion depth
 mismatch`. Then the source is parsed in a fresh interpreter instead (all of it at once, pickled
-back: AST nodes pickle), so a test's verdict never depends on what ran before it."""
+back: AST nodes pickle), so a test's verdict never depends on what ran before it.
+
+A tree is parsed once per process (keyed by the file's mtime and size, so a rewritten sample
+file is parsed again): several modules scan all of core/ and services/ (~1 CPU-s a pass), and
+they only read the trees."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ for arg in sys.argv[1:]:
 sys.stdout.buffer.write(pickle.dumps(trees))
 """
 _parsed_elsewhere: dict[str, ast.Module] = {}
+_parsed_here: dict[tuple[str, int, int], ast.Module] = {}
 
 
 def parse_file(path: Path, package: Path | None = None) -> ast.Module:
@@ -32,8 +37,13 @@ def parse_file(path: Path, package: Path | None = None) -> ast.Module:
     if key in _parsed_elsewhere:
         return _parsed_elsewhere[key]
     if not _parsed_elsewhere:
+        stat = path.stat()
+        version = (key, stat.st_mtime_ns, stat.st_size)
+        if version in _parsed_here:
+            return _parsed_here[version]
         try:
-            return ast.parse(path.read_text(), str(path))
+            tree = _parsed_here[version] = ast.parse(path.read_text(), str(path))
+            return tree
         except SystemError:
             pass  # the bug: from here on, parse in a child
     roots = [str(ROOT / d) for d in ("core", "services", "sdk") if (ROOT / d).is_dir()] if package is None else [str(package)]
