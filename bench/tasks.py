@@ -678,6 +678,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         applied0 = sum(p.projector.applied for p in tasks_planes)
                         batches0 = sum(p.projector.batches for p in tasks_planes)
                         held0 = sum(p.admission.waits for p in tasks_planes)
+                        atomic0 = [sum(getattr(p.engine, k, 0) for p in tasks_planes) for k in ("batches_written", "batches_refused")]
                         if statements is not None:
                             statements.clear()
                         # The baseline right before and right after each Loom run: the run's ratio is
@@ -714,6 +715,11 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                                 "state_writes_per_projection_batch": applied / max(flushes, 1),
                                 # Writes that waited for the projector (LOOM_TASK_PROJECTION_MAX_BEHIND).
                                 "writes_held_back": sum(p.admission.waits for p in tasks_planes) - held0,
+                                # Atomic batches of state writes stored, and refused (then written one by one).
+                                "atomic_batches": [
+                                    sum(getattr(p.engine, k, 0) for p in tasks_planes) - k0
+                                    for k, k0 in zip(("batches_written", "batches_refused"), atomic0, strict=True)
+                                ],
                                 # After the last complete, how long until the projector and the
                                 # webhook deliverer had nothing left (their CPU until then is in the server's).
                                 "derived_lag_ms": derived_lag * 1000,
@@ -837,7 +843,7 @@ def report(r: dict[str, Any]) -> str:
             f"ratio_cpu {x['ratio_cpu']:.3f}  "
             f"nats-server messages in+out {x['nats_messages_per_lifecycle']:.1f} a lifecycle vs {x['jetstream_nats_messages_per_message']:.1f} a message  "
             f"({x['seconds']:.2f} s to the last complete, {x['client_per_second']:.0f}/s as the client saw it; each completed once: {x['checked']}; server {x['server_cpu_ms_per_lifecycle']:.2f} ms CPU/lifecycle, "
-            f"{x['state_writes_per_projection_batch']:.0f} writes per projection batch, {x['writes_held_back']} writes held back for it, "
+            f"{x['state_writes_per_projection_batch']:.0f} writes per projection batch, {x['atomic_batches'][0]} atomic write batches stored and {x['atomic_batches'][1]} refused, {x['writes_held_back']} writes held back for it, "
             f"derived work done {x['derived_lag_ms']:.0f} ms after it)"
         )
     for wk in r["wake"]:

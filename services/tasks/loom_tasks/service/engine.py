@@ -5,6 +5,7 @@ Every op that moves a task goes through `mutate` (or `claim` / `insert_new`, its
 2. decide the next row (domain/transitions), or refuse;
 3. write the next value, carrying its event, at the revision read — ONE durable write; a race
    sends us back to 1.
+A batch op's moves of distinct tasks go as one atomic batch of such writes (`write_many`), or, refused, one by one.
 Nothing else is on the write path. The event on LOOM_TASK_EVENTS (task.updates, webhooks,
 subscribers, task.history) and the ClickHouse projection are derived from that write by the
 projector (consumers/projector.py), so a crash after the write loses nothing and a crash
@@ -83,6 +84,9 @@ class Engine:
         # it needs no read first. A stale entry costs nothing but a retry: the compare-and-set
         # at its revision fails, the entry goes, and the write reads the truth.
         self._held: OrderedDict[tuple[str, str], TaskRow] = OrderedDict()
+        #: Atomic batches of writes written, and refused (then written one by one): the benchmark's report.
+        self.batches_written = 0
+        self.batches_refused = 0
 
     # --- reading
 
@@ -151,7 +155,9 @@ class Engine:
         try:
             revs = await self.truth.write_many([(change.row, event, last) for (change, last, _), event in zip(moves, events, strict=True)])
         except BatchRefused:
+            self.batches_refused += 1
             return None
+        self.batches_written += 1
         if self.admission is not None:
             self.admission.wrote(revs[-1])
         return [
