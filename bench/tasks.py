@@ -43,6 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -327,6 +328,14 @@ async def serial_rounds(cfg: dict[str, Any]) -> dict[str, Any]:
     return {"loom": loom_rounds, "jetstream": js_rounds, "ratios": ratios, "ratio": statistics.median(ratios)}
 
 
+def nats_messages(monitor_port: int) -> int:
+    """Messages the nats-server has taken in and sent out so far (its `/varz`): per lifecycle,
+    a firm count beside the noisy rates (each one a parse, a route and a write on both ends)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{monitor_port}/varz", timeout=5) as r:
+        varz = json.loads(r.read())
+    return int(varz["in_msgs"]) + int(varz["out_msgs"])
+
+
 def proc_cpu(pid: int) -> float:
     """CPU seconds (user + system) a process has used so far, from /proc."""
     try:
@@ -431,7 +440,9 @@ async def _client(cfg: dict[str, Any]) -> dict[str, Any]:
         rounds = []
         for _ in range(3):
             meter = CpuMeter(cfg)
+            msgs0 = nats_messages(cfg["nats_monitor"])
             rounds.append(await jetstream_work_queue(cfg["nats"], n, cfg["workers"], cfg["producers"]))
+            rounds[-1]["nats_messages_per_message"] = (nats_messages(cfg["nats_monitor"]) - msgs0) / n
             # The baseline's own cost: the client and the nats-server (not the idle Loom server beside them).
             cpu = meter.split()
             rounds[-1]["cpu"] = {**cpu, "total": cpu["client"] + cpu["nats"]}
@@ -608,7 +619,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 **({"task_terminal_retention_seconds": args.retention} if args.retention is not None else {}),
             },
         )
-        async with NatsServer(data / "nats", sync_interval=args.sync_interval) as nats:
+        async with NatsServer(data / "nats", sync_interval=args.sync_interval, monitor=True) as nats:
             store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
             statements = _count_statements(store) if args.store_stats else None
             planes = {"identity", "tasks"}
@@ -634,6 +645,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 "http": [i.base_url for i in instances],
                 "nats": nats.url,
                 "nats_pid": nats.proc.pid if nats.proc is not None else 0,
+                "nats_monitor": nats.monitor_port,
                 "server_pid": os.getpid(),
                 "token": token,
                 "org": "bench",
@@ -666,6 +678,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         applied0 = sum(p.projector.applied for p in tasks_planes)
                         batches0 = sum(p.projector.batches for p in tasks_planes)
                         held0 = sum(p.admission.waits for p in tasks_planes)
+                        atomic0 = [sum(getattr(p.engine, k, 0) for p in tasks_planes) for k in ("batches_written", "batches_refused")]
                         if statements is not None:
                             statements.clear()
                         # The baseline right before and right after each Loom run: the run's ratio is
@@ -675,11 +688,13 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                             base = (await run_client({**cfg, "phase": "baseline"}))["jetstream"]
                         if profiler:
                             profiler.enable()
+                        msgs0 = nats_messages(nats.monitor_port)
                         cpu0, loop0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
                         with DerivedBacklogWatch(instances[0].runtime.bus.js, not args.no_webhooks) as backlog:
                             loom = (await run_client({**cfg, "door": door, "batch": batch, "phase": "lifecycles"}))["loom"]
                             derived_lag = await backlog.done_after(loom["last_done_clock"])
                         cpu, loop_cpu, wall = time.process_time() - cpu0, time.thread_time() - loop0, time.perf_counter() - wall0
+                        nats_msgs = nats_messages(nats.monitor_port) - msgs0
                         if profiler:
                             profiler.disable()
                         applied = sum(p.projector.applied for p in tasks_planes) - applied0
@@ -700,10 +715,17 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                                 "state_writes_per_projection_batch": applied / max(flushes, 1),
                                 # Writes that waited for the projector (LOOM_TASK_PROJECTION_MAX_BEHIND).
                                 "writes_held_back": sum(p.admission.waits for p in tasks_planes) - held0,
+                                # Atomic batches of state writes stored, and refused (then written one by one).
+                                "atomic_batches": [
+                                    sum(getattr(p.engine, k, 0) for p in tasks_planes) - k0
+                                    for k, k0 in zip(("batches_written", "batches_refused"), atomic0, strict=True)
+                                ],
                                 # After the last complete, how long until the projector and the
                                 # webhook deliverer had nothing left (their CPU until then is in the server's).
                                 "derived_lag_ms": derived_lag * 1000,
                                 # CPU of the server process (every thread) while the client ran.
+                                # Messages in and out of the nats-server (the backlog watch's own included).
+                                "nats_messages_per_lifecycle": nats_msgs / (args.tasks + args.warmup),
                                 "server_cpu_ms_per_lifecycle": cpu * 1000 / (args.tasks + args.warmup),
                                 "server_cpu_busy": cpu / wall,
                                 # Of which the event loop's own thread (Python); the rest is chDB's and NATS client threads'.
@@ -720,6 +742,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         lc, bc = runs[-1]["cpu"], base["cpu"]
                         runs[-1]["cpu_ms_per_lifecycle"] = lc["total"] * 1000 / runs[-1]["lifecycles"]
                         runs[-1]["jetstream_cpu_ms_per_message"] = bc["total"] * 1000 / base["messages"]
+                        runs[-1]["jetstream_nats_messages_per_message"] = base["nats_messages_per_message"]
                         runs[-1]["ratio_cpu"] = runs[-1]["jetstream_cpu_ms_per_message"] / runs[-1]["cpu_ms_per_lifecycle"]
                 # --wake 0: no wake rounds, no wake figures (statistics.median of nothing raises).
                 wakes = (
@@ -818,8 +841,9 @@ def report(r: dict[str, Any]) -> str:
             f"(client {x['cpu']['client'] * 1000 / x['lifecycles']:.2f}, server {x['cpu']['server'] * 1000 / x['lifecycles']:.2f}, "
             f"nats {x['cpu']['nats'] * 1000 / x['lifecycles']:.2f}) vs {x['jetstream_cpu_ms_per_message']:.3f} ms/msg: "
             f"ratio_cpu {x['ratio_cpu']:.3f}  "
+            f"nats-server messages in+out {x['nats_messages_per_lifecycle']:.1f} a lifecycle vs {x['jetstream_nats_messages_per_message']:.1f} a message  "
             f"({x['seconds']:.2f} s to the last complete, {x['client_per_second']:.0f}/s as the client saw it; each completed once: {x['checked']}; server {x['server_cpu_ms_per_lifecycle']:.2f} ms CPU/lifecycle, "
-            f"{x['state_writes_per_projection_batch']:.0f} writes per projection batch, {x['writes_held_back']} writes held back for it, "
+            f"{x['state_writes_per_projection_batch']:.0f} writes per projection batch, {x['atomic_batches'][0]} atomic write batches stored and {x['atomic_batches'][1]} refused, {x['writes_held_back']} writes held back for it, "
             f"derived work done {x['derived_lag_ms']:.0f} ms after it)"
         )
     for wk in r["wake"]:

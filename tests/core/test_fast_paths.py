@@ -108,6 +108,25 @@ async def test_compare_and_set_answers_as_jetstream_decides(bus: Bus) -> None:
         await bus.js.delete_stream(stream)
 
 
+async def test_a_batch_of_compare_and_set_writes_stores_all_or_none(bus: Bus) -> None:
+    """kv.update_many_at: every write its own compare-and-set, stored together at consecutive
+    revisions; one write that lost its race refuses the batch, and nothing of it is stored."""
+    stream = f"CASB_{secrets.token_hex(4)}"
+    a, b, c = (f"{stream.lower()}.{k}" for k in "abc")
+    await kv.ensure_stream(bus.js, StreamConfig(name=stream, subjects=[f"{stream.lower()}.>"], allow_direct=True, allow_atomic=True))
+    try:
+        first = await kv.update_at(bus.js, a, b"a1", 0)
+        revs = await kv.update_many_at(bus.js, [(a, b"a2", first), (b, b"b1", 0)])
+        assert revs == [first + 1, first + 2]
+        with pytest.raises(kv.BatchRefused):
+            await kv.update_many_at(bus.js, [(c, b"c1", 0), (a, b"a stale", first), (b, b"b2", revs[1])])
+        assert await kv.read(bus.js, stream, c) is None
+        assert await kv.read(bus.js, stream, a) == kv.Entry(b"a2", revs[0])
+        assert await kv.read(bus.js, stream, b) == kv.Entry(b"b1", revs[1])
+    finally:
+        await bus.js.delete_stream(stream)
+
+
 async def test_a_direct_read_answers_as_nats_pys_get_msg_does(bus: Bus) -> None:
     """kv.read's own direct get against nats-py's `get_msg(direct=True)` and its leader read:
     the same value and revision for a value, a delete marker and a subject that holds nothing;

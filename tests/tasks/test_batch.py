@@ -36,6 +36,24 @@ async def test_create_many_answers_each_item_and_keeps_one_task_per_key(org: Org
     assert len(listed) == 2
 
 
+async def test_create_many_naming_a_key_used_before_writes_the_others_and_answers_the_old_task(org: Org) -> None:
+    # The batch's one atomic write is refused (the key's task exists): each create is written on its own.
+    admin = await org.admin()
+    await register(admin)
+    owner = await org.owner()
+    before = await owner("task.create", inbox="private-bot", kind="chore", title="first", idempotency_key="k-old")
+    items = [
+        {"inbox": "private-bot", "kind": "chore", "title": "new 1"},
+        {"inbox": "private-bot", "kind": "chore", "title": "first again", "idempotency_key": "k-old"},
+        {"inbox": "private-bot", "kind": "chore", "title": "new 2"},
+    ]
+    out = (await owner("task.create_many", tasks=items))["results"]
+    assert [r.get("created", False) for r in out] == [True, False, True]
+    assert out[1]["task"]["task_id"] == before["task"]["task_id"] and out[1]["task"]["title"] == "first"
+    listed = (await owner("task.list", inbox="private-bot"))["tasks"]
+    assert sorted(t["title"] for t in listed) == ["first", "new 1", "new 2"]
+
+
 async def test_create_many_with_an_item_the_schema_refuses_is_refused_whole_and_writes_nothing(org: Org) -> None:
     admin = await org.admin()
     await register(admin)

@@ -52,6 +52,8 @@ TIMEOUT_SECONDS = 5.0
 _NO_RESPONDERS = "503"
 #: JetStream's limit on the messages of one atomic batch (nats-server's default).
 ATOMIC_BATCH_MAX = 1000
+#: The first nats-server with atomic batch publishes (a stream's `allow_atomic`).
+ATOMIC_SINCE = (2, 12)
 _BATCH_ID = "Nats-Batch-Id"
 _BATCH_SEQUENCE = "Nats-Batch-Sequence"
 _BATCH_COMMIT = "Nats-Batch-Commit"
@@ -68,6 +70,12 @@ class Rejected(Exception):
     def __init__(self, subject: str, err_code: int, description: str) -> None:
         super().__init__(f"{subject}: {err_code} {description}")
         self.err_code = err_code
+
+
+def server_takes_atomic(nc: Client) -> bool:
+    """The connected nats-server knows atomic batches (a stream may then set `allow_atomic`)."""
+    version = nc.connected_server_version
+    return (version.major, version.minor) >= ATOMIC_SINCE
 
 
 def unavailable() -> Unavailable:

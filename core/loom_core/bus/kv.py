@@ -7,9 +7,12 @@ message's stream sequence (revisions only grow, stream-wide). Writes are publish
 - `create_if_absent(subject, data)`: expected 0 (the subject holds nothing), or over a delete /
   purge marker at its sequence;
 - `update_at(subject, data, last)`: only while the subject's last message is still `last`;
+- `update_many_at([(subject, data, last), ...])`: several such writes as one JetStream atomic
+  batch (nats-server 2.12+, a stream with `allow_atomic`): all stored, or none;
 - `read(subject)`: the last message by direct get (any replica of the stream answers).
 
-A lost race raises `WrongRevision`; a bus that does not answer, `Unavailable`. `ensure_stream`
+A lost race raises `WrongRevision` (`BatchRefused` for a batch: which write lost is not said);
+a bus that does not answer, `Unavailable`. `ensure_stream`
 creates a stream or updates its config (the same call on every replica).
 """
 
@@ -40,6 +43,11 @@ WRONG_LAST_SEQUENCE = (10071, 10164)
 
 class WrongRevision(Exception):
     """The key moved since it was read (or exists, for a create): read again."""
+
+
+class BatchRefused(Exception):
+    """An atomic batch of writes was refused whole (a write in it lost its race, or the stream
+    takes no batch now): nothing of it is stored; write them one by one."""
 
 
 @dataclass(slots=True)
@@ -111,6 +119,17 @@ async def update_at(
         if exc.err_code in WRONG_LAST_SEQUENCE:
             raise WrongRevision(subject) from None
         raise unavailable() from exc
+
+
+async def update_many_at(js: BusJetStream, writes: list[tuple[str, bytes, int]]) -> list[int]:
+    """Each (subject, data, last) written at its revision `last` (0: the subject holds nothing),
+    all in one atomic batch (at most `jspublish.ATOMIC_BATCH_MAX`): their new revisions, in order.
+    One answer for the lot instead of one each. `BatchRefused` stores nothing."""
+    messages: list[jspublish.Publish] = [(subject, data, {EXPECTED_LAST: str(last)}) for subject, data, last in writes]
+    try:
+        return await jspublish.publish_atomic(js.nc, messages, answer_within=js.timeout)
+    except jspublish.Rejected as exc:
+        raise BatchRefused(exc.err_code) from None
 
 
 async def create_if_absent(

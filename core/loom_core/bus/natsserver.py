@@ -38,8 +38,19 @@ class NatsServer:
     as `loom up` runs by default; an interval such as `2m`; empty: nats-server's own default,
     an fsync every two minutes)."""
 
-    def __init__(self, store_dir: Path, port: int = 0, host: str = "127.0.0.1", config: str | None = None, sync_interval: str = "") -> None:
+    def __init__(
+        self,
+        store_dir: Path,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        config: str | None = None,
+        sync_interval: str = "",
+        *,
+        monitor: bool = False,
+    ) -> None:
         self.store_dir = store_dir
+        #: The HTTP monitoring port (`/varz`: message counts), when asked for (benches).
+        self.monitor_port = free_port(host) if monitor else 0
         self.host = host
         self.port = port or free_port(host)
         self.sync_interval = sync_interval
@@ -55,6 +66,8 @@ class NatsServer:
     def start(self) -> None:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         args = [nats_server_binary(), "-a", self.host, "-p", str(self.port), "-js", "-sd", str(self.store_dir)]
+        if self.monitor_port:
+            args += ["-m", str(self.monitor_port)]
         if self.config is not None:
             conf = self.store_dir / "nats.conf"
             conf.write_text(self.config)

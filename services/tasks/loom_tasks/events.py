@@ -44,8 +44,6 @@ WAKE_PREFIX = "loom.task_wake"
 CONFIG_PREFIX = "loom.task_config"
 #: A re-published event (the projector redelivered after a crash) inside this window is stored once.
 DUPLICATE_WINDOW_SECONDS = 600.0
-#: The first nats-server with atomic batch publishes (a stream's `allow_atomic`).
-ATOMIC_SINCE = (2, 12)
 #: The durable consumer: task state -> events, the projection and task.history's table.
 PROJECTOR_DURABLE = "loom-task-projector"
 #: task.progress notes (no state write) -> task.history's table.
@@ -127,9 +125,7 @@ class EventPublisher:
         self.atomic = False
 
     async def ensure_stream(self, max_age_seconds: float) -> None:
-        version = self.bus.nc.connected_server_version
-        atomic = (version.major, version.minor) >= ATOMIC_SINCE
-        await self.bus.ensure_stream(stream_config(max_age_seconds, self.replicas, atomic=atomic))
+        await self.bus.ensure_stream(stream_config(max_age_seconds, self.replicas, atomic=jspublish.server_takes_atomic(self.bus.nc)))
         info = await self.bus.js.stream_info(STREAM)
         self.atomic = bool(info.config.allow_atomic)
 

@@ -5,6 +5,7 @@ Every op that moves a task goes through `mutate` (or `claim` / `insert_new`, its
 2. decide the next row (domain/transitions), or refuse;
 3. write the next value, carrying its event, at the revision read — ONE durable write; a race
    sends us back to 1.
+A batch op's moves of distinct tasks go as one atomic batch of such writes (`write_many`), or, refused, one by one.
 Nothing else is on the write path. The event on LOOM_TASK_EVENTS (task.updates, webhooks,
 subscribers, task.history) and the ClickHouse projection are derived from that write by the
 projector (consumers/projector.py), so a crash after the write loses nothing and a crash
@@ -17,11 +18,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from loom_core.errors import Conflict, ErrorCode, NotFound
+from loom_core.bus.kv import BatchRefused
+from loom_core.errors import Conflict, ErrorCode, LoomError, NotFound
 
 from ..domain import events as ev
 from ..domain import model, transitions
@@ -56,6 +58,17 @@ class Committed:
     event: dict[str, Any] | None
 
 
+#: A change decided, to write: the change, the revision its task was read at (0: a new task), the row before (None: a new task).
+Decided = tuple[Change, int, TaskRow | None]
+
+
+def _event(change: Change) -> dict[str, Any]:
+    row = change.row
+    return ev.build(
+        row, change.event, at=row.updated_at, data=change.data, actor=change.actor, actor_agent=change.actor_agent, reason=change.reason
+    )
+
+
 def no_task(task_id: str) -> NotFound:
     return NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no such task", {"task_id": task_id})
 
@@ -71,6 +84,9 @@ class Engine:
         # it needs no read first. A stale entry costs nothing but a retry: the compare-and-set
         # at its revision fails, the entry goes, and the write reads the truth.
         self._held: OrderedDict[tuple[str, str], TaskRow] = OrderedDict()
+        #: Atomic batches of writes written, and refused (then written one by one): the benchmark's report.
+        self.batches_written = 0
+        self.batches_refused = 0
 
     # --- reading
 
@@ -105,9 +121,7 @@ class Engine:
 
     async def _write(self, change: Change, last: int, before: TaskRow | None) -> Committed:
         row = change.row
-        event = ev.build(
-            row, change.event, at=row.updated_at, data=change.data, actor=change.actor, actor_agent=change.actor_agent, reason=change.reason
-        )
+        event = _event(change)
         if self.admission is not None:
             await self.admission.admit()
         try:
@@ -117,6 +131,9 @@ class Engine:
             raise
         if self.admission is not None:
             self.admission.wrote(rev)
+        return await self._written(row, rev, event, before)
+
+    async def _written(self, row: TaskRow, rev: int, event: dict[str, Any] | None, before: TaskRow | None) -> Committed:
         row.rev = rev
         if row.status == model.IN_PROGRESS and not row.fence:
             row.fence = rev
@@ -124,11 +141,43 @@ class Engine:
         await self._wake(row, before)
         return Committed(row, event)
 
+    async def write_many(self, moves: Sequence[Decided]) -> list[Committed] | None:
+        """Moves of distinct tasks, each (change, the revision it was decided at, the row before),
+        written as ONE atomic batch (TaskTruth.write_many): a batch op's hundred writes cost one
+        answer from the stream instead of a hundred. Their commits in order, or None when nothing
+        was written (a move lost its race, the stream takes no batches, fewer than two moves, a
+        task named twice): the caller then makes each move on its own, as one write each."""
+        if len(moves) < 2 or not self.truth.atomic or len({(m[0].row.org, m[0].row.task_id) for m in moves}) < len(moves):
+            return None
+        events = [_event(change) for change, _, _ in moves]
+        if self.admission is not None:
+            await self.admission.admit()
+        try:
+            revs = await self.truth.write_many([(change.row, event, last) for (change, last, _), event in zip(moves, events, strict=True)])
+        except BatchRefused:
+            self.batches_refused += 1
+            return None
+        self.batches_written += 1
+        if self.admission is not None:
+            self.admission.wrote(revs[-1])
+        return [
+            await self._written(change.row, rev, event, before) for (change, _, before), rev, event in zip(moves, revs, events, strict=True)
+        ]
+
     async def _wake(self, row: TaskRow, before: TaskRow | None) -> None:
         if before is not None and before.status == model.TODO and (row.status != model.TODO or before.inbox != row.inbox):
             await self.waker.gone(row.org, before.inbox, row.task_id, row.version)
         if row.status == model.TODO:
             await self.waker.ready(row, row.rev)
+
+    @staticmethod
+    async def decided(row: TaskRow, decide: Decide) -> Decided:
+        """`decide` on (a copy of) `row`, as read with its revision: the move to write at that revision."""
+        out = decide(row.copy())
+        change = await out if asyncio.iscoroutine(out) else out
+        assert isinstance(change, Change)
+        change.row.version = row.version + 1
+        return change, row.rev, row
 
     async def mutate(self, org: str, task_id: str, decide: Decide, *, first: TaskRow | None = None) -> Committed:
         """Read, decide, compare-and-set: the one way a task changes (claims aside). `first`: the
@@ -137,12 +186,9 @@ class Engine:
             row = first if first is not None and attempt == 0 else await self.current(org, task_id)
             if row is None:
                 raise no_task(task_id)
-            out = decide(row.copy())
-            change = await out if asyncio.iscoroutine(out) else out
-            assert isinstance(change, Change)
-            change.row.version = row.version + 1
+            change, last, before = await self.decided(row, decide)
             try:
-                return await self._write(change, row.rev, row)
+                return await self._write(change, last, before)
             except WrongRevision:
                 if attempt:
                     await asyncio.sleep(0.002 * min(attempt, 20))
@@ -178,13 +224,31 @@ class Engine:
                 if cur.status != model.TODO or cur.inbox != row.inbox or not cur.visible_to_pull(now):
                     return None
                 row = cur
-            change = transitions.claim(row, actor, 0, lease_seconds, now)
-            change.row.version = row.version + 1
             try:
-                return await self._write(change, row.rev, row)
+                return await self._write(*self._claiming(row, actor, lease_seconds, now))
             except WrongRevision:
                 continue
         return None
+
+    async def claim_many(self, rows: list[TaskRow], actor: Actor, lease_seconds: int, now: float) -> list[Committed | BaseException | None]:
+        """Claim candidates of a pull (distinct tasks): each claim's commit, None (no longer
+        claimable) or what it raised. When every candidate names its revision, the claims go as
+        one atomic write first; when that is refused (another claim won one of them), each is
+        tried on its own as `claim` tries it."""
+        if all(row.rev for row in rows):
+            try:
+                batch = await self.write_many([self._claiming(row, actor, lease_seconds, now) for row in rows])
+            except LoomError as exc:  # not answered: nor is any of the claims
+                return [exc] * len(rows)
+            if batch is not None:
+                return list(batch)
+        return await asyncio.gather(*(self.claim(row, actor, lease_seconds, now) for row in rows), return_exceptions=True)
+
+    @staticmethod
+    def _claiming(row: TaskRow, actor: Actor, lease_seconds: int, now: float) -> Decided:
+        change = transitions.claim(row, actor, 0, lease_seconds, now)
+        change.row.version = row.version + 1
+        return change, row.rev, row
 
     async def insert_new(self, row: TaskRow, change: Change) -> Committed | None:
         """A new task: its first value, written only if its subject holds none. None when it

@@ -51,6 +51,10 @@ class PostingOps:
         self.d = deps
 
     async def create(self, ctx: CallContext, req: NewTask) -> tuple[TaskRow, bool]:
+        return await self._insert(ctx, *await self._new(ctx, req))
+
+    async def _new(self, ctx: CallContext, req: NewTask) -> tuple[TaskRow, transitions.Change]:
+        """The task `req` asks for and its creation, decided (checked, allowed), not yet written."""
         v.inbox_name(req.inbox)
         kind = v.kind(req.kind)
         title = v.text(req.title, "title", v.MAX_TITLE)
@@ -128,7 +132,11 @@ class PostingOps:
             # One key, one task: the task_id comes from the key, and the create below writes
             # only if that task holds no state yet (the idempotency check is the write itself).
             row.task_id = idempotent_task_id(ctx.org, ctx.subject, key)
-        committed = await self.d.engine.insert_new(row, transitions.created(row, actor))
+        return row, transitions.created(row, actor)
+
+    async def _insert(self, ctx: CallContext, row: TaskRow, change: transitions.Change) -> tuple[TaskRow, bool]:
+        """Write a new task: (the task, True), or (the task its idempotency_key named before, False)."""
+        committed = await self.d.engine.insert_new(row, change)
         if committed is not None:
             return committed.row, True
         existing = await self.d.engine.current(ctx.org, row.task_id)
@@ -140,14 +148,35 @@ class PostingOps:
         """task.create_many: each item as task.create would take it, answered on its own."""
         v.batch_size(len(items), "tasks")
 
-        async def one(item: NewTask) -> tuple[TaskRow | None, bool, LoomError | None]:
+        async def decided(item: NewTask) -> tuple[TaskRow, transitions.Change] | LoomError:
             try:
-                row, created = await self.create(ctx, item)
+                return await self._new(ctx, item)
+            except LoomError as exc:
+                return exc
+
+        news = await asyncio.gather(*(decided(i) for i in items))
+        # The allowed creates as one atomic write; when it is refused (an idempotency_key that
+        # names a task already, or named twice) each is written on its own as task.create writes it.
+        batch: list[Committed] | LoomError | None
+        try:
+            batch = await self.d.engine.write_many([(new[1], 0, None) for new in news if not isinstance(new, LoomError)])
+        except LoomError as exc:  # not answered: nor is any of the creates
+            batch = exc
+
+        async def one(new: tuple[TaskRow, transitions.Change] | LoomError) -> tuple[TaskRow | None, bool, LoomError | None]:
+            if isinstance(new, LoomError):
+                return None, False, new
+            if isinstance(batch, LoomError):
+                return None, False, batch
+            if batch is not None:
+                return new[1].row, True, None
+            try:
+                row, created = await self._insert(ctx, *new)
                 return row, created, None
             except LoomError as exc:
                 return None, False, exc
 
-        return list(await asyncio.gather(*(one(i) for i in items)))
+        return list(await asyncio.gather(*(one(new) for new in news)))
 
     async def cancel(self, ctx: CallContext, task_id: str, reason: str) -> TaskRow:
         v.task_id(task_id)

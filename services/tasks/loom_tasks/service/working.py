@@ -27,6 +27,7 @@ from ..events import READ_WAIT_SECONDS
 from ..store.truth import WrongRevision
 from .access import no_task
 from .deps import Deps
+from .engine import Committed, Decided
 
 # A fenced state change: the row, who acts, now (epoch seconds), the inbox (when asked for) -> the change.
 Move = Callable[[TaskRow, Actor, float, InboxRow | None], transitions.Change]
@@ -133,9 +134,8 @@ class WorkingOps:
             for row in chunk:
                 q.reserved.add(row.task_id)
             try:
-                results = await asyncio.gather(
-                    *(self.d.engine.claim(row.copy(rev=q.revs.get(row.task_id) or row.rev), actor, lease, time.time()) for row in chunk),
-                    return_exceptions=True,
+                results = await self.d.engine.claim_many(
+                    [row.copy(rev=q.revs.get(row.task_id) or row.rev) for row in chunk], actor, lease, time.time()
                 )
             finally:
                 for row in chunk:
@@ -256,32 +256,60 @@ class WorkingOps:
         """A state change by the claim's holder: the fence checked against the task's state."""
         first, actor = await self._held(ctx, task_id, fence, remembered=True)
         inbox = await self.d.directory.inbox(ctx.org, first.inbox) if with_inbox else None
-
-        def decide(row: TaskRow) -> transitions.Change:
-            check_fence(row, fence)
-            return move(row, actor, time.time(), inbox)
-
-        out = await self.d.engine.mutate(ctx.org, task_id, decide, first=first)
+        out = await self.d.engine.mutate(ctx.org, task_id, _fenced_by(fence, move, actor, inbox), first=first)
         return out.row
 
+    async def _fenced_many(
+        self, ctx: CallContext, moves: list[tuple[str, int, Move] | LoomError]
+    ) -> list[tuple[TaskRow | None, LoomError | None]]:
+        """Fenced state changes of several tasks (a batch op's), each decided as `_fenced` decides
+        it, written as one atomic batch; when that is refused (a task moved meanwhile, or named
+        twice), each written on its own as `_fenced` writes it. Each answered on its own."""
+
+        async def decided(task_id: str, fence: int, move: Move) -> Decided | LoomError:
+            try:
+                first, actor = await self._held(ctx, task_id, fence, remembered=True)
+                return await self.d.engine.decided(first, _fenced_by(fence, move, actor, None))
+            except LoomError as exc:
+                return exc
+
+        decisions = await asyncio.gather(*(decided(*m) if not isinstance(m, LoomError) else _answer(m) for m in moves))
+        batch: list[Committed] | LoomError | None
+        try:
+            batch = await self.d.engine.write_many([d for d in decisions if not isinstance(d, LoomError)])
+        except LoomError as exc:  # not answered: nor is any of the moves
+            batch = exc
+
+        async def one(m: tuple[str, int, Move] | LoomError, d: Decided | LoomError) -> tuple[TaskRow | None, LoomError | None]:
+            if isinstance(d, LoomError):
+                return None, d
+            if isinstance(batch, LoomError):
+                return None, batch
+            if batch is not None:
+                return d[0].row, None
+            assert not isinstance(m, LoomError)
+            try:
+                return await self._fenced(ctx, *m), None
+            except LoomError as exc:
+                return None, exc
+
+        return list(await asyncio.gather(*(one(m, d) for m, d in zip(moves, decisions, strict=True))))
+
     async def complete(self, ctx: CallContext, task_id: str, fence: int, outcome: dict[str, Any], reason: str = "") -> TaskRow:
-        outcome = v.payload(outcome, "outcome")
-        why = v.reason(reason, required=False)
-        return await self._fenced(ctx, task_id, fence, lambda row, actor, now, _inbox: transitions.complete(row, actor, outcome, now, why))
+        return await self._fenced(ctx, task_id, fence, _completing(outcome, reason))
 
     async def complete_many(
         self, ctx: CallContext, items: list[tuple[str, int, dict[str, Any], str]]
     ) -> list[tuple[TaskRow | None, LoomError | None]]:
         """task.complete_many: each (task_id, fence, outcome, reason) as task.complete takes it, answered on its own."""
         v.batch_size(len(items), "tasks")
-
-        async def one(task_id: str, fence: int, outcome: dict[str, Any], reason: str) -> tuple[TaskRow | None, LoomError | None]:
+        moves: list[tuple[str, int, Move] | LoomError] = []
+        for task_id, fence, outcome, reason in items:
             try:
-                return await self.complete(ctx, task_id, fence, outcome, reason), None
+                moves.append((task_id, fence, _completing(outcome, reason)))
             except LoomError as exc:
-                return None, exc
-
-        return list(await asyncio.gather(*(one(*i) for i in items)))
+                moves.append(exc)
+        return await self._fenced_many(ctx, moves)
 
     async def fail(self, ctx: CallContext, task_id: str, fence: int, reason: str) -> TaskRow:
         why = v.reason(reason, required=True)
@@ -302,3 +330,24 @@ class WorkingOps:
         on = v.blocked_on(blocked_on)
         why = v.reason(reason, required=True)
         return await self._fenced(ctx, task_id, fence, lambda row, actor, now, _inbox: transitions.block(row, actor, on, why, now))
+
+
+def _fenced_by(fence: int, move: Move, actor: Actor, inbox: InboxRow | None) -> Callable[[TaskRow], transitions.Change]:
+    """The holder's `move`, decided on the task's state: refused unless `fence` still holds it."""
+
+    def decide(row: TaskRow) -> transitions.Change:
+        check_fence(row, fence)
+        return move(row, actor, time.time(), inbox)
+
+    return decide
+
+
+def _completing(outcome: dict[str, Any], reason: str) -> Move:
+    """task.complete's move (its arguments checked first)."""
+    outcome = v.payload(outcome, "outcome")
+    why = v.reason(reason, required=False)
+    return lambda row, actor, now, _inbox: transitions.complete(row, actor, outcome, now, why)
+
+
+async def _answer(error: LoomError) -> LoomError:
+    return error

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loom_core import fastjson
-from loom_core.bus import Bus, kv
+from loom_core.bus import Bus, jspublish, kv
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 
 from ..domain import model
@@ -57,7 +57,7 @@ def idempotent_task_id(org: str, poster: str, key: str) -> str:
     return hashlib.sha256(f"{org}\x00{poster}\x00{key}".encode()).hexdigest()[:24]
 
 
-def stream_config(replicas: int) -> StreamConfig:
+def stream_config(replicas: int, *, atomic: bool = False) -> StreamConfig:
     return StreamConfig(
         name=STREAM,
         subjects=SUBJECTS,
@@ -69,6 +69,8 @@ def stream_config(replicas: int) -> StreamConfig:
         allow_direct=True,
         allow_rollup_hdrs=True,
         allow_msg_ttl=True,
+        # Left out (None) unless asked: a nats-server before 2.12 refuses the field it does not know.
+        allow_atomic=True if atomic else None,
     )
 
 
@@ -102,9 +104,13 @@ class TaskTruth:
     def __init__(self, bus: Bus, replicas: int = 1) -> None:
         self.bus = bus
         self.replicas = replicas
+        #: The stream takes atomic batches (its config says so, read back at start): `write_many`.
+        self.atomic = False
 
     async def ensure(self) -> None:
-        await kv.ensure_stream(self.bus.js, stream_config(self.replicas))
+        await kv.ensure_stream(self.bus.js, stream_config(self.replicas, atomic=jspublish.server_takes_atomic(self.bus.nc)))
+        info = await self.bus.js.stream_info(STREAM)
+        self.atomic = bool(info.config.allow_atomic)
 
     async def read(self, org: str, task_id: str) -> State | None:
         entry = await kv.read(self.bus.js, STREAM, subject(org, task_id))
@@ -119,6 +125,16 @@ class TaskTruth:
         if last:
             return await kv.update_at(self.bus.js, subj, data, last)
         return await kv.create_if_absent(self.bus.js, STREAM, subj, data)
+
+    async def write_many(self, writes: list[tuple[TaskRow, dict[str, Any] | None, int]]) -> list[int]:
+        """Each (row, event, last) as `write` takes it, as one atomic batch (distinct tasks): their
+        revisions. `kv.BatchRefused` (nothing written) when a write lost its race, the stream takes
+        no batches or there is only one write: the caller writes them one by one."""
+        if not self.atomic or len(writes) < 2:
+            raise kv.BatchRefused(0)
+        return await kv.update_many_at(
+            self.bus.js, [(subject(row.org, row.task_id), encode(row, event), last) for row, event, last in writes]
+        )
 
     async def tombstone(self, org: str, task_id: str, last: int, ttl: float) -> int:
         """Replace a finished task's value (and every older message of it) by a tombstone."""
