@@ -107,7 +107,7 @@ def _edges(key: str, version: int, caused_by: list[str], influenced_by: list[str
 
 @dataclass(frozen=True, slots=True)
 class _Recording:
-    """One decision.record call, checked and embedded, waiting for its round."""
+    """One decision.record call, checked, waiting for its round."""
 
     ctx: CallContext
     req: dpb.RecordDecisionRequest
@@ -117,7 +117,6 @@ class _Recording:
     text: DecisionText
     statement: str
     ident: Ident
-    vec: list[float]
 
     @property
     def tags(self) -> list[str]:
@@ -143,8 +142,7 @@ class DecisionOps:
         category, key, text = _checked_decision(req, stage)
         statement = text.statement()
         await self.r.refuse_if_locked(org, ns, key)
-        vec = await self.r.d.embedder.embed_one(excerpt(statement))
-        write = _Recording(ctx, req, stage, category, key, text, statement, Ident(ctx.agent_label, ctx.user, ctx.session), vec)
+        write = _Recording(ctx, req, stage, category, key, text, statement, Ident(ctx.agent_label, ctx.user, ctx.session))
         async with self.r.key_lock(org, ns, key):
             answer = await self._rounds.submit(org, ns, write)
         await self.r.publish_live(org, ns)
@@ -153,15 +151,21 @@ class DecisionOps:
     async def _record_round(self, org: str, ns: str, writes: list[_Recording]) -> list[dpb.RecordDecisionResponse | LoomError]:
         """One round of decision.record (rows.WriteRounds): the writers' rows and the keys' records
         read and the conflict scan run for every write at once, then one insert per table."""
-        owns, recs, conflicts = await asyncio.gather(
+
+        async def embedded_and_scanned() -> tuple[list[list[float]], list[list[str]]]:
+            vecs = [[float(x) for x in v] for v in await self.r.d.embedder.embed([excerpt(w.statement) for w in writes])]
+            return vecs, await self.r.close_decisions(org, ns, [(w.key, v) for w, v in zip(writes, vecs, strict=True)])
+
+        # The model and the conflict scan beside the two reads: one stage, so every write waits in one queue.
+        (vecs, conflicts), owns, recs = await asyncio.gather(
+            embedded_and_scanned(),
             self.mem.own_many((org, ns), [(w.key, w.ident) for w in writes]),
             self.dec.current_many(org, ns, [w.key for w in writes]),
-            self.r.close_decisions(org, ns, [(w.key, w.vec) for w in writes]),
         )
         answers: list[dpb.RecordDecisionResponse | LoomError] = []
         pending: list[tuple[int, dpb.RecordDecisionResponse]] = []  # the writes not refused, with their place in answers
         row_writes: list[RowWrite] = []
-        for w, mine, flagged in zip(writes, owns, conflicts, strict=True):
+        for w, vec, mine, flagged in zip(writes, vecs, owns, conflicts, strict=True):
             own: MemoryRow | None = mine.head
             own_live = own is not None and own.status == "active"
             restated = own_live and own is not None and own.value == w.statement and own.memory_type == "decision"
@@ -192,7 +196,7 @@ class DecisionOps:
             )
             pending.append((len(answers), answer))
             answers.append(answer)
-            row_writes.append(RowWrite(w.ctx, own if own_live else None, w.key, w.ident, "decision.record", w.vec, mine.top, row_fields))
+            row_writes.append(RowWrite(w.ctx, own if own_live else None, w.key, w.ident, "decision.record", vec, mine.top, row_fields))
 
         landed: list[tuple[int, dpb.RecordDecisionResponse, MemoryRow]] = []
         for (i, answer), row in zip(pending, await self.r.append_many(org, ns, row_writes), strict=True):

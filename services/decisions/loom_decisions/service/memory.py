@@ -52,10 +52,6 @@ class _Setting:
     ident: Ident
 
 
-def _version(row: MemoryRow | None) -> int:
-    return row.version if row is not None else 0
-
-
 class MemoryOps:
     def __init__(self, rows: Rows) -> None:
         self.r = rows
@@ -176,9 +172,14 @@ class MemoryOps:
         return answer
 
     async def _set_round(self, org: str, ns: str, writes: builtins.list[_Setting]) -> builtins.list[mpb.SetMemoryResponse | LoomError]:
-        """One round of memory.set (rows.WriteRounds): the writers' rows read at once, the new
-        values embedded in one model run, the rows stored in one insert per table."""
-        owns = await self.mem.own_many((org, ns), [(w.req.memory_key, w.ident) for w in writes])
+        """One round of memory.set (rows.WriteRounds): the writers' rows read at once, the values
+        embedded in one model run, the rows stored in one insert per table."""
+        # The values are embedded while the rows are read (a model run beside a store read): a
+        # restated value's embedding is the one its row holds, the same text through the same model.
+        owns, vecs = await asyncio.gather(
+            self.mem.own_many((org, ns), [(w.req.memory_key, w.ident) for w in writes]),
+            self.r.d.embedder.embed([excerpt(w.req.value) for w in writes]),
+        )
         answers: builtins.list[mpb.SetMemoryResponse | LoomError | None] = [None] * len(writes)
         heads: builtins.list[MemoryRow | None] = [None] * len(writes)
         for i, (w, own) in enumerate(zip(writes, owns, strict=True)):
@@ -190,20 +191,8 @@ class MemoryOps:
                     {"memory_key": w.req.memory_key},
                 )
         todo = [i for i, a in enumerate(answers) if a is None]
-        # The same bytes reinforce the row and keep its embedding; new values are embedded in one model run.
+        # The same bytes reinforce the row.
         restated = {i for i in todo if (h := heads[i]) is not None and h.value == writes[i].req.value}
-        fresh = [i for i in todo if i not in restated]
-        vecs = await self.r.d.embedder.embed([excerpt(writes[i].req.value) for i in fresh])
-        embeddings: dict[int, builtins.list[float]] = {i: [float(x) for x in v] for i, v in zip(fresh, vecs, strict=True)}
-        kept = sorted(restated)
-        for i, vec in zip(
-            kept,
-            await asyncio.gather(
-                *(self.mem.embedding_of(org, ns, writes[i].req.memory_key, writes[i].ident, _version(heads[i])) for i in kept)
-            ),
-            strict=True,
-        ):
-            embeddings[i] = vec
         row_writes = []
         for i in todo:
             w, live = writes[i], heads[i]
@@ -218,7 +207,9 @@ class MemoryOps:
             }
             if i in restated and live is not None:
                 changes["reinforcements"] = int(live.reinforcements) + 1
-            row_writes.append(RowWrite(w.ctx, live, w.req.memory_key, w.ident, "memory.set", embeddings[i], owns[i].top, changes))
+            row_writes.append(
+                RowWrite(w.ctx, live, w.req.memory_key, w.ident, "memory.set", [float(x) for x in vecs[i]], owns[i].top, changes)
+            )
         rows = await self.r.append_many(org, ns, row_writes)
         await asyncio.gather(
             *(
