@@ -106,17 +106,22 @@ async def test_two_replicas_racing_on_one_key_never_share_a_version(desk: Desk) 
     ctx = caller(desk, "planner")
     a, b = DecisionOps(here), DecisionOps(there)
     answers = await asyncio.gather(
-        *(ops.record(ctx, decision("retention of raw traces", f"keep them {i} days")) for i in range(3) for ops in (a, b))
+        *(
+            ops.record(ctx, decision("retention of raw traces", f"keep them {i * 10 + j} days"))
+            for i in range(3)
+            for j, ops in enumerate((a, b))
+        )
     )
     assert sorted(x.version for x in answers) == [1, 2, 3, 4, 5, 6]
+    assert all(not x.restated for x in answers)  # six outcomes: each a new record version
     hist = await desk.as_agent("planner").ok("memory.record.history", memory_key=answers[0].memory_key)
     assert sorted(int(r["version"]) for r in hist["records"]) == [1, 2, 3, 4, 5, 6]
 
     sets = await asyncio.gather(
         *(
-            ops.set(ctx, mpb.SetMemoryRequest(memory_key="runbook/race", value=f"drain node {i} first"))
+            ops.set(ctx, mpb.SetMemoryRequest(memory_key="runbook/race", value=f"drain node {i * 10 + j} first"))
             for i in range(3)
-            for ops in (MemoryOps(here), MemoryOps(there))
+            for j, ops in enumerate((MemoryOps(here), MemoryOps(there)))
         )
     )
     assert sorted(s.version for s in sets) == [1, 2, 3, 4, 5, 6]
