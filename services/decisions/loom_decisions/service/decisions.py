@@ -123,25 +123,12 @@ class _Recording:
         return decision_tags(list(self.req.tags), self.category, self.stage)
 
 
-@dataclass(frozen=True, slots=True)
-class _Recorded:
-    """A decision.record call its round has read for: the row to append, the answer so far, and
-    the key's record as read (None when it has none)."""
-
-    write: _Recording
-    row: RowWrite
-    answer: dpb.RecordDecisionResponse
-    rec: dict[str, Any] | None
-
-
 class DecisionOps:
     def __init__(self, rows: Rows) -> None:
         self.r = rows
         self.mem = rows.mem
         self.dec = rows.dec
-        self._rounds: WriteRounds[_Recording, _Recorded, dpb.RecordDecisionResponse] = WriteRounds(
-            self._record_prepare, self._record_commit
-        )
+        self._rounds: WriteRounds[_Recording, dpb.RecordDecisionResponse] = WriteRounds(self._record_round)
 
     # --- record
 
@@ -161,10 +148,9 @@ class DecisionOps:
         await self.r.publish_live(org, ns)
         return answer
 
-    async def _record_prepare(self, org: str, ns: str, writes: list[_Recording]) -> list[_Recorded | LoomError]:
-        """A round of decision.record, first stage (rows.WriteRounds): the statements embedded,
-        the writers' rows and the keys' records read and the conflict scan run for every write
-        at once; a pinned row refuses its write."""
+    async def _record_round(self, org: str, ns: str, writes: list[_Recording]) -> list[dpb.RecordDecisionResponse | LoomError]:
+        """One round of decision.record (rows.WriteRounds): the writers' rows and the keys' records
+        read and the conflict scan run for every write at once, then one insert per table."""
 
         async def embedded_and_scanned() -> tuple[list[list[float]], list[list[str]]]:
             vecs = [[float(x) for x in v] for v in await self.r.d.embedder.embed([excerpt(w.statement) for w in writes])]
@@ -176,13 +162,15 @@ class DecisionOps:
             self.mem.own_many((org, ns), [(w.key, w.ident) for w in writes]),
             self.dec.current_many(org, ns, [w.key for w in writes]),
         )
-        out: list[_Recorded | LoomError] = []
+        answers: list[dpb.RecordDecisionResponse | LoomError] = []
+        pending: list[tuple[int, dpb.RecordDecisionResponse]] = []  # the writes not refused, with their place in answers
+        row_writes: list[RowWrite] = []
         for w, vec, mine, flagged in zip(writes, vecs, owns, conflicts, strict=True):
             own: MemoryRow | None = mine.head
             own_live = own is not None and own.status == "active"
             restated = own_live and own is not None and own.value == w.statement and own.memory_type == "decision"
             if own_live and own is not None and own.pinned and not restated:
-                out.append(
+                answers.append(
                     Conflict(
                         ErrorCode.PINNED_CONFLICT,
                         "the writer's decision row is pinned; an admin unpins it with memory.unpin first",
@@ -206,31 +194,27 @@ class DecisionOps:
             answer = dpb.RecordDecisionResponse(
                 memory_key=w.key, created=not own_live, restated=restated, conflicts=flagged, stage=w.stage, statement=w.statement
             )
-            row = RowWrite(w.ctx, own if own_live else None, w.key, w.ident, "decision.record", vec, mine.top, row_fields)
-            out.append(_Recorded(w, row, answer, recs.get(w.key)))
-        return out
+            pending.append((len(answers), answer))
+            answers.append(answer)
+            row_writes.append(RowWrite(w.ctx, own if own_live else None, w.key, w.ident, "decision.record", vec, mine.top, row_fields))
 
-    async def _record_commit(self, org: str, ns: str, prepared: list[_Recorded]) -> list[dpb.RecordDecisionResponse | LoomError]:
-        """A round of decision.record, second stage: the rows' and records' versions and one
-        insert per table."""
-        answers: list[dpb.RecordDecisionResponse | LoomError] = [p.answer for p in prepared]
-        landed: list[tuple[int, _Recorded, MemoryRow]] = []
-        for i, (p, row) in enumerate(zip(prepared, await self.r.append_many(org, ns, [p.row for p in prepared]), strict=True)):
+        landed: list[tuple[int, dpb.RecordDecisionResponse, MemoryRow]] = []
+        for (i, answer), row in zip(pending, await self.r.append_many(org, ns, row_writes), strict=True):
             if isinstance(row, LoomError):
                 answers[i] = row
                 continue
-            p.answer.version = row.version
-            landed.append((i, p, row))
+            answer.version = row.version
+            landed.append((i, answer, row))
         await asyncio.gather(*(self.r.store_chunks(org, ns, row) for _, _, row in landed))
 
         # A new record version for each landed row, unless its writer restated its own active record.
         superseding: list[tuple[int, MemoryRow, int]] = []
-        for i, p, row in landed:
-            rec = p.rec
+        for i, answer, row in landed:
+            rec = recs.get(row.key)
             rec_active = rec is not None and rec["status"] == "active"
             rec_is_own = rec_active and rec is not None and Ident(rec["agent"], rec["user"], rec["session"]) == row.ident
-            if not (p.answer.restated and rec_is_own):
-                p.answer.superseded_prior = rec_active
+            if not (answer.restated and rec_is_own):
+                answer.superseded_prior = rec_active
                 superseding.append((i, row, int(rec["version"]) if rec is not None else 0))
         versions = await asyncio.gather(
             *(self.r.next_record_version(org, ns, row.key, current) for _, row, current in superseding), return_exceptions=True
@@ -244,7 +228,7 @@ class DecisionOps:
                 continue
             if isinstance(version, BaseException):
                 raise version
-            w = prepared[i].write
+            w = writes[i]
             caused_by, influenced_by = list(dict.fromkeys(w.req.caused_by)), list(dict.fromkeys(w.req.influenced_by))
             new_recs.append(
                 _record(

@@ -52,20 +52,11 @@ class _Setting:
     ident: Ident
 
 
-@dataclass(frozen=True, slots=True)
-class _Set:
-    """A memory.set call its round has read for: the row to append, and what its answer says of it."""
-
-    row: RowWrite
-    created: bool
-    restated: bool
-
-
 class MemoryOps:
     def __init__(self, rows: Rows) -> None:
         self.r = rows
         self.mem = rows.mem
-        self._rounds: WriteRounds[_Setting, _Set, mpb.SetMemoryResponse] = WriteRounds(self._set_prepare, self._set_commit)
+        self._rounds: WriteRounds[_Setting, mpb.SetMemoryResponse] = WriteRounds(self._set_round)
 
     # --- reads
 
@@ -180,28 +171,31 @@ class MemoryOps:
         await self.r.publish_live(org, ns)
         return answer
 
-    async def _set_prepare(self, org: str, ns: str, writes: builtins.list[_Setting]) -> builtins.list[_Set | LoomError]:
-        """A round of memory.set, first stage (rows.WriteRounds): the writers' rows read and the
-        values embedded at once (a model run beside a store read: a restated value's embedding
-        is the one its row holds, the same text through the same model); a pinned row refuses
-        its write."""
+    async def _set_round(self, org: str, ns: str, writes: builtins.list[_Setting]) -> builtins.list[mpb.SetMemoryResponse | LoomError]:
+        """One round of memory.set (rows.WriteRounds): the writers' rows read at once, the values
+        embedded in one model run, the rows stored in one insert per table."""
+        # The values are embedded while the rows are read (a model run beside a store read): a
+        # restated value's embedding is the one its row holds, the same text through the same model.
         owns, vecs = await asyncio.gather(
             self.mem.own_many((org, ns), [(w.req.memory_key, w.ident) for w in writes]),
             self.r.d.embedder.embed([excerpt(w.req.value) for w in writes]),
         )
-        out: builtins.list[_Set | LoomError] = []
-        for w, own, vec in zip(writes, owns, vecs, strict=True):
-            live = own.head if own.head is not None and own.head.status == "active" else None
-            restated = live is not None and live.value == w.req.value  # the same bytes reinforce the row
-            if live is not None and live.pinned and not restated:
-                out.append(
-                    Conflict(
-                        ErrorCode.PINNED_CONFLICT,
-                        "the writer's row is pinned; an admin unpins it with memory.unpin first",
-                        {"memory_key": w.req.memory_key},
-                    )
+        answers: builtins.list[mpb.SetMemoryResponse | LoomError | None] = [None] * len(writes)
+        heads: builtins.list[MemoryRow | None] = [None] * len(writes)
+        for i, (w, own) in enumerate(zip(writes, owns, strict=True)):
+            live = heads[i] = own.head if own.head is not None and own.head.status == "active" else None
+            if live is not None and live.pinned and live.value != w.req.value:
+                answers[i] = Conflict(
+                    ErrorCode.PINNED_CONFLICT,
+                    "the writer's row is pinned; an admin unpins it with memory.unpin first",
+                    {"memory_key": w.req.memory_key},
                 )
-                continue
+        todo = [i for i, a in enumerate(answers) if a is None]
+        # The same bytes reinforce the row.
+        restated = {i for i in todo if (h := heads[i]) is not None and h.value == writes[i].req.value}
+        row_writes = []
+        for i in todo:
+            w, live = writes[i], heads[i]
             changes: RowChanges = {
                 "value": w.req.value,
                 "memory_type": w.memory_type,
@@ -211,39 +205,37 @@ class MemoryOps:
                 "source_class": w.req.source_class,
                 "conflicts": [],
             }
-            if restated and live is not None:
+            if i in restated and live is not None:
                 changes["reinforcements"] = int(live.reinforcements) + 1
-            row = RowWrite(w.ctx, live, w.req.memory_key, w.ident, "memory.set", [float(x) for x in vec], own.top, changes)
-            out.append(_Set(row, created=live is None, restated=restated))
-        return out
-
-    async def _set_commit(self, org: str, ns: str, prepared: builtins.list[_Set]) -> builtins.list[mpb.SetMemoryResponse | LoomError]:
-        """A round of memory.set, second stage: the rows' versions and one insert per table."""
-        rows = await self.r.append_many(org, ns, [p.row for p in prepared])
+            row_writes.append(
+                RowWrite(w.ctx, live, w.req.memory_key, w.ident, "memory.set", [float(x) for x in vecs[i]], owns[i].top, changes)
+            )
+        rows = await self.r.append_many(org, ns, row_writes)
         await asyncio.gather(
             *(
                 self.r.store_chunks(org, ns, row)
-                for p, row in zip(prepared, rows, strict=True)
-                if isinstance(row, MemoryRow) and not p.restated
+                for i, row in zip(todo, rows, strict=True)
+                if isinstance(row, MemoryRow) and i not in restated
             )
         )
-        return [
-            row
-            if isinstance(row, LoomError)
-            else mpb.SetMemoryResponse(
-                memory_key=row.key,
-                version=int(row.version),
-                memory_id=row.memory_id,
-                created=p.created,
-                restated=p.restated,
-                pinned=bool(row.pinned),
-                attestation=row.attestation,
-                value_hash=row.value_hash,
-                files=list(row.files),
-                reinforcements=int(row.reinforcements),
+        for i, row in zip(todo, rows, strict=True):
+            answers[i] = (
+                row
+                if isinstance(row, LoomError)
+                else mpb.SetMemoryResponse(
+                    memory_key=row.key,
+                    version=int(row.version),
+                    memory_id=row.memory_id,
+                    created=heads[i] is None,
+                    restated=i in restated,
+                    pinned=bool(row.pinned),
+                    attestation=row.attestation,
+                    value_hash=row.value_hash,
+                    files=list(row.files),
+                    reinforcements=int(row.reinforcements),
+                )
             )
-            for p, row in zip(prepared, rows, strict=True)
-        ]
+        return [a for a in answers if a is not None]
 
     # --- deletes and restore
 

@@ -147,45 +147,29 @@ def _next_row(org: str, ns: str, w: RowWrite, version: int) -> MemoryRow:
 
 Namespace = tuple[str, str]  # (org, namespace)
 W = TypeVar("W")
-P = TypeVar("P")
 A = TypeVar("A")
 
 
-class WriteRounds(Generic[W, P, A]):
+class WriteRounds(Generic[W, A]):
     """Group commit: the writes of a namespace that queue while its round runs go through the
-    next round together, so the store's statements a write shrink as writers grow. A round has
-    two stages, pipelined: `prepare(org, ns, writes)` (the model, the reads, the conflict scan,
-    the refusals) and `commit(org, ns, prepared)` (the versions and one insert per table); one
-    round's prepare runs while the round before commits, the model and the store's statements
-    side by side. Each stage answers each write its answer or its own refusal (a pinned row
-    refuses one write, not the round). Callers hold the key lock across `submit`: a round
-    carries at most one write per key, and a second write of a key goes in a round after the
-    first's has committed."""
+    next round together (`run(org, ns, writes)`: the reads, the conflict scan, the versions and
+    one insert per table for all of them), so the store's statements a write shrink as writers
+    grow. `run` answers each write its answer or its own refusal (a pinned row refuses one
+    write, not the round). Callers hold the key lock across `submit`: a round carries at most
+    one write per key, and a second write of a key goes in the round after the first's."""
 
-    def __init__(
-        self,
-        prepare: Callable[[str, str, list[W]], Awaitable[Sequence[P | LoomError]]],
-        commit: Callable[[str, str, list[P]], Awaitable[Sequence[A | LoomError]]],
-    ) -> None:
-        self._prepare = prepare
-        self._commit = commit
-        self._prepares: Coalescer[Namespace, W, P | LoomError] = Coalescer(self._prepared)
-        self._commits: Coalescer[Namespace, P, A | LoomError] = Coalescer(self._committed)
+    def __init__(self, run: Callable[[str, str, list[W]], Awaitable[Sequence[A | LoomError]]]) -> None:
+        self._run = run
+        self._rounds: Coalescer[Namespace, W, A | LoomError] = Coalescer(self._round)
 
     async def submit(self, org: str, ns: str, write: W) -> A:
-        prepared = await self._prepares.submit((org, ns), write)
-        if isinstance(prepared, LoomError):
-            raise prepared
-        out = await self._commits.submit((org, ns), prepared)
+        out = await self._rounds.submit((org, ns), write)
         if isinstance(out, LoomError):
             raise out
         return out
 
-    async def _prepared(self, where: Namespace, writes: list[W]) -> Sequence[P | LoomError]:
-        return await self._prepare(where[0], where[1], writes)
-
-    async def _committed(self, where: Namespace, prepared: list[P]) -> Sequence[A | LoomError]:
-        return await self._commit(where[0], where[1], prepared)
+    async def _round(self, where: Namespace, writes: list[W]) -> Sequence[A | LoomError]:
+        return await self._run(where[0], where[1], writes)
 
 
 @dataclass
