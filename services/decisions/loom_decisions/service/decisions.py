@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from loom_api.decisions.v1 import decisions_pb2 as dpb
 from loom_api.decisions.v1 import memory_pb2 as mpb
 from loom_core.chain import CallContext
-from loom_core.errors import BadRequest, Conflict, ErrorCode, NotFound, invalid_field
+from loom_core.errors import BadRequest, Conflict, ErrorCode, LoomError, NotFound, invalid_field
 from loom_core.store import ch_time
 
 from ..domain.calibration import Calibration, Scored, calibrate
 from ..domain.files import detect_files
 from ..domain.keys import MissingIdentity, decision_key
 from ..domain.statement import CATEGORY_TAG_PREFIX, PROPOSED_TAG, STAGES, DecisionText, LimitExceeded, decision_tags, excerpt, stage_of
+from ..store.decisions import Edge
 from ..store.memory import Ident, MemoryRow, RowView
-from .rows import RowChanges, Rows, record_row
+from .rows import RowChanges, Rows, RowWrite, WriteRounds, record_row
 
 PRECEDENTS_MAX = 25
 CHAIN_HOPS_MAX = 4
@@ -96,11 +98,37 @@ def _record(
     }
 
 
+def _edges(key: str, version: int, caused_by: list[str], influenced_by: list[str], now: str) -> list[Edge]:
+    """The causal edges record version `version` of `key` states."""
+    return [
+        Edge(src, key, kind, version, now) for kind, srcs in (("caused_by", caused_by), ("influenced_by", influenced_by)) for src in srcs
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Recording:
+    """One decision.record call, checked, waiting for its round."""
+
+    ctx: CallContext
+    req: dpb.RecordDecisionRequest
+    stage: str
+    category: str
+    key: str
+    text: DecisionText
+    statement: str
+    ident: Ident
+
+    @property
+    def tags(self) -> list[str]:
+        return decision_tags(list(self.req.tags), self.category, self.stage)
+
+
 class DecisionOps:
     def __init__(self, rows: Rows) -> None:
         self.r = rows
         self.mem = rows.mem
         self.dec = rows.dec
+        self._rounds: WriteRounds[_Recording, dpb.RecordDecisionResponse] = WriteRounds(self._record_round)
 
     # --- record
 
@@ -109,89 +137,121 @@ class DecisionOps:
         stage = req.stage or "decided"
         if stage not in STAGES:
             raise invalid_field("stage", "decided or proposed")
-        confidence = req.confidence if req.HasField("confidence") else None
-        if confidence is not None and not 0.0 <= confidence <= 1.0:
+        if req.HasField("confidence") and not 0.0 <= req.confidence <= 1.0:
             raise invalid_field("confidence", "between 0 and 1")
         category, key, text = _checked_decision(req, stage)
         statement = text.statement()
-        tags = decision_tags(list(req.tags), category, stage)
-        ident = Ident(ctx.agent_label, ctx.user, ctx.session)
         await self.r.refuse_if_locked(org, ns, key)
-        vec = await self.r.d.embedder.embed_one(excerpt(statement))
-
+        write = _Recording(ctx, req, stage, category, key, text, statement, Ident(ctx.agent_label, ctx.user, ctx.session))
         async with self.r.key_lock(org, ns, key):
-            # The three reads at once: each is batched with the concurrent writes' (loom_core.batching),
-            # and one round for the three makes those batches larger than three rounds would.
-            mine, rec, conflicts = await asyncio.gather(
-                self.mem.own(org, ns, key, ident), self.dec.current(org, ns, key), self.r.close_decisions(org, ns, key, vec)
-            )
+            answer = await self._rounds.submit(org, ns, write)
+        await self.r.publish_live(org, ns)
+        return answer
+
+    async def _record_round(self, org: str, ns: str, writes: list[_Recording]) -> list[dpb.RecordDecisionResponse | LoomError]:
+        """One round of decision.record (rows.WriteRounds): the writers' rows and the keys' records
+        read and the conflict scan run for every write at once, then one insert per table."""
+
+        async def embedded_and_scanned() -> tuple[list[list[float]], list[list[str]]]:
+            vecs = [[float(x) for x in v] for v in await self.r.d.embedder.embed([excerpt(w.statement) for w in writes])]
+            return vecs, await self.r.close_decisions(org, ns, [(w.key, v) for w, v in zip(writes, vecs, strict=True)])
+
+        # The model and the conflict scan beside the two reads: one stage, so every write waits in one queue.
+        (vecs, conflicts), owns, recs = await asyncio.gather(
+            embedded_and_scanned(),
+            self.mem.own_many((org, ns), [(w.key, w.ident) for w in writes]),
+            self.dec.current_many(org, ns, [w.key for w in writes]),
+        )
+        answers: list[dpb.RecordDecisionResponse | LoomError] = []
+        pending: list[tuple[int, dpb.RecordDecisionResponse]] = []  # the writes not refused, with their place in answers
+        row_writes: list[RowWrite] = []
+        for w, vec, mine, flagged in zip(writes, vecs, owns, conflicts, strict=True):
             own: MemoryRow | None = mine.head
             own_live = own is not None and own.status == "active"
-            rec_active = rec is not None and rec["status"] == "active"
-            rec_is_own = rec_active and rec is not None and Ident(rec["agent"], rec["user"], rec["session"]) == ident
-            restated = own_live and own is not None and own.value == statement and own.memory_type == "decision"
+            restated = own_live and own is not None and own.value == w.statement and own.memory_type == "decision"
             if own_live and own is not None and own.pinned and not restated:
-                raise Conflict(
-                    ErrorCode.PINNED_CONFLICT,
-                    "the writer's decision row is pinned; an admin unpins it with memory.unpin first",
-                    {"key": key},
+                answers.append(
+                    Conflict(
+                        ErrorCode.PINNED_CONFLICT,
+                        "the writer's decision row is pinned; an admin unpins it with memory.unpin first",
+                        {"key": w.key},
+                    )
                 )
+                continue
             row_fields: RowChanges = {
-                "value": statement,
+                "value": w.statement,
                 "memory_type": "decision",
-                "tags": tags,
-                "conflicts": conflicts,
+                "tags": w.tags,
+                "conflicts": flagged,
                 # Unset, the files are the ones the stored fields name (never the realized outcome).
-                "files": list(dict.fromkeys(f for f in req.files if f.strip()))
-                or detect_files([text.scenario, text.outcome, text.reasoning, *text.alternatives]),
-                "source_resource_id": req.source_resource_id,
-                "source_class": req.source_class,
+                "files": list(dict.fromkeys(f for f in w.req.files if f.strip()))
+                or detect_files([w.text.scenario, w.text.outcome, w.text.reasoning, *w.text.alternatives]),
+                "source_resource_id": w.req.source_resource_id,
+                "source_class": w.req.source_class,
             }
-            base = own if own_live else None
             if restated and own is not None:
                 row_fields["reinforcements"] = own.reinforcements + 1
-            row = await self.r.append(
-                org, ns, ctx, base, key=key, ident=ident, op="decision.record", embedding=vec, top=mine.top, **row_fields
+            answer = dpb.RecordDecisionResponse(
+                memory_key=w.key, created=not own_live, restated=restated, conflicts=flagged, stage=w.stage, statement=w.statement
             )
-            await self.r.store_chunks(org, ns, row)
+            pending.append((len(answers), answer))
+            answers.append(answer)
+            row_writes.append(RowWrite(w.ctx, own if own_live else None, w.key, w.ident, "decision.record", vec, mine.top, row_fields))
 
-            superseded = False
-            if not (restated and rec_is_own):
-                superseded = rec_active
-                now = ch_time()
-                version = await self.r.next_record_version(org, ns, key, int(rec["version"]) if rec is not None else 0)
-                caused_by, influenced_by = list(dict.fromkeys(req.caused_by)), list(dict.fromkeys(req.influenced_by))
-                new_rec = _record(
-                    key,
+        landed: list[tuple[int, dpb.RecordDecisionResponse, MemoryRow]] = []
+        for (i, answer), row in zip(pending, await self.r.append_many(org, ns, row_writes), strict=True):
+            if isinstance(row, LoomError):
+                answers[i] = row
+                continue
+            answer.version = row.version
+            landed.append((i, answer, row))
+        await asyncio.gather(*(self.r.store_chunks(org, ns, row) for _, _, row in landed))
+
+        # A new record version for each landed row, unless its writer restated its own active record.
+        superseding: list[tuple[int, MemoryRow, int]] = []
+        for i, answer, row in landed:
+            rec = recs.get(row.key)
+            rec_active = rec is not None and rec["status"] == "active"
+            rec_is_own = rec_active and rec is not None and Ident(rec["agent"], rec["user"], rec["session"]) == row.ident
+            if not (answer.restated and rec_is_own):
+                answer.superseded_prior = rec_active
+                superseding.append((i, row, int(rec["version"]) if rec is not None else 0))
+        versions = await asyncio.gather(
+            *(self.r.next_record_version(org, ns, row.key, current) for _, row, current in superseding), return_exceptions=True
+        )
+        now = ch_time()
+        new_recs: list[dict[str, Any]] = []
+        edges: list[Edge] = []
+        for (i, row, _), version in zip(superseding, versions, strict=True):
+            if isinstance(version, LoomError):
+                answers[i] = version
+                continue
+            if isinstance(version, BaseException):
+                raise version
+            w = writes[i]
+            caused_by, influenced_by = list(dict.fromkeys(w.req.caused_by)), list(dict.fromkeys(w.req.influenced_by))
+            new_recs.append(
+                _record(
+                    w.key,
                     version,
-                    category,
-                    text,
-                    ident,
+                    w.category,
+                    w.text,
+                    w.ident,
                     now,
-                    confidence=confidence,
+                    confidence=w.req.confidence if w.req.HasField("confidence") else None,
                     caused_by=caused_by,
                     influenced_by=influenced_by,
-                    memories_used=list(dict.fromkeys(k for k in req.memories_used if k.strip())),
-                    run_id=req.run_id or ctx.run_id,
-                    files=list(row_fields["files"]),
-                    source_resource_id=row_fields["source_resource_id"],
-                    source_class=row_fields["source_class"],
-                    tags=tags,
+                    memories_used=list(dict.fromkeys(k for k in w.req.memories_used if k.strip())),
+                    run_id=w.req.run_id or w.ctx.run_id,
+                    files=list(row.files),
+                    source_resource_id=row.source_resource_id,
+                    source_class=row.source_class,
+                    tags=w.tags,
                 )
-                await self.r.append_record(org, ns, new_rec)
-                edges = [(src, "caused_by") for src in caused_by] + [(src, "influenced_by") for src in influenced_by]
-                await self.dec.add_edges(org, ns, key, version, edges, now)
-        await self.r.publish_live(org, ns)
-        return dpb.RecordDecisionResponse(
-            memory_key=key,
-            created=not own_live,
-            superseded_prior=superseded,
-            restated=restated,
-            conflicts=conflicts,
-            stage=stage,
-            statement=statement,
-            version=row.version,
-        )
+            )
+            edges += _edges(w.key, version, caused_by, influenced_by, now)
+        await asyncio.gather(self.r.append_records(org, ns, new_recs), self.dec.add_edges(org, ns, edges))
+        return answers
 
     # --- the record alone
 
@@ -222,9 +282,8 @@ class DecisionOps:
                 influenced_by=influenced_by,
                 run_id=ctx.run_id,
             )
-            await self.r.append_record(org, ns, new_rec)
-            edges = [(src, "caused_by") for src in caused_by] + [(src, "influenced_by") for src in influenced_by]
-            await self.dec.add_edges(org, ns, key, version, edges, now)
+            await self.r.append_records(org, ns, [new_rec])
+            await self.dec.add_edges(org, ns, _edges(key, version, caused_by, influenced_by, now))
         return mpb.WriteRecordResponse(memory_key=key, version=version, superseded_prior=rec is not None and rec["status"] == "active")
 
     async def record_history(self, ctx: CallContext, key: str) -> list[dict[str, Any]]:
@@ -382,17 +441,19 @@ class DecisionOps:
                 raise moved
             verdict = success if success is not None else (None if rec["success"] is None else bool(rec["success"]))
             now = ch_time()
-            await self.r.append_record(
+            await self.r.append_records(
                 org,
                 ns,
-                {
-                    **record_row(rec),
-                    "version": await self.r.next_record_version(org, ns, key, int(rec["version"])),
-                    "realized_outcome": text.realized,
-                    "success": None if verdict is None else int(verdict),
-                    "outcome_at": now,
-                    "ts": now,
-                },
+                [
+                    {
+                        **record_row(rec),
+                        "version": await self.r.next_record_version(org, ns, key, int(rec["version"])),
+                        "realized_outcome": text.realized,
+                        "success": None if verdict is None else int(verdict),
+                        "outcome_at": now,
+                        "ts": now,
+                    }
+                ],
             )
         credited, charged, uncredited = await self._feedback(org, ns, key, rec, success, now)
         return dpb.DecisionOutcomeResponse(

@@ -3,6 +3,7 @@ locks, deletes that retire a decision record, restores that do not revive it."""
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from ..domain.files import detect_files
 from ..domain.ranking import fuse
 from ..domain.statement import excerpt
 from ..store.memory import Ident, MemoryRow, ident_of
-from .rows import LOCK_PREFIX, RowChanges, Rows, cosine, lease_key
+from .rows import LOCK_PREFIX, RowChanges, Rows, RowWrite, WriteRounds, cosine, lease_key
 
 MOVED_TAG_PREFIX = "moved-to:"
 SUPERSEDED_TAG_PREFIX = "superseded-by:"
@@ -40,10 +41,22 @@ class ReadRow:
     charges: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Setting:
+    """One memory.set call, checked, waiting for its round."""
+
+    ctx: CallContext
+    req: mpb.SetMemoryRequest
+    memory_type: str
+    files: builtins.list[str]
+    ident: Ident
+
+
 class MemoryOps:
     def __init__(self, rows: Rows) -> None:
         self.r = rows
         self.mem = rows.mem
+        self._rounds: WriteRounds[_Setting, mpb.SetMemoryResponse] = WriteRounds(self._set_round)
 
     # --- reads
 
@@ -152,45 +165,77 @@ class MemoryOps:
             raise invalid_field("memory_type", "decision rows are written by decision.record")
         files = list(dict.fromkeys(f for f in req.files if f.strip())) or detect_files([value])
         await self.r.refuse_if_locked(org, ns, key)
-        ident = Ident(ctx.agent_label, ctx.user, ctx.session)
+        write = _Setting(ctx, req, memory_type, files, Ident(ctx.agent_label, ctx.user, ctx.session))
         async with self.r.key_lock(org, ns, key):
-            own = await self.mem.own(org, ns, key, ident)
-            live = own.head if own.head is not None and own.head.status == "active" else None
-            restated = live is not None and live.value == value
-            if live is not None and live.pinned and not restated:
-                raise Conflict(
-                    ErrorCode.PINNED_CONFLICT, "the writer's row is pinned; an admin unpins it with memory.unpin first", {"memory_key": key}
+            answer = await self._rounds.submit(org, ns, write)
+        await self.r.publish_live(org, ns)
+        return answer
+
+    async def _set_round(self, org: str, ns: str, writes: builtins.list[_Setting]) -> builtins.list[mpb.SetMemoryResponse | LoomError]:
+        """One round of memory.set (rows.WriteRounds): the writers' rows read at once, the values
+        embedded in one model run, the rows stored in one insert per table."""
+        # The values are embedded while the rows are read (a model run beside a store read): a
+        # restated value's embedding is the one its row holds, the same text through the same model.
+        owns, vecs = await asyncio.gather(
+            self.mem.own_many((org, ns), [(w.req.memory_key, w.ident) for w in writes]),
+            self.r.d.embedder.embed([excerpt(w.req.value) for w in writes]),
+        )
+        answers: builtins.list[mpb.SetMemoryResponse | LoomError | None] = [None] * len(writes)
+        heads: builtins.list[MemoryRow | None] = [None] * len(writes)
+        for i, (w, own) in enumerate(zip(writes, owns, strict=True)):
+            live = heads[i] = own.head if own.head is not None and own.head.status == "active" else None
+            if live is not None and live.pinned and live.value != w.req.value:
+                answers[i] = Conflict(
+                    ErrorCode.PINNED_CONFLICT,
+                    "the writer's row is pinned; an admin unpins it with memory.unpin first",
+                    {"memory_key": w.req.memory_key},
                 )
+        todo = [i for i, a in enumerate(answers) if a is None]
+        # The same bytes reinforce the row.
+        restated = {i for i in todo if (h := heads[i]) is not None and h.value == writes[i].req.value}
+        row_writes = []
+        for i in todo:
+            w, live = writes[i], heads[i]
             changes: RowChanges = {
-                "value": value,
-                "memory_type": memory_type,
-                "tags": list(dict.fromkeys(req.tags)),
-                "files": files,
-                "source_resource_id": req.source_resource_id,
-                "source_class": req.source_class,
+                "value": w.req.value,
+                "memory_type": w.memory_type,
+                "tags": list(dict.fromkeys(w.req.tags)),
+                "files": w.files,
+                "source_resource_id": w.req.source_resource_id,
+                "source_class": w.req.source_class,
                 "conflicts": [],
             }
-            emb = None
-            if restated and live is not None:
+            if i in restated and live is not None:
                 changes["reinforcements"] = int(live.reinforcements) + 1
-            else:
-                emb = await self.r.d.embedder.embed_one(excerpt(value))
-            row = await self.r.append(org, ns, ctx, live, key=key, ident=ident, op="memory.set", embedding=emb, top=own.top, **changes)
-            if not restated:
-                await self.r.store_chunks(org, ns, row)
-        await self.r.publish_live(org, ns)
-        return mpb.SetMemoryResponse(
-            memory_key=key,
-            version=int(row.version),
-            memory_id=row.memory_id,
-            created=live is None,
-            restated=restated,
-            pinned=bool(row.pinned),
-            attestation=row.attestation,
-            value_hash=row.value_hash,
-            files=list(row.files),
-            reinforcements=int(row.reinforcements),
+            row_writes.append(
+                RowWrite(w.ctx, live, w.req.memory_key, w.ident, "memory.set", [float(x) for x in vecs[i]], owns[i].top, changes)
+            )
+        rows = await self.r.append_many(org, ns, row_writes)
+        await asyncio.gather(
+            *(
+                self.r.store_chunks(org, ns, row)
+                for i, row in zip(todo, rows, strict=True)
+                if isinstance(row, MemoryRow) and i not in restated
+            )
         )
+        for i, row in zip(todo, rows, strict=True):
+            answers[i] = (
+                row
+                if isinstance(row, LoomError)
+                else mpb.SetMemoryResponse(
+                    memory_key=row.key,
+                    version=int(row.version),
+                    memory_id=row.memory_id,
+                    created=heads[i] is None,
+                    restated=i in restated,
+                    pinned=bool(row.pinned),
+                    attestation=row.attestation,
+                    value_hash=row.value_hash,
+                    files=list(row.files),
+                    reinforcements=int(row.reinforcements),
+                )
+            )
+        return [a for a in answers if a is not None]
 
     # --- deletes and restore
 
@@ -477,7 +522,7 @@ class MemoryOps:
             if row.memory_type == "decision":
                 # A full revision meets the conflict check again: a close peer is marked, a stale mark cleared.
                 vec = emb if emb is not None else await self.mem.embedding_of(org, ns, key, ident, int(row.version))
-                changes["conflicts"] = await self.r.close_decisions(org, ns, key, vec)
+                (changes["conflicts"],) = await self.r.close_decisions(org, ns, [(key, vec)])
             out = await self.r.append(org, ns, ctx, row, key=key, ident=ident, op="memory.update_by_id", embedding=emb, **changes)
             await self.r.store_chunks(org, ns, out)
             return out

@@ -14,17 +14,18 @@ import dataclasses
 import functools
 import hashlib
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypedDict, Unpack
+from typing import Any, Generic, TypedDict, TypeVar, Unpack
 
+from loom_core.batching import Coalescer
 from loom_core.bus import LeaseStore
 from loom_core.bus.counters import Counters
 from loom_core.bus.leases import LeaseHeld
 from loom_core.chain import CallContext
-from loom_core.errors import Conflict, ErrorCode, Locked, NotFound, Unavailable
+from loom_core.errors import Conflict, ErrorCode, Locked, LoomError, NotFound, Unavailable
 from loom_core.exposures import ExposureSink, ExposureWriter, exposure_rows
 from loom_core.store import Store, ch_time
 
@@ -102,6 +103,73 @@ _BLANK = MemoryRow(
     run_id="",
     ts="",
 )
+
+
+@dataclass(frozen=True, slots=True)
+class RowWrite:
+    """One new row version (`Rows.append_many`): `base` (the head, or None) with `changes`
+    applied; `top` as `Rows.append` takes it."""
+
+    ctx: CallContext
+    base: MemoryRow | None
+    key: str
+    ident: Ident
+    op: str
+    embedding: Sequence[float]
+    top: int | None
+    changes: RowChanges
+
+
+def _next_row(org: str, ns: str, w: RowWrite, version: int) -> MemoryRow:
+    memory_id = w.base.memory_id if w.base is not None and w.base.memory_id else ""
+    start = w.base if w.base is not None else _BLANK
+    value = w.changes.get("value", start.value)
+    fixed: dict[str, Any] = {**w.changes}
+    for name in ("tags", "conflicts", "files"):
+        if name in fixed:
+            fixed[name] = tuple(fixed[name])
+    return dataclasses.replace(
+        start,
+        **fixed,
+        key=w.key,
+        agent=w.ident.agent,
+        user=w.ident.user,
+        session=w.ident.session,
+        memory_id=memory_id or hashlib.sha256(f"{org}\0{ns}\0{w.key}\0{w.ident}\0{time.time_ns()}".encode()).hexdigest()[:32],
+        version=version,
+        value_hash=value_hash(value),
+        op=w.op,
+        actor=w.ctx.subject,
+        run_id=w.ctx.run_id,
+        ts=ch_time(),
+    )
+
+
+Namespace = tuple[str, str]  # (org, namespace)
+W = TypeVar("W")
+A = TypeVar("A")
+
+
+class WriteRounds(Generic[W, A]):
+    """Group commit: the writes of a namespace that queue while its round runs go through the
+    next round together (`run(org, ns, writes)`: the reads, the conflict scan, the versions and
+    one insert per table for all of them), so the store's statements a write shrink as writers
+    grow. `run` answers each write its answer or its own refusal (a pinned row refuses one
+    write, not the round). Callers hold the key lock across `submit`: a round carries at most
+    one write per key, and a second write of a key goes in the round after the first's."""
+
+    def __init__(self, run: Callable[[str, str, list[W]], Awaitable[Sequence[A | LoomError]]]) -> None:
+        self._run = run
+        self._rounds: Coalescer[Namespace, W, A | LoomError] = Coalescer(self._round)
+
+    async def submit(self, org: str, ns: str, write: W) -> A:
+        out = await self._rounds.submit((org, ns), write)
+        if isinstance(out, LoomError):
+            raise out
+        return out
+
+    async def _round(self, where: Namespace, writes: list[W]) -> Sequence[A | LoomError]:
+        return await self._run(where[0], where[1], writes)
 
 
 @dataclass
@@ -200,37 +268,37 @@ class Rows:
     ) -> MemoryRow:
         """Append the identity's next version: `base` (the head) with `changes` applied. `top`:
         the highest version the caller read for the identity (`MemoryStore.own`), else it is
-        read only if the version counter needs it."""
-        version = await self.next_row_version(org, ns, key, ident, top)
-        memory_id = base.memory_id if base is not None and base.memory_id else ""
-        start = base if base is not None else _BLANK
-        value = changes.get("value", start.value)
-        fixed: dict[str, Any] = {**changes}
-        for name in ("tags", "conflicts", "files"):
-            if name in fixed:
-                fixed[name] = tuple(fixed[name])
-        row = dataclasses.replace(
-            start,
-            **fixed,
-            key=key,
-            agent=ident.agent,
-            user=ident.user,
-            session=ident.session,
-            memory_id=memory_id or hashlib.sha256(f"{org}\0{ns}\0{key}\0{ident}\0{time.time_ns()}".encode()).hexdigest()[:32],
-            version=version,
-            value_hash=value_hash(value),
-            op=op,
-            actor=ctx.subject,
-            run_id=ctx.run_id,
-            ts=ch_time(),
-        )
+        read only if the version counter needs it. Without `embedding`, the base's is kept."""
         if embedding is None:
             embedding = (
                 await self.mem.embedding_of(org, ns, key, ident, base.version) if base is not None else [0.0] * self.d.embedder.dimensions
             )
-        await self.mem.append(org, ns, row, embedding)
-        self.vectors.note(org, ns, row, embedding)
-        return row
+        (out,) = await self.append_many(org, ns, [RowWrite(ctx, base, key, ident, op, embedding, top, changes)])
+        if isinstance(out, LoomError):
+            raise out
+        return out
+
+    async def append_many(self, org: str, ns: str, writes: Sequence[RowWrite]) -> list[MemoryRow | LoomError]:
+        """Append each write's next version (`append`), the versions numbered at once and the rows
+        stored in one insert per table; a write whose version cannot be numbered is answered its
+        error and the others land."""
+        versions = await asyncio.gather(*(self.next_row_version(org, ns, w.key, w.ident, w.top) for w in writes), return_exceptions=True)
+        out: list[MemoryRow | LoomError] = []
+        landing: list[tuple[MemoryRow, Sequence[float]]] = []
+        for w, version in zip(writes, versions, strict=True):
+            if isinstance(version, LoomError):
+                out.append(version)
+                continue
+            if isinstance(version, BaseException):
+                raise version
+            row = _next_row(org, ns, w, version)
+            out.append(row)
+            landing.append((row, w.embedding))
+        if landing:
+            await self.mem.append(org, ns, landing)
+            for row, embedding in landing:
+                self.vectors.note(org, ns, row, embedding)
+        return out
 
     async def next_row_version(self, org: str, ns: str, key: str, ident: Ident, top: int | None) -> int:
         """The identity's next row version under the key, past every version it wrote (removed
@@ -275,23 +343,33 @@ class Rows:
         if self.d.settings.memory_exposure_ledger_enabled:
             self.exposures.write(exposure_rows(ctx, keys, kind="memory"))
 
-    async def close_decisions(self, org: str, ns: str, key: str, vec: Sequence[float]) -> list[str]:
-        """The conflict check: decisions under other keys that read the same at or above
-        LOOM_DECISION_CONFLICT_THRESHOLD (flagged on the row, never merged)."""
+    async def close_decisions(self, org: str, ns: str, writes: Sequence[tuple[str, Sequence[float]]]) -> list[list[str]]:
+        """The conflict check of each (key, embedding) written together: decisions under other
+        keys that read the same at or above LOOM_DECISION_CONFLICT_THRESHOLD (flagged on the
+        row, never merged)."""
         s = self.d.settings
-        cached = await self.vectors.nearest_decisions(org, ns, vec, limit=10)
-        if cached is not None:  # the cache's bound across replicas (see vector_index) holds for this check too
-            hits = [(row.key, score) for row, score in cached[0]]
-        elif s.memory_vector_index_min_rows > 0 and await self.mem.live_count_cached(org, ns) >= s.memory_vector_index_min_rows:
-            hits = [
-                (row.key, score)
-                for row, score in await self.mem.search(
-                    org, ns, vec, memory_type="decision", limit=10, index_min_rows=s.memory_vector_index_min_rows
+        hits: list[list[tuple[str, float]] | None] = [None] * len(writes)
+        for i, cached in enumerate(await asyncio.gather(*(self.vectors.nearest_decisions(org, ns, vec, limit=10) for _, vec in writes))):
+            if cached is not None:  # the cache's bound across replicas (see vector_index) holds for this check too
+                hits[i] = [(row.key, score) for row, score in cached[0]]
+        rest = [i for i, h in enumerate(hits) if h is None]
+        if rest and s.memory_vector_index_min_rows > 0 and await self.mem.live_count_cached(org, ns) >= s.memory_vector_index_min_rows:
+            searched = await asyncio.gather(
+                *(
+                    self.mem.search(org, ns, writes[i][1], memory_type="decision", limit=10, index_min_rows=s.memory_vector_index_min_rows)
+                    for i in rest
                 )
-            ]
-        else:  # exact, as search answers below the index threshold: one scan for the writes that arrive together
-            hits = await self.mem.nearest_decisions_exact(org, ns, vec, limit=10)
-        return sorted({k for k, score in hits if k != key and score >= s.decision_conflict_threshold})
+            )
+            for i, found in zip(rest, searched, strict=True):
+                hits[i] = [(row.key, score) for row, score in found]
+        elif rest:  # exact, as search answers below the index threshold: one scan for every write of the round
+            scanned = await self.mem.nearest_decisions_exact_many((org, ns, 10), [[float(x) for x in writes[i][1]] for i in rest])
+            for i, found_keys in zip(rest, scanned, strict=True):
+                hits[i] = found_keys
+        return [
+            sorted({k for k, score in h or [] if k != key and score >= s.decision_conflict_threshold})
+            for (key, _), h in zip(writes, hits, strict=True)
+        ]
 
     # --- the decision record a row may hold
 
@@ -303,7 +381,7 @@ class Rows:
         if rec is None or rec["status"] != "active" or Ident(rec["agent"], rec["user"], rec["session"]) != ident:
             return False
         version = await self.next_record_version(org, ns, key, int(rec["version"]))
-        await self.append_record(org, ns, {**record_row(rec), "version": version, "status": "tombstoned", "ts": ch_time()})
+        await self.append_records(org, ns, [{**record_row(rec), "version": version, "status": "tombstoned", "ts": ch_time()}])
         return True
 
     async def next_record_version(self, org: str, ns: str, key: str, current: int) -> int:
@@ -312,10 +390,11 @@ class Rows:
         per process (a NATS KV counter, by compare-and-set)."""
         return await self.counters.next(record_counter_key(org, ns, key), floor=current)
 
-    async def append_record(self, org: str, ns: str, rec: dict[str, Any]) -> None:
-        """A new version of the key's decision record, into the store and this replica's cache."""
-        await self.dec.append(org, ns, rec)
-        self.vectors.note_record(org, ns, rec)
+    async def append_records(self, org: str, ns: str, recs: Sequence[dict[str, Any]]) -> None:
+        """New versions of decision records, into the store (one insert) and this replica's cache."""
+        await self.dec.append(org, ns, recs)
+        for rec in recs:
+            self.vectors.note_record(org, ns, rec)
 
 
 RECORD_FIELDS = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from loom_core.batching import Coalescer
@@ -17,6 +18,17 @@ _COLS = (
     "agent, user, session, realized_outcome, success, files, source_resource_id, source_class, tags, memories_used, "
     "toString(recorded_at) AS recorded_at, outcome_at, toString(ts) AS ts"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """A causal edge into record version `dst_version` of key `dst` (kind caused_by or influenced_by)."""
+
+    src: str
+    dst: str
+    kind: str
+    dst_version: int
+    ts: str
 
 
 class DecisionStore:
@@ -74,18 +86,19 @@ class DecisionStore:
         )
         return str(rows[0]["t"]) if rows else ""
 
-    async def append(self, org: str, ns: str, row: dict[str, Any]) -> None:
-        await self.inserts.insert(RECORDS, [{"org": org, "namespace": ns, **row}])
+    async def append(self, org: str, ns: str, rows: Sequence[dict[str, Any]]) -> None:
+        """New record versions, in one insert."""
+        await self.inserts.insert(RECORDS, [{"org": org, "namespace": ns, **row} for row in rows])
 
-    async def add_edges(self, org: str, ns: str, dst: str, version: int, edges: Sequence[tuple[str, str]], ts: str) -> None:
-        if edges:
-            await self.inserts.insert(
-                EDGES,
-                [
-                    {"org": org, "namespace": ns, "src": src, "dst": dst, "kind": kind, "dst_version": version, "ts": ts}
-                    for src, kind in edges
-                ],
-            )
+    async def add_edges(self, org: str, ns: str, edges: Sequence[Edge]) -> None:
+        """Causal edges, in one insert."""
+        await self.inserts.insert(
+            EDGES,
+            [
+                {"org": org, "namespace": ns, "src": e.src, "dst": e.dst, "kind": e.kind, "dst_version": e.dst_version, "ts": e.ts}
+                for e in edges
+            ],
+        )
 
     async def edges_touching(self, org: str, ns: str, keys: Sequence[str], *, upstream: bool) -> list[dict[str, Any]]:
         """Edges into `keys` (upstream: their causes) or out of them (downstream: what they caused)."""

@@ -203,9 +203,9 @@ class MemoryStore:
         self.store = store
         self.inserts = BatchedInserts(store)
         self._counts: dict[tuple[str, str], tuple[float, int]] = {}
-        self._owns: Coalescer[tuple[str, str], tuple[str, Ident], Own] = Coalescer(self._own_many)
+        self._owns: Coalescer[tuple[str, str], tuple[str, Ident], Own] = Coalescer(self.own_many)
         self._nearest_decisions: Coalescer[tuple[str, str, int], list[float], list[tuple[str, float]]] = Coalescer(
-            self._nearest_decisions_batch, max_size=64
+            self.nearest_decisions_exact_many, max_size=64
         )
 
     async def heads(self, org: str, ns: str, key: str, ident: Ident | None = None) -> list[MemoryRow]:
@@ -223,7 +223,8 @@ class MemoryStore:
         together (per namespace)."""
         return await self._owns.submit((org, ns), (key, ident))
 
-    async def _own_many(self, where: tuple[str, str], asks: list[tuple[str, Ident]]) -> list[Own]:
+    async def own_many(self, where: tuple[str, str], asks: list[tuple[str, Ident]]) -> list[Own]:
+        """`own` of each (key, identity) of the namespace `where` (org, namespace), in one query."""
         org, ns = where
         keys = sorted({key for key, _ in asks})
         # Per identity, its newest removed and newest surviving version: the head is the latter,
@@ -274,8 +275,10 @@ class MemoryStore:
         )
         return [float(x) for x in rows[0]["embedding"]] if rows else []
 
-    async def append(self, org: str, ns: str, row: MemoryRow, embedding: Sequence[float]) -> None:
-        await self.inserts.insert(ROWS, [row.columns(org, ns, embedding)])
+    async def append(self, org: str, ns: str, rows: Sequence[tuple[MemoryRow, Sequence[float]]]) -> None:
+        """New row versions with their embeddings: one insert into memory_rows, then one into
+        memory_vectors (a reader of the vectors finds the rows they name)."""
+        await self.inserts.insert(ROWS, [row.columns(org, ns, embedding) for row, embedding in rows])
         await self.inserts.insert(
             VECTORS,
             [
@@ -292,6 +295,7 @@ class MemoryStore:
                     "live": int(row.live),
                     "embedding": list(embedding),
                 }
+                for row, embedding in rows
             ],
         )
 
@@ -416,7 +420,8 @@ class MemoryStore:
         the calls that arrive together in one scan of the namespace."""
         return await self._nearest_decisions.submit((org, ns, limit), [float(x) for x in vector])
 
-    async def _nearest_decisions_batch(self, where: tuple[str, str, int], vectors: list[list[float]]) -> list[list[tuple[str, float]]]:
+    async def nearest_decisions_exact_many(self, where: tuple[str, str, int], vectors: list[list[float]]) -> list[list[tuple[str, float]]]:
+        """`nearest_decisions_exact` of each vector, in the namespace `where` (org, namespace, limit): one scan."""
         org, ns, limit = where
         # FINAL keeps each row's newest version before the filters apply (they name no sorting
         # key column, so they are not moved ahead of it): one statement, no read of the

@@ -1,0 +1,127 @@
+"""Group commit (rows.WriteRounds): the decision.record and memory.set calls of a namespace that
+queue while its round runs are written together. A refusal stays one write's (a pinned row,
+bad input), a key's writes in one burst get consecutive versions, and two replicas racing on
+one key never share a version (the NATS KV counters). Called on the plane's own use cases, a
+second replica as a second `Rows` over the same store and bus (its own key locks and caches)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from loom_api.decisions.v1 import decisions_pb2 as dpb
+from loom_api.decisions.v1 import memory_pb2 as mpb
+from loom_core.chain import CallContext
+from loom_core.errors import ErrorCode, LoomError
+from loom_decisions.service.decisions import DecisionOps
+from loom_decisions.service.memory import MemoryOps
+from loom_decisions.service.rows import Rows, RowWrite
+from loom_decisions.store.memory import Ident, MemoryRow
+
+from .conftest import Desk
+
+
+def plane_of(desk: Desk) -> Any:
+    return next(p for p in desk.inst.planes if p.name == "decisions")
+
+
+def caller(desk: Desk, agent: str) -> CallContext:
+    ctx: CallContext = plane_of(desk).operator_context(desk.tenant.org, desk.tenant.namespace)
+    return dataclasses.replace(ctx, agent=agent)
+
+
+def decision(scenario: str, outcome: str) -> dpb.RecordDecisionRequest:
+    return dpb.RecordDecisionRequest(category="storage", scenario=scenario, outcome=outcome, reasoning="replay needs them")
+
+
+def rounds_of(rows: Rows, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The keys each call of `rows.append_many` (one a round) carried, as the rounds run."""
+    seen: list[list[str]] = []
+    append_many = rows.append_many
+
+    async def noted(org: str, ns: str, writes: Sequence[RowWrite]) -> list[MemoryRow | LoomError]:
+        seen.append([w.key for w in writes])
+        return await append_many(org, ns, writes)
+
+    monkeypatch.setattr(rows, "append_many", noted)
+    return seen
+
+
+async def test_a_burst_shares_rounds_and_a_pinned_row_refuses_its_write_alone(desk: Desk, monkeypatch: pytest.MonkeyPatch) -> None:
+    rows: Rows = plane_of(desk).rows
+    ops, pinner = DecisionOps(rows), caller(desk, "pinner")
+    first = await ops.record(pinner, decision("retention of raw audio", "keep it 7 days"))
+    await MemoryOps(rows).set_pin(pinner, first.memory_key, Ident("pinner", pinner.user, pinner.session), True)
+    reader = desk.as_agent("reader")
+    before = await reader.ok("memory.history", memory_key=first.memory_key)
+    rounds = rounds_of(rows, monkeypatch)
+
+    fresh = [ops.record(caller(desk, "planner"), decision(f"retention of raw video in region {i}", "keep it 30 days")) for i in range(8)]
+    answers = await asyncio.gather(
+        *fresh,
+        ops.record(pinner, decision("retention of raw audio", "keep it 90 days")),
+        ops.record(caller(desk, "planner"), decision("retention of raw video in region 9", " ")),
+        return_exceptions=True,
+    )
+    landed, pinned, blank = answers[:8], answers[8], answers[9]
+    assert isinstance(pinned, LoomError) and pinned.code == ErrorCode.PINNED_CONFLICT
+    assert isinstance(blank, LoomError) and blank.code == ErrorCode.VALIDATION_FAILED
+    assert all(isinstance(a, dpb.RecordDecisionResponse) and (a.version, a.created, a.superseded_prior) == (1, True, False) for a in landed)
+    assert len({a.memory_key for a in landed if isinstance(a, dpb.RecordDecisionResponse)}) == 8
+    assert max(len(r) for r in rounds) > 1, rounds  # the writes that queued went together
+    assert await reader.ok("memory.history", memory_key=first.memory_key) == before  # the refused write wrote nothing
+    for a in landed:
+        assert isinstance(a, dpb.RecordDecisionResponse)
+        hist = await reader.ok("memory.record.history", memory_key=a.memory_key)
+        assert [int(r["version"]) for r in hist["records"]] == [1]
+
+
+async def test_one_keys_writes_in_one_burst_get_consecutive_versions(desk: Desk) -> None:
+    rows: Rows = plane_of(desk).rows
+    decisions, memory = DecisionOps(rows), MemoryOps(rows)
+    ctx = caller(desk, "planner")
+    answers = await asyncio.gather(
+        *(decisions.record(ctx, decision("retention of raw logs", f"keep them {d} days")) for d in (10, 20, 30, 40))
+    )
+    assert sorted(a.version for a in answers) == [1, 2, 3, 4]
+    assert sorted(a.superseded_prior for a in answers) == [False, True, True, True]
+    hist = await desk.as_agent("planner").ok("memory.record.history", memory_key=answers[0].memory_key)
+    assert sorted(int(r["version"]) for r in hist["records"]) == [1, 2, 3, 4]
+
+    sets = await asyncio.gather(
+        *(memory.set(ctx, mpb.SetMemoryRequest(memory_key="runbook/drain", value=f"drain node {i} first")) for i in range(4)),
+        memory.set(ctx, mpb.SetMemoryRequest(memory_key="runbook/other", value="page the secondary")),
+    )
+    assert sorted(s.version for s in sets[:4]) == [1, 2, 3, 4]
+    assert sorted(s.created for s in sets[:4]) == [False, False, False, True]
+    assert (sets[4].version, sets[4].created) == (1, True)
+
+
+async def test_two_replicas_racing_on_one_key_never_share_a_version(desk: Desk) -> None:
+    here: Rows = plane_of(desk).rows
+    there = Rows(here.d)  # another replica: its own key locks, version counters' memo and caches
+    ctx = caller(desk, "planner")
+    a, b = DecisionOps(here), DecisionOps(there)
+    answers = await asyncio.gather(
+        *(
+            ops.record(ctx, decision("retention of raw traces", f"keep them {i * 10 + j} days"))
+            for i in range(3)
+            for j, ops in enumerate((a, b))
+        )
+    )
+    assert sorted(x.version for x in answers) == [1, 2, 3, 4, 5, 6]
+    assert all(not x.restated for x in answers)  # six outcomes: each a new record version
+    hist = await desk.as_agent("planner").ok("memory.record.history", memory_key=answers[0].memory_key)
+    assert sorted(int(r["version"]) for r in hist["records"]) == [1, 2, 3, 4, 5, 6]
+
+    sets = await asyncio.gather(
+        *(
+            ops.set(ctx, mpb.SetMemoryRequest(memory_key="runbook/race", value=f"drain node {i * 10 + j} first"))
+            for i in range(3)
+            for j, ops in enumerate((MemoryOps(here), MemoryOps(there)))
+        )
+    )
+    assert sorted(s.version for s in sets) == [1, 2, 3, 4, 5, 6]
