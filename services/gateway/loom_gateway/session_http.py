@@ -14,7 +14,7 @@ with the cookie and no way to add a header) needs no CSRF token, but when it nam
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -40,14 +40,6 @@ _OWN_COOKIE = frozenset({STATE, LOGOUT, CLI_APPROVE})
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # GET routes that read as the session (every other GET needs no credential).
 _SESSION_READS = frozenset({WATCH_PATH})
-
-
-def _has_cookie(headers: Iterable[tuple[bytes, bytes]]) -> bool:
-    # A loop, not any() over a generator: this runs on every API request.
-    for name, _ in headers:
-        if name == b"cookie":
-            return True
-    return False
 
 
 def is_api_path(path: str) -> bool:
@@ -126,7 +118,7 @@ class SessionCookies:
         path = scope.get("path", "")
         # An agent's call carries no cookie: pass it on without decoding its headers (the
         # server hands header names lower-cased).
-        if scope["type"] != "http" or not is_api_path(path) or path in _NO_COOKIE or not _has_cookie(scope["headers"]):
+        if scope["type"] != "http" or not is_api_path(path) or path in _NO_COOKIE or not any(k == b"cookie" for k, _ in scope["headers"]):
             await self.app(scope, receive, send)
             return
         headers = _headers(scope)
