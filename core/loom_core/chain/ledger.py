@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
 from google.protobuf.message import Message
 from loom_api.options.v1 import options_pb2
 from nats.js.api import ConsumerConfig, RetentionPolicy, StreamConfig
@@ -208,9 +207,6 @@ class Ledger:
         self.bus = bus
         # Straight into the store: embedded mode (its engine is this process's), or no bus.
         self.direct = _is_embedded(store) if direct is None else direct
-        # A waiting row's arguments held as their JSON: only for chDB's insert, which writes them
-        # with orjson (a server's insert and the bus's batches are written by the standard library).
-        self._args_as_json = self.direct and _is_embedded(store)
         #: At most one batch per flush interval unless `batch_max` rows fill first (loom_core.batching).
         self.pacer = Pacer(flush_interval)
         self.batch_max = batch_max
@@ -246,8 +242,6 @@ class Ledger:
                 observe(kept)
             except Exception:  # noqa: BLE001 - an observer is another plane's code; it never fails the call
                 log.warning("ledger: an observer failed")
-        if self._args_as_json:
-            _hold_args_encoded(kept)
         # The flusher wakes for the first row after it went idle (to write it now, or at the end
         # of the interval) and for a full batch; other rows only append.
         if self._idle:
@@ -334,21 +328,6 @@ class Ledger:
         consumer's ack policy (NACK_ON_ERROR) redeliver it."""
         batch = json.loads(msg.body)
         await self.store.insert(TABLE, batch["rows"], dedup_token=batch["id"])
-
-
-def _hold_args_encoded(row: dict[str, Any]) -> None:
-    """A row waiting for its batch holds its arguments as their JSON (what chDB's insert writes
-    for them), after the observers saw them as a dict. The garbage collector does not track a
-    dict that holds only strings and numbers, but does one that holds a dict: every waiting row
-    was tracked, outlived young collections and set off full collections of the whole heap
-    (2.6 us a call in process; 0.3 with this)."""
-    args = row.get("args")
-    if type(args) is dict:
-        try:
-            encoded = orjson.dumps(args)
-        except TypeError:  # what orjson refuses (a key that is not a string): as the store's fallback writes it
-            encoded = json.dumps(args, separators=(",", ":"), default=str).encode()
-        row["args"] = orjson.Fragment(encoded)
 
 
 def _is_embedded(store: Store) -> bool:
