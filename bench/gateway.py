@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import io
 import itertools
 import json
@@ -282,6 +283,7 @@ async def bench_embedded(args: argparse.Namespace) -> dict[str, Any]:
                 await run_client(args, url, token, args.warmup)
             profiler = cProfile.Profile() if args.profile else None
             writes = count_ledger_writes(inst.runtime.ledger)
+            gc_time = GcTime()
             loom_runs, base_runs, grpc_runs = [], [], []
             loom_threads: dict[str, float] = {}
             # Alternate the servers so a neighbour's load on the machine hits each alike.
@@ -289,13 +291,16 @@ async def bench_embedded(args: argparse.Namespace) -> dict[str, Any]:
                 if profiler:
                     profiler.enable()
                 threads_before = thread_cpu()
+                gc_time.on = True
                 loom_runs.append(await measured(args, inst.base_url, token, me))
+                gc_time.on = False
                 for name, seconds in thread_cpu().items():
                     loom_threads[name] = loom_threads.get(name, 0.0) + seconds - threads_before.get(name, 0.0)
                 if profiler:
                     profiler.disable()
                 base_runs.append(await measured(args, base_url, token, me))
                 grpc_runs.append(await measured(args, grpc_url, token, me))
+            gc_time.close()
             calls = chain_calls()
             ledger_writes = dict(writes)
             ledgered = await ledger_count(inst.runtime.store, "bench", calls, within=15)
@@ -312,6 +317,10 @@ async def bench_embedded(args: argparse.Namespace) -> dict[str, Any]:
         "ledger_expected": calls,
         "ledger_cost": ledger_per_call,
         "ledger_writes": ledger_writes,
+        "loom_gc": {
+            "us_per_request": round(sum(gc_time.seconds) / max(1, sum(run["requests"] for run in loom_runs)) * 1e6, 2),
+            "collections": gc_time.collections,
+        },
         "loom_thread_cpu_us": {
             k: round(v / max(1, sum(run["requests"] for run in loom_runs)) * 1e6, 1)
             for k, v in sorted(loom_threads.items(), key=lambda kv: -kv[1])
@@ -323,6 +332,31 @@ async def bench_embedded(args: argparse.Namespace) -> dict[str, Any]:
         pstats.Stats(profiler, stream=s).sort_stats(args.profile_sort).print_stats(args.profile_lines)
         out["profile"] = s.getvalue()
     return out
+
+
+class GcTime:
+    """The garbage collector's time on the event loop's thread while `on`, by generation: a
+    container that outlives a young collection ends up in a full one, whose cost grows with the
+    whole heap."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.seconds = [0.0, 0.0, 0.0]
+        self.collections = [0, 0, 0]
+        self._started = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if not self.on:
+            return
+        if phase == "start":
+            self._started = time.thread_time()
+        else:
+            self.seconds[info["generation"]] += time.thread_time() - self._started
+            self.collections[info["generation"]] += 1
+
+    def close(self) -> None:
+        gc.callbacks.remove(self._callback)
 
 
 def count_ledger_writes(ledger: Any) -> dict[str, int]:
@@ -527,6 +561,8 @@ def report(r: dict[str, Any]) -> str:
     )
     lines.append(f"ledger rows (embedded): {r['ledger_rows']} of {r['ledger_expected']} calls the chain counted")
     lines.append("loom rounds' CPU µs/request by thread: " + ", ".join(f"{k} {v}" for k, v in list(r["loom_thread_cpu_us"].items())[:8]))
+    g = r["loom_gc"]
+    lines.append(f"loom rounds' garbage collection: {g['us_per_request']} µs/request, collections by generation {g['collections']}")
     lw = r["ledger_writes"]
     lines.append(f"ledger writes during the rounds: {lw['batches']} batches, {lw['rows'] / max(1, lw['batches']):.0f} rows each on average")
     lc = r["ledger_cost"]

@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 import orjson
-from loom_core.chain.context import HEADER_CLIENT, http_transport
+from loom_core.chain.context import FORWARDED_HEADERS, HEADER_CLIENT, http_transport
 from loom_core.errors import LoomError, http_error
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -23,6 +23,8 @@ from .relay import Relay
 log = logging.getLogger(__name__)
 
 PREFIX = "/v1/"
+# What a call reads from its request's headers: the forwarded ones (Relay.metadata) and the client's name.
+_CALL_HEADERS = {h.encode("latin-1"): h for h in (*FORWARDED_HEADERS, HEADER_CLIENT)}
 
 
 def encode(body: Any) -> bytes:
@@ -54,8 +56,11 @@ class OpFastPath:
             op = None  # UNKNOWN_OP, answered behind
         headers: dict[str, str] = {}
         if op is not None:
+            # Only the headers the call reads; an ASGI server hands their names lower-cased.
             for k, v in scope["headers"]:
-                headers[k.decode("latin-1").lower()] = v.decode("latin-1")
+                header = _CALL_HEADERS.get(k)
+                if header is not None:
+                    headers[header] = v.decode("latin-1")
         transport = http_transport(headers.get(HEADER_CLIENT))
         # An unknown op's URL: the app behind answers UNKNOWN_OP before it looks at the body.
         unknown_op = op is None and bool(name) and "/" not in name

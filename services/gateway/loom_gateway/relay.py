@@ -116,11 +116,16 @@ class Relay:
             self._stubs[op.name] = stub
         return stub
 
-    def metadata(self, op: OpSpec, args: dict[str, Any], headers: Mapping[str, str], transport: str) -> dict[str, str]:
-        """The call's metadata from its headers (and a `namespace` argument, popped from args)."""
-        md = {FORWARDED_HEADERS[h]: _metadata_value(h, v) for h in FORWARDED_HEADERS if (v := headers.get(h))}
+    def metadata(self, op: OpSpec, args: Mapping[str, Any], headers: Mapping[str, str], transport: str) -> dict[str, str]:
+        """The call's metadata from its headers (and a `namespace` argument, which the request
+        message does not carry: Catalog.parse_request leaves it out)."""
+        md = {}
+        for header, key in FORWARDED_HEADERS.items():
+            value = headers.get(header)
+            if value:
+                md[key] = _metadata_value(header, value)
         if not op.org_level and "namespace" in args:
-            ns = args.pop("namespace")
+            ns = args["namespace"]
             if not isinstance(ns, str):
                 raise invalid_field("namespace", "must be a string")
             md[MD_NAMESPACE] = _metadata_value("namespace", ns)
@@ -135,7 +140,7 @@ class Relay:
         md = {}
         for header, key in FORWARDED_HEADERS.items():
             value = headers.get(header)
-            if value and len(value) <= MAX_HEADER_BYTES and value.isascii() and value.isprintable():
+            if value and len(value) <= MAX_HEADER_BYTES and printable_ascii(value):
                 md[key] = value
         md[MD_TRANSPORT] = transport
         self.recorder.refused(op, error, md)
@@ -146,7 +151,7 @@ class Relay:
             if not isinstance(args, dict):
                 raise invalid_field("(body)", "must be a JSON object of the op's arguments")
             request = self.catalog.parse_request(op, args)  # every argument checked, namespace included
-            metadata = self.metadata(op, dict(args), headers, transport)
+            metadata = self.metadata(op, args, headers, transport)
         except LoomError as err:
             self.refused(op, err, headers, transport)
             raise
@@ -242,8 +247,17 @@ def _metadata_value(field: str, value: str) -> str:
         if field == "authorization":
             raise Unauthenticated(ErrorCode.AUTH_INVALID, "the token is not valid (over the header size limit)")
         raise invalid_field(field, f"longer than {MAX_HEADER_BYTES} bytes")
-    if not (value.isascii() and value.isprintable()):
+    if not printable_ascii(value):
         if field == "authorization":
             raise Unauthenticated(ErrorCode.AUTH_INVALID, "the token is not valid")
         raise invalid_field(field, "must be printable ASCII")
     return value
+
+
+_PRINTABLE_ASCII = bytes(range(0x20, 0x7F))
+
+
+def printable_ascii(value: str) -> bool:
+    """`value.isascii() and value.isprintable()`, a few times faster on a token's ~1 KiB (an
+    ASCII string encodes by copying; bytes.translate deletes in one C pass)."""
+    return value.isascii() and not value.encode("ascii").translate(None, _PRINTABLE_ASCII)
