@@ -29,6 +29,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from loom_core.bus import Bus
@@ -49,6 +50,13 @@ FEED_BATCH = 500
 BACKFILL_LIMIT = 1_000_000
 HOUSEKEEPING_SECONDS = 2.0
 NsKey = tuple[str, str]
+# The ring's rows hold only atoms, the call's args flattened into the row, so the first young
+# collection stops tracking them and they never reach the oldest generation, whose every full
+# collection would walk them: a tuple stays tracked while it holds a dict, or (depending on the
+# collector's list order) a tuple still tracked.
+# (org, namespace, ts, subject, agent, user, session, op, ok, request_id, name1, value1, ...)
+RingEvent = tuple[Any, ...]
+RingExposure = tuple[str, str, int, str, str, str, str, str, str, str, str]
 
 
 def now_us() -> int:
@@ -105,6 +113,18 @@ def exposure_from_table(r: Mapping[str, Any]) -> Exposure:
     return Exposure(int(r["t"]), r["subject"], r["agent"], r["user"], r["session"], r["op"], r["kind"], r["key"], r["request_id"])
 
 
+def _event_dedup(r: RingEvent) -> tuple[str, str, int, str]:
+    return (r[9], r[7], r[2], r[3])  # as Event.dedup
+
+
+def _ring_event(r: RingEvent) -> Event:
+    return Event(r[2], r[3], r[4], r[5], r[6], r[7], r[8], dict(zip(r[10::2], r[11::2], strict=True)), r[9])
+
+
+def _exposure_dedup(r: RingExposure) -> tuple[str, str, int, str, str]:
+    return (r[10], r[7], r[2], r[8], r[9])  # as Exposure.dedup
+
+
 class LiveHistory:
     def __init__(
         self, store: Store, bus: Bus | None, *, cap: int, live_rows_ttl: float, on_event: Callable[[str, str, str], object] | None = None
@@ -117,8 +137,8 @@ class LiveHistory:
         self.cap = cap
         self.live_rows_ttl = live_rows_ttl
         self.origin = uuid.uuid4().hex
-        self._ring: deque[tuple[str, str, Event]] = deque()
-        self._ring_x: deque[tuple[str, str, Exposure]] = deque()
+        self._ring: deque[RingEvent] = deque()
+        self._ring_x: deque[RingExposure] = deque()
         self._slots: dict[NsKey, _Slot] = {}
         self._out_e: list[list[Any]] = []
         self._out_x: list[list[Any]] = []
@@ -171,7 +191,9 @@ class LiveHistory:
     def _take_event(self, org: str, ns: str, ev: Event) -> None:
         if self.on_event is not None and ev.request_id:
             self.on_event(org, ns, ev.request_id)
-        self._ring.append((org, ns, ev))
+        self._ring.append(
+            (org, ns, ev.ts, ev.subject, ev.agent, ev.user, ev.session, ev.op, ev.ok, ev.request_id, *chain.from_iterable(ev.args.items()))
+        )
         if len(self._ring) > RING_MAX:
             self._ring.popleft()
         slot = self._slots.get((org, ns))
@@ -179,7 +201,7 @@ class LiveHistory:
             slot.window.add_event(ev)
 
     def _take_exposure(self, org: str, ns: str, x: Exposure) -> None:
-        self._ring_x.append((org, ns, x))
+        self._ring_x.append((org, ns, x.ts, x.subject, x.agent, x.user, x.session, x.op, x.kind, x.key, x.request_id))
         if len(self._ring_x) > RING_MAX:
             self._ring_x.popleft()
         slot = self._slots.get((org, ns))
@@ -267,17 +289,17 @@ class LiveHistory:
             ev = event_from_table(r)
             seen.add(ev.dedup)
             w.add_event(ev)
-        for o, n, ev in self._ring:
-            if o == org and n == ns and ev.subject == subject and ev.ts >= since and ev.dedup not in seen:
-                w.add_event(ev)
+        for r in self._ring:
+            if r[0] == org and r[1] == ns and r[3] == subject and r[2] >= since and _event_dedup(r) not in seen:
+                w.add_event(_ring_event(r))
         seen_x: set[Any] = set()
         for r in reversed(xrows):
             x = exposure_from_table(r)
             seen_x.add(x.dedup)
             w.add_exposure(x)
-        for o, n, x in self._ring_x:
-            if o == org and n == ns and x.subject == subject and x.ts >= since and x.dedup not in seen_x:
-                w.add_exposure(x)
+        for rx in self._ring_x:
+            if rx[0] == org and rx[1] == ns and rx[3] == subject and rx[2] >= since and _exposure_dedup(rx) not in seen_x:
+                w.add_exposure(Exposure(*rx[2:]))
         w.live_rows = live
         return w
 
@@ -333,17 +355,17 @@ class LiveHistory:
             ev = event_from_table(r)
             seen.add(ev.dedup)
             w.add_event(ev)
-        for o, n, ev in self._ring:
-            if o == org and n == ns and ev.ts >= since and ev.dedup not in seen:
-                w.add_event(ev)
+        for r in self._ring:
+            if r[0] == org and r[1] == ns and r[2] >= since and _event_dedup(r) not in seen:
+                w.add_event(_ring_event(r))
         seen_x: set[Any] = set()
         for r in reversed(xrows):
             x = exposure_from_table(r)
             seen_x.add(x.dedup)
             w.add_exposure(x)
-        for o, n, x in self._ring_x:
-            if o == org and n == ns and x.ts >= since and x.dedup not in seen_x:
-                w.add_exposure(x)
+        for rx in self._ring_x:
+            if rx[0] == org and rx[1] == ns and rx[2] >= since and _exposure_dedup(rx) not in seen_x:
+                w.add_exposure(Exposure(*rx[2:]))
         w.live_rows = live
         self._live_at[key] = time.monotonic()
         slot = self._slots.get(key)
@@ -366,9 +388,9 @@ class LiveHistory:
     async def _upkeep(self) -> None:
         now = now_us()
         ring_cut = now - RING_SECONDS * US
-        while self._ring and self._ring[0][2].ts < ring_cut:
+        while self._ring and self._ring[0][2] < ring_cut:
             self._ring.popleft()
-        while self._ring_x and self._ring_x[0][2].ts < ring_cut:
+        while self._ring_x and self._ring_x[0][2] < ring_cut:
             self._ring_x.popleft()
         if self.bus is not None:
             reconnects = int(self.bus.nc.stats.get("reconnects", 0))
