@@ -9,7 +9,7 @@ import gc
 from typing import Any
 
 from loom_policy.domain.history import Window
-from loom_policy.service.live_history import LiveHistory
+from loom_policy.service.live_history import LiveHistory, event_from_ring, feed_payload
 
 from .helpers import ev, rule, window
 
@@ -73,3 +73,12 @@ def test_the_ring_of_recent_calls_holds_no_tracked_rows() -> None:
     gc.collect()
     assert len(history._ring) == 2000
     assert not any(gc.is_tracked(r) for r in history._ring)
+
+
+def test_a_replica_drops_its_own_feed_batches_and_takes_another_replicas() -> None:
+    history = LiveHistory(store=None, bus=None, cap=1000, live_rows_ttl=60.0)  # type: ignore[arg-type]  # the feed reads no store
+    row = [1_750_000_000_000_000, "o", "n", "user:ann", "bot", "", "", "memory.get", True, {"memory_key": "notes/a"}, "r1"]
+    history.fed(feed_payload(history.origin, [row], []))
+    assert not history._ring and history.feed_received == 0
+    history.fed(feed_payload("another-replica", [row], []))
+    assert history.feed_received == 1 and event_from_ring(history._ring[0]).args == {"memory_key": "notes/a"}

@@ -117,12 +117,17 @@ def _event_dedup(r: RingEvent) -> tuple[str, str, int, str]:
     return (r[9], r[7], r[2], r[3])  # as Event.dedup
 
 
-def _ring_event(r: RingEvent) -> Event:
+def event_from_ring(r: RingEvent) -> Event:
     return Event(r[2], r[3], r[4], r[5], r[6], r[7], r[8], dict(zip(r[10::2], r[11::2], strict=True)), r[9])
 
 
 def _exposure_dedup(r: RingExposure) -> tuple[str, str, int, str, str]:
     return (r[10], r[7], r[2], r[8], r[9])  # as Exposure.dedup
+
+
+def feed_payload(origin: str, events: list[list[Any]], exposures: list[list[Any]]) -> bytes:
+    """A feed batch: the sending replica's origin first, then its rows as lists."""
+    return json.dumps({"o": origin, "e": events, "x": exposures}, separators=(",", ":")).encode()
 
 
 class LiveHistory:
@@ -137,6 +142,9 @@ class LiveHistory:
         self.cap = cap
         self.live_rows_ttl = live_rows_ttl
         self.origin = uuid.uuid4().hex
+        # How this replica's own feed batches begin (json.dumps keeps the payload's key order):
+        # its echo is dropped on these bytes, unparsed.
+        self._echo_prefix = feed_payload(self.origin, [], [])[: -len(b'"e":[],"x":[]}')]
         self._ring: deque[RingEvent] = deque()
         self._ring_x: deque[RingExposure] = deque()
         self._slots: dict[NsKey, _Slot] = {}
@@ -222,8 +230,9 @@ class LiveHistory:
         if self.bus is None or not self.bus.nc.is_connected:
             return
         for i in range(0, max(len(events), len(exposures)), FEED_BATCH):
-            payload = {"o": self.origin, "e": events[i : i + FEED_BATCH], "x": exposures[i : i + FEED_BATCH]}
-            task = asyncio.ensure_future(self._publish(json.dumps(payload, separators=(",", ":")).encode()))
+            task = asyncio.ensure_future(
+                self._publish(feed_payload(self.origin, events[i : i + FEED_BATCH], exposures[i : i + FEED_BATCH]))
+            )
             self._pending.add(task)
             task.add_done_callback(self._pending.discard)
 
@@ -236,10 +245,10 @@ class LiveHistory:
 
     def fed(self, body: bytes) -> None:
         """A batch of another replica's ledger rows and exposures (the feed)."""
+        if body.startswith(self._echo_prefix):
+            return
         try:
             d = json.loads(body)
-            if d.get("o") == self.origin:
-                return
             for e in d.get("e", ()):
                 self._take_event(e[1], e[2], Event(int(e[0]), e[3], e[4], e[5], e[6], e[7], bool(e[8]), e[9] or {}, e[10]))
             for x in d.get("x", ()):
@@ -291,7 +300,7 @@ class LiveHistory:
             w.add_event(ev)
         for r in self._ring:
             if r[0] == org and r[1] == ns and r[3] == subject and r[2] >= since and _event_dedup(r) not in seen:
-                w.add_event(_ring_event(r))
+                w.add_event(event_from_ring(r))
         seen_x: set[Any] = set()
         for r in reversed(xrows):
             x = exposure_from_table(r)
@@ -357,7 +366,7 @@ class LiveHistory:
             w.add_event(ev)
         for r in self._ring:
             if r[0] == org and r[1] == ns and r[2] >= since and _event_dedup(r) not in seen:
-                w.add_event(_ring_event(r))
+                w.add_event(event_from_ring(r))
         seen_x: set[Any] = set()
         for r in reversed(xrows):
             x = exposure_from_table(r)
