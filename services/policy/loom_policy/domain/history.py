@@ -117,6 +117,8 @@ class ArgTable:
         self.kept = 0
 
     def code(self, args: Mapping[str, str]) -> int:
+        if len(self.names) < 2:
+            return 0  # a filter on one argument reads its value's series alone: nothing to keep
         row = tuple(args.get(name) for name in self.names)
         code = self._codes.get(row)
         if code is None:
@@ -125,12 +127,11 @@ class ArgTable:
         return code
 
     def matches(self, code: int, rest: tuple[tuple[str, str], ...]) -> bool:
-        row = self.rows[code]
         for name, value in rest:
             i = self.index.get(name)
             if i is None:
                 raise NotIndexed(name)
-            if row[i] != value:
+            if self.rows[code][i] != value:
                 return False
         return True
 
@@ -443,7 +444,7 @@ class Window:
             return
         self.events += 1
         table = self.args
-        code = table.code(ev.args) if table.names else 0
+        code = table.code(ev.args)
         routes = self._route(ev.op, ev.ok) if self._views else ()
         for kind in self.shape.key_kinds:
             pkey = (ev.subject, kind, ev.key_value(kind))

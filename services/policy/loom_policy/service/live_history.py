@@ -199,9 +199,10 @@ class LiveHistory:
     def _take_event(self, org: str, ns: str, ev: Event) -> None:
         if self.on_event is not None and ev.request_id:
             self.on_event(org, ns, ev.request_id)
-        self._ring.append(
-            (org, ns, ev.ts, ev.subject, ev.agent, ev.user, ev.session, ev.op, ev.ok, ev.request_id, *chain.from_iterable(ev.args.items()))
-        )
+        row: RingEvent = (org, ns, ev.ts, ev.subject, ev.agent, ev.user, ev.session, ev.op, ev.ok, ev.request_id)
+        if ev.args:
+            row += tuple(chain.from_iterable(ev.args.items()))
+        self._ring.append(row)
         if len(self._ring) > RING_MAX:
             self._ring.popleft()
         slot = self._slots.get((org, ns))
