@@ -366,18 +366,13 @@ def _call_args_once(op: OpSpec, args: Mapping[str, Any]) -> Callable[[], Mapping
     return get
 
 
+# The call's columns of a decision row, in the order `_record` takes their values.
+_CALL_COLUMNS = ("org", "namespace", "subject", "agent", "user", "session", "op", "transport", "request_id")
+
+
 def _decision_row(fields: tuple[str, ...], now: int, verdict: Verdict) -> dict[str, Any]:
-    org, namespace, subject, agent, user, session, op, transport, request_id = fields
     return {
-        "org": org,
-        "namespace": namespace,
-        "subject": subject,
-        "agent": agent,
-        "user": user,
-        "session": session,
-        "op": op,
-        "transport": transport,
-        "request_id": request_id,
+        **dict(zip(_CALL_COLUMNS, fields, strict=True)),
         "decision": verdict.decision,
         "enforced": verdict.would_enforce,
         "mode": verdict.mode,
