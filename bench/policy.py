@@ -245,6 +245,16 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 t = time.perf_counter()
                 window = await gate.history.window(org, ns, ns_rules.shape)
                 build_s = time.perf_counter() - t
+                # What one full collection costs with the window in memory (each one the calls
+                # trigger walks all of it): thread CPU, and the tracked objects and references walked.
+                full_gc_cpu: list[float] = []
+                for _ in range(5):
+                    cpu = time.thread_time()
+                    gc.collect()
+                    full_gc_cpu.append(time.thread_time() - cpu)
+                tracked = gc.get_objects()
+                gc_walk = (len(tracked), sum(len(gc.get_referents(o)) for o in tracked))
+                del tracked
                 if args.gc_freeze:
                     gc.freeze()  # an experiment: the window (and the app) out of the collector's scans
                 caller = Caller("user:admin", AGENT)
@@ -316,13 +326,16 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     block_cpu: dict[str, list[float]] = {"off": [], "enforce": []}
                     block_p50: dict[str, list[float]] = {"off": [], "enforce": []}
                     block_gc: dict[str, list[float]] = {"off": [], "enforce": []}
+                    block_full = {"off": 0, "enforce": 0}
                     gc_spent = [0.0, 0.0]  # the cyclic collector's time: total, and when the running one started
+                    full_collections = [0]
 
                     def gc_timer(phase: str, info: dict[str, int]) -> None:
                         if phase == "start":
                             gc_spent[1] = time.perf_counter()
                         else:
                             gc_spent[0] += time.perf_counter() - gc_spent[1]
+                            full_collections[0] += info["generation"] == 2
 
                     gc.callbacks.append(gc_timer)
                     sides = [("off", stub_off), ("enforce", stub_on)]
@@ -331,7 +344,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                         walls: list[float] = []
                         await asyncio.sleep(args.settle)  # the previous block's deferred work done
                         print(f"block {b}: {name}", file=sys.stderr, flush=True)  # a mark for an outside profiler
-                        cpu, gc_before = time.process_time(), gc_spent[0]
+                        cpu, gc_before, full_before = time.process_time(), gc_spent[0], full_collections[0]
                         for _ in range(args.n):
                             started = time.perf_counter()
                             await stub.WhoAmI(req, metadata=md)
@@ -340,6 +353,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                         block_cpu[name].append((time.process_time() - cpu) / args.n)
                         block_p50[name].append(statistics.median(walls))
                         block_gc[name].append((gc_spent[0] - gc_before) / args.n)
+                        block_full[name] += full_collections[0] - full_before
                     gc.callbacks.remove(gc_timer)
                 diffs = [b - a for a, b in zip(lat_off, lat_on, strict=True)]
 
@@ -426,6 +440,11 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "block_gc_off_us": statistics.median(block_gc["off"]) * 1e6,
         "block_gc_enforce_us": statistics.median(block_gc["enforce"]) * 1e6,
         "block_p50_enforce_ms": statistics.median(block_p50["enforce"]) * ms,
+        "block_full_collections_off": block_full["off"],
+        "block_full_collections_enforce": block_full["enforce"],
+        "full_collection_cpu_ms": statistics.median(full_gc_cpu) * ms,
+        "collector_tracked_objects": gc_walk[0],
+        "collector_references": gc_walk[1],
         **({"profile": _profile_text(profiler)} if profiler else {}),
         "evaluations_per_second": evals_s,
         "rule_evaluations_per_second": evals_s * 10,
@@ -451,7 +470,10 @@ def report(r: dict[str, Any]) -> str:
             f"the {r['settle_seconds']} s after each block included):",
             f"  CPU per call: off {r['block_cpu_off_us']:.1f} µs, enforce {r['block_cpu_enforce_us']:.1f} µs, "
             f"added {r['block_cpu_added_us']:.1f} µs;  wall p50 off {r['block_p50_off_ms']:.3f} ms, enforce {r['block_p50_enforce_ms']:.3f} ms",
-            f"  of which the cyclic garbage collector, per call: off {r['block_gc_off_us']:.1f} µs, enforce {r['block_gc_enforce_us']:.1f} µs",
+            f"  of which the cyclic garbage collector, per call: off {r['block_gc_off_us']:.1f} µs, enforce {r['block_gc_enforce_us']:.1f} µs "
+            f"(wall; full collections: off {r['block_full_collections_off']}, enforce {r['block_full_collections_enforce']})",
+            f"one full collection with the window built: {r['full_collection_cpu_ms']:.1f} ms of thread CPU over "
+            f"{r['collector_tracked_objects']} tracked objects holding {r['collector_references']} references",
             f"evaluator alone: {r['evaluations_per_second']:.0f} evaluations/s of 10 rules afresh ({r['rule_evaluations_per_second']:.0f} rule evaluations/s); "
             f"{r['evaluations_per_second_memo']:.0f}/s as the gate evaluates (standing verdict, each call's own row added)",
             f"decision rows written: {r['decisions']}",

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from loom_policy.domain.history import Breadth, Series, Shape, Window
+from loom_policy.domain.history import ArgTable, Breadth, Series, Shape, Window
 from loom_policy.domain.timeutil import US, ch_to_us, parse_instant, us_to_ch, us_to_iso
 
 from .helpers import T0, check, ev, rule, window
 
 
 def test_a_series_stays_sorted_when_events_arrive_out_of_order() -> None:
-    s = Series(frozenset({"k"}))
+    table = ArgTable(frozenset({"k"}))
+    s = Series(table)
     for ts, k in [(5, "a"), (1, "b"), (3, "a"), (9, "a")]:
-        s.add(ts, {"k": k})
-    assert s.times == [1, 3, 5, 9]
+        s.add(ts, {"k": k}, table.code({"k": k}))
+    assert list(s.times) == [1, 3, 5, 9]
     assert s.count(2, 9, (("k", "a"),)) == (2, 5)
     assert s.latest(0, 10) == 9
 

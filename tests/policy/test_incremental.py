@@ -8,7 +8,7 @@ import random
 
 from loom_policy.domain.compiler import CompiledRule, EvalContext
 from loom_policy.domain.evaluator import evaluate
-from loom_policy.domain.history import Series, Window
+from loom_policy.domain.history import ArgTable, Series, Window
 from loom_policy.domain.model import Verdict
 from loom_policy.domain.reservations import PendingCall
 from loom_policy.domain.standing import decide
@@ -185,14 +185,14 @@ def test_no_standing_verdict_where_an_answer_depends_on_more_than_the_caller() -
 
 
 def test_rewrites_counts_every_change_but_an_append() -> None:
-    s = Series(frozenset())
-    s.add(10, {})
-    s.add(20, {})
+    s = Series(ArgTable(frozenset()))
+    s.add(10, {}, 0)
+    s.add(20, {}, 0)
     assert s.rewrites == 0 and s.version == 2
-    s.add(15, {})
+    s.add(15, {}, 0)
     assert s.rewrites == 1
     s.drop_before(12)
-    assert s.rewrites == 2 and s.times == [15, 20]
-    s.add(30, {})
+    assert s.rewrites == 2 and list(s.times) == [15, 20]
+    s.add(30, {}, 0)
     s.truncate(2)
-    assert s.rewrites == 4 and s.times == [20, 30] and s.truncated_upto == 15
+    assert s.rewrites == 4 and list(s.times) == [20, 30] and s.truncated_upto == 15

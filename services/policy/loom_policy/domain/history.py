@@ -11,8 +11,9 @@ count is only a lower bound (and says so when that bound does not decide it).
 from __future__ import annotations
 
 import fnmatch
+from array import array
 from bisect import bisect_left, insort
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
@@ -121,27 +122,71 @@ class GlobSet:
         return hit
 
 
+class ArgTable:
+    """The values of the arguments a namespace's rules compare, one code per distinct
+    combination. Series keep each event's code in an array of machine ints rather than a
+    reference to its arguments: a full collection walks every reference a list holds, and
+    10^5 of them cost it ~1 s on a loaded machine (bench/policy.py), while an array holds none."""
+
+    __slots__ = ("_codes", "index", "kept", "names", "rows")
+
+    def __init__(self, arg_names: frozenset[str]) -> None:
+        self.names = tuple(sorted(arg_names))
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.rows: list[tuple[str | None, ...]] = []
+        self._codes: dict[tuple[str | None, ...], int] = {}
+        # Rows after the last compaction: the table is compacted once it has doubled since.
+        self.kept = 0
+
+    def code(self, args: Mapping[str, str]) -> int:
+        if len(self.names) < 2:
+            return 0  # a filter on one argument reads its value's series alone: nothing to keep
+        row = tuple(args.get(name) for name in self.names)
+        code = self._codes.get(row)
+        if code is None:
+            code = self._codes[row] = len(self.rows)
+            self.rows.append(row)
+        return code
+
+    def matches(self, code: int, rest: tuple[tuple[str, str], ...]) -> bool:
+        for name, value in rest:
+            i = self.index.get(name)
+            if i is None:
+                raise NotIndexed(name)
+            if self.rows[code][i] != value:
+                return False
+        return True
+
+    def compact(self, live: set[int]) -> dict[int, int]:
+        """Keep only the rows of `live` codes; the old code -> new code map."""
+        remap = {old: new for new, old in enumerate(sorted(live))}
+        self.rows = [self.rows[old] for old in sorted(live)]
+        self._codes = {row: code for code, row in enumerate(self.rows)}
+        self.kept = len(self.rows)
+        return remap
+
+
 class _ArgSeries:
-    __slots__ = ("args", "times")
+    __slots__ = ("codes", "times")
 
     def __init__(self) -> None:
-        self.times: list[int] = []
-        self.args: list[Mapping[str, str]] = []
+        self.times: array[int] = array("q")
+        self.codes: array[int] = array("q")
 
-    def add(self, ts: int, args: Mapping[str, str]) -> None:
+    def add(self, ts: int, code: int) -> None:
         if not self.times or ts >= self.times[-1]:
             self.times.append(ts)
-            self.args.append(args)
+            self.codes.append(code)
         else:
             i = bisect_left(self.times, ts + 1)
             self.times.insert(i, ts)
-            self.args.insert(i, args)
+            self.codes.insert(i, code)
 
     def drop_before(self, cutoff: int) -> None:
         i = bisect_left(self.times, cutoff)
         if i:
             del self.times[:i]
-            del self.args[:i]
+            del self.codes[:i]
 
     @property
     def empty(self) -> bool:
@@ -160,11 +205,12 @@ class Series:
     """One principal's events of one op and outcome: sorted times, plus a sub-series per value
     of each argument the namespace's rules compare."""
 
-    __slots__ = ("by_arg", "rewrites", "times", "truncated_upto", "version")
+    __slots__ = ("args", "by_arg", "rewrites", "times", "truncated_upto", "version")
 
-    def __init__(self, arg_names: frozenset[str]) -> None:
-        self.times: list[int] = []
-        self.by_arg: dict[str, dict[str, _ArgSeries]] = {name: {} for name in arg_names}
+    def __init__(self, args: ArgTable) -> None:
+        self.args = args
+        self.times: array[int] = array("q")
+        self.by_arg: dict[str, dict[str, _ArgSeries]] = {name: {} for name in args.names}
         # Events at or before this instant may be missing (0: nothing dropped by count).
         self.truncated_upto = 0
         # Bumped on every change: an answer read from this series holds while it is unchanged.
@@ -175,7 +221,8 @@ class Series:
         # (compiler.CompiledLeaf.extend).
         self.rewrites = 0
 
-    def add(self, ts: int, args: Mapping[str, str]) -> None:
+    def add(self, ts: int, args: Mapping[str, str], code: int) -> None:
+        """One event at `ts`; `code`: its arguments' code in self.args."""
         self.version += 1
         times = self.times
         if not times or ts >= times[-1]:
@@ -189,7 +236,7 @@ class Series:
                 sub = values.get(v)
                 if sub is None:
                     sub = values[v] = _ArgSeries()
-                sub.add(ts, args)
+                sub.add(ts, code)
 
     def drop_before(self, cutoff: int) -> None:
         i = bisect_left(self.times, cutoff)
@@ -240,11 +287,10 @@ class Series:
         i, j = bisect_left(sub.times, lo), bisect_left(sub.times, hi)
         if len(filt) == 1:
             return j - i, sub.times[j - 1] if j > i else 0
-        rest = filt[1:]
+        rest, table, codes = filt[1:], self.args, sub.codes
         n, last = 0, 0
         for k in range(i, j):
-            a = sub.args[k]
-            if all(a.get(f) == v for f, v in rest):
+            if table.matches(codes[k], rest):
                 n += 1
                 last = sub.times[k]
         return n, last
@@ -257,18 +303,22 @@ class Series:
         if sub is None:
             return 0
         i, j = bisect_left(sub.times, lo), bisect_left(sub.times, hi)
-        rest = filt[1:]
+        rest, table, codes = filt[1:], self.args, sub.codes
         for k in range(j - 1, i - 1, -1):
-            if all(sub.args[k].get(f) == v for f, v in rest):
+            if table.matches(codes[k], rest):
                 return sub.times[k]
         return 0
 
+    def arg_series(self) -> Iterator[_ArgSeries]:
+        for values in self.by_arg.values():
+            yield from values.values()
 
-def merged(parts: list[Series], arg_names: frozenset[str]) -> Series:
+
+def merged(parts: list[Series], args: ArgTable) -> Series:
     """One series holding every event of `parts` (a view's start, from the series it covers).
     Sorting the concatenated runs is a merge in C (timsort finds the sorted runs)."""
-    out = Series(arg_names)
-    out.times = sorted(chain.from_iterable(p.times for p in parts))
+    out = Series(args)
+    out.times = array("q", sorted(chain.from_iterable(p.times for p in parts)))
     out.truncated_upto = max((p.truncated_upto for p in parts), default=0)
     for name, values in out.by_arg.items():
         subs: dict[str, list[_ArgSeries]] = {}
@@ -278,11 +328,11 @@ def merged(parts: list[Series], arg_names: frozenset[str]) -> Series:
         for v, group in subs.items():
             target = values[v] = _ArgSeries()
             if len(group) == 1:
-                target.times, target.args = list(group[0].times), list(group[0].args)
+                target.times, target.codes = array("q", group[0].times), array("q", group[0].codes)
                 continue
-            pairs = sorted(chain.from_iterable(zip(g.times, g.args, strict=True) for g in group), key=itemgetter(0))
-            target.times = [ts for ts, _ in pairs]
-            target.args = [a for _, a in pairs]
+            pairs = sorted(chain.from_iterable(zip(g.times, g.codes, strict=True) for g in group), key=itemgetter(0))
+            target.times = array("q", [ts for ts, _ in pairs])
+            target.codes = array("q", [code for _, code in pairs])
     return out
 
 
@@ -403,8 +453,10 @@ class Window:
     # series on first use; `_routes` memoises which views an (op, ok) feeds.
     _views: dict[ViewKey, tuple[GlobSet, dict[PKey, Series]]] = field(default_factory=dict)
     _routes: dict[tuple[str, bool], list[dict[PKey, Series]]] = field(default_factory=dict)
+    args: ArgTable = field(init=False)
 
     def __post_init__(self) -> None:
+        self.args = ArgTable(self.shape.arg_names)
         for ops, outcome in self.shape.views:
             self._views[(ops, outcome)] = (GlobSet((ops,)), {})
 
@@ -419,7 +471,8 @@ class Window:
         if not self.wants(ev.op):
             return
         self.events += 1
-        names = self.shape.arg_names
+        table = self.args
+        code = table.code(ev.args)
         routes = self._route(ev.op, ev.ok) if self._views else ()
         for kind in self.shape.key_kinds:
             pkey = (ev.subject, kind, ev.key_value(kind))
@@ -428,15 +481,15 @@ class Window:
                 ops = self.principals[pkey] = {}
             s = ops.get((ev.op, ev.ok))
             if s is None:
-                s = ops[(ev.op, ev.ok)] = Series(names)
+                s = ops[(ev.op, ev.ok)] = Series(table)
                 self.generation += 1
-            s.add(ev.ts, ev.args)
+            s.add(ev.ts, ev.args, code)
             for by_pkey in routes:
                 v = by_pkey.get(pkey)
                 if v is None:
-                    v = by_pkey[pkey] = Series(names)
+                    v = by_pkey[pkey] = Series(table)
                     self.generation += 1
-                v.add(ev.ts, ev.args)
+                v.add(ev.ts, ev.args, code)
             # Amortised: cut back to the cap once a series is a tenth over it.
             if len(s.times) > self.cap + self.cap // 10:
                 s.truncate(self.cap)
@@ -462,7 +515,7 @@ class Window:
         for pkey, series in self.principals.items():
             parts = [s for (op, ok), s in series.items() if outcome_matches(outcome, ok) and globs(op)]
             if parts:
-                by_pkey[pkey] = merged(parts, self.shape.arg_names)
+                by_pkey[pkey] = merged(parts, self.args)
         kept = self._views[(ops, outcome)] = (globs, by_pkey)
         self._routes.clear()
         self.generation += 1
@@ -515,6 +568,26 @@ class Window:
             drop_all_before(idx, cutoff)
             if not idx:
                 del self.exposures[pkey]
+        if len(self.args.rows) > 2 * self.args.kept + 1024:
+            self._compact_args()
+
+    def _all_series(self) -> Iterator[Series]:
+        for ops in self.principals.values():
+            yield from ops.values()
+        for _, by_pkey in self._views.values():
+            yield from by_pkey.values()
+
+    def _compact_args(self) -> None:
+        """Drop the argument codes no event in the window uses any more (the table only grows
+        as events arrive, so a stream of distinct values would keep every one otherwise)."""
+        live: set[int] = set()
+        for s in self._all_series():
+            for sub in s.arg_series():
+                live.update(sub.codes)
+        remap = self.args.compact(live)
+        for s in self._all_series():
+            for sub in s.arg_series():
+                sub.codes = array("q", [remap[c] for c in sub.codes])
 
     def stats(self) -> dict[str, Any]:
         return {

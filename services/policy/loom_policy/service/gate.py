@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -20,12 +21,11 @@ from google.protobuf import json_format
 from loom_core.aio import cancel_and_wait
 from loom_core.bus import Bus, Consuming
 from loom_core.catalog import OpSpec
-from loom_core.chain import CallContext, GateCall
+from loom_core.chain import GateCall
 from loom_core.chain.ledger import ledger_args
 from loom_core.errors import ErrorCode, Forbidden, Unavailable
 from loom_core.roles import Role
 from loom_core.store import Store, run_migrations
-from loom_core.store.caller import caller_values
 
 from ..domain.args import flatten_json
 from ..domain.compiler import Caller, CallerKey, CompiledRule, EvalContext
@@ -267,9 +267,12 @@ class PolicyGate:
 
     def _record(self, call: GateCall, now: int, verdict: Verdict) -> None:
         assert self.decisions is not None
-        # The whole row is rendered when the batch is written, off this call's path (what it
-        # reads of the call is fixed once the gate runs).
-        self.decisions.record(lambda: _decision_row(call.ctx, now, verdict))
+        ctx = call.ctx
+        # The row is rendered when the batch is written, off this call's path, from the call's
+        # fields taken now: a closure over the call would keep its whole context alive until the
+        # flush, long enough to reach the collector's oldest generation (more full collections).
+        fields = (ctx.org, ctx.namespace, ctx.subject, ctx.agent, ctx.user, ctx.session, ctx.op.name, ctx.transport, ctx.request_id)
+        self.decisions.record(partial(_decision_row, fields, now, verdict))
 
     async def evaluate(
         self,
@@ -363,14 +366,13 @@ def _call_args_once(op: OpSpec, args: Mapping[str, Any]) -> Callable[[], Mapping
     return get
 
 
-def _decision_row(ctx: CallContext, now: int, verdict: Verdict) -> dict[str, Any]:
+# The call's columns of a decision row, in the order `_record` takes their values.
+_CALL_COLUMNS = ("org", "namespace", "subject", "agent", "user", "session", "op", "transport", "request_id")
+
+
+def _decision_row(fields: tuple[str, ...], now: int, verdict: Verdict) -> dict[str, Any]:
     return {
-        "org": ctx.org,
-        "namespace": ctx.namespace,
-        **caller_values(ctx),
-        "op": ctx.op.name,
-        "transport": ctx.transport,
-        "request_id": ctx.request_id,
+        **dict(zip(_CALL_COLUMNS, fields, strict=True)),
         "decision": verdict.decision,
         "enforced": verdict.would_enforce,
         "mode": verdict.mode,

@@ -29,6 +29,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from loom_core.bus import Bus
@@ -49,6 +50,13 @@ FEED_BATCH = 500
 BACKFILL_LIMIT = 1_000_000
 HOUSEKEEPING_SECONDS = 2.0
 NsKey = tuple[str, str]
+# The ring's rows hold only atoms, the call's args flattened into the row, so the first young
+# collection stops tracking them and they never reach the oldest generation, whose every full
+# collection would walk them: a tuple stays tracked while it holds a dict, or (depending on the
+# collector's list order) a tuple still tracked.
+# (org, namespace, ts, subject, agent, user, session, op, ok, request_id, name1, value1, ...)
+RingEvent = tuple[Any, ...]
+RingExposure = tuple[str, str, int, str, str, str, str, str, str, str, str]
 
 
 def now_us() -> int:
@@ -105,6 +113,23 @@ def exposure_from_table(r: Mapping[str, Any]) -> Exposure:
     return Exposure(int(r["t"]), r["subject"], r["agent"], r["user"], r["session"], r["op"], r["kind"], r["key"], r["request_id"])
 
 
+def _event_dedup(r: RingEvent) -> tuple[str, str, int, str]:
+    return (r[9], r[7], r[2], r[3])  # as Event.dedup
+
+
+def event_from_ring(r: RingEvent) -> Event:
+    return Event(r[2], r[3], r[4], r[5], r[6], r[7], r[8], dict(zip(r[10::2], r[11::2], strict=True)), r[9])
+
+
+def _exposure_dedup(r: RingExposure) -> tuple[str, str, int, str, str]:
+    return (r[10], r[7], r[2], r[8], r[9])  # as Exposure.dedup
+
+
+def feed_payload(origin: str, events: list[list[Any]], exposures: list[list[Any]]) -> bytes:
+    """A feed batch: the sending replica's origin first, then its rows as lists."""
+    return json.dumps({"o": origin, "e": events, "x": exposures}, separators=(",", ":")).encode()
+
+
 class LiveHistory:
     def __init__(
         self, store: Store, bus: Bus | None, *, cap: int, live_rows_ttl: float, on_event: Callable[[str, str, str], object] | None = None
@@ -117,8 +142,11 @@ class LiveHistory:
         self.cap = cap
         self.live_rows_ttl = live_rows_ttl
         self.origin = uuid.uuid4().hex
-        self._ring: deque[tuple[str, str, Event]] = deque()
-        self._ring_x: deque[tuple[str, str, Exposure]] = deque()
+        # How this replica's own feed batches begin (json.dumps keeps the payload's key order):
+        # its echo is dropped on these bytes, unparsed.
+        self._echo_prefix = feed_payload(self.origin, [], [])[: -len(b'"e":[],"x":[]}')]
+        self._ring: deque[RingEvent] = deque()
+        self._ring_x: deque[RingExposure] = deque()
         self._slots: dict[NsKey, _Slot] = {}
         self._out_e: list[list[Any]] = []
         self._out_x: list[list[Any]] = []
@@ -171,7 +199,10 @@ class LiveHistory:
     def _take_event(self, org: str, ns: str, ev: Event) -> None:
         if self.on_event is not None and ev.request_id:
             self.on_event(org, ns, ev.request_id)
-        self._ring.append((org, ns, ev))
+        row: RingEvent = (org, ns, ev.ts, ev.subject, ev.agent, ev.user, ev.session, ev.op, ev.ok, ev.request_id)
+        if ev.args:
+            row += tuple(chain.from_iterable(ev.args.items()))
+        self._ring.append(row)
         if len(self._ring) > RING_MAX:
             self._ring.popleft()
         slot = self._slots.get((org, ns))
@@ -179,7 +210,7 @@ class LiveHistory:
             slot.window.add_event(ev)
 
     def _take_exposure(self, org: str, ns: str, x: Exposure) -> None:
-        self._ring_x.append((org, ns, x))
+        self._ring_x.append((org, ns, x.ts, x.subject, x.agent, x.user, x.session, x.op, x.kind, x.key, x.request_id))
         if len(self._ring_x) > RING_MAX:
             self._ring_x.popleft()
         slot = self._slots.get((org, ns))
@@ -200,8 +231,9 @@ class LiveHistory:
         if self.bus is None or not self.bus.nc.is_connected:
             return
         for i in range(0, max(len(events), len(exposures)), FEED_BATCH):
-            payload = {"o": self.origin, "e": events[i : i + FEED_BATCH], "x": exposures[i : i + FEED_BATCH]}
-            task = asyncio.ensure_future(self._publish(json.dumps(payload, separators=(",", ":")).encode()))
+            task = asyncio.ensure_future(
+                self._publish(feed_payload(self.origin, events[i : i + FEED_BATCH], exposures[i : i + FEED_BATCH]))
+            )
             self._pending.add(task)
             task.add_done_callback(self._pending.discard)
 
@@ -214,10 +246,10 @@ class LiveHistory:
 
     def fed(self, body: bytes) -> None:
         """A batch of another replica's ledger rows and exposures (the feed)."""
+        if body.startswith(self._echo_prefix):
+            return
         try:
             d = json.loads(body)
-            if d.get("o") == self.origin:
-                return
             for e in d.get("e", ()):
                 self._take_event(e[1], e[2], Event(int(e[0]), e[3], e[4], e[5], e[6], e[7], bool(e[8]), e[9] or {}, e[10]))
             for x in d.get("x", ()):
@@ -267,17 +299,17 @@ class LiveHistory:
             ev = event_from_table(r)
             seen.add(ev.dedup)
             w.add_event(ev)
-        for o, n, ev in self._ring:
-            if o == org and n == ns and ev.subject == subject and ev.ts >= since and ev.dedup not in seen:
-                w.add_event(ev)
+        for r in self._ring:
+            if r[0] == org and r[1] == ns and r[3] == subject and r[2] >= since and _event_dedup(r) not in seen:
+                w.add_event(event_from_ring(r))
         seen_x: set[Any] = set()
         for r in reversed(xrows):
             x = exposure_from_table(r)
             seen_x.add(x.dedup)
             w.add_exposure(x)
-        for o, n, x in self._ring_x:
-            if o == org and n == ns and x.subject == subject and x.ts >= since and x.dedup not in seen_x:
-                w.add_exposure(x)
+        for rx in self._ring_x:
+            if rx[0] == org and rx[1] == ns and rx[3] == subject and rx[2] >= since and _exposure_dedup(rx) not in seen_x:
+                w.add_exposure(Exposure(*rx[2:]))
         w.live_rows = live
         return w
 
@@ -333,17 +365,17 @@ class LiveHistory:
             ev = event_from_table(r)
             seen.add(ev.dedup)
             w.add_event(ev)
-        for o, n, ev in self._ring:
-            if o == org and n == ns and ev.ts >= since and ev.dedup not in seen:
-                w.add_event(ev)
+        for r in self._ring:
+            if r[0] == org and r[1] == ns and r[2] >= since and _event_dedup(r) not in seen:
+                w.add_event(event_from_ring(r))
         seen_x: set[Any] = set()
         for r in reversed(xrows):
             x = exposure_from_table(r)
             seen_x.add(x.dedup)
             w.add_exposure(x)
-        for o, n, x in self._ring_x:
-            if o == org and n == ns and x.ts >= since and x.dedup not in seen_x:
-                w.add_exposure(x)
+        for rx in self._ring_x:
+            if rx[0] == org and rx[1] == ns and rx[2] >= since and _exposure_dedup(rx) not in seen_x:
+                w.add_exposure(Exposure(*rx[2:]))
         w.live_rows = live
         self._live_at[key] = time.monotonic()
         slot = self._slots.get(key)
@@ -366,9 +398,9 @@ class LiveHistory:
     async def _upkeep(self) -> None:
         now = now_us()
         ring_cut = now - RING_SECONDS * US
-        while self._ring and self._ring[0][2].ts < ring_cut:
+        while self._ring and self._ring[0][2] < ring_cut:
             self._ring.popleft()
-        while self._ring_x and self._ring_x[0][2].ts < ring_cut:
+        while self._ring_x and self._ring_x[0][2] < ring_cut:
             self._ring_x.popleft()
         if self.bus is not None:
             reconnects = int(self.bus.nc.stats.get("reconnects", 0))
