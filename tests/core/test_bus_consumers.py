@@ -144,7 +144,7 @@ async def test_a_batch_consumer_hands_what_is_ready_over_in_one_call_in_stream_o
         await bus.js.delete_stream(stream)
 
 
-async def test_a_batch_whose_handler_raises_comes_back_whole_and_is_acked_after_it_succeeds(bus: Bus) -> None:
+async def test_a_batch_whose_handler_raises_comes_back_in_order_and_is_acked_after_it_succeeds(bus: Bus) -> None:
     stream, subject, consumer = await _batch_stream(bus, fetch_wait=60.0)
     for i in range(3):
         await bus.js.publish(subject, str(i).encode())
@@ -155,12 +155,17 @@ async def test_a_batch_whose_handler_raises_comes_back_whole_and_is_acked_after_
         calls.append([(m.data, m.metadata.num_delivered) for m in batch.raw_message])
         if len(calls) == 1:
             raise RuntimeError("the first attempt fails")
-        done.set()
+        if sum(len(c) for c in calls[1:]) >= 3:
+            done.set()
 
     consuming = await bus.consume(consumer, on)
     try:
         await asyncio.wait_for(done.wait(), 20)
-        assert calls == [[(b"0", 1), (b"1", 1), (b"2", 1)], [(b"0", 2), (b"1", 2), (b"2", 2)]]
+        assert calls[0] == [(b"0", 1), (b"1", 1), (b"2", 1)]
+        # Handed back together, but the server applies naks apart from pull requests: on a busy
+        # machine the next fetch may take the first redelivery before the others are back.
+        # What holds is the order, and each message once more.
+        assert [m for c in calls[1:] for m in c] == [(b"0", 2), (b"1", 2), (b"2", 2)]
         info = await bus.js.consumer_info(stream, consumer.durable or "")
         while info.num_ack_pending:
             await asyncio.sleep(0.01)

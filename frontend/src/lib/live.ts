@@ -6,6 +6,7 @@
 import { useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState, useSyncExternalStore } from 'react';
 import { isSigningOut, whenSigningOut } from './session';
+import { readAgain } from './stale';
 
 /**
  * A browser holds at most six HTTP/1.1 connections to one origin, shared by every tab of it, and
@@ -177,7 +178,7 @@ export function useTaskEvents(namespace: string, targets: readonly WatchTarget[]
         const keys = staleKeys(pending, all);
         pending.clear();
         all = false;
-        for (const queryKey of keys) void queryClient.invalidateQueries({ queryKey });
+        for (const queryKey of keys) void readAgain(queryClient, queryKey);
       }, COALESCE_MS);
     };
     const streams = key.split('|').map((id) => {
@@ -190,7 +191,7 @@ export function useTaskEvents(namespace: string, targets: readonly WatchTarget[]
           return next;
         });
         if (isUp) stale(undefined);
-      }, () => void queryClient.invalidateQueries({ queryKey: ['session'] }));
+      }, () => void readAgain(queryClient, ['session']));
     });
     return () => {
       clearTimeout(flush);

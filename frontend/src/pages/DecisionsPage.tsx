@@ -4,6 +4,7 @@ import { Link, useParams } from 'react-router-dom';
 import { useScope } from '../lib/context';
 import { ErrorNote } from '../lib/errors';
 import { atLeast, client } from '../lib/session';
+import { readAgain } from '../lib/stale';
 import { useDebounced } from '../shell/SearchBox';
 import { AskAboutThis } from '../views/assistant/AskAboutThis';
 
@@ -195,8 +196,8 @@ function OutcomeForm({ memoryKey }: { memoryKey: string }) {
     mutationFn: () => client.call('decision.outcome', { memory_key: memoryKey, realized_outcome: text, success }),
     onSuccess: () => {
       setText('');
-      void queryClient.invalidateQueries({ queryKey: ['decision.chain'] });
-      void queryClient.invalidateQueries({ queryKey: ['memory.get'] });
+      void readAgain(queryClient, ['decision.chain']);
+      void readAgain(queryClient, ['memory.get']);
     },
   });
   const submit = (e: FormEvent) => {

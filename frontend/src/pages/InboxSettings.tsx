@@ -4,6 +4,7 @@ import type { InboxListResult, InboxRegisterArgs } from '@loom/sdk';
 import { useScope } from '../lib/context';
 import { ErrorNote } from '../lib/errors';
 import { client } from '../lib/session';
+import { readAgain } from '../lib/stale';
 
 type Inbox = InboxListResult['inboxes'][number];
 
@@ -44,7 +45,7 @@ function SettingsForm({ row, onClose }: { row: Inbox; onClose: () => void }) {
         description,
       }),
     onSuccess: () => {
-      void queryClient.invalidateQueries({ queryKey: ['tasks', 'inboxes'] });
+      void readAgain(queryClient, ['tasks', 'inboxes']);
       onClose();
     },
   });

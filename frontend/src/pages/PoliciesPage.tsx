@@ -4,6 +4,7 @@ import { type FormEvent, useState } from 'react';
 import { useScope } from '../lib/context';
 import { ErrorNote } from '../lib/errors';
 import { atLeast, client } from '../lib/session';
+import { readAgain } from '../lib/stale';
 
 type Rule = PolicyListResult['rules'][number];
 
@@ -75,7 +76,7 @@ function RulesTable({ rules, mode, onEdit }: { rules: Rule[]; mode: string; onEd
   const queryClient = useQueryClient();
   const remove = useMutation({
     mutationFn: (name: string) => client.call('policy.delete', { name }),
-    onSuccess: () => void queryClient.invalidateQueries({ queryKey: ['policy.list'] }),
+    onSuccess: () => void readAgain(queryClient, ['policy.list']),
   });
   return (
     <div className="table-wrap">
@@ -161,7 +162,7 @@ function RuleForm({ rule, onDone }: { rule: Rule | undefined; onDone: () => void
         mode,
       }),
     onSuccess: () => {
-      void queryClient.invalidateQueries({ queryKey: ['policy.list'] });
+      void readAgain(queryClient, ['policy.list']);
       onDone();
     },
   });

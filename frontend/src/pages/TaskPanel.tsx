@@ -6,6 +6,7 @@ import { useScope } from '../lib/context';
 import { ErrorNote } from '../lib/errors';
 import { atLeast, client } from '../lib/session';
 import { useTaskEvents } from '../lib/live';
+import { readAgain } from '../lib/stale';
 import { panelMoves, UNFINISHED } from '../lib/tasks';
 import { AskAboutThis } from '../views/assistant/AskAboutThis';
 import { pollEvery, type Task, useMoveTask } from './TasksPage';
@@ -161,7 +162,7 @@ function EditForm({ task }: { task: Task }) {
       setStale(false);
       setBase(answer.task?.version ?? base);
       queryClient.setQueryData(['task', task.task_id], answer);
-      void queryClient.invalidateQueries({ queryKey: ['tasks'] });
+      void readAgain(queryClient, ['tasks']);
     },
     onError: async (e) => {
       if (e instanceof LoomError && e.code === 'PRECONDITION_FAILED' && e.detail.reason === 'version') {

@@ -6,6 +6,7 @@ import { useScope } from '../lib/context';
 import { ErrorNote } from '../lib/errors';
 import { FALLBACK_POLL_MS, streamedInboxes, useTaskEvents } from '../lib/live';
 import { atLeast, client } from '../lib/session';
+import { readAgain } from '../lib/stale';
 import {
   GROUPS,
   type Group,
@@ -50,8 +51,8 @@ export function useMoveTask() {
           queryClient.setQueryData(key, placeTask(data, moved, holds));
         }
       }
-      void queryClient.invalidateQueries({ queryKey: ['tasks'] });
-      void queryClient.invalidateQueries({ queryKey: ['task-history', task.task_id] });
+      void readAgain(queryClient, ['tasks']);
+      void readAgain(queryClient, ['task-history', task.task_id]);
     },
   });
 }
