@@ -110,6 +110,20 @@ class Api:
         assert isinstance(body, dict)
         return body
 
+    async def retrying(self, op: str, /, **args: Any) -> dict[str, Any]:
+        """As a call, retrying a retryable 503 (a projection behind on a busy machine) after its
+        `retry_after_s`, a few times, as the SDKs do: nothing was written by the refused call."""
+        for _ in range(4):
+            r = await self.raw(op, **args)
+            if r.status_code != 503 or not r.json()["error"].get("retryable"):
+                break
+            await asyncio.sleep(float(r.json()["error"]["detail"].get("retry_after_s", 1)))
+        if r.status_code != 200:
+            raise ApiError(f"{op} -> {r.status_code} {r.text}")
+        body = r.json()
+        assert isinstance(body, dict)
+        return body
+
     async def refused(self, status: int, code: str, op: str, /, **args: Any) -> dict[str, Any]:
         r = await self.raw(op, **args)
         assert r.status_code == status, f"{op}: expected {status} {code}, got {r.status_code} {r.text}"
