@@ -51,3 +51,13 @@ async def test_the_floor_starts_a_new_counter_and_a_read_floor_is_only_read_when
     assert reads == [1]
     assert await counters[2].next(k, floor=50) == 51  # a number floor always counts
     assert await counters[0].next(k) == 52
+
+
+async def test_a_number_floor_on_a_counter_another_replica_drives_counts_past_the_kv(counters: list[Counters]) -> None:
+    """A counter this replica has not seen is written as new first; one that exists refuses that
+    and this replica reads it and counts past the KV's number, above a lower floor too."""
+    k = key()
+    assert await counters[0].next(k, floor=5) == 6  # new: created at the floor + 1
+    assert await counters[1].next(k, floor=2) == 7  # exists: the KV's number, not the lower floor
+    assert await counters[2].next(k, floor=9) == 10  # exists, a higher floor: the floor
+    assert [await counters[0].next(k, floor=0), await counters[1].next(k, floor=0)] == [11, 12]

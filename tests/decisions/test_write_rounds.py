@@ -125,3 +125,27 @@ async def test_two_replicas_racing_on_one_key_never_share_a_version(desk: Desk) 
         )
     )
     assert sorted(s.version for s in sets) == [1, 2, 3, 4, 5, 6]
+
+
+def test_float32_text_reads_back_as_the_same_float32_values() -> None:
+    import numpy as np
+    from loom_core import fastjson
+    from loom_decisions.store.memory import float32_text
+
+    vecs = np.random.default_rng(7).standard_normal((3, 384)).astype(np.float32)
+    as_floats = [[float(x) for x in v] for v in vecs]  # what a round holds: float32 values as Python floats
+    assert np.array_equal(np.asarray(fastjson.loads(float32_text(as_floats)), dtype=np.float32), vecs)
+
+
+async def test_the_rounds_conflict_scan_finds_a_stored_decision_at_its_own_vector(desk: Desk) -> None:
+    """The scan's vectors go to chDB as float32 text bound once: a stored decision's own
+    statement, embedded again, is found first at similarity 1 (the same Float32 values)."""
+    rows: Rows = plane_of(desk).rows
+    ops, who = DecisionOps(rows), caller(desk, "scanner")
+    a = await ops.record(who, decision("retention of raw transcripts", "keep them 30 days"))
+    b = await ops.record(who, decision("sharding of the events table", "shard by tenant"))
+    vecs = await rows.d.embedder.embed([a.statement, b.statement])
+    org, ns = who.org, who.namespace
+    found = await rows.mem.nearest_decisions_exact_many((org, ns, 2), [[float(x) for x in v] for v in vecs])
+    assert [hits[0][0] for hits in found] == [a.memory_key, b.memory_key]
+    assert all(hits[0][1] == pytest.approx(1.0, abs=1e-5) for hits in found)

@@ -6,10 +6,12 @@ processes asking at once get two different numbers, in the order the KV took the
 
 The number and revision this process last wrote or read are kept (a bounded memo), so a counter
 this process drives costs one KV round trip per number: the compare-and-set itself, which fails
-(and reads) when anyone else moved the counter since. `floor` is the caller's own truth (the
-store's newest version): a counter that aged out of its bucket, or a store written before
-counters existed, starts from it. It may be a number or a function that reads it, called only
-when the KV holds no number for the key (so a counter in use never pays for the read).
+(and reads) when anyone else moved the counter since; a counter not in the memo, when `floor` is
+a number, is first written as new (a create, no read), so a new key's number is one round trip
+too. `floor` is the caller's own truth (the store's newest version): a counter that aged out of
+its bucket, or a store written before counters existed, starts from it. It may be a number or a
+function that reads it, called only when the KV holds no number for the key (so a counter in use
+never pays for the read).
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ class Counters:
     async def next(self, key: str, floor: Floor = 0) -> int:
         subject = f"$KV.{self.bucket}.{key}"
         known = self._memo.pop(key, None)
+        if known is None and isinstance(floor, int):
+            # A counter this process has not seen is most often new (a new key's first write):
+            # write its first number as a create (revision 0) without reading; a counter that
+            # exists refuses it and is read below. One KV round trip for a new key, not two.
+            known = (0, 0)
         for _ in range(ATTEMPTS):
             try:
                 if known is None:

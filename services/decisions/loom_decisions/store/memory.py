@@ -9,6 +9,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+import orjson
 from loom_core.batching import Coalescer
 from loom_core.exposures import count_live_rows
 from loom_core.store import Store
@@ -153,6 +155,12 @@ class MemoryRow:
             "ts": self.ts,
             "embedding": list(embedding),
         }
+
+
+def float32_text(vectors: Sequence[Sequence[float]]) -> str:
+    """Vectors as an array literal of their float32 values, each in the shortest text that reads
+    back as the same float32 (a bound parameter is text: ClickHouse parses it as the column type)."""
+    return orjson.dumps(np.asarray(vectors, dtype=np.float32), option=orjson.OPT_SERIALIZE_NUMPY).decode()
 
 
 def _rows(found: Sequence[Mapping[str, Any]]) -> list[MemoryRow]:
@@ -425,13 +433,15 @@ class MemoryStore:
         org, ns, limit = where
         # FINAL keeps each row's newest version before the filters apply (they name no sorting
         # key column, so they are not moved ahead of it): one statement, no read of the
-        # candidates' newest versions after it.
+        # candidates' newest versions after it. The vectors are bound once (WITH) and as their
+        # float32 text (orjson's shortest form, the same Float32 values): a round's 29 vectors
+        # took 8-10 ms to write as float64 reprs and the scan ~30% more CPU to parse them twice.
         found = await self.store.query(
-            "SELECT qi, key, cosineDistance(embedding, q) AS d "
-            f"FROM {VECTORS} FINAL ARRAY JOIN {{qs:Array(Array(Float32))}} AS q, arrayEnumerate({{qs:Array(Array(Float32))}}) AS qi "
+            "WITH {qs:Array(Array(Float32))} AS qs SELECT qi, key, cosineDistance(embedding, q) AS d "
+            f"FROM {VECTORS} FINAL ARRAY JOIN qs AS q, arrayEnumerate(qs) AS qi "
             "WHERE org = {org:String} AND namespace = {ns:String} AND live = 1 AND memory_type = 'decision' "
             "ORDER BY qi, d ASC LIMIT {limit:UInt64} BY qi SETTINGS use_skip_indexes = 0",
-            {"org": org, "ns": ns, "qs": vectors, "limit": limit},
+            {"org": org, "ns": ns, "qs": float32_text(vectors), "limit": limit},
         )
         out: list[list[tuple[str, float]]] = [[] for _ in vectors]
         for r in found:
