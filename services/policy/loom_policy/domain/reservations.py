@@ -18,9 +18,10 @@ from .history import key_value
 RESERVATION_TTL_US = 120 * 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PendingCall:
-    """One call the gate let through whose ledger row has not been seen yet."""
+    """One call the gate let through whose ledger row has not been seen yet. Never changed once
+    made (not frozen: a frozen dataclass's __init__ costs the gate's every counted call ~0.7 µs)."""
 
     request_id: str
     op: str

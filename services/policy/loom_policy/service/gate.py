@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 
 # Compare-and-set rounds a shared reservation may lose before the call is refused as overloaded.
 SHARED_ATTEMPTS = 100
+# Distinct callers whose Caller the gate keeps (cleared past this).
+CALLERS_KEPT = 4096
 
 
 def is_write(op: OpSpec) -> bool:
@@ -98,6 +100,7 @@ class PolicyGate:
         self._seen: dict[str, int] = {}
         self._mine: dict[str, tuple[str, str, str]] = {}
         self._settling: set[asyncio.Task[None]] = set()
+        self._callers: dict[CallerKey, Caller] = {}
         self.history: LiveHistory | None = None
         self.rules: RuleBook | None = None
         self.decisions: DecisionWriter | None = None
@@ -193,16 +196,16 @@ class PolicyGate:
             return
         assert self.rules is not None and self.decisions is not None and self.history is not None
         ctx = call.ctx
-        org, namespace, op = ctx.org, ctx.namespace, ctx.op.name
+        spec = ctx.op
+        org, namespace, op = ctx.org, ctx.namespace, spec.name
         ns_rules = self.rules.confirmed(org, namespace) or await self.rules.get(org, namespace)
         rules = ns_rules.for_op(op)
         counted = ns_rules.counts(op)
         if not rules and not counted:
             return
-        now = now_us()
-        args = _call_args_once(ctx.op, call.args)
+        args = _call_args_once(spec, call.args)
         if counted and self.shared is not None:
-            await self._check_shared(call, rules, ns_rules.shape, now, args)
+            await self._check_shared(call, rules, ns_rules.shape, now_us(), args)
             return
         if rules:
             window = self.history.cached_window(org, namespace, ns_rules.shape) or await self._window(org, namespace, ns_rules.shape)
@@ -213,11 +216,11 @@ class PolicyGate:
             verdict = self._decide(
                 window,
                 rules,
-                Caller(ctx.subject, ctx.agent, ctx.user, ctx.session),
+                self._caller(ctx.subject, ctx.agent, ctx.user, ctx.session),
                 now,
                 args,
                 op=op,
-                write_shaped=is_write(ctx.op),
+                write_shaped=is_write(spec),
                 pending=self.reservations.pending(org, namespace, now),
                 applying=True,
                 standing=ns_rules.standing,
@@ -225,10 +228,22 @@ class PolicyGate:
             self._record(call, now, verdict)
             if verdict.would_enforce:
                 raise Forbidden(ErrorCode.POLICY_FORBIDDEN, f"refused by history policy: {explain(verdict)}", refusal_detail(verdict))
+        else:
+            now = now_us()
         if counted:
             self.reservations.add(
                 org, namespace, PendingCall(ctx.request_id, op, now, ctx.subject, ctx.agent, ctx.user, ctx.session, args())
             )
+
+    def _caller(self, subject: str, agent: str, user: str, session: str) -> Caller:
+        """The caller's Caller, one per distinct caller (kept, so a call builds none)."""
+        key = (subject, agent, user, session)
+        caller = self._callers.get(key)
+        if caller is None:
+            if len(self._callers) >= CALLERS_KEPT:
+                self._callers.clear()
+            caller = self._callers[key] = Caller(subject, agent, user, session)
+        return caller
 
     async def _check_shared(
         self, call: GateCall, rules: Sequence[CompiledRule], shape: Shape, now: int, args: Callable[[], Mapping[str, str]]
@@ -241,7 +256,7 @@ class PolicyGate:
         write = is_write(ctx.op)
         mine = PendingCall(ctx.request_id, ctx.op.name, now, ctx.subject, ctx.agent, ctx.user, ctx.session, args())
         window = await self._window(ctx.org, ctx.namespace, shape) if rules else None
-        caller = Caller(ctx.subject, ctx.agent, ctx.user, ctx.session)
+        caller = self._caller(ctx.subject, ctx.agent, ctx.user, ctx.session)
         for _ in range(SHARED_ATTEMPTS):
             try:
                 snap = await self.shared.read(ctx.org, ctx.namespace, ctx.subject, now_us())
