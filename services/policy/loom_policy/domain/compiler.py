@@ -71,8 +71,11 @@ class EvalContext:
         self.now_us = now_us
         # Calls in flight (domain.reservations): count_within counts them as successful events.
         self.pending = pending
-        self._args: Mapping[str, str] | None = None if callable(args) else args
-        self._args_fn = args if callable(args) else None
+        self._args: Mapping[str, str] | None
+        if callable(args):
+            self._args, self._args_fn = None, args
+        else:
+            self._args, self._args_fn = args, None
         # Whether rules may answer from (and keep) their memo: the live gate's long-lived window.
         self.memo = memo
         # What the rule being evaluated read (each series and index, by version) and the first
@@ -308,7 +311,10 @@ class CompiledLeaf:
             observed = 1.0
         else:
             observed = old.observed + (n - prior.size)
-            trunc = max(_missing_upto(ctx.history), s.truncated_upto)
+            floor = ctx.history.floor_us
+            trunc = s.truncated_upto
+            if floor > 0 and floor - 1 > trunc:
+                trunc = floor - 1  # as _missing_upto
             assert leaf.value is not None
             holds = compare(leaf.cmp, observed, leaf.value, now - self.within_us > trunc)
             if holds is None:
@@ -554,7 +560,13 @@ class CompiledRule:
         reads: list[tuple[Series | Breadth, int]] = []
         until = _FOREVER
         for lm, compiled in zip(memo.by_leaf, self._order, strict=True):
-            if not lm.stands(now):
+            stands = now < lm.until  # lm.stands(now), inlined: this loop runs for every moved rule of every gated call
+            if stands:
+                for source, version in lm.reads:
+                    if source.version != version:
+                        stands = False
+                        break
+            if not stands:
                 out = compiled.extend(lm, ctx) if lm.size >= 0 else None
                 if out is not None:
                     s = lm.reads[0][0]

@@ -66,7 +66,10 @@ class Reservations:
         return tuple(calls.values())
 
     def add(self, org: str, namespace: str, call: PendingCall) -> None:
-        self._by_ns.setdefault((org, namespace), {})[call.request_id] = call
+        calls = self._by_ns.get((org, namespace))
+        if calls is None:
+            calls = self._by_ns[(org, namespace)] = {}
+        calls[call.request_id] = call
 
     def settle(self, org: str, namespace: str, request_id: str) -> bool:
         calls = self._by_ns.get((org, namespace))
