@@ -80,6 +80,36 @@ class Reservations:
         return True
 
 
+class RecentIds:
+    """Request ids seen lately, each with when: forgotten once older than `keep_us`. Pruned when
+    it has doubled since the last prune (at least `floor` entries), so each id costs O(1)
+    amortised at any rate: pruning at a fixed size would walk every id on every add once more
+    than that many arrive within `keep_us`."""
+
+    __slots__ = ("_at", "_limit", "floor", "keep_us", "prunes")
+
+    def __init__(self, keep_us: int, floor: int = 50_000) -> None:
+        self.keep_us = keep_us
+        self.floor = floor
+        self._at: dict[str, int] = {}
+        self._limit = floor
+        self.prunes = 0
+
+    def add(self, request_id: str, now_us: int) -> None:
+        self._at[request_id] = now_us
+        if len(self._at) > self._limit:
+            horizon = now_us - self.keep_us
+            self._at = {k: at for k, at in self._at.items() if at >= horizon}
+            self._limit = max(self.floor, 2 * len(self._at))
+            self.prunes += 1
+
+    def __contains__(self, request_id: object) -> bool:
+        return request_id in self._at
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+
 def live(calls: Iterable[PendingCall], now_us: int, settled: Mapping[str, int]) -> tuple[PendingCall, ...]:
     """Reservations still in flight: not expired, and not settled by a ledger row this replica
     has seen (another replica's completed call, whose reservation may linger a moment)."""

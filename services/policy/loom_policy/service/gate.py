@@ -32,7 +32,7 @@ from ..domain.compiler import Caller, CallerKey, CompiledRule, EvalContext
 from ..domain.evaluator import evaluate, explain, undecidable
 from ..domain.history import Shape, Window
 from ..domain.model import Verdict
-from ..domain.reservations import PendingCall, Reservations
+from ..domain.reservations import PendingCall, RecentIds, Reservations
 from ..domain.standing import Standing, decide
 from ..domain.timeutil import us_to_ch
 from ..settings import PolicySettings
@@ -98,9 +98,9 @@ class PolicyGate:
         self.rule_store = RuleStore(store)
         self.reservations = Reservations()
         self.shared: ReservationStore | None = None
-        # Request ids of ledger rows this replica's history has taken (local or fed), and this
-        # replica's own shared reservations not yet marked settled.
-        self._seen: dict[str, int] = {}
+        # With shared reservations (which read them): request ids of ledger rows this replica's
+        # history has taken (local or fed), and its own shared reservations not yet marked settled.
+        self._seen = RecentIds(2 * LINGER_US)
         self._mine: dict[str, tuple[str, str, str]] = {}
         self._settling: set[asyncio.Task[None]] = set()
         self._callers: dict[CallerKey, Caller] = {}
@@ -165,13 +165,12 @@ class PolicyGate:
     def _event_taken(self, org: str, namespace: str, request_id: str) -> None:
         """A ledger row reached this replica's history: its call counts as an event now."""
         self.reservations.settle(org, namespace, request_id)
+        if self.shared is None:
+            return  # what was seen, and this replica's own shared reservations, matter only to shared ones
         now = now_us()
-        self._seen[request_id] = now
-        if len(self._seen) > 50_000:
-            horizon = now - 2 * LINGER_US
-            self._seen = {k: v for k, v in self._seen.items() if v >= horizon}
+        self._seen.add(request_id, now)
         mine = self._mine.pop(request_id, None)
-        if mine is not None and self.shared is not None:
+        if mine is not None:
             task = asyncio.get_running_loop().create_task(self._settle_shared(*mine, request_id, now))
             self._settling.add(task)
             task.add_done_callback(self._settling.discard)
