@@ -390,14 +390,6 @@ class _LeafMemo:
     size: int = -1
     rewrites: int = -1
 
-    def stands(self, now_us: int) -> bool:
-        if now_us >= self.until:
-            return False
-        for source, version in self.reads:
-            if source.version != version:
-                return False
-        return True
-
 
 @dataclass(slots=True)
 class RuleMemo:
@@ -560,7 +552,9 @@ class CompiledRule:
         reads: list[tuple[Series | Breadth, int]] = []
         until = _FOREVER
         for lm, compiled in zip(memo.by_leaf, self._order, strict=True):
-            stands = now < lm.until  # lm.stands(now), inlined: this loop runs for every moved rule of every gated call
+            # The leaf's values stand while before `until` and every source read is at the version read
+            # (inline: this loop runs for every moved rule of every gated call).
+            stands = now < lm.until
             if stands:
                 for source, version in lm.reads:
                     if source.version != version:
