@@ -72,6 +72,7 @@ class EvalContext:
         # Calls in flight (domain.reservations): count_within counts them as successful events.
         self.pending = pending
         self._args: Mapping[str, str] | None
+        self._args_fn: Callable[[], Mapping[str, str]] | None
         if callable(args):
             self._args, self._args_fn = None, args
         else:
