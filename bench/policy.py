@@ -217,8 +217,8 @@ async def direct_calls(gate: Any, catalog: Any, org: str, ns: str, n: int) -> tu
     for _ in range(n):
         ctx = CallContext(op=op, principal=principal, namespace=ns, role=Role.ADMIN, agent=AGENT)
         call = GateCall(ctx, {})
-        row = {"ts": ch_time(), "org": org, "namespace": ns, "subject": "user:admin", "agent": AGENT, "user": "", "session": ""}
-        row.update(op="auth.whoami", ok=True, args={}, request_id=ctx.request_id)
+        caller = {"org": org, "namespace": ns, "subject": "user:admin", "agent": AGENT, "user": "", "session": ""}
+        row: dict[str, Any] = {"ts": ch_time(), **caller, "op": "auth.whoami", "ok": True, "args": {}, "request_id": ctx.request_id}
         cpu = time.thread_time()
         await gate.check(call)
         check_cpu.append(time.thread_time() - cpu)
