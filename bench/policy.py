@@ -202,7 +202,9 @@ async def direct_calls(gate: Any, catalog: Any, org: str, ns: str, n: int) -> tu
     """`gate.check` called `n` times in a row on the event loop, no gRPC around it, each call's
     own ledger row handed to the observer after it (as the ledger does): the thread CPU of each
     check and each observation, with the caches as warm as a tight loop keeps them (the gRPC
-    figures above pay for everything else a call runs between two gate checks)."""
+    figures above pay for everything else a call runs between two gate checks). No check awaits,
+    so nothing else runs on the loop meanwhile; their decision rows are written after the count
+    the report ends with."""
     from loom_core.chain import GateCall
     from loom_core.chain.context import CallContext
     from loom_core.identity.tokens import Principal
