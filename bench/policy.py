@@ -9,8 +9,9 @@ exposure rows, sets 10 rules that all apply to `auth.whoami` (every leaf kind, c
 args_equal, windows up to a day), and lets the enforce replica build its window. Then calls
 `auth.whoami` on the identity plane's gRPC port, alternating off / enforce one call at a time,
 and reports the p50 / p99 of the per-pair difference (enforce - off), the p50 / p99 of each
-side, the time spent inside the gate itself, and evaluations per second of the evaluator alone
-(10 rules over the same window, no I/O). Every enforce call must be allowed (the rules are
+side, the time spent inside the gate itself (and, with `--direct N`, its CPU over N checks in a
+row without gRPC, the caches warm), and evaluations per second of the evaluator alone (10 rules
+over the same window, no I/O). Every enforce call must be allowed (the rules are
 written to allow it), so the difference is the cost of evaluating, not of refusing.
 """
 
@@ -197,6 +198,38 @@ async def load_history(store: Any, org: str, ns: str, n: int) -> None:
     await store.insert("{db}.memory_exposures", exposures)
 
 
+async def direct_calls(gate: Any, catalog: Any, org: str, ns: str, n: int) -> tuple[list[float], list[float]]:
+    """`gate.check` called `n` times in a row on the event loop, no gRPC around it, each call's
+    own ledger row handed to the observer after it (as the ledger does): the thread CPU of each
+    check and each observation, with the caches as warm as a tight loop keeps them (the gRPC
+    figures above pay for everything else a call runs between two gate checks). No check awaits,
+    so nothing else runs on the loop meanwhile; their decision rows are written after the count
+    the report ends with."""
+    from loom_core.chain import GateCall
+    from loom_core.chain.context import CallContext
+    from loom_core.identity.tokens import Principal
+    from loom_core.roles import Role
+    from loom_core.store import ch_time
+
+    op = catalog.get("auth.whoami")
+    principal = Principal(jti="bench", sub="user:admin", org=org, roles={ns: "admin"}, iat=0, exp=2**40, default_namespace=ns)
+    observe = gate.history.observe_ledger_row
+    check_cpu: list[float] = []
+    observe_cpu: list[float] = []
+    for _ in range(n):
+        ctx = CallContext(op=op, principal=principal, namespace=ns, role=Role.ADMIN, agent=AGENT)
+        call = GateCall(ctx, {})
+        caller = {"org": org, "namespace": ns, "subject": "user:admin", "agent": AGENT, "user": "", "session": ""}
+        row: dict[str, Any] = {"ts": ch_time(), **caller, "op": "auth.whoami", "ok": True, "args": {}, "request_id": ctx.request_id}
+        cpu = time.thread_time()
+        await gate.check(call)
+        check_cpu.append(time.thread_time() - cpu)
+        cpu = time.thread_time()
+        observe(row)
+        observe_cpu.append(time.thread_time() - cpu)
+    return check_cpu, observe_cpu
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
     import grpc
@@ -356,6 +389,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                         block_full[name] += full_collections[0] - full_before
                     gc.callbacks.remove(gc_timer)
                 diffs = [b - a for a, b in zip(lat_off, lat_on, strict=True)]
+                direct_check, direct_observe = await direct_calls(gate, on.runtime.catalog, org, ns, args.direct)
 
                 # The evaluator alone: 10 rules over the same window, no I/O.
                 rules_for = ns_rules.for_op("auth.whoami")
@@ -430,6 +464,16 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "gate_check_cpu_p50_us": statistics.median(inner_cpu) * 1e6,
         "gate_check_cpu_p99_us": quantile(inner_cpu, 0.99) * 1e6,
         "observer_cpu_p50_us": statistics.median(observer_cpu) * 1e6,
+        "direct_calls": args.direct,
+        **(
+            {
+                "direct_check_cpu_p50_us": statistics.median(direct_check) * 1e6,
+                "direct_check_cpu_p99_us": quantile(direct_check, 0.99) * 1e6,
+                "direct_observer_cpu_p50_us": statistics.median(direct_observe) * 1e6,
+            }
+            if direct_check
+            else {}
+        ),
         "evaluations_per_second_memo": evals_memo_s,
         "blocks": args.blocks,
         "settle_seconds": args.settle,
@@ -466,6 +510,15 @@ def report(r: dict[str, Any]) -> str:
             f"  inside gate.check:                      p50 {r['gate_check_p50_ms']:.3f} ms   p99 {r['gate_check_p99_ms']:.3f} ms",
             f"  CPU inside gate.check (thread time):    p50 {r['gate_check_cpu_p50_us']:.1f} µs   p99 {r['gate_check_cpu_p99_us']:.1f} µs"
             f"   (+ the ledger observer feeding the window: p50 {r['observer_cpu_p50_us']:.1f} µs)",
+            *(
+                [
+                    f"  the same, {r['direct_calls']} calls of gate.check in a row without gRPC (warm caches): p50 "
+                    f"{r['direct_check_cpu_p50_us']:.1f} µs   p99 {r['direct_check_cpu_p99_us']:.1f} µs   "
+                    f"(+ the observer: p50 {r['direct_observer_cpu_p50_us']:.1f} µs)"
+                ]
+                if "direct_check_cpu_p50_us" in r
+                else []
+            ),
             f"in blocks of {r['calls_per_side']} calls of one side ({r['blocks']} per side, alternating; process CPU of every thread, "
             f"the {r['settle_seconds']} s after each block included):",
             f"  CPU per call: off {r['block_cpu_off_us']:.1f} µs, enforce {r['block_cpu_enforce_us']:.1f} µs, "
@@ -498,6 +551,7 @@ if __name__ == "__main__":
     p.add_argument("--profile", action="store_true", help="cProfile (thread CPU) of gate.check on the enforce replica")
     p.add_argument("--blocks", type=int, default=2, help="blocks of -n calls per side for the CPU per call")
     p.add_argument("--settle", type=float, default=1.0, help="seconds after each block whose CPU it counts (deferred work)")
+    p.add_argument("--direct", type=int, default=20_000, help="calls of gate.check in a row without gRPC, for its CPU with warm caches")
     p.add_argument("--gc-freeze", action="store_true", help="gc.freeze() once the window is built (an experiment)")
     add_durability_argument(p)
     a = p.parse_args()

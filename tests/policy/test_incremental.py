@@ -135,6 +135,12 @@ def test_a_standing_verdict_asks_again_only_the_rules_whose_history_moved() -> N
     moved, fresh = standing_and_fresh(kept, rules, w, T0 + 4 * US)
     assert verdict_values(moved) == verdict_values(fresh)
     assert [a is b for a, b in zip(moved.rules, first.rules, strict=True)] == [True, True, False, True, True]
+    w.add_event(ev(4.5, "task.create"))  # the `*` count grows again; its rule's denial stays
+    grown, fresh = standing_and_fresh(kept, rules, w, T0 + 5 * US)
+    assert verdict_values(grown) == verdict_values(fresh)
+    assert grown.rules[2] is not moved.rules[2]
+    # No rule's denial or errors changed: the lists read from them are the ones already built.
+    assert grown.determining_rules is moved.determining_rules and grown.errors is moved.errors
 
 
 def test_random_histories_match_a_fresh_verdict() -> None:

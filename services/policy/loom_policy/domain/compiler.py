@@ -10,7 +10,7 @@ never reads another principal's events, whatever labels the caller sends.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -71,8 +71,12 @@ class EvalContext:
         self.now_us = now_us
         # Calls in flight (domain.reservations): count_within counts them as successful events.
         self.pending = pending
-        self._args: Mapping[str, str] | None = None if callable(args) else args
-        self._args_fn = args if callable(args) else None
+        self._args: Mapping[str, str] | None
+        self._args_fn: Callable[[], Mapping[str, str]] | None
+        if callable(args):
+            self._args, self._args_fn = None, args
+        else:
+            self._args, self._args_fn = args, None
         # Whether rules may answer from (and keep) their memo: the live gate's long-lived window.
         self.memo = memo
         # What the rule being evaluated read (each series and index, by version) and the first
@@ -308,7 +312,10 @@ class CompiledLeaf:
             observed = 1.0
         else:
             observed = old.observed + (n - prior.size)
-            trunc = max(_missing_upto(ctx.history), s.truncated_upto)
+            floor = ctx.history.floor_us
+            trunc = s.truncated_upto
+            if floor > 0 and floor - 1 > trunc:
+                trunc = floor - 1  # as _missing_upto
             assert leaf.value is not None
             holds = compare(leaf.cmp, observed, leaf.value, now - self.within_us > trunc)
             if holds is None:
@@ -384,9 +391,6 @@ class _LeafMemo:
     size: int = -1
     rewrites: int = -1
 
-    def stands(self, now_us: int) -> bool:
-        return now_us < self.until and all(source.version == version for source, version in self.reads)
-
 
 @dataclass(slots=True)
 class RuleMemo:
@@ -416,6 +420,7 @@ class CompiledRule:
     __slots__ = (
         "_actions",
         "_binds",
+        "_combine",
         "_leaves",
         "_memo",
         "_memoizable",
@@ -435,6 +440,8 @@ class CompiledRule:
         self._collect(rule.condition)
         # The leaves in the order evaluation reports them (the tree's, depth first).
         self._order = tuple(self._leaves.values())
+        # The condition's value from its leaves' outcomes in that order (a memo's refresh).
+        self._combine = combiner(rule.condition)
         self.shape = self._shape()
         leaves = [cl.leaf for cl in self._leaves.values()]
         # The call's own arguments a leaf binds ($args.<field>): part of the memo's key.
@@ -546,7 +553,15 @@ class CompiledRule:
         reads: list[tuple[Series | Breadth, int]] = []
         until = _FOREVER
         for lm, compiled in zip(memo.by_leaf, self._order, strict=True):
-            if not lm.stands(now):
+            # The leaf's values stand while before `until` and every source read is at the version read
+            # (inline: this loop runs for every moved rule of every gated call).
+            stands = now < lm.until
+            if stands:
+                for source, version in lm.reads:
+                    if source.version != version:
+                        stands = False
+                        break
+            if not stands:
                 out = compiled.extend(lm, ctx) if lm.size >= 0 else None
                 if out is not None:
                     s = lm.reads[0][0]
@@ -565,7 +580,7 @@ class CompiledRule:
             if lm.until < until:
                 until = lm.until
         memo.reads, memo.until, memo.leaves = reads, until, leaves
-        memo.value = _combine(self.definition.condition, iter(leaves))
+        memo.value = self._combine(leaves)
 
     def _leaf_memo(self, node: Leaf, ctx: EvalContext, by_leaf: list[_LeafMemo]) -> LeafOutcome:
         reads = ctx.reads
@@ -595,25 +610,50 @@ class CompiledRule:
 
 
 def _kleene(op: str, values: list[bool | None]) -> bool | None:
-    """all / any / not over leaf values, None being undecided."""
+    """all / any / not over leaf values, None being undecided (values are True, False or None,
+    so `in` finds exactly those)."""
     if op == "not":
         v = values[0]
         return None if v is None else not v
     if op == "all":
-        if any(v is False for v in values):
+        if False in values:
             return False
-        return None if any(v is None for v in values) else True
-    if any(v is True for v in values):
+        return None if None in values else True
+    if True in values:
         return True
-    return None if any(v is None for v in values) else False
+    return None if None in values else False
 
 
-def _combine(node: Node, leaves: Iterator[LeafOutcome]) -> bool | None:
-    """The condition's value from its leaves' outcomes, taken in the tree's order."""
+Combine = Callable[[Sequence[LeafOutcome]], bool | None]
+
+
+def combiner(node: Node) -> Combine:
+    """What gives the condition's value from its leaves' outcomes, taken in the tree's order
+    (depth first): the tree walked once, when the rule is compiled, not on every refresh."""
+    combine, _ = _combiner(node, 0)
+    return combine
+
+
+def _combiner(node: Node, first: int) -> tuple[Combine, int]:
+    """The combine function of `node` whose first leaf is at `first`, and the index after its last."""
     if isinstance(node, Leaf):
-        return next(leaves).holds
+        return (lambda leaves: leaves[first].holds), first + 1
     assert isinstance(node, BoolNode)
-    return _kleene(node.op, [_combine(c, leaves) for c in node.children])
+    parts: list[Combine] = []
+    at = first
+    for child in node.children:
+        part, at = _combiner(child, at)
+        parts.append(part)
+    op = node.op
+    if op == "not":
+        (only,) = parts
+
+        def negated(leaves: Sequence[LeafOutcome]) -> bool | None:
+            v = only(leaves)
+            return None if v is None else not v
+
+        return negated, at
+    return (lambda leaves: _kleene(op, [part(leaves) for part in parts])), at
 
 
 def _extent(leaf: CompiledLeaf, reads: list[Series | Breadth]) -> tuple[int, int]:
@@ -655,6 +695,7 @@ class BrokenRule(CompiledRule):
         self._actions = GlobSet(self.definition.actions)
         self._leaves = {}
         self._order = ()
+        self._combine = combiner(self.definition.condition)
         self.shape = Shape()
         self.last_outcome = None
 

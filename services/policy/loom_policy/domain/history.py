@@ -230,6 +230,8 @@ class Series:
         else:
             self.rewrites += 1
             insort(times, ts)
+        if not args:
+            return  # most calls (every call without arguments) index nothing more
         for name, values in self.by_arg.items():
             v = args.get(name)
             if v is not None:

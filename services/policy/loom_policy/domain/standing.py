@@ -20,7 +20,7 @@ are fixed (a new series or index bumps the generation), so the kept list of sour
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .compiler import CompiledRule, EvalContext, History
@@ -99,7 +99,7 @@ def _build(rules: Sequence[CompiledRule], ctx: EvalContext, write_shaped: bool, 
     n = len(rules)
     st = Standing(ctx.history, ctx.history.generation, [], [0] * n, 0, [], [[] for _ in range(n)], [], False, [])
     st.outcomes = [None] * n  # type: ignore[list-item] # every slot is filled by _refresh below
-    _refresh(st, rules, set(range(n)), ctx, write_shaped, deployment_mode)
+    _refresh(st, rules, range(n), ctx, write_shaped, deployment_mode)
     # After the rules read: a view read for the first time bumps the generation.
     st.generation = ctx.history.generation
     readers: dict[int, tuple[Series | Breadth, list[int]]] = {}
@@ -113,19 +113,27 @@ def _build(rules: Sequence[CompiledRule], ctx: EvalContext, write_shaped: bool, 
 
 
 def _refresh(
-    st: Standing, rules: Sequence[CompiledRule], moved: set[int], ctx: EvalContext, write_shaped: bool, deployment_mode: str
+    st: Standing, rules: Sequence[CompiledRule], moved: Iterable[int], ctx: EvalContext, write_shaped: bool, deployment_mode: str
 ) -> None:
     """Ask the `moved` rules again; rebuild the verdict's lists (new lists: earlier verdicts
-    keep theirs)."""
+    keep theirs), the ones read from denials and errors only when a moved rule's changed."""
     outcomes = list(st.outcomes)
+    errors = st.errors
+    untils = st.untils
+    changed = False
     for i in moved:
         rule = rules[i]
         memo = rule.kept(ctx)
         mode = effective_mode(rule.definition.mode, deployment_mode)
-        outcomes[i], st.errors[i] = rule_outcome(rule, memo.value, memo.leaves, mode, write_shaped)
-        st.untils[i] = memo.until
+        old = outcomes[i]
+        out, errs = rule_outcome(rule, memo.value, memo.leaves, mode, write_shaped)
+        if old is None or errs or errors[i] or old.denies != out.denies or old.mode != out.mode:
+            changed = True
+        outcomes[i], errors[i] = out, errs
+        untils[i] = memo.until
     st.outcomes = outcomes
-    st.until = min(st.untils, default=_FOREVER)
-    st.determining = [o.name for o in outcomes if o.denies]
-    st.enforced = any(o.denies and o.mode == "enforce" for o in outcomes)
-    st.all_errors = [e for errs in st.errors for e in errs]
+    st.until = min(untils, default=_FOREVER)
+    if changed:
+        st.determining = [o.name for o in outcomes if o.denies]
+        st.enforced = any(o.denies and o.mode == "enforce" for o in outcomes)
+        st.all_errors = [e for errs in errors for e in errs]

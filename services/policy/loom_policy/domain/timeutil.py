@@ -24,6 +24,8 @@ def parse_duration(text: str) -> int:
 
 def ch_to_us(text: str) -> int:
     """ClickHouse DateTime64(6) text (`2026-01-02 03:04:05.123456`, UTC) -> epoch microseconds."""
+    if len(text) == 26 and text[19] == ".":
+        return _ch_seconds(text[:19]) * US + int(text[20:])  # the ledger's own form, microseconds in full
     clock, _, frac = text.partition(".")
     micros = int((frac + "000000")[:6]) if frac else 0
     return _ch_seconds(clock) * US + micros

@@ -32,7 +32,7 @@ from ..domain.compiler import Caller, CallerKey, CompiledRule, EvalContext
 from ..domain.evaluator import evaluate, explain, undecidable
 from ..domain.history import Shape, Window
 from ..domain.model import Verdict
-from ..domain.reservations import PendingCall, Reservations
+from ..domain.reservations import PendingCall, RecentIds, Reservations
 from ..domain.standing import Standing, decide
 from ..domain.timeutil import us_to_ch
 from ..settings import PolicySettings
@@ -48,11 +48,16 @@ log = logging.getLogger(__name__)
 
 # Compare-and-set rounds a shared reservation may lose before the call is refused as overloaded.
 SHARED_ATTEMPTS = 100
+# Distinct callers whose Caller the gate keeps (cleared past this).
+CALLERS_KEPT = 4096
+
+
+_WRITER = Role.WRITER  # read once: an enum member's lookup costs a gated call more than the comparison
 
 
 def is_write(op: OpSpec) -> bool:
     """Write-shaped: the op says so, or it needs the writer role or above."""
-    return op.write_shaped or op.min_role >= Role.WRITER
+    return op.write_shaped or op.min_role >= _WRITER
 
 
 def call_args(op: OpSpec | None, args: Mapping[str, Any]) -> dict[str, str]:
@@ -93,11 +98,12 @@ class PolicyGate:
         self.rule_store = RuleStore(store)
         self.reservations = Reservations()
         self.shared: ReservationStore | None = None
-        # Request ids of ledger rows this replica's history has taken (local or fed), and this
-        # replica's own shared reservations not yet marked settled.
-        self._seen: dict[str, int] = {}
+        # With shared reservations (which read them): request ids of ledger rows this replica's
+        # history has taken (local or fed), and its own shared reservations not yet marked settled.
+        self._seen = RecentIds(2 * LINGER_US)
         self._mine: dict[str, tuple[str, str, str]] = {}
         self._settling: set[asyncio.Task[None]] = set()
+        self._callers: dict[CallerKey, Caller] = {}
         self.history: LiveHistory | None = None
         self.rules: RuleBook | None = None
         self.decisions: DecisionWriter | None = None
@@ -159,13 +165,12 @@ class PolicyGate:
     def _event_taken(self, org: str, namespace: str, request_id: str) -> None:
         """A ledger row reached this replica's history: its call counts as an event now."""
         self.reservations.settle(org, namespace, request_id)
+        if self.shared is None:
+            return  # what was seen, and this replica's own shared reservations, matter only to shared ones
         now = now_us()
-        self._seen[request_id] = now
-        if len(self._seen) > 50_000:
-            horizon = now - 2 * LINGER_US
-            self._seen = {k: v for k, v in self._seen.items() if v >= horizon}
+        self._seen.add(request_id, now)
         mine = self._mine.pop(request_id, None)
-        if mine is not None and self.shared is not None:
+        if mine is not None:
             task = asyncio.get_running_loop().create_task(self._settle_shared(*mine, request_id, now))
             self._settling.add(task)
             task.add_done_callback(self._settling.discard)
@@ -193,16 +198,15 @@ class PolicyGate:
             return
         assert self.rules is not None and self.decisions is not None and self.history is not None
         ctx = call.ctx
-        org, namespace, op = ctx.org, ctx.namespace, ctx.op.name
+        spec = ctx.op
+        org, namespace, op = ctx.org, ctx.namespace, spec.name
         ns_rules = self.rules.confirmed(org, namespace) or await self.rules.get(org, namespace)
-        rules = ns_rules.for_op(op)
-        counted = ns_rules.counts(op)
+        rules, counted = ns_rules.gating(op)
         if not rules and not counted:
             return
-        now = now_us()
-        args = _call_args_once(ctx.op, call.args)
+        args = _call_args_once(spec, call.args)
         if counted and self.shared is not None:
-            await self._check_shared(call, rules, ns_rules.shape, now, args)
+            await self._check_shared(call, rules, ns_rules.shape, now_us(), args)
             return
         if rules:
             window = self.history.cached_window(org, namespace, ns_rules.shape) or await self._window(org, namespace, ns_rules.shape)
@@ -213,11 +217,11 @@ class PolicyGate:
             verdict = self._decide(
                 window,
                 rules,
-                Caller(ctx.subject, ctx.agent, ctx.user, ctx.session),
+                self._caller(ctx.subject, ctx.agent, ctx.user, ctx.session),
                 now,
                 args,
                 op=op,
-                write_shaped=is_write(ctx.op),
+                write_shaped=is_write(spec),
                 pending=self.reservations.pending(org, namespace, now),
                 applying=True,
                 standing=ns_rules.standing,
@@ -225,10 +229,22 @@ class PolicyGate:
             self._record(call, now, verdict)
             if verdict.would_enforce:
                 raise Forbidden(ErrorCode.POLICY_FORBIDDEN, f"refused by history policy: {explain(verdict)}", refusal_detail(verdict))
+        else:
+            now = now_us()
         if counted:
             self.reservations.add(
                 org, namespace, PendingCall(ctx.request_id, op, now, ctx.subject, ctx.agent, ctx.user, ctx.session, args())
             )
+
+    def _caller(self, subject: str, agent: str, user: str, session: str) -> Caller:
+        """The caller's Caller, one per distinct caller (kept, so a call builds none)."""
+        key = (subject, agent, user, session)
+        caller = self._callers.get(key)
+        if caller is None:
+            if len(self._callers) >= CALLERS_KEPT:
+                self._callers.clear()
+            caller = self._callers[key] = Caller(subject, agent, user, session)
+        return caller
 
     async def _check_shared(
         self, call: GateCall, rules: Sequence[CompiledRule], shape: Shape, now: int, args: Callable[[], Mapping[str, str]]
@@ -241,7 +257,7 @@ class PolicyGate:
         write = is_write(ctx.op)
         mine = PendingCall(ctx.request_id, ctx.op.name, now, ctx.subject, ctx.agent, ctx.user, ctx.session, args())
         window = await self._window(ctx.org, ctx.namespace, shape) if rules else None
-        caller = Caller(ctx.subject, ctx.agent, ctx.user, ctx.session)
+        caller = self._caller(ctx.subject, ctx.agent, ctx.user, ctx.session)
         for _ in range(SHARED_ATTEMPTS):
             try:
                 snap = await self.shared.read(ctx.org, ctx.namespace, ctx.subject, now_us())

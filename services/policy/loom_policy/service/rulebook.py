@@ -46,6 +46,7 @@ class NamespaceRules:
     shape: Shape = field(default_factory=Shape)
     _by_op: dict[str, tuple[CompiledRule, ...]] = field(default_factory=dict)
     _counted: dict[str, bool] = field(default_factory=dict)
+    _gating: dict[str, tuple[tuple[CompiledRule, ...], bool]] = field(default_factory=dict)
     # Each caller's standing verdict per op (domain.standing), for these rules only.
     standing: dict[tuple[str, CallerKey], Standing] = field(default_factory=dict)
 
@@ -65,6 +66,15 @@ class NamespaceRules:
             hit = any(r.counts(op) for r in self.rules)
             if len(self._counted) < 4096:
                 self._counted[op] = hit
+        return hit
+
+    def gating(self, op: str) -> tuple[tuple[CompiledRule, ...], bool]:
+        """`for_op` and `counts` of `op` together: the gate's one lookup per call."""
+        hit = self._gating.get(op)
+        if hit is None:
+            hit = (self.for_op(op), self.counts(op))
+            if len(self._gating) < 4096:
+                self._gating[op] = hit
         return hit
 
     def get(self, name: str) -> CompiledRule | None:
