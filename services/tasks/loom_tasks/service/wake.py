@@ -159,8 +159,8 @@ class WakeHub:
         self.loader = loader
         self.poll_seconds = poll_seconds
         self.queues: dict[tuple[str, str], InboxQueue] = {}
-        # A wake-up leaves at once (the wake-up's latency: waiting one more loop turn cost the
-        # cross-replica wake ~0.7 ms of its ~5 ms in the server on a loaded machine). Those made
+        # A wake-up leaves at once (waiting for the next loop turn cost the cross-replica wake
+        # 0.4-0.75 ms on a busy loop: docs/benchmarks.md, session 16). Those made
         # later in the same turn (concurrent writes' acks read at once), or inside `together`
         # (a batch's writes), leave as one message per inbox: after the turn, or the batch.
         self._pending: dict[tuple[str, str], list[dict[str, Any]]] = {}
