@@ -9,7 +9,9 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from loom_core import fastjson
 from loom_runner.embedded import Instance
+from loom_tasks.events import wake_subject
 
 from tests.tasks.conftest import Api, Org, eventually, register, sweep_passes
 
@@ -123,6 +125,46 @@ async def test_a_create_wakes_a_waiting_pull(
     t = (await poster("task.create", inbox="private-bot", kind="chore", title="wake"))["task"]
     got = (await asyncio.wait_for(waiting, timeout=20))["tasks"]
     assert [g["task_id"] for g in got] == [t["task_id"]]
+
+
+async def test_pulls_waiting_on_two_replicas_for_one_created_elsewhere_claim_it_once(
+    org: Org, tasks_b: Instance, make_instance: Callable[..., Awaitable[Instance]]
+) -> None:
+    # Both woken by the same wake-up, both claim the row it named at its revision: one
+    # compare-and-set stands, the other pull finds nothing and waits on (its store query 60 s away).
+    slow = [
+        await make_instance(task_pull_poll_seconds=60.0, task_lease_sweep_enabled=False, task_webhook_deliver_enabled=False)
+        for _ in range(2)
+    ]
+    await inbox_with_owner(org)
+    waiters = [await org.owner(via=inst) for inst in slow]
+    for w in waiters:
+        await w("task.pull", inbox="private-bot")  # each replica now follows the inbox
+    waiting = [asyncio.create_task(w("task.pull", inbox="private-bot", wait_seconds=3)) for w in waiters]
+    t = (await (await org.owner(via=tasks_b))("task.create", inbox="private-bot", kind="chore", title="wake"))["task"]
+    got = [g for body in await asyncio.gather(*waiting) for g in body["tasks"]]
+    assert [(g["task_id"], g["status"]) for g in got] == [(t["task_id"], "in_progress")]
+
+
+async def test_a_batchs_wake_ups_leave_as_one_message_and_a_pull_woken_elsewhere_gets_the_batch(
+    org: Org, tasks_b: Instance, make_instance: Callable[..., Awaitable[Instance]]
+) -> None:
+    # A wake-up leaves as soon as its write is answered, but a batch's leave together: the pull
+    # woken on the slow replica (its store query 60 s away) finds all five in its first wake-up.
+    slow = await make_instance(task_pull_poll_seconds=60.0, task_lease_sweep_enabled=False, task_webhook_deliver_enabled=False)
+    await inbox_with_owner(org)
+    waiter = await org.owner(via=slow)
+    await waiter("task.pull", inbox="private-bot")
+    sub = await tasks_b.runtime.bus.nc.subscribe(wake_subject(org.name, "private-bot"))
+    waiting = asyncio.create_task(waiter("task.pull", inbox="private-bot", wait_seconds=30, max_tasks=5))
+    poster = await org.owner(via=tasks_b)
+    made = await poster("task.create_many", tasks=[{"inbox": "private-bot", "kind": "chore", "title": f"t{i}"} for i in range(5)])
+    ids = sorted(r["task"]["task_id"] for r in made["results"])
+    first = fastjson.loads((await sub.next_msg(timeout=10)).data)["ops"]
+    assert sorted(op["row"]["task_id"] for op in first if op["op"] == "ready") == ids
+    got = (await asyncio.wait_for(waiting, timeout=20))["tasks"]
+    assert sorted(g["task_id"] for g in got) == ids
+    await sub.unsubscribe()
 
 
 async def test_claim_takes_a_named_todo_task_once(org: Org) -> None:

@@ -19,6 +19,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -50,6 +51,7 @@ Decide = Callable[[TaskRow], Awaitable[Change] | Change]
 class Waker(Protocol):
     async def ready(self, row: TaskRow, revision: int = 0) -> None: ...
     async def gone(self, org: str, inbox: str, task_id: str, version: int) -> None: ...
+    def together(self) -> AbstractAsyncContextManager[None]: ...
 
 
 @dataclass(slots=True)
@@ -160,9 +162,11 @@ class Engine:
         self.batches_written += 1
         if self.admission is not None:
             self.admission.wrote(revs[-1])
-        return [
-            await self._written(change.row, rev, event, before) for (change, _, before), rev, event in zip(moves, revs, events, strict=True)
-        ]
+        async with self.waker.together():  # the batch's wake-ups as one message
+            return [
+                await self._written(change.row, rev, event, before)
+                for (change, _, before), rev, event in zip(moves, revs, events, strict=True)
+            ]
 
     async def _wake(self, row: TaskRow, before: TaskRow | None) -> None:
         if before is not None and before.status == model.TODO and (row.status != model.TODO or before.inbox != row.inbox):
@@ -235,6 +239,13 @@ class Engine:
         claimable) or what it raised. When every candidate names its revision, the claims go as
         one atomic write first; when that is refused (another claim won one of them), each is
         tried on its own as `claim` tries it."""
+        if len(rows) == 1:
+            # The pull's lone candidate (a wake-up's): claimed in the pull's own task, not one
+            # gather makes for it (a turn of the loop on the wake path).
+            try:
+                return [await self.claim(rows[0], actor, lease_seconds, now)]
+            except Exception as exc:  # noqa: BLE001 - answered as the gather below answers it
+                return [exc]
         if all(row.rev for row in rows):
             try:
                 batch = await self.write_many([self._claiming(row, actor, lease_seconds, now) for row in rows])

@@ -19,11 +19,12 @@ whichever lands first.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from loom_core import fastjson
@@ -92,7 +93,10 @@ class InboxQueue:
         """True when woken, False after `seconds`."""
         event = self._event
         try:
-            await asyncio.wait_for(event.wait(), timeout=max(seconds, 0.0))
+            # asyncio.timeout, not wait_for: on 3.11 wait_for runs the wait as a task of its own,
+            # and a wake-up then took two more turns of the loop to reach the pull.
+            async with asyncio.timeout(max(seconds, 0.0)):
+                await event.wait()
             return True
         except TimeoutError:
             return False
@@ -155,10 +159,13 @@ class WakeHub:
         self.loader = loader
         self.poll_seconds = poll_seconds
         self.queues: dict[tuple[str, str], InboxQueue] = {}
-        # Wake-ups made in one turn of the event loop (a batch's creates or claims) leave as one
-        # message per inbox, after that turn: no later than one sent alone would.
+        # A wake-up leaves at once (waiting for the next loop turn cost the cross-replica wake
+        # 0.4-0.75 ms on a busy loop: docs/benchmarks.md, session 16). Those made
+        # later in the same turn (concurrent writes' acks read at once), or inside `together`
+        # (a batch's writes), leave as one message per inbox: after the turn, or the batch.
         self._pending: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._flushing: asyncio.Task[None] | None = None
+        self._holding = 0
         self._queries: set[asyncio.Task[None]] = set()  # safety-net queries run beside pulls
         # Our own messages come back to us (we read every inbox's wake-ups) and were
         # applied locally already: each starts with this replica's mark and is skipped unread.
@@ -253,35 +260,57 @@ class WakeHub:
         """The task is todo (again): wake pulls on every replica, handing them the row and its
         lease row's revision."""
         self._local(row.org, row.inbox, lambda q: q.offer(row, revision))
-        self._send(row.org, row.inbox, {"op": "ready", "row": model.stored(row), "rev": revision})
+        await self._send(row.org, row.inbox, {"op": "ready", "row": model.stored(row), "rev": revision})
 
     async def gone(self, org: str, inbox: str, task_id: str, version: int) -> None:
         """The task left todo (claimed, cancelled, …): forget it everywhere."""
         self._local(org, inbox, lambda q: q.drop(task_id, version))
-        self._send(org, inbox, {"op": "gone", "task_id": task_id, "version": version})
+        await self._send(org, inbox, {"op": "gone", "task_id": task_id, "version": version})
+
+    @contextlib.asynccontextmanager
+    async def together(self) -> AsyncIterator[None]:
+        """The wake-ups made inside (a batch's writes) leave as one message per inbox when it
+        ends: a pull woken on another replica finds the whole batch, not its first row."""
+        self._holding += 1
+        try:
+            yield
+        finally:
+            self._holding -= 1
+            if not self._holding and self._flushing is None:
+                await self._flush()
 
     def _local(self, org: str, inbox: str, fn: Callable[[InboxQueue], None]) -> None:
         q = self.queues.get((org, inbox))
         if q is not None:
             fn(q)
 
-    def _send(self, org: str, inbox: str, op: dict[str, Any]) -> None:
+    async def _send(self, org: str, inbox: str, op: dict[str, Any]) -> None:
         if self.bus is None:
             return
-        self._pending.setdefault((org, inbox), []).append(op)
-        if self._flushing is None:
-            self._flushing = asyncio.get_running_loop().create_task(self._flush())
+        if self._holding or self._flushing is not None:
+            self._pending.setdefault((org, inbox), []).append(op)
+            return
+        # Those that follow in this turn wait for its end (`_flush`).
+        self._flushing = asyncio.get_running_loop().create_task(self._flush())
+        await self._publish(org, inbox, [op])
 
     async def _flush(self) -> None:
-        """Runs one loop turn after the first pending wake-up: every inbox's wake-ups, one message each."""
-        pending, self._pending, self._flushing = self._pending, {}, None
+        """Every inbox's pending wake-ups, one message each (one loop turn after a wake-up went
+        alone, or at the end of `together`)."""
+        self._flushing = None
+        if self._holding:
+            return  # the batch in progress sends them when it ends
+        pending, self._pending = self._pending, {}
+        for (org, inbox), ops in pending.items():
+            await self._publish(org, inbox, ops)
+
+    async def _publish(self, org: str, inbox: str, ops: list[dict[str, Any]]) -> None:
         if self.bus is None:
             return
-        for (org, inbox), ops in pending.items():
-            try:
-                await self.bus.nc.publish(wake_subject(org, inbox), fastjson.dumps({"src": self._mark, "ops": ops}))
-            except Exception:  # noqa: BLE001 - a lost wake-up costs one poll interval, never a task
-                log.debug("wake-up not published")
+        try:
+            await self.bus.nc.publish(wake_subject(org, inbox), fastjson.dumps({"src": self._mark, "ops": ops}))
+        except Exception:  # noqa: BLE001 - a lost wake-up costs one poll interval, never a task
+            log.debug("wake-up not published")
 
     # --- receiving (fed by consumers/pushes.py)
 
