@@ -1,5 +1,5 @@
-"""The cache's HNSW path on a small set: the exact top k, per memory type, with tag filters, and
-never a superseded or retired row."""
+"""The cache's HNSW path on a small set: the top k as the graph finds it (checked against the
+exact cosine top k), per memory type, with tag filters, and never a superseded or retired row."""
 
 from __future__ import annotations
 
@@ -20,14 +20,21 @@ def vectors(n: int, seed: int = 3) -> np.ndarray:
     return out
 
 
-def assert_exact_top(got: list[str], vecs: np.ndarray, q: np.ndarray, k: int, keep: list[int] | None = None) -> None:
-    """`got` is the exact top k of `keep` (all rows when None) up to the graph's half floats'
-    rounding (~1e-4): two rows whose cosines differ by less may swap places, nothing further off
-    enters."""
+def assert_top(got: list[str], vecs: np.ndarray, q: np.ndarray, k: int, keep: list[int] | None = None) -> int:
+    """`got` is the top k of `keep` (all rows when None) as an HNSW graph finds it: k distinct
+    rows of `keep`, each among the exact top 2k (nothing far off enters), with at most two of the
+    exact top k missing. The graph is approximate (and holds half floats): on
+    these random 384-d vectors the k-th cosines crowd together, and about one query in twelve
+    misses one row (0 misses in 183 queries of 200, 1 in 17, over 20 builds). Returns the misses."""
     rows = list(range(len(vecs))) if keep is None else keep
     at = [int(key[1:]) for key in got]
     assert len(set(at)) == k and set(at) <= set(rows)
-    assert (vecs[at] @ q).min() >= np.sort(vecs[rows] @ q)[::-1][k - 1] - 1e-3
+    sims = vecs[rows] @ q
+    ranked = [rows[i] for i in np.argsort(-sims)]
+    assert set(at) <= set(ranked[: 2 * k]), "a row far outside the exact top k"
+    missed = [i for i in ranked[:k] if i not in set(at)]
+    assert len(missed) <= 2, f"missed {len(missed)} of the exact top {k}"
+    return len(missed)
 
 
 def graph(n: int, **kw: object) -> tuple[NamespaceIndex, np.ndarray]:
@@ -37,16 +44,18 @@ def graph(n: int, **kw: object) -> tuple[NamespaceIndex, np.ndarray]:
     return space, vecs
 
 
-def test_the_graph_returns_the_exact_top_k_with_cosine_scores() -> None:
+def test_the_graph_returns_the_top_k_with_exact_cosine_scores() -> None:
     space, vecs = graph(300)
     assert not space.matrix.size  # the graph holds the vectors; no second copy
     assert space.graphs["decision"].dtype == ScalarKind.F16  # as half floats: half float32's memory
+    misses = 0
     for q in vectors(10, seed=9):
         found = space.search(q, 25, "decision", [])
-        assert_exact_top([e.ident[0] for e, _ in found], vecs, q, 25)
+        misses += assert_top([e.ident[0] for e, _ in found], vecs, q, 25)
         scores = [s for _, s in found]
         assert np.allclose(scores, [float(vecs[int(e.ident[0][1:])] @ q) for e, _ in found], atol=1e-3)
         assert scores == sorted(scores, reverse=True)
+    assert misses <= 5  # recall@25 >= 0.98 over the ten queries
 
 
 def test_superseded_and_retired_rows_leave_the_graph() -> None:
@@ -57,7 +66,7 @@ def test_superseded_and_retired_rows_leave_the_graph() -> None:
     space.put_many([entry(7, version=2, live=False)], vecs[7:8])
     got = [e.ident[0] for e, _ in space.search(q, 25, "decision", [])]
     assert "k7" not in got
-    assert_exact_top(got, vecs, q, 25, [i for i in range(200) if i != 7])
+    assert_top(got, vecs, q, 25, [i for i in range(200) if i != 7])
     assert len(space.graphs["decision"]) == 199
     # Superseded by an active version with another vector: served once, as the new version.
     space.put_many([entry(8, version=2)], vecs[9:10])
@@ -83,12 +92,12 @@ def test_each_memory_type_has_its_graph_and_tag_filters_stay_exact() -> None:
     decisions = [i for i in range(n) if i % 2]
     q = vectors(1, seed=11)[0]
     found = space.search(q, 25, "decision", [])
-    assert_exact_top([e.ident[0] for e, _ in found], vecs, q, 25, decisions)
+    assert_top([e.ident[0] for e, _ in found], vecs, q, 25, decisions)
     assert {e.memory_type for e, _ in found} == {"decision"}
     # Every type at once: the graphs' answers merged by similarity.
-    assert_exact_top([e.ident[0] for e, _ in space.search(q, 25, "", [])], vecs, q, 25)
+    assert_top([e.ident[0] for e, _ in space.search(q, 25, "", [])], vecs, q, 25)
     # A tag few rows carry: exactly the nearest of those rows.
     storage = [i for i in range(n) if i % 8 == 1]
     got = space.search(q, 10, "decision", ["decision:category:storage"])
-    assert_exact_top([e.ident[0] for e, _ in got], vecs, q, 10, storage)
+    assert_top([e.ident[0] for e, _ in got], vecs, q, 10, storage)
     assert space.search(q, 10, "lesson", []) == []
