@@ -91,6 +91,15 @@ class ApiError(AssertionError):
     pass
 
 
+def _answer(op: str, r: httpx.Response) -> dict[str, Any]:
+    """A call's 200 body; any other answer fails the test, naming the op."""
+    if r.status_code != 200:
+        raise ApiError(f"{op} -> {r.status_code} {r.text}")
+    body = r.json()
+    assert isinstance(body, dict)
+    return body
+
+
 @dataclass
 class Api:
     """One caller over REST: a token, a label, an instance."""
@@ -103,12 +112,7 @@ class Api:
         return await self.client.post(f"/v1/{op}", json=args)
 
     async def __call__(self, op: str, /, **args: Any) -> dict[str, Any]:
-        r = await self.raw(op, **args)
-        if r.status_code != 200:
-            raise ApiError(f"{op} -> {r.status_code} {r.text}")
-        body = r.json()
-        assert isinstance(body, dict)
-        return body
+        return _answer(op, await self.raw(op, **args))
 
     async def retrying(self, op: str, /, **args: Any) -> dict[str, Any]:
         """As a call, retrying a retryable 503 (a projection behind on a busy machine) after its
@@ -118,11 +122,7 @@ class Api:
             if r.status_code != 503 or not r.json()["error"].get("retryable"):
                 break
             await asyncio.sleep(float(r.json()["error"]["detail"].get("retry_after_s", 1)))
-        if r.status_code != 200:
-            raise ApiError(f"{op} -> {r.status_code} {r.text}")
-        body = r.json()
-        assert isinstance(body, dict)
-        return body
+        return _answer(op, r)
 
     async def refused(self, status: int, code: str, op: str, /, **args: Any) -> dict[str, Any]:
         r = await self.raw(op, **args)
