@@ -43,6 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -553,6 +554,33 @@ async def memory_sample(store: Any, nats_pid: int) -> dict[str, float]:
     }
 
 
+def _traced_snapshot() -> tracemalloc.Snapshot:
+    gc.collect()
+    # The bench's own modules and tracemalloc's bookkeeping are not the server's memory.
+    return tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, __file__)])
+
+
+async def _settled_snapshot(settle: float) -> tracemalloc.Snapshot:
+    """A snapshot once the runs' work has drained: the finished tasks retired (the retention
+    window and a sweep), nothing in flight. Growth between two such snapshots is kept memory."""
+    await asyncio.sleep(settle)
+    return _traced_snapshot()
+
+
+def _growth_sites(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, top: int) -> list[dict[str, Any]]:
+    """The allocation sites (by traceback) whose live memory grew most between the snapshots."""
+    sites = []
+    for stat in after.compare_to(before, "traceback")[:top]:
+        sites.append(
+            {
+                "kib": round(stat.size_diff / 1024, 1),
+                "blocks": stat.count_diff,
+                "traceback": [f"{f.filename}:{f.lineno}" for f in stat.traceback],
+            }
+        )
+    return sites
+
+
 async def soak(
     cfg: dict[str, Any], door: str, args: argparse.Namespace, sample: Callable[[], Awaitable[dict[str, float]]]
 ) -> dict[str, Any]:
@@ -563,7 +591,14 @@ async def soak(
     samples: list[dict[str, float]] = []
     failed = 0
     started = time.monotonic()
+    traced: tracemalloc.Snapshot | None = None
+    if args.trace_growth:
+        tracemalloc.start(args.trace_frames)
     while time.monotonic() - started < args.soak_seconds:
+        if args.trace_growth and traced is None and time.monotonic() - started >= args.soak_seconds / 3:
+            # The reference is taken after the first third: what a heap allocates while it
+            # settles (caches filling, the retention window's first turn) is not the growth sought.
+            traced = await _settled_snapshot(args.trace_settle)
         try:
             await run_client({**cfg, "door": door, "batch": args.batch, "phase": "lifecycles", "warmup": 0})
         except RuntimeError:
@@ -577,7 +612,11 @@ async def soak(
         statistics.median(x["server_mb"] for x in part)
         for part in (samples[:third], samples[third:-third] or samples[:third], samples[-third:])
     )
+    growth = _growth_sites(traced, await _settled_snapshot(args.trace_settle), args.trace_growth) if traced is not None else []
+    if args.trace_growth:
+        tracemalloc.stop()
     return {
+        "growth_sites": growth,
         "seconds": round(time.monotonic() - started, 1),
         "runs": len(samples),
         "failed_runs": failed,
@@ -887,6 +926,8 @@ def report(r: dict[str, Any]) -> str:
             f"{k['server_first_third_mb']:.0f} / {k['server_middle_third_mb']:.0f} / {k['server_last_third_mb']:.0f} MiB "
             f"({k['growth_pct']:+.1f}% overall, {k['late_growth_pct']:+.1f}% after the first third: {verdict})"
         )
+        for site in k.get("growth_sites", []):
+            lines.append(f"  grew {site['kib']:+.0f} KiB in {site['blocks']:+d} blocks at " + " <- ".join(reversed(site["traceback"][-4:])))
         lines.append("  server RSS after each run: " + " ".join(f"{x['server_mb']:.0f}" for x in k["samples"]) + " MiB")
         a, b = k["samples"][0], k["samples"][-1]
         lines += [f"  {key:>17}: {a[key]:8.1f} -> {b[key]:8.1f}" for key in a if key != "seconds"]
@@ -909,6 +950,22 @@ def main() -> int:
     p.add_argument("--serial-rounds", type=int, default=5, help="interleaved rounds of the one-call-at-a-time comparison (default 5)")
     p.add_argument("--only-serial", action="store_true", help="run only the one-call-at-a-time comparison")
     p.add_argument("--soak-seconds", type=float, default=0, help="then batched runs back to back this long, RSS after each (leak check)")
+    p.add_argument(
+        "--trace-growth",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --soak-seconds: trace allocations (tracemalloc) and print the N sites whose live memory grew most "
+        "from the soak's first third to its end (slows the server)",
+    )
+    p.add_argument(
+        "--trace-settle",
+        type=float,
+        default=75.0,
+        help="seconds of quiet before each traced snapshot, so finished tasks are retired and nothing is in flight "
+        "(default 75: --retention 60 plus a sweep)",
+    )
+    p.add_argument("--trace-frames", type=int, default=12, help="frames kept per traced allocation (default 12)")
     p.add_argument(
         "--idle-rss", type=float, default=0, metavar="SECONDS", help="also start a plain `loom up`, read its RSS this long after it started"
     )
