@@ -36,7 +36,7 @@ from ..domain.reservations import PendingCall, RecentIds, Reservations
 from ..domain.standing import Standing, decide
 from ..domain.timeutil import us_to_ch
 from ..settings import PolicySettings
-from ..store.decisions import DecisionWriter
+from ..store.decisions import DecisionRow, DecisionWriter
 from ..store.reservations import LINGER_US, ReservationStore, SharedEntry
 from ..store.rules import RuleStore
 from ..store.schema import MIGRATIONS
@@ -382,21 +382,27 @@ def _call_args_once(op: OpSpec, args: Mapping[str, Any]) -> Callable[[], Mapping
     return get
 
 
-# The call's columns of a decision row, in the order `_record` takes their values.
-_CALL_COLUMNS = ("org", "namespace", "subject", "agent", "user", "session", "op", "transport", "request_id")
-
-
-def _decision_row(fields: tuple[str, ...], now: int, verdict: Verdict) -> dict[str, Any]:
-    return {
-        **dict(zip(_CALL_COLUMNS, fields, strict=True)),
-        "decision": verdict.decision,
-        "enforced": verdict.would_enforce,
-        "mode": verdict.mode,
-        "write_shaped": verdict.write_shaped,
-        "determining_rules": verdict.determining_rules,
-        "rule_names": [r.name for r in verdict.rules],
-        "latency_ms": verdict.latency_ms,
-        "ts": us_to_ch(now),
-        "errors": json.dumps([error_json(e) for e in verdict.errors], separators=(",", ":")) if verdict.errors else "[]",
-        "rules": rules_stored(verdict.rules),
-    }
+def _decision_row(fields: tuple[str, ...], now: int, verdict: Verdict) -> DecisionRow:
+    """`fields`: the call's columns, in the order `_record` takes them."""
+    org, namespace, subject, agent, user, session, op, transport, request_id = fields
+    return DecisionRow(
+        org=org,
+        namespace=namespace,
+        subject=subject,
+        agent=agent,
+        user=user,
+        session=session,
+        op=op,
+        transport=transport,
+        request_id=request_id,
+        decision=verdict.decision,
+        enforced=verdict.would_enforce,
+        mode=verdict.mode,
+        write_shaped=verdict.write_shaped,
+        determining_rules=verdict.determining_rules,
+        rule_names=[r.name for r in verdict.rules],
+        latency_ms=verdict.latency_ms,
+        ts=us_to_ch(now),
+        errors=json.dumps([error_json(e) for e in verdict.errors], separators=(",", ":")) if verdict.errors else "[]",
+        rules=rules_stored(verdict.rules),
+    )
