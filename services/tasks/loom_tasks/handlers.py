@@ -13,6 +13,7 @@ from loom_core.chain import CallContext
 from loom_core.chain.ledger import ledger_args
 from loom_core.errors import LoomError
 
+from .domain.events import TaskEvent
 from .domain.model import InboxRow, PolicyRow, TaskRow
 from .domain.validate import format_time
 from .service.deps import Deps
@@ -72,7 +73,8 @@ def task_pb(row: TaskRow, *, fence: bool = False, lease_expires_at: float | None
     )
 
 
-def event_pb(e: dict[str, Any]) -> pb.TaskEvent:
+def event_pb(e: TaskEvent) -> pb.TaskEvent:
+    """`e` as read off the stream, taken defensively (a field it lacks is empty)."""
     at = e.get("at")
     return pb.TaskEvent(
         seq=int(e.get("seq") or 0),
