@@ -309,11 +309,7 @@ class PolicyGate:
         rules, which no live window is shaped for, over a one-off read of the caller's)."""
         assert self.history is not None
         if ad_hoc and self.history.cached_window(org, namespace, shape) is None:
-            try:
-                window: Window | None = await self.history.one_off(org, namespace, caller.subject, shape)
-            except Exception:  # noqa: BLE001 - reported as an evaluation error, never a 500
-                log.warning("policy: history for %s/%s could not be read", org, namespace)
-                window = None
+            window = await _window_or_none(org, namespace, self.history.one_off(org, namespace, caller.subject, shape))
         else:
             window = await self._window(org, namespace, shape)
         return self._decide(window, rules, caller, now, args, op=op, write_shaped=write_shaped, mode=mode)
@@ -324,11 +320,7 @@ class PolicyGate:
         window = self.history.cached_window(org, namespace, shape)
         if window is not None:
             return window
-        try:
-            return await self.history.window(org, namespace, shape)
-        except Exception:  # noqa: BLE001 - reported as an evaluation error, never a 500
-            log.warning("policy: history for %s/%s could not be read", org, namespace)
-            return None
+        return await _window_or_none(org, namespace, self.history.window(org, namespace, shape))
 
     def _decide(
         self,
@@ -380,6 +372,16 @@ def _call_args_once(op: OpSpec, args: Mapping[str, Any]) -> Callable[[], Mapping
         return box[0]
 
     return get
+
+
+async def _window_or_none(org: str, namespace: str, read: Awaitable[Window]) -> Window | None:
+    """The history `read` gives, or None when the store cannot give it (the verdict then says
+    so as an evaluation error)."""
+    try:
+        return await read
+    except Exception:  # noqa: BLE001 - whatever the read raised is an evaluation error, never a 500
+        log.warning("policy: history for %s/%s could not be read", org, namespace)
+        return None
 
 
 def _decision_row(fields: tuple[str, ...], now: int, verdict: Verdict) -> DecisionRow:
