@@ -152,8 +152,8 @@ class Projector(BatchConsumer):
         await self.pacer.turn(full=full or self._stopping)
         try:
             await self.projection.write(rows, history, token)
-        except BaseException:
-            self.pacer.again()  # the fetch's next attempt goes at once
+        except BaseException:  # a failure or a cancellation alike: the fetch's next attempt goes at once, then it propagates
+            self.pacer.again()
             raise
 
     async def stop(self) -> None:
