@@ -36,7 +36,7 @@ from ..domain.reservations import PendingCall, RecentIds, Reservations
 from ..domain.standing import Standing, decide
 from ..domain.timeutil import us_to_ch
 from ..settings import PolicySettings
-from ..store.decisions import DecisionRow, DecisionWriter
+from ..store.decisions import DecisionCall, DecisionRow, DecisionWriter
 from ..store.reservations import LINGER_US, ReservationStore, SharedEntry
 from ..store.rules import RuleStore
 from ..store.schema import MIGRATIONS
@@ -287,8 +287,18 @@ class PolicyGate:
         # The row is rendered when the batch is written, off this call's path, from the call's
         # fields taken now: a closure over the call would keep its whole context alive until the
         # flush, long enough to reach the collector's oldest generation (more full collections).
-        fields = (ctx.org, ctx.namespace, ctx.subject, ctx.agent, ctx.user, ctx.session, ctx.op.name, ctx.transport, ctx.request_id)
-        self.decisions.record(partial(_decision_row, fields, now, verdict))
+        about: DecisionCall = {
+            "org": ctx.org,
+            "namespace": ctx.namespace,
+            "subject": ctx.subject,
+            "agent": ctx.agent,
+            "user": ctx.user,
+            "session": ctx.session,
+            "op": ctx.op.name,
+            "transport": ctx.transport,
+            "request_id": ctx.request_id,
+        }
+        self.decisions.record(partial(_decision_row, about, now, verdict))
 
     async def evaluate(
         self,
@@ -384,27 +394,17 @@ async def _window_or_none(org: str, namespace: str, read: Awaitable[Window]) -> 
         return None
 
 
-def _decision_row(fields: tuple[str, ...], now: int, verdict: Verdict) -> DecisionRow:
-    """`fields`: the call's columns, in the order `_record` takes them."""
-    org, namespace, subject, agent, user, session, op, transport, request_id = fields
-    return DecisionRow(
-        org=org,
-        namespace=namespace,
-        subject=subject,
-        agent=agent,
-        user=user,
-        session=session,
-        op=op,
-        transport=transport,
-        request_id=request_id,
-        decision=verdict.decision,
-        enforced=verdict.would_enforce,
-        mode=verdict.mode,
-        write_shaped=verdict.write_shaped,
-        determining_rules=verdict.determining_rules,
-        rule_names=[r.name for r in verdict.rules],
-        latency_ms=verdict.latency_ms,
-        ts=us_to_ch(now),
-        errors=json.dumps([error_json(e) for e in verdict.errors], separators=(",", ":")) if verdict.errors else "[]",
-        rules=rules_stored(verdict.rules),
-    )
+def _decision_row(about: DecisionCall, now: int, verdict: Verdict) -> DecisionRow:
+    return {
+        **about,
+        "decision": verdict.decision,
+        "enforced": verdict.would_enforce,
+        "mode": verdict.mode,
+        "write_shaped": verdict.write_shaped,
+        "determining_rules": verdict.determining_rules,
+        "rule_names": [r.name for r in verdict.rules],
+        "latency_ms": verdict.latency_ms,
+        "ts": us_to_ch(now),
+        "errors": json.dumps([error_json(e) for e in verdict.errors], separators=(",", ":")) if verdict.errors else "[]",
+        "rules": rules_stored(verdict.rules),
+    }

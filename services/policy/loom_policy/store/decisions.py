@@ -32,8 +32,8 @@ RENDER_CHUNK = 16
 PAYLOAD_HEADROOM = 1024
 
 
-class DecisionRow(TypedDict):
-    """A policy_decisions row as the gate writes it."""
+class DecisionCall(TypedDict):
+    """The call a policy_decisions row is about."""
 
     org: str
     namespace: str
@@ -44,6 +44,11 @@ class DecisionRow(TypedDict):
     op: str
     transport: str
     request_id: str
+
+
+class DecisionRow(DecisionCall):
+    """A policy_decisions row as the gate writes it."""
+
     decision: str
     enforced: bool
     mode: str
@@ -58,7 +63,7 @@ class DecisionRow(TypedDict):
 
 
 class RecordedDecision(TypedDict):
-    """A policy_decisions row as query_decisions reads it."""
+    """A policy_decisions row as query_decisions reads it (`ts` as text)."""
 
     ts: str
     subject: str
@@ -77,13 +82,10 @@ class RecordedDecision(TypedDict):
     latency_ms: float
 
 
-class AuditRow(TypedDict):
-    """A policy_audit row: a rule change that widened what agents may do."""
+class RecordedWidening(TypedDict):
+    """A policy_audit row as query_widened reads it."""
 
     ts: str
-    org: str
-    namespace: str
-    kind: str
     subject: str
     agent: str
     request_id: str
@@ -95,18 +97,12 @@ class AuditRow(TypedDict):
     after: str
 
 
-class RecordedWidening(TypedDict):
-    """A policy_audit row as query_widened reads it."""
+class AuditRow(RecordedWidening):
+    """A policy_audit row as written: a rule change that widened what agents may do."""
 
-    ts: str
-    subject: str
-    agent: str
-    request_id: str
-    rule: str
-    change: str
-    reasons: list[str]
-    before: str
-    after: str
+    org: str
+    namespace: str
+    kind: str
 
 
 #: A row, or what renders it when its batch is written.

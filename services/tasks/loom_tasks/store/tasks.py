@@ -51,8 +51,8 @@ class SelectedTask(TypedDict):
     created_us: int | None
 
 
-class EventRow(TypedDict):
-    """A task_events row: an event at its own time, its data as JSON text."""
+class _EventColumns(TypedDict):
+    """A task_events row's columns but its time; the event's data as JSON text."""
 
     org: str
     task_id: str
@@ -69,7 +69,18 @@ class EventRow(TypedDict):
     title: str
     data: str
     version: int
+
+
+class EventRow(_EventColumns):
+    """A task_events row as written, at the event's own time (seconds)."""
+
     at: float
+
+
+class RecordedEvent(_EventColumns):
+    """A task_events row as history reads it."""
+
+    at_us: int
 
 
 def to_store(row: TaskRow, rev: int) -> ProjectedTask:
@@ -123,27 +134,6 @@ def event_row(event: TaskEvent, at: float) -> EventRow:
         version=event["version"],
         at=at,
     )
-
-
-class RecordedEvent(TypedDict):
-    """A task_events row as history reads it."""
-
-    org: str
-    task_id: str
-    event_id: str
-    kind: str
-    namespace: str
-    inbox: str
-    status: str
-    poster: str
-    actor: str
-    actor_agent: str
-    reason: str
-    task_kind: str
-    title: str
-    data: str
-    version: int
-    at_us: int
 
 
 class TaskStore:
