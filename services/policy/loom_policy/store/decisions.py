@@ -20,6 +20,7 @@ from typing import TypedDict
 
 from loom_core.bus import Bus
 from loom_core.store import Store, Where, query_as
+from loom_core.store.caller import CallerRow
 
 from ..bus import DECISIONS_SUBJECT
 
@@ -32,15 +33,9 @@ RENDER_CHUNK = 16
 PAYLOAD_HEADROOM = 1024
 
 
-class DecisionCall(TypedDict):
+class DecisionCall(CallerRow):
     """The call a policy_decisions row is about."""
 
-    org: str
-    namespace: str
-    subject: str
-    agent: str
-    user: str
-    session: str
     op: str
     transport: str
     request_id: str
