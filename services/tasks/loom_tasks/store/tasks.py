@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
-from typing import TypedDict
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
 
 from loom_core import fastjson
 from loom_core.store import Store, Where, query_as
@@ -140,40 +140,33 @@ class TaskStore:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def get(self, org: str, task_id: str) -> TaskRow | None:
-        rows = await query_as(
-            self.store,
-            SelectedTask,
-            f"SELECT {SELECT} FROM {TASKS} FINAL WHERE org = {{org:String}} AND task_id = {{id:String}}",
-            {"org": org, "id": task_id},
+    async def _tasks(self, where: str, params: Mapping[str, Any]) -> list[TaskRow]:
+        """The projection's tasks `where` selects (with its ORDER BY and LIMIT)."""
+        rows = await query_as(self.store, SelectedTask, f"SELECT {SELECT} FROM {TASKS} FINAL WHERE {where}", params)
+        return [from_store(r) for r in rows]
+
+    async def _in_pull_order(
+        self, org: str, inbox: str, status_clause: str, kinds: Sequence[str], limit: int, **params: object
+    ) -> list[TaskRow]:
+        """An inbox's tasks `status_clause` picks (of `kinds` when named), in pull order."""
+        kind_clause = " AND kind IN {kinds:Array(String)}" if kinds else ""
+        return await self._tasks(
+            f"org = {{org:String}} AND inbox = {{inbox:String}} AND {status_clause}{kind_clause}"
+            " ORDER BY priority, isNull(deadline), deadline, created_at, task_id LIMIT {limit:UInt32}",
+            {"org": org, "inbox": inbox, "kinds": list(kinds), "limit": limit, **params},
         )
-        return from_store(rows[0]) if rows else None
+
+    async def get(self, org: str, task_id: str) -> TaskRow | None:
+        rows = await self._tasks("org = {org:String} AND task_id = {id:String}", {"org": org, "id": task_id})
+        return rows[0] if rows else None
 
     async def candidates(self, org: str, inbox: str, horizon: float, kinds: Sequence[str], limit: int) -> list[TaskRow]:
         """Todo tasks of an inbox in pull order, not_before up to `horizon`."""
-        kind_clause = " AND kind IN {kinds:Array(String)}" if kinds else ""
-        rows = await query_as(
-            self.store,
-            SelectedTask,
-            f"SELECT {SELECT} FROM {TASKS} FINAL WHERE org = {{org:String}} AND inbox = {{inbox:String}}"
-            " AND status = 'todo' AND (not_before IS NULL OR not_before <= fromUnixTimestamp64Micro({horizon:Int64}))"
-            f"{kind_clause}"
-            " ORDER BY priority, isNull(deadline), deadline, created_at, task_id LIMIT {limit:UInt32}",
-            {"org": org, "inbox": inbox, "horizon": int(horizon * 1_000_000), "kinds": list(kinds), "limit": limit},
-        )
-        return [from_store(r) for r in rows]
+        todo = "status = 'todo' AND (not_before IS NULL OR not_before <= fromUnixTimestamp64Micro({horizon:Int64}))"
+        return await self._in_pull_order(org, inbox, todo, kinds, limit, horizon=int(horizon * 1_000_000))
 
     async def in_status(self, org: str, inbox: str, status: str, kinds: Sequence[str], limit: int) -> list[TaskRow]:
-        kind_clause = " AND kind IN {kinds:Array(String)}" if kinds else ""
-        rows = await query_as(
-            self.store,
-            SelectedTask,
-            f"SELECT {SELECT} FROM {TASKS} FINAL WHERE org = {{org:String}} AND inbox = {{inbox:String}}"
-            f" AND status = {{status:String}}{kind_clause}"
-            " ORDER BY priority, isNull(deadline), deadline, created_at, task_id LIMIT {limit:UInt32}",
-            {"org": org, "inbox": inbox, "status": status, "kinds": list(kinds), "limit": limit},
-        )
-        return [from_store(r) for r in rows]
+        return await self._in_pull_order(org, inbox, "status = {status:String}", kinds, limit, status=status)
 
     async def listing(
         self,
@@ -201,13 +194,7 @@ class TaskStore:
                 after_at=after[0],
                 after_id=after[1],
             )
-        rows = await query_as(
-            self.store,
-            SelectedTask,
-            f"SELECT {SELECT} FROM {TASKS} FINAL WHERE {where} ORDER BY created_at DESC, task_id DESC LIMIT {{limit:UInt32}}",
-            where.bind(limit=limit),
-        )
-        return [from_store(r) for r in rows]
+        return await self._tasks(f"{where} ORDER BY created_at DESC, task_id DESC LIMIT {{limit:UInt32}}", where.bind(limit=limit))
 
     async def counts(self, org: str, *, namespace: str | None, inbox: str | None) -> dict[str, int]:
         where = _placed(org, namespace, inbox)
