@@ -33,10 +33,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
+from _machine import machine, percentile  # bench/ is on sys.path when a script runs
 
-from _machine import machine, percentile  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 QUERIES = ROOT / "bench" / "help_queries.json"
 

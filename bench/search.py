@@ -34,10 +34,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
+from _machine import add_model_arguments, announce_model, embedded_loom, machine, percentile  # bench/ is on sys.path when a script runs
 
-from _machine import add_model_arguments, announce_model, embedded_loom, machine, percentile  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 EVALSET = ROOT / "bench" / "data" / "help_eval.json"
 KINDS = ("identifier", "howto", "symptom", "paraphrase")

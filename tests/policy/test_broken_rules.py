@@ -22,8 +22,8 @@ async def store_rule_the_grammar_no_longer_knows(inst: Instance, tenant: Tenant)
             "condition": {"op": "count_since", "operation": "grants.set", "value": 3},
             "description": "",
             "mode": "inherit",
-            "leaf_count": 1,
         },
+        1,
         "user:admin",
     )
     assert gate.rules is not None

@@ -13,7 +13,7 @@ import ssl
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -326,7 +326,7 @@ def deliverer(rt: Runtime, lookup: Lookup, **kw: Any) -> WebhookDeliverer:
     return WebhookDeliverer(rt.bus, rt.store, lookup, **kw)
 
 
-async def log_rows(rt: Runtime, o: Hook, n: int, timeout: float = 10.0, inbox: str | None = None) -> list[dict[str, Any]]:  # noqa: ASYNC109 - a polling helper
+async def log_rows(rt: Runtime, o: Hook, n: int, timeout: float = 10.0, inbox: str | None = None) -> list[webhooks.Attempt]:  # noqa: ASYNC109 - a polling helper
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         rows = await list_deliveries(rt.store, o.org, inbox or o.inbox)
@@ -354,9 +354,9 @@ async def test_loopback_url_is_refused_and_nothing_sent_without_the_test_allowan
     await asyncio.sleep(0.2)
     await recv.stop()
     assert recv.requests == []
-    assert [r["outcome"] for r in rows] == ["refused", "refused"]
-    assert all(r["error"] == "address_refused:loopback" for r in rows)
-    assert "receiver-secret" not in json.dumps(rows)  # the query string is not logged
+    assert [r.outcome for r in rows] == ["refused", "refused"]
+    assert all(r.error == "address_refused:loopback" for r in rows)
+    assert "receiver-secret" not in json.dumps([asdict(r) for r in rows])  # the query string is not logged
 
 
 async def test_notice_is_signed_and_carries_no_task_content(rt: Runtime, h: Hook) -> None:
@@ -381,7 +381,7 @@ async def test_notice_is_signed_and_carries_no_task_content(rt: Runtime, h: Hook
         1,
     )
     assert b"task content" not in req.body
-    assert rows[0]["outcome"] == "delivered" and rows[0]["status_code"] == 200 and rows[0]["address"] == "127.0.0.1"
+    assert rows[0].outcome == "delivered" and rows[0].status_code == 200 and rows[0].address == "127.0.0.1"
 
 
 async def test_events_arriving_during_a_delivery_become_one_more_notice(rt: Runtime, h: Hook) -> None:
@@ -414,12 +414,12 @@ async def test_failing_receiver_is_retried_with_backoff_then_given_up(rt: Runtim
         await asyncio.sleep(0.3)
     await recv.stop()
     assert len(recv.requests) == 3
-    assert sorted((r["attempt"], r["outcome"], r["status_code"]) for r in rows) == [
+    assert sorted((r.attempt, r.outcome, r.status_code) for r in rows) == [
         (1, "retrying", 500),
         (2, "retrying", 503),
         (3, "gave_up", 500),
     ]
-    assert len({r["delivery_id"] for r in rows}) == 1
+    assert len({r.delivery_id for r in rows}) == 1
     # One delivery: the same body each time, each attempt freshly signed.
     assert len({r.body for r in recv.requests}) == 1
 
@@ -432,7 +432,7 @@ async def test_receiver_that_recovers_gets_the_notice_on_a_retry(rt: Runtime, h:
         await publish(rt, h, 3)
         rows = await log_rows(rt, h, 2)
     await recv.stop()
-    assert sorted((r["attempt"], r["outcome"]) for r in rows) == [(1, "retrying"), (2, "delivered")]
+    assert sorted((r.attempt, r.outcome) for r in rows) == [(1, "retrying"), (2, "delivered")]
 
 
 async def test_a_4xx_is_not_retried(rt: Runtime, h: Hook) -> None:
@@ -445,7 +445,7 @@ async def test_a_4xx_is_not_retried(rt: Runtime, h: Hook) -> None:
         await asyncio.sleep(0.3)
     await recv.stop()
     assert len(recv.requests) == 1
-    assert [(r["outcome"], r["error"]) for r in rows] == [("gave_up", "http_404")]
+    assert [(r.outcome, r.error) for r in rows] == [("gave_up", "http_404")]
 
 
 async def test_a_redirect_is_not_followed(rt: Runtime, h: Hook) -> None:
@@ -460,7 +460,7 @@ async def test_a_redirect_is_not_followed(rt: Runtime, h: Hook) -> None:
     await recv.stop()
     await elsewhere.stop()
     assert len(recv.requests) == 1 and elsewhere.requests == []
-    assert [(r["outcome"], r["status_code"], r["error"]) for r in rows] == [("gave_up", 307, "redirect_not_followed")]
+    assert [(r.outcome, r.status_code, r.error) for r in rows] == [("gave_up", 307, "redirect_not_followed")]
 
 
 async def test_a_stored_secret_ref_of_another_org_is_never_read(rt: Runtime, h: Hook, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -490,7 +490,7 @@ async def test_a_stored_secret_ref_of_another_org_is_never_read(rt: Runtime, h: 
         await asyncio.sleep(0.2)
     await recv.stop()
     assert recv.requests == []
-    assert [(r["outcome"], r["error"]) for r in rows] == [("refused", "secret_ref_not_of_this_org")]
+    assert [(r.outcome, r.error) for r in rows] == [("refused", "secret_ref_not_of_this_org")]
     assert victim_ref not in env.reads
 
 
@@ -504,7 +504,7 @@ async def test_missing_secret_means_no_unsigned_notice(rt: Runtime, h: Hook, mon
         rows = await log_rows(rt, h, 1)
     await recv.stop()
     assert recv.requests == []
-    assert [(r["outcome"], r["error"]) for r in rows] == [("refused", "secret_not_set")]
+    assert [(r.outcome, r.error) for r in rows] == [("refused", "secret_not_set")]
 
 
 async def test_host_is_resolved_at_each_delivery(rt: Runtime, h: Hook) -> None:
@@ -529,7 +529,7 @@ async def test_host_is_resolved_at_each_delivery(rt: Runtime, h: Hook) -> None:
     assert asked == ["hooks.example.test", "hooks.example.test"]
     assert len(recv.requests) == 1
     assert recv.requests[0].headers["host"] == f"hooks.example.test:{recv.port}"  # the name stays the Host
-    assert sorted((r["outcome"], r["error"]) for r in rows) == [("delivered", ""), ("refused", "address_refused:link_local")]
+    assert sorted((r.outcome, r.error) for r in rows) == [("delivered", ""), ("refused", "address_refused:link_local")]
 
 
 def _self_signed(tmp: Path, name: str) -> tuple[ssl.SSLContext, ssl.SSLContext]:
@@ -575,7 +575,7 @@ async def test_https_connects_to_the_checked_address_with_the_name_as_host_and_s
     await recv.stop()
     assert req.sni == "hooks.example.test"
     assert req.headers["host"] == f"hooks.example.test:{recv.port}"
-    assert rows[0]["outcome"] == "delivered" and rows[0]["address"] == "127.0.0.1"
+    assert rows[0].outcome == "delivered" and rows[0].address == "127.0.0.1"
 
 
 async def test_certificate_for_another_name_is_refused(rt: Runtime, h: Hook, tmp_path: Path) -> None:
@@ -592,7 +592,7 @@ async def test_certificate_for_another_name_is_refused(rt: Runtime, h: Hook, tmp
         rows = await log_rows(rt, h, 1)
     await recv.stop()
     assert recv.requests == []
-    assert [(r["outcome"], r["error"]) for r in rows] == [("gave_up", "tls_error")]
+    assert [(r.outcome, r.error) for r in rows] == [("gave_up", "tls_error")]
 
 
 async def test_inbox_without_a_webhook_sends_nothing(rt: Runtime, h: Hook) -> None:
@@ -657,10 +657,10 @@ async def test_delivery_log_lists_newest_first_and_is_per_inbox(rt: Runtime, h: 
         await log_rows(rt, h, 1, inbox="other-bot")
     await recv.stop()
     rows = await list_deliveries(rt.store, h.org, h.inbox)
-    assert [(r["attempt"], r["outcome"]) for r in rows] == [(2, "delivered"), (1, "retrying")]
-    assert rows[0]["attempted_at"] >= rows[1]["attempted_at"]
+    assert [(r.attempt, r.outcome) for r in rows] == [(2, "delivered"), (1, "retrying")]
+    assert rows[0].attempted_at >= rows[1].attempted_at
     assert len(await list_deliveries(rt.store, h.org, h.inbox, limit=1)) == 1
-    assert [r["inbox"] for r in await list_deliveries(rt.store, h.org, "other-bot")] == ["other-bot"]
+    assert [r.inbox for r in await list_deliveries(rt.store, h.org, "other-bot")] == ["other-bot"]
 
 
 # --- the consumer's filter: only inboxes with a webhook reach the deliverer

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeAlias, TypedDict
+from typing import Any, TypeAlias
 
 import grpc
 from google.protobuf.message import Message
@@ -20,6 +20,7 @@ from ..grpc_errors import to_rpc_status
 from ..identity import Authenticator, Principal
 from ..metrics import LATENCY, REQUESTS
 from ..roles import Role
+from ..store.caller import CallerRow
 from .context import (
     MD_AGENT,
     MD_AUTHORIZATION,
@@ -309,13 +310,7 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
             )
 
 
-class _Caller(TypedDict):
-    org: str
-    namespace: str
-    subject: str
-    agent: str
-    user: str
-    session: str
+class _Caller(CallerRow):
     transport: str
     run_id: str
     consumer: str

@@ -270,7 +270,7 @@ class Ledger:
         self.pacer.mark()
         try:
             await self._ship(rows)
-        except BaseException:
+        except BaseException:  # a failure or a cancellation alike: the rows go back, then it propagates
             self._buf[:0] = rows
             raise
 

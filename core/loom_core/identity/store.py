@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TypedDict
 
 from ..roles import Role
-from ..store import Migration, Store, ch_time
+from ..store import Migration, Store, ch_time, query_as
 
 MIGRATIONS = [
     Migration(
@@ -61,6 +61,24 @@ def _version() -> int:
     return time.time_ns()
 
 
+class NamespaceRow(TypedDict):
+    name: str
+    description: str
+    created_at: str  # ClickHouse DateTime64 text
+
+
+class GrantRow(TypedDict):
+    subject: str
+    namespace: str  # or "*": every namespace of the org
+    role: str
+    updated_at: str  # ClickHouse DateTime64 text
+
+
+class WrittenGrant(GrantRow):
+    org: str
+    version: int
+
+
 @dataclass(frozen=True, slots=True)
 class Revocation:
     org: str
@@ -78,31 +96,35 @@ class IdentityStore:
         if not rows:
             await self.store.insert("{db}.orgs", [{"org": org, "created_at": ch_time(), "version": _version()}])
 
-    async def get_namespace(self, org: str, name: str) -> dict[str, Any] | None:
-        rows = await self.store.query(
+    async def get_namespace(self, org: str, name: str) -> NamespaceRow | None:
+        rows = await query_as(
+            self.store,
+            NamespaceRow,
             "SELECT name, description, toString(created_at) AS created_at FROM {db}.namespaces FINAL"
             " WHERE org = {org:String} AND name = {name:String} AND tombstoned_at IS NULL",
             {"org": org, "name": name},
         )
         return rows[0] if rows else None
 
-    async def create_namespace(self, org: str, name: str, description: str) -> tuple[dict[str, Any], bool]:
+    async def create_namespace(self, org: str, name: str, description: str) -> tuple[NamespaceRow, bool]:
         existing = await self.get_namespace(org, name)
         if existing:
             return existing, False
-        row = {"org": org, "name": name, "description": description, "created_at": ch_time(), "version": _version(), "tombstoned_at": None}
-        await self.store.insert("{db}.namespaces", [row])
-        return {"name": name, "description": description, "created_at": row["created_at"]}, True
+        created = NamespaceRow(name=name, description=description, created_at=ch_time())
+        await self.store.insert("{db}.namespaces", [{**created, "org": org, "version": _version(), "tombstoned_at": None}])
+        return created, True
 
-    async def list_namespaces(self, org: str) -> list[dict[str, Any]]:
-        return await self.store.query(
+    async def list_namespaces(self, org: str) -> list[NamespaceRow]:
+        return await query_as(
+            self.store,
+            NamespaceRow,
             "SELECT name, description, toString(created_at) AS created_at FROM {db}.namespaces FINAL"
             " WHERE org = {org:String} AND tombstoned_at IS NULL ORDER BY name",
             {"org": org},
         )
 
-    async def set_grant(self, org: str, namespace: str, subject: str, role: str) -> dict[str, Any]:
-        row = {"org": org, "namespace": namespace, "subject": subject, "role": role, "updated_at": ch_time(), "version": _version()}
+    async def set_grant(self, org: str, namespace: str, subject: str, role: str) -> WrittenGrant:
+        row = WrittenGrant(org=org, namespace=namespace, subject=subject, role=role, updated_at=ch_time(), version=_version())
         await self.store.insert("{db}.grants", [row])
         return row
 
@@ -113,8 +135,10 @@ class IdentityStore:
         )
         return {r["namespace"]: Role.parse(r["role"]) for r in rows if r["role"] != "none"}
 
-    async def grants_in(self, org: str, namespace: str) -> list[dict[str, Any]]:
-        return await self.store.query(
+    async def grants_in(self, org: str, namespace: str) -> list[GrantRow]:
+        return await query_as(
+            self.store,
+            GrantRow,
             "SELECT subject, namespace, role, toString(updated_at) AS updated_at FROM {db}.grants FINAL"
             " WHERE org = {org:String} AND namespace IN ({namespace:String}, '*') AND role != 'none'"
             " ORDER BY subject, namespace",

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 
 from ..errors import ErrorCode, Unavailable
 from ..settings import Settings
@@ -37,6 +37,15 @@ class Store(Protocol):
     async def ping(self) -> None: ...
 
     async def close(self) -> None: ...
+
+
+Row = TypeVar("Row")
+
+
+async def query_as(store: Store, row: type[Row], sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+    """The query's rows typed as `row` (a TypedDict naming the SELECT's columns): the store
+    hands plain dicts; the plane that wrote the SELECT names their shape here, once."""
+    return cast(list[Row], await store.query(sql, params))
 
 
 @dataclass(frozen=True, slots=True)

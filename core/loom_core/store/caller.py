@@ -13,10 +13,21 @@ Tables write `{CALLER_COLUMNS_DDL}` into their CREATE TABLE and `caller_values(.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 CALLER_COLUMNS: tuple[str, ...] = ("subject", "agent", "user", "session")
 CALLER_COLUMNS_DDL = ",\n            ".join(f"{c} String" for c in CALLER_COLUMNS)
+
+
+class CallerRow(TypedDict):
+    """Whose call a row records: its org and namespace, then the four caller-label columns."""
+
+    org: str
+    namespace: str
+    subject: str
+    agent: str
+    user: str
+    session: str
 
 
 class _Caller(Protocol):

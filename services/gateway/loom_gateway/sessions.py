@@ -24,7 +24,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
 from loom_core.bus import kv
@@ -101,17 +101,26 @@ def _key(secret: str, purpose: bytes) -> bytes:
 # --- sign-in links ------------------------------------------------------------------------------
 
 
+class LoginClaims(TypedDict):
+    """What a sign-in code carries (short keys: the code rides in a URL)."""
+
+    o: str  # the org
+    s: str  # the subject
+    e: int  # when it expires (epoch seconds)
+    n: str  # the nonce that makes it single use
+
+
 def make_login_code(jwt_secret: str, org: str, subject: str, ttl_seconds: int, now: float | None = None) -> str:
     """A single-use sign-in code for `subject` in `org`: its claims and an HMAC under a key
     derived from LOOM_JWT_SECRET. The nonce is what makes it single use (see `LoginCodes`)."""
     check_name("org", org)
     check_subject("subject", subject)
-    claims = {"o": org, "s": subject, "e": int((now if now is not None else time.time()) + ttl_seconds), "n": secrets.token_hex(16)}
+    claims = LoginClaims(o=org, s=subject, e=int((now if now is not None else time.time()) + ttl_seconds), n=secrets.token_hex(16))
     payload = _b64(json.dumps(claims, separators=(",", ":")).encode())
     return f"{payload}.{_b64(hmac.new(_key(jwt_secret, b'loom login code'), payload.encode(), hashlib.sha256).digest())}"
 
 
-def read_login_code(code: str, jwt_secrets: tuple[str, ...], now: float | None = None) -> dict[str, Any]:
+def read_login_code(code: str, jwt_secrets: tuple[str, ...], now: float | None = None) -> LoginClaims:
     """The code's claims, or 401 AUTH_INVALID / AUTH_EXPIRED. Checks the signature (under the
     key or the one before a rotation) and the expiry; not whether it was used."""
     payload, _, sig = code.partition(".")
@@ -122,7 +131,8 @@ def read_login_code(code: str, jwt_secrets: tuple[str, ...], now: float | None =
     for secret in filter(None, jwt_secrets):
         want = hmac.new(_key(secret, b"loom login code"), payload.encode(), hashlib.sha256).digest()
         if hmac.compare_digest(want, given):
-            claims: dict[str, Any] = json.loads(_unb64(payload))
+            # Signed with our key: the claims are ours as make_login_code wrote them.
+            claims: LoginClaims = json.loads(_unb64(payload))
             at = now if now is not None else time.time()
             # The single-use mark lives as long as the bucket keeps it: a code must end first.
             if float(claims["e"]) <= at or float(claims["e"]) > at + BUCKET.ttl:

@@ -226,7 +226,7 @@ async def _lease_store(settings: Settings, name: str) -> tuple[Any, Any]:
     bus = await connect_bus(settings.nats_url, name=name, user=user, password=settings.nats_internal_password if user else "")
     try:
         return bus, await LeaseStore.open(bus)
-    except BaseException:
+    except BaseException:  # whatever stops the open (a cancellation too) closes the connection, then propagates
         await bus.close()
         raise
 

@@ -16,6 +16,7 @@ from .service.decisions import DecisionQuery, DecisionService
 from .service.evaluation import CheckRequest, EvaluationService, ReplayRequest
 from .service.rules import RuleService
 from .settings import PolicySettings
+from .store.rules import RuleRow, RuleSpec
 
 M = TypeVar("M", bound=Message)
 
@@ -24,37 +25,38 @@ def _struct_dict(msg: struct_pb2.Struct) -> dict[str, Any]:
     return json_format.MessageToDict(msg)
 
 
-def _rule_msg(row: dict[str, Any]) -> pb.Rule:
+def _rule_msg(row: RuleRow, broken_reason: str = "") -> pb.Rule:
     cond = struct_pb2.Struct()
-    cond.update(json.loads(row["condition"]) if isinstance(row["condition"], str) else row["condition"])
-    updated = str(row.get("updated_at", ""))
+    cond.update(json.loads(row["condition"]))
+    updated = row["updated_at"]
     return pb.Rule(
         name=row["name"],
         effect=row["effect"],
         actions=list(row["actions"]),
         condition=cond,
-        description=row.get("description", ""),
-        mode=row.get("mode", "inherit"),
-        leaf_count=int(row.get("leaf_count", 0)),
-        updated_by=row.get("updated_by", ""),
+        description=row["description"],
+        mode=row["mode"],
+        leaf_count=int(row["leaf_count"]),
+        updated_by=row["updated_by"],
         updated_time=us_to_iso(ch_to_us(updated) if updated else 0),
-        broken=bool(row.get("broken_reason")),
-        broken_reason=row.get("broken_reason", ""),
+        broken=bool(broken_reason),
+        broken_reason=broken_reason,
     )
 
 
-def _spec_dict(spec: pb.SetPolicyRequest | pb.RuleSpec) -> dict[str, Any]:
-    return {
-        "name": spec.name,
-        "effect": spec.effect,
-        "actions": list(spec.actions),
-        "condition": _struct_dict(spec.condition) if spec.HasField("condition") else None,
-        "description": spec.description,
-        "mode": spec.mode,
-    }
+def _spec(spec: pb.SetPolicyRequest | pb.RuleSpec) -> RuleSpec:
+    return RuleSpec(
+        name=spec.name,
+        effect=spec.effect,
+        actions=list(spec.actions),
+        condition=_struct_dict(spec.condition) if spec.HasField("condition") else None,
+        description=spec.description,
+        mode=spec.mode,
+    )
 
 
 def _parsed(msg_cls: type[M], body: dict[str, Any]) -> M:
+    """A message from a service's JSON answer (the message's JSON shape)."""
     msg = msg_cls()
     json_format.ParseDict(body, msg)
     return msg
@@ -68,7 +70,7 @@ class PolicyHandlers:
         self._settings = settings
 
     async def set_policy(self, req: pb.SetPolicyRequest, ctx: CallContext) -> pb.SetPolicyResponse:
-        out = await self._rules.set(ctx, _spec_dict(req))
+        out = await self._rules.set(ctx, _spec(req))
         return pb.SetPolicyResponse(
             rule=_rule_msg(out.row),
             leaf_count=out.leaf_count,
@@ -87,7 +89,7 @@ class PolicyHandlers:
         rows = await self._rules.live(ctx.org, ctx.namespace)
         s = self._settings
         return pb.ListPoliciesResponse(
-            rules=[_rule_msg(r) for r in rows],
+            rules=[_rule_msg(r, r["broken_reason"]) for r in rows],
             mode=s.policy_mode,
             max_window_seconds=s.policy_max_window_seconds,
             cache_ttl_seconds=s.policy_cache_ttl_seconds,
@@ -98,7 +100,7 @@ class PolicyHandlers:
             ctx,
             CheckRequest(
                 operation=req.operation,
-                rules=[_spec_dict(r) for r in req.rules],
+                rules=[_spec(r) for r in req.rules],
                 agent=req.agent,
                 user=req.user,
                 session=req.session,
@@ -118,7 +120,7 @@ class PolicyHandlers:
         body = await self._evaluation.replay(
             ctx,
             ReplayRequest(
-                rules=[_spec_dict(r) for r in req.rules],
+                rules=[_spec(r) for r in req.rules],
                 include_stored=req.include_stored,
                 names=list(req.names),
                 mode=req.mode,

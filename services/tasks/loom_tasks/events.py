@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
 
 from loom_core import fastjson
 from loom_core.bus import Bus, jspublish, task_subjects
@@ -35,6 +34,8 @@ from loom_core.bus.task_subjects import event_subject
 from loom_core.errors import ErrorCode, Unavailable
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.client import JetStreamContext
+
+from .domain.events import TaskEvent
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ class EventPublisher:
         info = await self.bus.js.stream_info(STREAM)
         self.atomic = bool(info.config.allow_atomic)
 
-    async def publish(self, event: dict[str, Any]) -> int:
+    async def publish(self, event: TaskEvent) -> int:
         """The event's stream sequence. Retries briefly; 503 when the stream does not answer."""
         subject = event_subject(event["org"], event["namespace"], event["inbox"], event["kind"])
         body = fastjson.dumps(event)
@@ -144,7 +145,7 @@ class EventPublisher:
         log.warning("task event %s not published: %s", event["event_id"], type(last).__name__)
         raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the event stream did not answer")
 
-    async def publish_all(self, events: list[dict[str, Any]], wait: float = 5.0) -> list[int]:
+    async def publish_all(self, events: list[TaskEvent], wait: float = 5.0) -> list[int]:
         """Publish `events` pipelined: all sent, then all acks awaited (JetStream stores one
         connection's publishes in the order sent). Their stream sequences, in order. Raises when
         any ack fails or does not come within `wait` seconds (the caller sends them again: `Nats-Msg-Id`

@@ -13,6 +13,7 @@ from loom_core.chain import CallContext
 from loom_core.chain.ledger import ledger_args
 from loom_core.errors import LoomError
 
+from .domain.events import TaskEvent
 from .domain.model import InboxRow, PolicyRow, TaskRow
 from .domain.validate import format_time
 from .service.deps import Deps
@@ -72,7 +73,8 @@ def task_pb(row: TaskRow, *, fence: bool = False, lease_expires_at: float | None
     )
 
 
-def event_pb(e: dict[str, Any]) -> pb.TaskEvent:
+def event_pb(e: TaskEvent) -> pb.TaskEvent:
+    """`e` as read off the stream, taken defensively (a field it lacks is empty)."""
     at = e.get("at")
     return pb.TaskEvent(
         seq=int(e.get("seq") or 0),
@@ -193,23 +195,23 @@ class Handlers:
         return pb.ListInboxPoliciesResponse(policies=[policy_pb(r) for r in rows])
 
     async def list_inbox_deliveries(self, req: pb.ListInboxDeliveriesRequest, ctx: CallContext) -> pb.ListInboxDeliveriesResponse:
-        rows = await self.inboxes.deliveries(ctx, req.inbox, req.limit)
+        attempts = await self.inboxes.deliveries(ctx, req.inbox, req.limit)
         return pb.ListInboxDeliveriesResponse(
             deliveries=[
                 pb.Delivery(
-                    delivery_id=str(r.get("delivery_id", "")),
-                    attempt=int(r.get("attempt") or 0),
-                    attempted_time=str(r.get("attempted_at", "")),
-                    outcome=str(r.get("outcome", "")),
-                    status_code=int(r.get("status_code") or 0),
-                    error=str(r.get("error", "")),
-                    url=str(r.get("url", "")),
-                    address=str(r.get("address", "")),
-                    newest_seq=int(r.get("newest_seq") or 0),
-                    event_count=int(r.get("event_count") or 0),
-                    duration_ms=float(r.get("duration_ms") or 0.0),
+                    delivery_id=a.delivery_id,
+                    attempt=a.attempt,
+                    attempted_time=a.attempted_at,
+                    outcome=a.outcome,
+                    status_code=a.status_code,
+                    error=a.error,
+                    url=a.url,
+                    address=a.address,
+                    newest_seq=a.newest_seq,
+                    event_count=a.event_count,
+                    duration_ms=a.duration_ms,
                 )
-                for r in rows
+                for a in attempts
             ]
         )
 

@@ -3,21 +3,20 @@ of identity.proto: proto in, proto out. Use cases in service/, rules in domain/ 
 
 from __future__ import annotations
 
-from typing import Any
-
 from loom_api.identity.v1 import identity_pb2 as pb
 from loom_core.chain import CallContext
+from loom_core.identity.store import GrantRow, NamespaceRow
 
 from .domain.times import rfc3339
 from .service.access import AccessService
 from .service.tokens import MintRequest, TokenService
 
 
-def _namespace(row: dict[str, Any]) -> pb.Namespace:
+def _namespace(row: NamespaceRow) -> pb.Namespace:
     return pb.Namespace(name=row["name"], description=row["description"], created_time=rfc3339(row["created_at"]))
 
 
-def _grant(row: dict[str, Any]) -> pb.Grant:
+def _grant(row: GrantRow) -> pb.Grant:
     return pb.Grant(subject=row["subject"], namespace=row["namespace"], role=row["role"], updated_time=rfc3339(row["updated_at"]))
 
 
@@ -54,7 +53,7 @@ class IdentityHandlers:
 
     async def set_grant(self, req: pb.SetGrantRequest, ctx: CallContext) -> pb.SetGrantResponse:
         row = await self._access.set_grant(ctx, req.subject, req.role)
-        return pb.SetGrantResponse(grant=_grant({**row, "subject": req.subject, "namespace": ctx.namespace, "role": req.role}))
+        return pb.SetGrantResponse(grant=_grant(row))
 
     async def list_grants(self, req: pb.ListGrantsRequest, ctx: CallContext) -> pb.ListGrantsResponse:
         return pb.ListGrantsResponse(grants=[_grant(r) for r in await self._access.grants_here(ctx)])
@@ -62,9 +61,7 @@ class IdentityHandlers:
     async def create_service_account(self, req: pb.CreateServiceAccountRequest, ctx: CallContext) -> pb.CreateServiceAccountResponse:
         role = req.role or "writer"
         subject, created, row = await self._access.create_service_account(ctx, req.name, req.description, role)
-        return pb.CreateServiceAccountResponse(
-            subject=subject, created=created, grant=_grant({**row, "subject": subject, "namespace": ctx.namespace, "role": role})
-        )
+        return pb.CreateServiceAccountResponse(subject=subject, created=created, grant=_grant(row))
 
     async def mint_token(self, req: pb.MintTokenRequest, ctx: CallContext) -> pb.MintTokenResponse:
         token, child = await self._tokens.mint(

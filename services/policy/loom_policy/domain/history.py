@@ -49,8 +49,9 @@ def drop_all_before(by_key: dict[_K, _S], cutoff: int) -> None:
 
 
 @dataclass(slots=True)
-class Event:
-    """One ledger row, as much of it as rules read."""
+class _Seen:
+    """What a call and a key it showed share: when, whose call, which op (positional fields
+    first, in this order, in each of them)."""
 
     ts: int
     subject: str
@@ -58,12 +59,18 @@ class Event:
     user: str
     session: str
     op: str
-    ok: bool
-    args: Mapping[str, str]
-    request_id: str = ""
 
     def key_value(self, kind: str) -> str:
         return key_value(kind, self.subject, self.agent, self.user, self.session)
+
+
+@dataclass(slots=True)
+class Event(_Seen):
+    """One ledger row, as much of it as rules read."""
+
+    ok: bool
+    args: Mapping[str, str]
+    request_id: str = ""
 
     @property
     def dedup(self) -> tuple[str, str, int, str]:
@@ -71,21 +78,12 @@ class Event:
 
 
 @dataclass(slots=True)
-class Exposure:
+class Exposure(_Seen):
     """One key an op returned to a principal (core/loom_core/exposures.py)."""
 
-    ts: int
-    subject: str
-    agent: str
-    user: str
-    session: str
-    op: str
     kind: str
     key: str
     request_id: str = ""
-
-    def key_value(self, kind: str) -> str:
-        return key_value(kind, self.subject, self.agent, self.user, self.session)
 
     @property
     def dedup(self) -> tuple[str, str, int, str, str]:

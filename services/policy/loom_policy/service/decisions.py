@@ -11,7 +11,7 @@ from loom_core.chain import CallContext
 from loom_core.store import Store
 
 from ..domain.timeutil import ch_to_us, us_to_iso
-from ..store.decisions import query_decisions, query_widened
+from ..store.decisions import RecordedDecision, RecordedWidening, query_decisions, query_widened
 from .evaluation import instant
 from .render import rules_from_stored
 
@@ -31,6 +31,7 @@ class DecisionService:
         self.store = store
 
     async def list(self, ctx: CallContext, q: DecisionQuery) -> list[dict[str, Any]]:
+        """Each entry in policy.decisions' JSON answer shape (pb.Decision)."""
         # decision, limit and since are checked against the proto's field options on every door (the chain).
         since = max(instant("since", q.since), 0) if q.since else 0  # nothing is recorded before the epoch
         limit = q.limit or 100
@@ -49,10 +50,10 @@ class DecisionService:
             )
             found += [(str(r["ts"]), _decision(r)) for r in rows]
         if q.decision in ("", WIDENED):
-            rows = await query_widened(
+            widenings = await query_widened(
                 self.store, ctx.org, ctx.namespace, agent=q.agent, op=q.operation, rule=q.rule, since_us=since, limit=limit
             )
-            found += [(str(r["ts"]), _widened(r)) for r in rows]
+            found += [(str(r["ts"]), _widened(r)) for r in widenings]
         # Both tables' `ts` is ClickHouse's DateTime64 text, which sorts as the instants do.
         found.sort(key=lambda pair: pair[0], reverse=True)
         return [entry for _, entry in found[:limit]]
@@ -65,7 +66,7 @@ def _time(ts: str) -> str:
     return us_to_iso(ch_to_us(ts) if ts else 0)
 
 
-def _decision(r: dict[str, Any]) -> dict[str, Any]:
+def _decision(r: RecordedDecision) -> dict[str, Any]:
     return {
         "time": _time(str(r["ts"])),
         "operation": r["op"],
@@ -85,7 +86,7 @@ def _decision(r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _widened(r: dict[str, Any]) -> dict[str, Any]:
+def _widened(r: RecordedWidening) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "time": _time(str(r["ts"])),
         "operation": f"policy.{r['change']}",
@@ -97,9 +98,9 @@ def _widened(r: dict[str, Any]) -> dict[str, Any]:
         "rule": r["rule"],
         "widened_reasons": list(r["reasons"]),
     }
-    for side in ("before", "after"):
-        if r[side]:
-            rule = json.loads(r[side])
+    for side, text in (("before", r["before"]), ("after", r["after"])):
+        if text:
+            rule = json.loads(text)
             if isinstance(rule.get("condition"), str):  # the rule row keeps its condition as JSON text
                 rule["condition"] = json.loads(rule["condition"])
             entry[side] = rule

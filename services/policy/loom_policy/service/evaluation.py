@@ -18,6 +18,7 @@ from ..domain.parser import parse_rule
 from ..domain.replay import replay
 from ..domain.timeutil import US, parse_instant, us_to_iso
 from ..settings import PolicySettings
+from ..store.rules import RuleSpec
 from .gate import PolicyGate, call_args, is_write
 from .live_history import now_us
 from .offline import caller_window, recorded, shape_of
@@ -34,16 +35,16 @@ _READ_VERBS = re.compile(
 @dataclass(frozen=True, slots=True)
 class CheckRequest:
     operation: str
-    rules: Sequence[dict[str, Any]]  # proposed rules (raw); empty: the stored ones
+    rules: Sequence[RuleSpec]  # proposed rules; empty: the stored ones
     agent: str
     user: str
     session: str
-    args: dict[str, Any]
+    args: dict[str, Any]  # the call's arguments: free-form JSON, as the op would take them
 
 
 @dataclass(frozen=True, slots=True)
 class ReplayRequest:
-    rules: Sequence[dict[str, Any]]
+    rules: Sequence[RuleSpec]
     include_stored: bool
     names: Sequence[str]
     mode: str
@@ -75,7 +76,7 @@ class EvaluationService:
             return is_write(spec)
         return not _READ_VERBS.search(op)
 
-    def proposed(self, specs: Sequence[dict[str, Any]]) -> list[CompiledRule]:
+    def proposed(self, specs: Sequence[RuleSpec]) -> list[CompiledRule]:
         out = []
         for i, spec in enumerate(specs):
             rule, _ = parse_rule(spec, max_window_seconds=self.settings.policy_max_window_seconds, prefix=f"rules[{i}]")
@@ -90,6 +91,7 @@ class EvaluationService:
         return out
 
     async def check(self, ctx: CallContext, req: CheckRequest) -> dict[str, Any]:
+        """The verdict in policy.check's JSON answer shape (pb.CheckPolicyResponse)."""
         # operation (required, an op name, no glob) is checked on every door against the proto's field options.
         rules = self.proposed(req.rules) if req.rules else await self.rules.stored(ctx.org, ctx.namespace)
         caller = Caller(ctx.subject, req.agent or ctx.agent, req.user or ctx.user, req.session or ctx.session)
@@ -124,6 +126,7 @@ class EvaluationService:
         return verdict_json(verdict)
 
     async def replay(self, ctx: CallContext, req: ReplayRequest) -> dict[str, Any]:
+        """The replay in policy.replay's JSON answer shape (pb.ReplayPolicyResponse)."""
         # mode and limit are checked on every door against the proto's field options.
         now = now_us()
         # No call is recorded after now or before the epoch: the window is cut to both (a

@@ -36,7 +36,7 @@ from ..domain.reservations import PendingCall, RecentIds, Reservations
 from ..domain.standing import Standing, decide
 from ..domain.timeutil import us_to_ch
 from ..settings import PolicySettings
-from ..store.decisions import DecisionWriter
+from ..store.decisions import DecisionCall, DecisionRow, DecisionWriter
 from ..store.reservations import LINGER_US, ReservationStore, SharedEntry
 from ..store.rules import RuleStore
 from ..store.schema import MIGRATIONS
@@ -287,8 +287,18 @@ class PolicyGate:
         # The row is rendered when the batch is written, off this call's path, from the call's
         # fields taken now: a closure over the call would keep its whole context alive until the
         # flush, long enough to reach the collector's oldest generation (more full collections).
-        fields = (ctx.org, ctx.namespace, ctx.subject, ctx.agent, ctx.user, ctx.session, ctx.op.name, ctx.transport, ctx.request_id)
-        self.decisions.record(partial(_decision_row, fields, now, verdict))
+        about: DecisionCall = {
+            "org": ctx.org,
+            "namespace": ctx.namespace,
+            "subject": ctx.subject,
+            "agent": ctx.agent,
+            "user": ctx.user,
+            "session": ctx.session,
+            "op": ctx.op.name,
+            "transport": ctx.transport,
+            "request_id": ctx.request_id,
+        }
+        self.decisions.record(partial(_decision_row, about, now, verdict))
 
     async def evaluate(
         self,
@@ -309,11 +319,7 @@ class PolicyGate:
         rules, which no live window is shaped for, over a one-off read of the caller's)."""
         assert self.history is not None
         if ad_hoc and self.history.cached_window(org, namespace, shape) is None:
-            try:
-                window: Window | None = await self.history.one_off(org, namespace, caller.subject, shape)
-            except Exception:  # noqa: BLE001 - reported as an evaluation error, never a 500
-                log.warning("policy: history for %s/%s could not be read", org, namespace)
-                window = None
+            window = await _window_or_none(org, namespace, self.history.one_off(org, namespace, caller.subject, shape))
         else:
             window = await self._window(org, namespace, shape)
         return self._decide(window, rules, caller, now, args, op=op, write_shaped=write_shaped, mode=mode)
@@ -324,11 +330,7 @@ class PolicyGate:
         window = self.history.cached_window(org, namespace, shape)
         if window is not None:
             return window
-        try:
-            return await self.history.window(org, namespace, shape)
-        except Exception:  # noqa: BLE001 - reported as an evaluation error, never a 500
-            log.warning("policy: history for %s/%s could not be read", org, namespace)
-            return None
+        return await _window_or_none(org, namespace, self.history.window(org, namespace, shape))
 
     def _decide(
         self,
@@ -382,13 +384,19 @@ def _call_args_once(op: OpSpec, args: Mapping[str, Any]) -> Callable[[], Mapping
     return get
 
 
-# The call's columns of a decision row, in the order `_record` takes their values.
-_CALL_COLUMNS = ("org", "namespace", "subject", "agent", "user", "session", "op", "transport", "request_id")
+async def _window_or_none(org: str, namespace: str, read: Awaitable[Window]) -> Window | None:
+    """The history `read` gives, or None when the store cannot give it (the verdict then says
+    so as an evaluation error)."""
+    try:
+        return await read
+    except Exception:  # noqa: BLE001 - whatever the read raised is an evaluation error, never a 500
+        log.warning("policy: history for %s/%s could not be read", org, namespace)
+        return None
 
 
-def _decision_row(fields: tuple[str, ...], now: int, verdict: Verdict) -> dict[str, Any]:
+def _decision_row(about: DecisionCall, now: int, verdict: Verdict) -> DecisionRow:
     return {
-        **dict(zip(_CALL_COLUMNS, fields, strict=True)),
+        **about,
         "decision": verdict.decision,
         "enforced": verdict.would_enforce,
         "mode": verdict.mode,

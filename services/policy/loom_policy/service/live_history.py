@@ -290,28 +290,7 @@ class LiveHistory:
         rows = await hist.events(self.store, org, ns, since_us=since, patterns=patterns, subject=subject, limit=self.cap)
         xrows = await hist.exposures(self.store, org, ns, since_us=since, kinds=shape.exposure_kinds, subject=subject, limit=self.cap)
         live = await load_live_rows(self.store, org, ns) if shape.exposure_kinds else {}
-        w = Window(shape=shape, floor_us=since, cap=self.cap)
-        for batch in (rows, xrows):
-            if len(batch) >= self.cap:
-                w.floor_us = max(w.floor_us, int(batch[-1]["t"]) + 1)
-        seen: set[Any] = set()
-        for r in reversed(rows):
-            ev = event_from_table(r)
-            seen.add(ev.dedup)
-            w.add_event(ev)
-        for r in self._ring:
-            if r[0] == org and r[1] == ns and r[3] == subject and r[2] >= since and _event_dedup(r) not in seen:
-                w.add_event(event_from_ring(r))
-        seen_x: set[Any] = set()
-        for r in reversed(xrows):
-            x = exposure_from_table(r)
-            seen_x.add(x.dedup)
-            w.add_exposure(x)
-        for rx in self._ring_x:
-            if rx[0] == org and rx[1] == ns and rx[3] == subject and rx[2] >= since and _exposure_dedup(rx) not in seen_x:
-                w.add_exposure(Exposure(*rx[2:]))
-        w.live_rows = live
-        return w
+        return self._merged(org, ns, shape, since, rows, xrows, live, self.cap, subject)
 
     def rules_changed(self, key: NsKey, shape: Shape) -> None:
         """A namespace's rules changed: drop its window when it has none, else rebuild it in
@@ -355,18 +334,39 @@ class LiveHistory:
         xrows = await hist.exposures(self.store, org, ns, since_us=since, kinds=shape.exposure_kinds, limit=BACKFILL_LIMIT)
         live = await load_live_rows(self.store, org, ns) if shape.exposure_kinds else {}
         # From here on nothing awaits, so no row can slip between the table read and the ring.
+        w = self._merged(org, ns, shape, since, rows, xrows, live, BACKFILL_LIMIT)
+        self._live_at[key] = time.monotonic()
+        slot = self._slots.get(key)
+        if slot is not None and slot.shape == shape:
+            slot.window = w
+        return w
+
+    def _merged(
+        self,
+        org: str,
+        ns: str,
+        shape: Shape,
+        since: int,
+        rows: list[dict[str, Any]],
+        xrows: list[dict[str, Any]],
+        live: dict[str, int],
+        limit: int,
+        subject: str | None = None,
+    ) -> Window:
+        """A window of the table's rows (`limit` each at most, newest first) and the ring's rows
+        not landed yet, since `since` (one subject's when named). A read cut at `limit` holds
+        nothing before its oldest row: the window's floor rises past it."""
         w = Window(shape=shape, floor_us=since, cap=self.cap)
-        if len(rows) >= BACKFILL_LIMIT:
-            w.floor_us = max(w.floor_us, int(rows[-1]["t"]) + 1)
-        if len(xrows) >= BACKFILL_LIMIT:
-            w.floor_us = max(w.floor_us, int(xrows[-1]["t"]) + 1)
+        for batch in (rows, xrows):
+            if len(batch) >= limit:
+                w.floor_us = max(w.floor_us, int(batch[-1]["t"]) + 1)
         seen: set[Any] = set()
         for r in reversed(rows):
             ev = event_from_table(r)
             seen.add(ev.dedup)
             w.add_event(ev)
         for r in self._ring:
-            if r[0] == org and r[1] == ns and r[2] >= since and _event_dedup(r) not in seen:
+            if r[0] == org and r[1] == ns and (subject is None or r[3] == subject) and r[2] >= since and _event_dedup(r) not in seen:
                 w.add_event(event_from_ring(r))
         seen_x: set[Any] = set()
         for r in reversed(xrows):
@@ -374,13 +374,15 @@ class LiveHistory:
             seen_x.add(x.dedup)
             w.add_exposure(x)
         for rx in self._ring_x:
-            if rx[0] == org and rx[1] == ns and rx[2] >= since and _exposure_dedup(rx) not in seen_x:
+            if (
+                rx[0] == org
+                and rx[1] == ns
+                and (subject is None or rx[3] == subject)
+                and rx[2] >= since
+                and _exposure_dedup(rx) not in seen_x
+            ):
                 w.add_exposure(Exposure(*rx[2:]))
         w.live_rows = live
-        self._live_at[key] = time.monotonic()
-        slot = self._slots.get(key)
-        if slot is not None and slot.shape == shape:
-            slot.window = w
         return w
 
     # -- upkeep ------------------------------------------------------------------------------

@@ -20,7 +20,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from loom_core.bus import Bus
 from loom_core.errors import ValidationFailed
@@ -32,7 +31,7 @@ from ..domain.model import EFFECTS, RULE_MODES
 from ..domain.parser import parse_rule
 from ..domain.standing import Standing
 from ..settings import PolicySettings
-from ..store.rules import RuleStore
+from ..store.rules import RuleRow, RuleSpec, RuleStore
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +41,7 @@ NsKey = tuple[str, str]
 @dataclass(slots=True)
 class NamespaceRules:
     rules: tuple[CompiledRule, ...] = ()
-    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rows: dict[str, RuleRow] = field(default_factory=dict)
     shape: Shape = field(default_factory=Shape)
     _by_op: dict[str, tuple[CompiledRule, ...]] = field(default_factory=dict)
     _counted: dict[str, bool] = field(default_factory=dict)
@@ -84,21 +83,21 @@ class NamespaceRules:
 EMPTY = NamespaceRules()
 
 
-def _raw(row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "name": row["name"],
-        "effect": row["effect"],
-        "actions": list(row["actions"]),
-        "condition": json.loads(row["condition"]) if isinstance(row["condition"], str) else row["condition"],
-        "description": row.get("description", ""),
-        "mode": row.get("mode", "inherit"),
-    }
+def _spec(row: RuleRow) -> RuleSpec:
+    return RuleSpec(
+        name=row["name"],
+        effect=row["effect"],
+        actions=list(row["actions"]),
+        condition=json.loads(row["condition"]),
+        description=row["description"],
+        mode=row["mode"],
+    )
 
 
-def compile_row(row: dict[str, Any], max_window_seconds: int) -> CompiledRule:
+def compile_row(row: RuleRow, max_window_seconds: int) -> CompiledRule:
     """A stored rule compiled, or a BrokenRule carrying why it no longer compiles."""
     try:
-        rule, _ = parse_rule(_raw(row), max_window_seconds=max_window_seconds)
+        rule, _ = parse_rule(_spec(row), max_window_seconds=max_window_seconds)
         return compile_rule(rule)
     except (ValidationFailed, ValueError, TypeError, KeyError) as exc:
         reason = exc.message if isinstance(exc, ValidationFailed) else f"malformed stored row ({type(exc).__name__})"
@@ -109,13 +108,13 @@ def compile_row(row: dict[str, Any], max_window_seconds: int) -> CompiledRule:
         return BrokenRule(str(row.get("name", "")), str(effect), actions, str(mode), reason)
 
 
-def broken_reason(row: dict[str, Any], max_window_seconds: int) -> str:
+def broken_reason(row: RuleRow, max_window_seconds: int) -> str:
     """Why a stored rule no longer compiles ("" when it does): what policy.list shows."""
     rule = compile_row(row, max_window_seconds)
     return rule.reason if isinstance(rule, BrokenRule) else ""
 
 
-def build_namespace(rows: list[dict[str, Any]], max_window_seconds: int) -> NamespaceRules:
+def build_namespace(rows: list[RuleRow], max_window_seconds: int) -> NamespaceRules:
     # A rule that no longer compiles stays, as a BrokenRule: it fails closed for writes.
     compiled = [compile_row(row, max_window_seconds) for row in rows]
     shape = Shape()
@@ -222,7 +221,7 @@ class RuleBook:
         started = time.monotonic()
         gens = dict(self._gen)
         rows = await self.store.all_live()
-        by_ns: dict[NsKey, list[dict[str, Any]]] = {}
+        by_ns: dict[NsKey, list[RuleRow]] = {}
         for r in rows:
             by_ns.setdefault((r["org"], r["namespace"]), []).append(r)
         for key in set(by_ns) | set(self._ns):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from loom_core.bus import Bus
 from loom_core.chain import CallContext
@@ -20,16 +19,22 @@ from ..domain.parser import parse_rule
 from ..domain.timeutil import us_to_ch
 from ..domain.widening import widened
 from ..settings import PolicySettings
-from ..store.decisions import write_audit
-from ..store.rules import RuleStore
+from ..store.decisions import AuditRow, write_audit
+from ..store.rules import RuleRow, RuleSpec, RuleStore, WrittenRuleRow
 from .gate import PolicyGate
 from .live_history import now_us
 from .rulebook import broken_reason, compile_row
 
 
+class ListedRule(RuleRow):
+    """A live rule as policy.list shows it: "" unless it no longer compiles."""
+
+    broken_reason: str
+
+
 @dataclass(frozen=True, slots=True)
 class SetOutcome:
-    row: dict[str, Any]
+    row: WrittenRuleRow
     leaf_count: int
     widened: bool
     widened_reasons: list[str]
@@ -56,7 +61,7 @@ class RuleService:
         self.settings = settings
         self.gate = gate if gate is not None and gate.enabled else None
 
-    def compile_stored(self, row: dict[str, Any]) -> CompiledRule:
+    def compile_stored(self, row: RuleRow) -> CompiledRule:
         return compile_row(row, self.settings.policy_max_window_seconds)
 
     async def stored(self, org: str, namespace: str) -> list[CompiledRule]:
@@ -65,7 +70,7 @@ class RuleService:
             return list((await self.gate.rules.get(org, namespace)).rules)
         return [self.compile_stored(r) for r in await self.rules.live_in(org, namespace)]
 
-    async def set(self, ctx: CallContext, raw: dict[str, Any]) -> SetOutcome:
+    async def set(self, ctx: CallContext, raw: RuleSpec) -> SetOutcome:
         rule, warnings = parse_rule(raw, max_window_seconds=self.settings.policy_max_window_seconds)
         warnings += argument_warnings(rule, self.op_arguments)
         mode = effective_mode(rule.mode, self.settings.policy_mode)
@@ -85,7 +90,15 @@ class RuleService:
         row = await self.rules.put(
             ctx.org,
             ctx.namespace,
-            {**raw, "condition": rule.raw_condition, "mode": rule.mode, "description": rule.description, "leaf_count": rule.leaf_count},
+            RuleSpec(
+                name=raw["name"],
+                effect=raw["effect"],
+                actions=raw["actions"],
+                condition=rule.raw_condition,
+                description=rule.description,
+                mode=rule.mode,
+            ),
+            rule.leaf_count,
             ctx.subject,
         )
         if wide:
@@ -104,10 +117,10 @@ class RuleService:
         await self._audit(ctx, name, "delete", reasons, old_row, None)
         await self._changed(ctx.org, ctx.namespace)
 
-    async def live(self, org: str, namespace: str) -> list[dict[str, Any]]:
-        """The namespace's live rules, each with `broken_reason` ("" unless it no longer compiles)."""
+    async def live(self, org: str, namespace: str) -> list[ListedRule]:
+        """The namespace's live rules, each with why it no longer compiles, if it does not."""
         rows = await self.rules.live_in(org, namespace)
-        return [{**r, "broken_reason": broken_reason(r, self.settings.policy_max_window_seconds)} for r in rows]
+        return [ListedRule(**r, broken_reason=broken_reason(r, self.settings.policy_max_window_seconds)) for r in rows]
 
     async def _changed(self, org: str, namespace: str) -> None:
         if self.gate is not None and self.gate.rules is not None:
@@ -117,28 +130,33 @@ class RuleService:
             await self.bus.nc.publish(RULES_SUBJECT, json.dumps({"org": org, "namespace": namespace}).encode())
 
     async def _audit(
-        self, ctx: CallContext, name: str, change: str, reasons: list[str], before: dict[str, Any] | None, after: dict[str, Any] | None
+        self, ctx: CallContext, name: str, change: str, reasons: list[str], before: RuleRow | None, after: RuleRow | None
     ) -> None:
-        def snap(row: dict[str, Any] | None) -> str:
-            if row is None:
-                return ""
-            keep = ("name", "effect", "actions", "condition", "mode", "leaf_count")
-            return json.dumps({k: row[k] for k in keep}, sort_keys=True, default=str)
-
         await write_audit(
             self.rules.store,
-            {
-                "ts": us_to_ch(now_us()),
-                "org": ctx.org,
-                "namespace": ctx.namespace,
-                "kind": "policy.widened",
-                "subject": ctx.subject,
-                "agent": ctx.agent,
-                "request_id": ctx.request_id,
-                "rule": name,
-                "change": change,
-                "reasons": reasons,
-                "before": snap(before),
-                "after": snap(after),
-            },
+            AuditRow(
+                ts=us_to_ch(now_us()),
+                org=ctx.org,
+                namespace=ctx.namespace,
+                kind="policy.widened",
+                subject=ctx.subject,
+                agent=ctx.agent,
+                request_id=ctx.request_id,
+                rule=name,
+                change=change,
+                reasons=reasons,
+                before=_audited_rule(before),
+                after=_audited_rule(after),
+            ),
         )
+
+
+def _audited_rule(row: RuleRow | None) -> str:
+    """What a policy_audit row keeps of a rule before or after a change ("" where there is none)."""
+    if row is None:
+        return ""
+    kept = {k: v for k, v in row.items() if k in _AUDITED_FIELDS}
+    return json.dumps(kept, sort_keys=True, default=str)
+
+
+_AUDITED_FIELDS = frozenset(("name", "effect", "actions", "condition", "mode", "leaf_count"))

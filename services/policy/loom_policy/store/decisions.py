@@ -16,10 +16,11 @@ import json
 import logging
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TypedDict
 
 from loom_core.bus import Bus
-from loom_core.store import Store, Where
+from loom_core.store import Store, Where, query_as
+from loom_core.store.caller import CallerRow
 
 from ..bus import DECISIONS_SUBJECT
 
@@ -32,18 +33,89 @@ RENDER_CHUNK = 16
 PAYLOAD_HEADROOM = 1024
 
 
+class DecisionCall(CallerRow):
+    """The call a policy_decisions row is about."""
+
+    op: str
+    transport: str
+    request_id: str
+
+
+class DecisionRow(DecisionCall):
+    """A policy_decisions row as the gate writes it."""
+
+    decision: str
+    enforced: bool
+    mode: str
+    write_shaped: bool
+    determining_rules: list[str]
+    rule_names: list[str]
+    latency_ms: float
+    ts: str
+    # JSON text: the evaluation errors, and each rule's outcome in render.rules_stored's form.
+    errors: str
+    rules: str
+
+
+class RecordedDecision(TypedDict):
+    """A policy_decisions row as query_decisions reads it (`ts` as text)."""
+
+    ts: str
+    subject: str
+    agent: str
+    user: str
+    session: str
+    op: str
+    request_id: str
+    decision: str
+    enforced: bool
+    mode: str
+    write_shaped: bool
+    determining_rules: list[str]
+    errors: str
+    rules: str
+    latency_ms: float
+
+
+class RecordedWidening(TypedDict):
+    """A policy_audit row as query_widened reads it."""
+
+    ts: str
+    subject: str
+    agent: str
+    request_id: str
+    rule: str
+    change: str
+    reasons: list[str]
+    # The rule before and after the change as JSON text ("" for none).
+    before: str
+    after: str
+
+
+class AuditRow(RecordedWidening):
+    """A policy_audit row as written: a rule change that widened what agents may do."""
+
+    org: str
+    namespace: str
+    kind: str
+
+
+#: A row, or what renders it when its batch is written.
+PendingRow = DecisionRow | Callable[[], DecisionRow]
+
+
 class DecisionWriter:
     def __init__(self, store: Store, flush_interval: float, batch_max: int = 1000, bus: Bus | None = None) -> None:
         self.store = store
         self.bus = bus
         self.flush_interval = flush_interval
         self.batch_max = batch_max
-        self._buf: list[dict[str, Any] | Callable[[], dict[str, Any]]] = []
+        self._buf: list[PendingRow] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
 
-    def record(self, row: dict[str, Any] | Callable[[], dict[str, Any]]) -> None:
+    def record(self, row: PendingRow) -> None:
         """Buffer a row, or what renders it when the batch is written (off the call's path)."""
         if len(self._buf) >= MAX_BUFFER:
             # The store is down for long: drop the oldest rather than grow without bound.
@@ -60,7 +132,7 @@ class DecisionWriter:
         pending, self._buf = self._buf, []
         if not pending:
             return
-        rows: list[dict[str, Any]] = []
+        rows: list[DecisionRow] = []
         try:
             for i, row in enumerate(pending):
                 rows.append(row() if callable(row) else row)
@@ -81,7 +153,7 @@ class DecisionWriter:
             self._buf[:0] = rows[sent:]
             raise
 
-    def _batches(self, rows: list[dict[str, Any]]) -> list[tuple[list[dict[str, Any]], list[bytes]]]:
+    def _batches(self, rows: list[DecisionRow]) -> list[tuple[list[DecisionRow], list[bytes]]]:
         """Rows in batches one message each can carry (each row encoded once): a JetStream
         message is at most the server's max_payload (1 MB by default), and a batch of many rows
         with their per-rule JSON can be larger (1,000 rows of ten rules are ~2.5 MB): published
@@ -89,8 +161,8 @@ class DecisionWriter:
         if self.bus is None:
             return [(rows, [])]
         limit = int(self.bus.nc.max_payload or 1 << 20) - PAYLOAD_HEADROOM
-        batches: list[tuple[list[dict[str, Any]], list[bytes]]] = []
-        batch: list[dict[str, Any]] = []
+        batches: list[tuple[list[DecisionRow], list[bytes]]] = []
+        batch: list[DecisionRow] = []
         encoded: list[bytes] = []
         size = 0
         for row in rows:
@@ -105,7 +177,7 @@ class DecisionWriter:
             batches.append((batch, encoded))
         return batches
 
-    async def _ship(self, rows: list[dict[str, Any]], encoded: list[bytes]) -> None:
+    async def _ship(self, rows: list[DecisionRow], encoded: list[bytes]) -> None:
         batch_id = uuid.uuid4().hex
         if self.bus is not None:
             payload = b'{"id":"%s","rows":[%s]}' % (batch_id.encode(), b",".join(encoded))
@@ -140,14 +212,14 @@ class DecisionWriter:
                 await asyncio.sleep(self.flush_interval)
 
 
-async def insert_batch(store: Store, rows: list[dict[str, Any]], batch_id: str) -> None:
+async def insert_batch(store: Store, rows: list[DecisionRow], batch_id: str) -> None:
     """One batch into the table; a batch inserted twice (a redelivery) lands once."""
     await store.insert(TABLE, rows, dedup_token=batch_id)
 
 
 async def query_decisions(
     store: Store, org: str, namespace: str, *, decision: str, agent: str, op: str, rule: str, since_us: int, limit: int
-) -> list[dict[str, Any]]:
+) -> list[RecordedDecision]:
     where = _audited(org, namespace, agent, since_us, "d")
     if decision:
         where.add("decision = {decision:String}", decision=decision)
@@ -159,7 +231,7 @@ async def query_decisions(
         "SELECT toString(ts) AS ts, subject, agent, user, session, op, request_id, decision, enforced, mode, write_shaped,"
         f" determining_rules, errors, rules, latency_ms FROM {{db}}.policy_decisions AS d WHERE {where} ORDER BY d.ts DESC LIMIT {{limit:UInt32}}"
     )
-    return await store.query(sql, where.bind(limit=limit))
+    return await query_as(store, RecordedDecision, sql, where.bind(limit=limit))
 
 
 def _audited(org: str, namespace: str, agent: str, since_us: int, alias: str) -> Where:
@@ -175,7 +247,7 @@ def _audited(org: str, namespace: str, agent: str, since_us: int, alias: str) ->
     return where
 
 
-async def write_audit(store: Store, row: dict[str, Any]) -> None:
+async def write_audit(store: Store, row: AuditRow) -> None:
     await store.insert("{db}.policy_audit", [row])
 
 
@@ -185,7 +257,7 @@ AUDIT_OPS = {"policy.set": "set", "policy.delete": "delete"}
 
 async def query_widened(
     store: Store, org: str, namespace: str, *, agent: str, op: str, rule: str, since_us: int, limit: int
-) -> list[dict[str, Any]]:
+) -> list[RecordedWidening]:
     """The namespace's policy.widened audit rows, newest first, under policy.decisions' filters."""
     where = _audited(org, namespace, agent, since_us, "a").add("kind = 'policy.widened'")
     if op:
@@ -196,4 +268,4 @@ async def query_widened(
         "SELECT toString(ts) AS ts, subject, agent, request_id, rule, change, reasons, before, after"
         f" FROM {{db}}.policy_audit AS a WHERE {where} ORDER BY a.ts DESC LIMIT {{limit:UInt32}}"
     )
-    return await store.query(sql, where.bind(limit=limit))
+    return await query_as(store, RecordedWidening, sql, where.bind(limit=limit))

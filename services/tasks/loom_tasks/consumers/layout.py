@@ -38,44 +38,47 @@ FETCH = 1000
 #: A sweep watch's consumer outlives its last fetch this long (a holder that died leaves none behind).
 WATCH_INACTIVE_SECONDS = 30.0
 
-PROJECTOR = Consumer(
+
+def _durable_batches(name: str, subject: str, stream: str, durable: str, ack_wait: float, description: str) -> Consumer:
+    """A durable batch pull consumer whose fetch is acked once its handler returns (after the
+    write: NACK_ON_ERROR) and redelivered `ack_wait` seconds after a replica died holding it."""
+    return Consumer(
+        name,
+        subject,
+        stream=stream,
+        durable=durable,
+        ack=AckPolicy.NACK_ON_ERROR,
+        pull_batch=FETCH,
+        pull_timeout_seconds=1.0,
+        batch=True,
+        config=ConsumerConfig(
+            durable_name=durable,
+            ack_policy=JsAckPolicy.EXPLICIT,
+            ack_wait=ack_wait,
+            deliver_policy=DeliverPolicy.ALL,
+            max_ack_pending=50_000,
+            filter_subject=subject,
+        ),
+        description=description,
+    )
+
+
+PROJECTOR = _durable_batches(
     "task-projector",
     truth.SUBJECTS[0],
-    stream=truth.STREAM,
-    durable=PROJECTOR_DURABLE,
-    ack=AckPolicy.NACK_ON_ERROR,
-    pull_batch=FETCH,
-    pull_timeout_seconds=1.0,
-    batch=True,
-    config=ConsumerConfig(
-        durable_name=PROJECTOR_DURABLE,
-        ack_policy=JsAckPolicy.EXPLICIT,
-        ack_wait=10.0,  # a dead replica's writes come back to the others this soon
-        deliver_policy=DeliverPolicy.ALL,
-        max_ack_pending=50_000,
-        filter_subject=truth.SUBJECTS[0],
-    ),
-    description="task state writes -> task.updates events and the ClickHouse projection task_state (acked after both)",
+    truth.STREAM,
+    PROJECTOR_DURABLE,
+    10.0,  # a dead replica's writes come back to the others this soon
+    "task state writes -> task.updates events and the ClickHouse projection task_state (acked after both)",
 )
 
-NOTES = Consumer(
+NOTES = _durable_batches(
     "task-notes",
     task_subjects.kind_filter("progress"),
-    stream=STREAM,
-    durable=NOTES_DURABLE,
-    ack=AckPolicy.NACK_ON_ERROR,
-    pull_batch=FETCH,
-    pull_timeout_seconds=1.0,
-    batch=True,
-    config=ConsumerConfig(
-        durable_name=NOTES_DURABLE,
-        ack_policy=JsAckPolicy.EXPLICIT,
-        ack_wait=30.0,
-        deliver_policy=DeliverPolicy.ALL,
-        max_ack_pending=50_000,
-        filter_subject=task_subjects.kind_filter("progress"),
-    ),
-    description="task.progress notes (events with no state write) -> task.history's table task_events (acked after the insert)",
+    STREAM,
+    NOTES_DURABLE,
+    30.0,
+    "task.progress notes (events with no state write) -> task.history's table task_events (acked after the insert)",
 )
 
 #: Durable consumers earlier versions kept, deleted at start (best effort) so none piles up

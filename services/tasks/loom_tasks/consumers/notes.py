@@ -11,13 +11,13 @@ readers keep the first row of an event_id. task.history waits for it as for the 
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from loom_core.bus import Bus, Consumer
 
-from ..store.tasks import TaskStore
+from ..domain.events import from_wire
+from ..store.tasks import EventRow, TaskStore
 from .batches import BatchConsumer
 from .layout import NOTES
 from .projector import batch_token, history_row
@@ -33,13 +33,10 @@ class NotesWriter(BatchConsumer):
         self.projection = projection
 
     async def apply(self, msgs: list[Any]) -> None:
-        rows: list[dict[str, Any]] = []
+        rows: list[EventRow] = []
         for m in msgs:
-            try:
-                event = json.loads(m.data)
-            except ValueError:
-                event = None
-            row = history_row(event) if isinstance(event, dict) else None
+            event = from_wire(m.data)
+            row = history_row(event) if event is not None else None
             if row is None:
                 log.warning("task notes writer: skipped a malformed event")
                 continue

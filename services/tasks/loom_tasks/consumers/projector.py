@@ -42,11 +42,12 @@ from loom_core.batching import Pacer
 from loom_core.bus import Bus, Consumer
 from loom_core.bus.position import stream_seq
 
+from ..domain.events import TaskEvent
 from ..domain.model import TaskRow
 from ..domain.validate import parse_time
 from ..events import EventPublisher
 from ..store import truth
-from ..store.tasks import TaskStore, event_row, to_store
+from ..store.tasks import EventRow, ProjectedTask, TaskStore, event_row, to_store
 from .batches import BatchConsumer
 from .layout import PROJECTOR
 
@@ -91,7 +92,7 @@ class Projector(BatchConsumer):
         """Apply nats-py messages of LOOM_TASK_STATE (events, then the projection and the history);
         raises when any step fails (nothing is acknowledged here: the caller acks once this returns)."""
         newest: dict[tuple[str, str], truth.State] = {}
-        events: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        events: dict[tuple[str, str], list[TaskEvent]] = {}
         tombstones: list[tuple[str, str, int]] = []
         seqs = [stream_seq(m) for m in msgs]
         last_seq = max(seqs, default=0)
@@ -136,7 +137,7 @@ class Projector(BatchConsumer):
         if self.on_applied is not None:
             self.on_applied(self.applied_seq)
 
-    async def _paced_write(self, rows: list[dict[str, Any]], history: list[dict[str, Any]], token: str, *, full: bool) -> None:
+    async def _paced_write(self, rows: list[ProjectedTask], history: list[EventRow], token: str, *, full: bool) -> None:
         """The fetch's projection insert, at most one per `linger` unless the fetch is full
         (loom_core.batching.Pacer). A chDB insert costs about the same CPU whatever its size (a
         part written now, merged later: 5-6 ms on this 2-core machine for one row or a hundred),
@@ -151,8 +152,8 @@ class Projector(BatchConsumer):
         await self.pacer.turn(full=full or self._stopping)
         try:
             await self.projection.write(rows, history, token)
-        except BaseException:
-            self.pacer.again()  # the fetch's next attempt goes at once
+        except BaseException:  # a failure or a cancellation alike: the fetch's next attempt goes at once, then it propagates
+            self.pacer.again()
             raise
 
     async def stop(self) -> None:
@@ -165,7 +166,7 @@ class Projector(BatchConsumer):
         self.pacer.hurry()
 
 
-def history_row(event: dict[str, Any]) -> dict[str, Any] | None:
+def history_row(event: TaskEvent) -> EventRow | None:
     """An event's row of `task_events`, at the event's own time; None for a malformed event
     (logged and left out: it must not hold the projection back for ever)."""
     try:

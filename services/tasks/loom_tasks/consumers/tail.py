@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import secrets
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 from faststream.nats.message import NatsBatchMessage
 from loom_core.aio import cancel_and_wait
@@ -30,6 +28,7 @@ from loom_core.bus import Bus, Consuming
 from loom_core.bus.position import stream_seq
 from nats.js.errors import NotFoundError
 
+from ..domain.events import TaskEvent, from_wire
 from ..events import STREAM
 from .layout import EVENTS_TAIL, named
 
@@ -38,7 +37,8 @@ IDLE_SECONDS = 60.0
 #: How often an open tail checks that its consumer still exists.
 CHECK_SECONDS = 5.0
 
-Keep = Callable[[dict[str, Any]], bool]
+#: Whether a waiting call takes an event.
+Keep = Callable[[TaskEvent], bool]
 
 
 def subject_matches(pattern: list[str], subject: list[str]) -> bool:
@@ -62,7 +62,7 @@ class Waiter:
         self.after = after
         self.keep = keep
         self.limit = limit
-        self.events: list[dict[str, Any]] = []
+        self.events: list[TaskEvent] = []
         self.seen = after
         self.arrived = asyncio.Event()
 
@@ -120,17 +120,14 @@ class EventTail:
                 break
             seq = stream_seq(m)
             subject = m.subject.split(".")
-            body: dict[str, Any] | None = None
+            body: TaskEvent | None = None
+            decoded = False
             for w in self.waiters:
                 if seq <= w.seen or len(w.events) >= w.limit or not subject_matches(w.pattern, subject):
                     continue
                 w.seen = seq
-                if body is None:
-                    try:
-                        parsed = json.loads(m.data)
-                    except ValueError:
-                        parsed = None
-                    body = parsed if isinstance(parsed, dict) else {}
+                if not decoded:
+                    body, decoded = from_wire(m.data), True
                 if body and w.keep(body):
                     w.events.append({**body, "seq": seq})
                     woken.add(w)

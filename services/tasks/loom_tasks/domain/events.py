@@ -13,11 +13,45 @@ same event (JetStream drops it as a duplicate inside its window; readers keep th
 
 from __future__ import annotations
 
+import json
 import uuid
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from .model import TaskRow
 from .validate import format_time
+
+
+class TaskEvent(TypedDict):
+    """A task event as it travels (the JSON above); what a reader decodes from the wire may be
+    malformed, and its readers (`handlers.event_pb`, the projector) take it defensively."""
+
+    event_id: str
+    org: str
+    namespace: str
+    inbox: str
+    task_id: str
+    kind: str
+    poster: str
+    status: str
+    at: str
+    version: int
+    reason: str
+    actor: str
+    actor_agent: str
+    task_kind: str
+    title: str
+    data: dict[str, Any]  # the move's own fields: free-form JSON (a note, an outcome)
+    seq: NotRequired[int]
+
+
+def from_wire(data: bytes) -> TaskEvent | None:
+    """An event as read off the stream, None unless it decodes to a JSON object; its fields are
+    not checked here (its readers take them defensively)."""
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        return None
+    return cast(TaskEvent, parsed) if isinstance(parsed, dict) else None
 
 
 def event_id(row: TaskRow, kind: str) -> str:
@@ -39,23 +73,23 @@ def build(
     actor_agent: str = "",
     eid: str = "",
     reason: str = "",
-) -> dict[str, Any]:
+) -> TaskEvent:
     """`reason` is this event's own (the move's, or none), never the one an earlier move left on the row."""
-    return {
-        "event_id": eid or event_id(row, kind),
-        "org": row.org,
-        "namespace": row.namespace,
-        "inbox": row.inbox,
-        "task_id": row.task_id,
-        "kind": kind,
-        "poster": row.poster,
-        "status": row.status,
-        "at": format_time(at),
-        "version": row.version,
-        "reason": reason,
-        "actor": actor,
-        "actor_agent": actor_agent,
-        "task_kind": row.kind,
-        "title": row.title,
-        "data": data or {},
-    }
+    return TaskEvent(
+        event_id=eid or event_id(row, kind),
+        org=row.org,
+        namespace=row.namespace,
+        inbox=row.inbox,
+        task_id=row.task_id,
+        kind=kind,
+        poster=row.poster,
+        status=row.status,
+        at=format_time(at),
+        version=row.version,
+        reason=reason,
+        actor=actor,
+        actor_agent=actor_agent,
+        task_kind=row.kind,
+        title=row.title,
+        data=data or {},
+    )

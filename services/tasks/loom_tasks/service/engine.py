@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from loom_core.bus.kv import BatchRefused
 from loom_core.errors import Conflict, ErrorCode, LoomError, NotFound
@@ -57,14 +57,14 @@ class Waker(Protocol):
 @dataclass(slots=True)
 class Committed:
     row: TaskRow
-    event: dict[str, Any] | None
+    event: ev.TaskEvent | None
 
 
 #: A change decided, to write: the change, the revision its task was read at (0: a new task), the row before (None: a new task).
 Decided = tuple[Change, int, TaskRow | None]
 
 
-def _event(change: Change) -> dict[str, Any]:
+def _event(change: Change) -> ev.TaskEvent:
     row = change.row
     return ev.build(
         row, change.event, at=row.updated_at, data=change.data, actor=change.actor, actor_agent=change.actor_agent, reason=change.reason
@@ -135,7 +135,7 @@ class Engine:
             self.admission.wrote(rev)
         return await self._written(row, rev, event, before)
 
-    async def _written(self, row: TaskRow, rev: int, event: dict[str, Any] | None, before: TaskRow | None) -> Committed:
+    async def _written(self, row: TaskRow, rev: int, event: ev.TaskEvent | None, before: TaskRow | None) -> Committed:
         row.rev = rev
         if row.status == model.IN_PROGRESS and not row.fence:
             row.fence = rev

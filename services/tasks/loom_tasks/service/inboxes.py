@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from loom_core.chain import CallContext
 from loom_core.errors import Conflict, ErrorCode, Forbidden, LoomError
@@ -14,7 +13,7 @@ from loom_core.roles import Role
 from ..domain import model
 from ..domain import validate as v
 from ..domain.model import InboxRow, PolicyRow
-from ..webhooks import list_deliveries, validate_webhook_config
+from ..webhooks import Attempt, list_deliveries, validate_webhook_config
 from .deps import Deps
 
 REGISTER_LEASE_SECONDS = 15.0
@@ -127,7 +126,7 @@ class InboxOps:
         row = await self.d.access.inbox(ctx, inbox, Role.VIEWER)
         return await self.d.directory.inboxes.policies(ctx.org, row.name)
 
-    async def deliveries(self, ctx: CallContext, inbox: str, limit: int) -> list[dict[str, Any]]:
+    async def deliveries(self, ctx: CallContext, inbox: str, limit: int) -> list[Attempt]:
         v.inbox_name(inbox)
         row = await self.d.access.inbox(ctx, inbox, Role.ADMIN)
         return await list_deliveries(self.d.store, ctx.org, row.name, limit or 100)

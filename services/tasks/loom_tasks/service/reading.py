@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from loom_core.chain import CallContext
 from loom_core.errors import ErrorCode, Unavailable, ValidationFailed
@@ -12,6 +11,7 @@ from loom_core.roles import Role
 
 from ..domain import model
 from ..domain import validate as v
+from ..domain.events import TaskEvent
 from ..domain.model import TaskRow
 from ..events import NOTES_DURABLE, READ_WAIT_SECONDS, STREAM, caught_up
 from .access import no_task
@@ -109,7 +109,7 @@ class ReadingOps:
             return await self.d.tasks.counts(ctx.org, namespace=None, inbox=row.name)
         return await self.d.tasks.counts(ctx.org, namespace=ctx.namespace, inbox=None)
 
-    async def history(self, ctx: CallContext, task_id: str, limit: int) -> list[dict[str, Any]]:
+    async def history(self, ctx: CallContext, task_id: str, limit: int) -> list[TaskEvent]:
         v.task_id(task_id)
         row = await self.d.engine.current(ctx.org, task_id)
         if row is None:

@@ -10,9 +10,7 @@ reader of new events (consumers/tail.py), after the checks of who may read what.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from loom_core.bus import direct
 from loom_core.bus.replicas import BusJetStream
@@ -21,15 +19,14 @@ from loom_core.chain import CallContext
 from loom_core.errors import ValidationFailed
 from loom_core.roles import Role
 
-from ..consumers.tail import EventTail
+from ..consumers.tail import EventTail, Keep
 from ..domain import validate as v
+from ..domain.events import TaskEvent, from_wire
 from ..events import STREAM
 from .access import no_inbox, no_task
 from .deps import Deps
 
 FETCH = 256
-
-Keep = Callable[[dict[str, Any]], bool]
 
 
 def check_cursor(since_seq: int, limit: int) -> int:
@@ -43,7 +40,7 @@ def _field_is(name: str, value: str) -> Keep:
     return lambda event: event.get(name) == value
 
 
-def _every(_event: dict[str, Any]) -> bool:
+def _every(_event: TaskEvent) -> bool:
     return True
 
 
@@ -56,7 +53,7 @@ async def read_events(
     wait: float,
     limit: int,
     keep: Keep,
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[TaskEvent], int]:
     """The events on `subject_filter` after `since_seq` that `keep` accepts (at most `limit`),
     waiting up to `wait` seconds for a first one, and the cursor to save after them.
 
@@ -83,20 +80,17 @@ async def read_events(
         return list(waiter.events), max(next_seq, waiter.seen)
 
 
-async def _stored_events(js: BusJetStream, subject_filter: str, since_seq: int, limit: int, keep: Keep) -> tuple[list[dict[str, Any]], int]:
+async def _stored_events(js: BusJetStream, subject_filter: str, since_seq: int, limit: int, keep: Keep) -> tuple[list[TaskEvent], int]:
     """What is stored on `subject_filter` after `since_seq` that `keep` accepts (at most
     `limit`), and the sequence of the last event read."""
-    events: list[dict[str, Any]] = []
+    events: list[TaskEvent] = []
     next_seq = since_seq
     while len(events) < limit:
         stored = await direct.read_after(js, STREAM, subject_filter, next_seq, FETCH)
         for m in stored:
             next_seq = m.seq
-            try:
-                body = json.loads(m.data)
-            except ValueError:
-                continue
-            if isinstance(body, dict) and keep(body):
+            body = from_wire(m.data)
+            if body is not None and keep(body):
                 body["seq"] = m.seq
                 events.append(body)
                 if len(events) >= limit:
@@ -110,7 +104,7 @@ class WatchingOps:
     def __init__(self, deps: Deps) -> None:
         self.d = deps
 
-    async def updates(self, ctx: CallContext, since_seq: int, wait_seconds: int, limit: int) -> tuple[list[dict[str, Any]], int]:
+    async def updates(self, ctx: CallContext, since_seq: int, wait_seconds: int, limit: int) -> tuple[list[TaskEvent], int]:
         """task.updates: the caller's own tasks' events after `since_seq`."""
         limit = check_cursor(since_seq, limit)
         wait = v.wait_seconds(wait_seconds)
@@ -124,7 +118,7 @@ class WatchingOps:
 
     async def watch(
         self, ctx: CallContext, task_id: str, inbox_name: str, since_seq: int, wait_seconds: int, limit: int
-    ) -> tuple[list[dict[str, Any]], int]:
+    ) -> tuple[list[TaskEvent], int]:
         """task.watch: one task's events (its poster, or a reader of its inbox) or one inbox's
         (a reader sees every task's; a poster who may not read it, its own tasks'), after
         `since_seq`. What the caller may neither read nor post to is answered 404."""

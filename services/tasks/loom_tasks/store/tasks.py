@@ -4,102 +4,169 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
 
 from loom_core import fastjson
-from loom_core.store import Store, Where
+from loom_core.store import Store, Where, query_as
 
 from ..domain import model
+from ..domain.events import TaskEvent
 from ..domain.model import TERMINAL, TaskRow
+from ..domain.validate import format_time
 
 TASKS = "{db}.task_state"
 EVENTS = "{db}.task_events"
 
-# The projection: the columns reads filter and sort on, and the whole task as one JSON document.
-_TIMES = ("deadline", "not_before", "created_at", "updated_at")
-_HOT = ("org", "task_id", "inbox", "namespace", "kind", "status", "priority", "poster", "version")
 #: created_at comes from the column too: the page cursor compares against the column's value.
 SELECT = "doc, rev, toUnixTimestamp64Micro(created_at) AS created_us"
 
 
-def _us(t: float | None) -> int | None:
-    return None if t is None else round(t * 1_000_000)
+class ProjectedTask(TypedDict):
+    """A task_state row: the columns reads filter and sort on, and the whole task as one JSON
+    document. The times are seconds (JSONEachRow reads a float as seconds)."""
+
+    org: str
+    task_id: str
+    inbox: str
+    namespace: str
+    kind: str
+    status: str
+    priority: int
+    poster: str
+    version: int
+    deadline: float | None
+    not_before: float | None
+    created_at: float
+    updated_at: float
+    rev: int
+    doc: str
 
 
-def to_store(row: TaskRow, rev: int) -> dict[str, Any]:
+class SelectedTask(TypedDict):
+    """A task_state row as SELECT reads it."""
+
+    doc: str
+    rev: int
+    created_us: int | None
+
+
+class _EventColumns(TypedDict):
+    """A task_events row's columns but its time; the event's data as JSON text."""
+
+    org: str
+    task_id: str
+    event_id: str
+    kind: str
+    namespace: str
+    inbox: str
+    status: str
+    poster: str
+    actor: str
+    actor_agent: str
+    reason: str
+    task_kind: str
+    title: str
+    data: str
+    version: int
+
+
+class EventRow(_EventColumns):
+    """A task_events row as written, at the event's own time (seconds)."""
+
+    at: float
+
+
+class RecordedEvent(_EventColumns):
+    """A task_events row as history reads it."""
+
+    at_us: int
+
+
+def to_store(row: TaskRow, rev: int) -> ProjectedTask:
     """A projection row of `row` as its state's revision `rev` holds it."""
-    d: dict[str, Any] = {c: getattr(row, c) for c in _HOT}
-    for c in _TIMES:
-        t = getattr(row, c)
-        d[c] = None if t is None else t  # JSONEachRow reads a float as seconds
-    d["rev"] = rev
-    d["doc"] = fastjson.dumps_str(model.stored(row))
-    return d
+    return ProjectedTask(
+        org=row.org,
+        task_id=row.task_id,
+        inbox=row.inbox,
+        namespace=row.namespace,
+        kind=row.kind,
+        status=row.status,
+        priority=row.priority,
+        poster=row.poster,
+        version=row.version,
+        deadline=row.deadline,
+        not_before=row.not_before,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        rev=rev,
+        doc=fastjson.dumps_str(model.stored(row)),
+    )
 
 
-def from_store(d: dict[str, Any]) -> TaskRow:
+def from_store(d: SelectedTask) -> TaskRow:
     doc = fastjson.loads(d["doc"])
     row = model.from_stored(doc)
     row.rev = int(d.get("rev") or 0)
-    if d.get("created_us") is not None:
-        row.created_at = int(d["created_us"]) / 1_000_000
+    created_us = d.get("created_us")
+    if created_us is not None:
+        row.created_at = int(created_us) / 1_000_000
     return row
 
 
-def event_row(event: dict[str, Any], at: float) -> dict[str, Any]:
-    return {
-        "org": event["org"],
-        "task_id": event["task_id"],
-        "event_id": event["event_id"],
-        "kind": event["kind"],
-        "namespace": event["namespace"],
-        "inbox": event["inbox"],
-        "status": event["status"],
-        "poster": event["poster"],
-        "actor": event.get("actor", ""),
-        "actor_agent": event.get("actor_agent", ""),
-        "reason": event.get("reason", ""),
-        "task_kind": event.get("task_kind", ""),
-        "title": event.get("title", ""),
-        "data": fastjson.dumps_str(event.get("data") or {}),
-        "version": event["version"],
-        "at": at,
-    }
+def event_row(event: TaskEvent, at: float) -> EventRow:
+    """`event` as read off the stream: the fields an older or partial event may lack default to empty."""
+    return EventRow(
+        org=event["org"],
+        task_id=event["task_id"],
+        event_id=event["event_id"],
+        kind=event["kind"],
+        namespace=event["namespace"],
+        inbox=event["inbox"],
+        status=event["status"],
+        poster=event["poster"],
+        actor=event.get("actor", ""),
+        actor_agent=event.get("actor_agent", ""),
+        reason=event.get("reason", ""),
+        task_kind=event.get("task_kind", ""),
+        title=event.get("title", ""),
+        data=fastjson.dumps_str(event.get("data") or {}),
+        version=event["version"],
+        at=at,
+    )
 
 
 class TaskStore:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def get(self, org: str, task_id: str) -> TaskRow | None:
-        rows = await self.store.query(
-            f"SELECT {SELECT} FROM {TASKS} FINAL WHERE org = {{org:String}} AND task_id = {{id:String}}",
-            {"org": org, "id": task_id},
+    async def _tasks(self, where: str, params: Mapping[str, Any]) -> list[TaskRow]:
+        """The projection's tasks `where` selects (with its ORDER BY and LIMIT)."""
+        rows = await query_as(self.store, SelectedTask, f"SELECT {SELECT} FROM {TASKS} FINAL WHERE {where}", params)
+        return [from_store(r) for r in rows]
+
+    async def _in_pull_order(
+        self, org: str, inbox: str, status_clause: str, kinds: Sequence[str], limit: int, **params: object
+    ) -> list[TaskRow]:
+        """An inbox's tasks `status_clause` picks (of `kinds` when named), in pull order."""
+        kind_clause = " AND kind IN {kinds:Array(String)}" if kinds else ""
+        return await self._tasks(
+            f"org = {{org:String}} AND inbox = {{inbox:String}} AND {status_clause}{kind_clause}"
+            " ORDER BY priority, isNull(deadline), deadline, created_at, task_id LIMIT {limit:UInt32}",
+            {"org": org, "inbox": inbox, "kinds": list(kinds), "limit": limit, **params},
         )
-        return from_store(rows[0]) if rows else None
+
+    async def get(self, org: str, task_id: str) -> TaskRow | None:
+        rows = await self._tasks("org = {org:String} AND task_id = {id:String}", {"org": org, "id": task_id})
+        return rows[0] if rows else None
 
     async def candidates(self, org: str, inbox: str, horizon: float, kinds: Sequence[str], limit: int) -> list[TaskRow]:
         """Todo tasks of an inbox in pull order, not_before up to `horizon`."""
-        kind_clause = " AND kind IN {kinds:Array(String)}" if kinds else ""
-        rows = await self.store.query(
-            f"SELECT {SELECT} FROM {TASKS} FINAL WHERE org = {{org:String}} AND inbox = {{inbox:String}}"
-            " AND status = 'todo' AND (not_before IS NULL OR not_before <= fromUnixTimestamp64Micro({horizon:Int64}))"
-            f"{kind_clause}"
-            " ORDER BY priority, isNull(deadline), deadline, created_at, task_id LIMIT {limit:UInt32}",
-            {"org": org, "inbox": inbox, "horizon": int(horizon * 1_000_000), "kinds": list(kinds), "limit": limit},
-        )
-        return [from_store(r) for r in rows]
+        todo = "status = 'todo' AND (not_before IS NULL OR not_before <= fromUnixTimestamp64Micro({horizon:Int64}))"
+        return await self._in_pull_order(org, inbox, todo, kinds, limit, horizon=int(horizon * 1_000_000))
 
     async def in_status(self, org: str, inbox: str, status: str, kinds: Sequence[str], limit: int) -> list[TaskRow]:
-        kind_clause = " AND kind IN {kinds:Array(String)}" if kinds else ""
-        rows = await self.store.query(
-            f"SELECT {SELECT} FROM {TASKS} FINAL WHERE org = {{org:String}} AND inbox = {{inbox:String}}"
-            f" AND status = {{status:String}}{kind_clause}"
-            " ORDER BY priority, isNull(deadline), deadline, created_at, task_id LIMIT {limit:UInt32}",
-            {"org": org, "inbox": inbox, "status": status, "kinds": list(kinds), "limit": limit},
-        )
-        return [from_store(r) for r in rows]
+        return await self._in_pull_order(org, inbox, "status = {status:String}", kinds, limit, status=status)
 
     async def listing(
         self,
@@ -127,18 +194,14 @@ class TaskStore:
                 after_at=after[0],
                 after_id=after[1],
             )
-        rows = await self.store.query(
-            f"SELECT {SELECT} FROM {TASKS} FINAL WHERE {where} ORDER BY created_at DESC, task_id DESC LIMIT {{limit:UInt32}}",
-            where.bind(limit=limit),
-        )
-        return [from_store(r) for r in rows]
+        return await self._tasks(f"{where} ORDER BY created_at DESC, task_id DESC LIMIT {{limit:UInt32}}", where.bind(limit=limit))
 
     async def counts(self, org: str, *, namespace: str | None, inbox: str | None) -> dict[str, int]:
         where = _placed(org, namespace, inbox)
         rows = await self.store.query(f"SELECT status, count() AS n FROM {TASKS} FINAL WHERE {where} GROUP BY status", where.params)
         return {r["status"]: int(r["n"]) for r in rows}
 
-    async def write(self, rows: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]], token: str) -> None:
+    async def write(self, rows: Sequence[ProjectedTask], events: Sequence[EventRow], token: str) -> None:
         """One projector batch: its task rows and event rows, each insert deduplicated by `token`."""
         # Side by side, each in a chDB thread of its own: the projector's cycle waits for the
         # slower one, not for both in turn. Either failing fails the batch (applied again whole).
@@ -168,18 +231,17 @@ class TaskStore:
             out.setdefault(r["inbox"], {})[r["status"]] = int(r["n"])
         return out
 
-    async def history(self, org: str, task_id: str, limit: int) -> list[dict[str, Any]]:
-        rows = await self.store.query(
+    async def history(self, org: str, task_id: str, limit: int) -> list[TaskEvent]:
+        rows = await query_as(
+            self.store,
+            RecordedEvent,
             f"SELECT org, task_id, event_id, kind, namespace, inbox, status, poster, actor, actor_agent, reason,"
             f" task_kind, title, data, version, toUnixTimestamp64Micro(at) AS at_us FROM {EVENTS}"
             " WHERE org = {org:String} AND task_id = {id:String}"
             " ORDER BY at, version LIMIT 1 BY event_id LIMIT {limit:UInt32}",
             {"org": org, "id": task_id, "limit": limit},
         )
-        for r in rows:
-            r["data"] = json.loads(r["data"]) if r["data"] else {}
-            r["at"] = int(r.pop("at_us")) / 1_000_000
-        return rows
+        return [_recorded(r) for r in rows]
 
     async def has_event(self, org: str, task_id: str, event_id: str) -> bool:
         rows = await self.store.query(
@@ -187,6 +249,27 @@ class TaskStore:
             {"org": org, "id": task_id, "eid": event_id},
         )
         return bool(rows)
+
+
+def _recorded(r: RecordedEvent) -> TaskEvent:
+    return TaskEvent(
+        event_id=r["event_id"],
+        org=r["org"],
+        namespace=r["namespace"],
+        inbox=r["inbox"],
+        task_id=r["task_id"],
+        kind=r["kind"],
+        poster=r["poster"],
+        status=r["status"],
+        at=format_time(int(r["at_us"]) / 1_000_000),
+        version=r["version"],
+        reason=r["reason"],
+        actor=r["actor"],
+        actor_agent=r["actor_agent"],
+        task_kind=r["task_kind"],
+        title=r["title"],
+        data=json.loads(r["data"]) if r["data"] else {},
+    )
 
 
 def _placed(org: str, namespace: str | None, inbox: str | None) -> Where:

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
 
 from loom_core import fastjson
 from loom_core.bus import Bus, jspublish, kv
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 
 from ..domain import model
+from ..domain.events import TaskEvent
 from ..domain.model import TaskRow
 
 STREAM = "LOOM_TASK_STATE"
@@ -74,7 +74,7 @@ def stream_config(replicas: int, *, atomic: bool = False) -> StreamConfig:
     )
 
 
-def encode(row: TaskRow, event: dict[str, Any] | None) -> bytes:
+def encode(row: TaskRow, event: TaskEvent | None) -> bytes:
     return kv.dumps({"row": model.stored(row), "event": event})
 
 
@@ -84,7 +84,7 @@ class State:
 
     row: TaskRow | None
     rev: int
-    event: dict[str, Any] | None = None
+    event: TaskEvent | None = None
 
 
 def decode(data: bytes | None, rev: int) -> State:
@@ -118,7 +118,7 @@ class TaskTruth:
             return None
         return decode(entry.data, entry.revision)
 
-    async def write(self, row: TaskRow, event: dict[str, Any] | None, last: int) -> int:
+    async def write(self, row: TaskRow, event: TaskEvent | None, last: int) -> int:
         """The task's next value at revision `last` (0: a new task). WrongRevision on a race."""
         data = encode(row, event)
         subj = subject(row.org, row.task_id)
@@ -126,7 +126,7 @@ class TaskTruth:
             return await kv.update_at(self.bus.js, subj, data, last)
         return await kv.create_if_absent(self.bus.js, STREAM, subj, data)
 
-    async def write_many(self, writes: list[tuple[TaskRow, dict[str, Any] | None, int]]) -> list[int]:
+    async def write_many(self, writes: list[tuple[TaskRow, TaskEvent | None, int]]) -> list[int]:
         """Each (row, event, last) as `write` takes it, as one atomic batch (distinct tasks): their
         revisions. `kv.BatchRefused` (nothing written) when a write lost its race, the stream takes
         no batches or there is only one write: the caller writes them one by one."""

@@ -14,7 +14,7 @@ from ._config import encode_org, secret_ref_is_valid, url_problem, validate_webh
 from ._deliverer import DURABLE, STREAM, WEBHOOKS, WebhookDeliverer, WebhookLookup
 from ._guard import AddressRefused, check_host, refusal
 from ._signing import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, sign, verify_signature
-from ._store import MIGRATIONS, list_deliveries
+from ._store import MIGRATIONS, Attempt, list_deliveries
 
 __all__ = [
     "DELIVERY_HEADER",
@@ -25,6 +25,7 @@ __all__ = [
     "STREAM",
     "WEBHOOKS",
     "AddressRefused",
+    "Attempt",
     "WebhookDeliverer",
     "WebhookLookup",
     "check_host",

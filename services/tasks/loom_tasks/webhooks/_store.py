@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from loom_core.store import Migration, Store, ch_time
 
@@ -57,10 +56,10 @@ async def record_attempt(store: Store, attempt: Attempt) -> None:
     await store.insert(TABLE, [row])
 
 
-async def list_deliveries(store: Store, org: str, inbox: str, limit: int = 100) -> list[dict[str, Any]]:
+async def list_deliveries(store: Store, org: str, inbox: str, limit: int = 100) -> list[Attempt]:
     """The inbox's newest delivery attempts first (the admin op inbox.deliveries)."""
     limit = max(1, min(int(limit), MAX_LIST))
-    return await store.query(
+    rows = await store.query(
         "SELECT delivery_id, attempt, toString(attempted_at) AS attempted_at, outcome, status_code, error,"
         " url, address, newest_seq, event_count, duration_ms, namespace, inbox"
         " FROM {db}.task_webhook_deliveries"
@@ -68,3 +67,22 @@ async def list_deliveries(store: Store, org: str, inbox: str, limit: int = 100) 
         " ORDER BY attempted_at DESC, attempt DESC LIMIT {limit:UInt32}",
         {"org": org, "inbox": inbox, "limit": limit},
     )
+    return [
+        Attempt(
+            org=org,
+            namespace=r["namespace"],
+            inbox=r["inbox"],
+            delivery_id=r["delivery_id"],
+            attempt=int(r["attempt"]),
+            outcome=r["outcome"],
+            status_code=int(r["status_code"]),
+            error=r["error"],
+            url=r["url"],
+            address=r["address"],
+            newest_seq=int(r["newest_seq"]),  # UInt64: JSON text from the store
+            event_count=int(r["event_count"]),
+            duration_ms=float(r["duration_ms"]),
+            attempted_at=r["attempted_at"],
+        )
+        for r in rows
+    ]

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from loom_core.chain import CallContext
 from loom_core.errors import ErrorCode, Forbidden, NotFound
 from loom_core.identity import Authenticator
-from loom_core.identity.store import IdentityStore
+from loom_core.identity.store import GrantRow, IdentityStore, NamespaceRow, WrittenGrant
 from loom_core.names import check_name, check_role, check_subject
 from loom_core.roles import Role
 
@@ -25,17 +23,17 @@ class AccessService:
     async def role_here(self, ctx: CallContext) -> Role:
         return await self.auth.role_in(ctx.principal, ctx.namespace) if ctx.namespace else Role.NONE
 
-    async def create_namespace(self, ctx: CallContext, name: str, description: str) -> tuple[dict[str, Any], bool]:
+    async def create_namespace(self, ctx: CallContext, name: str, description: str) -> tuple[NamespaceRow, bool]:
         await require_org_admin(self.auth, ctx)
         check_name("name", name)
         return await self.identity.create_namespace(ctx.org, name, description)
 
-    async def visible_namespaces(self, ctx: CallContext) -> list[dict[str, Any]]:
+    async def visible_namespaces(self, ctx: CallContext) -> list[NamespaceRow]:
         rows = await self.identity.list_namespaces(ctx.org)
         org_role = await self.auth.org_role(ctx.principal)
         return [r for r in rows if org_role >= Role.VIEWER or await self.auth.role_in(ctx.principal, r["name"]) >= Role.VIEWER]
 
-    async def set_grant(self, ctx: CallContext, subject: str, role: str) -> dict[str, Any]:
+    async def set_grant(self, ctx: CallContext, subject: str, role: str) -> WrittenGrant:
         check_subject("subject", subject)
         check_role("role", role, allow_none=True)
         if not await self.identity.get_namespace(ctx.org, ctx.namespace):
@@ -44,10 +42,10 @@ class AccessService:
         await self.auth.publish_grant_change(ctx.org, subject)
         return row
 
-    async def grants_here(self, ctx: CallContext) -> list[dict[str, Any]]:
+    async def grants_here(self, ctx: CallContext) -> list[GrantRow]:
         return await self.identity.grants_in(ctx.org, ctx.namespace)
 
-    async def create_service_account(self, ctx: CallContext, name: str, description: str, role: str) -> tuple[str, bool, dict[str, Any]]:
+    async def create_service_account(self, ctx: CallContext, name: str, description: str, role: str) -> tuple[str, bool, WrittenGrant]:
         check_name("name", name)
         check_role("role", role)
         if Role.parse(role) > ctx.role:
