@@ -155,10 +155,13 @@ def make_broker(url: str | list[str], *, name: str = "loom", user: str = "", pas
     )
 
 
-async def connect_bus(url: str, name: str = "loom", *, user: str = "", password: str = "", replicas: int = 1) -> Bus:
+async def connect_bus(
+    url: str, name: str = "loom", *, user: str = "", password: str = "", replicas: int = 1, request_timeout: float = 5.0
+) -> Bus:
     """Connect the runtime's broker and start it (consumers are added to it as planes start).
     `url` may list several servers, comma-separated (a NATS cluster); `replicas` is
-    LOOM_NATS_REPLICAS, the copies each stream and KV bucket Loom declares keeps (bus/replicas.py)."""
+    LOOM_NATS_REPLICAS, the copies each stream and KV bucket Loom declares keeps (bus/replicas.py);
+    `request_timeout` is LOOM_NATS_REQUEST_TIMEOUT_SECONDS, how long a JetStream request waits."""
     servers = [u.strip() for u in url.split(",") if u.strip()]
     broker = make_broker(servers if len(servers) > 1 else url, name=name, user=user, password=password)
     try:
@@ -167,4 +170,4 @@ async def connect_bus(url: str, name: str = "loom", *, user: str = "", password:
     except Exception as exc:
         # the NATS adapter boundary: a connect that fails in any way is BACKEND_UNAVAILABLE
         raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "cannot reach the bus") from exc
-    return Bus(nc=nc, js=jetstream(nc, replicas), broker=broker)
+    return Bus(nc=nc, js=jetstream(nc, replicas, request_timeout), broker=broker)
