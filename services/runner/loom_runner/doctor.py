@@ -389,7 +389,13 @@ async def _connect_nats(settings: Settings) -> tuple[_DoctorBus | None, str]:
         # so a NATS that refuses connections is named at once.
         nc = await asyncio.wait_for(
             nats.connect(
-                servers, name="loom-doctor", connect_timeout=2, allow_reconnect=False, max_reconnect_attempts=1, reconnect_time_wait=0.1, **creds
+                servers,
+                name="loom-doctor",
+                connect_timeout=2,
+                allow_reconnect=False,
+                max_reconnect_attempts=1,
+                reconnect_time_wait=0.1,
+                **creds,
             ),
             CONNECT_TIMEOUT_S * 2,
         )
