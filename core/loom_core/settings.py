@@ -141,6 +141,11 @@ class Settings(BaseSettings):
         gt=0,
         description="How long a JetStream request (a KV read or write, a stream publish's acknowledgement) waits for its answer before the call fails with a retryable 503.",
     )
+    nats_graceful_stop_seconds: float = Field(
+        5.0,
+        ge=0,
+        description="How long a replica's stop waits for the bus handlers still running (a delivery, a projection's batch) to finish before it cuts them off.",
+    )
 
 
 def plane_settings_classes() -> dict[str, type[PlaneSettings]]:
