@@ -102,7 +102,16 @@ def _cpu_seconds() -> tuple[float, float]:
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
-_module_costs: dict[str, list[float]] = {}  # module -> [wall, own CPU, children's CPU, tests] while it runs
+def _queued_seconds() -> float:
+    """Time this thread (the one running the tests' event loop) sat runnable waiting for a core
+    (Linux's schedstat; 0 where there is none): what other processes' load adds to the wall."""
+    try:
+        return int(Path("/proc/thread-self/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+_module_costs: dict[str, list[float]] = {}  # module -> [wall, own CPU, children's CPU, queued, tests] while it runs
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -110,23 +119,33 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """With --cpu-per-module: charge each test's setup, call and teardown (module and session
     fixtures included, so a module pays for the servers it starts) to its module, and write the
     module's line once its last test is done (an interrupted run keeps what it measured). A
-    child's CPU counts once the child has been reaped, which a fixture's teardown does."""
+    child's CPU counts once the child has been reaped, which a fixture's teardown does. `waited`
+    is the wall neither spent on CPU nor queued for a core: sleeps, timeouts and other
+    processes' answers, what a quiet machine does not shorten."""
     path = item.config.getoption("--cpu-per-module")
     if not path:
         yield
         return
-    wall, (own, children) = time.monotonic(), _cpu_seconds()
+    wall, (own, children), queued = time.monotonic(), _cpu_seconds(), _queued_seconds()
     yield
     own_after, children_after = _cpu_seconds()
     module = item.nodeid.partition("::")[0]
-    cost = _module_costs.setdefault(module, [0.0, 0.0, 0.0, 0])
+    cost = _module_costs.setdefault(module, [0.0, 0.0, 0.0, 0.0, 0])
     cost[0] += time.monotonic() - wall
     cost[1] += own_after - own
     cost[2] += children_after - children
-    cost[3] += 1
+    cost[3] += _queued_seconds() - queued
+    cost[4] += 1
     if nextitem is None or nextitem.nodeid.partition("::")[0] != module:
-        total_wall, total_own, total_children, tests = _module_costs.pop(module)
-        row = {"module": module, "wall": round(total_wall, 2), "cpu": round(total_own, 2), "children_cpu": round(total_children, 2)}
+        total_wall, total_own, total_children, total_queued, tests = _module_costs.pop(module)
+        row = {
+            "module": module,
+            "wall": round(total_wall, 2),
+            "cpu": round(total_own, 2),
+            "children_cpu": round(total_children, 2),
+            "queued": round(total_queued, 2),
+            "waited": round(max(0.0, total_wall - total_own - total_children - total_queued), 2),
+        }
         with open(f"{path}.{os.environ.get('PYTEST_XDIST_WORKER', 'main')}", "a") as out:
             out.write(json.dumps({**row, "tests": tests}) + "\n")
 

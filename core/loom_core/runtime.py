@@ -82,6 +82,8 @@ class Runtime:
             user=settings.nats_internal_user,
             password=settings.nats_internal_password,
             replicas=settings.nats_replicas,
+            request_timeout=settings.nats_request_timeout_seconds,
+            graceful_stop=settings.nats_graceful_stop_seconds,
         )
         leases = await LeaseStore.open(bus)
         identity = IdentityStore(store)

@@ -136,6 +136,16 @@ class Settings(BaseSettings):
         description="ClickHouse cluster name (a `remote_servers` entry). Set: migrations create the database and tables `ON CLUSTER` with `Replicated*MergeTree` engines. Needs LOOM_CLICKHOUSE_URL.",
     )
     nats_replicas: int = Field(1, description="JetStream replicas of the streams and KV buckets Loom creates (3 on a 3-node NATS cluster).")
+    nats_request_timeout_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="How long a JetStream request (a KV read or write, a stream publish's acknowledgement) waits for its answer before the call fails with a retryable 503.",
+    )
+    nats_graceful_stop_seconds: float = Field(
+        5.0,
+        ge=0,
+        description="How long a replica's stop waits for the bus handlers still running (a delivery, a projection's batch) to finish before it cuts them off.",
+    )
 
 
 def plane_settings_classes() -> dict[str, type[PlaneSettings]]:

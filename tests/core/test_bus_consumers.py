@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 from faststream.nats.message import NatsBatchMessage, NatsMessage
-from loom_core.bus import AckPolicy, Bus, BusLayout, Consumer, KVBucket
+from loom_core.bus import AckPolicy, Bus, BusLayout, Consumer, KVBucket, NatsServer, connect_bus
 from nats.js.api import StreamConfig
 
 
@@ -269,8 +269,10 @@ async def test_a_fetch_whose_handler_raises_comes_back_before_the_one_taken_ahea
         await bus.js.delete_stream(stream)
 
 
-async def test_a_fetch_made_ahead_is_handed_back_when_the_consumer_stops(bus: Bus) -> None:
-    """The consumer's ack wait is 30 s: the fetch ahead's message is another holder's at once."""
+async def test_a_fetch_made_ahead_is_handed_back_when_the_consumer_stops(nats_server: NatsServer) -> None:
+    """The consumer's ack wait is 30 s: the fetch ahead's message is another holder's at once.
+    The handler never ends, so the stop cuts it off after the bus's graceful stop (0.5 s here)."""
+    bus = await connect_bus(nats_server.url, name="core-test-short-stop", graceful_stop=0.5)
     stream, subject, consumer = await _batch_stream(bus, fetch_wait=60.0)
     durable = consumer.durable or ""
     consumer = dataclasses.replace(consumer, pull_batch=1)  # one message a fetch: the second is taken ahead
@@ -295,3 +297,4 @@ async def test_a_fetch_made_ahead_is_handed_back_when_the_consumer_stops(bus: Bu
         await msg.ack()
     finally:
         await bus.js.delete_stream(stream)
+        await bus.close()

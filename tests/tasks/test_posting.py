@@ -199,8 +199,11 @@ async def test_create_is_503_when_the_lease_store_does_not_answer(
 
     async with NatsServer(Path(str(tmp_path)) / "nats-down") as own_nats:
         # Its own bus, so its sweep (which would judge the shared store's tasks by lease rows it
-        # cannot see) and webhook consumer stay off.
-        inst = await make_instance(nats_url=own_nats.url, task_lease_sweep_enabled=False, task_webhook_deliver_enabled=False)
+        # cannot see) and webhook consumer stay off; the lease request's wait for an answer from
+        # the stopped bus is cut to half a second.
+        inst = await make_instance(
+            nats_url=own_nats.url, task_lease_sweep_enabled=False, task_webhook_deliver_enabled=False, nats_request_timeout_seconds=0.5
+        )
         admin = await org.admin(via=inst)
         await register(admin)
         owner = await org.owner(via=inst)

@@ -274,7 +274,9 @@ async def wh_nats(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Nat
 
 @pytest.fixture(scope="module")
 async def rt(data_dir: Path, store: Any, wh_nats: NatsServer) -> AsyncIterator[Runtime]:
-    runtime = await Runtime.start(make_settings(data_dir), store=store, nats_url=wh_nats.url, name="loom-webhooks-test")
+    runtime = await Runtime.start(
+        make_settings(data_dir, nats_graceful_stop_seconds=0.5), store=store, nats_url=wh_nats.url, name="loom-webhooks-test"
+    )
     await run_migrations(store, webhooks.MIGRATIONS)
     from nats.js.api import StreamConfig
 
@@ -788,6 +790,7 @@ async def hooked(data_dir: Path, store: Any, wh_nats: NatsServer) -> AsyncIterat
         task_webhook_retry_base_seconds=0.05,
         task_lease_sweep_enabled=False,
         task_config_cache_ttl_seconds=0.5,
+        nats_graceful_stop_seconds=0.5,  # a delivery still running at the module's end is cut off, not waited 5 s for
     )
     inst = await start_instance(settings, store=store, nats_url=wh_nats.url, name="loom-webhooks-e2e", only_planes={"identity", "tasks"})
     deliverer = next(p for p in inst.planes if p.name == "tasks").deliverer

@@ -139,10 +139,13 @@ class Bus:
             await self.broker.stop()
 
 
-def make_broker(url: str | list[str], *, name: str = "loom", user: str = "", password: str = "") -> NatsBroker:
+def make_broker(
+    url: str | list[str], *, name: str = "loom", user: str = "", password: str = "", graceful_stop: float = GRACEFUL_STOP_SECONDS
+) -> NatsBroker:
     """The runtime's FastStream NATS broker (not connected yet). Handlers run without
     FastStream's dependency injection (a consumer's handler takes the message: see
-    `Bus.consume`), and FastStream's per-message logging is off (Loom logs failures itself)."""
+    `Bus.consume`), and FastStream's per-message logging is off (Loom logs failures itself).
+    Its stop waits up to `graceful_stop` seconds for the handlers still running."""
     return NatsBroker(
         url,
         name=name,
@@ -151,20 +154,31 @@ def make_broker(url: str | list[str], *, name: str = "loom", user: str = "", pas
         security=SASLPlaintext(username=user, password=password) if user else None,
         apply_types=False,
         logger=None,
-        graceful_timeout=GRACEFUL_STOP_SECONDS,
+        graceful_timeout=graceful_stop,
     )
 
 
-async def connect_bus(url: str, name: str = "loom", *, user: str = "", password: str = "", replicas: int = 1) -> Bus:
+async def connect_bus(
+    url: str,
+    name: str = "loom",
+    *,
+    user: str = "",
+    password: str = "",
+    replicas: int = 1,
+    request_timeout: float = 5.0,
+    graceful_stop: float = GRACEFUL_STOP_SECONDS,
+) -> Bus:
     """Connect the runtime's broker and start it (consumers are added to it as planes start).
     `url` may list several servers, comma-separated (a NATS cluster); `replicas` is
-    LOOM_NATS_REPLICAS, the copies each stream and KV bucket Loom declares keeps (bus/replicas.py)."""
+    LOOM_NATS_REPLICAS, the copies each stream and KV bucket Loom declares keeps (bus/replicas.py);
+    `request_timeout` is LOOM_NATS_REQUEST_TIMEOUT_SECONDS, how long a JetStream request waits;
+    `graceful_stop` LOOM_NATS_GRACEFUL_STOP_SECONDS, how long `close()` waits for running handlers."""
     servers = [u.strip() for u in url.split(",") if u.strip()]
-    broker = make_broker(servers if len(servers) > 1 else url, name=name, user=user, password=password)
+    broker = make_broker(servers if len(servers) > 1 else url, name=name, user=user, password=password, graceful_stop=graceful_stop)
     try:
         nc = await broker.connect()
         await broker.start()
     except Exception as exc:
         # the NATS adapter boundary: a connect that fails in any way is BACKEND_UNAVAILABLE
         raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "cannot reach the bus") from exc
-    return Bus(nc=nc, js=jetstream(nc, replicas), broker=broker)
+    return Bus(nc=nc, js=jetstream(nc, replicas, request_timeout), broker=broker)

@@ -384,8 +384,19 @@ async def _connect_nats(settings: Settings) -> tuple[_DoctorBus | None, str]:
     servers = [u.strip() for u in settings.nats_url.split(",") if u.strip()]
     creds = {"user": settings.nats_internal_user, "password": settings.nats_internal_password} if settings.nats_internal_user else {}
     try:
+        # nats-py reads max_reconnect_attempts=0 as "no limit" and retries a first connect to a
+        # closed port until the wait_for below expires; 1 tries each server twice, 0.1 s apart,
+        # so a NATS that refuses connections is named at once.
         nc = await asyncio.wait_for(
-            nats.connect(servers, name="loom-doctor", connect_timeout=2, allow_reconnect=False, max_reconnect_attempts=0, **creds),
+            nats.connect(
+                servers,
+                name="loom-doctor",
+                connect_timeout=2,
+                allow_reconnect=False,
+                max_reconnect_attempts=1,
+                reconnect_time_wait=0.1,
+                **creds,
+            ),
             CONNECT_TIMEOUT_S * 2,
         )
     except Exception as exc:  # noqa: BLE001 - any failure is "not reachable"
