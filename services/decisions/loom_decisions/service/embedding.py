@@ -68,9 +68,9 @@ class Embedder:
     Queries (`embed_query`: a search's or precedents' question) batch apart from the texts of
     writes: a read never waits for a batch of up to `batch_max` statements (~6 ms of CPU each)
     to finish before its own text runs; the two batches run side by side in worker threads.
-    The local model runs a batch's texts on up to `threads` worker threads at once (one batch
-    per group at a time, so one thread ran them all: writes were capped at one core's ~180
-    texts/s)."""
+    The local model runs a batch's texts on up to `threads` worker threads at once: a group
+    runs one batch at a time, so on one thread the writes' texts would be capped at one core's
+    ~180 a second."""
 
     def __init__(self, model: Model, batch_max: int = 64, threads: int = 1) -> None:
         self.model = model
