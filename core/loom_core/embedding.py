@@ -152,8 +152,32 @@ class LocalModel:
             out[i] = pooled / max(float(np.linalg.norm(pooled)), 1e-12)
         return out
 
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return await asyncio.to_thread(self.encode, list(texts))
+    async def embed(self, texts: Sequence[str], *, workers: int = 1) -> np.ndarray:
+        """The texts' vectors, run on up to `workers` worker threads at once (onnxruntime and the
+        tokenizer release the GIL, and a session runs from several threads at once): each
+        thread takes the next text as it finishes one, one text per run as ever, so every
+        vector is the one the text gets alone. The first error stops the other threads after
+        their current text and is raised."""
+        texts = list(texts)
+        workers = min(workers, len(texts))
+        if workers <= 1:
+            return await asyncio.to_thread(self.encode, texts)
+        out = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
+        order = iter(range(len(texts)))  # shared: a range iterator's next is atomic under the GIL
+        failed = threading.Event()
+
+        def work() -> None:
+            for i in order:
+                if failed.is_set():
+                    return
+                try:
+                    out[i] = self.encode(texts[i : i + 1])[0]
+                except BaseException:
+                    failed.set()
+                    raise
+
+        await asyncio.gather(*(asyncio.to_thread(work) for _ in range(workers)))
+        return out
 
     async def close(self) -> None:
         return None

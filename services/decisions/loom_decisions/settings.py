@@ -32,6 +32,10 @@ class DecisionsSettings(PlaneSettings):
     )
     embedding_timeout_seconds: float = Field(30.0, description="Timeout of one call to the embeddings endpoint.")
     embedding_batch_max: int = Field(64, description="Most texts one embedding call carries.")
+    embedding_threads: int = Field(
+        0,
+        description="Worker threads the local model runs one batch of texts on at once (each runs one text at a time, so vectors do not change): writes' embeddings use every core; 0: one per CPU.",
+    )
     decision_conflict_threshold: float = Field(
         0.9, description="Cosine similarity at or above which a decision under another key is flagged as a conflict (never merged)."
     )
