@@ -1,6 +1,6 @@
 """decision.record and memory.set write throughput over REST, one writer against many.
 
-    .venv/bin/python bench/decision_writes.py [-n 300] [--writers 16] [--json]
+    .venv/bin/python bench/decision_writes.py [-n 300] [--writers 16] [--bulk SIZE] [--json]
 
 An embedded Loom (identity and decisions planes, a real nats-server child, chDB, the local
 model, the in-process transport as `loom up` runs them) on a temp data dir. Each op is called
@@ -9,6 +9,10 @@ model, the in-process transport as `loom up` runs them) on a temp data dir. Each
 loom_core.batching). Prints records/s for each and the ratio, with the load average before and
 after; and, first of all, the latency of the first ten decision.record calls after start (the
 model loads during start: the first call should cost about what the tenth does).
+
+`--bulk SIZE` also writes `n` decisions through decision.record_many, SIZE records a call, by
+`--writers` concurrent callers, after decision.record's figures in the same run (the baseline),
+and prints both's records/s and CPU a record; memory.set is left out.
 
 `--cache-min-rows` sets LOOM_MEMORY_VECTOR_CACHE_MIN_ROWS: at 1 the conflict check reads the
 vector cache from the first row, as it does in a namespace past the default's 2,000 rows.
@@ -77,6 +81,30 @@ async def rate(client: Any, op: str, n: int, writers: int, run: str) -> tuple[fl
         return n / (time.perf_counter() - t), (cpu_seconds() - cpu) * 1000 / n
 
 
+async def bulk_rate(client: Any, n: int, size: int, callers: int, run: str) -> tuple[float, float]:
+    """(records/s, CPU ms per record) of `n` decisions through decision.record_many, `size` a
+    call, by `callers` concurrent callers (a connection each, as `rate`)."""
+    import httpx
+
+    calls = [list(range(i, min(i + size, n))) for i in range(0, n, size)]
+
+    async def caller(own: httpx.AsyncClient) -> None:
+        while calls:
+            records = [args_for("decision.record", i, run) for i in calls.pop()]
+            r = await own.post("/v1/decision.record_many", json={"records": records})
+            if r.status_code != 200 or any("error" in x for x in r.json()["results"]):
+                raise SystemExit(f"decision.record_many answered {r.status_code}: {r.text[:500]}")
+
+    async with contextlib.AsyncExitStack() as clients:
+        owns = [
+            await clients.enter_async_context(httpx.AsyncClient(base_url=client.base_url, headers=client.headers, timeout=client.timeout))
+            for _ in range(callers)
+        ]
+        t, cpu = time.perf_counter(), cpu_seconds()
+        await asyncio.gather(*(caller(own) for own in owns))
+        return n / (time.perf_counter() - t), (cpu_seconds() - cpu) * 1000 / n
+
+
 async def first_calls(client: Any, count: int = 10) -> list[float]:
     """Seconds each of the first `count` decision.record calls took, one at a time."""
     took = []
@@ -88,7 +116,7 @@ async def first_calls(client: Any, count: int = 10) -> list[float]:
     return took
 
 
-async def run(n: int, writers: int, cache_min_rows: int | None) -> dict[str, Any]:
+async def run(n: int, writers: int, cache_min_rows: int | None, bulk: int | None) -> dict[str, Any]:
     import httpx
 
     out: dict[str, Any] = {}
@@ -98,7 +126,7 @@ async def run(n: int, writers: int, cache_min_rows: int | None) -> dict[str, Any
         httpx.AsyncClient(base_url=loom.instance.base_url, headers=loom.headers, timeout=300) as c,
     ):
         out["first_calls_s"] = await first_calls(c)
-        for op in ("decision.record", "memory.set"):
+        for op in ("decision.record",) if bulk else ("decision.record", "memory.set"):
             await rate(c, op, 5, 1, "warm")
             serial, serial_cpu = await rate(c, op, max(n // 4, 20), 1, "serial")
             concurrent, concurrent_cpu = await rate(c, op, n, writers, "concurrent")
@@ -108,6 +136,10 @@ async def run(n: int, writers: int, cache_min_rows: int | None) -> dict[str, Any
                 "serial_cpu_ms": serial_cpu,
                 "concurrent_cpu_ms": concurrent_cpu,
             }
+        if bulk:
+            await bulk_rate(c, min(bulk, 20), bulk, 1, "bulk-warm")
+            per_s, cpu_ms = await bulk_rate(c, n, bulk, writers, "bulk")
+            out["decision.record_many"] = {"size": bulk, "per_s": per_s, "cpu_ms": cpu_ms}
     return out
 
 
@@ -115,12 +147,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=300)
     ap.add_argument("--writers", type=int, default=16)
+    ap.add_argument("--bulk", type=int, default=None, metavar="SIZE", help="also decision.record_many, SIZE records a call")
     ap.add_argument("--cache-min-rows", type=int, default=None, help="LOOM_MEMORY_VECTOR_CACHE_MIN_ROWS (default: Loom's)")
     add_model_arguments(ap)
     a = ap.parse_args()
     model_id = use_model(a.model)
     before = os.getloadavg()
-    r = asyncio.run(run(a.n, a.writers, a.cache_min_rows))
+    r = asyncio.run(run(a.n, a.writers, a.cache_min_rows, a.bulk))
     r["load"] = {"before": before, "after": os.getloadavg()}
     r["model"] = model_id
     if a.json:
@@ -132,11 +165,18 @@ def main() -> int:
         f"decision.record after start: first {first[0] * 1000:.0f} ms, tenth {first[-1] * 1000:.0f} ms "
         f"({first[0] / first[-1]:.1f}x), median of ten {sorted(first)[len(first) // 2] * 1000:.0f} ms"
     )
-    for op in ("decision.record", "memory.set"):
+    for op in ("decision.record",) if a.bulk else ("decision.record", "memory.set"):
         x = r[op]
         print(
             f"{op:16} one writer {x['serial_per_s']:6.1f}/s   {a.writers} writers {x['concurrent_per_s']:6.1f}/s   "
             f"({x['concurrent_per_s'] / x['serial_per_s']:.1f}x); CPU {x['serial_cpu_ms']:.0f} / {x['concurrent_cpu_ms']:.0f} ms a record"
+        )
+    if a.bulk:
+        b, single = r["decision.record_many"], r["decision.record"]
+        print(
+            f"decision.record_many {b['size']} a call, {a.writers} callers {b['per_s']:6.1f}/s "
+            f"({b['per_s'] / single['concurrent_per_s']:.1f}x decision.record at {a.writers} writers); "
+            f"CPU {b['cpu_ms']:.1f} ms a record (decision.record {single['concurrent_cpu_ms']:.1f})"
         )
     print("(CPU: this process's, every thread; nats-server's not counted. Two idle cores do at most 2000 / CPU ms records/s.)")
     return 0

@@ -172,6 +172,6 @@ async def agent(tenant: Tenant) -> AsyncIterator[Agent]:
 
 
 async def test_record_many_through_the_python_sdk(agent: Agent) -> None:
-    out = await agent.ops.decision.record_many(records=[region(i) for i in range(3)])
+    out = await agent.ops.decision.record_many(records=[region(i) for i in range(3)])  # type: ignore[misc]
     assert [r["decision"]["memory_key"] for r in out["results"]] == [region_key(i) for i in range(3)]
     assert (await agent.ops.memory.get(memory_key=region_key(2)))["agent_id"] == "importer"
