@@ -54,48 +54,41 @@ def cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
-async def rate(client: Any, op: str, n: int, writers: int, run: str) -> tuple[float, float]:
-    """(records/s, CPU ms per record) of `n` calls by `writers` concurrent writers, each on a
+Call = tuple[str, dict[str, Any]]  # (path, JSON body)
+
+
+def singles(op: str, n: int, run: str) -> list[Call]:
+    """`n` calls of `op`, one record each."""
+    return [(f"/v1/{op}", args_for(op, i, run)) for i in range(n)]
+
+
+def bulks(n: int, size: int, run: str) -> list[Call]:
+    """`n` decisions in decision.record_many calls of `size` records."""
+    return [
+        ("/v1/decision.record_many", {"records": [args_for("decision.record", i, run) for i in range(at, min(at + size, n))]})
+        for at in range(0, n, size)
+    ]
+
+
+async def rate(client: Any, calls: list[Call], callers: int) -> tuple[float, float]:
+    """(records/s, CPU ms per record) of `calls` made by `callers` concurrent callers, each on a
     connection of its own, as each agent keeps one: on one shared httpx pool of 64 connections the
     client spent more CPU choosing a connection than the server spent on the call (httpcore scans
     every pooled connection at each request), or, past its 20 kept, opened a connection a call."""
     import httpx
 
-    todo = list(range(n))
+    n = sum(len(body.get("records", [body])) for _, body in calls)
+    todo = calls[::-1]
 
-    async def writer(own: httpx.AsyncClient) -> None:
+    async def caller(own: httpx.AsyncClient) -> None:
         while todo:
-            i = todo.pop()
-            r = await own.post(f"/v1/{op}", json=args_for(op, i, run))
-            if r.status_code != 200:
-                raise SystemExit(f"{op} answered {r.status_code}: {r.text[:500]}")
+            path, body = todo.pop()
+            r = await own.post(path, json=body)
+            if r.status_code != 200 or any("error" in x for x in r.json().get("results", ())):
+                raise SystemExit(f"{path} answered {r.status_code}: {r.text[:500]}")
 
     async with contextlib.AsyncExitStack() as clients:
         # Opened before the clock starts (each client builds its TLS context at open).
-        owns = [
-            await clients.enter_async_context(httpx.AsyncClient(base_url=client.base_url, headers=client.headers, timeout=client.timeout))
-            for _ in range(writers)
-        ]
-        t, cpu = time.perf_counter(), cpu_seconds()
-        await asyncio.gather(*(writer(own) for own in owns))
-        return n / (time.perf_counter() - t), (cpu_seconds() - cpu) * 1000 / n
-
-
-async def bulk_rate(client: Any, n: int, size: int, callers: int, run: str) -> tuple[float, float]:
-    """(records/s, CPU ms per record) of `n` decisions through decision.record_many, `size` a
-    call, by `callers` concurrent callers (a connection each, as `rate`)."""
-    import httpx
-
-    calls = [list(range(i, min(i + size, n))) for i in range(0, n, size)]
-
-    async def caller(own: httpx.AsyncClient) -> None:
-        while calls:
-            records = [args_for("decision.record", i, run) for i in calls.pop()]
-            r = await own.post("/v1/decision.record_many", json={"records": records})
-            if r.status_code != 200 or any("error" in x for x in r.json()["results"]):
-                raise SystemExit(f"decision.record_many answered {r.status_code}: {r.text[:500]}")
-
-    async with contextlib.AsyncExitStack() as clients:
         owns = [
             await clients.enter_async_context(httpx.AsyncClient(base_url=client.base_url, headers=client.headers, timeout=client.timeout))
             for _ in range(callers)
@@ -127,9 +120,9 @@ async def run(n: int, writers: int, cache_min_rows: int | None, bulk: int | None
     ):
         out["first_calls_s"] = await first_calls(c)
         for op in ("decision.record",) if bulk else ("decision.record", "memory.set"):
-            await rate(c, op, 5, 1, "warm")
-            serial, serial_cpu = await rate(c, op, max(n // 4, 20), 1, "serial")
-            concurrent, concurrent_cpu = await rate(c, op, n, writers, "concurrent")
+            await rate(c, singles(op, 5, "warm"), 1)
+            serial, serial_cpu = await rate(c, singles(op, max(n // 4, 20), "serial"), 1)
+            concurrent, concurrent_cpu = await rate(c, singles(op, n, "concurrent"), writers)
             out[op] = {
                 "serial_per_s": serial,
                 "concurrent_per_s": concurrent,
@@ -137,8 +130,8 @@ async def run(n: int, writers: int, cache_min_rows: int | None, bulk: int | None
                 "concurrent_cpu_ms": concurrent_cpu,
             }
         if bulk:
-            await bulk_rate(c, min(bulk, 20), bulk, 1, "bulk-warm")
-            per_s, cpu_ms = await bulk_rate(c, n, bulk, writers, "bulk")
+            await rate(c, bulks(min(bulk, 20), bulk, "bulk-warm"), 1)
+            per_s, cpu_ms = await rate(c, bulks(n, bulk, "bulk"), writers)
             out["decision.record_many"] = {"size": bulk, "per_s": per_s, "cpu_ms": cpu_ms}
     return out
 
