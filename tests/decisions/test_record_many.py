@@ -175,3 +175,27 @@ async def test_record_many_through_the_python_sdk(agent: Agent) -> None:
     out = await agent.ops.decision.record_many(records=[region(i) for i in range(3)])  # type: ignore[misc]
     assert [r["decision"]["memory_key"] for r in out["results"]] == [region_key(i) for i in range(3)]
     assert (await agent.ops.memory.get(memory_key=region_key(2)))["agent_id"] == "importer"
+
+
+async def test_the_ledger_holds_one_decision_record_row_per_record(desk: Desk) -> None:
+    a = desk.as_agent("importer")
+    await a.ok("decision.record", **region(0))
+    await a.ok("memory.lock", memory_key=region_key(0), ttl_seconds=60)
+    await a.ok("decision.record_many", records=[region(0, "keep 90 days"), region(1), region(2)])
+    rt = desk.inst.runtime
+    rows: list[dict[str, Any]] = []
+    for _ in range(100):
+        await rt.ledger.flush()
+        rows = await rt.store.query(
+            "SELECT op, ok, error_code FROM {db}.agent_events WHERE org = {org:String} AND op LIKE 'decision.record%'",
+            {"org": desk.tenant.org},
+        )
+        if len(rows) >= 4:
+            break
+        await asyncio.sleep(0.05)
+    assert sorted((r["op"], int(r["ok"]), r["error_code"]) for r in rows) == [
+        ("decision.record", 0, "LOCKED"),
+        ("decision.record", 1, ""),
+        ("decision.record", 1, ""),
+        ("decision.record", 1, ""),
+    ]
