@@ -1,6 +1,6 @@
 """decision.record and memory.set write throughput over REST, one writer against many.
 
-    .venv/bin/python bench/decision_writes.py [-n 300] [--writers 16] [--json]
+    .venv/bin/python bench/decision_writes.py [-n 300] [--writers 16] [--bulk SIZE] [--json]
 
 An embedded Loom (identity and decisions planes, a real nats-server child, chDB, the local
 model, the in-process transport as `loom up` runs them) on a temp data dir. Each op is called
@@ -9,6 +9,10 @@ model, the in-process transport as `loom up` runs them) on a temp data dir. Each
 loom_core.batching). Prints records/s for each and the ratio, with the load average before and
 after; and, first of all, the latency of the first ten decision.record calls after start (the
 model loads during start: the first call should cost about what the tenth does).
+
+`--bulk SIZE` also writes `n` decisions through decision.record_many, SIZE records a call, by
+`--writers` concurrent callers, after decision.record's figures in the same run (the baseline),
+and prints both's records/s and CPU a record; memory.set is left out.
 
 `--cache-min-rows` sets LOOM_MEMORY_VECTOR_CACHE_MIN_ROWS: at 1 the conflict check reads the
 vector cache from the first row, as it does in a namespace past the default's 2,000 rows.
@@ -50,30 +54,47 @@ def cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
-async def rate(client: Any, op: str, n: int, writers: int, run: str) -> tuple[float, float]:
-    """(records/s, CPU ms per record) of `n` calls by `writers` concurrent writers, each on a
+Call = tuple[str, dict[str, Any]]  # (path, JSON body)
+
+
+def singles(op: str, n: int, run: str) -> list[Call]:
+    """`n` calls of `op`, one record each."""
+    return [(f"/v1/{op}", args_for(op, i, run)) for i in range(n)]
+
+
+def bulks(n: int, size: int, run: str) -> list[Call]:
+    """`n` decisions in decision.record_many calls of `size` records."""
+    return [
+        ("/v1/decision.record_many", {"records": [args_for("decision.record", i, run) for i in range(at, min(at + size, n))]})
+        for at in range(0, n, size)
+    ]
+
+
+async def rate(client: Any, calls: list[Call], callers: int) -> tuple[float, float]:
+    """(records/s, CPU ms per record) of `calls` made by `callers` concurrent callers, each on a
     connection of its own, as each agent keeps one: on one shared httpx pool of 64 connections the
     client spent more CPU choosing a connection than the server spent on the call (httpcore scans
     every pooled connection at each request), or, past its 20 kept, opened a connection a call."""
     import httpx
 
-    todo = list(range(n))
+    n = sum(len(body.get("records", [body])) for _, body in calls)
+    todo = calls[::-1]
 
-    async def writer(own: httpx.AsyncClient) -> None:
+    async def caller(own: httpx.AsyncClient) -> None:
         while todo:
-            i = todo.pop()
-            r = await own.post(f"/v1/{op}", json=args_for(op, i, run))
-            if r.status_code != 200:
-                raise SystemExit(f"{op} answered {r.status_code}: {r.text[:500]}")
+            path, body = todo.pop()
+            r = await own.post(path, json=body)
+            if r.status_code != 200 or any("error" in x for x in r.json().get("results", ())):
+                raise SystemExit(f"{path} answered {r.status_code}: {r.text[:500]}")
 
     async with contextlib.AsyncExitStack() as clients:
         # Opened before the clock starts (each client builds its TLS context at open).
         owns = [
             await clients.enter_async_context(httpx.AsyncClient(base_url=client.base_url, headers=client.headers, timeout=client.timeout))
-            for _ in range(writers)
+            for _ in range(callers)
         ]
         t, cpu = time.perf_counter(), cpu_seconds()
-        await asyncio.gather(*(writer(own) for own in owns))
+        await asyncio.gather(*(caller(own) for own in owns))
         return n / (time.perf_counter() - t), (cpu_seconds() - cpu) * 1000 / n
 
 
@@ -88,7 +109,7 @@ async def first_calls(client: Any, count: int = 10) -> list[float]:
     return took
 
 
-async def run(n: int, writers: int, cache_min_rows: int | None) -> dict[str, Any]:
+async def run(n: int, writers: int, cache_min_rows: int | None, bulk: int | None) -> dict[str, Any]:
     import httpx
 
     out: dict[str, Any] = {}
@@ -98,16 +119,20 @@ async def run(n: int, writers: int, cache_min_rows: int | None) -> dict[str, Any
         httpx.AsyncClient(base_url=loom.instance.base_url, headers=loom.headers, timeout=300) as c,
     ):
         out["first_calls_s"] = await first_calls(c)
-        for op in ("decision.record", "memory.set"):
-            await rate(c, op, 5, 1, "warm")
-            serial, serial_cpu = await rate(c, op, max(n // 4, 20), 1, "serial")
-            concurrent, concurrent_cpu = await rate(c, op, n, writers, "concurrent")
+        for op in ("decision.record",) if bulk else ("decision.record", "memory.set"):
+            await rate(c, singles(op, 5, "warm"), 1)
+            serial, serial_cpu = await rate(c, singles(op, max(n // 4, 20), "serial"), 1)
+            concurrent, concurrent_cpu = await rate(c, singles(op, n, "concurrent"), writers)
             out[op] = {
                 "serial_per_s": serial,
                 "concurrent_per_s": concurrent,
                 "serial_cpu_ms": serial_cpu,
                 "concurrent_cpu_ms": concurrent_cpu,
             }
+        if bulk:
+            await rate(c, bulks(min(bulk, 20), bulk, "bulk-warm"), 1)
+            per_s, cpu_ms = await rate(c, bulks(n, bulk, "bulk"), writers)
+            out["decision.record_many"] = {"size": bulk, "per_s": per_s, "cpu_ms": cpu_ms}
     return out
 
 
@@ -115,12 +140,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=300)
     ap.add_argument("--writers", type=int, default=16)
+    ap.add_argument("--bulk", type=int, default=None, metavar="SIZE", help="also decision.record_many, SIZE records a call")
     ap.add_argument("--cache-min-rows", type=int, default=None, help="LOOM_MEMORY_VECTOR_CACHE_MIN_ROWS (default: Loom's)")
     add_model_arguments(ap)
     a = ap.parse_args()
     model_id = use_model(a.model)
     before = os.getloadavg()
-    r = asyncio.run(run(a.n, a.writers, a.cache_min_rows))
+    r = asyncio.run(run(a.n, a.writers, a.cache_min_rows, a.bulk))
     r["load"] = {"before": before, "after": os.getloadavg()}
     r["model"] = model_id
     if a.json:
@@ -132,11 +158,18 @@ def main() -> int:
         f"decision.record after start: first {first[0] * 1000:.0f} ms, tenth {first[-1] * 1000:.0f} ms "
         f"({first[0] / first[-1]:.1f}x), median of ten {sorted(first)[len(first) // 2] * 1000:.0f} ms"
     )
-    for op in ("decision.record", "memory.set"):
+    for op in ("decision.record",) if a.bulk else ("decision.record", "memory.set"):
         x = r[op]
         print(
             f"{op:16} one writer {x['serial_per_s']:6.1f}/s   {a.writers} writers {x['concurrent_per_s']:6.1f}/s   "
             f"({x['concurrent_per_s'] / x['serial_per_s']:.1f}x); CPU {x['serial_cpu_ms']:.0f} / {x['concurrent_cpu_ms']:.0f} ms a record"
+        )
+    if a.bulk:
+        b, single = r["decision.record_many"], r["decision.record"]
+        print(
+            f"decision.record_many {b['size']} a call, {a.writers} callers {b['per_s']:6.1f}/s "
+            f"({b['per_s'] / single['concurrent_per_s']:.1f}x decision.record at {a.writers} writers); "
+            f"CPU {b['cpu_ms']:.1f} ms a record (decision.record {single['concurrent_cpu_ms']:.1f})"
         )
     print("(CPU: this process's, every thread; nats-server's not counted. Two idle cores do at most 2000 / CPU ms records/s.)")
     return 0

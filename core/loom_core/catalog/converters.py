@@ -348,6 +348,10 @@ def decisions_v1_DecisionChainResponse_json(msg: decisions_pb2.DecisionChainResp
     return {"nodes": [decisions_v1_ChainNode_json(x) for x in msg.nodes], "edges": [decisions_v1_ChainEdge_json(x) for x in msg.edges]}
 
 
+def decisions_v1_DecisionItemError_json(msg: decisions_pb2.DecisionItemError) -> dict[str, Any]:
+    return {"code": msg.code, "message": msg.message, "http_status": msg.http_status}
+
+
 def decisions_v1_DecisionOutcomeRequest_json(msg: decisions_pb2.DecisionOutcomeRequest) -> dict[str, Any]:
     out: dict[str, Any] = {"memory_key": msg.memory_key, "realized_outcome": msg.realized_outcome}
     if msg.HasField("success"):
@@ -819,6 +823,30 @@ def decisions_v1_RecordDecisionResponse_json(msg: decisions_pb2.RecordDecisionRe
         "statement": msg.statement,
         "version": msg.version,
     }
+
+
+def decisions_v1_RecordDecisionResult_json(msg: decisions_pb2.RecordDecisionResult) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if msg.HasField("decision"):
+        out["decision"] = decisions_v1_RecordDecisionResponse_json(msg.decision)
+    if msg.HasField("error"):
+        out["error"] = decisions_v1_DecisionItemError_json(msg.error)
+    return out
+
+
+def decisions_v1_RecordDecisionsRequest_json(msg: decisions_pb2.RecordDecisionsRequest) -> dict[str, Any]:
+    return {"records": [decisions_v1_RecordDecisionRequest_json(x) for x in msg.records]}
+
+
+def decisions_v1_RecordDecisionsRequest_sparse(msg: decisions_pb2.RecordDecisionsRequest) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if v_records := msg.records:
+        out["records"] = [decisions_v1_RecordDecisionRequest_sparse(x) for x in v_records]
+    return out
+
+
+def decisions_v1_RecordDecisionsResponse_json(msg: decisions_pb2.RecordDecisionsResponse) -> dict[str, Any]:
+    return {"results": [decisions_v1_RecordDecisionResult_json(x) for x in msg.results]}
 
 
 def decisions_v1_RecordHistoryRequest_json(msg: memory_pb2.RecordHistoryRequest) -> dict[str, Any]:
@@ -2693,6 +2721,7 @@ JSON: dict[type[Message], Callable[[Any], dict[str, Any]]] = {
     decisions_pb2.DecisionCalibrationResponse: decisions_v1_DecisionCalibrationResponse_json,
     decisions_pb2.DecisionChainRequest: decisions_v1_DecisionChainRequest_json,
     decisions_pb2.DecisionChainResponse: decisions_v1_DecisionChainResponse_json,
+    decisions_pb2.DecisionItemError: decisions_v1_DecisionItemError_json,
     decisions_pb2.DecisionOutcomeRequest: decisions_v1_DecisionOutcomeRequest_json,
     decisions_pb2.DecisionOutcomeResponse: decisions_v1_DecisionOutcomeResponse_json,
     decisions_pb2.DecisionPrecedentsRequest: decisions_v1_DecisionPrecedentsRequest_json,
@@ -2722,6 +2751,9 @@ JSON: dict[type[Message], Callable[[Any], dict[str, Any]]] = {
     decisions_pb2.Precedent: decisions_v1_Precedent_json,
     decisions_pb2.RecordDecisionRequest: decisions_v1_RecordDecisionRequest_json,
     decisions_pb2.RecordDecisionResponse: decisions_v1_RecordDecisionResponse_json,
+    decisions_pb2.RecordDecisionResult: decisions_v1_RecordDecisionResult_json,
+    decisions_pb2.RecordDecisionsRequest: decisions_v1_RecordDecisionsRequest_json,
+    decisions_pb2.RecordDecisionsResponse: decisions_v1_RecordDecisionsResponse_json,
     memory_pb2.RecordHistoryRequest: decisions_v1_RecordHistoryRequest_json,
     memory_pb2.RecordHistoryResponse: decisions_v1_RecordHistoryResponse_json,
     memory_pb2.RecordVersion: decisions_v1_RecordVersion_json,
@@ -2902,6 +2934,7 @@ SPARSE: dict[type[Message], Callable[[Any], dict[str, Any]]] = {
     memory_pb2.MoveMemoryRequest: decisions_v1_MoveMemoryRequest_sparse,
     memory_pb2.PinMemoryRequest: decisions_v1_PinMemoryRequest_sparse,
     decisions_pb2.RecordDecisionRequest: decisions_v1_RecordDecisionRequest_sparse,
+    decisions_pb2.RecordDecisionsRequest: decisions_v1_RecordDecisionsRequest_sparse,
     memory_pb2.RecordHistoryRequest: decisions_v1_RecordHistoryRequest_sparse,
     memory_pb2.RestoreMemoryRequest: decisions_v1_RestoreMemoryRequest_sparse,
     memory_pb2.RollbackNamespaceRequest: decisions_v1_RollbackNamespaceRequest_sparse,

@@ -66,6 +66,7 @@ __all__ = [
     "DecisionChainArgs",
     "DecisionChainOptions",
     "DecisionChainResponse",
+    "DecisionItemError",
     "DecisionOutcomeArgs",
     "DecisionOutcomeOptions",
     "DecisionOutcomeResponse",
@@ -73,6 +74,7 @@ __all__ = [
     "DecisionPrecedentsOptions",
     "DecisionPrecedentsResponse",
     "DecisionRecordArgs",
+    "DecisionRecordManyArgs",
     "DecisionsClient",
     "DedupResolveResponse",
     "DeferTaskResponse",
@@ -183,7 +185,10 @@ __all__ = [
     "PullTasksResponse",
     "QueryResponse",
     "ReassignTaskResponse",
+    "RecordDecisionRequest",
     "RecordDecisionResponse",
+    "RecordDecisionResult",
+    "RecordDecisionsResponse",
     "RecordHistoryResponse",
     "RecordVersion",
     "RegisterInboxResponse",
@@ -703,6 +708,14 @@ class DecisionChainResponse(TypedDict):
     edges: list[ChainEdge]
 
 
+class DecisionItemError(TypedDict):
+    """``loom.decisions.v1.DecisionItemError`` as JSON."""
+
+    code: str
+    message: str
+    http_status: int
+
+
 class DecisionOutcomeArgs(TypedDict):
     """``decision.outcome``'s arguments."""
 
@@ -780,6 +793,13 @@ class DecisionRecordArgs(TypedDict):
     tags: NotRequired[list[str]]
     run_id: NotRequired[str]
     memories_used: NotRequired[list[str]]
+
+
+class DecisionRecordManyArgs(TypedDict):
+    """``decision.record_many``'s arguments."""
+
+    namespace: NotRequired[str]
+    records: list[RecordDecisionRequest]
 
 
 class DedupResolveResponse(TypedDict):
@@ -1782,6 +1802,26 @@ class ReassignTaskResponse(TypedDict):
     task: NotRequired[Task]
 
 
+class RecordDecisionRequest(TypedDict):
+    """``loom.decisions.v1.RecordDecisionRequest`` as an argument's JSON."""
+
+    category: str
+    scenario: str
+    reasoning: NotRequired[str]
+    outcome: str
+    alternatives: NotRequired[list[str]]
+    confidence: NotRequired[float]
+    caused_by: NotRequired[list[str]]
+    influenced_by: NotRequired[list[str]]
+    stage: NotRequired[str]
+    files: NotRequired[list[str]]
+    source_resource_id: NotRequired[str]
+    source_class: NotRequired[str]
+    tags: NotRequired[list[str]]
+    run_id: NotRequired[str]
+    memories_used: NotRequired[list[str]]
+
+
 class RecordDecisionResponse(TypedDict):
     """``loom.decisions.v1.RecordDecisionResponse`` as JSON."""
 
@@ -1793,6 +1833,19 @@ class RecordDecisionResponse(TypedDict):
     stage: str
     statement: str
     version: int
+
+
+class RecordDecisionResult(TypedDict):
+    """``loom.decisions.v1.RecordDecisionResult`` as JSON."""
+
+    decision: NotRequired[RecordDecisionResponse]
+    error: NotRequired[DecisionItemError]
+
+
+class RecordDecisionsResponse(TypedDict):
+    """``loom.decisions.v1.RecordDecisionsResponse`` as JSON."""
+
+    results: list[RecordDecisionResult]
 
 
 class RecordHistoryResponse(TypedDict):
@@ -2971,6 +3024,26 @@ class DecisionOps:
             memories_used=memories_used,
         )
         return cast("RecordDecisionResponse", answer)
+
+    async def record_many(
+        self,
+        *,
+        namespace: str | None = None,
+        records: list[RecordDecisionRequest],
+    ) -> RecordDecisionsResponse:
+        """Record up to 500 decisions in one call (an import): each as decision.record takes it, answered on its own; one its writer already holds word for word is not written again.
+
+        Calls ``decision.record_many``.
+
+        Args:
+            namespace: The namespace to act in; defaults to the agent's.
+        """
+        answer = await self._caller.call(
+            "decision.record_many",
+            namespace=namespace,
+            records=records,
+        )
+        return cast("RecordDecisionsResponse", answer)
 
 
 class GrantsOps:

@@ -9,6 +9,8 @@ from loom_api.decisions.v1 import decisions_pb2 as dpb
 from loom_api.decisions.v1 import memory_pb2 as mpb
 from loom_api.decisions.v1 import search_pb2 as spb
 from loom_core.chain import CallContext
+from loom_core.chain.ledger import ledger_args
+from loom_core.errors import LoomError
 from loom_core.identity import Authenticator
 
 from .code_handlers import CodeHandlers
@@ -104,6 +106,22 @@ class DecisionHandlers(CodeHandlers):
 
     async def record_decision(self, req: dpb.RecordDecisionRequest, ctx: CallContext) -> dpb.RecordDecisionResponse:
         return await self._decisions.record(ctx, req)
+
+    async def record_decisions(self, req: dpb.RecordDecisionsRequest, ctx: CallContext) -> dpb.RecordDecisionsResponse:
+        answers = await self._decisions.record_many(ctx, req.records)
+        # One ledger row per record, as decision.record leaves it (task.create_many's way).
+        ctx.item_rows = [
+            ("decision.record", ledger_args(r), a.code if isinstance(a, LoomError) else "")
+            for r, a in zip(req.records, answers, strict=True)
+        ]
+        return dpb.RecordDecisionsResponse(
+            results=[
+                dpb.RecordDecisionResult(error=dpb.DecisionItemError(code=a.code, message=a.message, http_status=a.http_status))
+                if isinstance(a, LoomError)
+                else dpb.RecordDecisionResult(decision=a)
+                for a in answers
+            ]
+        )
 
     async def decision_precedents(self, req: dpb.DecisionPrecedentsRequest, ctx: CallContext) -> dpb.DecisionPrecedentsResponse:
         found, none_close = await self._decisions.precedents(ctx, req.query, req.category, req.with_outcome_only, req.limit)

@@ -365,6 +365,50 @@ export interface DecisionRecordResult {
   version: number;
 }
 
+/** `decision.record_many` arguments. */
+export interface DecisionRecordManyArgs {
+  /** Namespace; defaults to the token's. */
+  namespace?: string;
+  records: Array<{
+    category: string;
+    scenario: string;
+    reasoning?: string;
+    outcome: string;
+    alternatives?: Array<string>;
+    confidence?: number;
+    caused_by?: Array<string>;
+    influenced_by?: Array<string>;
+    stage?: "decided" | "proposed";
+    files?: Array<string>;
+    source_resource_id?: string;
+    source_class?: string;
+    tags?: Array<string>;
+    run_id?: string;
+    memories_used?: Array<string>;
+  }>;
+}
+
+/** `decision.record_many` answer. */
+export interface DecisionRecordManyResult {
+  results: Array<{
+    decision?: {
+      memory_key: string;
+      created: boolean;
+      superseded_prior: boolean;
+      restated: boolean;
+      conflicts: Array<string>;
+      stage: string;
+      statement: string;
+      version: number;
+    };
+    error?: {
+      code: string;
+      message: string;
+      http_status: number;
+    };
+  }>;
+}
+
 /** `grants.list` arguments. */
 export interface GrantsListArgs {
   /** Namespace; defaults to the token's. */
@@ -2715,6 +2759,7 @@ export interface OpTypes {
   "decision.outcome": { args: DecisionOutcomeArgs; result: DecisionOutcomeResult };
   "decision.precedents": { args: DecisionPrecedentsArgs; result: DecisionPrecedentsResult };
   "decision.record": { args: DecisionRecordArgs; result: DecisionRecordResult };
+  "decision.record_many": { args: DecisionRecordManyArgs; result: DecisionRecordManyResult };
   "grants.list": { args: GrantsListArgs; result: GrantsListResult };
   "grants.set": { args: GrantsSetArgs; result: GrantsSetResult };
   "help.get": { args: HelpGetArgs; result: HelpGetResult };
@@ -2814,6 +2859,7 @@ export const OP_INFO: { readonly [K in OpName]: OpInfo } = {
   "decision.outcome": { summary: "Record realized_outcome and success; credit or charge the memories the decision used (memories_used, caused_by, influenced_by) that its run was shown; a later failure undoes an earlier credit.", minRole: "writer", writes: true },
   "decision.precedents": { summary: "Semantic search over past decisions (at most 25), optionally by category or with_outcome_only.", minRole: "viewer", writes: false },
   "decision.record": { summary: "Record a decision (category + scenario identify it) and its causal edges; answers memory_key, created, superseded_prior, restated.", minRole: "writer", writes: true },
+  "decision.record_many": { summary: "Record up to 500 decisions in one call (an import): each as decision.record takes it, answered on its own; one its writer already holds word for word is not written again.", minRole: "writer", writes: true },
   "grants.list": { summary: "The subjects holding a role in the namespace.", minRole: "viewer", writes: false },
   "grants.set": { summary: "Give a subject a role in the namespace, or remove it (role none).", minRole: "admin", writes: true },
   "help.get": { summary: "Read a documentation page with its outline, or one section of it by anchor.", minRole: "viewer", writes: false },
@@ -2972,6 +3018,8 @@ export interface OpGroups<O> {
     precedents(args: OpArgs<"decision.precedents">, call?: O): Promise<OpResult<"decision.precedents">>;
     /** `decision.record`: Record a decision (category + scenario identify it) and its causal edges; answers memory_key, created, superseded_prior, restated. */
     record(args: OpArgs<"decision.record">, call?: O): Promise<OpResult<"decision.record">>;
+    /** `decision.record_many`: Record up to 500 decisions in one call (an import): each as decision.record takes it, answered on its own; one its writer already holds word for word is not written again. */
+    recordMany(args: OpArgs<"decision.record_many">, call?: O): Promise<OpResult<"decision.record_many">>;
   };
   grants: {
     /** `grants.list`: The subjects holding a role in the namespace. */
@@ -3177,6 +3225,7 @@ export function opGroups<O>(call: OpCaller<O>): OpGroups<O> {
       outcome: (args, o) => call("decision.outcome", args ?? {}, o),
       precedents: (args, o) => call("decision.precedents", args ?? {}, o),
       record: (args, o) => call("decision.record", args ?? {}, o),
+      recordMany: (args, o) => call("decision.record_many", args ?? {}, o),
     },
     grants: {
       list: (args, o) => call("grants.list", args ?? {}, o),

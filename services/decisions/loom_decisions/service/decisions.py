@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,6 +25,9 @@ from ..store.memory import Ident, MemoryRow, RowView
 from .rows import RowChanges, Rows, RowWrite, WriteRounds, record_row
 
 PRECEDENTS_MAX = 25
+# decision.record_many's records a call (its proto's max_items): past ~100 the per-call costs
+# are already a fraction of a millisecond a record; 500 keeps one call's body well under 16 MiB.
+RECORD_MANY_MAX = 500
 CHAIN_HOPS_MAX = 4
 DIRECTIONS = ("upstream", "downstream", "both")
 
@@ -117,10 +123,41 @@ class _Recording:
     text: DecisionText
     statement: str
     ident: Ident
+    # False (decision.record_many): a restatement of the writer's own active decision is answered
+    # as held, with nothing written (no reinforcement), so an import retried writes nothing twice.
+    reinforce: bool = True
 
     @property
     def tags(self) -> list[str]:
         return decision_tags(list(self.req.tags), self.category, self.stage)
+
+
+def _recording(ctx: CallContext, req: dpb.RecordDecisionRequest, *, reinforce: bool = True) -> _Recording:
+    """A decision.record, checked as every decision write is (refused before anything is written)."""
+    stage = req.stage or "decided"
+    if stage not in STAGES:
+        raise invalid_field("stage", "decided or proposed")
+    if req.HasField("confidence") and not 0.0 <= req.confidence <= 1.0:
+        raise invalid_field("confidence", "between 0 and 1")
+    category, key, text = _checked_decision(req, stage)
+    ident = Ident(ctx.agent_label, ctx.user, ctx.session)
+    return _Recording(ctx, req, stage, category, key, text, text.statement(), ident, reinforce)
+
+
+def _at_item(index: int, exc: LoomError) -> LoomError:
+    """An item's refusal as the whole call's: its field named under records[index]."""
+    payload = exc.to_payload()
+    detail = dict(payload.get("detail") or {})
+    field = detail.get("field")
+    where = f"records[{index}]"
+    message = f"{where}.{exc.message}" if field and exc.message.startswith(f"{field}:") else f"{where}: {exc.message}"
+    detail.update(index=index, field=f"{where}.{field}" if field else where)
+    return LoomError.from_payload({**payload, "message": message, "detail": detail})
+
+
+def _own_active(rec: dict[str, Any] | None, ident: Ident) -> bool:
+    """The key's record is active and written by `ident`."""
+    return rec is not None and rec["status"] == "active" and Ident(rec["agent"], rec["user"], rec["session"]) == ident
 
 
 class DecisionOps:
@@ -134,19 +171,65 @@ class DecisionOps:
 
     async def record(self, ctx: CallContext, req: dpb.RecordDecisionRequest) -> dpb.RecordDecisionResponse:
         org, ns = ctx.org, ctx.namespace
-        stage = req.stage or "decided"
-        if stage not in STAGES:
-            raise invalid_field("stage", "decided or proposed")
-        if req.HasField("confidence") and not 0.0 <= req.confidence <= 1.0:
-            raise invalid_field("confidence", "between 0 and 1")
-        category, key, text = _checked_decision(req, stage)
-        statement = text.statement()
-        await self.r.refuse_if_locked(org, ns, key)
-        write = _Recording(ctx, req, stage, category, key, text, statement, Ident(ctx.agent_label, ctx.user, ctx.session))
-        async with self.r.key_lock(org, ns, key):
+        write = _recording(ctx, req)
+        await self.r.refuse_if_locked(org, ns, write.key)
+        async with self.r.key_lock(org, ns, write.key):
             answer = await self._rounds.submit(org, ns, write)
         await self.r.publish_live(org, ns)
         return answer
+
+    async def record_many(
+        self, ctx: CallContext, reqs: Sequence[dpb.RecordDecisionRequest]
+    ) -> list[dpb.RecordDecisionResponse | LoomError]:
+        """decision.record_many: each record as decision.record takes it, answered on its own
+        (a locked key or a pinned row refuses its items only); an item whose fields
+        decision.record would refuse refuses the call before anything is written. The records
+        go through one round (the model over every text in one worker-thread hop, the reads,
+        the conflict scan, the versions, one insert per table), a key named twice in a later
+        round, with every key's lock held throughout: single writers of those keys wait, as
+        they wait for each other."""
+        org, ns = ctx.org, ctx.namespace
+        if not 1 <= len(reqs) <= RECORD_MANY_MAX:
+            raise invalid_field("records", f"between 1 and {RECORD_MANY_MAX} items")
+        writes: list[_Recording] = []
+        for i, req in enumerate(reqs):
+            try:
+                writes.append(_recording(ctx, req, reinforce=False))
+            except LoomError as exc:
+                raise _at_item(i, exc) from None
+        keys = sorted({w.key for w in writes})
+
+        async def lock_refusal(key: str) -> LoomError | None:
+            try:
+                await self.r.refuse_if_locked(org, ns, key)
+            except LoomError as exc:
+                return exc
+            return None
+
+        refused = {k: e for k, e in zip(keys, await asyncio.gather(*(lock_refusal(k) for k in keys)), strict=True) if e is not None}
+        answers: list[dpb.RecordDecisionResponse | LoomError | None] = [refused.get(w.key) for w in writes]
+        # Round n carries each key's n-th record: a round holds one write per key (rows.WriteRounds).
+        rounds: list[list[int]] = []
+        seen: Counter[str] = Counter()
+        for i, w in enumerate(writes):
+            if w.key not in refused:
+                if seen[w.key] == len(rounds):
+                    rounds.append([])
+                rounds[seen[w.key]].append(i)
+                seen[w.key] += 1
+        async with contextlib.AsyncExitStack() as held:
+            for key in keys:  # in key order, so two imports never hold each other's keys
+                if key not in refused:
+                    await held.enter_async_context(self.r.key_lock(org, ns, key))
+            for members in rounds:
+                for i, answer in zip(members, await self._record_round(org, ns, [writes[i] for i in members]), strict=True):
+                    answers[i] = answer
+        if rounds:
+            await self.r.publish_live(org, ns)
+        done = [a for a in answers if a is not None]
+        if len(done) != len(writes):
+            raise RuntimeError("decision.record_many: a record left unanswered")
+        return done
 
     async def _record_round(self, org: str, ns: str, writes: list[_Recording]) -> list[dpb.RecordDecisionResponse | LoomError]:
         """One round of decision.record (rows.WriteRounds): the writers' rows and the keys' records
@@ -169,6 +252,13 @@ class DecisionOps:
             own: MemoryRow | None = mine.head
             own_live = own is not None and own.status == "active"
             restated = own_live and own is not None and own.value == w.statement and own.memory_type == "decision"
+            if restated and own is not None and not w.reinforce and _own_active(recs.get(w.key), w.ident):
+                answers.append(
+                    dpb.RecordDecisionResponse(
+                        memory_key=w.key, restated=True, conflicts=own.conflicts, stage=w.stage, statement=w.statement, version=own.version
+                    )
+                )
+                continue
             if own_live and own is not None and own.pinned and not restated:
                 answers.append(
                     Conflict(
@@ -212,8 +302,7 @@ class DecisionOps:
         for i, answer, row in landed:
             rec = recs.get(row.key)
             rec_active = rec is not None and rec["status"] == "active"
-            rec_is_own = rec_active and rec is not None and Ident(rec["agent"], rec["user"], rec["session"]) == row.ident
-            if not (answer.restated and rec_is_own):
+            if not (answer.restated and _own_active(rec, row.ident)):
                 answer.superseded_prior = rec_active
                 superseding.append((i, row, int(rec["version"]) if rec is not None else 0))
         versions = await asyncio.gather(
