@@ -41,7 +41,7 @@ def source_tokens() -> tuple[set[str], set[str], set[str]]:
     need a real server), upper-case identifiers (stream names, secret keys), and the dotted
     keys of the deployment files (Helm values such as `assistant.enabled`) and the names of
     `loom doctor`'s checks (`policy.mode`, in the doctor modules that define them) and of audit
-    row kinds (`"kind": "policy.widened"`)."""
+    row kinds (`"kind": "policy.widened"` in a dict, `kind="policy.widened"` in a typed row)."""
     idents: set[str] = set()
     env: set[str] = set()
     deploy_keys: set[str] = set()
@@ -55,7 +55,7 @@ def source_tokens() -> tuple[set[str], set[str], set[str]]:
         idents.update(re.findall(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b", text))
         if path.is_relative_to(ROOT / "deploy"):
             deploy_keys.update(re.findall(r"\b[a-z][a-zA-Z_]*\.[a-z][a-zA-Z_]*\b", text))
-        deploy_keys.update(re.findall(r"\"kind\": \"([a-z][a-z_]*\.[a-z][a-z_]*)\"", text))
+        deploy_keys.update(re.findall(r"(?:\"kind\": |\bkind=)\"([a-z][a-z_]*\.[a-z][a-z_]*)\"", text))
         if path.name == "doctor.py":
             deploy_keys.update(re.findall(r"\"([a-z][a-z_]*\.[a-z][a-z_]*)\"", text))
     return idents, env, deploy_keys

@@ -8,8 +8,16 @@ published as one self-referring schema (components/schemas/PolicyCondition, an a
 kinds keyed by `op`), which schemathesis generates from in bounded time, so every check runs on
 every op. The plane alone refuses (422 naming the node) a tree deeper than 8 or with more than 32
 leaves, which the schema does not count; the examples drawn here stay far from both.
+Every door refuses a NUL character in any string (422 VALIDATION_FAILED, docs/doors.md; refused
+in tests/gateway/test_bad_input.py), a rule the schema does not repeat on each string field:
+schemathesis generates no NUL (`generation.allow-x00 = false`). It had drawn one inside
+decision.record_many's records[7].influenced_by.
+
 One further rule stays server-side because JSON Schema cannot state it: a decision's category
-and scenario needing a letter or digit (400 MISSING_IDENTITY_FIELD); the examples stay far from it.
+and scenario needing a letter or digit (400 MISSING_IDENTITY_FIELD); decision.record's two examples
+stay far from it, but decision.record_many's carry many records each, and one record without a
+letter or digit refuses the call (as it must, nothing written): for that op 400 is an accepted
+answer to a schema-valid request.
 
 On the embedded store (chDB) insights.query answers every valid statement 503 ANALYSIS_UNAVAILABLE
 by design (analysis needs a ClickHouse server): there, and only while insights.catalog says
@@ -51,8 +59,11 @@ async def test_schemathesis_checks_all_pass_on_every_op(stack: Instance, tenant:
     if transport != "inproc":
         pytest.skip("the published schema and the checks do not depend on the transport; once is enough")
     config = (
+        "[generation]\nallow-x00 = false\n"
         '[[operations]]\ninclude-path-regex = "^/v1/memory\\\\.(set|move|record\\\\.write|dedup_resolve|auto_supersede)$"\n'
         'checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "423", "429", "5xx"]\n'
+        '[[operations]]\ninclude-path = "/v1/decision.record_many"\n'
+        'checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "423", "429", "5xx"]\n'
     )
     async with httpx.AsyncClient(base_url=stack.base_url, timeout=30) as c:
         headers = {"Authorization": f"Bearer {tenant.token}", "X-Loom-Namespace": tenant.namespace}
