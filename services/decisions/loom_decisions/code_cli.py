@@ -23,7 +23,7 @@ from typing import Any
 
 from loom_core.settings import Settings
 
-from .domain.code_symbols import MAX_FILE_BYTES, indexable, module_of, symbols_of
+from .domain.code_symbols import MAX_FILE_BYTES, DefinedSymbol, IndexedFile, indexable, module_of, symbols_of
 from .operator_call import NotReached, call_plane
 
 COMMANDS = ("code",)
@@ -46,7 +46,7 @@ def _git(path: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True, text=True).stdout
 
 
-def read_checkout(path: Path) -> tuple[list[dict[str, Any]], list[str], str]:
+def read_checkout(path: Path) -> tuple[list[IndexedFile], list[str], str]:
     """The checkout's tracked files with the symbols each defines, its remotes' URLs and HEAD."""
     tracked = [p for p in _git(path, "ls-files", "-z").split("\0") if p]
     remotes = sorted({line.split()[1] for line in _git(path, "remote", "-v").splitlines() if len(line.split()) >= 2})
@@ -54,18 +54,18 @@ def read_checkout(path: Path) -> tuple[list[dict[str, Any]], list[str], str]:
         commit = _git(path, "rev-parse", "HEAD").strip()
     except subprocess.CalledProcessError:
         commit = ""
-    files = []
+    files: list[IndexedFile] = []
     for rel in tracked:
         f = path / rel
-        symbols: list[dict[str, Any]] = []
+        symbols: list[DefinedSymbol] = []
         # A symlink may point out of the checkout: listed, not read.
         if indexable(rel) and not f.is_symlink() and f.is_file() and f.stat().st_size <= MAX_FILE_BYTES:
             text = f.read_text(encoding="utf-8", errors="replace")
             symbols = [
-                {"name": s.name, "qualname": s.qualname, "fqname": _fqname(rel, s.qualname, s.kind), "kind": s.kind, "line": s.line}
+                DefinedSymbol(name=s.name, qualname=s.qualname, fqname=_fqname(rel, s.qualname, s.kind), kind=s.kind, line=s.line)
                 for s in symbols_of(rel, text)
             ]
-        files.append({"path": rel, "symbols": symbols})
+        files.append(IndexedFile(path=rel, symbols=symbols))
     return files, remotes, commit
 
 

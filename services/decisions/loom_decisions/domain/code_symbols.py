@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, TypedDict, TypeVar
 
 import tree_sitter
 
@@ -39,6 +39,33 @@ class Symbol:
     qualname: str  # within the file: `MergeTreeData.load`
     kind: str
     line: int
+
+
+class DefinedSymbol(TypedDict):
+    """A symbol as `loom code index` sends it: `fqname` is the module and qualified name."""
+
+    name: str
+    qualname: str
+    fqname: str
+    kind: str
+    line: int
+
+
+class IndexedFile(TypedDict):
+    """A tracked file and the symbols it defines (none for a file that is not read)."""
+
+    path: str
+    symbols: list[DefinedSymbol]
+
+
+class SymbolRow(TypedDict):
+    """A symbol (or a file, kind `file`) as a lookup answers it."""
+
+    path: str
+    line: int
+    name: str
+    qualname: str
+    kind: str
 
 
 def module_of(path: str) -> str:
@@ -450,7 +477,10 @@ def parse_lookup(raw: str) -> Lookup | None:
 _SOURCE_SUFFIXES = {s.lstrip(".") for s in (*_LANGUAGE_OF, ".py", *MARKDOWN_SUFFIXES)}
 
 
-def prefer_classes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+R = TypeVar("R", bound=SymbolRow)
+
+
+def prefer_classes(rows: list[R]) -> list[R]:
     """A class is preferred over its constructor: a method named as the class it is defined in
     (`Foo::Foo`, Java's `Foo()`) is left out when the class itself is among the rows."""
     classes = {r["qualname"] for r in rows if r["kind"] == "class"}

@@ -18,15 +18,23 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from loom_core.errors import ErrorCode, NotFound, ValidationFailed
 from loom_core.identity.store import IdentityStore
 from loom_core.store import Store, ch_time
 
-from ..domain.code_symbols import branch_namespace, parse_lookup, prefer_classes, remote_slug, repo_slug, trunk_namespace
+from ..domain.code_symbols import (
+    IndexedFile,
+    SymbolRow,
+    branch_namespace,
+    parse_lookup,
+    prefer_classes,
+    remote_slug,
+    repo_slug,
+    trunk_namespace,
+)
 from ..domain.decision_extract import is_test_path
-from ..store.code import CodeStore
+from ..store.code import CodeStore, NamespaceMeta, RepoRow, SymbolWrite
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,22 +46,25 @@ class Repository:
     trunk_namespace: str
 
     @classmethod
-    def of(cls, row: dict[str, Any]) -> Repository:
+    def of(cls, row: RepoRow) -> Repository:
         return cls(row["repo_id"], row["owner"], row["name"], tuple(row["remotes"]), row["trunk_namespace"])
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "repo_id": self.repo_id,
-            "owner": self.owner,
-            "name": self.name,
-            "remotes": list(self.remotes),
-            "trunk_namespace": self.trunk_namespace,
-        }
+    def row(self) -> RepoRow:
+        return RepoRow(
+            repo_id=self.repo_id, owner=self.owner, name=self.name, remotes=list(self.remotes), trunk_namespace=self.trunk_namespace
+        )
+
+
+class FoundSymbol(SymbolRow):
+    """A lookup's symbol, marked where it is defined in a test or is a Markdown page."""
+
+    test: bool
+    page: bool
 
 
 @dataclass(frozen=True, slots=True)
 class SymbolAnswer:
-    symbols: list[dict[str, Any]]
+    symbols: list[FoundSymbol]
     # The defining code files (tests and pages aside) after preferring a class over its constructor.
     files: list[str]
     # Defined only in tests or Markdown pages (and so linking nothing).
@@ -113,7 +124,7 @@ class CodeIndex:
             repo = Repository(repo.repo_id, repo.owner, repo.name, merged, repo.trunk_namespace)
         else:
             repo = Repository(slug, owner, name, tuple(keys), trunk or trunk_namespace(slug))
-        await self.code.put_repo(org, repo.as_json(), time.time_ns(), ch_time())
+        await self.code.put_repo(org, repo.row(), time.time_ns(), ch_time())
         return repo
 
     # --- indexing
@@ -127,7 +138,7 @@ class CodeIndex:
         branch: str,
         remotes: Sequence[str],
         commit: str,
-        files: Sequence[dict[str, Any]],
+        files: Sequence[IndexedFile],
     ) -> tuple[Repository, str, int]:
         """Replace a code namespace's file set with `files` (each {path, symbols: [{name,
         qualname, fqname, kind, line}]}); the namespace is made when it is missing. Returns the
@@ -141,10 +152,10 @@ class CodeIndex:
             raise ValidationFailed(f"namespace {ns} is the code namespace of {held['repo_id']}", {"field": "namespace"})
         await self.identity.create_namespace(org, ns, f"code of {repo.owner}/{repo.name}" + (f" on {branch}" if branch else ""))
         symbols = [
-            {"path": f["path"], "line": 1, "name": f["path"].rsplit("/", 1)[-1], "qualname": f["path"], "fqname": f["path"], "kind": "file"}
+            SymbolWrite(path=f["path"], line=1, name=f["path"].rsplit("/", 1)[-1], qualname=f["path"], fqname=f["path"], kind="file")
             for f in files
-        ] + [{"path": f["path"], **s} for f in files for s in f["symbols"]]
-        meta = {"repo_id": repo.repo_id, "branch": branch, "commit": commit, "files": len(files)}
+        ] + [SymbolWrite(path=f["path"], **s) for f in files for s in f["symbols"]]
+        meta = NamespaceMeta(repo_id=repo.repo_id, branch=branch, commit=commit, files=len(files))
         await self.code.replace_files(org, ns, meta, symbols, time.time_ns(), ch_time())
         return repo, ns, len(symbols) - len(files)
 
@@ -158,10 +169,6 @@ class CodeIndex:
             rows = await self.code.by_path(org, namespace, lookup.path)
         else:
             rows = prefer_classes(await self.code.by_name(org, namespace, lookup.name, lookup.qualified))
-        out = []
-        for r in rows:
-            test = is_test_path(r["path"])
-            page = r["kind"] == "page"
-            out.append({**r, "line": int(r["line"]), "test": test, "page": page})
+        out = [FoundSymbol(**r, test=is_test_path(r["path"]), page=r["kind"] == "page") for r in rows]
         files = list(dict.fromkeys(r["path"] for r in out if not r["test"] and not r["page"]))
         return SymbolAnswer(out, files, bool(out) and not files)

@@ -14,9 +14,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
 
-from loom_core.store import Migration, Store
+from loom_core.store import Migration, Store, query_as
+
+from ..domain.code_symbols import SymbolRow
 
 REPOS = "{db}.code_repos"
 NAMESPACES = "{db}.code_namespaces"
@@ -85,33 +87,73 @@ _IN_CURRENT_FILES = (
 )
 
 
+class RepoRow(TypedDict):
+    """A code_repos row (its columns less org, version and ts)."""
+
+    repo_id: str
+    owner: str
+    name: str
+    remotes: list[str]
+    trunk_namespace: str
+
+
+class NamespaceMeta(TypedDict):
+    """What a code_namespaces row says of its file set."""
+
+    repo_id: str
+    branch: str
+    commit: str
+    files: int
+
+
+class CodeNamespaceRow(NamespaceMeta):
+    generation: int
+
+
+class SymbolWrite(TypedDict):
+    """A code_symbols row as an indexing run writes it (its org, namespace and generation aside)."""
+
+    path: str
+    line: int
+    name: str
+    qualname: str
+    fqname: str
+    kind: str
+
+
 class CodeStore:
     def __init__(self, store: Store) -> None:
         self.store = store
 
     # --- repositories
 
-    async def repos(self, org: str) -> list[dict[str, Any]]:
-        return await self.store.query(
+    async def repos(self, org: str) -> list[RepoRow]:
+        return await query_as(
+            self.store,
+            RepoRow,
             f"SELECT {_REPO_COLS} FROM {REPOS} FINAL WHERE org = {{org:String}} ORDER BY repo_id",
             {"org": org},
         )
 
-    async def repo(self, org: str, repo_id: str) -> dict[str, Any] | None:
-        rows = await self.store.query(
+    async def repo(self, org: str, repo_id: str) -> RepoRow | None:
+        rows = await query_as(
+            self.store,
+            RepoRow,
             f"SELECT {_REPO_COLS} FROM {REPOS} FINAL WHERE org = {{org:String}} AND repo_id = {{id:String}}",
             {"org": org, "id": repo_id},
         )
         return rows[0] if rows else None
 
-    async def put_repo(self, org: str, repo: dict[str, Any], version: int, ts: str) -> None:
+    async def put_repo(self, org: str, repo: RepoRow, version: int, ts: str) -> None:
         await self.store.insert(REPOS, [{"org": org, **repo, "version": version, "ts": ts}])
 
     # --- code namespaces
 
-    async def namespace(self, org: str, namespace: str) -> dict[str, Any] | None:
+    async def namespace(self, org: str, namespace: str) -> CodeNamespaceRow | None:
         """The code namespace's repository, branch ('' for the trunk) and current generation."""
-        rows = await self.store.query(
+        rows = await query_as(
+            self.store,
+            CodeNamespaceRow,
             f"SELECT repo_id, branch, commit, files, generation FROM {NAMESPACES} FINAL "
             "WHERE org = {org:String} AND namespace = {ns:String}",
             {"org": org, "ns": namespace},
@@ -119,7 +161,7 @@ class CodeStore:
         return rows[0] if rows else None
 
     async def replace_files(
-        self, org: str, namespace: str, meta: dict[str, Any], symbols: Sequence[dict[str, Any]], generation: int, ts: str
+        self, org: str, namespace: str, meta: NamespaceMeta, symbols: Sequence[SymbolWrite], generation: int, ts: str
     ) -> None:
         rows = [{"org": org, "namespace": namespace, "generation": generation, **s} for s in symbols]
         for i in range(0, len(rows), 50_000):
@@ -132,10 +174,12 @@ class CodeStore:
 
     # --- lookups in the current file set
 
-    async def by_name(self, org: str, namespace: str, name: str, qualified: str) -> list[dict[str, Any]]:
+    async def by_name(self, org: str, namespace: str, name: str, qualified: str) -> list[SymbolRow]:
         """Symbols named `name`; with `qualified` (`a.b.C`), those whose qualified name, or module
         and qualified name, is it or ends with `.` + it."""
-        return await self.store.query(
+        return await query_as(
+            self.store,
+            SymbolRow,
             f"SELECT {_SYMBOL_COLS} FROM {SYMBOLS} WHERE {_IN_CURRENT_FILES} "
             "AND name = {name:String} AND kind != 'file' "
             "AND ({q:String} = '' OR qualname = {q:String} OR fqname = {q:String} OR endsWith(fqname, concat('.', {q:String}))) "
@@ -143,9 +187,11 @@ class CodeStore:
             {"org": org, "ns": namespace, "name": name, "q": qualified, "lim": LOOKUP_MAX},
         )
 
-    async def by_path(self, org: str, namespace: str, path: str) -> list[dict[str, Any]]:
+    async def by_path(self, org: str, namespace: str, path: str) -> list[SymbolRow]:
         """Tracked files whose path is `path` or ends with `/` + it."""
-        return await self.store.query(
+        return await query_as(
+            self.store,
+            SymbolRow,
             f"SELECT {_SYMBOL_COLS} FROM {SYMBOLS} WHERE {_IN_CURRENT_FILES} AND kind = 'file' "
             "AND (path = {p:String} OR endsWith(path, concat('/', {p:String}))) "
             "ORDER BY path LIMIT {lim:UInt32}",

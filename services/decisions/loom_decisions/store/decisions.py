@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from loom_core.batching import Coalescer
-from loom_core.store import Store
+from loom_core.store import Store, Where, query_as
 from loom_core.store.batched import BatchedInserts
 
 RECORDS = "{db}.decision_records"
@@ -29,6 +29,28 @@ class Edge:
     kind: str
     dst_version: int
     ts: str
+
+
+class EdgeRow(TypedDict):
+    """A decision_edges row as a chain walk reads it."""
+
+    src: str
+    dst: str
+    kind: str
+    dst_version: int
+
+
+class ScoredRow(TypedDict):
+    """A key's current record with the columns calibration reads."""
+
+    key: str
+    status: str
+    agent: str
+    category: str
+    confidence: float | None
+    success: int | None
+    realized_outcome: str
+    outcome_at: str | None
 
 
 class DecisionStore:
@@ -100,23 +122,26 @@ class DecisionStore:
             ],
         )
 
-    async def edges_touching(self, org: str, ns: str, keys: Sequence[str], *, upstream: bool) -> list[dict[str, Any]]:
+    async def edges_touching(self, org: str, ns: str, keys: Sequence[str], *, upstream: bool) -> list[EdgeRow]:
         """Edges into `keys` (upstream: their causes) or out of them (downstream: what they caused)."""
         col = "dst" if upstream else "src"
-        return await self.store.query(
+        return await query_as(
+            self.store,
+            EdgeRow,
             f"SELECT src, dst, kind, dst_version FROM {EDGES} WHERE org = {{org:String}} AND namespace = {{ns:String}} "
             f"AND {col} IN {{keys:Array(String)}}",
             {"org": org, "ns": ns, "keys": sorted(set(keys))},
         )
 
-    async def scored(self, org: str, ns: str, since: str, agent: str, category: str) -> list[dict[str, Any]]:
+    async def scored(self, org: str, ns: str, since: str, agent: str, category: str) -> list[ScoredRow]:
         """Each key's current record with a recorded outcome since `since`."""
-        where = ["org = {org:String}", "namespace = {ns:String}"]
-        params: dict[str, Any] = {"org": org, "ns": ns, "since": since}
-        rows = await self.store.query(
+        where = Where("org = {org:String}", "namespace = {ns:String}", org=org, ns=ns)
+        rows = await query_as(
+            self.store,
+            ScoredRow,
             f"SELECT key, status, agent, category, confidence, success, realized_outcome, outcome_at FROM {RECORDS} "
-            f"WHERE {' AND '.join(where)} ORDER BY version DESC LIMIT 1 BY key",
-            params,
+            f"WHERE {where} ORDER BY version DESC LIMIT 1 BY key",
+            where.bind(),
         )
         out = []
         for r in rows:
