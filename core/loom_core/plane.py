@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from google.protobuf.message import Message
 
@@ -22,6 +22,21 @@ from .chain import CallContext
 from .store import Migration
 
 Handler = Callable[[Any, CallContext], Awaitable[Message]]
+
+
+class HealthCheck(TypedDict, total=False):
+    """One named check of a plane's optional `async def health() -> dict[str, HealthCheck]`
+    hook, as the gateway's /v1/health shows it."""
+
+    ok: bool
+    # A required check that is not ok makes the process not ready; unset means required.
+    required: bool
+    # False: the check does not apply here (analysis on the embedded store), neither ok nor failing.
+    applicable: bool
+    reason: str
+    # What an operator must do (assistant_service_failing).
+    failure: str
+
 
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 

@@ -28,6 +28,7 @@ from loom_core.chain import OpChainInterceptor, current_call
 from loom_core.chain.context import HEADER_CLIENT, LABEL_KEYS, MD_AUTHORIZATION, MD_TRANSPORT, bearer_token, http_transport
 from loom_core.errors import ErrorCode, LoomError, NotFound, Unauthenticated, ValidationFailed, http_error
 from loom_core.names import is_label
+from loom_core.plane import HealthCheck
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.types import Message as AsgiMessage
 from starlette.types import Receive, Scope, Send
@@ -124,7 +125,9 @@ class ChatEndpoint:
     ASGI call), and on the bridge's own listener in a cluster the two its gateway calls: what
     the gateway's MCP door saw, and the health check."""
 
-    def __init__(self, bridge: Bridge, chain: OpChainInterceptor, op: OpSpec, health: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+    def __init__(
+        self, bridge: Bridge, chain: OpChainInterceptor, op: OpSpec, health: Callable[[], Awaitable[dict[str, HealthCheck]]]
+    ) -> None:
         self.bridge = bridge
         self.chain = chain
         self.op = op

@@ -13,7 +13,7 @@ from typing import Any
 import uvicorn
 import yaml
 from loom_core.op_caller import HttpOpCaller, OpCaller
-from loom_core.plane import bind_handlers
+from loom_core.plane import HealthCheck, bind_handlers
 from loom_core.runtime import Handler, Runtime
 from loom_core.settings import Settings, plane_settings_classes, setting_names
 from loom_core.store import Migration
@@ -172,12 +172,12 @@ class AssistantPlane:
         if self._http_ops is not None:
             await self._http_ops.close()
 
-    async def health(self) -> dict[str, dict[str, Any]]:
+    async def health(self) -> dict[str, HealthCheck]:
         """`assistant` when LibreChat is configured; never required."""
         status, kind = self.bridge.status()
         if status == Status.NOT_CONFIGURED:
             return {}
-        check: dict[str, Any] = {"ok": status == Status.READY, "required": False}
+        check = HealthCheck(ok=status == Status.READY, required=False)
         if status != Status.READY:
             check["reason"] = status.value
         if status == Status.FAILING and kind:

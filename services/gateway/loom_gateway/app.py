@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, Response
 from loom_core.catalog import Catalog
 from loom_core.chain.context import HEADER_CLIENT, http_transport
 from loom_core.errors import ErrorCode, LoomError, NotFound, ValidationFailed
+from loom_core.plane import HealthCheck
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 ReadyCheck = Callable[[], Awaitable[None]]
 # A plane's `health()`: named checks {name: {"ok": bool, "reason": str, "required": bool}}; a
 # check that does not apply to this deployment says {"applicable": False, "reason": str}.
-PlaneHealth = Callable[[], Awaitable[dict[str, dict[str, Any]]]]
+PlaneHealth = Callable[[], Awaitable[dict[str, HealthCheck]]]
 
 
 class GatewayApp(FastAPI):
@@ -122,10 +123,10 @@ def create_app(
         ops = [{**op.describe(), "tool": tool_name(op.name)} for op in listed if op.plane in relay.addresses]
         return JSONResponse({"ops": ops})
 
-    async def run_checks() -> tuple[bool, dict[str, dict[str, Any]]]:
+    async def run_checks() -> tuple[bool, dict[str, HealthCheck]]:
         """Every check: the gateway's own (store, bus: required) and each plane's `health()`
         (its checks say whether they are required). Ready means every required check is ok."""
-        checks: dict[str, dict[str, Any]] = {}
+        checks: dict[str, HealthCheck] = {}
         ok = True
         for name, check in ready_checks.items():
             try:
@@ -147,7 +148,7 @@ def create_app(
                     # ok nor failing, and never required.
                     checks[name] = {"applicable": False, "required": False, "reason": str(result.get("reason", ""))}
                     continue
-                entry: dict[str, Any] = {"ok": bool(result.get("ok")), "required": bool(result.get("required", True))}
+                entry = HealthCheck(ok=bool(result.get("ok")), required=bool(result.get("required", True)))
                 if result.get("reason"):
                     entry["reason"] = str(result["reason"])
                 if result.get("failure"):  # what an operator must do (assistant_service_failing)

@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from loom_core import inproc
 from loom_core.assistant_paths import CHAT_PATH, HEALTH_PATH, MODELS_PATH, TOKENLESS_PATH
 from loom_core.errors import ErrorCode, LoomError, Unavailable, http_error
+from loom_core.plane import HealthCheck
 from loom_core.runtime import MAX_MESSAGE_BYTES
 from starlette.background import BackgroundTask
 from starlette.requests import Request
@@ -67,7 +68,7 @@ class _ChatEndpoint:
         if plane is not None:
             plane.bridge.observe_tokenless(run_id)
 
-    async def bridge_health(self) -> dict[str, dict[str, Any]]:
+    async def bridge_health(self) -> dict[str, HealthCheck]:
         """A cluster's bridge's health check (its `assistant` check, never required), for this
         gateway's readiness; an unreachable bridge reads as such and is not required either."""
         try:
@@ -138,7 +139,7 @@ async def _body_within(request: Request, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def register(app: FastAPI, relay: Relay, mcp: LoomMCP | None = None) -> Callable[[], Awaitable[dict[str, dict[str, Any]]]] | None:
+def register(app: FastAPI, relay: Relay, mcp: LoomMCP | None = None) -> Callable[[], Awaitable[dict[str, HealthCheck]]] | None:
     """The chat and models routes; answers the relayed bridge's health hook when this gateway
     relays to a bridge URL (a cluster), for the readiness checks."""
     # This replica's bridge is found by the replica the relay serves (core's in-process registry).

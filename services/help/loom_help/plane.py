@@ -8,10 +8,9 @@ embeddings after it (the MiniLM model the decisions plane uses, one copy per pro
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from loom_core.catalog import Catalog
-from loom_core.plane import HandlersPlane
+from loom_core.plane import HandlersPlane, HealthCheck
 from loom_core.runtime import Runtime
 
 from .handlers import HelpHandlers
@@ -34,7 +33,7 @@ class HelpPlane(HandlersPlane):
     async def stop(self) -> None:
         self.service.stop()
 
-    async def health(self) -> dict[str, dict[str, Any]]:
+    async def health(self) -> dict[str, HealthCheck]:
         # Not required: a process without docs serves everything else.
         if not self.service.built:
             return {"help": {"ok": True, "reason": "index not built yet (built on the first help call)", "required": False}}

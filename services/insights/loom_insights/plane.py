@@ -6,9 +6,7 @@ ClickHouse server); on the embedded store both ops answer ANALYSIS_UNAVAILABLE.
 
 from __future__ import annotations
 
-from typing import Any
-
-from loom_core.plane import HandlersPlane
+from loom_core.plane import HandlersPlane, HealthCheck
 from loom_core.runtime import Runtime
 
 from .handlers import InsightsHandlers
@@ -31,7 +29,7 @@ class InsightsPlane(HandlersPlane):
     async def stop(self) -> None:
         await self.analysis.stop()
 
-    async def health(self) -> dict[str, dict[str, Any]]:
+    async def health(self) -> dict[str, HealthCheck]:
         return self.analysis.health()
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from loom_core.bus import LeaseStore
 from loom_core.errors import ErrorCode, Forbidden, Unavailable, invalid_field
 from loom_core.identity import Authenticator, Principal
+from loom_core.plane import HealthCheck
 from loom_core.roles import Role
 from loom_core.settings import Settings
 from loom_core.store import Store
@@ -264,7 +265,7 @@ class Analysis:
 
     # ---------------------------------------------------------------- health
 
-    def health(self) -> dict[str, dict[str, Any]]:
+    def health(self) -> dict[str, HealthCheck]:
         if self.state == "ready":
             return {"analysis": {"ok": True, "required": False}}
         if self.state == "embedded":
