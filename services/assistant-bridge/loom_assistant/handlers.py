@@ -46,7 +46,7 @@ class AssistantHandlers:
             ],
             support=str(out["support"]),
             unknown_names=list(out["unknown_names"]),
-            run_id=str(adm.extra.get("run_id", "")),
+            run_id=adm.run_id,
         )
 
     async def set_model_calls(self, req: pb.SetModelCallsRequest, ctx: CallContext) -> pb.ModelCallsResponse:

@@ -201,10 +201,9 @@ class ChatEndpoint:
                 # A disconnect leaves the relay suspended (or never started): its cleanup (close
                 # the upstream, charge, free the slot) runs now, before the chain writes the row.
                 await events.aclose()
-            error = adm.extra.get("error")
-            if isinstance(error, LoomError):
-                raise error
+            if adm.error is not None:
+                raise adm.error
         else:
             out = await self.bridge.whole(adm, messages)
             await JSONResponse(out)(scope, receive, send)
-        return pb.AskResponse(run_id=str(adm.extra.get("run_id", "")), support="")
+        return pb.AskResponse(run_id=adm.run_id, support="")

@@ -75,8 +75,13 @@ class Admission:
     started: float
     # The chain's request id: its ledger row for this answer gets the answer's spend and run.
     request_id: str
+    # The LibreChat key and agent the answer is asked with.
+    api_key: str
+    agent_id: str
     released: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    # The upstream run, once charged; a stream's refusal after its first byte (the chain records it).
+    run_id: str = ""
+    error: LoomError | None = None
 
 
 @dataclass(slots=True)
@@ -224,9 +229,7 @@ class Bridge:
             token_id_prefix=caller_rules.ANSWER_TOKEN_PREFIX,
         )
         self._running[slot] += 1
-        adm = Admission(caller, namespace, role, answer, self.codec.encode(answer), time.time(), ctx.request_id)
-        adm.extra["api_key"], adm.extra["agent_id"] = api_key, agent_id
-        return adm
+        return Admission(caller, namespace, role, answer, self.codec.encode(answer), time.time(), ctx.request_id, api_key, agent_id)
 
     def release(self, adm: Admission) -> None:
         if not adm.released:
@@ -238,7 +241,7 @@ class Bridge:
         """The answer's spend (its usage at the model's rate; the ceiling when it was cut, so a
         timed-out or stopped answer is never $0), kept for the chain's ledger row."""
         cost = pricing.answer_cost(self.model, usage, ceiling_usd=self.settings.assistant_answer_ceiling_usd)
-        adm.extra["cost"], adm.extra["run_id"] = cost, run_id
+        adm.run_id = run_id
         self.pending[adm.request_id] = (cost, run_id)
         return cost
 
@@ -263,7 +266,7 @@ class Bridge:
             raise ValidationFailed(str(exc), {"field": exc.field, "reason": exc.reason}) from None
         # No conversation_id (LibreChat stores none on this path and answers 404 for one),
         # no system message, no files: the agent id as model, the answer token as parent.
-        return {"model": adm.extra["agent_id"], "messages": cleaned, "parent_message_id": adm.answer_token}
+        return {"model": adm.agent_id, "messages": cleaned, "parent_message_id": adm.answer_token}
 
     def _upstream_error(self, exc: LibreChatError) -> LoomError:
         if exc.status in (401, 404) and self.setup is not None:
@@ -277,7 +280,7 @@ class Bridge:
         try:
             body = self.body(adm, messages)
             try:
-                out = await asyncio.wait_for(self.client.chat(adm.extra["api_key"], body), self._left_s(adm))
+                out = await asyncio.wait_for(self.client.chat(adm.api_key, body), self._left_s(adm))
             except LibreChatError as exc:
                 raise self._upstream_error(exc) from None
             except TimeoutError:
@@ -292,9 +295,9 @@ class Bridge:
             calls = len((choice.get("message") or {}).get("tool_calls") or [])
             self.charge(adm, usage=pricing.usage_of(out), run_id=run_id)
             verdict = await self.checker.verdict(self._scope(adm), run_id, text, streamed=False, tool_calls=calls)
-            self._observe_later(adm, run_id, calls, waited=bool(verdict.extra.get("calls_waited")))
+            self._observe_later(adm, run_id, calls, waited=verdict.calls_waited)
             out["model"] = self.model
-            out[AGENT_FIELD] = adm.extra["agent_id"]
+            out[AGENT_FIELD] = adm.agent_id
             out["citations"] = verdict.wire_citations()
             out["support"] = verdict.support.value
             out["unknown_names"] = verdict.unknown_names
@@ -313,7 +316,7 @@ class Bridge:
         stack = contextlib.AsyncExitStack()
         try:
             resp = await asyncio.wait_for(
-                stack.enter_async_context(self.client.stream_chat(adm.extra["api_key"], body)),
+                stack.enter_async_context(self.client.stream_chat(adm.api_key, body)),
                 min(self.settings.assistant_upstream_timeout_s, self._left_s(adm)),
             )
         except LibreChatError as exc:
@@ -395,7 +398,7 @@ class Bridge:
                     kind, item = await asyncio.wait_for(queue.get(), self._left_s(adm))
                 except TimeoutError:
                     err = self._timed_out()
-                    adm.extra["error"] = err
+                    adm.error = err
                     yield self._event(state.run_id, "loom.error", error=err.to_payload())
                     yield b"data: [DONE]\n\n"
                     return
@@ -418,7 +421,7 @@ class Bridge:
                 fields["steps_cut"] = True
             yield self._event(state.run_id, "loom.citations", **fields)
             yield b"data: [DONE]\n\n"
-            self._observe_later(adm, state.run_id, len(state.calls), waited=bool(verdict.extra.get("calls_waited")))
+            self._observe_later(adm, state.run_id, len(state.calls), waited=verdict.calls_waited)
         finally:
             # Shielded: a disconnect cancels this generator's scope, and every await of the
             # cleanup would be cancelled again before the upstream request is closed.
@@ -504,7 +507,7 @@ class Bridge:
     def _relayed(self, adm: Admission, chunk: dict[str, Any]) -> bytes:
         """LibreChat's chunk as the caller sees it: `model` the model's name (LibreChat puts the
         agent id there), the agent id in Loom's own field."""
-        out = {**chunk, "model": self.model, AGENT_FIELD: adm.extra["agent_id"]}
+        out = {**chunk, "model": self.model, AGENT_FIELD: adm.agent_id}
         return f"data: {json.dumps(out, separators=(',', ':'))}\n\n".encode()
 
     def _event(self, run_id: str, kind: str, **fields: Any) -> bytes:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from loom_core.chain.context import MD_AUTHORIZATION
@@ -42,7 +42,8 @@ class Verdict:
     unknown_names: list[str]
     steps: list[Step] | None = None
     steps_cut: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    # The run's calls were read after waiting for the rows LibreChat reported (or the bound).
+    calls_waited: bool = False
 
     def wire_citations(self) -> list[dict[str, object]]:
         return [c.wire() for c in self.checked]
@@ -95,9 +96,7 @@ class Checker:
         elif not cites:
             calls = Calls(readable=False)  # no run id: nothing to read
         support = decide(text, checked, unknown, calls if not cites else None)
-        v = Verdict(checked, support, unknown)
-        # The run's calls were read after waiting for the rows LibreChat reported (or the bound).
-        v.extra["calls_waited"] = calls_task is not None
+        v = Verdict(checked, support, unknown, calls_waited=calls_task is not None)
         if streamed and rows is not None:
             v.steps = steps_of(rows)
             v.steps_cut = calls is not None and calls.cut
