@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .store import Migration, Store, ch_time
-from .store.caller import CALLER_COLUMNS_DDL
+from .store.caller import CALLER_COLUMNS_DDL, caller_values
 
 if TYPE_CHECKING:
     from .chain.context import CallContext
@@ -96,6 +96,7 @@ class Exposure:
 def exposure_rows(ctx: CallContext, keys: Iterable[str], *, kind: str = "memory", ts: float | None = None) -> list[dict[str, Any]]:
     """The rows for the keys a call returned (each key once), filed under the call's principal."""
     when = ch_time(datetime.fromtimestamp(ts if ts is not None else time.time(), UTC))
+    labels = caller_values(ctx)
     seen: set[str] = set()
     rows = []
     for key in keys:
@@ -107,10 +108,7 @@ def exposure_rows(ctx: CallContext, keys: Iterable[str], *, kind: str = "memory"
                 ts=when,
                 org=ctx.org,
                 namespace=ctx.namespace,
-                subject=ctx.subject,
-                agent=ctx.agent,
-                user=ctx.user,
-                session=ctx.session,
+                **labels,
                 run_id=ctx.run_id,
                 op=ctx.op.name,
                 kind=kind,

@@ -12,7 +12,7 @@ generator reads. By concern:
   and `json_values.py`; `timestamps.py`: instants as RFC 3339 UTC
 """
 
-from .json_values import struct_to_dict
+from .json_values import dict_to_struct, struct_to_dict
 from .ops import Catalog, OpSpec, load_catalog
 from .schema import NAMESPACE_PATTERN, NOT_BLANK, field_options, field_schema, message_schema, request_schema, response_schema
 from .timestamps import normalize_timestamps, rfc3339
@@ -25,6 +25,7 @@ __all__ = [
     "NOT_BLANK",
     "Catalog",
     "OpSpec",
+    "dict_to_struct",
     "field_options",
     "field_schema",
     "load_catalog",

@@ -32,6 +32,14 @@ def struct_to_dict(msg: Struct) -> dict[str, Any]:
         return json_format.MessageToDict(msg)
 
 
+def dict_to_struct(value: dict[str, Any] | None) -> Struct:
+    """A JSON object as a google.protobuf.Struct (an empty one for None)."""
+    s = Struct()
+    if value:
+        s.update(value)
+    return s
+
+
 def _value_to_py(v: Value, depth: int) -> Any:
     if depth > _FAST_DEPTH:
         raise _Printer

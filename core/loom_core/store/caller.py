@@ -30,6 +30,15 @@ class CallerRow(TypedDict):
     session: str
 
 
+class CallerLabels(TypedDict):
+    """The four caller-label columns."""
+
+    subject: str
+    agent: str
+    user: str
+    session: str
+
+
 class _Caller(Protocol):
     @property
     def subject(self) -> str: ...
@@ -39,6 +48,6 @@ class _Caller(Protocol):
     session: str
 
 
-def caller_values(call: _Caller) -> dict[str, str]:
+def caller_values(call: _Caller) -> CallerLabels:
     """The four caller-label columns of a row, from a call context (or anything shaped like one)."""
-    return {"subject": call.subject, "agent": call.agent, "user": call.user, "session": call.session}
+    return CallerLabels(subject=call.subject, agent=call.agent, user=call.user, session=call.session)

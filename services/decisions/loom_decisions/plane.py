@@ -27,6 +27,7 @@ from loom_core.plane import bind_handlers
 from loom_core.roles import Role
 from loom_core.runtime import Handler, Runtime
 from loom_core.store import Migration
+from loom_core.store.caller import caller_values
 
 from .domain.decision_extract import EXTRACTOR_ACTOR, EXTRACTOR_AGENT, EXTRACTOR_SESSION, EXTRACTOR_USER
 from .handlers import DecisionHandlers
@@ -107,10 +108,7 @@ class DecisionsPlane:
             ledger_row(
                 org=ctx.org,
                 namespace=ctx.namespace,
-                subject=ctx.subject,
-                agent=ctx.agent,
-                user=ctx.user,
-                session=ctx.session,
+                **caller_values(ctx),
                 op=op,
                 transport="cli",
                 run_id="",

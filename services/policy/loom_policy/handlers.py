@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any, TypeVar
 
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import json_format
 from google.protobuf.message import Message
 from loom_api.policy.v1 import policy_pb2 as pb
+from loom_core.catalog import dict_to_struct, struct_to_dict
 from loom_core.chain import CallContext
 
 from .domain.timeutil import ch_to_us, us_to_iso
@@ -21,19 +22,13 @@ from .store.rules import RuleRow, RuleSpec
 M = TypeVar("M", bound=Message)
 
 
-def _struct_dict(msg: struct_pb2.Struct) -> dict[str, Any]:
-    return json_format.MessageToDict(msg)
-
-
 def _rule_msg(row: RuleRow, broken_reason: str = "") -> pb.Rule:
-    cond = struct_pb2.Struct()
-    cond.update(json.loads(row["condition"]))
     updated = row["updated_at"]
     return pb.Rule(
         name=row["name"],
         effect=row["effect"],
         actions=list(row["actions"]),
-        condition=cond,
+        condition=dict_to_struct(json.loads(row["condition"])),
         description=row["description"],
         mode=row["mode"],
         leaf_count=int(row["leaf_count"]),
@@ -49,7 +44,7 @@ def _spec(spec: pb.SetPolicyRequest | pb.RuleSpec) -> RuleSpec:
         name=spec.name,
         effect=spec.effect,
         actions=list(spec.actions),
-        condition=_struct_dict(spec.condition) if spec.HasField("condition") else None,
+        condition=struct_to_dict(spec.condition) if spec.HasField("condition") else None,
         description=spec.description,
         mode=spec.mode,
     )
@@ -104,7 +99,7 @@ class PolicyHandlers:
                 agent=req.agent,
                 user=req.user,
                 session=req.session,
-                args=_struct_dict(req.args),
+                args=struct_to_dict(req.args),
             ),
         )
         return _parsed(pb.CheckPolicyResponse, verdict)

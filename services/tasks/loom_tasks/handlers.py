@@ -4,11 +4,8 @@ domain/, orchestration in service/)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from google.protobuf import struct_pb2
 from loom_api.tasks.v1 import tasks_pb2 as pb
-from loom_core.catalog import struct_to_dict
+from loom_core.catalog import dict_to_struct, struct_to_dict
 from loom_core.chain import CallContext
 from loom_core.chain.ledger import ledger_args
 from loom_core.errors import LoomError
@@ -25,17 +22,6 @@ from .service.watching import WatchingOps
 from .service.working import WorkingOps
 
 
-def _struct(value: dict[str, Any]) -> struct_pb2.Struct:
-    s = struct_pb2.Struct()
-    if value:
-        s.update(value)
-    return s
-
-
-def _dict(msg: struct_pb2.Struct) -> dict[str, Any]:
-    return struct_to_dict(msg)  # MessageToDict's answer without its per-value dispatch
-
-
 def task_pb(row: TaskRow, *, fence: bool = False, lease_expires_at: float | None = None) -> pb.Task:
     return pb.Task(
         task_id=row.task_id,
@@ -43,7 +29,7 @@ def task_pb(row: TaskRow, *, fence: bool = False, lease_expires_at: float | None
         namespace=row.namespace,
         kind=row.kind,
         title=row.title,
-        brief=_struct(row.brief),
+        brief=dict_to_struct(row.brief),
         status=row.status,
         disclosure=row.disclosure,
         priority=row.priority,
@@ -58,7 +44,7 @@ def task_pb(row: TaskRow, *, fence: bool = False, lease_expires_at: float | None
         reason=row.reason,
         blocked_on=row.blocked_on,
         resume_at=format_time(row.resume_at),
-        outcome=_struct(row.outcome),
+        outcome=dict_to_struct(row.outcome),
         claimed_by=row.claimed_by,
         claimed_agent=row.claimed_agent,
         fence=row.fence if fence else 0,
@@ -93,7 +79,7 @@ def event_pb(e: TaskEvent) -> pb.TaskEvent:
         actor_agent=str(e.get("actor_agent", "")),
         task_kind=str(e.get("task_kind", "")),
         title=str(e.get("title", "")),
-        data=_struct(e.get("data") or {}),
+        data=dict_to_struct(e.get("data") or {}),
     )
 
 
@@ -134,7 +120,7 @@ def _new_task(req: pb.CreateTaskRequest) -> NewTask:
         inbox=req.inbox,
         kind=req.kind,
         title=req.title,
-        brief=_dict(req.brief),
+        brief=struct_to_dict(req.brief),
         disclosure=req.disclosure,
         priority=req.priority,
         deadline=req.deadline,
@@ -261,11 +247,11 @@ class Handlers:
         return pb.ReportTaskProgressResponse(task_id=req.task_id, event_id=eid)
 
     async def complete_task(self, req: pb.CompleteTaskRequest, ctx: CallContext) -> pb.CompleteTaskResponse:
-        done = await self.working.complete(ctx, req.task_id, req.fence, _dict(req.outcome), req.reason)
+        done = await self.working.complete(ctx, req.task_id, req.fence, struct_to_dict(req.outcome), req.reason)
         return pb.CompleteTaskResponse(task=task_pb(done))
 
     async def complete_tasks(self, req: pb.CompleteTasksRequest, ctx: CallContext) -> pb.CompleteTasksResponse:
-        items = [(r.task_id, r.fence, _dict(r.outcome), r.reason) for r in req.tasks]
+        items = [(r.task_id, r.fence, struct_to_dict(r.outcome), r.reason) for r in req.tasks]
         results = await self.working.complete_many(ctx, items)
         ctx.item_rows = [("task.complete", ledger_args(r), e.code if e else "") for r, (_, e) in zip(req.tasks, results, strict=True)]
         return pb.CompleteTasksResponse(
@@ -307,7 +293,7 @@ class Handlers:
             req.task_id,
             req.if_match_version,
             title=req.title if req.HasField("title") else None,
-            brief=_dict(req.brief) if req.HasField("brief") else None,
+            brief=struct_to_dict(req.brief) if req.HasField("brief") else None,
             priority=req.priority if req.HasField("priority") else None,
             deadline=req.deadline if req.HasField("deadline") else None,
             not_before=req.not_before if req.HasField("not_before") else None,
