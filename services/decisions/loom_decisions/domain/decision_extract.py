@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from loom_api.decisions.v1 import decisions_pb2 as dpb
 
@@ -359,15 +359,21 @@ def fits(c: Candidate) -> str:
     return ""
 
 
-def claims(cands: list[Candidate]) -> list[dict[str, Any]]:
+class Claim(TypedDict):
+    """One claim the support check asks the model about, with the quotes said to support it."""
+
+    id: str
+    claim: str
+    quotes: list[str]
+
+
+def claims(cands: list[Candidate]) -> list[Claim]:
     """The support check's claims: id `<i>.outcome`, `<i>.reason.<j>`, `<i>.rejected.<j>`."""
-    out: list[dict[str, Any]] = []
+    out: list[Claim] = []
     for i, c in enumerate(cands):
-        out.append({"id": f"{i}.outcome", "claim": c.outcome, "quotes": c.outcome_quotes})
-        out += [{"id": f"{i}.reason.{j}", "claim": t, "quotes": qs} for j, (t, qs) in enumerate(c.reasons)]
-        out += [
-            {"id": f"{i}.rejected.{j}", "claim": f"rejected {o}: {w}".strip(": "), "quotes": qs} for j, (o, w, qs) in enumerate(c.rejected)
-        ]
+        out.append(Claim(id=f"{i}.outcome", claim=c.outcome, quotes=c.outcome_quotes))
+        out += [Claim(id=f"{i}.reason.{j}", claim=t, quotes=qs) for j, (t, qs) in enumerate(c.reasons)]
+        out += [Claim(id=f"{i}.rejected.{j}", claim=f"rejected {o}: {w}".strip(": "), quotes=qs) for j, (o, w, qs) in enumerate(c.rejected)]
     return out
 
 
