@@ -20,12 +20,11 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .store import Migration, Store, ch_time
-from .store.caller import CALLER_COLUMNS_DDL, caller_values
+from .store.caller import CALLER_COLUMNS_DDL, CallerRow, caller_values
 
 if TYPE_CHECKING:
     from .chain.context import CallContext
@@ -71,51 +70,36 @@ MIGRATIONS = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Exposure:
-    """One key shown to one principal by one call."""
+class ExposureRow(CallerRow):
+    """One key shown to one principal by one call (a memory_exposures row)."""
 
     ts: str
-    org: str
-    namespace: str
-    subject: str
-    agent: str
-    user: str
-    session: str
     run_id: str
     op: str
     kind: str
     key: str
     request_id: str
 
-    def row(self) -> dict[str, Any]:
-        # Not dataclasses.asdict: it deep-copies each field, a measurable share of a precedents call.
-        return {name: getattr(self, name) for name in self.__slots__}
 
-
-def exposure_rows(ctx: CallContext, keys: Iterable[str], *, kind: str = "memory", ts: float | None = None) -> list[dict[str, Any]]:
+def exposure_rows(ctx: CallContext, keys: Iterable[str], *, kind: str = "memory", ts: float | None = None) -> list[ExposureRow]:
     """The rows for the keys a call returned (each key once), filed under the call's principal."""
     when = ch_time(datetime.fromtimestamp(ts if ts is not None else time.time(), UTC))
-    labels = caller_values(ctx)
-    seen: set[str] = set()
+    call = ExposureRow(
+        org=ctx.org,
+        namespace=ctx.namespace,
+        **caller_values(ctx),
+        ts=when,
+        run_id=ctx.run_id,
+        op=ctx.op.name,
+        kind=kind,
+        key="",
+        request_id=ctx.request_id,
+    )
     rows = []
-    for key in keys:
-        if key in seen:
-            continue
-        seen.add(key)
-        rows.append(
-            Exposure(
-                ts=when,
-                org=ctx.org,
-                namespace=ctx.namespace,
-                **labels,
-                run_id=ctx.run_id,
-                op=ctx.op.name,
-                kind=kind,
-                key=key,
-                request_id=ctx.request_id,
-            ).row()
-        )
+    for key in dict.fromkeys(keys):
+        row = call.copy()
+        row["key"] = key
+        rows.append(row)
     return rows
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loom_core.exposures import MIGRATIONS, Exposure, ExposureWriter
+from loom_core.exposures import MIGRATIONS, ExposureRow, ExposureWriter
 from loom_core.store import Store, StoreError, run_migrations
 from loom_core.store.embedded import EmbeddedStore
 
@@ -39,9 +39,22 @@ class Sink:
     gate: Gate = field(default_factory=Gate)
 
 
-def rows(org: str, keys: Sequence[str]) -> list[dict[str, Any]]:
+def rows(org: str, keys: Sequence[str]) -> list[ExposureRow]:
     return [
-        Exposure("2026-01-01 00:00:00.000000", org, "ns", "user:a", "agent", "", "", "run-1", "decision.precedents", "memory", k, "r").row()
+        ExposureRow(
+            ts="2026-01-01 00:00:00.000000",
+            org=org,
+            namespace="ns",
+            subject="user:a",
+            agent="agent",
+            user="",
+            session="",
+            run_id="run-1",
+            op="decision.precedents",
+            kind="memory",
+            key=k,
+            request_id="r",
+        )
         for k in keys
     ]
 

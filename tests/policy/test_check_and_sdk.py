@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from loom import Agent, ValidationError
 from loom_core.chain.ledger import ledger_row
-from loom_core.exposures import Exposure, live_rows, set_live_rows, write_exposures
+from loom_core.exposures import ExposureRow, live_rows, set_live_rows, write_exposures
 from loom_core.store import ch_time
 from loom_policy.domain.history import Shape
 from loom_runner.embedded import Instance
@@ -138,8 +138,8 @@ async def test_check_refuses_a_missing_or_glob_operation(tenant: Tenant) -> None
 # --- breadth_within over exposure rows ------------------------------------------------------
 
 
-def exposure(tenant: Tenant, key: str, *, subject: str = "user:admin", agent: str = "bot") -> dict[str, Any]:
-    return Exposure(
+def exposure(tenant: Tenant, key: str, *, subject: str = "user:admin", agent: str = "bot") -> ExposureRow:
+    return ExposureRow(
         ts=ch_time(),
         org=tenant.org,
         namespace=tenant.namespace,
@@ -152,7 +152,7 @@ def exposure(tenant: Tenant, key: str, *, subject: str = "user:admin", agent: st
         kind="memory",
         key=key,
         request_id=uuid.uuid4().hex,
-    ).row()
+    )
 
 
 BROAD = {"op": "breadth_within", "within": "1h", "cmp": "gt", "value": 2}
