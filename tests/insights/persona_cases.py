@@ -318,7 +318,7 @@ def cases(path: Path) -> None:
     # --- a table whose policy was dropped by hand: the window until the probe catches it
     run("dropped_policy_read", f"SELECT org, op FROM {DRIFT_DB}.policy_decisions ORDER BY org", good)
     catalog = build_catalog(kept, CAPS, ROW_CAP, version_of(kept), True)
-    out["_drift_catalog"] = {"rows": [t["name"] for t in catalog["tables"]]}
+    out["_drift_catalog"] = {"rows": [t.name for t in catalog.tables]}
     out["_versions"] = {"rows": [version_of(tables), version_of(kept)]}
     # --- the probe itself (service/probe.py), run as the persona on both entity sets
     analyst = PersonaAnalyst(conn)

@@ -195,7 +195,7 @@ def test_a_table_taken_off_the_allowlist_loses_its_grant_keeps_a_policy_reading_
     )
     assert version_of(kept) != version_of(BASE)
     catalog = build_catalog(kept, Caps(), 100, version_of(kept), True)
-    assert POLICY_DECISIONS.name not in [t["name"] for t in catalog["tables"]]
+    assert POLICY_DECISIONS.name not in [t.name for t in catalog.tables]
 
 
 def test_a_boot_writes_the_caps_when_they_differ_a_repair_never_does() -> None:
@@ -294,16 +294,16 @@ def test_no_message_naming_the_scope_or_the_key_reaches_a_caller() -> None:
 
 def test_catalog_names_only_readable_columns_and_leaves_the_canary_out() -> None:
     cat = build_catalog((*BASE, CANARY), Caps(), 1000, version_of(BASE), True)
-    names = [t["name"] for t in cat["tables"]]
+    names = [t.name for t in cat.tables]
     assert CANARY.name not in names and names == [t.name for t in BASE]
-    for t, spec in zip(cat["tables"], BASE, strict=True):
-        assert [c["name"] for c in t["columns"]] == list(spec.column_names)
-        assert all(c["comment"] for c in t["columns"])
-    shapes = {t["name"]: t["shape"] for t in cat["tables"]}
+    for t, spec in zip(cat.tables, BASE, strict=True):
+        assert [c.name for c in t.columns] == list(spec.column_names)
+        assert all(c.comment for c in t.columns)
+    shapes = {t.name: t.shape for t in cat.tables}
     assert shapes["task_events"] == "events" and shapes["agent_events"] == "events"
     full = build_catalog(ALLOWLIST, Caps(), 1000, version_of(ALLOWLIST), True)
-    assert {t["name"]: t["shape"] for t in full["tables"]}["tasks"] == "live"
-    assert {c["setting"] for c in cat["caps"]} >= {"max_execution_time", "max_rows_to_read", "row_cap"}
+    assert {t.name: t.shape for t in full.tables}["tasks"] == "live"
+    assert {c.setting for c in cat.caps} >= {"max_execution_time", "max_rows_to_read", "row_cap"}
 
 
 def test_probe_flags_a_grant_outside_the_allowlist() -> None:

@@ -30,17 +30,4 @@ class InsightsHandlers:
         return out
 
     async def catalog(self, req: pb.CatalogRequest, ctx: CallContext) -> pb.CatalogResponse:
-        cat = self._analysis.catalog()
-        out = pb.CatalogResponse(version=cat["version"], available=cat["available"], notes=cat["notes"])
-        for t in cat["tables"]:
-            out.tables.append(
-                pb.CatalogTable(
-                    name=t["name"],
-                    comment=t["comment"],
-                    shape=t["shape"],
-                    note=t["note"],
-                    columns=[pb.CatalogColumn(**c) for c in t["columns"]],
-                )
-            )
-        out.caps.extend(pb.CatalogCap(**c) for c in cat["caps"])
-        return out
+        return self._analysis.catalog()

@@ -4,41 +4,11 @@ analyst cannot read, never the probe's canary."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypedDict
+
+from loom_api.insights.v1 import insights_pb2 as pb
 
 from .allowlist import CANARY, Table
 from .entities import CAP_MEANINGS, Caps
-
-
-class CatalogColumn(TypedDict):
-    name: str
-    type: str
-    comment: str
-
-
-class CatalogTable(TypedDict):
-    name: str
-    comment: str
-    shape: str
-    note: str
-    columns: list[CatalogColumn]
-
-
-class CatalogCap(TypedDict):
-    setting: str
-    value: int
-    meaning: str
-
-
-class Catalog(TypedDict):
-    """insights.catalog's answer (the fields of its CatalogResponse)."""
-
-    tables: list[CatalogTable]
-    notes: list[str]
-    caps: list[CatalogCap]
-    version: str
-    available: bool
-
 
 NOTES: tuple[str, ...] = (
     "Tables with shape 'live' hold one row per version: every statement reads them FINAL (forced), so each key shows its latest version and deleted or erased keys are absent.",
@@ -49,23 +19,25 @@ NOTES: tuple[str, ...] = (
 )
 
 
-def build_catalog(tables: Sequence[Table], caps: Caps, row_cap: int, version: str, available: bool, org_concurrency: int = 2) -> Catalog:
+def build_catalog(
+    tables: Sequence[Table], caps: Caps, row_cap: int, version: str, available: bool, org_concurrency: int = 2
+) -> pb.CatalogResponse:
     out_tables = [
-        CatalogTable(
+        pb.CatalogTable(
             name=t.name,
             comment=t.comment,
             shape=t.shape,
             note="one live row per key (read FINAL, tombstones hidden)" if t.shape == "live" else "one row per event",
-            columns=[CatalogColumn(name=c.name, type=c.type, comment=c.comment) for c in t.columns],
+            columns=[pb.CatalogColumn(name=c.name, type=c.type, comment=c.comment) for c in t.columns],
         )
         for t in tables
         if t.name != CANARY.name
     ]
-    out_caps = [CatalogCap(setting=name, value=value, meaning=CAP_MEANINGS[name]) for name, value in caps.items()]
-    out_caps.append(CatalogCap(setting="row_cap", value=row_cap, meaning="rows insights.query returns; more sets truncated"))
+    out_caps = [pb.CatalogCap(setting=name, value=value, meaning=CAP_MEANINGS[name]) for name, value in caps.items()]
+    out_caps.append(pb.CatalogCap(setting="row_cap", value=row_cap, meaning="rows insights.query returns; more sets truncated"))
     out_caps.append(
-        CatalogCap(
+        pb.CatalogCap(
             setting="org_concurrency", value=org_concurrency, meaning="statements one org runs at once on a replica; more answer 429"
         )
     )
-    return Catalog(tables=out_tables, notes=list(NOTES), caps=out_caps, version=version, available=available)
+    return pb.CatalogResponse(tables=out_tables, notes=NOTES, caps=out_caps, version=version, available=available)

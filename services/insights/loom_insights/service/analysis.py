@@ -15,6 +15,7 @@ import logging
 import time
 from typing import Literal
 
+from loom_api.insights.v1 import insights_pb2 as pb
 from loom_core.bus import LeaseStore
 from loom_core.errors import ErrorCode, Forbidden, Unavailable, invalid_field
 from loom_core.identity import Authenticator, Principal
@@ -25,7 +26,7 @@ from loom_core.store import Store
 from loom_core.store.base import StoreError, parse_ch_time
 
 from ..domain.allowlist import ALLOWLIST, Table, present_tables
-from ..domain.catalog import Catalog, build_catalog
+from ..domain.catalog import build_catalog
 from ..domain.entities import ANALYST, PROFILE, VERSION_STAMP, Caps, may_write, revision_of, version_of
 from ..domain.rotation import defers_repair
 from ..domain.scope import valid_namespace
@@ -278,7 +279,7 @@ class Analysis:
 
     # ---------------------------------------------------------------- ops
 
-    def catalog(self) -> Catalog:
+    def catalog(self) -> pb.CatalogResponse:
         tables = self.tables or present_tables({})
         return build_catalog(tables, self.caps, self.row_cap, self.version or version_of(tables), self.state == "ready", self.per_org)
 
