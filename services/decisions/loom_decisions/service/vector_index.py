@@ -42,7 +42,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from loom_core.store import Store, ch_time
@@ -50,6 +50,9 @@ from loom_core.store import Store, ch_time
 from ..settings import DecisionsSettings
 from ..store.decisions import DecisionStore
 from ..store.memory import DELETES, ROWS, VECTORS, MemoryRow, MemoryStore, RowView
+
+if TYPE_CHECKING:
+    from usearch.index import Index
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +149,7 @@ class NamespaceIndex:
 
     dimensions: int
     hnsw: bool = False
-    graphs: dict[str, Any] = field(default_factory=dict)
+    graphs: dict[str, Index] = field(default_factory=dict)
     matrix: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     entries: list[_Entry] = field(default_factory=list)
     current: dict[Ident4, int] = field(default_factory=dict)
@@ -169,7 +172,7 @@ class NamespaceIndex:
         if not self.hnsw:
             self.matrix = np.zeros((1024, self.dimensions), np.float32)
 
-    def _graph(self, memory_type: str) -> Any:
+    def _graph(self, memory_type: str) -> Index:
         graph = self.graphs.get(memory_type)
         if graph is None:
             from usearch.index import Index
