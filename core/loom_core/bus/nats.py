@@ -35,6 +35,8 @@ MessageHandler = Callable[[NatsMessage], Awaitable[None]]
 #: A batch consumer's handler (`Consumer(batch=True)`): one call per fetch.
 BatchHandler = Callable[[NatsBatchMessage], Awaitable[None]]
 GRACEFUL_STOP_SECONDS = 5.0
+#: How long a JetStream request waits for its answer (LOOM_NATS_REQUEST_TIMEOUT_SECONDS's default).
+NATS_REQUEST_TIMEOUT_SECONDS = 5.0
 
 
 async def _whole_message(msg: NatsMessage) -> NatsMessage:
@@ -165,7 +167,7 @@ async def connect_bus(
     user: str = "",
     password: str = "",
     replicas: int = 1,
-    request_timeout: float = 5.0,
+    request_timeout: float = NATS_REQUEST_TIMEOUT_SECONDS,
     graceful_stop: float = GRACEFUL_STOP_SECONDS,
 ) -> Bus:
     """Connect the runtime's broker and start it (consumers are added to it as planes start).
