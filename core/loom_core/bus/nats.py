@@ -10,6 +10,7 @@ names. `bus.close()` stops the broker's consumers and drains the connection.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 from collections.abc import Awaitable, Callable
@@ -137,8 +138,17 @@ class Bus:
         await self.nc.flush(timeout=2)
 
     async def close(self) -> None:
-        if not self.nc.is_closed:
+        if self.nc.is_closed:
+            return
+        try:
             await self.broker.stop()
+        except nats.errors.ConnectionReconnectingError:
+            # The handlers have stopped; with no server to drain the connection to, it closes (a
+            # replica stopping while its NATS is down stops, not raises). nats-py marks it closed
+            # and stops reconnecting before it flushes what it buffered, which a lost socket
+            # refuses with ConnectionResetError.
+            with contextlib.suppress(ConnectionError):
+                await self.nc.close()
 
 
 def make_broker(
