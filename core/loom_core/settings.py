@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .local_secrets import DEFAULT_JWT_SECRET
+
 SETTINGS_ENTRY_POINTS = "loom.settings"
-# Refused by every server start (loom_core.local_secrets.check_jwt_secret).
-DEFAULT_JWT_SECRET = "dev-insecure-change-me"
 
 
 class PlaneSettings(BaseSettings):
