@@ -18,9 +18,20 @@ import json
 import os
 import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import nkeys
 
 from .data_dir import served_by
-from .settings import DEFAULT_JWT_SECRET, Settings
+
+if TYPE_CHECKING:
+    from .settings import Settings
+
+# Refused by every server start (check_jwt_secret). Here, not in settings, so that a process
+# that only reads or creates the data dir's secrets does not import pydantic-settings.
+DEFAULT_JWT_SECRET = "dev-insecure-change-me"
+# The NATS user Loom's own connections use on the embedded nats-server.
+DEFAULT_INTERNAL_USER = "loom-internal"
 
 MIN_SECRET_BYTES = 32
 FILE_NAME = "secrets.json"
@@ -48,11 +59,13 @@ def check_jwt_secret(secret: str) -> None:
 KEY_FROM_ENVIRONMENT = "jwt_secret_from_environment"
 
 
-def _generated(jwt_from_environment: bool) -> dict[str, str]:
-    # Here, not at the top: the bus package imports faststream (~1 CPU-s), which the CLI's light
-    # commands that import this module (`loom secrets`, `loom login`) never use.
-    from .bus.auth_callout import DEFAULT_INTERNAL_USER, new_account_seed
+def new_account_seed() -> str:
+    """A fresh account nkey seed (SA…): the auth callout's issuer. Here, not in the bus package,
+    which imports faststream (~1 CPU-s) that reading or creating the data dir's secrets never uses."""
+    return str(nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_ACCOUNT).decode())
 
+
+def _generated(jwt_from_environment: bool) -> dict[str, str]:
     key = {KEY_FROM_ENVIRONMENT: "true"} if jwt_from_environment else {"jwt_secret": secrets.token_urlsafe(48)}
     return {
         **key,

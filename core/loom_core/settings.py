@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .local_secrets import DEFAULT_JWT_SECRET
+
 SETTINGS_ENTRY_POINTS = "loom.settings"
-# Refused by every server start (loom_core.local_secrets.check_jwt_secret).
-DEFAULT_JWT_SECRET = "dev-insecure-change-me"
 
 
 class PlaneSettings(BaseSettings):
@@ -136,6 +136,8 @@ class Settings(BaseSettings):
         description="ClickHouse cluster name (a `remote_servers` entry). Set: migrations create the database and tables `ON CLUSTER` with `Replicated*MergeTree` engines. Needs LOOM_CLICKHOUSE_URL.",
     )
     nats_replicas: int = Field(1, description="JetStream replicas of the streams and KV buckets Loom creates (3 on a 3-node NATS cluster).")
+    # The bus's own defaults (loom_core/bus/nats.py, tests/core/test_settings.py checks they agree),
+    # written here since importing the bus would load faststream into every CLI command.
     nats_request_timeout_seconds: float = Field(
         5.0,
         gt=0,

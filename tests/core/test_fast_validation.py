@@ -2,7 +2,9 @@
 
 - The compiled validator (jsonschema-rs) only ever passes what `jsonschema` passes: every
   pattern the catalog publishes against Python's `re`, and mutated batch requests against the
-  slow validator. What it refuses goes to `jsonschema`, which names the refusal as before.
+  slow validator. What it refuses goes to `jsonschema`, which names the refusal as before: judging
+  a union (a policy condition's node kinds) on the node's kind names the same field and reason
+  as plain `jsonschema` walking every branch.
 - JSON -> message (`_parse_into`) builds what `json_format.ParseDict` builds, and hands every
   shape it does not take to ParseDict (same message, same refusal).
 - message -> JSON for a direct gRPC caller's check equals MessageToDict + 64-bit ints as numbers.
@@ -17,6 +19,7 @@ from typing import Any
 import jsonschema_rs
 import pytest
 from google.protobuf import json_format, struct_pb2
+from jsonschema import Draft202012Validator
 from loom_core import catalog as C
 from loom_core.catalog import parse, to_json, validation
 from loom_core.errors import ValidationFailed
@@ -90,7 +93,21 @@ DEEP: Any = 1
 for _ in range(parse.FAST_DEPTH + 8):
     DEEP = [DEEP]
 
-VALID = [("task.create_many", _create_many()), ("task.complete_many", _complete_many()), ("task.pull", _pull())]
+
+def _policy_set() -> dict[str, Any]:
+    formerly = {"op": "formerly", "within": "1h", "operation": "memory.get", "key": "agent", "args_equal": {"a": "$args.b"}}
+    count = {"op": "count_within", "within": "15m", "operation": "memory.*", "cmp": "gt", "value": 3, "outcome": "ok"}
+    breadth = {"op": "breadth_within", "within": "1d", "cmp": "gte", "fraction": 0.5, "kind": "memory"}
+    condition = {"op": "any", "of": [formerly, {"op": "not", "of": {"op": "all", "of": [count, breadth]}}, {"op": "not", "of": [formerly]}]}
+    return {"name": "r1", "effect": "forbid", "actions": ["memory.put"], "condition": condition}
+
+
+VALID = [
+    ("task.create_many", _create_many()),
+    ("task.complete_many", _complete_many()),
+    ("task.pull", _pull()),
+    ("policy.set", _policy_set()),
+]
 
 BAD_VALUES: list[Any] = [
     None,
@@ -133,7 +150,7 @@ def _mutations(value: Any) -> list[Any]:
 
 @pytest.mark.parametrize(("op_name", "args"), VALID)
 def test_compiled_validator_passes_only_what_jsonschema_passes(op_name: str, args: dict[str, Any]) -> None:
-    slow = CATALOG._validators[op_name]
+    slow = Draft202012Validator(CATALOG.ops[op_name].input_schema, format_checker=validation.FORMATS)
     fast = CATALOG._fast[op_name]
     assert fast.is_valid(args) and slow.is_valid(args)
     looser = []
@@ -160,10 +177,13 @@ def test_every_request_gets_the_answer_it_got_before_the_fast_path(
     op_name: str, args: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Valid or refused, with the same message and field: parse_request with the fast paths on
-    and with them off (jsonschema alone, ParseDict alone)."""
+    and with them off (plain jsonschema alone, walking every branch of a union; ParseDict alone)."""
     instances = [args, *_mutations(args)]
     fast = [_answer(op_name, i) for i in instances]
     monkeypatch.setitem(CATALOG._fast, op_name, None)
+    monkeypatch.setitem(
+        CATALOG._validators, op_name, Draft202012Validator(CATALOG.ops[op_name].input_schema, format_checker=validation.FORMATS)
+    )
 
     def slow_parse(value: Any, msg: Any, depth: int = 0) -> None:
         raise parse.Slow

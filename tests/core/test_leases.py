@@ -1,14 +1,17 @@
-"""KV leases on a real nats-server: compare-and-set, TTL expiry, fencing."""
+"""KV leases on a real nats-server: compare-and-set, TTL expiry, fencing, a server that stops."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import pytest
 from loom_core.bus import Bus, Lease, LeaseHeld, LeaseStore, NatsServer, connect_bus
+from loom_core.errors import ErrorCode, Unavailable
 
 
 def key() -> str:
@@ -124,3 +127,42 @@ async def test_wait_acquire_gets_the_lease_when_the_holder_releases(leases: Leas
     await releaser
     assert got.holder == "b"
     assert got.fence > held.fence
+
+
+async def test_a_bus_that_is_down_is_a_503_for_every_lease_call_and_the_leases_come_back(tmp_path: Path) -> None:
+    """The lease store on its own nats-server, stopped while the client reconnects: every call,
+    opening the bucket included, is a retryable 503 `Unavailable` (not nats-py's errors) within
+    the request timeout, and the bus closes without raising; started again, the lease taken
+    before is held as it was."""
+    async with NatsServer(tmp_path / "nats") as srv:
+        bus = await connect_bus(srv.url, name="lease-reconnect", request_timeout=0.5)
+        leases = await LeaseStore.open(bus)
+        held = await leases.acquire("reconnect.k", "a", ttl=60)
+        srv.stop()
+        calls: dict[str, Callable[[], Awaitable[object]]] = {
+            "open": lambda: LeaseStore.open(bus),
+            "read": lambda: leases.read("reconnect.k"),
+            "acquire": lambda: leases.acquire("reconnect.other", "b", ttl=60),
+            "renew": lambda: leases.renew(held, ttl=60),
+            "release": lambda: leases.release(held),
+        }
+        refused = {}
+        for name, call_ in calls.items():
+            with pytest.raises(Unavailable) as exc:
+                await call_()
+            refused[name] = exc.value.code
+        assert refused == dict.fromkeys(calls, ErrorCode.BACKEND_UNAVAILABLE) and bus.nc.is_reconnecting
+        srv.start()
+        back = await _read_once_the_bus_answers(leases, "reconnect.k")
+        assert back is not None and (back.holder, back.fence) == ("a", held.fence)
+        srv.stop()
+        await bus.close()
+        assert bus.nc.is_closed
+
+
+async def _read_once_the_bus_answers(leases: LeaseStore, k: str) -> Lease | None:
+    """A read retried while the client reconnects (each attempt is refused within the request timeout)."""
+    async with asyncio.timeout(30):
+        while True:
+            with contextlib.suppress(Unavailable):
+                return await leases.read(k)

@@ -19,6 +19,16 @@ from tests.conftest import make_settings
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
+def test_the_bus_settings_default_to_the_bus_own_constants() -> None:
+    """Settings writes the bus's defaults as literals (importing the bus loads faststream into every
+    CLI command): they are the ones connect_bus takes when not given them."""
+    from loom_core.bus.nats import GRACEFUL_STOP_SECONDS, NATS_REQUEST_TIMEOUT_SECONDS
+
+    fields = Settings.model_fields
+    assert fields["nats_request_timeout_seconds"].default == NATS_REQUEST_TIMEOUT_SECONDS
+    assert fields["nats_graceful_stop_seconds"].default == GRACEFUL_STOP_SECONDS
+
+
 def test_configuration_doc_matches_the_settings_definition() -> None:
     assert DOC.exists(), "run ./loom config docs --output docs/configuration.md"
     assert DOC.read_text() == render_markdown(), "docs/configuration.md is stale: run ./loom config docs --output docs/configuration.md"

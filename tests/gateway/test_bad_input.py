@@ -261,3 +261,35 @@ async def test_every_timestamp_on_the_rest_door_is_rfc3339_utc_z(tenant: Tenant)
     stamps += [inboxes["inboxes"][0]["created_time"], created["task"]["created_time"], created["task"]["updated_time"]]
     for stamp in stamps:
         assert RFC3339_Z.match(stamp), stamp
+
+
+def _condition_tree(depth: int, wrong: dict[str, object]) -> dict[str, object]:
+    """any(valid subtree, not(all(valid leaf, ...))) nested `depth` times, `wrong` at the bottom."""
+    leaf = {"op": "formerly", "within": "1h", "operation": "memory.get"}
+    node: dict[str, object] = wrong
+    for _ in range(depth):
+        node = {"op": "any", "of": [leaf, {"op": "not", "of": {"op": "all", "of": [leaf, node]}}]}
+    return node
+
+
+@pytest.mark.parametrize(
+    ("wrong", "field", "reason"),
+    [
+        ({"op": "count_within", "within": "1h", "cmp": "gt", "value": -1}, "value", "-1 is less than the minimum of 0"),
+        ({"op": "formerly", "within": "1 hour"}, "within", "malformed"),
+        ({"op": "formerly", "within": "1h", "zzz": 1}, "zzz", "unknown field"),
+        ({"op": "sometimes", "within": "1h"}, "op", "unknown kind"),
+        ({"within": "1h"}, "op", "required"),
+    ],
+)
+async def test_a_wrong_node_deep_in_a_condition_is_a_422_naming_its_field(
+    tenant: Tenant, wrong: dict[str, object], field: str, reason: str
+) -> None:
+    """The union over node kinds is judged on the node's kind (tests/core/test_fast_validation.py
+    checks the refusal equals plain jsonschema's); the caller gets the node's own field."""
+    depth = 3
+    async with tenant.client() as c:
+        r = await call(c, "policy.set", name="deep-wrong", effect="forbid", actions=["memory.put"], condition=_condition_tree(depth, wrong))
+    detail = error_of(r, 422, "VALIDATION_FAILED")["detail"]
+    assert isinstance(detail, dict), detail
+    assert (detail["field"], detail["reason"]) == ("condition" + ".of[1].of.of[1]" * depth + f".{field}", reason), detail

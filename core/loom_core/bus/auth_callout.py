@@ -41,7 +41,6 @@ import base64
 import contextlib
 import json
 import logging
-import os
 import re
 import secrets
 import time
@@ -60,6 +59,7 @@ from ..errors import ErrorCode, Forbidden, LoomError, Unauthenticated
 from ..identity.authenticator import GRANTS_SUBJECT, REVOKED_SUBJECT, Authenticator
 from ..identity.store import IdentityStore
 from ..identity.tokens import Principal
+from ..local_secrets import DEFAULT_INTERNAL_USER, new_account_seed
 from ..roles import Role
 from ..settings import Settings
 from . import task_subjects
@@ -79,7 +79,6 @@ KICK_SUBJECT = "$SYS.REQ.SERVER.{server_id}.KICK"
 # the kick waits this long so the client's reconnect is judged by the updated state.
 KICK_DELAY_SECONDS = 0.2
 EVENTS_EXPORT = task_subjects.ALL
-DEFAULT_INTERNAL_USER = "loom-internal"
 
 # One replica answers each connection (a queue group); every replica hears every revocation and
 # grant change and disconnects what it let in. Core NATS: nothing to ack.
@@ -106,11 +105,6 @@ def _b64(data: bytes) -> str:
 
 def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def new_account_seed() -> str:
-    """A fresh account nkey seed (SA…)."""
-    return str(nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_ACCOUNT).decode())
 
 
 def public_key(seed: str) -> str:

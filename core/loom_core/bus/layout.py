@@ -27,12 +27,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import nats.errors
 from faststream import AckPolicy
 from faststream.nats import NatsBroker
 from nats.js.api import ConsumerConfig, DeliverPolicy, KeyValueConfig, StorageType, StreamConfig
 from nats.js.errors import BadRequestError, NotFoundError
 from nats.js.kv import KeyValue
 
+from ..errors import ErrorCode, Unavailable
 from .nats import Bus
 
 __all__ = ["AckPolicy", "BusLayout", "Consumer", "KVBucket", "describe"]
@@ -125,15 +127,20 @@ class BusLayout:
 
 
 async def ensure_bucket(bus: Bus, bucket: KVBucket) -> KeyValue:
-    """Open a KV bucket, creating it when absent (another replica may create it first)."""
+    """Open a KV bucket, creating it when absent (another replica may create it first). A bus
+    that does not answer (stopped, reconnecting): `Unavailable`."""
     try:
-        return await bus.js.key_value(bucket.name)
-    except (NotFoundError, BadRequestError):
-        pass
-    try:
-        return await bus.js.create_key_value(bucket.config())
-    except BadRequestError:
-        return await bus.js.key_value(bucket.name)
+        try:
+            return await bus.js.key_value(bucket.name)
+        except (NotFoundError, BadRequestError):
+            pass
+        try:
+            return await bus.js.create_key_value(bucket.config())
+        except BadRequestError:
+            return await bus.js.key_value(bucket.name)
+    except nats.errors.Error as exc:
+        # the NATS adapter boundary: a timeout, a lost or reconnecting connection is BACKEND_UNAVAILABLE
+        raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, f"the bus did not answer opening the bucket {bucket.name}") from exc
 
 
 def describe(broker: NatsBroker, consumers: Iterable[Consumer]) -> None:

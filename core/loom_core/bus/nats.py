@@ -10,6 +10,7 @@ names. `bus.close()` stops the broker's consumers and drains the connection.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 from collections.abc import Awaitable, Callable
@@ -35,6 +36,8 @@ MessageHandler = Callable[[NatsMessage], Awaitable[None]]
 #: A batch consumer's handler (`Consumer(batch=True)`): one call per fetch.
 BatchHandler = Callable[[NatsBatchMessage], Awaitable[None]]
 GRACEFUL_STOP_SECONDS = 5.0
+#: How long a JetStream request waits for its answer (LOOM_NATS_REQUEST_TIMEOUT_SECONDS's default).
+NATS_REQUEST_TIMEOUT_SECONDS = 5.0
 
 
 async def _whole_message(msg: NatsMessage) -> NatsMessage:
@@ -135,8 +138,17 @@ class Bus:
         await self.nc.flush(timeout=2)
 
     async def close(self) -> None:
-        if not self.nc.is_closed:
+        if self.nc.is_closed:
+            return
+        try:
             await self.broker.stop()
+        except nats.errors.ConnectionReconnectingError:
+            # The handlers have stopped; with no server to drain the connection to, it closes (a
+            # replica stopping while its NATS is down stops, not raises). nats-py marks it closed
+            # and stops reconnecting before it flushes what it buffered, which a lost socket
+            # refuses with ConnectionResetError.
+            with contextlib.suppress(ConnectionError):
+                await self.nc.close()
 
 
 def make_broker(
@@ -165,7 +177,7 @@ async def connect_bus(
     user: str = "",
     password: str = "",
     replicas: int = 1,
-    request_timeout: float = 5.0,
+    request_timeout: float = NATS_REQUEST_TIMEOUT_SECONDS,
     graceful_stop: float = GRACEFUL_STOP_SECONDS,
 ) -> Bus:
     """Connect the runtime's broker and start it (consumers are added to it as planes start).

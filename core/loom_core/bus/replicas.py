@@ -54,7 +54,7 @@ class BusJetStream(JetStreamContext):
         return await super().create_key_value(config)
 
 
-def jetstream(nc: Client, replicas: int = 1, timeout: float = 5.0) -> BusJetStream:
+def jetstream(nc: Client, replicas: int, timeout: float) -> BusJetStream:
     """The bus's JetStream context: one replica on one node, LOOM_NATS_REPLICAS on a cluster;
     its requests wait `timeout` seconds for an answer (LOOM_NATS_REQUEST_TIMEOUT_SECONDS)."""
     return BusJetStream(nc, replicas, timeout=timeout)

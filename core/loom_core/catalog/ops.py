@@ -18,7 +18,6 @@ import loom_api
 from google.protobuf.descriptor import MethodDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
-from jsonschema import Draft202012Validator
 from loom_api.options.v1 import options_pb2
 
 from ..errors import BadRequest, ErrorCode, ValidationFailed
@@ -27,7 +26,7 @@ from ..roles import Role
 from .parse import parse_args
 from .schema import request_schema, response_schema
 from .to_json import message_to_sparse_json
-from .validation import FORMATS, fast_validator, raise_refusal
+from .validation import fast_validator, raise_refusal, refusal_validator
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +87,7 @@ class Catalog:
     def __init__(self, ops: list[OpSpec]):
         self.ops: dict[str, OpSpec] = {op.name: op for op in sorted(ops, key=lambda o: o.name)}
         self.by_path: dict[str, OpSpec] = {op.grpc_path: op for op in ops}
-        self._validators = {op.name: Draft202012Validator(op.input_schema, format_checker=FORMATS) for op in ops}
+        self._validators = {op.name: refusal_validator(op.input_schema) for op in ops}
         self._fast = {op.name: fast_validator(op.input_schema) for op in ops}
         # Ops whose schema takes `{}` (no required argument): a call without arguments skips
         # the validator (its ~25 µs are a fifth of a whole embedded request).

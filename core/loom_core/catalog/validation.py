@@ -4,12 +4,12 @@ becomes (a 422 naming its field, in Loom's words)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any, NoReturn
 
 import jsonschema_rs
-from jsonschema import FormatChecker
+from jsonschema import Draft202012Validator, FormatChecker, validators
 from jsonschema.exceptions import ValidationError
 
 from ..errors import ValidationFailed, invalid_field
@@ -62,6 +62,92 @@ def fast_validator(schema: dict[str, Any]) -> Any:
         return jsonschema_rs.validator_for(_fast_schema(schema), formats={"date-time": _date_time_ok}, validate_formats=True)
     except Exception:  # noqa: BLE001 - a schema it cannot take is checked the slow way
         return None
+
+
+def refusal_validator(schema: dict[str, Any]) -> Any:
+    """The op's input schema for `jsonschema`, which names a refusal, with its unions (anyOf)
+    judged branch by branch without walking what is valid: a branch of another kind than the
+    instance (another JSON type, or another value of a required key: the rule language's nodes)
+    is refused on its type or key alone, and a branch the compiled validator passes ends the
+    union. Walking every kind of every node of a condition tree cost up to 65 ms a refused body.
+    The verdict and the refusal are the same (`_chosen_branch` drops the other kinds' branches;
+    an unknown kind still lists the accepted values)."""
+    unions = {id(any_of): [_Branch(schema, b) for b in any_of] for any_of in _unions(schema)}
+    validate_any_of = Draft202012Validator.VALIDATORS["anyOf"]
+
+    def any_of(validator: Any, any_of: list[Any], instance: Any, parent: dict[str, Any]) -> Iterator[ValidationError]:
+        branches = unions.get(id(any_of))
+        if branches is None:
+            yield from validate_any_of(validator, any_of, instance, parent)
+            return
+        all_errors: list[ValidationError] = []
+        for index, branch in enumerate(branches):
+            refusal = branch.other_kind(validator, instance)
+            if refusal is None and branch.passes(instance):
+                return
+            errs = list(validator.descend(instance, refusal if refusal is not None else branch.schema, schema_path=index))
+            if not errs:
+                return
+            all_errors.extend(errs)
+        yield ValidationError(f"{instance!r} is not valid under any of the given schemas", context=all_errors)
+
+    cls = validators.extend(Draft202012Validator, {"anyOf": any_of})  # type: ignore[no-untyped-call]
+    return cls(schema, format_checker=FORMATS)
+
+
+def _unions(schema: Any) -> Iterator[list[Any]]:
+    """Every anyOf list in a schema."""
+    if isinstance(schema, dict):
+        if isinstance(schema.get("anyOf"), list):
+            yield schema["anyOf"]
+        for value in schema.values():
+            yield from _unions(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _unions(value)
+
+
+class _Branch:
+    """One branch of a union: its kind (one JSON type and/or string values of required keys,
+    when it states them) and, compiled when first asked, its validator."""
+
+    def __init__(self, root: dict[str, Any], schema: Any):
+        self.schema = schema
+        self._root_defs = root.get("$defs", {})
+        resolved = schema
+        while isinstance(resolved, dict) and set(resolved) == {"$ref"} and resolved["$ref"].startswith("#/$defs/"):
+            resolved = self._root_defs.get(resolved["$ref"].removeprefix("#/$defs/"))
+        resolved = resolved if isinstance(resolved, dict) else {}
+        self._type = resolved["type"] if isinstance(resolved.get("type"), str) else None
+        self._properties: dict[str, Any] = resolved.get("properties", {})
+        self._keys: dict[str, list[str]] = {}
+        for key in resolved.get("required", ()):
+            prop = self._properties.get(key, {})
+            values = [prop["const"]] if "const" in prop else prop.get("enum")
+            if isinstance(values, list) and values and all(isinstance(v, str) for v in values):
+                self._keys[key] = values
+        self._compiled: Any = False  # not compiled yet; None: it cannot be
+
+    def other_kind(self, validator: Any, instance: Any) -> dict[str, Any] | None:
+        """The part of the branch that refuses an instance of another kind, or None."""
+        if self._type is not None and not validator.is_type(instance, self._type):
+            return {"type": self._type}
+        if isinstance(instance, dict):
+            for key, values in self._keys.items():
+                if key in instance and not (isinstance(instance[key], str) and instance[key] in values):
+                    return {"properties": {key: self._properties[key]}}
+        return None
+
+    def passes(self, instance: Any) -> bool:
+        """The compiled validator's "valid" (only that is taken from it, as for a whole body)."""
+        if self._compiled is False:
+            self._compiled = fast_validator({**(self.schema if isinstance(self.schema, dict) else {}), "$defs": self._root_defs})
+        if self._compiled is None or not isinstance(self.schema, dict):
+            return False
+        try:
+            return bool(self._compiled.is_valid(instance))
+        except Exception:  # noqa: BLE001 - a value it cannot convert: `jsonschema` judges
+            return False
 
 
 def raise_refusal(first: ValidationError) -> NoReturn:

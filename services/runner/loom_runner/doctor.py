@@ -33,6 +33,7 @@ from typing import Any
 
 import httpx
 from loom_core.bus.leases import BUCKET as LEASES_BUCKET
+from loom_core.bus.nats import NATS_REQUEST_TIMEOUT_SECONDS
 from loom_core.bus.replicas import jetstream
 from loom_core.chain.ledger import STREAM as LEDGER_STREAM
 from loom_core.doctor import (
@@ -401,7 +402,7 @@ async def _connect_nats(settings: Settings) -> tuple[_DoctorBus | None, str]:
         )
     except Exception as exc:  # noqa: BLE001 - any failure is "not reachable"
         return None, type(exc).__name__
-    return _DoctorBus(nc, jetstream(nc)), ""
+    return _DoctorBus(nc, jetstream(nc, 1, NATS_REQUEST_TIMEOUT_SECONDS)), ""
 
 
 async def _open_store(settings: Settings) -> tuple[Any | None, str]:

@@ -294,7 +294,9 @@ class Bridge:
             run_id = str(out.get("id") or "")
             calls = len((choice.get("message") or {}).get("tool_calls") or [])
             self.charge(adm, usage=pricing.usage_of(out), run_id=run_id)
-            verdict = await self.checker.verdict(self._scope(adm), run_id, text, streamed=False, tool_calls=calls)
+            verdict = await self.checker.verdict(
+                self._scope(adm), run_id, text, streamed=False, tool_calls=self._rows_coming(run_id, calls)
+            )
             self._observe_later(adm, run_id, calls, waited=verdict.calls_waited)
             out["model"] = self.model
             out[AGENT_FIELD] = adm.agent_id
@@ -409,7 +411,9 @@ class Bridge:
             await asyncio.gather(tick_task, return_exceptions=True)
             text = "".join(state.text)
             yield self._event(state.run_id, "loom.text_done")
-            verdict = await self.checker.verdict(self._scope(adm), state.run_id, text, streamed=True, tool_calls=len(state.calls))
+            verdict = await self.checker.verdict(
+                self._scope(adm), state.run_id, text, streamed=True, tool_calls=self._rows_coming(state.run_id, len(state.calls))
+            )
             fields: dict[str, Any] = {
                 "citations": verdict.wire_citations(),
                 "support": verdict.support.value,
@@ -441,6 +445,12 @@ class Bridge:
         for old in [r for r, t in self._tokenless.items() if t < horizon]:
             del self._tokenless[old]
         self._tokenless[run_id] = now
+
+    def _rows_coming(self, run_id: str, tool_calls: int) -> int:
+        """The ledger rows the answer's checks wait for: one a reported tool call, none when its
+        MCP requests reached Loom with no token (refused before an identity, they leave no row:
+        waiting for them only ran the checks' five seconds out)."""
+        return 0 if run_id in self._tokenless else tool_calls
 
     def _observe_later(self, adm: Admission, run_id: str, tool_calls: int, *, waited: bool) -> None:
         tokenless = self._tokenless.pop(run_id, None) is not None
