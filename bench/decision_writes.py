@@ -30,7 +30,6 @@ import resource
 import sys
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -57,19 +56,20 @@ def cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def thread_cpu() -> Counter[str]:
+def thread_cpu() -> dict[str, float]:
     """CPU seconds so far by kind of thread (Linux /proc): Python's threads by name (MainThread,
     the model's asyncio_N, the store's chdb_N), chDB's own by the name it gives them, a trailing
     number dropped, so a kind's threads add up."""
     names = {t.native_id: t.name for t in threading.enumerate()}
     tick = os.sysconf("SC_CLK_TCK")
-    out: Counter[str] = Counter()
+    out: dict[str, float] = {}
     for tid in os.listdir("/proc/self/task"):
         with contextlib.suppress(OSError):
             stat = Path(f"/proc/self/task/{tid}/stat").read_text()
             fields = stat[stat.rindex(")") + 2 :].split()
             name = names.get(int(tid)) or stat[stat.index("(") + 1 : stat.rindex(")")]
-            out[re.sub(r"[_-]?\d+$", "", name)] += (int(fields[11]) + int(fields[12])) / tick
+            kind = re.sub(r"[_-]?\d+$", "", name)
+            out[kind] = out.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / tick
     return out
 
 
@@ -120,7 +120,7 @@ async def rate(client: Any, calls: list[Call], callers: int) -> tuple[float, flo
         await asyncio.gather(*(caller(own) for own in owns))
         took, used = time.perf_counter() - t, cpu_seconds() - cpu
         LAST_THREADS.clear()
-        LAST_THREADS.update({k: v * 1000 / n for k, v in (thread_cpu() - threads).items()})
+        LAST_THREADS.update({k: (v - threads.get(k, 0.0)) * 1000 / n for k, v in thread_cpu().items() if v > threads.get(k, 0.0)})
         return n / took, used * 1000 / n
 
 
