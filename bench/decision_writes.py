@@ -1,6 +1,6 @@
 """decision.record and memory.set write throughput over REST, one writer against many.
 
-    .venv/bin/python bench/decision_writes.py [-n 300] [--writers 16] [--bulk SIZE] [--json]
+    .venv/bin/python bench/decision_writes.py [-n 300] [--writers 16] [--bulk SIZE] [--threads] [--json]
 
 An embedded Loom (identity and decisions planes, a real nats-server child, chDB, the local
 model, the in-process transport as `loom up` runs them) on a temp data dir. Each op is called
@@ -25,8 +25,10 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import resource
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,23 @@ def cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds so far by kind of thread (Linux /proc): Python's threads by name (MainThread,
+    the model's asyncio_N, the store's chdb_N), chDB's own by the name it gives them, a trailing
+    number dropped, so a kind's threads add up."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/self/task/{tid}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            name = names.get(int(tid)) or stat[stat.index("(") + 1 : stat.rindex(")")]
+            kind = re.sub(r"[_-]?\d+$", "", name)
+            out[kind] = out.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 Call = tuple[str, dict[str, Any]]  # (path, JSON body)
 
 
@@ -68,6 +87,10 @@ def bulks(n: int, size: int, run: str) -> list[Call]:
         ("/v1/decision.record_many", {"records": [args_for("decision.record", i, run) for i in range(at, min(at + size, n))]})
         for at in range(0, n, size)
     ]
+
+
+#: CPU ms a record by kind of thread in the last `rate` (--threads).
+LAST_THREADS: dict[str, float] = {}
 
 
 async def rate(client: Any, calls: list[Call], callers: int) -> tuple[float, float]:
@@ -93,9 +116,12 @@ async def rate(client: Any, calls: list[Call], callers: int) -> tuple[float, flo
             await clients.enter_async_context(httpx.AsyncClient(base_url=client.base_url, headers=client.headers, timeout=client.timeout))
             for _ in range(callers)
         ]
-        t, cpu = time.perf_counter(), cpu_seconds()
+        t, cpu, threads = time.perf_counter(), cpu_seconds(), thread_cpu()
         await asyncio.gather(*(caller(own) for own in owns))
-        return n / (time.perf_counter() - t), (cpu_seconds() - cpu) * 1000 / n
+        took, used = time.perf_counter() - t, cpu_seconds() - cpu
+        LAST_THREADS.clear()
+        LAST_THREADS.update({k: (v - threads.get(k, 0.0)) * 1000 / n for k, v in thread_cpu().items() if v > threads.get(k, 0.0)})
+        return n / took, used * 1000 / n
 
 
 async def first_calls(client: Any, count: int = 10) -> list[float]:
@@ -128,6 +154,7 @@ async def run(n: int, writers: int, cache_min_rows: int | None, bulk: int | None
                 "concurrent_per_s": concurrent,
                 "serial_cpu_ms": serial_cpu,
                 "concurrent_cpu_ms": concurrent_cpu,
+                "concurrent_cpu_ms_by_thread": dict(LAST_THREADS),
             }
         if bulk:
             await rate(c, bulks(min(bulk, 20), bulk, "bulk-warm"), 1)
@@ -141,6 +168,7 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=300)
     ap.add_argument("--writers", type=int, default=16)
     ap.add_argument("--bulk", type=int, default=None, metavar="SIZE", help="also decision.record_many, SIZE records a call")
+    ap.add_argument("--threads", action="store_true", help="also print the concurrent phase's CPU a record by kind of thread")
     ap.add_argument("--cache-min-rows", type=int, default=None, help="LOOM_MEMORY_VECTOR_CACHE_MIN_ROWS (default: Loom's)")
     add_model_arguments(ap)
     a = ap.parse_args()
@@ -164,6 +192,9 @@ def main() -> int:
             f"{op:16} one writer {x['serial_per_s']:6.1f}/s   {a.writers} writers {x['concurrent_per_s']:6.1f}/s   "
             f"({x['concurrent_per_s'] / x['serial_per_s']:.1f}x); CPU {x['serial_cpu_ms']:.0f} / {x['concurrent_cpu_ms']:.0f} ms a record"
         )
+        if a.threads:
+            top = sorted(x["concurrent_cpu_ms_by_thread"].items(), key=lambda kv: -kv[1])[:6]
+            print("    concurrent CPU ms a record by thread: " + ", ".join(f"{k} {v:.1f}" for k, v in top))
     if a.bulk:
         b, single = r["decision.record_many"], r["decision.record"]
         print(

@@ -189,7 +189,7 @@ class QueryVector:
     def __init__(self) -> None:
         self.next: np.ndarray = np.zeros((1, DIMS), np.float32)
 
-    async def embed(self, texts: Any) -> np.ndarray:
+    async def embed(self, texts: Any, *, workers: int = 1) -> np.ndarray:
         return self.next.reshape(1, DIMS)
 
     async def close(self) -> None:

@@ -28,7 +28,14 @@ class Coalescer(Generic[G, T, R]):
     """`submit(group, item)` -> `run(group, items)`'s answer for that item, one batch per group at
     a time. `run` answers one result per item, in order; an exception reaches every caller of
     its batch. A batch carries at most `max_size` by `size` (one item always goes, whatever its
-    size)."""
+    size).
+
+    `linger`: after a batch of several items, the next waits up to this long for those callers to
+    come back with their next item (as many as came back, with the ones already queued). Without
+    it, callers that each submit again once answered settle into two halves that alternate (one
+    half queues while the other's batch runs), and a batch carries half of them: a batch with a
+    fixed cost (a store round trip a table) then costs each item twice what it would. A linger
+    that saw no caller come back (callers that write now and then) is skipped the next batch."""
 
     def __init__(
         self,
@@ -36,30 +43,47 @@ class Coalescer(Generic[G, T, R]):
         *,
         max_size: int = 256,
         size: Callable[[T], int] = lambda _: 1,
+        linger: float = 0.0,
     ) -> None:
         self._run = run
         self._max = max(1, max_size)
         self._size = size
+        self._linger = linger
         self._pending: dict[G, list[tuple[T, asyncio.Future[R]]]] = {}
         self._running: dict[G, asyncio.Task[None]] = {}
+        self._awaited: dict[G, tuple[int, asyncio.Event]] = {}  # a lingering group: the items it waits for
 
     async def submit(self, group: G, item: T) -> R:
         fut: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        self._pending.setdefault(group, []).append((item, fut))
+        pending = self._pending.setdefault(group, [])
+        pending.append((item, fut))
+        awaited = self._awaited.get(group)
+        if awaited is not None and len(pending) >= awaited[0]:
+            awaited[1].set()
         task = self._running.get(group)
         if task is None or task.done():
             self._running[group] = asyncio.ensure_future(self._drain(group))
         return await fut
 
     async def _drain(self, group: G) -> None:
+        carried = 0  # the items of the group's last batch
+        futile = False  # the last linger saw no caller come back: the next batch goes at once
         try:
-            while pending := self._pending.get(group):
+            while True:
+                if self._linger > 0 and carried > 1 and not futile:
+                    futile = not await self._await_return(group, min(len(self._pending.get(group, ())) + carried, self._max))
+                else:
+                    futile = False
+                pending = self._pending.get(group)
+                if not pending:
+                    break
                 batch: list[tuple[T, asyncio.Future[R]]] = []
                 n = 0
                 while pending and (not batch or n + self._size(pending[0][0]) <= self._max):
                     item = pending.pop(0)
                     batch.append(item)
                     n += self._size(item[0])
+                carried = len(batch)
                 try:
                     results = await self._run(group, [item for item, _ in batch])
                 except asyncio.CancelledError:
@@ -76,8 +100,24 @@ class Coalescer(Generic[G, T, R]):
                         fut.set_result(result)
         finally:
             self._running.pop(group, None)
+            self._awaited.pop(group, None)
             for _, fut in self._pending.pop(group, []):  # left only when the drain was cancelled
                 fut.cancel()
+
+    async def _await_return(self, group: G, items: int) -> bool:
+        """Wait until the group holds `items` pending, or `linger` has passed; whether any item
+        came meanwhile."""
+        before = len(self._pending.get(group, ()))
+        if before >= items:
+            return True
+        came = asyncio.Event()
+        self._awaited[group] = (items, came)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(came.wait(), self._linger)
+        finally:
+            self._awaited.pop(group, None)
+        return len(self._pending.get(group, ())) > before
 
 
 class Pacer:

@@ -84,6 +84,31 @@ async def _settle() -> None:
         await asyncio.sleep(0)
 
 
+async def test_with_a_linger_callers_that_submit_again_once_answered_share_each_batch() -> None:
+    sizes: list[int] = []
+
+    async def run(_: str, items: list[int]) -> list[int]:
+        sizes.append(len(items))
+        await asyncio.sleep(0.02)
+        return items
+
+    # A second at most per linger: the wait ends as soon as the last batch's callers are back.
+    c: Coalescer[str, int, int] = Coalescer(run, linger=0.5)
+
+    async def caller(n: int) -> None:
+        for i in range(4):
+            assert await c.submit("g", n * 10 + i) == n * 10 + i
+            await asyncio.sleep(0.002 * n)  # each back at its own pace, as callers are
+
+    await asyncio.gather(*(caller(n) for n in range(6)))
+    # All six each time; without the linger 6, then batches of one and five by turns (the first
+    # caller back runs alone while the other five come back).
+    assert sizes == [6, 6, 6, 6]
+    # That batch's callers never came back (its linger was futile): the next call goes at once.
+    await c.submit("g", 0)
+    assert sizes[-1] == 1
+
+
 async def test_a_pacer_lets_the_first_write_go_at_once_and_holds_the_next_for_its_interval_until_hurried() -> None:
     pacer = Pacer(3600.0)
     await asyncio.wait_for(pacer.turn(), 60)  # the first write after quiet: at once

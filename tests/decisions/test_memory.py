@@ -3,6 +3,7 @@ run, which breadth_within reads), identities, revisions by id, live row counts."
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,6 +12,8 @@ import pytest
 from loom_core.bus import NatsServer
 from loom_core.exposures import live_rows
 from loom_core.store.embedded import EmbeddedStore
+from loom_decisions.service.rows import Rows
+from loom_decisions.store.memory import MemoryStore
 from loom_runner.embedded import Instance
 
 from tests.conftest import Tenant
@@ -119,12 +122,38 @@ async def test_update_by_id_is_conditional_on_the_value_and_keeps_pin_and_attest
 
 async def test_writes_publish_the_namespaces_live_row_count(desk: Desk) -> None:
     a = desk.as_agent("planner")
+    rows: Rows = next(p for p in desk.inst.planes if p.name == "decisions").rows
     await a.ok("decision.record", **STORAGE)
     await a.ok("decision.record", category="build", scenario="which CI runner builds wheels", outcome="hosted runners")
     store = desk.inst.runtime.store
+    await rows.live_published()  # published in the background, a count at most once a second
     assert await live_rows(store, desk.tenant.org, desk.tenant.namespace) == {"memory": 2}
     await a.ok("memory.delete", memory_key=KEY)
+    await rows.live_published()
     assert await live_rows(store, desk.tenant.org, desk.tenant.namespace) == {"memory": 1}
+
+
+async def test_callers_that_find_the_live_count_lapsed_share_one_count(desk: Desk) -> None:
+    await desk.as_agent("planner").ok("decision.record", **STORAGE)
+    mem = MemoryStore(desk.inst.runtime.store)
+    counted: list[int] = []
+    live_count = mem.live_count
+
+    async def noted(org: str, ns: str) -> int:
+        counted.append(await live_count(org, ns))
+        return counted[-1]
+
+    mem.live_count = noted  # type: ignore[method-assign]  # a spy on the real count
+    org, ns = desk.tenant.org, desk.tenant.namespace
+    assert await asyncio.gather(*(mem.live_count_cached(org, ns) for _ in range(50))) == [1] * 50
+    assert counted == [1]
+    assert await mem.live_count_cached(org, ns) == 1 and counted == [1]  # within its 30 s
+    # Lapsed: the next callers share one more count; one of them cancelled leaves it to the others.
+    waiting = [asyncio.ensure_future(mem.live_count_cached(org, ns, ttl=0.0)) for _ in range(20)]
+    await asyncio.sleep(0)
+    waiting[0].cancel()
+    assert await asyncio.gather(*waiting[1:]) == [1] * 19
+    assert counted == [1, 1]
 
 
 async def test_key_returning_reads_record_exposures_under_the_calls_run(desk: Desk) -> None:

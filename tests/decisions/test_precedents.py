@@ -134,7 +134,7 @@ async def test_concurrent_embeddings_are_batched_into_one_model_call() -> None:
     class Counting:
         dimensions = 384
 
-        async def embed(self, texts: Any) -> np.ndarray:
+        async def embed(self, texts: Any, *, workers: int = 1) -> np.ndarray:
             calls.append(len(texts))
             return await local.embed(texts)
 
@@ -154,7 +154,7 @@ async def test_a_question_never_waits_in_a_batch_of_writes_statements() -> None:
     class Recording:
         dimensions = 384
 
-        async def embed(self, texts: Any) -> np.ndarray:
+        async def embed(self, texts: Any, *, workers: int = 1) -> np.ndarray:
             batches.append(list(texts))
             return await local.embed(texts)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -98,6 +99,38 @@ async def test_one_keys_writes_in_one_burst_get_consecutive_versions(desk: Desk)
     assert sorted(s.version for s in sets[:4]) == [1, 2, 3, 4]
     assert sorted(s.created for s in sets[:4]) == [False, False, False, True]
     assert (sets[4].version, sets[4].created) == (1, True)
+
+
+async def test_writers_that_write_again_once_answered_each_get_their_own_versions_through_lingering_rounds(
+    desk: Desk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows: Rows = plane_of(desk).rows
+    ops = DecisionOps(rows)
+    rounds = rounds_of(rows, monkeypatch)
+    own_keys = [caller(desk, f"writer-{i}") for i in range(4)]
+    shared = caller(desk, "shared-writer")  # two writers on one key under one identity
+
+    async def writes(ctx: CallContext, scenario: str) -> list[dpb.RecordDecisionResponse]:
+        answers = []
+        for days in (10, 20, 30):
+            answers.append(await ops.record(ctx, decision(scenario, f"keep them {days} days")))
+            await asyncio.sleep(0)
+        return answers
+
+    mine = await asyncio.gather(
+        *(writes(ctx, f"retention of raw metrics in region {i}") for i, ctx in enumerate(own_keys)),
+        writes(shared, "retention of raw spans"),
+        writes(shared, "retention of raw spans"),
+    )
+    for answers in mine[:4]:  # a key of its own: versions 1, 2, 3, each superseding the one before
+        assert [a.version for a in answers] == [1, 2, 3]
+        assert [a.superseded_prior for a in answers] == [False, True, True]
+        assert len({a.memory_key for a in answers}) == 1
+    one, two = mine[4], mine[5]
+    assert sorted(a.version for a in one + two) == [1, 2, 3, 4, 5, 6]  # one key: every write its own version
+    assert all(x.version < y.version for x, y in itertools.pairwise(one)) and all(x.version < y.version for x, y in itertools.pairwise(two))
+    assert max(len(r) for r in rounds) > 1, rounds
+    assert all(len(r) == len(set(r)) for r in rounds), rounds  # a round carries a key once
 
 
 async def test_two_replicas_racing_on_one_key_never_share_a_version(desk: Desk) -> None:

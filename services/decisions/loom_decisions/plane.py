@@ -72,6 +72,7 @@ class DecisionsPlane:
 
     async def stop(self) -> None:
         await self.rows.vectors.stop()
+        await self.rows.live_published()
         await self.rows.exposures.flush()
         await self.embedder.close()
         if self._http_ops is not None:

@@ -175,7 +175,7 @@ class DecisionOps:
         await self.r.refuse_if_locked(org, ns, write.key)
         async with self.r.key_lock(org, ns, write.key):
             answer = await self._rounds.submit(org, ns, write)
-        await self.r.publish_live(org, ns)
+        self.r.publish_live(org, ns)
         return answer
 
     async def record_many(
@@ -225,7 +225,7 @@ class DecisionOps:
                 for i, answer in zip(members, await self._record_round(org, ns, [writes[i] for i in members]), strict=True):
                     answers[i] = answer
         if rounds:
-            await self.r.publish_live(org, ns)
+            self.r.publish_live(org, ns)
         done = [a for a in answers if a is not None]
         if len(done) != len(writes):
             raise RuntimeError("decision.record_many: a record left unanswered")

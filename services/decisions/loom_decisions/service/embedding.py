@@ -28,7 +28,9 @@ from ..settings import DecisionsSettings
 class Model(Protocol):
     dimensions: int
 
-    async def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+    async def embed(self, texts: Sequence[str], *, workers: int = 1) -> np.ndarray:
+        """The texts' unit vectors, on up to `workers` worker threads where the model runs here."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -44,7 +46,8 @@ class OpenAIModel:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(base_url=url.rstrip("/") + "/", headers=headers, timeout=timeout)
 
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+    async def embed(self, texts: Sequence[str], *, workers: int = 1) -> np.ndarray:
+        """`workers` is the local model's: the endpoint runs the texts where it runs them."""
         try:
             r = await self._client.post("embeddings", json={"model": self._model, "input": list(texts)})
         except httpx.HTTPError as exc:
@@ -92,7 +95,7 @@ class Embedder:
 
     async def _run(self, _: str, calls: list[list[str]]) -> list[np.ndarray]:
         flat = [t for texts in calls for t in texts]
-        vecs = await (self.model.embed(flat, workers=self._threads) if isinstance(self.model, LocalModel) else self.model.embed(flat))
+        vecs = await self.model.embed(flat, workers=self._threads)
         out, i = [], 0
         for texts in calls:
             out.append(vecs[i : i + len(texts)])

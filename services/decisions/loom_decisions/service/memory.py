@@ -168,7 +168,7 @@ class MemoryOps:
         write = _Setting(ctx, req, memory_type, files, Ident(ctx.agent_label, ctx.user, ctx.session))
         async with self.r.key_lock(org, ns, key):
             answer = await self._rounds.submit(org, ns, write)
-        await self.r.publish_live(org, ns)
+        self.r.publish_live(org, ns)
         return answer
 
     async def _set_round(self, org: str, ns: str, writes: builtins.list[_Setting]) -> builtins.list[mpb.SetMemoryResponse | LoomError]:
@@ -246,7 +246,7 @@ class MemoryOps:
             row = await self.r.live_head(org, ns, key, ident)
             tomb = await self.r.append(org, ns, ctx, row, key=key, ident=ident, op="memory.delete", status="tombstoned")
             retired = await self.r.retire_if_writer(org, ns, key, ident, row)
-        await self.r.publish_live(org, ns)
+        self.r.publish_live(org, ns)
         return mpb.DeleteMemoryResponse(deleted=True, retired_record=retired, version=tomb.version)
 
     async def delete_version(self, ctx: CallContext, key: str, version: int, ident: Ident) -> mpb.DeleteMemoryResponse:
@@ -268,7 +268,7 @@ class MemoryOps:
                 out_version = tomb.version
                 retired = await self.r.retire_if_writer(org, ns, key, ident, head)
             await self.mem.delete_version(org, ns, key, ident, version, ch_time())
-        await self.r.publish_live(org, ns)
+        self.r.publish_live(org, ns)
         return mpb.DeleteMemoryResponse(deleted=True, retired_record=retired, version=out_version)
 
     async def restore(self, ctx: CallContext, key: str, ident: Ident) -> MemoryRow:
@@ -285,7 +285,7 @@ class MemoryOps:
                 raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no live version left to restore", {"key": key})
             emb = await self.mem.embedding_of(org, ns, key, ident, int(last.version))
             row = await self.r.append(org, ns, ctx, last, key=key, ident=ident, op="memory.restore", embedding=emb, status="active")
-        await self.r.publish_live(org, ns)
+        self.r.publish_live(org, ns)
         return row
 
     # --- move, clear, apply, dedup, auto-supersede
@@ -338,7 +338,7 @@ class MemoryOps:
                 )
         else:
             retired = (await self.delete(ctx, key, ident)).retired_record
-        await self.r.publish_live(org, ns)
+        self.r.publish_live(org, ns)
         return mpb.MoveMemoryResponse(
             memory_key=key,
             to_key=to_key,
@@ -368,7 +368,7 @@ class MemoryOps:
                     if head is not None and head.status == "active":
                         await self.r.append(org, ns, ctx, head, key=key, ident=row.ident, op="memory.clear", status="tombstoned")
                         cleared += 1
-        await self.r.publish_live(org, ns)
+        self.r.publish_live(org, ns)
         return mpb.ClearMemoryResponse(cleared=cleared, locked=sorted(set(locked)))
 
     async def apply(self, ctx: CallContext, actions: Sequence[mpb.MemoryAction]) -> builtins.list[mpb.ActionResult]:
@@ -422,7 +422,7 @@ class MemoryOps:
                     head = await self.r.live_head(org, ns, keep_key, h.ident)
                     conflicts = [c for c in head.conflicts if c != drop_key]
                     await self.r.append(org, ns, ctx, head, key=keep_key, ident=h.ident, op="memory.dedup_resolve", conflicts=conflicts)
-        await self.r.publish_live(org, ns)
+        self.r.publish_live(org, ns)
         return mpb.DedupResolveResponse(kept=keep_key, dropped=drop_key, version=int(tomb.version), retired_record=retired)
 
     async def auto_supersede(self, ctx: CallContext, key: str, by_key: str) -> mpb.AutoSupersedeResponse:
@@ -469,7 +469,7 @@ class MemoryOps:
                 tags=[*row.tags, SUPERSEDED_TAG_PREFIX + by_key],
             )
             retired = await self.r.retire_if_writer(org, ns, key, ident, row)
-        await self.r.publish_live(org, ns)
+        self.r.publish_live(org, ns)
         return mpb.AutoSupersedeResponse(
             memory_key=key,
             by_key=by_key,

@@ -95,5 +95,5 @@ class Rollback:
                 if kind != "tombstoned":
                     await self.r.store_chunks(org, ns, row)
         if not dry_run:
-            await self.r.publish_live(org, ns)
+            self.r.publish_live(org, ns)
         return mpb.RollbackNamespaceResponse(**counts, keys=sorted(set(keys)), dry_run=dry_run)

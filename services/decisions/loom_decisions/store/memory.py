@@ -3,6 +3,7 @@ identity that memory.delete_version has not removed is the row."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -211,6 +212,7 @@ class MemoryStore:
         self.store = store
         self.inserts = BatchedInserts(store)
         self._counts: dict[tuple[str, str], tuple[float, int]] = {}
+        self._counting: dict[tuple[str, str], asyncio.Task[int]] = {}
         self._owns: Coalescer[tuple[str, str], tuple[str, Ident], Own] = Coalescer(self.own_many)
         self._nearest_decisions: Coalescer[tuple[str, str, int], list[float], list[tuple[str, float]]] = Coalescer(
             self.nearest_decisions_exact_many, max_size=64
@@ -538,12 +540,24 @@ class MemoryStore:
         )
 
     async def live_count_cached(self, org: str, ns: str, ttl: float = 30.0) -> int:
-        now = time.monotonic()
-        hit = self._counts.get((org, ns))
-        if hit is not None and now - hit[0] < ttl:
+        """The namespace's live row count, taken at most `ttl` seconds ago. The callers that find
+        it lapsed share one count (a namespace scan): a round of writes once asked for it once a
+        write, all at the same moment."""
+        k = (org, ns)
+        hit = self._counts.get(k)
+        if hit is not None and time.monotonic() - hit[0] < ttl:
             return hit[1]
+        counting = self._counting.get(k)
+        if counting is None:
+            counting = self._counting[k] = asyncio.ensure_future(self._count_into_cache(org, ns))
+            counting.add_done_callback(lambda _: self._counting.pop(k, None))
+        # Shielded: a caller cancelled while it waits leaves the count to the others.
+        return await asyncio.shield(counting)
+
+    async def _count_into_cache(self, org: str, ns: str) -> int:
+        started = time.monotonic()
         n = await self.live_count(org, ns)
-        self._counts[(org, ns)] = (now, n)
+        self._counts[(org, ns)] = (started, n)
         return n
 
     async def _current_of(self, org: str, ns: str, cands: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
