@@ -312,7 +312,7 @@ async def bench_embedded(args: argparse.Namespace) -> dict[str, Any]:
             await via_grpc.stop()
             await grpc_relay.close()
             await base.stop()
-    out = {
+    out: dict[str, Any] = {
         "loom": median_run(loom_runs),
         "baseline": median_run(base_runs),
         "loom_grpc_transport": median_run(grpc_runs),
