@@ -63,6 +63,9 @@ class CallContext:
     principal: Principal
     namespace: str
     role: Role
+    # The caller's role in `namespace` alone (the token's claim capped by the live grant), as the
+    # chain read it; None when it did not (an org-level call without a namespace).
+    namespace_role: Role | None = None
     agent: str = ""
     user: str = ""
     session: str = ""

@@ -157,12 +157,13 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
                     {"reason": "assistant_toolset", "op": op.name},
                 )
             namespace = namespace or principal.default_namespace
-            role = await self._role(op, principal, namespace)
+            role, namespace_role = await self._role(op, principal, namespace)
             ctx = CallContext(
                 op=op,
                 principal=principal,
                 namespace=namespace,
                 role=role,
+                namespace_role=namespace_role,
                 agent=md.get(MD_AGENT, ""),
                 user=md.get(MD_USER, ""),
                 session=md.get(MD_SESSION, ""),
@@ -221,18 +222,22 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         children[0].inc()
         children[1].observe(latency)
 
-    async def _role(self, op: OpSpec, principal: Principal, namespace: str) -> Role:
+    async def _role(self, op: OpSpec, principal: Principal, namespace: str) -> tuple[Role, Role | None]:
+        """The call's role, and the caller's role in `namespace` alone when it was read (None: an
+        org-level call without a namespace)."""
         if op.org_level:
             role = await self.auth.org_role(principal)
+            namespace_role: Role | None = None
             if namespace:
-                role = max(role, await self.auth.role_in(principal, namespace))
+                namespace_role = await self.auth.role_in(principal, namespace)
+                role = max(role, namespace_role)
             if role < op.min_role:
                 raise Forbidden(
                     ErrorCode.AUTH_INSUFFICIENT,
                     f"{op.name} needs the {op.min_role.label} role",
                     {"reason": "role", "needed": op.min_role.label, "role": role.label},
                 )
-            return role
+            return role, namespace_role
         if not namespace:
             raise ValidationFailed(
                 "namespace: required (argument, X-Loom-Namespace, or the token's default)", {"field": "namespace", "reason": "required"}
@@ -249,7 +254,7 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
                     "namespace": namespace,
                 },
             )
-        return role
+        return role, role
 
     def _record(
         self,

@@ -389,16 +389,18 @@ def call_row(
 ) -> dict[str, Any]:
     """`ledger_row` with the caller's columns (org, namespace, subject, agent, user, session,
     transport, run_id, consumer, token_id) as one mapping: the chain's path, which builds them
-    once per call, pays no keyword expansion (a third of the row's cost)."""
-    return {
-        "ts": _ch_time(ts if ts is not None else time.time()),
-        **caller,
-        "op": op,
-        "ok": ok,
-        "error_code": error_code,
-        "latency_ms": latency_ms,
-        "args": args,
-        "out_hits": out_hits,
-        "request_id": request_id,
-        "write_shaped": write_shaped,
-    }
+    once per call, pays no keyword expansion (a third of the row's cost). The row is a copy of
+    that mapping with the call's columns set on it, which costs less than unpacking it into a
+    new literal; every row made here names its columns in the same order (the store's insert
+    sends such rows a column at a time)."""
+    row = dict(caller)
+    row["ts"] = _ch_time(ts if ts is not None else time.time())
+    row["op"] = op
+    row["ok"] = ok
+    row["error_code"] = error_code
+    row["latency_ms"] = latency_ms
+    row["args"] = args
+    row["out_hits"] = out_hits
+    row["request_id"] = request_id
+    row["write_shaped"] = write_shaped
+    return row

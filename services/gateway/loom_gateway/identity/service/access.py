@@ -21,7 +21,11 @@ class AccessService:
         self.auth = auth
 
     async def role_here(self, ctx: CallContext) -> Role:
-        return await self.auth.role_in(ctx.principal, ctx.namespace) if ctx.namespace else Role.NONE
+        if not ctx.namespace:
+            return Role.NONE
+        if ctx.namespace_role is not None:
+            return ctx.namespace_role  # the chain read it for this call
+        return await self.auth.role_in(ctx.principal, ctx.namespace)
 
     async def create_namespace(self, ctx: CallContext, name: str, description: str) -> tuple[NamespaceRow, bool]:
         await require_org_admin(self.auth, ctx)
