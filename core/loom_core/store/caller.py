@@ -19,17 +19,6 @@ CALLER_COLUMNS: tuple[str, ...] = ("subject", "agent", "user", "session")
 CALLER_COLUMNS_DDL = ",\n            ".join(f"{c} String" for c in CALLER_COLUMNS)
 
 
-class CallerRow(TypedDict):
-    """Whose call a row records: its org and namespace, then the four caller-label columns."""
-
-    org: str
-    namespace: str
-    subject: str
-    agent: str
-    user: str
-    session: str
-
-
 class CallerLabels(TypedDict):
     """The four caller-label columns."""
 
@@ -37,6 +26,13 @@ class CallerLabels(TypedDict):
     agent: str
     user: str
     session: str
+
+
+class CallerRow(CallerLabels):
+    """Whose call a row records: its org and namespace, and the four caller-label columns."""
+
+    org: str
+    namespace: str
 
 
 class _Caller(Protocol):
