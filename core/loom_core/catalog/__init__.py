@@ -8,11 +8,13 @@ generator reads. By concern:
 - `schema.py`: the JSON schemas, from the descriptors and the field options
 - `validation.py`: an input schema checked; the refusal naming the bad field
 - `parse.py`: JSON arguments into a request message
+- `mapping.py`: typed rows into messages and requests into typed rows, field by field by name
 - `to_json.py`: a message as JSON, through `converters.py` (generated: scripts/gen_converters.py)
   and `json_values.py`; `timestamps.py`: instants as RFC 3339 UTC
 """
 
 from .json_values import dict_to_struct, struct_to_dict
+from .mapping import dataclass_from, message_from
 from .ops import Catalog, OpSpec, load_catalog
 from .schema import NAMESPACE_PATTERN, NOT_BLANK, field_options, field_schema, message_schema, request_schema, response_schema
 from .timestamps import normalize_timestamps, rfc3339
@@ -25,10 +27,12 @@ __all__ = [
     "NOT_BLANK",
     "Catalog",
     "OpSpec",
+    "dataclass_from",
     "dict_to_struct",
     "field_options",
     "field_schema",
     "load_catalog",
+    "message_from",
     "message_schema",
     "message_to_json",
     "message_to_json_reference",

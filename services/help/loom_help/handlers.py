@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from loom_api.help.v1 import help_pb2 as pb
+from loom_core.catalog import message_from
 from loom_core.chain import CallContext
 from loom_core.errors import ErrorCode, NotFound, invalid_field
 
@@ -30,24 +31,11 @@ class HelpHandlers:
         if request.audience not in ("", USER, OPERATOR):
             raise invalid_field("audience", f"{USER} or {OPERATOR}")
         found = await self.service.search(query, request.limit or DEFAULT_LIMIT, request.audience)
-        return pb.SearchResponse(
-            available=found.available,
-            weak=found.weak,
-            ranking=found.ranking,
-            hits=[
-                pb.Hit(
-                    page=h.section.page,
-                    title=h.title,
-                    breadcrumb=list(h.section.breadcrumb),
-                    anchor=h.section.anchor,
-                    audience=h.audience,
-                    snippet=h.snippet,
-                    score=h.score,
-                    citation=h.citation,
-                )
-                for h in found.hits
-            ],
-        )
+        hits = [
+            message_from(pb.Hit, h.section, title=h.title, audience=h.audience, snippet=h.snippet, score=h.score, citation=h.citation)
+            for h in found.hits
+        ]
+        return message_from(pb.SearchResponse, found, hits=hits)
 
     async def get(self, request: pb.GetRequest, ctx: CallContext) -> pb.GetResponse:
         if not request.page:

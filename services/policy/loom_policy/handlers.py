@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from loom_api.policy.v1 import policy_pb2 as pb
-from loom_core.catalog import dict_to_struct, struct_to_dict
+from loom_core.catalog import dataclass_from, dict_to_struct, message_from, struct_to_dict
 from loom_core.chain import CallContext
 
 from .domain.timeutil import ch_to_us, us_to_iso
@@ -66,15 +66,7 @@ class PolicyHandlers:
 
     async def set_policy(self, req: pb.SetPolicyRequest, ctx: CallContext) -> pb.SetPolicyResponse:
         out = await self._rules.set(ctx, _spec(req))
-        return pb.SetPolicyResponse(
-            rule=_rule_msg(out.row),
-            leaf_count=out.leaf_count,
-            widened=out.widened,
-            widened_reasons=out.widened_reasons,
-            created=out.created,
-            warnings=out.warnings,
-            mode_in_effect=out.mode_in_effect,
-        )
+        return message_from(pb.SetPolicyResponse, out, rule=_rule_msg(out.row))
 
     async def delete_policy(self, req: pb.DeletePolicyRequest, ctx: CallContext) -> pb.DeletePolicyResponse:
         await self._rules.delete(ctx, req.name)
@@ -91,39 +83,13 @@ class PolicyHandlers:
         )
 
     async def check_policy(self, req: pb.CheckPolicyRequest, ctx: CallContext) -> pb.CheckPolicyResponse:
-        verdict = await self._evaluation.check(
-            ctx,
-            CheckRequest(
-                operation=req.operation,
-                rules=[_spec(r) for r in req.rules],
-                agent=req.agent,
-                user=req.user,
-                session=req.session,
-                args=struct_to_dict(req.args),
-            ),
-        )
+        verdict = await self._evaluation.check(ctx, dataclass_from(CheckRequest, req, rules=[_spec(r) for r in req.rules]))
         return _parsed(pb.CheckPolicyResponse, verdict)
 
     async def list_decisions(self, req: pb.ListDecisionsRequest, ctx: CallContext) -> pb.ListDecisionsResponse:
-        rows = await self._decisions.list(
-            ctx,
-            DecisionQuery(decision=req.decision, agent=req.agent, operation=req.operation, rule=req.rule, since=req.since, limit=req.limit),
-        )
+        rows = await self._decisions.list(ctx, dataclass_from(DecisionQuery, req))
         return pb.ListDecisionsResponse(decisions=[_parsed(pb.Decision, r) for r in rows])
 
     async def replay_policy(self, req: pb.ReplayPolicyRequest, ctx: CallContext) -> pb.ReplayPolicyResponse:
-        body = await self._evaluation.replay(
-            ctx,
-            ReplayRequest(
-                rules=[_spec(r) for r in req.rules],
-                include_stored=req.include_stored,
-                names=list(req.names),
-                mode=req.mode,
-                since=req.since,
-                until=req.until,
-                agent=req.agent,
-                limit=req.limit,
-                only_denied=req.only_denied,
-            ),
-        )
+        body = await self._evaluation.replay(ctx, dataclass_from(ReplayRequest, req, rules=[_spec(r) for r in req.rules]))
         return _parsed(pb.ReplayPolicyResponse, body)

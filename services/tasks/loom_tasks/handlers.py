@@ -5,7 +5,7 @@ domain/, orchestration in service/)."""
 from __future__ import annotations
 
 from loom_api.tasks.v1 import tasks_pb2 as pb
-from loom_core.catalog import dict_to_struct, struct_to_dict
+from loom_core.catalog import dataclass_from, dict_to_struct, message_from, struct_to_dict
 from loom_core.chain import CallContext
 from loom_core.chain.ledger import ledger_args
 from loom_core.errors import LoomError
@@ -23,39 +23,18 @@ from .service.working import WorkingOps
 
 
 def task_pb(row: TaskRow, *, fence: bool = False, lease_expires_at: float | None = None) -> pb.Task:
-    return pb.Task(
-        task_id=row.task_id,
-        inbox=row.inbox,
-        namespace=row.namespace,
-        kind=row.kind,
-        title=row.title,
-        brief=dict_to_struct(row.brief),
-        status=row.status,
-        disclosure=row.disclosure,
-        priority=row.priority,
+    """The fence only for the claimer; the lease's expiry as just renewed where given."""
+    return message_from(
+        pb.Task,
+        row,
         deadline=format_time(row.deadline),
         not_before=format_time(row.not_before),
-        origin=row.origin,
-        parent_task_id=row.parent_task_id,
-        poster=row.poster,
-        poster_agent=row.poster_agent,
-        poster_namespace=row.poster_namespace,
-        idempotency_key=row.idempotency_key,
-        reason=row.reason,
-        blocked_on=row.blocked_on,
         resume_at=format_time(row.resume_at),
-        outcome=dict_to_struct(row.outcome),
-        claimed_by=row.claimed_by,
-        claimed_agent=row.claimed_agent,
         fence=row.fence if fence else 0,
         lease_expires_time=format_time(lease_expires_at if lease_expires_at is not None else row.lease_expires_at),
-        attempts=row.attempts,
-        defers=row.defers,
-        version=row.version,
         created_time=format_time(row.created_at),
         updated_time=format_time(row.updated_at),
         escalated_time=format_time(row.escalated_at),
-        owner_agent=row.owner_agent,
     )
 
 
@@ -84,19 +63,13 @@ def event_pb(e: TaskEvent) -> pb.TaskEvent:
 
 
 def inbox_pb(row: InboxRow, *, admin: bool, counts: dict[str, int] | None = None) -> pb.Inbox:
-    return pb.Inbox(
+    """The webhook's address and secret only for an admin."""
+    return message_from(
+        pb.Inbox,
+        row,
         inbox=row.name,
-        namespace=row.namespace,
-        owner_agent=row.owner_agent,
-        posters=list(row.posters),
-        accept_disclosure=list(row.accept_disclosure),
-        default_lease_seconds=row.default_lease_seconds,
-        max_attempts=row.max_attempts,
-        max_defers=row.max_defers,
-        triage_escalate_after_seconds=row.triage_escalate_after_seconds,
         webhook_url=row.webhook_url if admin else "",
         webhook_secret_ref=row.webhook_secret_ref if admin else "",
-        description=row.description,
         created_time=format_time(row.created_at),
         updated_time=format_time(row.updated_at),
         counts=counts or {},
@@ -104,31 +77,11 @@ def inbox_pb(row: InboxRow, *, admin: bool, counts: dict[str, int] | None = None
 
 
 def policy_pb(row: PolicyRow) -> pb.InboxPolicy:
-    return pb.InboxPolicy(
-        inbox=row.inbox,
-        poster=row.poster,
-        kind=row.kind,
-        mode=row.mode,
-        require_evidence=list(row.require_evidence),
-        updated_time=format_time(row.updated_at),
-        updated_by=row.updated_by,
-    )
+    return message_from(pb.InboxPolicy, row, updated_time=format_time(row.updated_at))
 
 
 def _new_task(req: pb.CreateTaskRequest) -> NewTask:
-    return NewTask(
-        inbox=req.inbox,
-        kind=req.kind,
-        title=req.title,
-        brief=struct_to_dict(req.brief),
-        disclosure=req.disclosure,
-        priority=req.priority,
-        deadline=req.deadline,
-        not_before=req.not_before,
-        origin=req.origin,
-        parent_task_id=req.parent_task_id,
-        idempotency_key=req.idempotency_key,
-    )
+    return dataclass_from(NewTask, req)
 
 
 def _item_error(err: LoomError | None) -> pb.ItemError:
@@ -149,18 +102,7 @@ class Handlers:
     # --- inbox setup
 
     async def register_inbox(self, req: pb.RegisterInboxRequest, ctx: CallContext) -> pb.RegisterInboxResponse:
-        settings = InboxSettings(
-            owner_agent=req.owner_agent,
-            posters=list(req.posters),
-            accept_disclosure=list(req.accept_disclosure),
-            default_lease_seconds=req.default_lease_seconds,
-            max_attempts=req.max_attempts,
-            max_defers=req.max_defers,
-            triage_escalate_after_seconds=req.triage_escalate_after_seconds,
-            webhook_url=req.webhook_url,
-            webhook_secret_ref=req.webhook_secret_ref,
-            description=req.description,
-        )
+        settings = dataclass_from(InboxSettings, req)
         row, created = await self.inboxes.register(ctx, req.inbox, settings)
         return pb.RegisterInboxResponse(inbox=inbox_pb(row, admin=True), created=created)
 
@@ -182,24 +124,7 @@ class Handlers:
 
     async def list_inbox_deliveries(self, req: pb.ListInboxDeliveriesRequest, ctx: CallContext) -> pb.ListInboxDeliveriesResponse:
         attempts = await self.inboxes.deliveries(ctx, req.inbox, req.limit)
-        return pb.ListInboxDeliveriesResponse(
-            deliveries=[
-                pb.Delivery(
-                    delivery_id=a.delivery_id,
-                    attempt=a.attempt,
-                    attempted_time=a.attempted_at,
-                    outcome=a.outcome,
-                    status_code=a.status_code,
-                    error=a.error,
-                    url=a.url,
-                    address=a.address,
-                    newest_seq=a.newest_seq,
-                    event_count=a.event_count,
-                    duration_ms=a.duration_ms,
-                )
-                for a in attempts
-            ]
-        )
+        return pb.ListInboxDeliveriesResponse(deliveries=[message_from(pb.Delivery, a, attempted_time=a.attempted_at) for a in attempts])
 
     # --- posting
 

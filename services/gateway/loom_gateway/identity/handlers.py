@@ -4,6 +4,7 @@ of identity.proto: proto in, proto out. Use cases in service/, rules in domain/ 
 from __future__ import annotations
 
 from loom_api.identity.v1 import identity_pb2 as pb
+from loom_core.catalog import dataclass_from
 from loom_core.chain import CallContext
 from loom_core.identity.store import GrantRow, NamespaceRow
 
@@ -64,20 +65,7 @@ class IdentityHandlers:
         return pb.CreateServiceAccountResponse(subject=subject, created=created, grant=_grant(row))
 
     async def mint_token(self, req: pb.MintTokenRequest, ctx: CallContext) -> pb.MintTokenResponse:
-        token, child = await self._tokens.mint(
-            ctx,
-            MintRequest(
-                subject=req.subject,
-                roles=dict(req.roles),
-                ttl_seconds=int(req.ttl_seconds),
-                default_namespace=req.default_namespace,
-                read_scope=list(req.read_scope),
-                consumer=req.consumer,
-                ends_with_session=req.ends_with_session,
-                start_session=req.start_session,
-                token_id_prefix=req.token_id_prefix,
-            ),
-        )
+        token, child = await self._tokens.mint(ctx, dataclass_from(MintRequest, req))
         return pb.MintTokenResponse(
             token=token,
             token_id=child.jti,
