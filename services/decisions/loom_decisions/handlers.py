@@ -3,11 +3,10 @@ the use cases in service/, the SQL in store/."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from loom_api.decisions.v1 import decisions_pb2 as dpb
 from loom_api.decisions.v1 import memory_pb2 as mpb
 from loom_api.decisions.v1 import search_pb2 as spb
+from loom_core.catalog import message_from
 from loom_core.chain import CallContext
 from loom_core.chain.ledger import ledger_args
 from loom_core.errors import LoomError
@@ -21,50 +20,31 @@ from .service.memory import MemoryOps, ReadRow
 from .service.rollback import Rollback
 from .service.rows import Rows, iso
 from .service.unified_search import UnifiedSearch
+from .store.decisions import DecisionRecordRow
 from .store.memory import MemoryRow
 
 
 def _row_msg(row: MemoryRow, read: ReadRow | None = None) -> mpb.MemoryRow:
     """A row as the ops that read rows answer it; memory.get's `read` adds the lock and feedback."""
-    return mpb.MemoryRow(
-        key=row.key,
-        value=row.value,
-        version=row.version,
-        tags=row.tags,
-        memory_type=row.memory_type,
-        pinned=row.pinned,
-        memory_id=row.memory_id,
+    return message_from(
+        mpb.MemoryRow,
+        row,
         agent_id=row.agent,
         user_id=row.user,
         session_id=row.session,
         attestation=row.attestation,
         locked=read is not None and read.locked,
-        status=row.status,
-        conflicts=row.conflicts,
-        reinforcements=row.reinforcements,
         credits=read.credits if read is not None else 0,
         charges=read.charges if read is not None else 0,
-        files=row.files,
-        source_resource_id=row.source_resource_id,
-        source_class=row.source_class,
-        value_hash=row.value_hash,
         updated_time=iso(row.ts),
-        op=row.op,
     )
 
 
 def _write_msg(row: MemoryRow) -> mpb.MemoryWriteResponse:
-    return mpb.MemoryWriteResponse(
-        key=row.key,
-        version=row.version,
-        memory_id=row.memory_id,
-        pinned=row.pinned,
-        attestation=row.attestation,
-        value_hash=row.value_hash,
-    )
+    return message_from(mpb.MemoryWriteResponse, row, attestation=row.attestation)
 
 
-def _record_msgs(records: list[dict[str, Any]]) -> list[mpb.RecordVersion]:
+def _record_msgs(records: list[DecisionRecordRow]) -> list[mpb.RecordVersion]:
     """A key's record versions, newest first: the newest active one is active, older active ones superseded."""
     active_version = max((int(r["version"]) for r in records), default=0)
     out = []
@@ -198,38 +178,14 @@ class DecisionHandlers(CodeHandlers):
         ctx.out_hits = len(hits)
         return mpb.SearchMemoryResponse(
             weak=weak,
-            hits=[
-                mpb.SearchHit(
-                    key=r.key,
-                    score=round(s, 6),
-                    value=r.value,
-                    memory_type=r.memory_type,
-                    tags=r.tags,
-                    agent_id=r.agent,
-                    pinned=r.pinned,
-                    version=r.version,
-                )
-                for r, s in hits
-            ],
+            hits=[message_from(mpb.SearchHit, r, score=round(s, 6), agent_id=r.agent) for r, s in hits],
         )
 
     async def unified_search(self, req: spb.UnifiedSearchRequest, ctx: CallContext) -> spb.UnifiedSearchResponse:
         hits, searched, skipped = await self._search.search(ctx, req.query, req.limit, list(req.namespaces), list(req.sources), req.remote)
         ctx.out_hits = len(hits)
         return spb.UnifiedSearchResponse(
-            results=[
-                spb.UnifiedSearchHit(
-                    kind=h.kind,
-                    namespace=h.namespace,
-                    key=h.key,
-                    text=h.text,
-                    score=round(h.score, 6),
-                    stage=h.stage,
-                    status=h.status,
-                    inbox=h.inbox,
-                )
-                for h in hits
-            ],
+            results=[message_from(spb.UnifiedSearchHit, h, score=round(h.score, 6)) for h in hits],
             namespaces=searched,
             skipped=[spb.UnifiedSearchSkip(namespace=s.namespace, source=s.source, code=s.code) for s in skipped],
         )

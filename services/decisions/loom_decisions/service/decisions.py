@@ -8,10 +8,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from loom_api.decisions.v1 import decisions_pb2 as dpb
 from loom_api.decisions.v1 import memory_pb2 as mpb
+from loom_core.catalog import message_from
 from loom_core.chain import CallContext
 from loom_core.errors import BadRequest, Conflict, ErrorCode, LoomError, NotFound, invalid_field
 from loom_core.store import ch_time
@@ -20,7 +20,7 @@ from ..domain.calibration import Calibration, Scored, calibrate
 from ..domain.files import detect_files
 from ..domain.keys import MissingIdentity, decision_key
 from ..domain.statement import CATEGORY_TAG_PREFIX, PROPOSED_TAG, STAGES, DecisionText, LimitExceeded, decision_tags, excerpt, stage_of
-from ..store.decisions import Edge
+from ..store.decisions import DecisionRecordRow, Edge
 from ..store.memory import Ident, MemoryRow, RowView
 from .rows import RowChanges, Rows, RowWrite, WriteRounds, record_row
 
@@ -72,7 +72,7 @@ def _record(
     source_resource_id: str = "",
     source_class: str = "",
     tags: list[str] | None = None,
-) -> dict[str, Any]:
+) -> DecisionRecordRow:
     """A new version of a decision record, as decision_records stores it (no outcome yet)."""
     return {
         "key": key,
@@ -155,7 +155,7 @@ def _at_item(index: int, exc: LoomError) -> LoomError:
     return LoomError.from_payload({**payload, "message": message, "detail": detail})
 
 
-def _own_active(rec: dict[str, Any] | None, ident: Ident) -> bool:
+def _own_active(rec: DecisionRecordRow | None, ident: Ident) -> bool:
     """The key's record is active and written by `ident`."""
     return rec is not None and rec["status"] == "active" and Ident(rec["agent"], rec["user"], rec["session"]) == ident
 
@@ -309,7 +309,7 @@ class DecisionOps:
             *(self.r.next_record_version(org, ns, row.key, current) for _, row, current in superseding), return_exceptions=True
         )
         now = ch_time()
-        new_recs: list[dict[str, Any]] = []
+        new_recs: list[DecisionRecordRow] = []
         edges: list[Edge] = []
         for (i, row, _), version in zip(superseding, versions, strict=True):
             if isinstance(version, LoomError):
@@ -375,7 +375,7 @@ class DecisionOps:
             await self.dec.add_edges(org, ns, _edges(key, version, caused_by, influenced_by, now))
         return mpb.WriteRecordResponse(memory_key=key, version=version, superseded_prior=rec is not None and rec["status"] == "active")
 
-    async def record_history(self, ctx: CallContext, key: str) -> list[dict[str, Any]]:
+    async def record_history(self, ctx: CallContext, key: str) -> list[DecisionRecordRow]:
         if not key:
             raise invalid_field("memory_key", "required")
         records = await self.dec.history(ctx.org, ctx.namespace, key)
@@ -449,7 +449,7 @@ class DecisionOps:
             raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, "no active decision under this key", {"memory_key": key})
         hops: dict[str, int] = {key: 0}
         edges: dict[tuple[str, str, str], dpb.ChainEdge] = {}
-        recs: dict[str, dict[str, Any]] = {key: root}
+        recs: dict[str, DecisionRecordRow] = {key: root}
         for upstream in [d == "upstream" for d in (["upstream", "downstream"] if direction == "both" else [direction])]:
             frontier = [key]
             for hop in range(1, max_hops + 1):
@@ -559,7 +559,7 @@ class DecisionOps:
         )
 
     async def _feedback(
-        self, org: str, ns: str, key: str, rec: dict[str, Any], success: bool | None, now: str
+        self, org: str, ns: str, key: str, rec: DecisionRecordRow, success: bool | None, now: str
     ) -> tuple[list[str], list[str], list[str]]:
         """Credit (success) or charge (failure) the memories the decision used: the keys it
         names as memories_used, caused_by or influenced_by that its run was shown. Each key's
@@ -583,7 +583,7 @@ class DecisionOps:
         uncredited = sorted(k for k, d in earlier.items() if d > 0 and figures.get(k, d) <= 0)
         return (keys, [], uncredited) if success else ([], keys, uncredited)
 
-    async def _record_unmoved(self, org: str, ns: str, key: str, rec: dict[str, Any]) -> bool:
+    async def _record_unmoved(self, org: str, ns: str, key: str, rec: DecisionRecordRow) -> bool:
         now = await self.dec.current(org, ns, key)
         return now is not None and int(now["version"]) == int(rec["version"]) and now["status"] == "active"
 
@@ -606,23 +606,10 @@ class DecisionOps:
 
 
 def _calibration_row(c: Calibration) -> dpb.CalibrationRow:
-    return dpb.CalibrationRow(
-        agent=c.agent,
-        category=c.category,
-        count=c.count,
-        successes=c.successes,
-        mean_confidence=c.mean_confidence,
-        success_rate=c.success_rate,
-        brier=c.brier,
-        overconfidence=c.overconfidence,
-        bins=[
-            dpb.CalibrationBin(lower=b.lower, upper=b.upper, count=b.count, mean_confidence=b.mean_confidence, success_rate=b.success_rate)
-            for b in c.bins
-        ],
-    )
+    return message_from(dpb.CalibrationRow, c, bins=[message_from(dpb.CalibrationBin, b) for b in c.bins])
 
 
-def _precedent(rec: dict[str, Any], row: RowView, score: float) -> dpb.Precedent:
+def _precedent(rec: DecisionRecordRow, row: RowView, score: float) -> dpb.Precedent:
     return dpb.Precedent(
         memory_key=rec["key"],
         score=round(score, 6),

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from google.protobuf import json_format
 from loom_api.decisions.v1 import decisions_pb2 as dpb
@@ -53,6 +52,7 @@ from ..domain.decision_extract import (
     windows,
 )
 from ..domain.statement import DecisionText, excerpt, stage_of
+from ..store.decisions import DecisionRecordRow
 from ..store.memory import Ident, MemoryRow
 from .blocks import REPO_TAG_PREFIX
 from .code_index import CodeIndex
@@ -92,7 +92,7 @@ class Report:
 @dataclass
 class _Stored:
     row: MemoryRow
-    rec: dict[str, Any]
+    rec: DecisionRecordRow
 
     @property
     def frozen(self) -> bool:

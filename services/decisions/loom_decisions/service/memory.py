@@ -8,7 +8,6 @@ import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from loom_api.decisions.v1 import memory_pb2 as mpb
 from loom_core.bus.leases import LeaseHeld
@@ -21,6 +20,7 @@ from loom_core.store import ch_time
 from ..domain.files import detect_files
 from ..domain.ranking import fuse
 from ..domain.statement import excerpt
+from ..store.decisions import DecisionRecordRow
 from ..store.memory import Ident, MemoryRow, ident_of
 from .rows import LOCK_PREFIX, RowChanges, Rows, RowWrite, WriteRounds, cosine, lease_key
 
@@ -135,7 +135,7 @@ class MemoryOps:
 
     async def history(
         self, ctx: CallContext, key: str, agent_id: str, user_id: str, session_id: str
-    ) -> tuple[builtins.list[MemoryRow], builtins.list[dict[str, Any]]]:
+    ) -> tuple[builtins.list[MemoryRow], builtins.list[DecisionRecordRow]]:
         versions = await self.mem.versions(ctx.org, ctx.namespace, key)
         versions = [
             v

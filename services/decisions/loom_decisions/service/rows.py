@@ -33,7 +33,7 @@ from loom_core.store import Store, ch_time
 
 from ..domain.statement import chunks
 from ..settings import DecisionsSettings
-from ..store.decisions import DecisionStore
+from ..store.decisions import DecisionRecordRow, DecisionStore
 from ..store.memory import Ident, MemoryRow, MemoryStore
 from .embedding import Embedder
 from .vector_index import VectorCache
@@ -418,48 +418,16 @@ class Rows:
         per process (a NATS KV counter, by compare-and-set)."""
         return await self.counters.next(record_counter_key(org, ns, key), floor=current)
 
-    async def append_records(self, org: str, ns: str, recs: Sequence[dict[str, Any]]) -> None:
+    async def append_records(self, org: str, ns: str, recs: Sequence[DecisionRecordRow]) -> None:
         """New versions of decision records, into the store (one insert) and this replica's cache."""
         await self.dec.append(org, ns, recs)
         for rec in recs:
             self.vectors.note_record(org, ns, rec)
 
 
-RECORD_FIELDS = (
-    "key",
-    "version",
-    "record_version",
-    "status",
-    "category",
-    "scenario",
-    "reasoning",
-    "outcome",
-    "alternatives",
-    "confidence",
-    "caused_by",
-    "influenced_by",
-    "run_id",
-    "agent",
-    "user",
-    "session",
-    "realized_outcome",
-    "success",
-    "files",
-    "source_resource_id",
-    "source_class",
-    "tags",
-    "memories_used",
-    "recorded_at",
-    "outcome_at",
-    "ts",
-)
-
-
-def record_row(rec: dict[str, Any]) -> dict[str, Any]:
-    """A stored record as an insertable row (times as the store reads them back)."""
-    out = {k: rec.get(k) for k in RECORD_FIELDS}
-    out["outcome_at"] = rec.get("outcome_at") or None
-    return out
+def record_row(rec: DecisionRecordRow) -> DecisionRecordRow:
+    """A stored record as an insertable row (an outcome time read back empty as none)."""
+    return {**rec, "outcome_at": rec["outcome_at"] or None}
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:

@@ -48,7 +48,7 @@ import numpy as np
 from loom_core.store import Store, ch_time
 
 from ..settings import DecisionsSettings
-from ..store.decisions import DecisionStore
+from ..store.decisions import DecisionRecordRow, DecisionStore
 from ..store.memory import DELETES, ROWS, VECTORS, MemoryRow, MemoryStore, RowView
 
 if TYPE_CHECKING:
@@ -163,9 +163,9 @@ class NamespaceIndex:
     read_at: str = ""
     pending: list[tuple[_Entry, np.ndarray]] = field(default_factory=list)
     # Each key's current decision record (the newest version), and the newest ts read from them.
-    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    records: dict[str, DecisionRecordRow] = field(default_factory=dict)
     records_watermark: str = ""
-    pending_records: list[dict[str, Any]] = field(default_factory=list)
+    pending_records: list[DecisionRecordRow] = field(default_factory=list)
     shared: _Shared = field(default_factory=_Shared)
 
     def __post_init__(self) -> None:
@@ -224,7 +224,7 @@ class NamespaceIndex:
             self.matrix = grown
         self.matrix[first:end] = added
 
-    def put_records(self, records: Sequence[dict[str, Any]]) -> None:
+    def put_records(self, records: Sequence[DecisionRecordRow]) -> None:
         """Decision records, each kept while it is its key's newest version."""
         for rec in records:
             held = self.records.get(rec["key"])
@@ -424,7 +424,7 @@ class VectorCache:
             return
         space.put_many([entry], vec.reshape(1, -1))
 
-    def note_record(self, org: str, ns: str, record: dict[str, Any]) -> None:
+    def note_record(self, org: str, ns: str, record: DecisionRecordRow) -> None:
         """A decision record this replica wrote: into the namespace's cache when it has one."""
         space = self._spaces.get((org, ns))
         if space is None:
@@ -485,7 +485,7 @@ class VectorCache:
 
     async def nearest_decisions(
         self, org: str, ns: str, vector: Sequence[float], *, tags: Sequence[str] = (), limit: int = 10
-    ) -> tuple[list[tuple[RowView, float]], dict[str, dict[str, Any]]] | None:
+    ) -> tuple[list[tuple[RowView, float]], dict[str, DecisionRecordRow]] | None:
         """From the namespace's built cache alone (no store read): the live decision rows nearest
         `vector` (key, identity, version, tags, value, conflicts) with their cosine, and the hit
         keys' current decision records. None while the namespace has no built cache."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from loom_core.batching import Coalescer
 from loom_core.store import Store, Where, query_as
@@ -28,6 +28,38 @@ class Edge:
     dst: str
     kind: str
     dst_version: int
+    ts: str
+
+
+class DecisionRecordRow(TypedDict):
+    """A decision_records version as _COLS reads it and as `append` writes it (the times as
+    ClickHouse DateTime64 text; `success` 1, 0 or None: no outcome yet)."""
+
+    key: str
+    version: int
+    record_version: int
+    status: str
+    category: str
+    scenario: str
+    reasoning: str
+    outcome: str
+    alternatives: list[str]
+    confidence: float | None
+    caused_by: list[str]
+    influenced_by: list[str]
+    run_id: str
+    agent: str
+    user: str
+    session: str
+    realized_outcome: str
+    success: int | None
+    files: list[str]
+    source_resource_id: str
+    source_class: str
+    tags: list[str]
+    memories_used: list[str]
+    recorded_at: str
+    outcome_at: str | None
     ts: str
 
 
@@ -57,45 +89,53 @@ class DecisionStore:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.inserts = BatchedInserts(store)
-        self._currents: Coalescer[tuple[str, str], str, dict[str, Any] | None] = Coalescer(self._current_batch)
+        self._currents: Coalescer[tuple[str, str], str, DecisionRecordRow | None] = Coalescer(self._current_batch)
 
-    async def current(self, org: str, ns: str, key: str) -> dict[str, Any] | None:
+    async def current(self, org: str, ns: str, key: str) -> DecisionRecordRow | None:
         """The key's newest record version: one query for the calls that arrive together (per namespace)."""
         return await self._currents.submit((org, ns), key)
 
-    async def _current_batch(self, where: tuple[str, str], keys: list[str]) -> list[dict[str, Any] | None]:
+    async def _current_batch(self, where: tuple[str, str], keys: list[str]) -> list[DecisionRecordRow | None]:
         found = await self.current_many(where[0], where[1], keys)
-        return [dict(rec) if (rec := found.get(k)) is not None else None for k in keys]
+        return [rec.copy() if (rec := found.get(k)) is not None else None for k in keys]
 
-    async def history(self, org: str, ns: str, key: str) -> list[dict[str, Any]]:
-        return await self.store.query(
+    async def history(self, org: str, ns: str, key: str) -> list[DecisionRecordRow]:
+        return await query_as(
+            self.store,
+            DecisionRecordRow,
             f"SELECT {_COLS} FROM {RECORDS} WHERE org = {{org:String}} AND namespace = {{ns:String}} AND key = {{key:String}} "
             "ORDER BY version DESC",
             {"org": org, "ns": ns, "key": key},
         )
 
-    async def current_many(self, org: str, ns: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    async def current_many(self, org: str, ns: str, keys: Sequence[str]) -> dict[str, DecisionRecordRow]:
         if not keys:
             return {}
-        rows = await self.store.query(
+        rows = await query_as(
+            self.store,
+            DecisionRecordRow,
             f"SELECT {_COLS} FROM {RECORDS} WHERE org = {{org:String}} AND namespace = {{ns:String}} AND key IN {{keys:Array(String)}} "
             "ORDER BY version DESC LIMIT 1 BY key",
             {"org": org, "ns": ns, "keys": sorted(set(keys))},
         )
         return {r["key"]: r for r in rows}
 
-    async def current_page(self, org: str, ns: str, after: str, page: int) -> list[dict[str, Any]]:
+    async def current_page(self, org: str, ns: str, after: str, page: int) -> list[DecisionRecordRow]:
         """The current record of each key after `after`, in key order, at most `page` of them."""
-        return await self.store.query(
+        return await query_as(
+            self.store,
+            DecisionRecordRow,
             f"SELECT {_COLS} FROM {RECORDS} WHERE org = {{org:String}} AND namespace = {{ns:String}} AND key > {{after:String}} "
             "ORDER BY key, version DESC LIMIT 1 BY key LIMIT {page:UInt64}",
             {"org": org, "ns": ns, "after": after, "page": page},
         )
 
-    async def changed_since(self, org: str, ns: str, ts: str, overlap_seconds: float) -> list[dict[str, Any]]:
+    async def changed_since(self, org: str, ns: str, ts: str, overlap_seconds: float) -> list[DecisionRecordRow]:
         """Record versions written at `ts` or after, less `overlap_seconds` (an insert can land
         with a ts older than one already read), oldest first."""
-        return await self.store.query(
+        return await query_as(
+            self.store,
+            DecisionRecordRow,
             # The filter in a subquery: the selected `ts` is a string, and an alias shadows the column.
             f"SELECT {_COLS} FROM (SELECT * FROM {RECORDS} WHERE org = {{org:String}} AND namespace = {{ns:String}} "
             "AND ts >= parseDateTime64BestEffort({ts:String}, 6) - toIntervalMillisecond({overlap:UInt32})) ORDER BY ts",
@@ -108,7 +148,7 @@ class DecisionStore:
         )
         return str(rows[0]["t"]) if rows else ""
 
-    async def append(self, org: str, ns: str, rows: Sequence[dict[str, Any]]) -> None:
+    async def append(self, org: str, ns: str, rows: Sequence[DecisionRecordRow]) -> None:
         """New record versions, in one insert."""
         await self.inserts.insert(RECORDS, [{"org": org, "namespace": ns, **row} for row in rows])
 
