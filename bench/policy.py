@@ -207,20 +207,31 @@ async def direct_calls(gate: Any, catalog: Any, org: str, ns: str, n: int) -> tu
     the report ends with."""
     from loom_core.chain import GateCall
     from loom_core.chain.context import CallContext
+    from loom_core.chain.ledger import LedgerCaller, call_row
     from loom_core.identity.tokens import Principal
     from loom_core.roles import Role
-    from loom_core.store import ch_time
 
     op = catalog.get("auth.whoami")
     principal = Principal(jti="bench", sub="user:admin", org=org, roles={ns: "admin"}, iat=0, exp=2**40, default_namespace=ns)
     observe = gate.history.observe_ledger_row
     check_cpu: list[float] = []
     observe_cpu: list[float] = []
+    caller: LedgerCaller = {
+        "org": org,
+        "namespace": ns,
+        "subject": "user:admin",
+        "agent": AGENT,
+        "user": "",
+        "session": "",
+        "transport": "grpc",
+        "run_id": "",
+        "consumer": "",
+        "token_id": "",
+    }
     for _ in range(n):
         ctx = CallContext(op=op, principal=principal, namespace=ns, role=Role.ADMIN, agent=AGENT)
         call = GateCall(ctx, {})
-        caller = {"org": org, "namespace": ns, "subject": "user:admin", "agent": AGENT, "user": "", "session": ""}
-        row: dict[str, Any] = {"ts": ch_time(), **caller, "op": "auth.whoami", "ok": True, "args": {}, "request_id": ctx.request_id}
+        row = call_row(caller, "auth.whoami", True, "", 0.0, {}, 0, ctx.request_id, False)
         cpu = time.thread_time()
         await gate.check(call)
         check_cpu.append(time.thread_time() - cpu)
@@ -236,6 +247,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     import httpx
     from loom_api.identity.v1 import identity_pb2, identity_pb2_grpc
     from loom_core.bus import NatsServer
+    from loom_core.chain.ledger import LedgerRow
     from loom_core.settings import Settings
     from loom_core.store.embedded import EmbeddedStore
     from loom_gateway.identity import bootstrap_org
@@ -319,7 +331,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 real_observe = history.observe_ledger_row
                 observers = gate._ledger_observers
 
-                def timed_observe(row: dict[str, Any]) -> None:
+                def timed_observe(row: LedgerRow) -> None:
                     cpu = time.thread_time()
                     real_observe(row)
                     observer_cpu.append(time.thread_time() - cpu)

@@ -20,7 +20,6 @@ from ..grpc_errors import to_rpc_status
 from ..identity import Authenticator, Principal
 from ..metrics import LATENCY, REQUESTS
 from ..roles import Role
-from ..store.caller import CallerRow
 from .context import (
     MD_AGENT,
     MD_AUTHORIZATION,
@@ -37,7 +36,7 @@ from .context import (
     set_current_call,
 )
 from .gate import GateCall, PolicyGate, gated
-from .ledger import Ledger, call_row, ledger_args, out_hits_of
+from .ledger import Ledger, LedgerCaller, call_row, ledger_args, out_hits_of
 from .ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
@@ -315,15 +314,7 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
             )
 
 
-class _Caller(CallerRow):
-    transport: str
-    run_id: str
-    consumer: str
-    token_id: str
-
-
-def _caller_fields(principal: Principal | None, namespace: str, md: Mapping[str, str], transport: str) -> _Caller:
-    """Who called, and how: the columns a call's ledger row and each of a batch's item rows share."""
+def _caller_fields(principal: Principal | None, namespace: str, md: Mapping[str, str], transport: str) -> LedgerCaller:
     return {
         "org": principal.org if principal else "",
         "namespace": namespace,

@@ -16,9 +16,9 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NotRequired, cast
 
 from google.protobuf.message import Message
 from loom_api.options.v1 import options_pb2
@@ -28,7 +28,7 @@ from ..batching import Pacer
 from ..bus import Bus
 from ..bus.layout import AckPolicy, BusLayout, Consumer
 from ..store import Migration, Store
-from ..store.caller import CALLER_COLUMNS_DDL
+from ..store.caller import CALLER_COLUMNS_DDL, CallerRow
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,32 @@ LAYOUT = BusLayout(
         ),
     ),
 )
+
+
+class LedgerCaller(CallerRow):
+    """Who called, and how: the columns a call's row and each of a batch op's item rows share."""
+
+    transport: str
+    run_id: str
+    consumer: str
+    token_id: str
+
+
+class LedgerRow(LedgerCaller):
+    """An agent_events row as the ledger records it (`ts` as ClickHouse DateTime64 text)."""
+
+    ts: str
+    op: str
+    ok: bool
+    error_code: str
+    latency_ms: float
+    args: dict[str, str]
+    out_hits: int
+    request_id: str
+    write_shaped: bool
+    # The assistant plane's column (its migration adds it): an observer stamps an answer's spend.
+    upstream_cost_usd: NotRequired[float]
+
 
 MIGRATIONS = [
     Migration(
@@ -211,12 +237,12 @@ class Ledger:
         self.pacer = Pacer(flush_interval)
         self.batch_max = batch_max
         self.consume = consume
-        self._buf: list[dict[str, Any]] = []
+        self._buf: list[LedgerRow] = []
         self._wake = asyncio.Event()  # the first row after the flusher went idle
         self._idle = False  # the flusher waits for a first row
         self._loop_task: asyncio.Task[None] | None = None
         self._stopping = False
-        self.observers: list[Callable[[dict[str, Any]], None]] = []
+        self.observers: list[Callable[[LedgerRow], None]] = []
         self._consuming: Any = None
 
     async def start(self) -> None:
@@ -228,18 +254,17 @@ class Ledger:
                 self._consuming = await self.bus.consume(LAYOUT.consumer(DURABLE), self._write_batch)
         self._loop_task = asyncio.create_task(self._flush_loop())
 
-    def record(self, row: Mapping[str, Any]) -> None:
-        kept = row if type(row) is dict else dict(row)
+    def record(self, row: LedgerRow) -> None:
         buf = self._buf
         if len(buf) >= MAX_BUFFER:
             del buf[: MAX_BUFFER // 10]
             log.warning("ledger: buffer full (the store is unreachable), oldest rows dropped")
-        buf.append(kept)
+        buf.append(row)
         # Observers (the policy gate's recent-history window) see each row as it is recorded,
         # not when its batch lands in the table; one that fails never fails the call.
         for observe in self.observers:
             try:
-                observe(kept)
+                observe(row)
             except Exception:  # noqa: BLE001 - an observer is another plane's code; it never fails the call
                 log.warning("ledger: an observer failed")
         # The flusher wakes for the first row after it went idle (to write it now, or at the end
@@ -306,7 +331,7 @@ class Ledger:
             except Exception:  # noqa: BLE001 - keep the loop alive; the batch was put back and is retried an interval later
                 log.warning("ledger: flush failed")
 
-    async def _ship(self, rows: list[dict[str, Any]]) -> None:
+    async def _ship(self, rows: list[LedgerRow]) -> None:
         batch_id = uuid.uuid4().hex
         if not self.direct and self.bus is not None and self.bus.nc.is_connected:
             try:
@@ -359,8 +384,8 @@ def ledger_row(
     request_id: str,
     write_shaped: bool,
     ts: float | None = None,
-) -> dict[str, Any]:
-    caller = {
+) -> LedgerRow:
+    caller: LedgerCaller = {
         "org": org,
         "namespace": namespace,
         "subject": subject,
@@ -376,7 +401,7 @@ def ledger_row(
 
 
 def call_row(
-    caller: Mapping[str, object],
+    caller: LedgerCaller,
     op: str,
     ok: bool,
     error_code: str,
@@ -386,14 +411,14 @@ def call_row(
     request_id: str,
     write_shaped: bool,
     ts: float | None = None,
-) -> dict[str, Any]:
+) -> LedgerRow:
     """`ledger_row` with the caller's columns (org, namespace, subject, agent, user, session,
     transport, run_id, consumer, token_id) as one mapping: the chain's path, which builds them
     once per call, pays no keyword expansion (a third of the row's cost). The row is a copy of
     that mapping with the call's columns set on it, which costs less than unpacking it into a
     new literal; every row made here names its columns in the same order (the store's insert
     sends such rows a column at a time)."""
-    row = dict(caller)
+    row = cast(LedgerRow, caller.copy())  # the call's columns are set next
     row["ts"] = _ch_time(ts if ts is not None else time.time())
     row["op"] = op
     row["ok"] = ok

@@ -24,6 +24,7 @@ import anyio
 import httpx
 from loom_core.chain import CallContext, Ledger
 from loom_core.chain.interceptor import ANSWER_CONSUMER
+from loom_core.chain.ledger import LedgerRow
 from loom_core.errors import ErrorCode, Forbidden, LoomError, RateLimited, Unavailable, ValidationFailed
 from loom_core.identity import Authenticator, Principal, TokenCodec
 from loom_core.identity.delegation import delegate
@@ -544,7 +545,7 @@ class Bridge:
 
     # -- the ledger --------------------------------------------------------------------------
 
-    def _stamp_answer(self, row: dict[str, Any]) -> None:
+    def _stamp_answer(self, row: LedgerRow) -> None:
         """Puts an answer's spend and run on the row the chain records for its call."""
         if row.get("op") == ANSWER_OP and self.pending:
             stamp = self.pending.pop(str(row.get("request_id", "")), None)

@@ -22,7 +22,7 @@ from loom_core.aio import cancel_and_wait
 from loom_core.bus import Bus, Consuming
 from loom_core.catalog import OpSpec
 from loom_core.chain import GateCall
-from loom_core.chain.ledger import ledger_args
+from loom_core.chain.ledger import LedgerRow, ledger_args
 from loom_core.errors import ErrorCode, Forbidden, Unavailable
 from loom_core.roles import Role
 from loom_core.store import Store, run_migrations
@@ -74,7 +74,7 @@ def call_args(op: OpSpec | None, args: Mapping[str, Any]) -> dict[str, str]:
     return flatten_json(args)
 
 
-LedgerObserver = Callable[[dict[str, Any]], None]
+LedgerObserver = Callable[[LedgerRow], None]
 # Starts the plane's bus consumers for this gate's rule book and history (consumers/, wired by plane.py).
 Listen = Callable[["PolicyGate"], Awaitable[list[Consuming]]]
 

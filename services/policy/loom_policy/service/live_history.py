@@ -33,6 +33,7 @@ from itertools import chain
 from typing import Any
 
 from loom_core.bus import Bus
+from loom_core.chain.ledger import LedgerRow
 from loom_core.exposures import live_rows as load_live_rows
 from loom_core.store import Store
 
@@ -177,7 +178,7 @@ class LiveHistory:
 
     # -- sources -----------------------------------------------------------------------------
 
-    def observe_ledger_row(self, row: dict[str, Any]) -> None:
+    def observe_ledger_row(self, row: LedgerRow) -> None:
         """Ledger observer: this replica's call, at the instant it is recorded."""
         ev = event_from_row(row)
         org, ns = str(row.get("org", "")), str(row.get("namespace", ""))
