@@ -1,9 +1,12 @@
-"""Count the `duplicates` pairs in this tree outside tests/ (issue #28's hygiene figure).
+"""Count the `duplicates` pairs in this tree outside tests/ and generated code (issue #28's
+hygiene figure).
 
-Copies the files git tracks, plus the untracked ones it does not ignore, minus everything
-under tests/, into a temporary folder and runs `duplicates` over that copy: a pair in which
-either side is under tests/ cannot appear, so the first line's count is exactly the
-non-test pairs. Pass `--rows` to print every row as well.
+Copies the files git tracks, plus the untracked ones it does not ignore, into a temporary
+folder, minus everything under tests/ and the generated files (proto/, `*_pb2*`, a `generated/`
+folder, and any file whose first line says `DO NOT EDIT:`, as scripts/gen_*.py write it), and
+runs `duplicates` over that copy: a pair in which either side is left out cannot appear, so the
+first line's count is exactly the pairs of hand-written, non-test code. Pass `--rows` to print
+every row as well.
 
     .venv/bin/python scripts/count_duplicates.py [--rows]
 """
@@ -19,7 +22,14 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-EXCLUDED = ("tests/",)
+EXCLUDED = ("tests/", "proto/")
+
+
+def generated(name: str) -> bool:
+    if "_pb2" in name or "/generated/" in name:
+        return True
+    with open(ROOT / name, "rb") as f:
+        return b"DO NOT EDIT:" in f.readline()
 
 
 def tree_files() -> list[str]:
@@ -29,7 +39,8 @@ def tree_files() -> list[str]:
         check=True,
         capture_output=True,
     ).stdout.decode()
-    return [name for name in sorted(set(listed.split("\0"))) if name and not name.startswith(EXCLUDED) and (ROOT / name).is_file()]
+    names = sorted(set(listed.split("\0")))
+    return [name for name in names if name and not name.startswith(EXCLUDED) and (ROOT / name).is_file() and not generated(name)]
 
 
 def main() -> int:
