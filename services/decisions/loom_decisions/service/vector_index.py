@@ -42,10 +42,10 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import numpy as np
-from loom_core.store import Store, ch_time
+from loom_core.store import Store, ch_time, query_as
 
 from ..settings import DecisionsSettings
 from ..store.decisions import DecisionRecordRow, DecisionStore
@@ -65,6 +65,24 @@ _HEX = "arrayStringConcat(arrayMap(x -> hex(x), embedding))"
 _DECISION_VALUE = "if(memory_type = 'decision', value, '') AS value"
 
 Ident4 = tuple[str, str, str, str]
+
+
+class VectorRow(TypedDict):
+    """A memory row version as the cache reads it: `value` only a decision's, `h` the embedding
+    as hex float32s, `t` its ts (a refresh reads it)."""
+
+    key: str
+    agent: str
+    user: str
+    session: str
+    version: int
+    memory_type: str
+    tags: list[str]
+    status: str
+    value: str
+    conflicts: list[str]
+    h: str
+    t: NotRequired[str]
 
 
 # The HNSW graph's parameters, chosen by the sweep in docs/benchmarks.md (MiniLM vectors of
@@ -279,7 +297,7 @@ class NamespaceIndex:
             fetch = min(size, fetch * 4)
 
 
-def _vectors(rows: Sequence[dict[str, Any]], dimensions: int) -> np.ndarray:
+def _vectors(rows: Sequence[VectorRow], dimensions: int) -> np.ndarray:
     if not rows:
         return np.zeros((0, dimensions), np.float32)
     return np.frombuffer(bytes.fromhex("".join(r["h"] for r in rows)), dtype="<f4").reshape(len(rows), dimensions)
@@ -354,7 +372,9 @@ class VectorCache:
             space.records_watermark = await self.dec.last_ts(org, ns)
             after: Ident4 = ("", "", "", "")
             while True:
-                rows = await self.store.query(
+                rows = await query_as(
+                    self.store,
+                    VectorRow,
                     f"SELECT key, agent, user, session, version, memory_type, tags, status, {_DECISION_VALUE}, conflicts, {_HEX} AS h "
                     f"FROM {ROWS} WHERE org = {{org:String}} AND namespace = {{ns:String}} "
                     "AND (key, agent, user, session) > ({k:String}, {a:String}, {u:String}, {s:String}) "
@@ -447,7 +467,9 @@ class VectorCache:
     async def refresh(self, org: str, ns: str, space: NamespaceIndex) -> None:
         """Rows written since the last read (by any replica) into the cache."""
         read_at = ch_time()
-        rows = await self.store.query(
+        rows = await query_as(
+            self.store,
+            VectorRow,
             f"SELECT key, agent, user, session, version, memory_type, tags, status, {_DECISION_VALUE}, conflicts, toString(ts) AS t, "
             f"{_HEX} AS h FROM {ROWS} "
             "WHERE org = {org:String} AND namespace = {ns:String} AND ts >= parseDateTime64BestEffort({wm:String}, 6) "
@@ -505,7 +527,7 @@ class VectorCache:
         return space if space is not None and space.ready else None
 
 
-def _entry(row: dict[str, Any], live: bool) -> _Entry:
+def _entry(row: VectorRow, live: bool) -> _Entry:
     decision = row["memory_type"] == "decision"
     return _Entry(
         (row["key"], row["agent"], row["user"], row["session"]),

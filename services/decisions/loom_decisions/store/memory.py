@@ -8,13 +8,13 @@ import itertools
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import numpy as np
 import orjson
 from loom_core.batching import Coalescer
 from loom_core.exposures import count_live_rows
-from loom_core.store import Store
+from loom_core.store import Store, query_as
 from loom_core.store.batched import BatchedInserts
 from loom_core.store.where import Where
 
@@ -38,6 +38,41 @@ class Ident:
     agent: str
     user: str
     session: str
+
+
+class NearRow(TypedDict):
+    """A row version near a query vector: its key, identity and version; `d` its cosine distance."""
+
+    key: str
+    agent: str
+    user: str
+    session: str
+    version: int
+    d: float
+
+
+class ChunkHit(TypedDict):
+    """A row's nearest chunk: the row's key and identity, the value hash its chunks are filed
+    under; `d` the chunk's cosine distance."""
+
+    key: str
+    agent: str
+    user: str
+    session: str
+    value_hash: str
+    d: float
+
+
+class FeedbackRow(TypedDict):
+    """A memory_feedback row: the figure (+1 credit, -1 charge, 0 undone) `decision_key`'s outcome gave `key`."""
+
+    org: str
+    namespace: str
+    key: str
+    decision_key: str
+    run_id: str
+    delta: int
+    ts: str
 
 
 def ident_of(row: Mapping[str, Any]) -> Ident:
@@ -405,19 +440,19 @@ class MemoryStore:
             f"FROM {VECTORS} WHERE {where} ORDER BY d ASC LIMIT {{limit:UInt64}}"
         )
 
-        async def widening(setting: str, fetch: int, rounds: int | None) -> list[dict[str, Any]]:
+        async def widening(setting: str, fetch: int, rounds: int | None) -> list[NearRow]:
             """The current rows among `fetch` candidates, four times as many each next round, until
             `limit` are found, the candidates run out or `rounds` rounds have run."""
             for done in itertools.count(1):
                 params["limit"] = fetch
-                cands = await self.store.query(f"{sql} SETTINGS {setting}", params)
+                cands = await query_as(self.store, NearRow, f"{sql} SETTINGS {setting}", params)
                 found = await self._current_of(org, ns, cands)
                 if len(found) >= limit or len(cands) < fetch or done == rounds:
                     break
                 fetch *= 4
             return found
 
-        heads: list[dict[str, Any]] = []
+        heads: list[NearRow] = []
         if index_min_rows > 0 and await self.live_count_cached(org, ns) >= index_min_rows:
             heads = await widening("vector_search_filter_strategy = 'postfilter'", max(limit * 4, 100), 3)
         if len(heads) < limit:
@@ -529,10 +564,12 @@ class MemoryStore:
             ],
         )
 
-    async def search_chunks(self, org: str, ns: str, vector: Sequence[float], limit: int) -> list[dict[str, Any]]:
+    async def search_chunks(self, org: str, ns: str, vector: Sequence[float], limit: int) -> list[ChunkHit]:
         """The rows whose chunks lie nearest `vector` (each row's nearest chunk), with the value
         hash the chunks were stored under; the caller keeps those still their row's value."""
-        return await self.store.query(
+        return await query_as(
+            self.store,
+            ChunkHit,
             f"SELECT key, agent, user, session, value_hash, min(cosineDistance(embedding, {{q:Array(Float32)}})) AS d FROM {CHUNKS} "
             "WHERE org = {org:String} AND namespace = {ns:String} GROUP BY key, agent, user, session, value_hash "
             "ORDER BY d ASC, key LIMIT {limit:UInt64}",
@@ -560,7 +597,7 @@ class MemoryStore:
         self._counts[(org, ns)] = (started, n)
         return n
 
-    async def _current_of(self, org: str, ns: str, cands: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def _current_of(self, org: str, ns: str, cands: Sequence[NearRow]) -> list[NearRow]:
         """The candidates that are their row's newest version (each row once, in order)."""
         if not cands:
             return []
@@ -617,6 +654,6 @@ class MemoryStore:
         )
         return {str(r["key"]): int(r["d"]) for r in rows}
 
-    async def add_feedback(self, rows: Sequence[dict[str, Any]]) -> None:
+    async def add_feedback(self, rows: Sequence[FeedbackRow]) -> None:
         if rows:
             await self.inserts.insert("{db}.memory_feedback", rows)
