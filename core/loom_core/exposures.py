@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .store import Migration, Store, ch_time
-from .store.caller import CALLER_COLUMNS_DDL, CallerRow, caller_values
+from .store.caller import CALL_COLUMNS_DDL, CallerRow, caller_values
 
 if TYPE_CHECKING:
     from .chain.context import CallContext
@@ -40,10 +40,7 @@ MIGRATIONS = [
         "memory_exposures",
         f"""
         CREATE TABLE IF NOT EXISTS {{db}}.memory_exposures (
-            ts DateTime64(6, 'UTC'),
-            org LowCardinality(String),
-            namespace LowCardinality(String),
-            {CALLER_COLUMNS_DDL},
+            {CALL_COLUMNS_DDL},
             run_id String,
             op LowCardinality(String),
             kind LowCardinality(String),

@@ -28,7 +28,7 @@ from ..batching import Pacer
 from ..bus import Bus
 from ..bus.layout import AckPolicy, BusLayout, Consumer
 from ..store import Migration, Store
-from ..store.caller import CALLER_COLUMNS_DDL, CallerRow
+from ..store.caller import CALL_COLUMNS_DDL, CallerRow
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +86,7 @@ MIGRATIONS = [
         "agent_events",
         f"""
         CREATE TABLE IF NOT EXISTS {{db}}.agent_events (
-            ts DateTime64(6, 'UTC'),
-            org LowCardinality(String),
-            namespace LowCardinality(String),
-            {CALLER_COLUMNS_DDL},
+            {CALL_COLUMNS_DDL},
             op LowCardinality(String),
             transport LowCardinality(String),
             run_id String,

@@ -1,6 +1,6 @@
 """The caller-label columns, once: every table that records who made a call (the ledger's
-agent_events, memory_exposures, policy_decisions) carries the same four, in this order, right
-after `org, namespace`. (The decisions plane's `agent, user, session` columns are a record's scope,
+agent_events, memory_exposures, policy_decisions) begins with `ts, org, namespace` and the same
+four, in this order. (The decisions plane's `agent, user, session` columns are a record's scope,
 part of its key as the spec defines it, not the labels of the call that wrote it.)
 
     subject   the token's subject (user:<id> / sa:<name>): the one that is authenticated
@@ -8,7 +8,7 @@ part of its key as the spec defines it, not the labels of the call that wrote it
     user      the caller-chosen end-user label
     session   the caller-chosen session label
 
-Tables write `{CALLER_COLUMNS_DDL}` into their CREATE TABLE and `caller_values(...)` into a row.
+Tables write `{CALL_COLUMNS_DDL}` first in their CREATE TABLE and `caller_values(...)` into a row.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from __future__ import annotations
 from typing import Protocol, TypedDict
 
 CALLER_COLUMNS: tuple[str, ...] = ("subject", "agent", "user", "session")
-CALLER_COLUMNS_DDL = ",\n            ".join(f"{c} String" for c in CALLER_COLUMNS)
+CALL_COLUMNS_DDL = ",\n            ".join(
+    ("ts DateTime64(6, 'UTC')", "org LowCardinality(String)", "namespace LowCardinality(String)", *(f"{c} String" for c in CALLER_COLUMNS))
+)
 
 
 class CallerLabels(TypedDict):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loom_core.store import Migration
-from loom_core.store.caller import CALLER_COLUMNS_DDL
+from loom_core.store.caller import CALL_COLUMNS_DDL
 
 MIGRATIONS = [
     Migration(
@@ -32,10 +32,7 @@ MIGRATIONS = [
         "policy_decisions",
         f"""
         CREATE TABLE IF NOT EXISTS {{db}}.policy_decisions (
-            ts DateTime64(6, 'UTC'),
-            org LowCardinality(String),
-            namespace LowCardinality(String),
-            {CALLER_COLUMNS_DDL},
+            {CALL_COLUMNS_DDL},
             op LowCardinality(String),
             transport LowCardinality(String),
             request_id String,
