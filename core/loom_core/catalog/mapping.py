@@ -35,7 +35,7 @@ _PLAIN, _STRUCT_KIND, _REPEATED, _MAP = range(4)
 
 # Worked out once per message class (and per message class and source type).
 _kinds: dict[type[Message], tuple[tuple[str, int], ...]] = {}
-_shared: dict[tuple[type[Message], type], tuple[tuple[str, int], ...]] = {}
+_shared: dict[tuple[type[Message], type], tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
 
 def _field_kinds(message_type: type[Message]) -> tuple[tuple[str, int], ...]:
@@ -56,34 +56,31 @@ def _kind(field: FieldDescriptorOf) -> int:
     return _PLAIN
 
 
-def _shared_fields(message_type: type[Message], source_type: type) -> tuple[tuple[str, int], ...]:
-    """The message's fields a source of this type may have: a dataclass's own fields, or
-    (any other source) all of them."""
+def _shared_fields(message_type: type[Message], source_type: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The message's fields a source of this type may have (a dataclass's own fields, or, for any
+    other source, all of them): those that take the value as it is, and the Struct fields."""
     found = _shared.get((message_type, source_type))
     if found is None:
-        found = _field_kinds(message_type)
+        kinds = _field_kinds(message_type)
         if dataclasses.is_dataclass(source_type):
             names = {f.name for f in dataclasses.fields(source_type)}
-            found = tuple((name, kind) for name, kind in found if name in names)
-        _shared[(message_type, source_type)] = found
+            kinds = tuple((name, kind) for name, kind in kinds if name in names)
+        found = _shared[(message_type, source_type)] = (
+            tuple(name for name, kind in kinds if kind != _STRUCT_KIND),
+            tuple(name for name, kind in kinds if kind == _STRUCT_KIND),
+        )
     return found
 
 
 def message_from(cls: type[M], source: object, /, **fields: Any) -> M:
-    """A `cls` message whose fields are `source`'s attributes of the same names (None left
-    unset), with `fields` given explicitly over them."""
-    values: dict[str, object] = {}
-    for name, kind in _shared_fields(cls, type(source)):
-        if name in fields:
-            continue
-        value = getattr(source, name, None)
-        if value is None:
-            continue
-        if kind == _STRUCT_KIND and isinstance(value, Mapping):
-            value = dict_to_struct(dict(value))
-        elif kind == _REPEATED:
-            value = list(value)
-        values[name] = value
+    """A `cls` message whose fields are `source`'s attributes of the same names, with `fields`
+    given explicitly over them. A dataclass source gives its fields, not its properties; None
+    leaves a field unset; a repeated field takes any iterable."""
+    plain, structs = _shared_fields(cls, type(source))
+    values = {name: getattr(source, name, None) for name in plain if name not in fields}
+    for name in structs:
+        if name not in fields and isinstance(value := getattr(source, name, None), Mapping):
+            values[name] = dict_to_struct(dict(value))
     values.update(fields)
     return cls(**values)
 
