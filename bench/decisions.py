@@ -10,8 +10,8 @@ this machine; how close the composition comes to the model's own vectors is prin
 queries are questions a person would ask, embedded by the model itself. `synthetic` is the
 earlier sessions' data: unit vectors drawn around 2,000 random centres, queries perturbed from
 stored ones (near-random 384-d vectors: the worst case for a graph search, unlike real text).
-They are written straight into the plane's tables (memory_rows, memory_vectors,
-decision_records) through Parquet. Modes:
+They are written straight into the plane's tables (memory_rows, which fills memory_vectors
+through its view, and decision_records) through Parquet. Modes:
 
 - exact: cosineDistance over the namespace's rows in ClickHouse (skip indexes off), the path a
   namespace takes while its cache warms;
@@ -131,21 +131,15 @@ async def load(store: Any, docs: np.ndarray, texts: list[str], tmp: Path, org: s
     tags = [["decision:category:bench"]] * n
     t0 = time.perf_counter()
     embedding = pa.FixedSizeListArray.from_arrays(pa.array(docs.reshape(-1), pa.float32()), DIMS).cast(pa.list_(pa.float32()))
-    # Both tables start with the row's identity: org, namespace, key and its writer.
-    ident = {"org": [org] * n, "namespace": [ns] * n, "key": keys, "agent": ["bench"] * n, "user": [""] * n, "session": [""] * n}
-    vec = pa.table(
-        {
-            **ident,
-            "version": pa.array([1] * n, pa.uint64()),
-            "memory_type": ["decision"] * n,
-            "tags": tags,
-            "live": pa.array([1] * n, pa.uint8()),
-            "embedding": embedding,
-        }
-    )
+    # memory_vectors is filled from memory_rows' insert (the view memory_vectors_of_rows).
     rows = pa.table(
         {
-            **ident,
+            "org": [org] * n,
+            "namespace": [ns] * n,
+            "key": keys,
+            "agent": ["bench"] * n,
+            "user": [""] * n,
+            "session": [""] * n,
             "memory_id": [f"m{i}" for i in range(n)],
             "version": pa.array([1] * n, pa.uint64()),
             "value": texts,
@@ -171,7 +165,7 @@ async def load(store: Any, docs: np.ndarray, texts: list[str], tmp: Path, org: s
             "agent": ["bench"] * n,
         }
     )
-    for name, table in (("memory_vectors", vec), ("memory_rows", rows), ("decision_records", recs)):
+    for name, table in (("memory_rows", rows), ("decision_records", recs)):
         path = tmp / f"{name}.parquet"
         pq.write_table(table, path)
         cols = ", ".join(table.column_names)

@@ -85,6 +85,18 @@ def test_database_and_alter_run_on_the_cluster_and_other_statements_pass_through
     assert "ReplicatedMergeTree('/p/{shard}', '{replica}')" in on_cluster(replicated, CLUSTER)
 
 
+def test_every_materialized_view_is_created_on_the_cluster() -> None:
+    from loom_decisions.store.schema import migrations as decisions_migrations  # a function of the vector width, not a MIGRATIONS list
+
+    every = [*all_migrations(), *decisions_migrations()]
+    views = [m.sql for m in every if re.match(r"\s*CREATE\s+MATERIALIZED\s+VIEW", m.sql, re.I)]
+    assert views, "the decisions plane's memory_vectors_of_rows at least"
+    for sql in views:
+        out = on_cluster(sql, CLUSTER)
+        head = r"\s*CREATE MATERIALIZED VIEW IF NOT EXISTS \{db\}\.\w+ ON CLUSTER 'loom_cluster' TO \{db\}\.\w+ AS"
+        assert re.match(head, out), out[:160]
+
+
 def test_no_cluster_leaves_every_migration_as_written() -> None:
     for m in all_migrations():
         assert on_cluster(m.sql, "") == m.sql

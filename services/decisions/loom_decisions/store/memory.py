@@ -321,28 +321,9 @@ class MemoryStore:
         return [float(x) for x in rows[0]["embedding"]] if rows else []
 
     async def append(self, org: str, ns: str, rows: Sequence[tuple[MemoryRow, Sequence[float]]]) -> None:
-        """New row versions with their embeddings: one insert into memory_rows, then one into
-        memory_vectors (a reader of the vectors finds the rows they name)."""
+        """New row versions with their embeddings, in one insert into memory_rows; the view
+        memory_vectors_of_rows copies them into memory_vectors in the same statement."""
         await self.inserts.insert(ROWS, [row.columns(org, ns, embedding) for row, embedding in rows])
-        await self.inserts.insert(
-            VECTORS,
-            [
-                {
-                    "org": org,
-                    "namespace": ns,
-                    "key": row.key,
-                    "agent": row.agent,
-                    "user": row.user,
-                    "session": row.session,
-                    "version": row.version,
-                    "memory_type": row.memory_type,
-                    "tags": list(row.tags),
-                    "live": int(row.live),
-                    "embedding": list(embedding),
-                }
-                for row, embedding in rows
-            ],
-        )
 
     async def delete_version(self, org: str, ns: str, key: str, ident: Ident, version: int, ts: str) -> None:
         await self.inserts.insert(

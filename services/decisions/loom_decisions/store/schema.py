@@ -4,7 +4,8 @@
   embedding of its excerpt (Array(Float32)); the newest version of an identity is the row.
 - memory_vectors: each row's versions for search (ReplacingMergeTree on version, so merges keep
   the newest), with an HNSW vector_similarity index on cosineDistance; search asks the index for
-  candidates and keeps those that are still their row's newest version.
+  candidates and keeps those that are still their row's newest version. Filled from memory_rows'
+  inserts by the materialized view memory_vectors_of_rows (one insert a write round, not two).
 - memory_version_deletes: versions removed by memory.delete_version.
 - decision_records: every version of each key's decision record (active | tombstoned).
 - decision_edges: caused_by / influenced_by edges, filed under the record that states them (its
@@ -81,6 +82,18 @@ def migrations(dimensions: int = 384) -> list[Migration]:
             + """) GRANULARITY 100000000
             ) ENGINE = ReplacingMergeTree(version)
             ORDER BY (org, namespace, key, agent, user, session)""",
+        ),
+        Migration(
+            "decisions",
+            "memory_vectors_of_rows",
+            # Each memory_rows insert also lands in memory_vectors within the same statement: a
+            # round's statements cost ~8-13 ms of CPU each whatever they carry (benchmarks.md).
+            # On a cluster it fires on the replica that took the insert; the others replicate both tables.
+            """
+            CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.memory_vectors_of_rows TO {db}.memory_vectors AS
+            SELECT org, namespace, key, agent, user, session, version, memory_type, tags,
+                toUInt8(status = 'active') AS live, embedding
+            FROM {db}.memory_rows""",
         ),
         Migration(
             "decisions",
