@@ -1,0 +1,39 @@
+"""Pulls on two replicas take the same candidates (every replica's queue holds every row) and
+race to claim them as one atomic batch each. The loser's batch is refused whole; it then reads
+all its candidates in one request and claims those still open as one batch again: each task is
+claimed once, and no claim is tried on a task the winner holds."""
+
+from __future__ import annotations
+
+import time
+
+from loom_runner.embedded import Instance
+from loom_tasks.domain.model import Actor
+
+from tests.tasks.conftest import Org, register, tasks_plane
+
+
+async def test_a_refused_claim_batch_claims_what_is_still_open_as_one_batch(org: Org, tasks_b: Instance) -> None:
+    await register(await org.admin())
+    on_a, on_b = await org.owner(), await org.owner(via=tasks_b)
+    created = (await on_a("task.create_many", tasks=[{"inbox": "private-bot", "kind": "chore", "title": f"t{i}"} for i in range(5)]))[
+        "results"
+    ]
+    ids = [r["task"]["task_id"] for r in created]
+    engine = tasks_plane(org.inst).engine
+    # Replica A's candidates, as its queue held them: each todo, at its create's revision.
+    read = await engine.truth.read_many([(org.name, task_id) for task_id in ids])
+    candidates = [row for task_id in ids if (row := read[(org.name, task_id)].row) is not None]
+    assert [(row.status, bool(row.rev)) for row in candidates] == [("todo", True)] * 5
+    # Replica B's pull wins two of them first.
+    for task_id in ids[1:3]:
+        await on_b("task.claim", task_id=task_id)
+    refused, written = engine.batches_refused, engine.batches_written
+    results = await engine.claim_many(candidates, Actor("sa:private-bot", "private-bot", owner=True), 60, time.time())
+    won = [None if got is None else got.row.task_id for got in results]  # type: ignore[union-attr]
+    assert won == [ids[0], None, None, ids[3], ids[4]]
+    # One batch refused, then one batch of the three still open: no claim each.
+    assert (engine.batches_refused - refused, engine.batches_written - written) == (1, 1)
+    for task_id in ids:
+        got = (await on_a("task.get", task_id=task_id))["task"]
+        assert got["status"] == "in_progress"
