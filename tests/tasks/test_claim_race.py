@@ -5,12 +5,15 @@ claimed once, and no claim is tried on a task the winner holds."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
+import pytest
 from loom_runner.embedded import Instance
 from loom_tasks.domain.model import Actor
+from loom_tasks.service import wake
 
-from tests.tasks.conftest import Org, register, tasks_plane
+from tests.tasks.conftest import Org, eventually, register, tasks_plane
 
 
 async def test_a_refused_claim_batch_claims_what_is_still_open_as_one_batch(org: Org, tasks_b: Instance) -> None:
@@ -37,3 +40,27 @@ async def test_a_refused_claim_batch_claims_what_is_still_open_as_one_batch(org:
     for task_id in ids:
         got = (await on_a("task.get", task_id=task_id))["task"]
         assert got["status"] == "in_progress"
+
+
+async def test_a_batch_created_where_a_pull_waits_is_left_to_that_pull(org: Org, tasks_b: Instance, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pulls wait on both replicas; a batch created on A is announced to B as A's pulls' to
+    claim, so B's pull does not race for it (no claim batch refused) during the grace."""
+    monkeypatch.setattr(wake, "REMOTE_GRACE_SECONDS", 60.0)  # a slow machine's claim still lands inside it
+    await register(await org.admin())
+    on_a, on_b = await org.owner(), await org.owner(via=tasks_b)
+    hub_a, hub_b = tasks_plane(org.inst).hub, tasks_plane(tasks_b).hub
+    engines = [tasks_plane(org.inst).engine, tasks_plane(tasks_b).engine]
+    refused = [e.batches_refused for e in engines]
+    pulls = [asyncio.create_task(api("task.pull", inbox="private-bot", max_tasks=10, wait_seconds=2)) for api in (on_a, on_b)]
+
+    async def both_waiting() -> bool:
+        return all((q := hub.queues.get((org.name, "private-bot"))) is not None and q.waiting for hub in (hub_a, hub_b))
+
+    await eventually(both_waiting)
+    created = (await on_a("task.create_many", tasks=[{"inbox": "private-bot", "kind": "chore", "title": f"t{i}"} for i in range(5)]))[
+        "results"
+    ]
+    got_a, got_b = [[t["task_id"] for t in (await p)["tasks"]] for p in pulls]
+    assert sorted(got_a) == sorted(r["task"]["task_id"] for r in created)
+    assert got_b == []
+    assert [e.batches_refused for e in engines] == refused

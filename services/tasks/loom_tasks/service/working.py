@@ -108,9 +108,14 @@ class WorkingOps:
             due = q.next_due(time.time())
             if due is not None:
                 timeout = min(timeout, max(due - time.time(), 0.01))
-            woken = await q.wait(timeout)
+            # Rows another replica's pulls were to claim are this pull's to take once their grace is over.
+            promised = q.promised_for()
+            looks_again = promised is not None and promised < timeout
+            if looks_again:
+                timeout = max(promised or 0.0, 0.01)
+            woken = await q.wait(timeout, want)
             # Woken: the wake-up brought the row, no store read needed. Timed out: re-read.
-            force = not woken
+            force = not woken and not looks_again
 
     async def _claim_some(
         self, inbox: InboxRow, q: Any, kinds: Sequence[str], actor: Actor, lease: int, want: int, force: bool, waits: bool
