@@ -361,7 +361,7 @@ class SubjectCount:
         parts = subject.split(".")
         return ".".join(parts[:4] if subject.startswith("$") else parts[:3])
 
-    async def __aenter__(self) -> "SubjectCount":
+    async def __aenter__(self) -> SubjectCount:
         import nats
 
         self.nc = await nats.connect(self.url)

@@ -12,6 +12,7 @@ import pytest
 from loom_runner.embedded import Instance
 from loom_tasks.domain.model import Actor
 from loom_tasks.service import wake
+from loom_tasks.service.engine import Committed
 
 from tests.tasks.conftest import Org, eventually, register, tasks_plane
 
@@ -33,16 +34,18 @@ async def test_a_refused_claim_batch_claims_what_is_still_open_as_one_batch(org:
         await on_b("task.claim", task_id=task_id)
     refused, written = engine.batches_refused, engine.batches_written
     results = await engine.claim_many(candidates, Actor("sa:private-bot", "private-bot", owner=True), 60, time.time())
-    won = [None if got is None else got.row.task_id for got in results]  # type: ignore[union-attr]
+    won = [got.row.task_id if isinstance(got, Committed) else got for got in results]
     assert won == [ids[0], None, None, ids[3], ids[4]]
     # One batch refused, then one batch of the three still open: no claim each.
     assert (engine.batches_refused - refused, engine.batches_written - written) == (1, 1)
     for task_id in ids:
-        got = (await on_a("task.get", task_id=task_id))["task"]
-        assert got["status"] == "in_progress"
+        task = (await on_a("task.get", task_id=task_id))["task"]
+        assert task["status"] == "in_progress"
 
 
-async def test_a_batch_created_where_a_pull_waits_is_left_to_that_pull(org: Org, tasks_b: Instance, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_batch_created_where_a_pull_waits_is_left_to_that_pull(
+    org: Org, tasks_b: Instance, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Pulls wait on both replicas; a batch created on A is announced to B as A's pulls' to
     claim, so B's pull does not race for it (no claim batch refused) during the grace."""
     monkeypatch.setattr(wake, "REMOTE_GRACE_SECONDS", 60.0)  # a slow machine's claim still lands inside it

@@ -274,7 +274,9 @@ class Engine:
         claims = iter(batch if batch is not None else await self._claim_each(still, actor, lease_seconds, now))
         return [None if cur is None else next(claims) for cur in current]
 
-    async def _claim_each(self, rows: list[TaskRow], actor: Actor, lease_seconds: int, now: float) -> list[Committed | BaseException | None]:
+    async def _claim_each(
+        self, rows: list[TaskRow], actor: Actor, lease_seconds: int, now: float
+    ) -> list[Committed | BaseException | None]:
         return await asyncio.gather(*(self.claim(row, actor, lease_seconds, now) for row in rows), return_exceptions=True)
 
     @staticmethod
