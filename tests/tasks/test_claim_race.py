@@ -57,7 +57,7 @@ async def test_a_batch_created_where_a_pull_waits_is_left_to_that_pull(
     pulls = [asyncio.create_task(api("task.pull", inbox="private-bot", max_tasks=10, wait_seconds=2)) for api in (on_a, on_b)]
 
     async def both_waiting() -> bool:
-        return all((q := hub.queues.get((org.name, "private-bot"))) is not None and q.waiting for hub in (hub_a, hub_b))
+        return all((q := hub.queues.get((org.name, "private-bot"))) is not None and q.wanted for hub in (hub_a, hub_b))
 
     await eventually(both_waiting)
     created = (await on_a("task.create_many", tasks=[{"inbox": "private-bot", "kind": "chore", "title": f"t{i}"} for i in range(5)]))[

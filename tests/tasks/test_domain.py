@@ -431,14 +431,14 @@ def test_rows_another_replica_just_announced_go_after_this_replicas_own_of_the_s
     assert set(q.remote) == set()
 
 
-async def test_rows_another_replicas_waiting_pulls_will_claim_are_left_to_them_for_the_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rows_another_replicas_pulls_will_claim_are_left_to_them_for_the_grace(monkeypatch: pytest.MonkeyPatch) -> None:
     q = InboxQueue()
-    # This replica promises as many rows as its waiting pulls would take, no more.
-    waiting = asyncio.create_task(q.wait(60.0, want=2))
-    await asyncio.sleep(0)
-    assert [q.promise(), q.promise(), q.promise()] == [True, True, False]
-    q.notify()
-    assert await waiting and (q.waiting, q.promised) == (0, 0)
+    # This replica promises as many rows as its running pulls would take and have not claimed, no more.
+    with q.pulling(2):
+        assert [q.promise(), q.promise(), q.promise()] == [True, True, False]
+        q.claimed(1)
+        assert [q.promise(), q.promise()] == [True, False]
+    assert (q.wanted, q.promised) == (0, 0)
     # Another replica's promised rows are not this replica's to claim during the grace.
     monkeypatch.setattr(wake, "REMOTE_GRACE_SECONDS", 60.0)
     q.offer(_todo("promised", 100.0), remote=True, promised=True)

@@ -24,7 +24,7 @@ import heapq
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any
 
 from loom_core import fastjson
@@ -55,9 +55,9 @@ class InboxQueue:
         #: Rows another replica announced its own waiting pulls would claim: when (monotonic).
         #: Not taken here for REMOTE_GRACE_SECONDS (a claim there drops them meanwhile).
         self.promised_there: dict[str, float] = {}
-        #: Tasks the pulls waiting here would take now (their max_tasks), and how many of the
-        #: rows made ready here since were announced as theirs (`promise`).
-        self.waiting = 0
+        #: Tasks the pulls running here would take (their max_tasks: `pulling`), and how many
+        #: rows made ready here were announced as theirs and not claimed yet (`promise`).
+        self.wanted = 0
         self.promised = 0
         self.loaded_at = 0.0  # monotonic time of the last store query
         self.complete = False  # the last query returned every todo task of the inbox
@@ -98,10 +98,24 @@ class InboxQueue:
         wake-up tells the other replicas to leave it to this one's pulls a while): in the batched
         benchmark, pulls on both replicas took each created batch, and the loser's whole atomic
         claim batch was refused."""
-        if self.promised < self.waiting:
+        if self.promised < self.wanted:
             self.promised += 1
             return True
         return False
+
+    @contextlib.contextmanager
+    def pulling(self, want: int) -> Iterator[None]:
+        """A pull running here that would take `want` tasks (see `promise`)."""
+        self.wanted += want
+        try:
+            yield
+        finally:
+            self.wanted -= want
+            self.promised = min(self.promised, self.wanted)
+
+    def claimed(self, n: int) -> None:
+        """A pull here claimed `n` tasks: as many promises kept."""
+        self.promised = max(0, self.promised - n)
 
     def drop(self, task_id: str, version: int | None = None) -> None:
         have = self.rows.get(task_id)
@@ -112,10 +126,9 @@ class InboxQueue:
         self._event.set()
         self._event = asyncio.Event()
 
-    async def wait(self, seconds: float, want: int = 0) -> bool:
-        """True when woken, False after `seconds`. `want`: the tasks the waiting pull would take."""
+    async def wait(self, seconds: float) -> bool:
+        """True when woken, False after `seconds`."""
         event = self._event
-        self.waiting += want
         try:
             # asyncio.timeout, not wait_for: on 3.11 wait_for runs the wait as a task of its own,
             # and a wake-up then took two more turns of the loop to reach the pull.
@@ -124,9 +137,6 @@ class InboxQueue:
             return True
         except TimeoutError:
             return False
-        finally:
-            self.waiting -= want
-            self.promised = min(self.promised, self.waiting)
 
     def ordered(self, kinds: Sequence[str], now: float, limit: int) -> list[TaskRow]:
         """The first `limit` claimable rows in pull order (a partial sort: a backlog of
