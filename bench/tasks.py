@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
+import contextlib
 import cProfile
 import ctypes
 import gc
@@ -335,6 +337,43 @@ def nats_messages(monitor_port: int) -> int:
     with urllib.request.urlopen(f"http://127.0.0.1:{monitor_port}/varz", timeout=5) as r:
         varz = json.loads(r.read())
     return int(varz["in_msgs"]) + int(varz["out_msgs"])
+
+
+class SubjectCount:
+    """Every message through the nats-server during a run, by kind (a subscriber on `>`, which
+    the server hands a copy of everything, JetStream's deliveries and API replies included): what
+    the messages a lifecycle are. Deliveries are named by the consumer their ack subject names;
+    inbox replies without one (publish acks, API answers) as `reply`; the rest by subject with
+    the last (per-task) token cut."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    @staticmethod
+    def kind(subject: str, reply: str) -> str:
+        if reply.startswith("$JS.ACK."):
+            return "deliver " + ".".join(reply.split(".")[2:4])
+        if subject.startswith("_INBOX."):
+            return "reply"
+        if subject.startswith("$JS.ACK."):
+            return "ack " + ".".join(subject.split(".")[2:4])
+        parts = subject.split(".")
+        return ".".join(parts[:4] if subject.startswith("$") else parts[:3])
+
+    async def __aenter__(self) -> SubjectCount:
+        import nats
+
+        self.nc = await nats.connect(self.url)
+
+        async def seen(msg: Any) -> None:
+            self.counts[self.kind(msg.subject, msg.reply)] += 1
+
+        await self.nc.subscribe(">", cb=seen, pending_msgs_limit=10**7, pending_bytes_limit=10**10)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.nc.drain()
 
 
 def proc_cpu(pid: int) -> float:
@@ -729,9 +768,12 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                             profiler.enable()
                         msgs0 = nats_messages(nats.monitor_port)
                         cpu0, loop0, wall0 = time.process_time(), time.thread_time(), time.perf_counter()
-                        with DerivedBacklogWatch(instances[0].runtime.bus.js, not args.no_webhooks) as backlog:
-                            loom = (await run_client({**cfg, "door": door, "batch": batch, "phase": "lifecycles"}))["loom"]
-                            derived_lag = await backlog.done_after(loom["last_done_clock"])
+                        async with SubjectCount(nats.url) if args.subjects else contextlib.nullcontext() as subjects:
+                            with DerivedBacklogWatch(instances[0].runtime.bus.js, not args.no_webhooks) as backlog:
+                                loom = (await run_client({**cfg, "door": door, "batch": batch, "phase": "lifecycles"}))["loom"]
+                                derived_lag = await backlog.done_after(loom["last_done_clock"])
+                            if subjects is not None:
+                                await asyncio.sleep(0.5)
                         cpu, loop_cpu, wall = time.process_time() - cpu0, time.thread_time() - loop0, time.perf_counter() - wall0
                         nats_msgs = nats_messages(nats.monitor_port) - msgs0
                         if profiler:
@@ -743,6 +785,11 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         runs.append(
                             {
                                 **loom,
+                                **(
+                                    {"messages_by_kind": {k: v / (args.tasks + args.warmup) for k, v in subjects.counts.most_common()}}
+                                    if subjects is not None
+                                    else {}
+                                ),
                                 # The rate counts until the derived work (the projection, the
                                 # events, the webhooks) caught up with the last complete: a
                                 # backlog left behind is work the run did not pay for.
@@ -885,6 +932,8 @@ def report(r: dict[str, Any]) -> str:
             f"{x['state_writes_per_projection_batch']:.0f} writes per projection batch, {x['atomic_batches'][0]} atomic write batches stored and {x['atomic_batches'][1]} refused, {x['writes_held_back']} writes held back for it, "
             f"derived work done {x['derived_lag_ms']:.0f} ms after it)"
         )
+        for kind, per in x.get("messages_by_kind", {}).items():
+            lines.append(f"    {per:6.2f} a lifecycle  {kind}")
     for wk in r["wake"]:
         where = "across replicas" if wk["across_replicas"] else "same replica"
         lines.append(f"wake latency ({where}): p50 {wk['p50_ms']:.1f} ms, p99 {wk['p99_ms']:.1f} ms over {wk['rounds']} rounds")
@@ -994,6 +1043,11 @@ def main() -> int:
         type=int,
         default=None,
         help="LOOM_TASK_PROJECTION_MAX_BEHIND for the run (default: the setting's; 0: writes never wait for the projector)",
+    )
+    p.add_argument(
+        "--subjects",
+        action="store_true",
+        help="count the lifecycle run's NATS messages by kind (a subscriber on '>' in the server process: its copies add to in+out)",
     )
     p.add_argument("--profile", action="store_true", help="cProfile the server process during the lifecycle run")
     p.add_argument("--store-stats", action="store_true", help="count the store statements of the lifecycle run")

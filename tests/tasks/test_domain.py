@@ -429,3 +429,24 @@ def test_rows_another_replica_just_announced_go_after_this_replicas_own_of_the_s
     assert [r.task_id for r in q.ordered([], time.time(), 2)] == ["remote-urgent", "remote-old"]
     q.drop("remote-urgent")
     assert set(q.remote) == set()
+
+
+def test_rows_another_replicas_pulls_will_claim_are_left_to_them_for_the_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    q = InboxQueue()
+    # This replica promises as many rows as its running pulls would take and have not claimed, no more.
+    with q.pulling(2):
+        assert [q.promise(), q.promise(), q.promise()] == [True, True, False]
+        q.claimed(1)
+        assert [q.promise(), q.promise()] == [True, False]
+    assert (q.wanted, q.promised) == (0, 0)
+    # Another replica's promised rows are not this replica's to claim during the grace.
+    monkeypatch.setattr(wake, "REMOTE_GRACE_SECONDS", 60.0)
+    q.offer(_todo("promised", 100.0), remote=True, promised=True)
+    q.offer(_todo("open", 200.0), remote=True)
+    assert [r.task_id for r in q.ordered([], time.time(), 2)] == ["open"]
+    due = q.promised_for()
+    assert due is not None and 59.0 < due <= 60.0
+    # Once it is over (the other replica's pull did not claim it), it is anyone's.
+    monkeypatch.setattr(wake, "REMOTE_GRACE_SECONDS", 0.0)
+    assert [r.task_id for r in q.ordered([], time.time(), 2)] == ["promised", "open"]
+    assert q.promised_for() is None and q.promised_there == {}

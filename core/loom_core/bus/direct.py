@@ -23,6 +23,8 @@ SUBJECT = "Nats-Subject"
 _STATUS = "Status"
 _END_OF_BATCH = "204"
 _NOT_FOUND = "404"
+#: Most subjects one `read_last` names (nats-server answers at most 1,024 messages a batched get).
+MULTI_LAST = 1024
 
 
 @dataclass(slots=True, frozen=True)
@@ -41,6 +43,22 @@ def unavailable() -> Unavailable:
 async def read_after(js: BusJetStream, stream: str, subject_filter: str, after_seq: int, batch: int) -> list[Stored]:
     """Up to `batch` messages on `subject_filter` stored after `after_seq`, in stream order; []
     when there are none. A stream that does not answer within the context's timeout: `Unavailable`."""
+    return await _batch_get(js, stream, {"seq": after_seq + 1, "next_by_subj": subject_filter, "batch": batch}, batch)
+
+
+async def read_last(js: BusJetStream, stream: str, subjects: list[str]) -> dict[str, Stored]:
+    """The last message of each subject (at most MULTI_LAST of them), by subject; a subject
+    that holds nothing is left out. One request (`{"multi_last": subjects}`) for the lot instead
+    of a direct get each."""
+    if not subjects:
+        return {}
+    assert len(subjects) <= MULTI_LAST, "one multi_last request names at most MULTI_LAST subjects"
+    got = await _batch_get(js, stream, {"multi_last": subjects, "batch": len(subjects)}, len(subjects))
+    return {m.subject: m for m in got}
+
+
+async def _batch_get(js: BusJetStream, stream: str, ask: dict[str, object], batch: int) -> list[Stored]:
+    """Up to `batch` messages a batched direct get `ask` answers with, in the order sent."""
     nc = js.nc
     inbox = nc.new_inbox()
     try:
@@ -50,7 +68,6 @@ async def read_after(js: BusJetStream, stream: str, subject_filter: str, after_s
         raise unavailable() from exc
     out: list[Stored] = []
     try:
-        ask = {"seq": after_seq + 1, "next_by_subj": subject_filter, "batch": batch}
         await nc.publish(f"{js.api_prefix}.DIRECT.GET.{stream}", json.dumps(ask).encode(), inbox)
         while True:
             msg = await sub.next_msg(timeout=js.timeout)

@@ -24,7 +24,7 @@ import heapq
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any
 
 from loom_core import fastjson
@@ -52,6 +52,13 @@ class InboxQueue:
         self.revs: dict[str, int] = {}  # the lease row's revision a wake-up announced
         self.added: dict[str, float] = {}
         self.remote: dict[str, float] = {}  # rows another replica's wake-up announced: when (monotonic)
+        #: Rows another replica announced its own waiting pulls would claim: when (monotonic).
+        #: Not taken here for REMOTE_GRACE_SECONDS (a claim there drops them meanwhile).
+        self.promised_there: dict[str, float] = {}
+        #: Tasks the pulls running here would take (their max_tasks: `pulling`), and how many
+        #: rows made ready here were announced as theirs and not claimed yet (`promise`).
+        self.wanted = 0
+        self.promised = 0
         self.loaded_at = 0.0  # monotonic time of the last store query
         self.complete = False  # the last query returned every todo task of the inbox
         self.reserved: set[str] = set()  # claims in flight here
@@ -59,7 +66,8 @@ class InboxQueue:
         self.lock = asyncio.Lock()
         self._event = asyncio.Event()
 
-    def offer(self, row: TaskRow, revision: int = 0, *, remote: bool = False) -> None:
+    def offer(self, row: TaskRow, revision: int = 0, *, remote: bool = False, promised: bool = False) -> None:
+        """`promised`: another replica's waiting pulls will claim the row (see `promised_there`)."""
         have = self.rows.get(row.task_id)
         if have is None or have.version <= row.version:
             self.rows[row.task_id] = row
@@ -68,6 +76,10 @@ class InboxQueue:
                 self.remote[row.task_id] = now
             else:
                 self.remote.pop(row.task_id, None)
+            if promised:
+                self.promised_there[row.task_id] = now
+            else:
+                self.promised_there.pop(row.task_id, None)
             if revision:
                 self.revs[row.task_id] = revision
             elif have is None or have.version < row.version:
@@ -79,6 +91,31 @@ class InboxQueue:
         self.added.pop(task_id, None)
         self.revs.pop(task_id, None)
         self.remote.pop(task_id, None)
+        self.promised_there.pop(task_id, None)
+
+    def promise(self) -> bool:
+        """A row made ready on this replica: True when a pull waiting here will take it (so the
+        wake-up tells the other replicas to leave it to this one's pulls a while): in the batched
+        benchmark, pulls on both replicas took each created batch, and the loser's whole atomic
+        claim batch was refused."""
+        if self.promised < self.wanted:
+            self.promised += 1
+            return True
+        return False
+
+    @contextlib.contextmanager
+    def pulling(self, want: int) -> Iterator[None]:
+        """A pull running here that would take `want` tasks (see `promise`)."""
+        self.wanted += want
+        try:
+            yield
+        finally:
+            self.wanted -= want
+            self.promised = min(self.promised, self.wanted)
+
+    def claimed(self, n: int) -> None:
+        """A pull here claimed `n` tasks: as many promises kept."""
+        self.promised = max(0, self.promised - n)
 
     def drop(self, task_id: str, version: int | None = None) -> None:
         have = self.rows.get(task_id)
@@ -113,8 +150,11 @@ class InboxQueue:
         announcing replica's pulls most likely claim it meanwhile. Age order yields that long
         at most, priority and deadline never."""
         wanted = set(kinds)
+        held = self._promised_there_now()
         rows = [
-            r for r in self.rows.values() if r.task_id not in self.reserved and r.visible_to_pull(now) and (not wanted or r.kind in wanted)
+            r
+            for r in self.rows.values()
+            if r.task_id not in self.reserved and r.task_id not in held and r.visible_to_pull(now) and (not wanted or r.kind in wanted)
         ]
         if not self.remote:
             return heapq.nsmallest(limit, rows, key=TaskRow.pull_order)
@@ -122,6 +162,19 @@ class InboxQueue:
         remote = self.remote
 
         return heapq.nsmallest(limit, rows, key=lambda r: r.pull_order(remote.get(r.task_id, 0.0) > recent))
+
+    def _promised_there_now(self) -> dict[str, float]:
+        """`promised_there` without the rows whose grace is over (forgotten: they are anyone's now)."""
+        if self.promised_there:
+            recent = time.monotonic() - REMOTE_GRACE_SECONDS
+            for task_id in [t for t, at in self.promised_there.items() if at <= recent]:
+                del self.promised_there[task_id]
+        return self.promised_there
+
+    def promised_for(self) -> float | None:
+        """Seconds until the first row another replica's pulls were to claim is this replica's to take too."""
+        held = self._promised_there_now()
+        return min(held.values()) + REMOTE_GRACE_SECONDS - time.monotonic() if held else None
 
     def next_due(self, now: float) -> float | None:
         """When the earliest hidden (not_before) candidate becomes visible."""
@@ -259,8 +312,15 @@ class WakeHub:
     async def ready(self, row: TaskRow, revision: int = 0) -> None:
         """The task is todo (again): wake pulls on every replica, handing them the row and its
         lease row's revision."""
-        self._local(row.org, row.inbox, lambda q: q.offer(row, revision))
-        await self._send(row.org, row.inbox, {"op": "ready", "row": model.stored(row), "rev": revision})
+        q = self.queues.get((row.org, row.inbox))
+        promised = False
+        if q is not None:
+            q.offer(row, revision)
+            promised = q.promise()
+        op: dict[str, Any] = {"op": "ready", "row": model.stored(row), "rev": revision}
+        if promised:
+            op["promised"] = True
+        await self._send(row.org, row.inbox, op)
 
     async def gone(self, org: str, inbox: str, task_id: str, version: int) -> None:
         """The task left todo (claimed, cancelled, …): forget it everywhere."""
@@ -328,7 +388,7 @@ class WakeHub:
             body = fastjson.loads(data)
             for op in body.get("ops", [body]):
                 if op.get("op") == "ready":
-                    q.offer(model.from_stored(op["row"]), int(op.get("rev") or 0), remote=True)
+                    q.offer(model.from_stored(op["row"]), int(op.get("rev") or 0), remote=True, promised=bool(op.get("promised")))
                 elif op.get("op") == "gone":
                     q.drop(str(op["task_id"]), int(op["version"]))
         except (ValueError, KeyError, TypeError):

@@ -96,21 +96,27 @@ class WorkingOps:
         q = hub.queue(ctx.org, inbox.name)
         deadline = time.monotonic() + wait
         force = False
-        while True:
-            # Time left to wait: the store's answer need not come first (service/wake.py `refresh`).
-            waits = deadline - time.monotonic() > 0
-            claimed = await self._claim_some(inbox, q, kinds, actor, lease, want, force, waits)
-            remaining = deadline - time.monotonic()
-            if claimed or remaining <= 0:
-                ctx.out_hits = len(claimed)
-                return claimed
-            timeout = min(remaining, self.d.settings.task_pull_poll_seconds)
-            due = q.next_due(time.time())
-            if due is not None:
-                timeout = min(timeout, max(due - time.time(), 0.01))
-            woken = await q.wait(timeout)
-            # Woken: the wake-up brought the row, no store read needed. Timed out: re-read.
-            force = not woken
+        with q.pulling(want):
+            while True:
+                # Time left to wait: the store's answer need not come first (service/wake.py `refresh`).
+                waits = deadline - time.monotonic() > 0
+                claimed = await self._claim_some(inbox, q, kinds, actor, lease, want, force, waits)
+                remaining = deadline - time.monotonic()
+                if claimed or remaining <= 0:
+                    ctx.out_hits = len(claimed)
+                    return claimed
+                timeout = min(remaining, self.d.settings.task_pull_poll_seconds)
+                due = q.next_due(time.time())
+                if due is not None:
+                    timeout = min(timeout, max(due - time.time(), 0.01))
+                # Rows another replica's pulls were to claim are this pull's to take once their grace is over.
+                promised = q.promised_for()
+                looks_again = promised is not None and promised < timeout
+                if looks_again:
+                    timeout = max(promised or 0.0, 0.01)
+                woken = await q.wait(timeout)
+                # Woken: the wake-up brought the row, no store read needed. Timed out: re-read.
+                force = not woken and not looks_again
 
     async def _claim_some(
         self, inbox: InboxRow, q: Any, kinds: Sequence[str], actor: Actor, lease: int, want: int, force: bool, waits: bool
@@ -152,6 +158,7 @@ class WorkingOps:
                 if not out:
                     raise failure
                 break  # answer with what this call holds; the rest can be pulled again
+        q.claimed(len(out))
         return out
 
     async def _triage(self, inbox: InboxRow, kinds: Sequence[str], wait: int, want: int) -> list[TaskRow]:
