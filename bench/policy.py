@@ -218,7 +218,7 @@ async def direct_calls(gate: Any, catalog: Any, org: str, ns: str, n: int) -> tu
     observe_cpu: list[float] = []
     for _ in range(n):
         ctx = CallContext(op=op, principal=principal, namespace=ns, role=Role.ADMIN, agent=AGENT)
-        call = GateCall(ctx, {})
+        call = GateCall(ctx, op.request_cls())
         caller = {"org": org, "namespace": ns, "subject": "user:admin", "agent": AGENT, "user": "", "session": ""}
         row: dict[str, Any] = {"ts": ch_time(), **caller, "op": "auth.whoami", "ok": True, "args": {}, "request_id": ctx.request_id}
         cpu = time.thread_time()
