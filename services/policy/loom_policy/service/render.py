@@ -94,7 +94,7 @@ _LEAF_FIELDS = (
 
 def rules_stored(rules: list[RuleOutcome]) -> str:
     """The rules' outcomes as a decision row stores them: a JSON array of one array per rule."""
-    return "[" + ",".join(r.stored or _rule_stored(r) for r in rules) + "]"
+    return "[" + ",".join([r.stored or _rule_stored(r) for r in rules]) + "]"
 
 
 def _rule_stored(r: RuleOutcome) -> str:
