@@ -159,13 +159,14 @@ class DecisionWriter:
 
     async def _ship(self, rows: list[bytes]) -> None:
         batch_id = uuid.uuid4().hex
-        if self.bus is not None:
-            payload = b'{"id":"%s","rows":[%s]}' % (batch_id.encode(), b",".join(rows))
-            if len(payload) <= self.bus.nc.max_payload or self.store is None:
-                await self.bus.js.publish(DECISIONS_SUBJECT, payload, headers={"Nats-Msg-Id": batch_id})
-                return
-            # A lone row past what a message carries (rules with very large values): straight in.
-        await insert_batch(self.store, [fastjson.loads(row) for row in rows], batch_id)
+        # One row a line, as the table takes it (JSONEachRow; orjson writes no raw newline), the
+        # batch id in the header: the consumer inserts the message's bytes as they are.
+        lines = b"\n".join(rows)
+        if self.bus is not None and (len(lines) <= self.bus.nc.max_payload or self.store is None):
+            await self.bus.js.publish(DECISIONS_SUBJECT, lines, headers={"Nats-Msg-Id": batch_id})
+            return
+        # No bus, or a lone row past what a message carries (rules with very large values): straight in.
+        await self.store.insert_json_lines(TABLE, lines, dedup_token=batch_id)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -192,9 +193,14 @@ class DecisionWriter:
                 await asyncio.sleep(self.flush_interval)
 
 
-async def insert_batch(store: Store, rows: list[DecisionRow], batch_id: str) -> None:
-    """One batch into the table; a batch inserted twice (a redelivery) lands once."""
-    await store.insert(TABLE, rows, dedup_token=batch_id)
+async def insert_batch(store: Store, body: bytes, batch_id: str) -> None:
+    """One published batch into the table; a batch inserted twice (a redelivery) lands once.
+    A batch the previous release published (`{"id": ..., "rows": [...]}`) may still wait in the
+    stream after an upgrade: its rows are taken from the JSON."""
+    if body.startswith(b'{"id":'):
+        await store.insert(TABLE, fastjson.loads(body)["rows"], dedup_token=batch_id)
+    else:
+        await store.insert_json_lines(TABLE, body, dedup_token=batch_id)
 
 
 async def query_decisions(
