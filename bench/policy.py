@@ -11,7 +11,9 @@ args_equal, windows up to a day), and lets the enforce replica build its window.
 and reports the p50 / p99 of the per-pair difference (enforce - off), the p50 / p99 of each
 side, the time spent inside the gate itself (and, with `--direct N`, its CPU over N checks in a
 row without gRPC, the caches warm), and evaluations per second of the evaluator alone (10 rules
-over the same window, no I/O). Every enforce call must be allowed (the rules are
+over the same window, no I/O). It also lists the event-loop steps over `--slow-step-ms` of
+thread CPU during the alternating calls (what a tail call waited behind) and the collector's CPU
+there. Every enforce call must be allowed (the rules are
 written to allow it), so the difference is the cost of evaluating, not of refusing.
 """
 
@@ -230,7 +232,7 @@ async def direct_calls(gate: Any, catalog: Any, org: str, ns: str, n: int) -> tu
     }
     for _ in range(n):
         ctx = CallContext(op=op, principal=principal, namespace=ns, role=Role.ADMIN, agent=AGENT)
-        call = GateCall(ctx, {})
+        call = GateCall(ctx, op.request_cls())
         row = call_row(caller, "auth.whoami", True, "", 0.0, {}, 0, ctx.request_id, False)
         cpu = time.thread_time()
         await gate.check(call)
@@ -239,6 +241,56 @@ async def direct_calls(gate: Any, catalog: Any, org: str, ns: str, n: int) -> tu
         observe(row)
         observe_cpu.append(time.thread_time() - cpu)
     return check_cpu, observe_cpu
+
+
+class LoopSteps:
+    """While on, the thread CPU of every event-loop step (a callback, or a task running to its
+    next await) over `slow_s`, by what ran: the steps that hold up the call waiting behind them."""
+
+    def __init__(self, slow_s: float) -> None:
+        self.slow_s = slow_s
+        self.on = False
+        self.slow: dict[str, list[float]] = {}
+        self._run = asyncio.events.Handle._run
+
+    def install(self) -> None:
+        steps, run = self, self._run
+
+        def timed_run(handle: asyncio.events.Handle) -> None:
+            if not steps.on:
+                return run(handle)
+            cpu = time.thread_time()
+            try:
+                return run(handle)
+            finally:
+                spent = time.thread_time() - cpu
+                if spent > steps.slow_s:
+                    steps.slow.setdefault(_step_name(handle), []).append(spent)
+
+        asyncio.events.Handle._run = timed_run  # type: ignore[method-assign,assignment]
+
+    def uninstall(self) -> None:
+        asyncio.events.Handle._run = self._run  # type: ignore[method-assign]
+
+    def top(self, n: int = 8) -> list[dict[str, Any]]:
+        ranked = sorted(self.slow.items(), key=lambda kv: -sum(kv[1]))[:n]
+        return [{"step": k, "n": len(v), "total_ms": sum(v) * 1000, "max_ms": max(v) * 1000} for k, v in ranked]
+
+
+def _step_name(handle: asyncio.events.Handle) -> str:
+    """A task's step by its coroutine and where it had been waiting; a plain callback by name."""
+    callback = handle._callback  # type: ignore[attr-defined]
+    task = getattr(callback, "__self__", None)
+    if not isinstance(task, asyncio.Task):
+        return str(getattr(callback, "__qualname__", type(callback).__name__))
+    coro: Any = task.get_coro()
+    name, waited = getattr(coro, "__qualname__", "?"), ""
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            waited = frame.f_code.co_qualname
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return f"{name} (was at {waited})"
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -313,6 +365,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 observer_cpu: list[float] = []
                 real_check = gate.check
                 profiler = cProfile.Profile(time.thread_time) if args.profile else None
+                steps = LoopSteps(args.slow_step_ms / 1000)
+                steps.install()
 
                 async def timed_check(call: Any) -> None:
                     started, cpu = time.perf_counter(), time.thread_time()
@@ -354,6 +408,17 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     observer_cpu.clear()
                     lat_off: list[float] = []
                     lat_on: list[float] = []
+                    gc_alternating = [0.0, 0.0]  # the collector's thread CPU in the alternating calls: young, full
+                    gc_started = [0.0]
+
+                    def gc_cpu(phase: str, info: dict[str, int]) -> None:
+                        if phase == "start":
+                            gc_started[0] = time.thread_time()
+                        else:
+                            gc_alternating[info["generation"] == 2] += time.thread_time() - gc_started[0]
+
+                    gc.callbacks.append(gc_cpu)
+                    steps.on = True
                     for i in range(args.n):
                         pair = [(stub_off, lat_off), (stub_on, lat_on)]
                         if i % 2:
@@ -362,6 +427,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                             started = time.perf_counter()
                             await stub.WhoAmI(req, metadata=md)
                             out.append(time.perf_counter() - started)
+                    steps.on = False
+                    gc.callbacks.remove(gc_cpu)
                     gate.check = real_check  # type: ignore[method-assign]
                     observers[observers.index(timed_observe)] = real_observe
                     # The process's CPU per call (every thread: the gate, the observer, and the work
@@ -444,6 +511,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                         window.add_event(Event(t, "user:admin", AGENT, "", "", "auth.whoami", True, {}, request_id=f"e{count}"))
                     count += 200
                 evals_memo_s = count / (time.perf_counter() - started)
+                steps.uninstall()
                 decisions = await store.query("SELECT decision, count() AS n FROM {db}.policy_decisions GROUP BY decision")
             finally:
                 await on.stop()
@@ -487,6 +555,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             else {}
         ),
         "evaluations_per_second_memo": evals_memo_s,
+        "slow_step_ms": args.slow_step_ms,
+        "slow_steps": steps.top(),
+        "collector_cpu_alternating_ms": [round(x * 1000, 1) for x in gc_alternating],
         "blocks": args.blocks,
         "settle_seconds": args.settle,
         "block_cpu_off_us": statistics.median(block_cpu["off"]) * 1e6,
@@ -531,6 +602,9 @@ def report(r: dict[str, Any]) -> str:
                 if "direct_check_cpu_p50_us" in r
                 else []
             ),
+            f"event-loop steps over {r['slow_step_ms']} ms of thread CPU during the alternating calls (what a call can wait behind); "
+            f"the collector's CPU there: {r['collector_cpu_alternating_ms'][0]} ms young, {r['collector_cpu_alternating_ms'][1]} ms full:",
+            *(f"  {s['n']:5d} steps  {s['total_ms']:7.1f} ms  max {s['max_ms']:5.1f} ms  {s['step']}" for s in r["slow_steps"]),
             f"in blocks of {r['calls_per_side']} calls of one side ({r['blocks']} per side, alternating; process CPU of every thread, "
             f"the {r['settle_seconds']} s after each block included):",
             f"  CPU per call: off {r['block_cpu_off_us']:.1f} µs, enforce {r['block_cpu_enforce_us']:.1f} µs, "
@@ -564,6 +638,7 @@ if __name__ == "__main__":
     p.add_argument("--blocks", type=int, default=2, help="blocks of -n calls per side for the CPU per call")
     p.add_argument("--settle", type=float, default=1.0, help="seconds after each block whose CPU it counts (deferred work)")
     p.add_argument("--direct", type=int, default=20_000, help="calls of gate.check in a row without gRPC, for its CPU with warm caches")
+    p.add_argument("--slow-step-ms", type=float, default=0.5, help="report event-loop steps over this much thread CPU")
     p.add_argument("--gc-freeze", action="store_true", help="gc.freeze() once the window is built (an experiment)")
     add_durability_argument(p)
     a = p.parse_args()

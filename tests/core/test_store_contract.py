@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
+from loom_core import fastjson
 from loom_core.store.base import Store, StoreError, ch_time, parse_ch_time
 from loom_core.store.cluster import on_cluster
 from loom_core.store.embedded import EmbeddedStore
@@ -404,6 +405,21 @@ async def test_insert_dedup_token_makes_a_repeat_a_no_op(engine: Engine) -> None
     assert await engine.store.query(count) == [{"n": 2}]
     await engine.store.insert(name, [{"k": 3, "v": "c"}], dedup_token=f"batch-{uuid.uuid4().hex}")
     assert await engine.store.query(count) == [{"n": 3}]
+
+
+async def test_rows_already_encoded_insert_as_given_and_dedup_by_token(engine: Engine) -> None:
+    """insert_json_lines: rows encoded once by their writer (one JSON object a line), hostile
+    strings and arrays included, land as `insert` would land them; a repeated token lands once."""
+    name = await engine.table(
+        "k UInt64, s String, tags Array(String)", "MergeTree ORDER BY k SETTINGS non_replicated_deduplication_window = 100"
+    )
+    rows = [{"k": i, "s": v, "tags": [v]} for i, v in enumerate(SAFE_HOSTILE + ESCAPE_HOSTILE + DB_LOOKALIKES)]
+    data = b"\n".join(fastjson.dumps(r) for r in rows)
+    token = f"batch-{uuid.uuid4().hex}"
+    await engine.store.insert_json_lines(name, data, dedup_token=token)
+    await engine.store.insert_json_lines(name, data, dedup_token=token)
+    await engine.store.insert_json_lines(name, b"")
+    assert await engine.store.query(f"SELECT k, s, tags FROM {name} ORDER BY k") == rows
 
 
 async def test_insert_rejects_bad_token_and_table_and_skips_empty(engine: Engine) -> None:

@@ -9,6 +9,7 @@ import os
 import sys
 import textwrap
 
+from loom_core import fastjson
 from loom_core.bus import NatsServer
 from loom_runner.embedded import Instance
 
@@ -71,7 +72,7 @@ async def test_a_flush_larger_than_one_message_lands_whole(enforce_stack: Instan
         n = 1_000
         assert n * len(rules) > bus.nc.max_payload
         for i in range(n):
-            writer.record(lambda i=i: {**_row(org), "request_id": f"req-{i}", "rules": rules})
+            writer.record({**_row(org), "request_id": f"req-{i}", "rules": rules})  # type: ignore[typeddict-item]
         await writer.flush()
         assert writer._buf == []  # every batch was taken
     finally:
@@ -116,7 +117,21 @@ async def test_a_redelivered_decision_batch_lands_once(enforce_stack: Instance) 
     org = unique("org")
     row = _row(org)
     store = enforce_stack.runtime.store
-    await insert_batch(store, [row], "batch-" + org)
-    await insert_batch(store, [row], "batch-" + org)  # the consumer's redelivery of the same batch
+    await insert_batch(store, fastjson.dumps(row), "batch-" + org)
+    await insert_batch(store, fastjson.dumps(row), "batch-" + org)  # the consumer's redelivery of the same batch
     rows = await store.query("SELECT count() AS n FROM {db}.policy_decisions WHERE org = {org:String}", {"org": org})
     assert int(rows[0]["n"]) == 1
+
+
+async def test_a_batch_the_previous_release_published_still_lands(enforce_stack: Instance) -> None:
+    """Batches were `{"id": ..., "rows": [...]}` before they became the table's JSON lines; one
+    still in the stream after an upgrade lands whole."""
+    from loom_policy.store.decisions import insert_batch
+
+    org = unique("org")
+    rows = [{**_row(org), "request_id": f"req-{i}"} for i in range(3)]
+    await insert_batch(enforce_stack.runtime.store, fastjson.dumps({"id": "batch-" + org, "rows": rows}), "batch-" + org)
+    stored = await enforce_stack.runtime.store.query(
+        "SELECT request_id, rules FROM {db}.policy_decisions WHERE org = {org:String} ORDER BY request_id", {"org": org}
+    )
+    assert [(r["request_id"], r["rules"]) for r in stored] == [(f"req-{i}", "[]") for i in range(3)]

@@ -8,8 +8,10 @@ from __future__ import annotations
 import gc
 from typing import Any
 
+from loom_core import fastjson
 from loom_policy.domain.history import Window
 from loom_policy.service.live_history import LiveHistory, event_from_ring, feed_payload
+from loom_policy.store.decisions import DecisionRow, DecisionWriter
 
 from .helpers import ev, rule, window
 
@@ -73,6 +75,37 @@ def test_the_ring_of_recent_calls_holds_no_tracked_rows() -> None:
     gc.collect()
     assert len(history._ring) == 2000
     assert not any(gc.is_tracked(r) for r in history._ring)
+
+
+def test_the_decision_writer_keeps_each_row_as_bytes_until_its_flush() -> None:
+    """A decision row waits up to a flush interval (0.5 s): kept as the verdict and its outcomes,
+    it outlived two young collections, and gated calls filled the oldest generation."""
+    writer = DecisionWriter(store=None, flush_interval=3600)  # type: ignore[arg-type]  # recording reads no store
+    row: DecisionRow = {
+        "org": "o",
+        "namespace": "n",
+        "subject": "user:ann",
+        "agent": "bot",
+        "user": "",
+        "session": "",
+        "op": "memory.get",
+        "transport": "grpc",
+        "request_id": "r1",
+        "decision": "allow",
+        "enforced": False,
+        "mode": "enforce",
+        "write_shaped": False,
+        "determining_rules": [],
+        "rule_names": ["a", "b"],
+        "latency_ms": 0.0123,
+        "ts": "2026-12-03 10:00:00.000001",
+        "errors": "[]",
+        "rules": '[["a","forbid","enforce",false,false,"",[]]]',
+    }
+    for i in range(1000):
+        writer.record({**row, "request_id": f"r{i}"})  # type: ignore[typeddict-item]
+    assert _walked(writer._buf) == (1, 1000)  # the list alone: its rows are bytes
+    assert fastjson.loads(writer._buf[1]) == {**row, "request_id": "r1"}
 
 
 def test_a_replica_drops_its_own_feed_batches_and_takes_another_replicas() -> None:

@@ -5,7 +5,9 @@ the no-op gate reads and writes nothing."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
+
+from google.protobuf.message import Message
 
 from .context import CallContext
 
@@ -13,7 +15,9 @@ from .context import CallContext
 @dataclass(frozen=True, slots=True)
 class GateCall:
     ctx: CallContext
-    args: dict[str, Any]
+    # The request as the handler gets it: the gate reads the arguments a rule binds from it the
+    # way the ledger does, and only when a rule or reservation needs them (no JSON copy per call).
+    request: Message
 
 
 class PolicyGate(Protocol):

@@ -14,7 +14,7 @@ from typing import Any, TypeAlias
 import grpc
 from google.protobuf.message import Message
 
-from ..catalog import Catalog, OpSpec, message_to_json, normalize_timestamps
+from ..catalog import Catalog, OpSpec, normalize_timestamps
 from ..errors import ErrorCode, Forbidden, LoomError, ValidationFailed
 from ..grpc_errors import to_rpc_status
 from ..identity import Authenticator, Principal
@@ -174,7 +174,7 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
                 ctx.request_id = md[MD_REQUEST_ID]
             self.limiter.check(principal.org, principal.sub, op.rate_class)
             if self.gate.enabled and gated(op.name):
-                await self.gate.check(GateCall(ctx, message_to_json(request)))
+                await self.gate.check(GateCall(ctx, request))
             token_var = set_current_call(ctx)
             try:
                 response = await inner(request)

@@ -134,11 +134,17 @@ class EmbeddedStore:
     async def insert(self, table: str, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None) -> None:
         if not rows:
             return
+        await self._insert(table, *_insert_payload(rows), dedup_token)
+
+    async def insert_json_lines(self, table: str, data: bytes, *, dedup_token: str | None = None) -> None:
+        if data:
+            await self._insert(table, "JSONEachRow", data.decode(), dedup_token)
+
+    async def _insert(self, table: str, fmt: str, body: str, dedup_token: str | None) -> None:
         settings = f" SETTINGS insert_deduplication_token='{check_token(dedup_token)}'" if dedup_token else ""
-        # Row data travels in the format's payload, parsed by ClickHouse's JSON reader, never as SQL.
-        fmt, body = _insert_payload(rows)
         if self._closed:
             raise StoreError("the store is closed")
+        # Row data travels in the format's payload, parsed by ClickHouse's JSON reader, never as SQL.
         sql = f"INSERT INTO {check_table(self._sql(table))}{settings} FORMAT {fmt}\n{body}"
         # Not through _call: `{db}` inside row data is data, not the database name.
         await asyncio.get_running_loop().run_in_executor(self._pool, self._run, sql, None, "CSV")

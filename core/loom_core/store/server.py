@@ -259,10 +259,16 @@ class ServerStore:
     async def insert(self, table: str, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None) -> None:
         if not rows:
             return
+        await self._insert(table, "\n".join(json.dumps(r, default=str, separators=(",", ":")) for r in rows), dedup_token)
+
+    async def insert_json_lines(self, table: str, data: bytes, *, dedup_token: str | None = None) -> None:
+        if data:
+            await self._insert(table, data.decode(), dedup_token)
+
+    async def _insert(self, table: str, body: str, dedup_token: str | None) -> None:
         settings: dict[str, Any] = {}
         if dedup_token:
             settings = {"insert_deduplication_token": check_token(dedup_token), "async_insert": 0}
-        body = "\n".join(json.dumps(r, default=str, separators=(",", ":")) for r in rows)
         # Row data travels in the format's payload, parsed by ClickHouse's JSON reader, never as SQL.
         await self._run(f"INSERT INTO {check_table(self._sql(table))} FORMAT JSONEachRow\n{body}", settings)
 

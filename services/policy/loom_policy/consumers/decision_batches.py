@@ -5,8 +5,6 @@ insert's deduplication token makes a redelivered batch change nothing."""
 
 from __future__ import annotations
 
-import json
-
 from faststream.nats.message import NatsMessage
 from loom_core.bus import Bus, Consuming
 from loom_core.store import Store
@@ -17,7 +15,6 @@ from ..store.decisions import insert_batch
 
 async def listen_decision_batches(bus: Bus, store: Store) -> Consuming:
     async def on_batch(msg: NatsMessage) -> None:
-        batch = json.loads(msg.body)
-        await insert_batch(store, batch["rows"], batch["id"])
+        await insert_batch(store, msg.body, msg.headers["Nats-Msg-Id"])
 
     return await bus.consume(DECISION_BATCHES, on_batch)

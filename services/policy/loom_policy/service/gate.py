@@ -13,11 +13,11 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from functools import partial
 from types import MappingProxyType
 from typing import Any
 
 from google.protobuf import json_format
+from google.protobuf.message import Message
 from loom_core.aio import cancel_and_wait
 from loom_core.bus import Bus, Consuming
 from loom_core.catalog import OpSpec
@@ -36,7 +36,7 @@ from ..domain.reservations import PendingCall, RecentIds, Reservations
 from ..domain.standing import Standing, decide
 from ..domain.timeutil import us_to_ch
 from ..settings import PolicySettings
-from ..store.decisions import DecisionCall, DecisionRow, DecisionWriter
+from ..store.decisions import DecisionWriter
 from ..store.reservations import LINGER_US, ReservationStore, SharedEntry
 from ..store.rules import RuleStore
 from ..store.schema import MIGRATIONS
@@ -204,7 +204,7 @@ class PolicyGate:
         rules, counted = ns_rules.gating(op)
         if not rules and not counted:
             return
-        args = _call_args_once(spec, call.args)
+        args = _call_args_once(spec, call.request)
         if counted and self.shared is not None:
             await self._check_shared(call, rules, ns_rules.shape, now_us(), args)
             return
@@ -284,21 +284,33 @@ class PolicyGate:
     def _record(self, call: GateCall, now: int, verdict: Verdict) -> None:
         assert self.decisions is not None
         ctx = call.ctx
-        # The row is rendered when the batch is written, off this call's path, from the call's
-        # fields taken now: a closure over the call would keep its whole context alive until the
-        # flush, long enough to reach the collector's oldest generation (more full collections).
-        about: DecisionCall = {
-            "org": ctx.org,
-            "namespace": ctx.namespace,
-            "subject": ctx.subject,
-            "agent": ctx.agent,
-            "user": ctx.user,
-            "session": ctx.session,
-            "op": ctx.op.name,
-            "transport": ctx.transport,
-            "request_id": ctx.request_id,
-        }
-        self.decisions.record(partial(_decision_row, about, now, verdict))
+        # The row is encoded now (DecisionWriter.record) and the buffer keeps only its bytes: a
+        # row kept as the verdict and its outcomes until the writer's 0.5 s flush lived past two
+        # young collections, so gated calls filled the oldest generation (a full collection per
+        # ~4,000 calls), and the flush rendered hundreds of rows in one go on the loop.
+        self.decisions.record(
+            {
+                "org": ctx.org,
+                "namespace": ctx.namespace,
+                "subject": ctx.subject,
+                "agent": ctx.agent,
+                "user": ctx.user,
+                "session": ctx.session,
+                "op": ctx.op.name,
+                "transport": ctx.transport,
+                "request_id": ctx.request_id,
+                "decision": verdict.decision,
+                "enforced": verdict.would_enforce,
+                "mode": verdict.mode,
+                "write_shaped": verdict.write_shaped,
+                "determining_rules": verdict.determining_rules,
+                "rule_names": [r.name for r in verdict.rules],
+                "latency_ms": verdict.latency_ms,
+                "ts": us_to_ch(now),
+                "errors": json.dumps([error_json(e) for e in verdict.errors], separators=(",", ":")) if verdict.errors else "[]",
+                "rules": rules_stored(verdict.rules),
+            }
+        )
 
     async def evaluate(
         self,
@@ -360,25 +372,25 @@ class PolicyGate:
         return evaluate(rules, ctx, op=op, write_shaped=write_shaped, deployment_mode=deployment, applying=applying)
 
 
-# What gives the ledger's form of an op's empty arguments, per op (most gated calls of an op
+# What gives the ledger's form of an op's empty request, per op (most gated calls of an op
 # without arguments).
 _NO_ARGS: dict[str, Callable[[], Mapping[str, str]]] = {}
 
 
-def _call_args_once(op: OpSpec, args: Mapping[str, Any]) -> Callable[[], Mapping[str, str]]:
-    """The call's arguments (call_args), computed at most once and only if read (by a rule
-    binding `$args`, or the reservation)."""
-    if not args:
+def _call_args_once(op: OpSpec, request: Message) -> Callable[[], Mapping[str, str]]:
+    """The call's arguments as the ledger records them (`ledger_args` of the request itself),
+    computed at most once and only if read (by a rule binding `$args`, or the reservation)."""
+    if not request.ByteSize():
         hit = _NO_ARGS.get(op.name)
         if hit is None:
-            empty = MappingProxyType(call_args(op, args))
+            empty = MappingProxyType(ledger_args(request))
             hit = _NO_ARGS[op.name] = lambda: empty
         return hit
     box: list[Mapping[str, str]] = []
 
     def get() -> Mapping[str, str]:
         if not box:
-            box.append(call_args(op, args))
+            box.append(ledger_args(request))
         return box[0]
 
     return get
@@ -392,19 +404,3 @@ async def _window_or_none(org: str, namespace: str, read: Awaitable[Window]) -> 
     except Exception:  # noqa: BLE001 - whatever the read raised is an evaluation error, never a 500
         log.warning("policy: history for %s/%s could not be read", org, namespace)
         return None
-
-
-def _decision_row(about: DecisionCall, now: int, verdict: Verdict) -> DecisionRow:
-    return {
-        **about,
-        "decision": verdict.decision,
-        "enforced": verdict.would_enforce,
-        "mode": verdict.mode,
-        "write_shaped": verdict.write_shaped,
-        "determining_rules": verdict.determining_rules,
-        "rule_names": [r.name for r in verdict.rules],
-        "latency_ms": verdict.latency_ms,
-        "ts": us_to_ch(now),
-        "errors": json.dumps([error_json(e) for e in verdict.errors], separators=(",", ":")) if verdict.errors else "[]",
-        "rules": rules_stored(verdict.rules),
-    }

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from loom_core import fastjson
+
 from ..domain.model import EvalError, LeafOutcome, RuleOutcome, Verdict
 from ..domain.timeutil import us_to_iso
 
@@ -92,11 +94,12 @@ _LEAF_FIELDS = (
 
 def rules_stored(rules: list[RuleOutcome]) -> str:
     """The rules' outcomes as a decision row stores them: a JSON array of one array per rule."""
-    return "[" + ",".join(r.stored or _rule_stored(r) for r in rules) + "]"
+    return "[" + ",".join([r.stored or _rule_stored(r) for r in rules]) + "]"
 
 
 def _rule_stored(r: RuleOutcome) -> str:
-    r.stored = json.dumps(
+    # orjson: the gate renders each outcome a call's own row moved as it records the call
+    r.stored = fastjson.dumps_str(
         [
             r.name,
             r.effect,
@@ -121,8 +124,7 @@ def _rule_stored(r: RuleOutcome) -> str:
                 ]
                 for leaf in r.leaves
             ],
-        ],
-        separators=(",", ":"),
+        ]
     )
     return r.stored
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import uuid
-from collections.abc import Callable
 from typing import TypedDict
 
+from loom_core import fastjson
 from loom_core.bus import Bus
 from loom_core.store import Store, Where, query_as
 from loom_core.store.caller import CallerRow
@@ -28,7 +27,6 @@ log = logging.getLogger(__name__)
 
 TABLE = "{db}.policy_decisions"
 MAX_BUFFER = 100_000
-RENDER_CHUNK = 16
 # Room in a message for the batch's id and the JSON around its rows.
 PAYLOAD_HEADROOM = 1024
 
@@ -100,28 +98,25 @@ class AuditRow(RecordedWidening):
     kind: str
 
 
-#: A row, or what renders it when its batch is written.
-PendingRow = DecisionRow | Callable[[], DecisionRow]
-
-
 class DecisionWriter:
     def __init__(self, store: Store, flush_interval: float, batch_max: int = 1000, bus: Bus | None = None) -> None:
         self.store = store
         self.bus = bus
         self.flush_interval = flush_interval
         self.batch_max = batch_max
-        self._buf: list[PendingRow] = []
+        # Rows encoded as they are recorded: bytes, which the cyclic collector never walks.
+        self._buf: list[bytes] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
 
-    def record(self, row: PendingRow) -> None:
-        """Buffer a row, or what renders it when the batch is written (off the call's path)."""
+    def record(self, row: DecisionRow) -> None:
+        """Buffer a row, encoded now (a few microseconds), so the flush has only bytes to join."""
         if len(self._buf) >= MAX_BUFFER:
             # The store is down for long: drop the oldest rather than grow without bound.
             del self._buf[: len(self._buf) // 10]
             log.warning("policy decisions: buffer full, oldest rows dropped")
-        self._buf.append(row)
+        self._buf.append(fastjson.dumps(row))
         if len(self._buf) >= self.batch_max:
             self._wake.set()
 
@@ -129,63 +124,49 @@ class DecisionWriter:
         self._task = asyncio.create_task(self._loop())
 
     async def flush(self) -> None:
-        pending, self._buf = self._buf, []
-        if not pending:
-            return
-        rows: list[DecisionRow] = []
-        try:
-            for i, row in enumerate(pending):
-                rows.append(row() if callable(row) else row)
-                if i % RENDER_CHUNK == RENDER_CHUNK - 1:
-                    await asyncio.sleep(0)  # render in slices: calls in flight are not held up
-        except BaseException:
-            # a cancellation (stop) mid-render: what is rendered goes back rendered, the rest as it was
-            self._buf[:0] = [*rows, *pending[len(rows) :]]
-            raise
+        rows, self._buf = self._buf, []
         sent = 0
         try:
-            for batch, encoded in self._batches(rows):
-                await self._ship(batch, encoded)
+            for batch in self._batches(rows):
+                await self._ship(batch)
                 sent += len(batch)
         except BaseException:
             # a failed publish or insert, or a cancellation: the batches not yet shipped go back
-            # to the front of the buffer (already rendered) for the next pass or stop's last flush
+            # to the front of the buffer for the next pass or stop's last flush
             self._buf[:0] = rows[sent:]
             raise
 
-    def _batches(self, rows: list[DecisionRow]) -> list[tuple[list[DecisionRow], list[bytes]]]:
-        """Rows in batches one message each can carry (each row encoded once): a JetStream
-        message is at most the server's max_payload (1 MB by default), and a batch of many rows
-        with their per-rule JSON can be larger (1,000 rows of ten rules are ~2.5 MB): published
-        whole, it was refused on every pass and never landed. Straight into the store: one batch."""
-        if self.bus is None:
-            return [(rows, [])]
+    def _batches(self, rows: list[bytes]) -> list[list[bytes]]:
+        """Rows in batches one message each can carry: a JetStream message is at most the
+        server's max_payload (1 MB by default), and a batch of many rows with their per-rule JSON
+        can be larger (1,000 rows of ten rules are ~2.5 MB): published whole, it was refused on
+        every pass and never landed. Straight into the store: one batch."""
+        if not rows or self.bus is None:
+            return [rows] if rows else []
         limit = int(self.bus.nc.max_payload or 1 << 20) - PAYLOAD_HEADROOM
-        batches: list[tuple[list[DecisionRow], list[bytes]]] = []
-        batch: list[DecisionRow] = []
-        encoded: list[bytes] = []
+        batches: list[list[bytes]] = []
+        batch: list[bytes] = []
         size = 0
-        for row in rows:
-            data = json.dumps(row, default=str, separators=(",", ":")).encode()
+        for data in rows:
             if batch and size + len(data) + 1 > limit:
-                batches.append((batch, encoded))
-                batch, encoded, size = [], [], 0
-            batch.append(row)
-            encoded.append(data)
+                batches.append(batch)
+                batch, size = [], 0
+            batch.append(data)
             size += len(data) + 1
         if batch:
-            batches.append((batch, encoded))
+            batches.append(batch)
         return batches
 
-    async def _ship(self, rows: list[DecisionRow], encoded: list[bytes]) -> None:
+    async def _ship(self, rows: list[bytes]) -> None:
         batch_id = uuid.uuid4().hex
-        if self.bus is not None:
-            payload = b'{"id":"%s","rows":[%s]}' % (batch_id.encode(), b",".join(encoded))
-            if len(payload) <= self.bus.nc.max_payload or self.store is None:
-                await self.bus.js.publish(DECISIONS_SUBJECT, payload, headers={"Nats-Msg-Id": batch_id})
-                return
-            # A lone row past what a message carries (rules with very large values): straight in.
-        await insert_batch(self.store, rows, batch_id)
+        # One row a line, as the table takes it (JSONEachRow; orjson writes no raw newline), the
+        # batch id in the header: the consumer inserts the message's bytes as they are.
+        lines = b"\n".join(rows)
+        if self.bus is not None and (len(lines) <= self.bus.nc.max_payload or self.store is None):
+            await self.bus.js.publish(DECISIONS_SUBJECT, lines, headers={"Nats-Msg-Id": batch_id})
+            return
+        # No bus, or a lone row past what a message carries (rules with very large values): straight in.
+        await self.store.insert_json_lines(TABLE, lines, dedup_token=batch_id)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -212,9 +193,14 @@ class DecisionWriter:
                 await asyncio.sleep(self.flush_interval)
 
 
-async def insert_batch(store: Store, rows: list[DecisionRow], batch_id: str) -> None:
-    """One batch into the table; a batch inserted twice (a redelivery) lands once."""
-    await store.insert(TABLE, rows, dedup_token=batch_id)
+async def insert_batch(store: Store, body: bytes, batch_id: str) -> None:
+    """One published batch into the table; a batch inserted twice (a redelivery) lands once.
+    A batch the previous release published (`{"id": ..., "rows": [...]}`) may still wait in the
+    stream after an upgrade: its rows are taken from the JSON."""
+    if body.startswith(b'{"id":'):
+        await store.insert(TABLE, fastjson.loads(body)["rows"], dedup_token=batch_id)
+    else:
+        await store.insert_json_lines(TABLE, body, dedup_token=batch_id)
 
 
 async def query_decisions(
