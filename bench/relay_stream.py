@@ -159,7 +159,16 @@ async def one_run(mode: str, calls: int, concurrency: int) -> dict[str, float]:
     try:
         s0 = cpu_seconds(server.pid)
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--client", str(port), "--mode", mode, "--calls", str(calls), "-c", str(concurrency),
+            sys.executable,
+            __file__,
+            "--client",
+            str(port),
+            "--mode",
+            mode,
+            "--calls",
+            str(calls),
+            "-c",
+            str(concurrency),
             stdout=asyncio.subprocess.PIPE,
             env=env,
         )
