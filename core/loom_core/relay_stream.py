@@ -85,6 +85,16 @@ class RelayStreamServer:
         self.chain = chain
         self.direct = direct
         self.max_message_bytes = max_message_bytes
+        # Each open stream's reader: a plane shutting down stops taking calls (`drain`).
+        self._readers: set[asyncio.Task[None]] = set()
+
+    def drain(self) -> None:
+        """Shutdown: every stream stops taking calls, answers those running and ends, so the
+        server's grace is not spent waiting on streams that never end. The gateway answers a
+        call it sent after that 503 and opens a new stream (to another replica, or to this
+        plane when it is back)."""
+        for reader in self._readers:
+            reader.cancel()
 
     def handler(self) -> grpc.GenericRpcHandler:
         return grpc.method_handlers_generic_handler(
@@ -104,6 +114,8 @@ class RelayStreamServer:
         replies: Outbox[relay_pb2.RelayReply] = Outbox()
         running: dict[int, asyncio.Task[None]] = {}
         reader = asyncio.create_task(self._read(messages, replies, running))
+        self._readers.add(reader)
+        reader.add_done_callback(self._readers.discard)
         try:
             while batch := await replies.take(self.max_message_bytes + REPLY_BATCH_BYTES_SLACK):
                 await context.write(relay_pb2.RelayReplies(replies=batch))
@@ -128,10 +140,10 @@ class RelayStreamServer:
                     task = asyncio.create_task(self._answer(call, replies))
                     running[call.id] = task
                     task.add_done_callback(functools.partial(_forget, running, call.id))
-            # The gateway sends no more calls: answer those running, then end the stream.
-            await asyncio.gather(*running.values(), return_exceptions=True)
         finally:
-            replies.close()
+            # The gateway sends no more calls, or this plane takes no more: answer those running
+            # (shielded from the drain's cancel), then end the stream.
+            await asyncio.shield(_answered(running, replies))
 
     async def _answer(self, call: relay_pb2.RelayCall, replies: Outbox[relay_pb2.RelayReply]) -> None:
         reply = relay_pb2.RelayReply(id=call.id)
@@ -154,6 +166,11 @@ class RelayStreamServer:
         except LoomError as error:
             reply.status = rich_status(error).SerializeToString()
         replies.put(reply, reply.ByteSize())
+
+
+async def _answered(running: dict[int, asyncio.Task[None]], replies: Outbox[relay_pb2.RelayReply]) -> None:
+    await asyncio.gather(*running.values(), return_exceptions=True)
+    replies.close()
 
 
 def _forget(running: dict[int, asyncio.Task[None]], call_id: int, _task: asyncio.Task[None]) -> None:
