@@ -1,5 +1,5 @@
-"""The gateway's end of its multiplexed streams to a plane (loom_core.relay_stream): a few
-long-lived streams per plane, each call an envelope on one of them, its reply matched by id.
+"""The gateway's end of its multiplexed streams to a plane (loom_core.relay_stream): one (or a
+few) long-lived streams per plane, each call an envelope on one of them, its reply matched by id.
 
 A stream that breaks fails its calls in flight as a unary call to a plane that went away does
 (503, "a plane did not answer") and is opened again by the next call. A plane that does not
