@@ -26,6 +26,7 @@ from .identity import Authenticator, TokenCodec
 from .identity import store as identity_store
 from .identity.pruning import RevocationPruner, revocation_horizon
 from .identity.store import IdentityStore
+from .relay_stream import RelayStreamServer
 from .settings import Settings
 from .store import Migration, Store, open_store, run_migrations
 
@@ -165,6 +166,7 @@ class PlaneServer:
         self.chain = runtime.interceptor()
         self.chain.plane = plane  # another plane's method here is answered by _WrongPlane, unwrapped
         self.health: Any = None
+        self.relay: RelayStreamServer | None = None
         self._direct: dict[str, Callable[[Message], Awaitable[Message]]] = {name: _direct(fn) for name, fn in handlers.items()}
 
     async def invoke(self, op: OpSpec, request: Message, metadata: Mapping[str, str]) -> Message:
@@ -200,6 +202,10 @@ class PlaneServer:
             options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES), *GRPC_LEAN_OPTIONS],
         )
         self.server.add_generic_rpc_handlers(self._generic_handlers())
+        # The gateway's multiplexed calls (cluster mode): the same ops through the same chain.
+        ops = {op.name: op for op in self.runtime.catalog.for_plane(self.plane)}
+        self.relay = RelayStreamServer(self.plane, ops, self.chain, self._direct, MAX_MESSAGE_BYTES)
+        self.server.add_generic_rpc_handlers([self.relay.handler()])
         # The standard health service (grpc.health.v1), per plane: "" (the server), the plane's
         # name and its service names, so Kubernetes gRPC probes and grpc_health_probe work.
         self.health = health.aio.HealthServicer()
@@ -219,6 +225,8 @@ class PlaneServer:
         if self.server is not None:
             if self.health is not None:
                 await self.health.enter_graceful_shutdown()
+            if self.relay is not None:
+                self.relay.drain()
             await self.server.stop(grace)
             self.server = None
 

@@ -1,7 +1,8 @@
 """One chain, two transports: the gateway's relay reaches a plane in its own process through
-the interceptor chain in process, and a plane elsewhere over gRPC. Whatever the transport, a
-call meets the same metadata, errors, ledger row, deadline and message-size limit. (Every test
-using `stack` already runs on both transports; these compare them side by side.)"""
+the interceptor chain in process, and a plane elsewhere over gRPC: on its relay streams, or a
+unary call each (`streams=0`). Whatever the transport, a call meets the same metadata, errors,
+ledger row, deadline and message-size limit. (Every test using `stack` already runs on both
+transports; these compare them side by side.)"""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ def relays(stack: Instance, timeout: float = 60.0) -> dict[str, Relay]:
     return {
         "inproc": Relay(catalog, stack.addresses, timeout=timeout, local=dict(stack.servers)),
         "grpc": Relay(catalog, stack.addresses, timeout=timeout),
+        "unary": Relay(catalog, stack.addresses, timeout=timeout, streams=0),
     }
 
 
@@ -54,10 +56,11 @@ async def test_both_transports_answer_the_same_json_and_write_the_same_ledger_ro
             rows[name] = await ledger_row(stack, rid)
         finally:
             await relay.close()
-    assert answers["inproc"] == answers["grpc"]
+    assert answers["inproc"] == answers["grpc"] == answers["unary"]
     assert answers["inproc"]["agent"] == "twin"
-    rows["inproc"].pop("request_id"), rows["grpc"].pop("request_id")
-    assert rows["inproc"] == rows["grpc"]
+    for row in rows.values():
+        row.pop("request_id")
+    assert rows["inproc"] == rows["grpc"] == rows["unary"]
     assert rows["inproc"]["transport"] == "rest" and rows["inproc"]["ok"] is True
 
 
@@ -73,10 +76,11 @@ async def test_both_transports_refuse_with_the_same_error_and_ledger_row(stack: 
             rows[name] = await ledger_row(stack, rid)
         finally:
             await relay.close()
-    assert errors["inproc"] == errors["grpc"]
+    assert errors["inproc"] == errors["grpc"] == errors["unary"]
     assert errors["inproc"]["code"] == "AUTH_WRONG_ORG"
-    rows["inproc"].pop("request_id"), rows["grpc"].pop("request_id")
-    assert rows["inproc"] == rows["grpc"] and rows["inproc"]["ok"] is False
+    for row in rows.values():
+        row.pop("request_id")
+    assert rows["inproc"] == rows["grpc"] == rows["unary"] and rows["inproc"]["ok"] is False
 
 
 async def test_both_transports_end_a_call_past_its_deadline_the_same_way(stack: Instance, tenant: Tenant) -> None:
@@ -92,7 +96,7 @@ async def test_both_transports_end_a_call_past_its_deadline_the_same_way(stack: 
             errors[name] = caught.value.to_payload()
         finally:
             await relay.close()
-    assert errors["inproc"] == errors["grpc"]
+    assert errors["inproc"] == errors["grpc"] == errors["unary"]
     assert errors["inproc"]["code"] == "OVERLOADED" and errors["inproc"]["retryable"] is True
 
 
@@ -126,7 +130,7 @@ async def test_both_transports_refuse_a_request_over_the_message_limit(stack: In
             errors[name] = caught.value.to_payload()
         finally:
             await relay.close()
-    assert errors["inproc"] == errors["grpc"]
+    assert errors["inproc"] == errors["grpc"] == errors["unary"]
     assert errors["inproc"]["code"] == "REQUEST_TOO_LARGE" and errors["inproc"]["detail"]["reason"] == "too large"
 
 

@@ -8,6 +8,7 @@ its converter.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ from loom_api.identity.v1 import identity_pb2
 from loom_api.insights.v1 import insights_pb2
 from loom_api.options.v1 import options_pb2
 from loom_api.policy.v1 import policy_pb2
+from loom_api.relay.v1 import relay_pb2
 from loom_api.tasks.v1 import tasks_pb2
 
 from .json_values import double_json, struct_to_dict, well_known_json
@@ -1831,6 +1833,50 @@ def policy_v1_SetPolicyResponse_json(msg: policy_pb2.SetPolicyResponse) -> dict[
     return out
 
 
+def relay_v1_RelayCall_json(msg: relay_pb2.RelayCall) -> dict[str, Any]:
+    return {
+        "id": msg.id,
+        "op": msg.op,
+        "metadata": {k: x for k, x in msg.metadata.items()},
+        "request": base64.b64encode(msg.request).decode(),
+        "cancel": msg.cancel,
+    }
+
+
+def relay_v1_RelayCall_sparse(msg: relay_pb2.RelayCall) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if v_id := msg.id:
+        out["id"] = v_id
+    if v_op := msg.op:
+        out["op"] = v_op
+    if v_metadata := msg.metadata:
+        out["metadata"] = {k: x for k, x in v_metadata.items()}
+    if v_request := msg.request:
+        out["request"] = base64.b64encode(v_request).decode()
+    if v_cancel := msg.cancel:
+        out["cancel"] = v_cancel
+    return out
+
+
+def relay_v1_RelayCalls_json(msg: relay_pb2.RelayCalls) -> dict[str, Any]:
+    return {"calls": [relay_v1_RelayCall_json(x) for x in msg.calls]}
+
+
+def relay_v1_RelayCalls_sparse(msg: relay_pb2.RelayCalls) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if v_calls := msg.calls:
+        out["calls"] = [relay_v1_RelayCall_sparse(x) for x in v_calls]
+    return out
+
+
+def relay_v1_RelayReplies_json(msg: relay_pb2.RelayReplies) -> dict[str, Any]:
+    return {"replies": [relay_v1_RelayReply_json(x) for x in msg.replies]}
+
+
+def relay_v1_RelayReply_json(msg: relay_pb2.RelayReply) -> dict[str, Any]:
+    return {"id": msg.id, "response": base64.b64encode(msg.response).decode(), "status": base64.b64encode(msg.status).decode()}
+
+
 def tasks_v1_AcceptTaskRequest_json(msg: tasks_pb2.AcceptTaskRequest) -> dict[str, Any]:
     return {"task_id": msg.task_id, "reason": msg.reason}
 
@@ -2833,6 +2879,10 @@ JSON: dict[type[Message], Callable[[Any], dict[str, Any]]] = {
     policy_pb2.RuleTotals: policy_v1_RuleTotals_json,
     policy_pb2.SetPolicyRequest: policy_v1_SetPolicyRequest_json,
     policy_pb2.SetPolicyResponse: policy_v1_SetPolicyResponse_json,
+    relay_pb2.RelayCall: relay_v1_RelayCall_json,
+    relay_pb2.RelayCalls: relay_v1_RelayCalls_json,
+    relay_pb2.RelayReplies: relay_v1_RelayReplies_json,
+    relay_pb2.RelayReply: relay_v1_RelayReply_json,
     tasks_pb2.AcceptTaskRequest: tasks_v1_AcceptTaskRequest_json,
     tasks_pb2.AcceptTaskResponse: tasks_v1_AcceptTaskResponse_json,
     tasks_pb2.BlockTaskRequest: tasks_v1_BlockTaskRequest_json,
@@ -2964,6 +3014,8 @@ SPARSE: dict[type[Message], Callable[[Any], dict[str, Any]]] = {
     policy_pb2.ReplayPolicyRequest: policy_v1_ReplayPolicyRequest_sparse,
     policy_pb2.RuleSpec: policy_v1_RuleSpec_sparse,
     policy_pb2.SetPolicyRequest: policy_v1_SetPolicyRequest_sparse,
+    relay_pb2.RelayCall: relay_v1_RelayCall_sparse,
+    relay_pb2.RelayCalls: relay_v1_RelayCalls_sparse,
     tasks_pb2.AcceptTaskRequest: tasks_v1_AcceptTaskRequest_sparse,
     tasks_pb2.BlockTaskRequest: tasks_v1_BlockTaskRequest_sparse,
     tasks_pb2.CancelTaskRequest: tasks_v1_CancelTaskRequest_sparse,
