@@ -279,36 +279,53 @@ def nats_children_of(d: DataDir) -> list[str]:
     return [cmd for _, cmd in processes_mentioning(str(d.path)) if "nats-server" in cmd]
 
 
+@dataclass
+class Held:
+    """A `loom up` serving its data dir, its standard output in `banner`."""
+
+    up: Up
+    banner: Path
+
+
+@pytest.fixture(scope="module")
+async def held(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Held]:
+    """One `loom up` for the tests that only need one serving (a `loom up` start is ~5 CPU-s)."""
+    tmp = tmp_path_factory.mktemp("loom-held")
+    d = DataDir(tmp / "data", free_port())
+    async with loom_up(d, stdout=tmp / "banner.txt") as up:
+        yield Held(up, tmp / "banner.txt")
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("how", ["venv", "script"])
-async def test_a_second_up_on_the_same_data_dir_says_so_at_once_and_keeps_the_pid_file(tmp_path: Path, how: str) -> None:
-    d = DataDir(tmp_path / "data", free_port())
-    banner = tmp_path / "banner.txt"
-    async with loom_up(d, stdout=banner) as up:
-        pid_before = (d.path / "loom-up.pid").read_text()
-        assert pid_before.strip() == str(up.proc.pid)
-        second = DataDir(d.path, free_port())  # another port, the same data dir
-        command = [LOOM, "up"] if how == "venv" else [str(ROOT / "loom"), "up"]
-        proc = await asyncio.create_subprocess_exec(
-            *command, env=second.env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-        )
-        out, err = await asyncio.wait_for(proc.communicate(), timeout=60)  # a bound on failure: it must not hang
-        text = (out + err).decode()
-        assert proc.returncode != 0
-        assert "already running" in text and f"pid {up.proc.pid}" in text and d.base_url in text and f"kill {up.proc.pid}" in text, text
-        assert "Traceback" not in text
-        assert (d.path / "loom-up.pid").read_text() == pid_before
-        assert (await whoami(d, await bootstrap(d, "acme", "private"))).status_code == 200  # the first one still serves
-        # A command that needs the store it holds: served through its admin socket, or refused in one line.
-        code, printed = await run_cli(d, "ch-setup", "--print-analyst-sql")
-        assert code == 0 and "loom_analyst" in printed and "Traceback" not in printed, printed[-2000:]
-        code, refused = await run_cli(d, "secrets", "reseal")
-        assert code != 0 and "a running Loom holds" in refused and f"kill {up.proc.pid}" in refused, refused
-        assert "Traceback" not in refused and len(refused.strip().splitlines()) == 1, refused
-        code, _ = await up.stop()
-        assert code == 0
+async def test_a_second_up_on_the_same_data_dir_says_so_at_once_and_keeps_the_pid_file(held: Held, how: str) -> None:
+    up, d = held.up, held.up.data
+    pid_before = (d.path / "loom-up.pid").read_text()
+    assert pid_before.strip() == str(up.proc.pid)
+    second = DataDir(d.path, free_port())  # another port, the same data dir
+    command = [LOOM, "up"] if how == "venv" else [str(ROOT / "loom"), "up"]
+    proc = await asyncio.create_subprocess_exec(*command, env=second.env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)  # a bound on failure: it must not hang
+    text = (out + err).decode()
+    assert proc.returncode != 0
+    assert "already running" in text and f"pid {up.proc.pid}" in text and d.base_url in text and f"kill {up.proc.pid}" in text, text
+    assert "Traceback" not in text
+    assert (d.path / "loom-up.pid").read_text() == pid_before
+    assert (await whoami(d, await bootstrap(d, f"acme-{how}", "private"))).status_code == 200  # the first one still serves
+    # A command that needs the store it holds: served through its admin socket, or refused in one line.
+    code, printed = await run_cli(d, "ch-setup", "--print-analyst-sql")
+    assert code == 0 and "loom_analyst" in printed and "Traceback" not in printed, printed[-2000:]
+    code, refused = await run_cli(d, "secrets", "reseal")
+    assert code != 0 and "a running Loom holds" in refused and f"kill {up.proc.pid}" in refused, refused
+    assert "Traceback" not in refused and len(refused.strip().splitlines()) == 1, refused
+
+
+@pytest.mark.timeout(300)
+async def test_up_stops_on_ctrl_c_and_its_banner_says_the_policy_mode(held: Held) -> None:
+    code, _ = await held.up.stop()
+    assert code == 0
     # The banner says the policy mode (LOOM_POLICY_MODE, off by default) and what it means.
-    assert re.search(r"policy mode\s+off: rules are stored but not evaluated", banner.read_text()), banner.read_text()
+    assert re.search(r"policy mode\s+off: rules are stored but not evaluated", held.banner.read_text()), held.banner.read_text()
 
 
 def text_of(path: Path) -> str:
