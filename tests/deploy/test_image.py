@@ -121,7 +121,8 @@ def test_the_runtime_venv_leaves_out_test_lint_and_compiler_packages_but_has_eve
                     names = [node.module]
                 for name in names:
                     top = name.split(".")[0]
-                    if top in sys.stdlib_module_names or top.startswith(("loom", "__future__")):
+                    # _typeshed is typeshed's stub-only module, imported under TYPE_CHECKING alone.
+                    if top in sys.stdlib_module_names or top == "_typeshed" or top.startswith(("loom", "__future__")):
                         continue
                     needed.update(d.lower() for d in dists.get(top, [top]))
     installed = _closure(lock)
