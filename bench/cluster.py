@@ -178,40 +178,37 @@ async def echo_client(port: int, n: int, concurrency: int, token: str) -> None:
     print(json.dumps({"rps": n / wall, "client_us": 1e6 * (t1.user + t1.system - t0.user - t0.system) / n}), flush=True)
 
 
-async def grpc_floor(args: argparse.Namespace, token: str) -> dict[str, float]:
-    """An empty unary call between two processes over grpc.aio: what the gateway -> plane hop
-    costs each side before any of Loom's work."""
-    # Both ends on the gRPC stack `loom` runs (loom_runner's GRPC_EXPERIMENTS, unless set here).
+async def echo_pair(script: str, serve_flag: str, client_args: list[str], calls: int) -> dict[str, float]:
+    """Start `script serve_flag` (it prints {"port"}), run `script` as a client with
+    `client_args` and the port, and add the server's CPU a call (the client's 200 warm-up calls
+    counted in) to the client's JSON answer. Both ends on the gRPC stack `loom` runs
+    (loom_runner's GRPC_EXPERIMENTS, unless set here)."""
     env = {**os.environ, "GRPC_EXPERIMENTS": os.environ.get("GRPC_EXPERIMENTS", GRPC_EXPERIMENTS)}
     server = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--serve-echo", stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.PIPE, env=env
+        sys.executable, script, serve_flag, stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.PIPE, env=env
     )
     assert server.stdout is not None and server.stdin is not None
     port = json.loads(await asyncio.wait_for(server.stdout.readline(), 60))["port"]
     try:
         s0 = cpu_seconds(server.pid)
         client = await asyncio.create_subprocess_exec(
-            sys.executable,
-            __file__,
-            "--echo-client",
-            str(port),
-            "--calls",
-            str(args.calls),
-            "-c",
-            str(args.concurrency),
-            "--echo-token",
-            token,
-            stdout=asyncio.subprocess.PIPE,
-            env=env,
+            sys.executable, script, *client_args[:1], str(port), *client_args[1:], stdout=asyncio.subprocess.PIPE, env=env
         )
         out, _ = await client.communicate()
         r = dict(json.loads(out))
-        r["server_us"] = 1e6 * (cpu_seconds(server.pid) - s0) / (args.calls + 200)
+        r["server_us"] = 1e6 * (cpu_seconds(server.pid) - s0) / (calls + 200)
     finally:
         server.stdin.write(b"stop\n")
         await server.stdin.drain()
         await asyncio.wait_for(server.wait(), 30)
     return r
+
+
+async def grpc_floor(args: argparse.Namespace, token: str) -> dict[str, float]:
+    """An empty unary call between two processes over grpc.aio: what the gateway -> plane hop
+    costs each side before any of Loom's work."""
+    client_args = ["--echo-client", "--calls", str(args.calls), "-c", str(args.concurrency), "--echo-token", token]
+    return await echo_pair(__file__, "--serve-echo", client_args, args.calls)
 
 
 async def serve_baseline(payload: Any, path: str) -> None:

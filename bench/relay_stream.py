@@ -29,11 +29,9 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _machine import load, machine  # bench/ is on sys.path when a script runs
-from cluster import drive
-from gateway import cpu_seconds
+from cluster import drive, echo_pair
 from loom_api.relay.v1 import relay_pb2
 from loom_core.runtime import GRPC_LEAN_OPTIONS
-from loom_runner import GRPC_EXPERIMENTS
 
 MODES = ("unary", "stream", "batched")
 RELAY_PATH = "/loom.relay.v1.RelayService/Relay"
@@ -150,37 +148,8 @@ async def client(port: int, mode: str, n: int, concurrency: int) -> None:
 
 
 async def one_run(mode: str, calls: int, concurrency: int) -> dict[str, float]:
-    env = {**os.environ, "GRPC_EXPERIMENTS": os.environ.get("GRPC_EXPERIMENTS", GRPC_EXPERIMENTS)}
-    server = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--serve", stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.PIPE, env=env
-    )
-    assert server.stdout is not None and server.stdin is not None
-    port = json.loads(await asyncio.wait_for(server.stdout.readline(), 60))["port"]
-    try:
-        s0 = cpu_seconds(server.pid)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            __file__,
-            "--client",
-            str(port),
-            "--mode",
-            mode,
-            "--calls",
-            str(calls),
-            "-c",
-            str(concurrency),
-            stdout=asyncio.subprocess.PIPE,
-            env=env,
-        )
-        out, _ = await proc.communicate()
-        r = dict(json.loads(out))
-        # The warm-up's 200 calls are in the server's figure too (as in bench/cluster.py's floor).
-        r["server_us"] = 1e6 * (cpu_seconds(server.pid) - s0) / (calls + 200)
-    finally:
-        server.stdin.write(b"stop\n")
-        await server.stdin.drain()
-        await asyncio.wait_for(server.wait(), 30)
-    return r
+    client_args = ["--client", "--mode", mode, "--calls", str(calls), "-c", str(concurrency)]
+    return await echo_pair(__file__, "--serve", client_args, calls)
 
 
 async def main(args: argparse.Namespace) -> None:
