@@ -159,10 +159,11 @@ class RelayStreamServer:
                 # What a unary call whose request does not parse is answered.
                 raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "a plane did not answer") from None
             response = await self.chain.call(op, self.direct[op.name], request, call.metadata)
-            if response.ByteSize() > self.max_message_bytes:
+            data = response.SerializeToString()
+            if len(data) > self.max_message_bytes:
                 # What the gateway's channel answers for a unary response past its limit.
                 raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "a plane did not answer")
-            reply.response = response.SerializeToString()
+            reply.response = data
         except LoomError as error:
             reply.status = rich_status(error).SerializeToString()
         replies.put(reply, reply.ByteSize())

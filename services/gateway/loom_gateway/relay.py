@@ -235,11 +235,13 @@ class Relay:
                 raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "a plane did not answer")
             return response
         streams = self._streams.get(op.plane)
-        if streams is not None and not streams.unsupported and request.ByteSize() <= STREAMED_REQUEST_BYTES:
-            try:
-                return await streams.send(op, request, metadata)  # within the deadline `call` keeps
-            except StreamsUnsupported:
-                pass  # nothing of the call ran: it goes unary
+        if streams is not None and not streams.unsupported:
+            data = request.SerializeToString()
+            if len(data) <= STREAMED_REQUEST_BYTES:
+                try:
+                    return await streams.send(op, data, metadata)  # within the deadline `call` keeps
+                except StreamsUnsupported:
+                    pass  # nothing of the call ran: it goes unary
         try:
             return await self._stub(op)(request, metadata=list(metadata.items()), timeout=self.timeout)
         except grpc.aio.AioRpcError as exc:

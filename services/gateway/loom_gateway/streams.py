@@ -122,10 +122,10 @@ class PlaneStreams:
             stream = self._streams[i] = _Stream(self._channel)
         return stream
 
-    async def send(self, op: OpSpec, request: Message, metadata: Mapping[str, str]) -> Message:
-        """The call on one of the streams; its refusal as its LoomError. Raises StreamsUnsupported
-        when the plane does not serve the stream."""
-        envelope = relay_pb2.RelayCall(op=op.name, metadata=metadata, request=request.SerializeToString())
+    async def send(self, op: OpSpec, request: bytes, metadata: Mapping[str, str]) -> Message:
+        """The call (its request message serialized) on one of the streams; its refusal as its
+        LoomError. Raises StreamsUnsupported when the plane does not serve the stream."""
+        envelope = relay_pb2.RelayCall(op=op.name, metadata=metadata, request=request)
         stream = self._stream()
         try:
             reply = await stream.send(envelope, envelope.ByteSize())
