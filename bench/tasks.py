@@ -408,9 +408,14 @@ def children(pid: int) -> list[int]:
     return out
 
 
-async def idle_loom_up_rss(settle: float) -> dict[str, float]:
-    """Start a plain `loom up` (temp data dir, a random port), let it settle, read its RSS and
-    its nats-server child's, and stop it."""
+# How often an idle `loom up`'s RSS is read (`--idle-rss`).
+IDLE_SAMPLE_SECONDS = 10.0
+
+
+async def idle_loom_up_rss(settle: float) -> dict[str, Any]:
+    """Start a plain `loom up` (temp data dir, a random port) and leave it idle for `settle`
+    seconds, reading its RSS and its nats-server child's every `IDLE_SAMPLE_SECONDS`; then stop it.
+    The leak check is the soak's: the last third's median against the middle third's."""
     import random
     import signal
 
@@ -427,9 +432,24 @@ async def idle_loom_up_rss(settle: float) -> dict[str, float]:
                 if proc.returncode is not None or time.monotonic() > deadline:
                     raise RuntimeError("loom up did not start")
                 await asyncio.sleep(0.2)
-            await asyncio.sleep(settle)
-            nats = sum(rss_mb(c) for c in children(proc.pid))
-            return {"loom_up_mb": rss_mb(proc.pid), "nats_server_mb": nats, "settled_seconds": settle}
+            started = time.monotonic()
+            samples: list[tuple[float, float]] = []
+            while True:
+                await asyncio.sleep(min(IDLE_SAMPLE_SECONDS, max(0.0, started + settle - time.monotonic())))
+                samples.append((rss_mb(proc.pid), sum(rss_mb(c) for c in children(proc.pid))))
+                if time.monotonic() - started >= settle:
+                    break
+            third = max(1, len(samples) // 3)
+            middle, last = (
+                statistics.median(s[0] for s in part) for part in (samples[third:-third] or samples[:third], samples[-third:])
+            )
+            return {
+                "loom_up_mb": samples[-1][0],
+                "nats_server_mb": samples[-1][1],
+                "settled_seconds": settle,
+                "samples_mb": [s[0] for s in samples],
+                "late_growth_pct": (last - middle) * 100 / middle,
+            }
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -963,9 +983,12 @@ def report(r: dict[str, Any]) -> str:
     )
     if "loom_up_idle" in m:
         u = m["loom_up_idle"]
+        held = "grows (look for a leak)" if u["late_growth_pct"] > 5 else "holds"
         lines.append(
-            f"RSS of an idle `loom up` ({u['settled_seconds']:g} s after it started): {u['loom_up_mb']:.0f} MiB, its nats-server {u['nats_server_mb']:.0f} MiB"
+            f"RSS of an idle `loom up` ({u['settled_seconds']:g} s after it started): {u['loom_up_mb']:.0f} MiB, its nats-server {u['nats_server_mb']:.0f} MiB; "
+            f"{u['late_growth_pct']:+.1f}% after the first third: {held}"
         )
+        lines.append("  idle RSS every " + f"{IDLE_SAMPLE_SECONDS:g} s: " + " ".join(f"{x:.0f}" for x in u["samples_mb"]) + " MiB")
     if "soak" in m:
         k = m["soak"]
         # A leak keeps growing after the heap settled: the last third against the middle one.
