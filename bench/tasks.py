@@ -440,9 +440,7 @@ async def idle_loom_up_rss(settle: float) -> dict[str, Any]:
                 if time.monotonic() - started >= settle:
                     break
             third = max(1, len(samples) // 3)
-            middle, last = (
-                statistics.median(s[0] for s in part) for part in (samples[third:-third] or samples[:third], samples[-third:])
-            )
+            middle, last = (statistics.median(s[0] for s in part) for part in (samples[third:-third] or samples[:third], samples[-third:]))
             return {
                 "loom_up_mb": samples[-1][0],
                 "nats_server_mb": samples[-1][1],
