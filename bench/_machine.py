@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from loom_core.bus import Bus
     from loom_core.settings import Settings
     from loom_core.store.embedded import EmbeddedStore
     from loom_runner.embedded import Instance
@@ -173,3 +174,24 @@ async def embedded_loom(
             finally:
                 await inst.stop()
                 await store.close()
+
+
+@asynccontextmanager
+async def stream_bus(stream: str, subjects: list[str]) -> AsyncIterator[Bus]:
+    """A bus on its own nats-server (nats-server's default sync, in a temporary folder) with one
+    stream, `stream` over `subjects`, for the benches that time the bus alone. Prints the machine
+    and the load at the start and the load at the end."""
+    from loom_core.bus import NatsServer
+    from loom_core.bus.nats import connect_bus
+    from nats.js.api import StreamConfig
+
+    with tempfile.TemporaryDirectory() as tmp:
+        async with NatsServer(Path(tmp)) as server:
+            bus = await connect_bus(server.url)
+            try:
+                await bus.js.add_stream(StreamConfig(name=stream, subjects=subjects))
+                print(f"machine: {machine()}; {load()} at the start")
+                yield bus
+                print(load())
+            finally:
+                await bus.close()

@@ -108,9 +108,7 @@ def run(n: int, queries: int, seed: int, settings: list[tuple[str, int, int]], w
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-n", type=int, default=100_000)
-    ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=7)
+    decision_corpus.add_corpus_arguments(ap)
     ap.add_argument("--settings", default="bf16:32:128,f32:32:128,i8:32:128,bf16:16:64", help="quantization:M:ef_add, comma-separated")
     ap.add_argument("--widths", default="64,128,256")
     a = ap.parse_args()

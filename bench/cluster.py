@@ -143,9 +143,10 @@ async def profiled_round(
     return lines
 
 
-async def serve_echo() -> None:
-    """The gRPC floor's server: a bare grpc.aio server (uvloop, the planes' options) whose one
-    method answers its request bytes as they came, in its own process."""
+async def serve_echo(*more: grpc.GenericRpcHandler) -> None:
+    """The gRPC floor's server: a bare grpc.aio server (uvloop, the planes' options) whose method
+    `bench.Echo/Echo` answers its request bytes as they came (beside what `more` serves), in its
+    own process: it prints its port as JSON and serves until its parent closes stdin."""
     from loom_core.runtime import GRPC_LEAN_OPTIONS
 
     async def echo(request: bytes, _: object) -> bytes:
@@ -153,7 +154,7 @@ async def serve_echo() -> None:
 
     server = grpc.aio.server(options=list(GRPC_LEAN_OPTIONS))
     server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler("bench.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}),)
+        (grpc.method_handlers_generic_handler("bench.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}), *more)
     )
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()

@@ -15,6 +15,7 @@ seed: embedding 10^5 statements takes minutes on this machine, so a second run r
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
 import random
@@ -353,6 +354,14 @@ def embed(texts: list[str], label: str) -> np.ndarray:
             print(f"  embedded {done:,}/{len(texts):,} ({done / (time.perf_counter() - t):.0f}/s)", file=sys.stderr, flush=True)
     np.save(path, out)
     return out
+
+
+def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
+    """The corpus's options, as `corpus` takes them: -n statements, --queries and the --seed that
+    draws both."""
+    parser.add_argument("-n", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=7)
 
 
 def corpus(n: int, queries: int, seed: int) -> tuple[list[str], np.ndarray, np.ndarray]:

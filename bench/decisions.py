@@ -474,10 +474,10 @@ def graph_run(
 
 
 def main() -> int:
+    from decision_corpus import add_corpus_arguments
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-n", type=int, default=100_000)
-    ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=7)
+    add_corpus_arguments(ap)
     ap.add_argument("--corpus", choices=("composed", "synthetic"), default="composed")
     ap.add_argument("--no-index", action="store_true")
     ap.add_argument("--no-model", action="store_true")

@@ -17,17 +17,12 @@ import argparse
 import asyncio
 import random
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
-from _machine import load, machine  # bench/ is on sys.path when a script runs
+from _machine import stream_bus  # bench/ is on sys.path when a script runs
 from faststream.nats import PullSub
 from faststream.nats.message import NatsBatchMessage
 from loom_core.bus import AckPolicy, Bus, Consumer
-from loom_core.bus.nats import connect_bus
-from loom_core.bus.natsserver import NatsServer
-from nats.js.api import StreamConfig
 
 STREAM = "BENCH_PROMPT"
 BATCH = 100
@@ -49,53 +44,43 @@ async def lone_messages(bus: Bus, subject: str, arrived: asyncio.Event, rounds: 
 
 
 async def bench(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory() as d:
-        async with NatsServer(Path(d)) as server:
-            bus = await connect_bus(server.url)
-            try:
-                await bus.js.add_stream(StreamConfig(name=STREAM, subjects=["bench.prompt.>"]))
-                print(f"machine: {machine()}; {load()} at the start")
-                arrived = asyncio.Event()
+    async with stream_bus(STREAM, ["bench.prompt.>"]) as bus:
+        arrived = asyncio.Event()
 
-                async def handler(batch: NatsBatchMessage) -> None:
-                    arrived.set()
+        async def handler(batch: NatsBatchMessage) -> None:
+            arrived.set()
 
-                ways: list[tuple[str, str]] = []
-                for n, timeout in enumerate(float(t) for t in args.timeouts.split(",")):
-                    subject = f"bench.prompt.stock{n}"
-                    subscriber = bus.broker.subscriber(
-                        subject,
-                        stream=STREAM,
-                        durable=f"stock{n}",
-                        pull_sub=PullSub(batch_size=BATCH, timeout=timeout, batch=True),
-                        ack_policy=AckPolicy.NACK_ON_ERROR,
-                        no_reply=True,
-                        persistent=False,
-                    )
-                    subscriber(handler)
-                    await subscriber.start()
-                    ways.append((f"FastStream PullSub(batch=True, timeout={timeout})", subject))
-                prompt = Consumer(
-                    "prompt",
-                    "bench.prompt.loom",
-                    stream=STREAM,
-                    durable="prompt",
-                    ack=AckPolicy.NACK_ON_ERROR,
-                    pull_batch=BATCH,
-                    batch=True,
-                )
-                consuming = await bus.consume(prompt, handler)
-                ways.append(("Loom PromptBatchSubscriber (Bus.consume)", prompt.subject))
-                for name, subject in ways:
-                    took = await lone_messages(bus, subject, arrived, args.rounds)
-                    p90 = took[min(len(took) - 1, int(len(took) * 0.9))]
-                    print(
-                        f"{name:<46} publish -> handler p50 {statistics.median(took):8.1f} ms  p90 {p90:8.1f} ms  worst {took[-1]:8.1f} ms"
-                    )
-                await consuming.stop()
-                print(load())
-            finally:
-                await bus.close()
+        ways: list[tuple[str, str]] = []
+        for n, timeout in enumerate(float(t) for t in args.timeouts.split(",")):
+            subject = f"bench.prompt.stock{n}"
+            subscriber = bus.broker.subscriber(
+                subject,
+                stream=STREAM,
+                durable=f"stock{n}",
+                pull_sub=PullSub(batch_size=BATCH, timeout=timeout, batch=True),
+                ack_policy=AckPolicy.NACK_ON_ERROR,
+                no_reply=True,
+                persistent=False,
+            )
+            subscriber(handler)
+            await subscriber.start()
+            ways.append((f"FastStream PullSub(batch=True, timeout={timeout})", subject))
+        prompt = Consumer(
+            "prompt",
+            "bench.prompt.loom",
+            stream=STREAM,
+            durable="prompt",
+            ack=AckPolicy.NACK_ON_ERROR,
+            pull_batch=BATCH,
+            batch=True,
+        )
+        consuming = await bus.consume(prompt, handler)
+        ways.append(("Loom PromptBatchSubscriber (Bus.consume)", prompt.subject))
+        for name, subject in ways:
+            took = await lone_messages(bus, subject, arrived, args.rounds)
+            p90 = took[min(len(took) - 1, int(len(took) * 0.9))]
+            print(f"{name:<46} publish -> handler p50 {statistics.median(took):8.1f} ms  p90 {p90:8.1f} ms  worst {took[-1]:8.1f} ms")
+        await consuming.stop()
 
 
 def main() -> None:

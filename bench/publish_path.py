@@ -19,19 +19,14 @@ import asyncio
 import itertools
 import resource
 import statistics
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
-from _machine import load, machine  # bench/ is on sys.path when a script runs
+from _machine import stream_bus  # bench/ is on sys.path when a script runs
 from faststream.nats import NatsBroker
 from loom_core.bus import jspublish
-from loom_core.bus.nats import connect_bus
-from loom_core.bus.natsserver import NatsServer
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js.api import StreamConfig
 
 STREAM = "BENCH_PUBLISH"
 BODY = b'{"task_id":"t-0123456789","state":"claimed","fence":12}'
@@ -73,31 +68,21 @@ async def one_round(
 
 
 async def bench(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory() as d:
-        async with NatsServer(Path(d)) as server:
-            bus = await connect_bus(server.url)
-            try:
-                await bus.js.add_stream(StreamConfig(name=STREAM, subjects=["bench.publish.>"]))
-                replies = await jspublish.replies(bus.nc)
-                print(f"machine: {machine()}; {load()} at the start")
-                sends: dict[str, Send] = {"nats-py Client.publish": through_nats_py, "FastStream broker.publish": through_faststream}
-                for concurrency in (1, 64):
-                    got: dict[str, list[tuple[float, float]]] = {name: [] for name in sends}
-                    for _ in range(args.rounds):
-                        for name, send in sends.items():  # alternating, so both see the same minutes' load
-                            got[name].append(await one_round(send, bus.nc, bus.broker, replies, args.n, concurrency))
-                    for name, rounds in got.items():
-                        rate = statistics.median(r for r, _ in rounds)
-                        cpu = statistics.median(c for _, c in rounds)
-                        print(
-                            f"{concurrency:>2} at once, {name:<26} {rate:7.0f} publishes/s  {cpu:6.1f} us CPU/publish (median of {args.rounds})"
-                        )
-                stored = await bus.js.get_last_msg(STREAM, "bench.publish.1")
-                added = sorted(set(stored.headers or {}) - {"Nats-Msg-Id"})
-                print(f"headers FastStream adds to each stored message: {', '.join(added) or 'none'}")
-                print(load())
-            finally:
-                await bus.close()
+    async with stream_bus(STREAM, ["bench.publish.>"]) as bus:
+        replies = await jspublish.replies(bus.nc)
+        sends: dict[str, Send] = {"nats-py Client.publish": through_nats_py, "FastStream broker.publish": through_faststream}
+        for concurrency in (1, 64):
+            got: dict[str, list[tuple[float, float]]] = {name: [] for name in sends}
+            for _ in range(args.rounds):
+                for name, send in sends.items():  # alternating, so both see the same minutes' load
+                    got[name].append(await one_round(send, bus.nc, bus.broker, replies, args.n, concurrency))
+            for name, rounds in got.items():
+                rate = statistics.median(r for r, _ in rounds)
+                cpu = statistics.median(c for _, c in rounds)
+                print(f"{concurrency:>2} at once, {name:<26} {rate:7.0f} publishes/s  {cpu:6.1f} us CPU/publish (median of {args.rounds})")
+        stored = await bus.js.get_last_msg(STREAM, "bench.publish.1")
+        added = sorted(set(stored.headers or {}) - {"Nats-Msg-Id"})
+        print(f"headers FastStream adds to each stored message: {', '.join(added) or 'none'}")
 
 
 def main() -> None:

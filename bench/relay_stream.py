@@ -29,7 +29,7 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _machine import load, machine  # bench/ is on sys.path when a script runs
-from cluster import drive, echo_pair
+from cluster import drive, echo_pair, serve_echo
 from loom_api.relay.v1 import relay_pb2
 from loom_core.runtime import GRPC_LEAN_OPTIONS
 
@@ -40,8 +40,8 @@ METADATA = {"authorization": "Bearer " + "x" * 900, "x-loom-agent": "bench", "x-
 
 
 async def serve() -> None:
-    async def echo(request: bytes, _: object) -> bytes:
-        return request
+    """The echo server of `cluster.serve_echo`, which also serves a relay stream that answers each
+    call's request bytes as they came."""
 
     async def relay(calls: AsyncIterator[relay_pb2.RelayCalls], context: grpc.aio.ServicerContext[object, object]) -> None:
         replies: asyncio.Queue[relay_pb2.RelayReply] = asyncio.Queue()
@@ -68,27 +68,18 @@ async def serve() -> None:
         finally:
             reader.cancel()
 
-    server = grpc.aio.server(options=list(GRPC_LEAN_OPTIONS))
-    server.add_generic_rpc_handlers(
-        (
-            grpc.method_handlers_generic_handler("bench.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}),
-            grpc.method_handlers_generic_handler(
-                "loom.relay.v1.RelayService",
-                {
-                    "Relay": grpc.stream_stream_rpc_method_handler(
-                        relay,
-                        request_deserializer=relay_pb2.RelayCalls.FromString,
-                        response_serializer=relay_pb2.RelayReplies.SerializeToString,
-                    )
-                },
-            ),
+    await serve_echo(
+        grpc.method_handlers_generic_handler(
+            "loom.relay.v1.RelayService",
+            {
+                "Relay": grpc.stream_stream_rpc_method_handler(
+                    relay,
+                    request_deserializer=relay_pb2.RelayCalls.FromString,
+                    response_serializer=relay_pb2.RelayReplies.SerializeToString,
+                )
+            },
         )
     )
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    print(json.dumps({"port": port}), flush=True)
-    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-    await server.stop(0)
 
 
 async def client(port: int, mode: str, n: int, concurrency: int) -> None:

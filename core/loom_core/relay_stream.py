@@ -14,6 +14,7 @@ import asyncio
 import functools
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import grpc
@@ -68,25 +69,18 @@ class Outbox(Generic[M]):
         return batch
 
 
+@dataclass(eq=False, slots=True)
 class RelayStreamServer:
     """A plane's end of the gateway's streams: `handler()` is added to the plane's gRPC server
     (the chain passes the method on unwrapped: it is not an op; each call inside is)."""
 
-    def __init__(
-        self,
-        plane: str,
-        ops: Mapping[str, OpSpec],
-        chain: OpChainInterceptor,
-        direct: Mapping[str, Callable[[Message], Awaitable[Message]]],
-        max_message_bytes: int,
-    ) -> None:
-        self.plane = plane
-        self.ops = ops
-        self.chain = chain
-        self.direct = direct
-        self.max_message_bytes = max_message_bytes
-        # Each open stream's reader: a plane shutting down stops taking calls (`drain`).
-        self._readers: set[asyncio.Task[None]] = set()
+    plane: str
+    ops: Mapping[str, OpSpec]
+    chain: OpChainInterceptor
+    direct: Mapping[str, Callable[[Message], Awaitable[Message]]]
+    max_message_bytes: int
+    # Each open stream's reader: a plane shutting down stops taking calls (`drain`).
+    _readers: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
     def drain(self) -> None:
         """Shutdown: every stream stops taking calls, answers those running and ends, so the

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import grpc
@@ -63,24 +64,17 @@ def answer_may_call(op: OpSpec) -> bool:
     return op.name in _ANSWER_ALSO or (ANSWER_TOOLSET in op.toolsets and not op.write_shaped)
 
 
+@dataclass(eq=False, slots=True)
 class OpChainInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(
-        self,
-        catalog: Catalog,
-        auth: Authenticator,
-        limiter: RateLimiter,
-        gate: PolicyGate,
-        ledger: Ledger,
-    ) -> None:
-        self.catalog = catalog
-        self.auth = auth
-        self.limiter = limiter
-        self.gate = gate
-        self.ledger = ledger
-        self._wrapped: dict[str, MethodHandler] = {}
-        self._metric_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
-        # The plane whose server this chain guards (None: any); another plane's op is not wrapped.
-        self.plane: str | None = None
+    catalog: Catalog
+    auth: Authenticator
+    limiter: RateLimiter
+    gate: PolicyGate
+    ledger: Ledger
+    _wrapped: dict[str, MethodHandler] = field(default_factory=dict, init=False)
+    _metric_children: dict[tuple[str, str, str], tuple[Any, Any]] = field(default_factory=dict, init=False)
+    # The plane whose server this chain guards (None: any); another plane's op is not wrapped.
+    plane: str | None = field(default=None, init=False)
 
     # grpc's stub makes intercept_service generic over any request and response types; this chain
     # wraps only Loom's ops (Message -> Message) and passes every other handler on as it came.

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import time
 import uuid
+from dataclasses import KW_ONLY, dataclass, field
 
 from ..aio import cancel_and_wait
 from ..bus import LeaseHeld, LeaseStore
@@ -36,24 +37,16 @@ def revocation_horizon(token_max_ttl_seconds: int, bootstrap_token_ttl_seconds: 
     return max(token_max_ttl_seconds, bootstrap_token_ttl_seconds) + SKEW_MARGIN_SECONDS
 
 
+@dataclass(eq=False, slots=True)
 class RevocationPruner:
-    def __init__(
-        self,
-        identity: IdentityStore,
-        leases: LeaseStore,
-        auth: Authenticator,
-        *,
-        horizon_seconds: int,
-        interval_seconds: float,
-        holder: str | None = None,
-    ) -> None:
-        self.identity = identity
-        self.leases = leases
-        self.auth = auth
-        self.horizon_seconds = horizon_seconds
-        self.interval_seconds = interval_seconds
-        self.holder = holder or f"prune-{uuid.uuid4().hex[:12]}"
-        self._task: asyncio.Task[None] | None = None
+    identity: IdentityStore
+    leases: LeaseStore
+    auth: Authenticator
+    _: KW_ONLY
+    horizon_seconds: int
+    interval_seconds: float
+    holder: str = field(default_factory=lambda: f"prune-{uuid.uuid4().hex[:12]}")
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
 
     async def run_once(self, now: float | None = None) -> int | None:
         """Forget expired revocations here; delete them from the store when this replica holds

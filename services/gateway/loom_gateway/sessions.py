@@ -22,7 +22,7 @@ import hmac
 import json
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 from urllib.parse import urlsplit, urlunsplit
@@ -215,30 +215,20 @@ class _Minted:
     roles: dict[str, str]
 
 
+@dataclass(eq=False, slots=True)
 class SessionService:
     """Sessions of one replica: create, resolve a secret, mint and refresh the access token, end."""
 
-    def __init__(
-        self,
-        store: SessionStore,
-        identity: IdentityStore,
-        auth: Authenticator,
-        codec: TokenCodec,
-        bus: Bus,
-        jwt_secrets: tuple[str, ...],
-        limits: SessionLimits,
-        limiter: RateLimiter,
-    ) -> None:
-        self.store = store
-        self.limiter = limiter
-        self.identity = identity
-        self.auth = auth
-        self.codec = codec
-        self.bus = bus
-        self.jwt_secrets = jwt_secrets
-        self.limits = limits
-        self._sessions: dict[str, tuple[float, Session]] = {}
-        self._tokens: dict[str, _Minted] = {}
+    store: SessionStore
+    identity: IdentityStore
+    auth: Authenticator
+    codec: TokenCodec
+    bus: Bus
+    jwt_secrets: tuple[str, ...]
+    limits: SessionLimits
+    limiter: RateLimiter
+    _sessions: dict[str, tuple[float, Session]] = field(default_factory=dict, init=False)
+    _tokens: dict[str, _Minted] = field(default_factory=dict, init=False)
 
     @classmethod
     async def open(

@@ -4,6 +4,7 @@ cases are in service/, the rules in domain/, the SQL in store/."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from google.protobuf import json_format
@@ -57,24 +58,24 @@ def _parsed(msg_cls: type[M], body: dict[str, Any]) -> M:
     return msg
 
 
+@dataclass(eq=False, slots=True)
 class PolicyHandlers:
-    def __init__(self, rules: RuleService, evaluation: EvaluationService, decisions: DecisionService, settings: PolicySettings) -> None:
-        self._rules = rules
-        self._evaluation = evaluation
-        self._decisions = decisions
-        self._settings = settings
+    rules: RuleService
+    evaluation: EvaluationService
+    decisions: DecisionService
+    settings: PolicySettings
 
     async def set_policy(self, req: pb.SetPolicyRequest, ctx: CallContext) -> pb.SetPolicyResponse:
-        out = await self._rules.set(ctx, _spec(req))
+        out = await self.rules.set(ctx, _spec(req))
         return message_from(pb.SetPolicyResponse, out, rule=_rule_msg(out.row))
 
     async def delete_policy(self, req: pb.DeletePolicyRequest, ctx: CallContext) -> pb.DeletePolicyResponse:
-        await self._rules.delete(ctx, req.name)
+        await self.rules.delete(ctx, req.name)
         return pb.DeletePolicyResponse(deleted=True, widened=True)
 
     async def list_policies(self, req: pb.ListPoliciesRequest, ctx: CallContext) -> pb.ListPoliciesResponse:
-        rows = await self._rules.live(ctx.org, ctx.namespace)
-        s = self._settings
+        rows = await self.rules.live(ctx.org, ctx.namespace)
+        s = self.settings
         return pb.ListPoliciesResponse(
             rules=[_rule_msg(r, r["broken_reason"]) for r in rows],
             mode=s.policy_mode,
@@ -83,13 +84,13 @@ class PolicyHandlers:
         )
 
     async def check_policy(self, req: pb.CheckPolicyRequest, ctx: CallContext) -> pb.CheckPolicyResponse:
-        verdict = await self._evaluation.check(ctx, dataclass_from(CheckRequest, req, rules=[_spec(r) for r in req.rules]))
+        verdict = await self.evaluation.check(ctx, dataclass_from(CheckRequest, req, rules=[_spec(r) for r in req.rules]))
         return _parsed(pb.CheckPolicyResponse, verdict)
 
     async def list_decisions(self, req: pb.ListDecisionsRequest, ctx: CallContext) -> pb.ListDecisionsResponse:
-        rows = await self._decisions.list(ctx, dataclass_from(DecisionQuery, req))
+        rows = await self.decisions.list(ctx, dataclass_from(DecisionQuery, req))
         return pb.ListDecisionsResponse(decisions=[_parsed(pb.Decision, r) for r in rows])
 
     async def replay_policy(self, req: pb.ReplayPolicyRequest, ctx: CallContext) -> pb.ReplayPolicyResponse:
-        body = await self._evaluation.replay(ctx, dataclass_from(ReplayRequest, req, rules=[_spec(r) for r in req.rules]))
+        body = await self.evaluation.replay(ctx, dataclass_from(ReplayRequest, req, rules=[_spec(r) for r in req.rules]))
         return _parsed(pb.ReplayPolicyResponse, body)

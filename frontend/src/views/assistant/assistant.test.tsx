@@ -10,6 +10,7 @@ import { refusalReason } from './reasons';
 import { KEEP_MS, loadConversations, saveConversations, snapshotRows, STORAGE_KEY } from './storage';
 import { supportLabel } from './support';
 import type { Conversation, Turn } from './types';
+import { MemoryStorage } from './memoryStorage';
 
 const answerHtml = (text: string, citations?: CheckedCitation[], checked = true) =>
   renderToStaticMarkup(<MemoryRouter>{renderAnswer({ text, citations, checked, sourcesId: 's' })}</MemoryRouter>);
@@ -144,28 +145,6 @@ describe("the page's context line", () => {
     expect(withContext('Why?', undefined)).toBe('Why?');
   });
 });
-
-class MemoryStorage implements Storage {
-  private m = new Map<string, string>();
-  get length() {
-    return this.m.size;
-  }
-  clear() {
-    this.m.clear();
-  }
-  getItem(k: string) {
-    return this.m.get(k) ?? null;
-  }
-  key(i: number) {
-    return [...this.m.keys()][i] ?? null;
-  }
-  removeItem(k: string) {
-    this.m.delete(k);
-  }
-  setItem(k: string, v: string) {
-    this.m.set(k, v);
-  }
-}
 
 const turn = (over: Partial<Turn> = {}): Turn => ({
   id: 't',

@@ -1,28 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type AssistantEvent, type AssistantStream, LoomError } from '@loom/sdk';
 import { ChatStore, type OpenStream } from './chatStore';
-
-class MemoryStorage {
-  m = new Map<string, string>();
-  get length() {
-    return this.m.size;
-  }
-  clear() {
-    this.m.clear();
-  }
-  getItem(k: string) {
-    return this.m.get(k) ?? null;
-  }
-  key() {
-    return null;
-  }
-  removeItem(k: string) {
-    this.m.delete(k);
-  }
-  setItem(k: string, v: string) {
-    this.m.set(k, v);
-  }
-}
+import { MemoryStorage } from './memoryStorage';
 
 /** The stream seam: each request answers the next scripted list of events (or throws). */
 function scripted(...answers: (AssistantEvent[] | Error)[]): OpenStream {

@@ -97,46 +97,35 @@ def _token_of(p: Principal) -> caller_rules.CallerToken:
     return caller_rules.CallerToken(p.jti, p.consumer, p.parents, dict(p.roles), p.read_scope, p.exp, p.sid)
 
 
+@dataclass(eq=False, slots=True, kw_only=True)
 class Bridge:
-    def __init__(
-        self,
-        *,
-        settings: AssistantSettings,
-        token_limits: TokenLimits,
-        store: Store,
-        auth: Authenticator,
-        codec: TokenCodec,
-        ledger: Ledger,
-        setup: ServiceSetup | None,
-        client: LibreChatClient | None,
-        checker: Checker,
-        model: str,
-    ) -> None:
-        self.settings = settings
-        self.token_limits = token_limits
-        self.store = store
-        self.auth = auth
-        self.codec = codec
-        self.ledger = ledger
-        self.setup = setup
-        self.client = client
-        self.checker = checker
-        self.model = model
-        # When this process took the agent as its model (an OpenAI model's `created`).
-        self.created = int(time.time())
-        self._running: dict[tuple[str, str], int] = defaultdict(int)
-        # Whether answers' tokens reach Loom through LibreChat's MCP header (auth_off).
-        self.token_path = TokenPath()
-        self.token_path_observed = asyncio.Event()
-        # Answers (by run id) an MCP request of which reached Loom with no token at all (at
-        # initialize or tools/list, where a LibreChat whose header is off leaves the agent no
-        # tools, so the answer makes no tool call that could show it) -> when it was seen.
-        self._tokenless: dict[str, float] = {}
-        self._background: set[asyncio.Task[None]] = set()
-        # request id -> (spend, run id) to put on the chain's ledger row for the answer (both
-        # surfaces: assistant.ask and the chat route are each one call through the chain).
-        self.pending: dict[str, tuple[float, str]] = {}
-        if setup is not None:
+    settings: AssistantSettings
+    token_limits: TokenLimits
+    store: Store
+    auth: Authenticator
+    codec: TokenCodec
+    ledger: Ledger
+    setup: ServiceSetup | None
+    client: LibreChatClient | None
+    checker: Checker
+    model: str
+    # When this process took the agent as its model (an OpenAI model's `created`).
+    created: int = field(default_factory=lambda: int(time.time()), init=False)
+    _running: defaultdict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int), init=False)
+    # Whether answers' tokens reach Loom through LibreChat's MCP header (auth_off).
+    token_path: TokenPath = field(default_factory=TokenPath, init=False)
+    token_path_observed: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    # Answers (by run id) an MCP request of which reached Loom with no token at all (at
+    # initialize or tools/list, where a LibreChat whose header is off leaves the agent no
+    # tools, so the answer makes no tool call that could show it) -> when it was seen.
+    _tokenless: dict[str, float] = field(default_factory=dict, init=False)
+    _background: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+    # request id -> (spend, run id) to put on the chain's ledger row for the answer (both
+    # surfaces: assistant.ask and the chat route are each one call through the chain).
+    pending: dict[str, tuple[float, str]] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        if self.setup is not None:
             # Only a configured assistant answers, so only then does a row need its spend stamped.
             self.ledger.observers.append(self._stamp_answer)
 

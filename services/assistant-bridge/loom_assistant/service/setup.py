@@ -8,7 +8,7 @@ import asyncio
 import logging
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from loom_core.bus import LeaseStore
@@ -86,31 +86,20 @@ class _Session:
             raise
 
 
+@dataclass(eq=False, slots=True, kw_only=True)
 class ServiceSetup:
-    def __init__(
-        self,
-        *,
-        rows: ServiceRowStore,
-        client: LibreChatClient,
-        leases: LeaseStore,
-        definition: Definition,
-        email: str,
-        retry_s: float,
-        holder: str,
-        lease_key: str = LEASE,
-    ) -> None:
-        self.lease_key = lease_key
-        self.rows = rows
-        self.client = client
-        self.leases = leases
-        self.definition = definition
-        self.email = email
-        self.retry_s = retry_s
-        self.holder = holder
-        self.state = SetupState()
-        self._task: asyncio.Task[None] | None = None
-        self._ready = asyncio.Event()
-        self._failed = asyncio.Event()
+    rows: ServiceRowStore
+    client: LibreChatClient
+    leases: LeaseStore
+    definition: Definition
+    email: str
+    retry_s: float
+    holder: str
+    lease_key: str = LEASE
+    state: SetupState = field(default_factory=SetupState, init=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
+    _ready: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _failed: asyncio.Event = field(default_factory=asyncio.Event, init=False)
 
     @property
     def row(self) -> ServiceRow | None:

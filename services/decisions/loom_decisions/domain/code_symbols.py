@@ -14,6 +14,7 @@ module- or class-level value), `page`.
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -149,34 +150,22 @@ def _markdown(text: str) -> list[Symbol]:
 # --- tree-sitter languages
 
 
+# Each language's grammar package and the function in it that returns the grammar, imported
+# only when a file of that language is first parsed.
+_GRAMMARS = {
+    "javascript": ("tree_sitter_javascript", "language"),
+    "typescript": ("tree_sitter_typescript", "language_typescript"),
+    "tsx": ("tree_sitter_typescript", "language_tsx"),
+    "go": ("tree_sitter_go", "language"),
+    "rust": ("tree_sitter_rust", "language"),
+    "java": ("tree_sitter_java", "language"),
+    "cpp": ("tree_sitter_cpp", "language"),
+}
+
+
 def _grammar(lang: str) -> Any:
-    if lang == "javascript":
-        import tree_sitter_javascript
-
-        return tree_sitter_javascript.language()
-    if lang == "typescript":
-        import tree_sitter_typescript
-
-        return tree_sitter_typescript.language_typescript()
-    if lang == "tsx":
-        import tree_sitter_typescript
-
-        return tree_sitter_typescript.language_tsx()
-    if lang == "go":
-        import tree_sitter_go
-
-        return tree_sitter_go.language()
-    if lang == "rust":
-        import tree_sitter_rust
-
-        return tree_sitter_rust.language()
-    if lang == "java":
-        import tree_sitter_java
-
-        return tree_sitter_java.language()
-    import tree_sitter_cpp
-
-    return tree_sitter_cpp.language()
+    package, function = _GRAMMARS[lang]
+    return getattr(importlib.import_module(package), function)()
 
 
 @cache

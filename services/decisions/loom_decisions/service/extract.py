@@ -103,16 +103,16 @@ class _Stored:
         return bool(self.rec["realized_outcome"])
 
 
+@dataclass(eq=False, slots=True)
 class Extractor:
-    def __init__(self, rows: Rows, decisions: DecisionOps, memory: MemoryOps, model: ChatModel, audit: Audit, code: CodeIndex) -> None:
-        self.r = rows
-        self.decisions = decisions
-        self.memory = memory
-        self.model = model
-        self.audit = audit
-        self.code = code
-        self.place = Placement("", "", "")
-        self._touched: set[str] = set()  # keys this run wrote, tagged or retired (or would)
+    r: Rows
+    decisions: DecisionOps
+    memory: MemoryOps
+    model: ChatModel
+    audit: Audit
+    code: CodeIndex
+    place: Placement = field(default_factory=lambda: Placement("", "", ""), init=False)
+    _touched: set[str] = field(default_factory=set, init=False)  # keys this run wrote, tagged or retired (or would)
 
     async def run(
         self,

@@ -24,6 +24,12 @@ from loom_core.store import Migration
 
 from .code import CODE_MIGRATIONS
 
+# A memory row's identity: a key under one writer's scope (agent, user, session), the first
+# columns of each table filed by row.
+MEMORY_IDENTITY_DDL = ",\n                ".join(
+    ("org LowCardinality(String)", "namespace String", "key String", "agent String", "user String", "session String")
+)
+
 
 def migrations(dimensions: int = 384) -> list[Migration]:
     """The tables; `dimensions` is the vector width the HNSW index is built for (LOOM_EMBEDDING_DIMENSIONS)."""
@@ -31,14 +37,9 @@ def migrations(dimensions: int = 384) -> list[Migration]:
         Migration(
             "decisions",
             "memory_rows",
-            """
-            CREATE TABLE IF NOT EXISTS {db}.memory_rows (
-                org LowCardinality(String),
-                namespace String,
-                key String,
-                agent String,
-                user String,
-                session String,
+            f"""
+            CREATE TABLE IF NOT EXISTS {{db}}.memory_rows (
+                {MEMORY_IDENTITY_DDL},
                 memory_id String,
                 version UInt64,
                 value String,
@@ -64,14 +65,9 @@ def migrations(dimensions: int = 384) -> list[Migration]:
         Migration(
             "decisions",
             "memory_vectors",
-            """
-            CREATE TABLE IF NOT EXISTS {db}.memory_vectors (
-                org LowCardinality(String),
-                namespace String,
-                key String,
-                agent String,
-                user String,
-                session String,
+            f"""
+            CREATE TABLE IF NOT EXISTS {{db}}.memory_vectors (
+                {MEMORY_IDENTITY_DDL},
                 version UInt64,
                 memory_type LowCardinality(String),
                 tags Array(String),
@@ -98,14 +94,9 @@ def migrations(dimensions: int = 384) -> list[Migration]:
         Migration(
             "decisions",
             "memory_version_deletes",
-            """
-            CREATE TABLE IF NOT EXISTS {db}.memory_version_deletes (
-                org LowCardinality(String),
-                namespace String,
-                key String,
-                agent String,
-                user String,
-                session String,
+            f"""
+            CREATE TABLE IF NOT EXISTS {{db}}.memory_version_deletes (
+                {MEMORY_IDENTITY_DDL},
                 version UInt64,
                 ts DateTime64(6, 'UTC')
             ) ENGINE = MergeTree
@@ -179,14 +170,9 @@ def migrations(dimensions: int = 384) -> list[Migration]:
         Migration(
             "decisions",
             "memory_chunks",
-            """
-            CREATE TABLE IF NOT EXISTS {db}.memory_chunks (
-                org LowCardinality(String),
-                namespace String,
-                key String,
-                agent String,
-                user String,
-                session String,
+            f"""
+            CREATE TABLE IF NOT EXISTS {{db}}.memory_chunks (
+                {MEMORY_IDENTITY_DDL},
                 value_hash String,
                 idx UInt16,
                 text String,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import secrets as pysecrets
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from loom_core.bus import LeaseStore
@@ -155,6 +155,21 @@ class Provisioner:
         rows = await self.store.query("SELECT granted_role_name FROM system.role_grants WHERE user_name = {u:String}", {"u": ANALYST})
         return [str(r["granted_role_name"]) for r in rows]
 
+    async def plan(self, prefix: str, secrets: sec.AnalysisSecrets, version: str, tables: tuple[Table, ...]) -> WritePlan:
+        """A write of `tables` at `version` under `secrets` that revokes the analyst's roles and
+        retires the tables the allowlist no longer names (a boot write and a rotation alike)."""
+        return WritePlan(
+            db=self.db,
+            prefix=prefix,
+            key=secrets.key,
+            password=secrets.password,
+            version=version,
+            caps=self.caps,
+            tables=tables,
+            retired_tables=await self.retired_tables(tables),
+            revoke_roles=await self.analyst_roles(),
+        )
+
     # ---------------------------------------------------------------- the write
 
     async def write(self, mode: Mode, holder: str = "") -> Report:
@@ -210,17 +225,9 @@ class Provisioner:
         if mode == "boot" and stored == ours and caps_stored == self.caps.stamp() and exists:
             report.skipped = "the stored entities are this build's"
             return report
-        plan = WritePlan(
-            db=self.db,
-            prefix=prefix,
-            key=secrets.key,
-            password=secrets.password,
-            version=ours,
-            caps=self.caps,
-            tables=tables,
+        plan = replace(
+            await self.plan(prefix, secrets, ours, tables),
             previous_version=stored if revision_of(stored) else "",
-            retired_tables=await self.retired_tables(tables),
-            revoke_roles=await self.analyst_roles(),
             write_caps=writes_caps(mode, caps_stored, self.caps),
             create_user=not exists,
         )

@@ -27,7 +27,7 @@ from loom_core.settings import Settings
 from loom_core.store import Store
 
 from ..domain.allowlist import CANARY, Table
-from ..domain.entities import LOG_TEXT_CUT, PROFILE, SCOPE_POLICY, VERSION_STAMP, Caps, WritePlan, may_write, quote, version_of
+from ..domain.entities import LOG_TEXT_CUT, PROFILE, SCOPE_POLICY, VERSION_STAMP, Caps, may_write, quote, version_of
 from ..domain.rotation import CLI_OWN_STEPS, key_id, policy_key_id, rotation_plan
 from ..store.clickhouse import ChClient, ChError, NoAnswer
 from ..store.secrets import read_row, write_row
@@ -169,17 +169,7 @@ class Rotator:
     async def _rotate_held(self, prov: Provisioner, prefix: str, tables: tuple[Table, ...], ours: str) -> RotationReport:
         row = await read_row(self.store)  # what the lease holder reads: the version the new row goes above
         fresh = sec.draw()
-        plan = WritePlan(
-            db=self.db,
-            prefix=prefix,
-            key=fresh.key,
-            password=fresh.password,
-            version=ours,
-            caps=self.caps,
-            tables=tables,
-            retired_tables=await prov.retired_tables(tables),
-            revoke_roles=await prov.analyst_roles(),
-        )
+        plan = await prov.plan(prefix, fresh, ours, tables)
         statements = rotation_plan(plan, cluster=self.cluster, settle_s=self.settle_s)
         ran = 0
         waited = ""

@@ -77,12 +77,12 @@ async def bootstrap_org(
     return codec.encode(principal), principal
 
 
+@dataclass(eq=False, slots=True)
 class TokenService:
-    def __init__(self, identity: IdentityStore, auth: Authenticator, codec: TokenCodec, limits: TokenLimits) -> None:
-        self.identity = identity
-        self.auth = auth
-        self.codec = codec
-        self.limits = limits
+    identity: IdentityStore
+    auth: Authenticator
+    codec: TokenCodec
+    limits: TokenLimits
 
     async def mint(self, ctx: CallContext, req: MintRequest) -> tuple[str, Principal]:
         p = ctx.principal
