@@ -1,9 +1,9 @@
 """Pull wake-ups: a create (or any move into todo) wakes a waiting task.pull at once, on every
 replica, over core NATS — not by polling the store.
 
-Each replica reads `loom.task_wake.>` once (consumers/layout.py WAKE, a core NATS subscriber on
-the runtime's FastStream broker, consumers/pushes.py, which hands each message to
-`WakeHub.apply`). A move into todo publishes the task's row on
+Each replica reads `loom.task_wake.>` once (consumers/layout.py WAKE, a core NATS subscription,
+consumers/pushes.py, which hands each message to `WakeHub.apply` from nats-py's callback:
+`Bus.listen`). A move into todo publishes the task's row on
 `loom.task_wake.<org>.<inbox>`; a claim (or any move out of todo) publishes a "gone" notice.
 Every replica keeps, for each inbox it has served a pull for recently, a queue of candidate
 rows: what its last store query returned plus what wake-ups brought since. A pull takes
@@ -321,6 +321,9 @@ class WakeHub:
         if promised:
             op["promised"] = True
         await self._send(row.org, row.inbox, op)
+        # One turn of the loop before the caller goes on to answer: nats-py's flusher sends the
+        # wake-up, and a pull it woke here claims, before this write's answer is built.
+        await asyncio.sleep(0)
 
     async def gone(self, org: str, inbox: str, task_id: str, version: int) -> None:
         """The task left todo (claimed, cancelled, …): forget it everywhere."""
