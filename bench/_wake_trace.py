@@ -128,7 +128,7 @@ class WakeTrace:
                     stamp(row.title, "applied")
                 offer(q, row, revision, remote=remote, promised=promised)
 
-            InboxQueue.offer = traced_offer  # type: ignore[method-assign]
+            InboxQueue.offer = traced_offer  # type: ignore[method-assign,assignment]
 
     def spans(self, client_rounds: list[dict[str, Any]]) -> list[tuple[str, float, int]]:
         """(step, p50 ms, rounds that took it) for every step some round took; `client_rounds` are

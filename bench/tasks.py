@@ -764,8 +764,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             serial: dict[str, Any] | None = None
             wakes: list[dict[str, Any]] = []
             trace = WakeTrace() if args.trace_wake else None
-            for instance, plane in zip(instances, tasks_planes, strict=True) if trace is not None else ():
-                trace.install(plane, instance.servers["tasks"].chain)
+            if trace is not None:
+                for instance, plane in zip(instances, tasks_planes, strict=True):
+                    trace.install(plane, instance.servers["tasks"].chain)
             try:
                 if args.serial:
                     serial = (await run_client({**cfg, "phase": "serial"}))["serial"]
