@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from _machine import add_durability_argument, durability, load, machine  # bench/ is on sys.path when a script runs
+from _wake_trace import WakeTrace
 
 ROOT = Path(__file__).resolve().parents[1]
 INBOX = "bench-bot"
@@ -196,14 +197,27 @@ async def loom_lifecycles(door: Any, replicas: int, n: int, workers: int, produc
 
 
 async def loom_wake(door: Any, replicas: int, rounds: int) -> dict[str, Any]:
+    """Each round: a pull waits on replica 0, a create goes to replica `replicas - 1`; the latency
+    is from the create's send until both answers are in (the pull's alone: `pull_p50_ms`). Each
+    round's stamps (CLOCK_MONOTONIC) go back for `--trace-wake`."""
     latencies: list[float] = []
+    pulled: list[float] = []
+    stamps: list[dict[str, Any]] = []
+
+    async def pull() -> tuple[list[tuple[str, int]], float]:
+        got = await door.pull(0, WAKE_INBOX, 10, 1)
+        return got, time.perf_counter()
+
     for i in range(rounds):
-        waiting = asyncio.create_task(door.pull(0, WAKE_INBOX, 10, 1))
+        waiting = asyncio.create_task(pull())
         await asyncio.sleep(0.03)  # the pull is parked on the server
         sent = time.perf_counter()
         await door.create(replicas - 1, WAKE_INBOX, f"w{i}")
-        got = await waiting
+        created = time.perf_counter()
+        got, answered = await waiting
         latencies.append(time.perf_counter() - sent)
+        pulled.append(answered - sent)
+        stamps.append({"title": f"w{i}", "sent": sent, "create_answered": created, "pull_answered": answered})
         assert len(got) == 1, got
         await door.complete(0, got[0][0], got[0][1])
     latencies.sort()
@@ -211,7 +225,9 @@ async def loom_wake(door: Any, replicas: int, rounds: int) -> dict[str, Any]:
         "rounds": rounds,
         "p50_ms": statistics.median(latencies) * 1000,
         "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
+        "pull_p50_ms": statistics.median(pulled) * 1000,
         "across_replicas": replicas > 1,
+        "stamps": stamps,
     }
 
 
@@ -764,12 +780,17 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             base: dict[str, Any] | None = None
             seen_statements: dict[str, list[float]] | None = None
             serial: dict[str, Any] | None = None
+            wakes: list[dict[str, Any]] = []
+            trace = WakeTrace() if args.trace_wake else None
+            if trace is not None:
+                for instance, plane in zip(instances, tasks_planes, strict=True):
+                    trace.install(plane, instance.servers["tasks"].chain)
             try:
                 if args.serial:
                     serial = (await run_client({**cfg, "phase": "serial"}))["serial"]
                     if statements is not None:
                         seen_statements = dict(statements)
-                for door in doors if not args.only_serial else []:
+                for door in doors if not (args.only_serial or args.only_wake) else []:
                     for batch in batches:
                         applied0 = sum(p.projector.applied for p in tasks_planes)
                         batches0 = sum(p.projector.batches for p in tasks_planes)
@@ -849,13 +870,14 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         runs[-1]["jetstream_nats_messages_per_message"] = base["nats_messages_per_message"]
                         runs[-1]["ratio_cpu"] = runs[-1]["jetstream_cpu_ms_per_message"] / runs[-1]["cpu_ms_per_lifecycle"]
                 # --wake 0: no wake rounds, no wake figures (statistics.median of nothing raises).
-                wakes = (
-                    [(await run_client({**cfg, "door": doors[0], "phase": "wake", "wake_replicas": 1}))["wake"]]
-                    if args.wake > 0 and not args.only_serial
-                    else []
-                )
-                if args.replicas > 1 and args.wake > 0 and not args.only_serial:
-                    wakes.append((await run_client({**cfg, "door": doors[0], "phase": "wake", "wake_replicas": 2}))["wake"])
+                for wake_replicas in range(1, args.replicas + 1) if args.wake > 0 and not args.only_serial else ():
+                    if trace is not None:
+                        trace.stamps.clear()
+                    wake = (await run_client({**cfg, "door": doors[0], "phase": "wake", "wake_replicas": wake_replicas}))["wake"]
+                    stamps = wake.pop("stamps")
+                    if trace is not None:
+                        wake["spans"] = trace.spans(stamps)
+                    wakes.append(wake)
                 if args.soak_seconds:
                     memory["soak"] = await soak(cfg, doors[0], args, lambda: memory_sample(store, cfg["nats_pid"]))
             finally:
@@ -954,7 +976,12 @@ def report(r: dict[str, Any]) -> str:
             lines.append(f"    {per:6.2f} a lifecycle  {kind}")
     for wk in r["wake"]:
         where = "across replicas" if wk["across_replicas"] else "same replica"
-        lines.append(f"wake latency ({where}): p50 {wk['p50_ms']:.1f} ms, p99 {wk['p99_ms']:.1f} ms over {wk['rounds']} rounds")
+        lines.append(
+            f"wake latency ({where}): p50 {wk['p50_ms']:.1f} ms, p99 {wk['p99_ms']:.1f} ms over {wk['rounds']} rounds "
+            f"(the pull's answer alone: p50 {wk['pull_p50_ms']:.1f} ms)"
+        )
+        for step, p50, n in wk.get("spans", []):
+            lines.append(f"    {p50:6.2f} ms p50  {step} ({n} rounds)")
     runs_present = bool(r["runs"])
     if r["serial"]:
         sr = r["serial"]
@@ -1042,6 +1069,10 @@ def main() -> int:
     p.add_argument("--door", choices=("grpc", "rest", "both"), default="both", help="how the client calls Loom (default both)")
     p.add_argument("--replicas", type=int, default=1, choices=(1, 2), help="Loom replicas in the server process (default 1)")
     p.add_argument("--wake", type=int, default=200, help="wake-latency rounds (default 200)")
+    p.add_argument("--only-wake", action="store_true", help="run only the wake rounds (and --serial's, unless 0)")
+    p.add_argument(
+        "--trace-wake", action="store_true", help="stamp each wake round's steps in the server (bench/_wake_trace.py) and print their p50s"
+    )
     p.add_argument("--warmup", type=int, default=200, help="unmeasured lifecycles first (default 200)")
     p.add_argument("--no-webhooks", action="store_true", help="turn the webhook deliverer off (it reads every event)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

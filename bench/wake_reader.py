@@ -1,7 +1,7 @@
-"""The pull wake-up reader alone: a nats-py callback subscription (how the wake hub read
-`loom.task_wake.>` before) against the FastStream subscriber it reads through now
-(`bus.consume(WAKE, ...)`, consumers/pushes.py), both feeding the same `WakeHub.apply`, on one
-nats-server, measured in the same run, interleaved.
+"""The pull wake-up reader alone: the FastStream subscriber (`bus.consume(WAKE, ...)`, how the
+wake hub read `loom.task_wake.>` from issue 7 to session 20) against the nats-py callback it
+reads through now (`bus.listen(WAKE, hub.apply)`, consumers/pushes.py), both feeding the same
+`WakeHub.apply`, on one nats-server, measured in the same run, interleaved.
 
     .venv/bin/python bench/wake_reader.py [--rounds 300] [--burst 5000] [--repeat 3]
 
@@ -88,18 +88,15 @@ async def main() -> None:
             pub = await nats.connect(srv.url)
 
             async def old(hub: WakeHub) -> Callable[[], Awaitable[None]]:
-                async def cb(msg: object) -> None:
-                    hub.apply(msg.subject, msg.data)  # type: ignore[attr-defined]
-
-                sub = await bus.nc.subscribe(WAKE.subject, cb=cb)
-                await bus.nc.flush()
-                return sub.unsubscribe
-
-            async def new(hub: WakeHub) -> Callable[[], Awaitable[None]]:
                 async def on_wake(msg: object) -> None:
                     hub.apply(msg.raw_message.subject, msg.body)  # type: ignore[attr-defined]
 
                 c = await bus.consume(WAKE, on_wake)
+                await bus.nc.flush()
+                return c.stop
+
+            async def new(hub: WakeHub) -> Callable[[], Awaitable[None]]:
+                c = await bus.listen(WAKE, hub.apply)
                 await bus.nc.flush()
                 return c.stop
 
@@ -112,7 +109,7 @@ async def main() -> None:
     med = {k: tuple(statistics.median(r[i] for r in v) for i in range(3)) for k, v in got.items()}
     for k in ("old", "new"):
         p50, p99, cpu = med[k]
-        label = "nats-py callback (before)" if k == "old" else "FastStream subscriber (now)"
+        label = "FastStream subscriber (before)" if k == "old" else "Bus.listen (now)"
         print(f"{label:28} wake applied p50 {p50:.3f} ms  p99 {p99:.3f} ms  CPU {cpu:.1f} us/message")
     o, n = med["old"], med["new"]
     print(

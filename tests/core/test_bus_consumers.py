@@ -44,6 +44,30 @@ async def test_a_core_consumer_gets_every_message_until_stopped(bus: Bus) -> Non
     assert got == [b"0", b"1", b"2"]
 
 
+async def test_a_listener_gets_each_message_with_its_subject_past_a_failure_until_stopped(bus: Bus) -> None:
+    prefix = f"loom.test.{uuid.uuid4().hex}"
+    got: list[tuple[str, bytes]] = []
+    three = asyncio.Event()
+
+    def on(subject: str, data: bytes) -> None:
+        got.append((subject, data))
+        if data == b"bad":
+            raise ValueError("a handler that fails on one message")
+        if len(got) == 3:
+            three.set()
+
+    listening = await bus.listen(Consumer("test-listener", f"{prefix}.>", ack=None), on)
+    for i, data in enumerate((b"0", b"bad", b"2")):
+        await bus.nc.publish(f"{prefix}.{i}", data)
+    await asyncio.wait_for(three.wait(), 10)
+    await listening.stop()
+    await bus.nc.publish(f"{prefix}.3", b"after the stop")
+    await bus.nc.flush()
+    assert got == [(f"{prefix}.0", b"0"), (f"{prefix}.1", b"bad"), (f"{prefix}.2", b"2")]
+    with pytest.raises(ValueError, match="not a stream"):
+        await bus.listen(Consumer("test-stream", "loom.x", ack=AckPolicy.ACK, stream="X"), on)
+
+
 async def test_a_durable_consumer_with_nack_on_error_gets_a_failed_message_again(bus: Bus) -> None:
     stream, subject = _name("LOOM_TEST"), f"loom.test.{uuid.uuid4().hex}"
     layout = BusLayout(

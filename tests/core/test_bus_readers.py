@@ -1,5 +1,6 @@
-"""Every reader of the bus runs on the runtime's FastStream broker (`Bus.consume`): no module of
-core or a plane opens a nats-py subscription or fetch loop of its own (issue 7)."""
+"""Every reader of the bus runs on the runtime's FastStream broker (`Bus.consume`), or for a core
+NATS latency path `Bus.listen`: no module of core or a plane opens a nats-py subscription or
+fetch loop of its own (issue 7)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ ALLOWED = {
     # (a subclass run by Bus.consume for Consumer(batch=True)) speaks JetStream's pull protocol
     # on an inbox of its own, not a reader of its own.
     ("core/loom_core/bus/batched.py", "subscribe"),
+    # Bus.listen: a declared core NATS consumer read from nats-py's callback (the pull wake-ups).
+    ("core/loom_core/bus/nats.py", "subscribe"),
     # The inbox JetStream's answers to Loom's publishes come back on (one per connection).
     ("core/loom_core/bus/jspublish.py", "subscribe"),
     # A direct get's answers (task.updates and task.watch reading stored events): not a consumer.

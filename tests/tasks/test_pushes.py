@@ -1,8 +1,10 @@
-"""Each replica's core NATS readers (consumers/pushes.py on the runtime's FastStream broker):
-pull wake-ups and the directory's change notices reach the other replicas."""
+"""Each replica's core NATS readers (consumers/pushes.py: the wake-ups from nats-py's callback, the
+change notices on the runtime's FastStream broker): pull wake-ups and the directory's change
+notices reach the other replicas."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
 from loom_core import fastjson
@@ -54,3 +56,44 @@ async def test_a_wake_up_from_another_replica_drops_a_claimed_task_but_the_hubs_
     hub.apply("loom.task_wake.acme.bot", b"not json")
     hub.apply("loom.task_wake.acme.bot", fastjson.dumps({"src": other._mark, "ops": gone}))
     assert set(q.rows) == {"t2"}
+
+
+async def test_a_wake_up_sent_alone_lets_a_pull_woken_here_claim_before_the_write_answers_but_a_batchs_do_not(
+    tasks_a: Instance,
+) -> None:
+    # The write's caller goes on (builds its answer) only after one turn of the loop, in which
+    # the pull woken here runs and nats-py's flusher sends the wake-up; a batch's wake-ups wait
+    # for the batch, so its writes take no turn each.
+    bus = tasks_a.runtime.bus
+    hub = WakeHub(bus, _nothing, 60.0)
+    q = hub.queue("acme", "bot")
+    sub = await bus.nc.subscribe("loom.task_wake.acme.bot")
+    order: list[str] = []
+
+    async def pull() -> None:
+        await q.wait(10)
+        order.append("pull woken")
+
+    def row(task_id: str) -> TaskRow:
+        return TaskRow(org="acme", task_id=task_id, inbox="bot", namespace="ns", kind="chore", version=1)
+
+    woken = asyncio.create_task(pull())
+    await asyncio.sleep(0)
+    await hub.ready(row("t1"), 7)
+    order.append("write answers")
+    assert order == ["pull woken", "write answers"]
+    sent = fastjson.loads((await sub.next_msg(timeout=10)).data)["ops"]
+    assert [(op["op"], op["row"]["task_id"], op["rev"]) for op in sent] == [("ready", "t1", 7)]
+
+    order.clear()
+    woken = asyncio.create_task(pull())
+    await asyncio.sleep(0)
+    async with hub.together():
+        await hub.ready(row("t2"), 8)
+        await hub.ready(row("t3"), 9)
+        order.append("batch written")
+    await woken
+    assert order == ["batch written", "pull woken"]
+    sent = fastjson.loads((await sub.next_msg(timeout=10)).data)["ops"]
+    assert [op["row"]["task_id"] for op in sent] == ["t2", "t3"]
+    await sub.unsubscribe()

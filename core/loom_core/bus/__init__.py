@@ -3,7 +3,7 @@ streams/buckets/consumers, and KV leases."""
 
 from .layout import AckPolicy, BusLayout, Consumer, KVBucket, describe, ensure_bucket
 from .leases import Lease, LeaseHeld, LeaseStore
-from .nats import BatchHandler, Bus, Consuming, MessageHandler, connect_bus, make_broker
+from .nats import BatchHandler, Bus, Consuming, Listener, MessageHandler, connect_bus, make_broker
 from .natsserver import NatsServer
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "Lease",
     "LeaseHeld",
     "LeaseStore",
+    "Listener",
     "MessageHandler",
     "NatsServer",
     "connect_bus",

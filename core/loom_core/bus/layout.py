@@ -3,7 +3,8 @@
 A plane's `consumers/layout.py` (or wherever its consumers live) holds one `BusLayout`: its
 JetStream streams, its KV buckets and its consumers, each a typed declaration. `await
 layout.declare(bus)` creates or updates the streams and opens (creating if absent) the
-buckets; every consumer then runs through `bus.consume(layout.consumer("name"), handler)`.
+buckets; every consumer then runs through `bus.consume(layout.consumer("name"), handler)` (a
+core NATS one on a latency path through `bus.listen`, without FastStream's per-message pipeline).
 
 One ack policy per consumer: a JetStream consumer must name its `ack` (FastStream's
 `AckPolicy`: ACK_FIRST = at most once, ACK = after the handler, NACK_ON_ERROR = redeliver

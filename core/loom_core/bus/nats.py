@@ -22,6 +22,8 @@ from faststream.nats import NatsBroker, PullSub
 from faststream.nats.message import NatsBatchMessage, NatsMessage
 from faststream.security import SASLPlaintext
 from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.js.api import StreamConfig
 
 from ..errors import ErrorCode, Unavailable
@@ -33,6 +35,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MessageHandler = Callable[[NatsMessage], Awaitable[None]]
+#: A listener's handler (`Bus.listen`): each message's subject and payload, in nats-py's callback.
+Listener = Callable[[str, bytes], None]
 #: A batch consumer's handler (`Consumer(batch=True)`): one call per fetch.
 BatchHandler = Callable[[NatsBatchMessage], Awaitable[None]]
 GRACEFUL_STOP_SECONDS = 5.0
@@ -62,6 +66,16 @@ class Consuming:
             await self._subscriber.stop()
         except Exception:  # noqa: BLE001 - the connection may already be closed
             log.debug("bus: stopping consumer %s failed", self.consumer.name)
+
+
+class _Listening:
+    """A `Bus.listen` subscription, stopped as a broker subscriber is (`Consuming.stop`)."""
+
+    def __init__(self, sub: Subscription) -> None:
+        self._sub = sub
+
+    async def stop(self) -> None:
+        await self._sub.unsubscribe()
 
 
 @dataclass(slots=True)
@@ -131,6 +145,27 @@ class Bus:
         subscriber(call)
         await subscriber.start()
         return Consuming(consumer, subscriber)
+
+    async def listen(self, consumer: Consumer, on_message: Listener) -> Consuming:
+        """Run `on_message(subject, payload)` for every message of a core NATS consumer (no
+        stream, nothing to ack), straight from nats-py's subscription callback, without
+        FastStream's per-message pipeline (its parser, subject matching, middlewares and context:
+        ~90 us of CPU and 0.3-0.4 ms of a wake-up's latency on a busy loop, docs/benchmarks.md
+        "Wake (issue Q, session 20)"). For a latency path whose handler is a quick synchronous
+        hand-off (the pull wake-ups); everything else runs on the broker (`consume`). A handler
+        that raises is logged, the subscription goes on."""
+        if consumer.stream is not None:
+            raise ValueError(f"consumer {consumer.name}: a listener reads core NATS, not a stream")
+        name = consumer.name
+
+        async def call(msg: Msg) -> None:
+            try:
+                on_message(msg.subject, msg.data)
+            except Exception:
+                log.warning("bus: listener %s failed on a message", name, exc_info=True)
+
+        sub = await self.nc.subscribe(consumer.subject, queue=consumer.queue, cb=call)
+        return Consuming(consumer, _Listening(sub))
 
     async def ping(self) -> None:
         if not self.nc.is_connected:

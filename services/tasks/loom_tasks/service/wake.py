@@ -1,9 +1,9 @@
 """Pull wake-ups: a create (or any move into todo) wakes a waiting task.pull at once, on every
 replica, over core NATS — not by polling the store.
 
-Each replica reads `loom.task_wake.>` once (consumers/layout.py WAKE, a core NATS subscriber on
-the runtime's FastStream broker, consumers/pushes.py, which hands each message to
-`WakeHub.apply`). A move into todo publishes the task's row on
+Each replica reads `loom.task_wake.>` once (consumers/layout.py WAKE, a core NATS subscription,
+consumers/pushes.py, which hands each message to `WakeHub.apply` from nats-py's callback:
+`Bus.listen`). A move into todo publishes the task's row on
 `loom.task_wake.<org>.<inbox>`; a claim (or any move out of todo) publishes a "gone" notice.
 Every replica keeps, for each inbox it has served a pull for recently, a queue of candidate
 rows: what its last store query returned plus what wake-ups brought since. A pull takes
@@ -320,7 +320,11 @@ class WakeHub:
         op: dict[str, Any] = {"op": "ready", "row": model.stored(row), "rev": revision}
         if promised:
             op["promised"] = True
-        await self._send(row.org, row.inbox, op)
+        if await self._send(row.org, row.inbox, op):
+            # Sent alone: one turn of the loop before the caller goes on to answer, so nats-py's
+            # flusher sends the wake-up, and a pull it woke here claims, before this write's
+            # answer is built (a batch's wake-ups, held, go with the batch: no turn each).
+            await asyncio.sleep(0)
 
     async def gone(self, org: str, inbox: str, task_id: str, version: int) -> None:
         """The task left todo (claimed, cancelled, …): forget it everywhere."""
@@ -344,15 +348,17 @@ class WakeHub:
         if q is not None:
             fn(q)
 
-    async def _send(self, org: str, inbox: str, op: dict[str, Any]) -> None:
+    async def _send(self, org: str, inbox: str, op: dict[str, Any]) -> bool:
+        """True when `op` was published now, False when it waits for the turn's or the batch's end."""
         if self.bus is None:
-            return
+            return False
         if self._holding or self._flushing is not None:
             self._pending.setdefault((org, inbox), []).append(op)
-            return
+            return False
         # Those that follow in this turn wait for its end (`_flush`).
         self._flushing = asyncio.get_running_loop().create_task(self._flush())
         await self._publish(org, inbox, [op])
+        return True
 
     async def _flush(self) -> None:
         """Every inbox's pending wake-ups, one message each (one loop turn after a wake-up went
