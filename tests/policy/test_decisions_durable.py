@@ -8,11 +8,10 @@ import asyncio
 import os
 import sys
 import textwrap
-from typing import cast
 
 from loom_core import fastjson
 from loom_core.bus import NatsServer
-from loom_policy.store.decisions import COLUMNS, DecisionAtoms
+from loom_policy.store.decisions import DecisionAtoms
 from loom_runner.embedded import Instance
 
 from tests.conftest import unique
@@ -32,7 +31,7 @@ CRASHING_REPLICA = textwrap.dedent(
         for i in range(5):
             writer.record((
                 sys.argv[2], "ns", "user:a", "", "", "", "grants.set", "rest", f"req-{i}", "deny", True, "enforce",
-                True, ("r",), ("r",), 0.1, 1796040000000000, "[]", "[]",
+                True, ("r",), ("r",), 0.1, 1796040000000000, "[]", '"[]"',
             ))
         await writer.flush()
         os.kill(os.getpid(), signal.SIGKILL)
@@ -71,7 +70,7 @@ async def test_a_flush_larger_than_one_message_lands_whole(enforce_stack: Instan
         n = 1_000
         assert n * len(rules) > bus.nc.max_payload
         for i in range(n):
-            writer.record(_atoms({**_row(org), "request_id": f"req-{i}", "rules": rules}))
+            writer.record(_atoms(org, f"req-{i}", rules))
         await writer.flush()
         assert writer._buf == []  # every batch was taken
     finally:
@@ -86,12 +85,30 @@ async def test_a_flush_larger_than_one_message_lands_whole(enforce_stack: Instan
     await eventually(landed, within=60)
 
 
-def _atoms(row: dict[str, object]) -> DecisionAtoms:
-    """A row as the gate records it (`ts` as epoch microseconds)."""
-    return cast(DecisionAtoms, tuple(TS_US if c == "ts" else row[c] for c in COLUMNS))
-
-
-TS_US = 1_796_040_000_000_000  # 2026-11-30 12:00:00 UTC, the rows' `ts`
+def _atoms(org: str, request_id: str, outcomes: str) -> DecisionAtoms:
+    """_row as the gate records it (`ts` as epoch microseconds, the outcomes as a JSON string)."""
+    ts = 1_796_040_000_000_000  # 2026-11-30 12:00:00 UTC
+    return (
+        org,
+        "ns",
+        "user:a",
+        "",
+        "",
+        "",
+        "grants.set",
+        "rest",
+        request_id,
+        "deny",
+        True,
+        "enforce",
+        True,
+        ("r",),
+        ("r",),
+        0.1,
+        ts,
+        "[]",
+        fastjson.dumps_str(outcomes),
+    )
 
 
 def _row(org: str) -> dict[str, object]:

@@ -14,8 +14,9 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from typing import TypedDict, cast
+from typing import TypedDict
 
+import orjson
 from loom_core import fastjson
 from loom_core.bus import Bus
 from loom_core.store import Store, Where, query_as
@@ -30,7 +31,7 @@ TABLE = "{db}.policy_decisions"
 MAX_BUFFER = 100_000
 # Room in a message for the batch's id and the JSON around its rows.
 PAYLOAD_HEADROOM = 1024
-# Rows a flush encodes in one event-loop step (~3 us each) before it lets calls in.
+# Rows a flush encodes in one event-loop step (~1 us each) before it lets calls in.
 ENCODE_SLICE = 64
 
 
@@ -43,7 +44,7 @@ class DecisionCall(CallerRow):
 
 
 class DecisionRow(DecisionCall):
-    """A policy_decisions row as the gate writes it."""
+    """A policy_decisions row as the decision writer encodes it."""
 
     decision: str
     enforced: bool
@@ -53,44 +54,45 @@ class DecisionRow(DecisionCall):
     rule_names: tuple[str, ...]
     latency_ms: float
     ts: str
-    # JSON text: the evaluation errors, and each rule's outcome in render.rules_stored's form.
+    # JSON text: the evaluation errors; each rule's outcome in render.rules_stored's form, already
+    # a JSON string (spliced into the row as it is, not escaped again).
     errors: str
-    rules: str
+    rules: orjson.Fragment
 
 
-# A decision row as the gate records it: the values of COLUMNS in order, `ts` as epoch
-# microseconds. Strings, numbers and tuples of strings only: the collector stops tracking it at
-# its first young collection, so rows waiting for the flush never reach the oldest generation.
+# A decision row as the gate records it, in encode_row's order: `ts` as epoch microseconds and
+# `rules` as render.rules_stored's JSON string. Strings, numbers and tuples of strings only: the
+# collector stops tracking it at its first young collection, so rows waiting for the flush never
+# reach the oldest generation.
 DecisionAtoms = tuple[
     str, str, str, str, str, str, str, str, str, str, bool, str, bool, tuple[str, ...], tuple[str, ...], float, int, str, str
 ]
-COLUMNS = (
-    "org",
-    "namespace",
-    "subject",
-    "agent",
-    "user",
-    "session",
-    "op",
-    "transport",
-    "request_id",
-    "decision",
-    "enforced",
-    "mode",
-    "write_shaped",
-    "determining_rules",
-    "rule_names",
-    "latency_ms",
-    "ts",
-    "errors",
-    "rules",
-)
 
 
-def encode_row(atoms: DecisionAtoms) -> bytes:
-    """A recorded row as the table's JSON line."""
-    row = cast(DecisionRow, dict(zip(COLUMNS, atoms, strict=True)))
-    row["ts"] = us_to_ch(atoms[16])
+def encode_row(a: DecisionAtoms) -> bytes:
+    """A recorded row as the table's JSON line (~1 us: its largest value, the rules' outcomes,
+    is already JSON)."""
+    row: DecisionRow = {
+        "org": a[0],
+        "namespace": a[1],
+        "subject": a[2],
+        "agent": a[3],
+        "user": a[4],
+        "session": a[5],
+        "op": a[6],
+        "transport": a[7],
+        "request_id": a[8],
+        "decision": a[9],
+        "enforced": a[10],
+        "mode": a[11],
+        "write_shaped": a[12],
+        "determining_rules": a[13],
+        "rule_names": a[14],
+        "latency_ms": a[15],
+        "ts": us_to_ch(a[16]),
+        "errors": a[17],
+        "rules": orjson.Fragment(a[18]),
+    }
     return fastjson.dumps(row)
 
 
