@@ -5,11 +5,12 @@ the `ledger-writer` FastStream consumer, once, whichever replica fetches it."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Callable
 
 from loom_core.bus import NatsServer, connect_bus
-from loom_core.chain.ledger import DURABLE, MIGRATIONS, STREAM, Ledger, ledger_row
+from loom_core.chain.ledger import DURABLE, MIGRATIONS, STREAM, Ledger, insert_batch, ledger_row
 from loom_core.store.embedded import EmbeddedStore
 from loom_runner.embedded import Instance
 
@@ -77,6 +78,40 @@ async def test_published_batches_are_written_once_by_the_faststream_consumer_of_
             await ledger.stop()
         for bus in buses:
             await bus.close()
+
+
+async def test_a_published_batch_lands_as_the_rows_were_recorded(stack: Instance, nats_server: NatsServer) -> None:
+    """A batch goes out as the table's JSON lines and is inserted as it came: arguments with
+    newlines, quotes and non-ASCII text, and the instant to the microsecond, read back equal."""
+    org = f"led-{uuid.uuid4().hex[:8]}"
+    bus = await connect_bus(nats_server.url, name="ledger-lines")
+    ledger = Ledger(stack.runtime.store, bus, flush_interval=3600, batch_max=10**6, direct=False)
+    hostile = {"k": 'a\nb "c" \\ d', "ключ": "значение ✓", "empty": ""}
+    recorded = [{**row(org, i), "args": {**hostile, "i": str(i)}} for i in range(3)]
+    try:
+        await ledger.start()
+        for r in recorded:
+            ledger.record(r)  # type: ignore[arg-type]
+        await ledger.flush()
+        assert await count(stack, org, 3) == 3
+    finally:
+        await ledger.stop()
+        await bus.close()
+    got = await stack.runtime.store.query(
+        "SELECT request_id, args, toString(ts) AS ts FROM {db}.agent_events WHERE org = {o:String} ORDER BY request_id", {"o": org}
+    )
+    assert [(g["request_id"], dict(g["args"]), g["ts"]) for g in got] == [(r["request_id"], r["args"], r["ts"]) for r in recorded]
+
+
+async def test_a_batch_the_previous_release_published_still_lands(stack: Instance) -> None:
+    """Batches were `{"id": ..., "rows": [...]}` (stdlib JSON) before they became the table's
+    JSON lines; one still in the stream after an upgrade lands whole, once."""
+    org = f"led-{uuid.uuid4().hex[:8]}"
+    batch_id = uuid.uuid4().hex
+    body = json.dumps({"id": batch_id, "rows": [row(org, i) for i in range(3)]}, default=str).encode()
+    await insert_batch(stack.runtime.store, body, batch_id)
+    await insert_batch(stack.runtime.store, body, batch_id)  # a redelivery
+    assert await count(stack, org, 0) == 3  # the inserts are done: one read
 
 
 async def test_the_first_row_after_a_quiet_interval_is_written_at_once_and_later_rows_wait_for_a_full_batch(stack: Instance) -> None:

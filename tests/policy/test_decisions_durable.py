@@ -11,6 +11,7 @@ import textwrap
 
 from loom_core import fastjson
 from loom_core.bus import NatsServer
+from loom_policy.store.decisions import DecisionAtoms
 from loom_runner.embedded import Instance
 
 from tests.conftest import unique
@@ -28,13 +29,10 @@ CRASHING_REPLICA = textwrap.dedent(
         bus = await connect_bus(sys.argv[1], name="crashing-replica")
         writer = DecisionWriter(store=None, flush_interval=3600, bus=bus)
         for i in range(5):
-            writer.record({
-                "ts": "2026-11-30 12:00:00.000000", "org": sys.argv[2], "namespace": "ns", "subject": "user:a",
-                "agent": "", "user": "", "session": "", "op": "grants.set", "transport": "rest",
-                "request_id": f"req-{i}", "decision": "deny", "enforced": True, "mode": "enforce",
-                "write_shaped": True, "determining_rules": ["r"], "rule_names": ["r"], "latency_ms": 0.1,
-                "errors": "[]", "rules": "[]",
-            })
+            writer.record((
+                sys.argv[2], "ns", "user:a", "", "", "", "grants.set", "rest", f"req-{i}", "deny", True, "enforce",
+                True, ("r",), ("r",), 0.1, 1796040000000000, "[]", '"[]"',
+            ))
         await writer.flush()
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -72,7 +70,7 @@ async def test_a_flush_larger_than_one_message_lands_whole(enforce_stack: Instan
         n = 1_000
         assert n * len(rules) > bus.nc.max_payload
         for i in range(n):
-            writer.record({**_row(org), "request_id": f"req-{i}", "rules": rules})  # type: ignore[typeddict-item]
+            writer.record(_atoms(org, f"req-{i}", rules))
         await writer.flush()
         assert writer._buf == []  # every batch was taken
     finally:
@@ -85,6 +83,32 @@ async def test_a_flush_larger_than_one_message_lands_whole(enforce_stack: Instan
         return int(rows[0]["n"]) == n and int(rows[0]["c"]) == n
 
     await eventually(landed, within=60)
+
+
+def _atoms(org: str, request_id: str, outcomes: str) -> DecisionAtoms:
+    """_row as the gate records it (`ts` as epoch microseconds, the outcomes as a JSON string)."""
+    ts = 1_796_040_000_000_000  # 2026-11-30 12:00:00 UTC
+    return (
+        org,
+        "ns",
+        "user:a",
+        "",
+        "",
+        "",
+        "grants.set",
+        "rest",
+        request_id,
+        "deny",
+        True,
+        "enforce",
+        True,
+        ("r",),
+        ("r",),
+        0.1,
+        ts,
+        "[]",
+        fastjson.dumps_str(outcomes),
+    )
 
 
 def _row(org: str) -> dict[str, object]:

@@ -57,6 +57,22 @@ async def test_shadow_logs_each_decision_and_allows(shadow_tenant: Tenant) -> No
     assert len(await decisions_of(shadow_tenant)) == 2
 
 
+async def test_a_decision_row_names_the_rules_that_applied_in_their_outcomes_order(shadow_tenant: Tenant) -> None:
+    """A row is buffered as atoms (the rule names from the op's rule lookup) and built at the
+    flush: the names `policy.decisions`' rule filter reads are the rules whose outcomes it holds."""
+    async with shadow_tenant.client(**BOT) as c:
+        await ok(c, "policy.set", **one_list_per_hour("b-lists"))
+        await ok(c, "policy.set", **one_list_per_hour("a-tasks", actions=["task.*"]))
+        await ok(c, "policy.set", **one_list_per_hour("c-lists"))
+        await ok(c, "grants.list")
+    (d,) = await eventually(lambda: decisions_of(shadow_tenant))
+    names = [r["name"] for r in d["rules"]]
+    assert sorted(names) == ["b-lists", "c-lists"]
+    for name in names:
+        assert [x["request_id"] for x in await decisions_of(shadow_tenant, rule=name)] == [d["request_id"]]
+    assert await decisions_of(shadow_tenant, rule="a-tasks") == []
+
+
 async def test_decisions_since_an_instant_keeps_the_later_ones(shadow_tenant: Tenant) -> None:
     async with shadow_tenant.client(**BOT) as c:
         await ok(c, "policy.set", **one_list_per_hour())

@@ -11,7 +11,7 @@ from typing import Any
 from loom_core import fastjson
 from loom_policy.domain.history import Window
 from loom_policy.service.live_history import LiveHistory, event_from_ring, feed_payload
-from loom_policy.store.decisions import DecisionRow, DecisionWriter
+from loom_policy.store.decisions import DecisionWriter, encode_row
 
 from .helpers import ev, rule, window
 
@@ -77,11 +77,19 @@ def test_the_ring_of_recent_calls_holds_no_tracked_rows() -> None:
     assert not any(gc.is_tracked(r) for r in history._ring)
 
 
-def test_the_decision_writer_keeps_each_row_as_bytes_until_its_flush() -> None:
+def test_the_decision_writer_keeps_each_row_as_atoms_until_its_flush() -> None:
     """A decision row waits up to a flush interval (0.5 s): kept as the verdict and its outcomes,
-    it outlived two young collections, and gated calls filled the oldest generation."""
+    it outlived two young collections, and gated calls filled the oldest generation. Kept as a
+    tuple of atoms, it is built and encoded at the flush, and the collector stops tracking it."""
     writer = DecisionWriter(store=None, flush_interval=3600)  # type: ignore[arg-type]  # recording reads no store
-    row: DecisionRow = {
+    outcomes = '[["a","forbid","enforce",false,false,"",[]]]'
+    ts = 1_796_292_000_000_001  # 2026-12-03 10:00:00.000001 UTC
+    rules = fastjson.dumps_str(outcomes)
+    for i in range(1000):
+        call = ("o", "n", "user:ann", "bot", "", "", "memory.get", "grpc", f"r{i}")
+        writer.record((*call, "allow", False, "enforce", False, (), ("a", "b"), 0.0123, ts, "[]", rules))
+    assert _walked(writer._buf) == (1, 1000)  # the list alone: its rows are untracked
+    assert fastjson.loads(encode_row(writer._buf[1])) == {
         "org": "o",
         "namespace": "n",
         "subject": "user:ann",
@@ -100,12 +108,8 @@ def test_the_decision_writer_keeps_each_row_as_bytes_until_its_flush() -> None:
         "latency_ms": 0.0123,
         "ts": "2026-12-03 10:00:00.000001",
         "errors": "[]",
-        "rules": '[["a","forbid","enforce",false,false,"",[]]]',
+        "rules": outcomes,
     }
-    for i in range(1000):
-        writer.record({**row, "request_id": f"r{i}"})  # type: ignore[typeddict-item]
-    assert _walked(writer._buf) == (1, 1000)  # the list alone: its rows are bytes
-    assert fastjson.loads(writer._buf[1]) == {**row, "request_id": "r1"}
 
 
 def test_a_replica_drops_its_own_feed_batches_and_takes_another_replicas() -> None:

@@ -12,7 +12,7 @@ from google.protobuf.message import Message
 from .context import CallContext
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs every gated call ~0.4 us more
 class GateCall:
     ctx: CallContext
     # The request as the handler gets it: the gate reads the arguments a rule binds from it the

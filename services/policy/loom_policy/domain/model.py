@@ -102,8 +102,9 @@ class RuleOutcome:
     denies: bool
     leaves: list[LeafOutcome]
     error: str = ""
-    # Its form in a decision row (service.render.rules_stored), rendered once: the gate gives an
-    # outcome again, unchanged, while the rule's answer stands, so most rows repeat most rules.
+    # Its form in a decision row (service.render.rules_stored), rendered and escaped as JSON
+    # string content once: the gate gives an outcome again, unchanged, while the rule's answer
+    # stands, so most rows repeat most rules.
     stored: str = field(default="", compare=False, repr=False)
 
 

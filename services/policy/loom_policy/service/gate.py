@@ -34,7 +34,6 @@ from ..domain.history import Shape, Window
 from ..domain.model import Verdict
 from ..domain.reservations import PendingCall, RecentIds, Reservations
 from ..domain.standing import Standing, decide
-from ..domain.timeutil import us_to_ch
 from ..settings import PolicySettings
 from ..store.decisions import DecisionWriter
 from ..store.reservations import LINGER_US, ReservationStore, SharedEntry
@@ -201,12 +200,12 @@ class PolicyGate:
         spec = ctx.op
         org, namespace, op = ctx.org, ctx.namespace, spec.name
         ns_rules = self.rules.confirmed(org, namespace) or await self.rules.get(org, namespace)
-        rules, counted = ns_rules.gating(op)
+        rules, counted, names = ns_rules.gating(op)
         if not rules and not counted:
             return
         args = _call_args_once(spec, call.request)
         if counted and self.shared is not None:
-            await self._check_shared(call, rules, ns_rules.shape, now_us(), args)
+            await self._check_shared(call, rules, names, ns_rules.shape, now_us(), args)
             return
         if rules:
             window = self.history.cached_window(org, namespace, ns_rules.shape) or await self._window(org, namespace, ns_rules.shape)
@@ -226,7 +225,7 @@ class PolicyGate:
                 applying=True,
                 standing=ns_rules.standing,
             )
-            self._record(call, now, verdict)
+            self._record(call, now, verdict, names)
             if verdict.would_enforce:
                 raise Forbidden(ErrorCode.POLICY_FORBIDDEN, f"refused by history policy: {explain(verdict)}", refusal_detail(verdict))
         else:
@@ -247,7 +246,13 @@ class PolicyGate:
         return caller
 
     async def _check_shared(
-        self, call: GateCall, rules: Sequence[CompiledRule], shape: Shape, now: int, args: Callable[[], Mapping[str, str]]
+        self,
+        call: GateCall,
+        rules: Sequence[CompiledRule],
+        names: tuple[str, ...],
+        shape: Shape,
+        now: int,
+        args: Callable[[], Mapping[str, str]],
     ) -> None:
         """Decide and reserve against the reservations every replica shares: read the
         subject's key, decide, write the reservation at the revision read; a lost race decides
@@ -272,44 +277,45 @@ class PolicyGate:
                 pending = tuple(e.call for e in snap.entries if e.call.request_id not in self._seen)
                 verdict = self._decide(window, rules, caller, now, args, op=ctx.op.name, write_shaped=write, pending=pending, applying=True)
                 if verdict.would_enforce:
-                    self._record(call, now, verdict)
+                    self._record(call, now, verdict, names)
                     raise Forbidden(ErrorCode.POLICY_FORBIDDEN, f"refused by history policy: {explain(verdict)}", refusal_detail(verdict))
             if await self.shared.write(snap, (*snap.entries, SharedEntry(mine))):
                 self._mine[ctx.request_id] = (ctx.org, ctx.namespace, ctx.subject)
                 if rules:
-                    self._record(call, now, verdict)
+                    self._record(call, now, verdict, names)
                 return
         raise Unavailable(ErrorCode.OVERLOADED, "too many calls raced for one history-policy limit; retry")
 
-    def _record(self, call: GateCall, now: int, verdict: Verdict) -> None:
+    def _record(self, call: GateCall, now: int, verdict: Verdict, names: tuple[str, ...]) -> None:
+        """Buffer the call's decision row as a tuple of atoms (DecisionAtoms): `names` are the
+        verdict's rules' names (the rules the gate decided with, in order), each outcome's stored
+        form is rendered now (once per outcome: most rows repeat most), and the writer's flush
+        builds and encodes the row. Nothing the row holds keeps the verdict or its outcomes alive."""
         assert self.decisions is not None
         ctx = call.ctx
-        # The row is encoded now (DecisionWriter.record) and the buffer keeps only its bytes: a
-        # row kept as the verdict and its outcomes until the writer's 0.5 s flush lived past two
-        # young collections, so gated calls filled the oldest generation (a full collection per
-        # ~4,000 calls), and the flush rendered hundreds of rows in one go on the loop.
+        principal = ctx.principal
         self.decisions.record(
-            {
-                "org": ctx.org,
-                "namespace": ctx.namespace,
-                "subject": ctx.subject,
-                "agent": ctx.agent,
-                "user": ctx.user,
-                "session": ctx.session,
-                "op": ctx.op.name,
-                "transport": ctx.transport,
-                "request_id": ctx.request_id,
-                "decision": verdict.decision,
-                "enforced": verdict.would_enforce,
-                "mode": verdict.mode,
-                "write_shaped": verdict.write_shaped,
-                "determining_rules": verdict.determining_rules,
-                "rule_names": [r.name for r in verdict.rules],
-                "latency_ms": verdict.latency_ms,
-                "ts": us_to_ch(now),
-                "errors": json.dumps([error_json(e) for e in verdict.errors], separators=(",", ":")) if verdict.errors else "[]",
-                "rules": rules_stored(verdict.rules),
-            }
+            (
+                principal.org,
+                ctx.namespace,
+                principal.sub,
+                ctx.agent,
+                ctx.user,
+                ctx.session,
+                ctx.op.name,
+                ctx.transport,
+                ctx.request_id,
+                verdict.decision,
+                verdict.would_enforce,
+                verdict.mode,
+                verdict.write_shaped,
+                tuple(verdict.determining_rules),
+                names,
+                verdict.latency_ms,
+                now,
+                json.dumps([error_json(e) for e in verdict.errors], separators=(",", ":")) if verdict.errors else "[]",
+                rules_stored(verdict.rules),
+            )
         )
 
     async def evaluate(
@@ -380,7 +386,7 @@ _NO_ARGS: dict[str, Callable[[], Mapping[str, str]]] = {}
 def _call_args_once(op: OpSpec, request: Message) -> Callable[[], Mapping[str, str]]:
     """The call's arguments as the ledger records them (`ledger_args` of the request itself),
     computed at most once and only if read (by a rule binding `$args`, or the reservation)."""
-    if not request.ByteSize():
+    if not request.ListFields():  # not ByteSize(): that walks every field of a message that has any
         hit = _NO_ARGS.get(op.name)
         if hit is None:
             empty = MappingProxyType(ledger_args(request))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from loom_core import fastjson
+import orjson
 
 from ..domain.model import EvalError, LeafOutcome, RuleOutcome, Verdict
 from ..domain.timeutil import us_to_iso
@@ -93,13 +93,18 @@ _LEAF_FIELDS = (
 
 
 def rules_stored(rules: list[RuleOutcome]) -> str:
-    """The rules' outcomes as a decision row stores them: a JSON array of one array per rule."""
-    return "[" + ",".join([r.stored or _rule_stored(r) for r in rules]) + "]"
+    """The rules' outcomes as a decision row stores them (a JSON array of one array per rule),
+    written as the JSON string the row's line holds: each outcome is escaped once, when first
+    rendered, and escaping the pieces apart gives the escaped whole ("[", "," and "]" are kept
+    as they are)."""
+    return '"[' + ",".join([r.stored or _rule_stored(r) for r in rules]) + ']"'
 
 
 def _rule_stored(r: RuleOutcome) -> str:
-    # orjson: the gate renders each outcome a call's own row moved as it records the call
-    r.stored = fastjson.dumps_str(
+    # The gate renders each outcome a call's own row moved as it records the call: orjson
+    # itself, since every value here is a string, number, bool or None (fastjson's fallbacks for
+    # other values cost this call more than the encoding). Escaped as a JSON string's content.
+    text = orjson.dumps(
         [
             r.name,
             r.effect,
@@ -126,6 +131,7 @@ def _rule_stored(r: RuleOutcome) -> str:
             ],
         ]
     )
+    r.stored = orjson.dumps(text.decode())[1:-1].decode()
     return r.stored
 
 

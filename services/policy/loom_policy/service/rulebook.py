@@ -45,7 +45,7 @@ class NamespaceRules:
     shape: Shape = field(default_factory=Shape)
     _by_op: dict[str, tuple[CompiledRule, ...]] = field(default_factory=dict)
     _counted: dict[str, bool] = field(default_factory=dict)
-    _gating: dict[str, tuple[tuple[CompiledRule, ...], bool]] = field(default_factory=dict)
+    _gating: dict[str, tuple[tuple[CompiledRule, ...], bool, tuple[str, ...]]] = field(default_factory=dict)
     # Each caller's standing verdict per op (domain.standing), for these rules only.
     standing: dict[tuple[str, CallerKey], Standing] = field(default_factory=dict)
 
@@ -67,11 +67,13 @@ class NamespaceRules:
                 self._counted[op] = hit
         return hit
 
-    def gating(self, op: str) -> tuple[tuple[CompiledRule, ...], bool]:
-        """`for_op` and `counts` of `op` together: the gate's one lookup per call."""
+    def gating(self, op: str) -> tuple[tuple[CompiledRule, ...], bool, tuple[str, ...]]:
+        """`for_op` and `counts` of `op` together, and the names of `for_op`'s rules (a verdict's
+        rules, in order, when the gate decides `op`): the gate's one lookup per call."""
         hit = self._gating.get(op)
         if hit is None:
-            hit = (self.for_op(op), self.counts(op))
+            rules = self.for_op(op)
+            hit = (rules, self.counts(op), tuple(r.name for r in rules))
             if len(self._gating) < 4096:
                 self._gating[op] = hit
         return hit
