@@ -117,11 +117,13 @@ class BatchConsumer:
             await apply_in_place(self.name, lambda: self.apply(msgs, seqs), batch, stopping=lambda: self._stopping)
             return
         deliveries = [delivery(m) for m in msgs]
-        if deliveries[0].consumer_seq == self._next_delivery:
-            seqs = [d.stream_seq for d in deliveries]
-            apply = lambda: self.apply(msgs, seqs)  # noqa: E731
-        else:
-            apply = lambda: self._apply_from_floor(max(d.stream_seq for d in deliveries))  # noqa: E731
+        seqs = [d.stream_seq for d in deliveries]
+        # Nobody else was handed anything since this replica's last fetch: everything below it is applied.
+        follows = deliveries[0].consumer_seq == self._next_delivery
+
+        async def apply() -> None:
+            await (self.apply(msgs, seqs) if follows else self._apply_from_floor(max(seqs)))
+
         try:
             await apply_in_place(self.name, apply, batch, stopping=lambda: self._stopping)
         except Exception:

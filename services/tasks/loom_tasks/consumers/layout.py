@@ -1,13 +1,14 @@
 """The tasks plane's consumers of JetStream on the runtime's FastStream broker, declared in one place.
 
 PROJECTOR is a durable pull consumer (run on one replica at a time, under PROJECTOR_LEASE, so
-each task's events are published in order; it also writes task.history's rows), with explicit
-acks, and a batch consumer (one handler call per fetch, as soon as anything is ready:
-core/loom_core/bus/batched.py): NACK_ON_ERROR, so a fetch is acked when its handler returns, which
-is after it is written (consumers/batches.py retries a failed fetch in place, so the handler
-returns only then, or gives the fetch up unacked when the consumer stops). NOTES is the same
-kind of consumer, shared by every replica, over the one kind of event no state write carries
-(task.progress notes, published by the op itself): it writes their task.history rows.
+each task's events are published in order; it also writes task.history's rows) and a batch
+consumer (one handler call per fetch, as soon as anything is ready: core/loom_core/bus/batched.py)
+whose fetch is acked by its handler once written, with one ack (AckPolicy ALL: an ack acks every
+message at or below it; consumers/batches.py retries a failed fetch in place, so the ack comes
+only then, or gives the fetch up, handed back, when the consumer stops). NOTES is the same kind
+of consumer but shared by every replica, so each of its messages is acked (explicit acks,
+NACK_ON_ERROR), over the one kind of event no state write carries (task.progress notes,
+published by the op itself): it writes their task.history rows.
 SWEEP_WATCH is the sweep lease holder's watch of the tasks' state (the sweep's due index): a
 batch pull consumer of its own (a durable name per watch, acking nothing, removed by the server
 once unused; consumers/sweep.py starts a new watch, index and all, when it finds it gone).

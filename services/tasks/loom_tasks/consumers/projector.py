@@ -12,7 +12,8 @@ For each fetch:
    in the batch into `task_state` (its revision as the row version) and every event into
    `task.history`'s table `task_events`, each insert deduplicated by a digest of the batch's
    writes (batch_token);
-3. once both are done, the fetch is acknowledged (the handler returns; the consumer's ack policy acks it).
+3. once both are done, the fetch is acknowledged, with one ack of its newest write (the consumer's
+   AckPolicy is ALL: consumers/batches.py says when that is safe and what a new holder does first).
 Before all that, its `taps` are told each task's newest state in the fetch (the sweep's due
 index, when the sweep runs on this replica: consumers/sweep.py).
 A crash anywhere in between redelivers the batch, and every step is idempotent (an event row
