@@ -22,11 +22,13 @@ fetch is acked with its newest message only when every write at or below that on
 applied: this consumer's deliveries are numbered (the consumer sequence, one per delivery or
 redelivery), and while a fetch's first follows the last this replica handled, nobody else was
 handed anything in between and everything below was applied here. At its first fetch after a
-start, or after a gap in those numbers (another holder fetched meanwhile), the fetch is not
-applied alone: every write from the consumer's ack floor up to the fetch's newest is read from
-the stream (a batched direct get, `loom_core.bus.direct`) and applied in stream order, the
-fetch's own among them, then the fetch is acked. A dead holder's writes are so applied before
-anything newer, at once, not an ack wait later. A fetch given up is handed back (nak).
+start, or after a gap in those numbers (another holder fetched meanwhile), it waits (at most
+HELD_ELSEWHERE_SECONDS) until no delivery before its own is left unacked (a holder whose lease
+ran out while it applied a fetch acks it). If some still are, their holder died: every write from
+the consumer's ack floor up to the fetch's newest is read from the stream (a batched direct get,
+`loom_core.bus.direct`) and applied in stream order, the fetch's own among them, then the fetch
+is acked. A dead holder's writes are so applied before anything newer, seconds after the
+takeover, not an ack wait later. A fetch given up is handed back (nak).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ log = logging.getLogger(__name__)
 
 #: Longest pause between two attempts at a failed batch.
 MAX_PAUSE_SECONDS = 1.0
+#: Longest a new holder's first fetch waits for the deliveries another replica holds to be acked.
+HELD_ELSEWHERE_SECONDS = 2.0
 
 
 class Written(Protocol):
@@ -118,8 +122,9 @@ class BatchConsumer:
             return
         deliveries = [delivery(m) for m in msgs]
         seqs = [d.stream_seq for d in deliveries]
-        # Nobody else was handed anything since this replica's last fetch: everything below it is applied.
-        follows = deliveries[0].consumer_seq == self._next_delivery
+        # Nobody else was handed anything since this replica's last fetch (everything below it
+        # is applied), or nothing handed to another is still unacked.
+        follows = deliveries[0].consumer_seq == self._next_delivery or await self._none_held_elsewhere(deliveries[0].consumer_seq)
 
         async def apply() -> None:
             await (self.apply(msgs, seqs) if follows else self._apply_from_floor(max(seqs)))
@@ -133,6 +138,25 @@ class BatchConsumer:
         self._next_delivery = deliveries[-1].consumer_seq + 1
         newest = max(range(len(msgs)), key=lambda i: deliveries[i])
         await NatsBatchMessage([msgs[newest]], [msgs[newest].data]).ack()
+
+    async def _none_held_elsewhere(self, first: int) -> bool:
+        """Wait (at most HELD_ELSEWHERE_SECONDS) until no delivery before this replica's first
+        one, consumer sequence `first`, is unacked: a replica that held the consumer until just
+        now (a lease that expired while it was still applying a fetch) acks its fetch, a
+        stopped one's handed-back writes come here. False when some still are: the holder died
+        holding them, and they are applied from the stream (re-applied at once, a live holder's
+        events would reach core NATS subscribers twice)."""
+        assert self.consumer.stream is not None and self.consumer.durable is not None
+        deadline = asyncio.get_running_loop().time() + HELD_ELSEWHERE_SECONDS
+        while True:
+            with contextlib.suppress(Exception):  # not answering: asked again until the deadline
+                info = await self.bus.js.consumer_info(self.consumer.stream, self.consumer.durable)
+                delivered = int(info.delivered.consumer_seq or 0) if info.delivered is not None else 0
+                if int(info.num_ack_pending or 0) <= delivered - first + 1:  # all of them this replica's
+                    return True
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
 
     async def _apply_from_floor(self, through: int) -> None:
         """Apply every write on the consumer's subject after its ack floor, through stream
