@@ -12,7 +12,7 @@ import secrets
 import pytest
 from loom_core import fastjson
 from loom_core.bus import Bus, NatsServer, kv
-from loom_core.bus.position import position, stream_seq
+from loom_core.bus.position import delivery, position, stream_seq
 from loom_core.errors import Unavailable
 from nats.aio.msg import Msg
 from nats.errors import NotJSMessageError
@@ -54,6 +54,7 @@ ACK_SUBJECTS = [
 def test_position_reads_what_nats_py_metadata_reads(reply: str) -> None:
     msg = Msg(_client=None, reply=reply)  # type: ignore[arg-type]
     assert position(msg) == (msg.metadata.sequence.stream, msg.metadata.num_pending)
+    assert delivery(msg) == (msg.metadata.sequence.stream, msg.metadata.sequence.consumer)
 
 
 @pytest.mark.parametrize("reply", ["", "_INBOX.abc.def", "$JS.ACK.S.C.1.2", "$JS.API.S.C.1.42.3.1764547200000000000.7"])
@@ -61,6 +62,8 @@ def test_position_refuses_what_nats_py_refuses(reply: str) -> None:
     msg = Msg(_client=None, reply=reply)  # type: ignore[arg-type]
     with pytest.raises(NotJSMessageError):
         position(msg)
+    with pytest.raises(NotJSMessageError):
+        delivery(msg)
     with pytest.raises(NotJSMessageError):
         _ = msg.metadata
 
@@ -74,6 +77,7 @@ async def test_position_of_real_deliveries(bus: Bus) -> None:
         sub = await bus.js.pull_subscribe(f"{stream.lower()}.>", durable="pos", stream=stream)
         msgs = await sub.fetch(5, timeout=5)
         assert [position(m) for m in msgs] == [(m.metadata.sequence.stream, m.metadata.num_pending) for m in msgs]
+        assert [delivery(m) for m in msgs] == [(m.metadata.sequence.stream, m.metadata.sequence.consumer) for m in msgs]
         assert [stream_seq(m) for m in msgs] == [1, 2, 3, 4, 5]
     finally:
         await bus.js.delete_stream(stream)

@@ -362,7 +362,7 @@ async def projector_leader(cluster: Cluster) -> NatsNode:
     """The node leading the task projector's durable consumer (LOOM_TASK_STATE)."""
     conn = await nats.connect(cluster.nats.urls.split(","), user=INTERNAL_USER, password=INTERNAL_PASSWORD)
     try:
-        info = await conn.jetstream().consumer_info("LOOM_TASK_STATE", "loom-task-projector")
+        info = await conn.jetstream().consumer_info("LOOM_TASK_STATE", "loom-task-projector-ack-all")
     finally:
         await conn.close()
     assert info.cluster is not None and info.cluster.leader, info

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from loom_core.bus import Bus, NatsServer
 from loom_core.errors import ErrorCode, Unavailable
 from loom_tasks.consumers.projector import batch_token
 from loom_tasks.store.tasks import TaskStore
@@ -120,15 +121,18 @@ class NoPublish:
         return list(range(len(events)))
 
 
-async def _side_projector(org: Org, projection: FakeProjection, linger: float = 0.0) -> tuple[Any, str]:
-    """A second projector on its own durable over this org's writes, with a 60 s fetch timeout
-    (a fetch loop that waited for a full batch or its timeout would hold a lone write 60 s)."""
+async def _side_projector(
+    org: Org, projection: FakeProjection, linger: float = 0.0, *, durable: str = "", bus: Bus | None = None
+) -> tuple[Any, str]:
+    """A second projector on its own durable (or `durable`, when another runs on it already)
+    over this org's writes, with a 60 s fetch timeout (a fetch loop that waited for a full batch
+    or its timeout would hold a lone write 60 s)."""
     from loom_tasks.consumers.layout import PROJECTOR
     from loom_tasks.consumers.projector import Projector
     from loom_tasks.store import truth
     from nats.js.api import DeliverPolicy
 
-    durable = f"test-proj-{uuid.uuid4().hex[:8]}"
+    durable = durable or f"test-proj-{uuid.uuid4().hex[:8]}"
     assert PROJECTOR.config is not None
     config = dataclasses.replace(
         PROJECTOR.config, durable_name=durable, deliver_policy=DeliverPolicy.NEW, filter_subject=f"{truth.PREFIX}.{org.name}.>"
@@ -136,7 +140,7 @@ async def _side_projector(org: Org, projection: FakeProjection, linger: float = 
     consumer = dataclasses.replace(
         PROJECTOR, name=durable, durable=durable, config=config, subject=config.filter_subject, pull_timeout_seconds=60.0
     )
-    projector = Projector(org.inst.runtime.bus, projection, NoPublish(), consumer=consumer, linger=linger)  # type: ignore[arg-type]
+    projector = Projector(bus or org.inst.runtime.bus, projection, NoPublish(), consumer=consumer, linger=linger)  # type: ignore[arg-type]
     await projector.start()
     return projector, durable
 
@@ -243,15 +247,114 @@ async def test_a_projector_that_stops_while_its_batch_fails_leaves_it_unacked(or
     assert (await _acked(org, durable))[0] == floor
 
 
-async def test_start_deletes_the_retired_history_writers_durable(org: Org) -> None:
+async def test_start_deletes_the_retired_durables(org: Org) -> None:
     from loom_tasks.consumers.layout import RETIRED, retire_consumers
+    from loom_tasks.events import EARLIER_PROJECTOR_DURABLE, HISTORY_DURABLE
     from nats.js.api import ConsumerConfig
     from nats.js.errors import NotFoundError
 
     js = org.inst.runtime.bus.js
-    ((stream, durable),) = RETIRED
-    await js.add_consumer(stream, ConsumerConfig(durable_name=durable))
+    assert {durable for _, durable in RETIRED} == {HISTORY_DURABLE, EARLIER_PROJECTOR_DURABLE}
+    for stream, durable in RETIRED:
+        await js.add_consumer(stream, ConsumerConfig(durable_name=durable))
     await retire_consumers(org.inst.runtime.bus)
-    with pytest.raises(NotFoundError):
-        await js.consumer_info(stream, durable)
+    for stream, durable in RETIRED:
+        with pytest.raises(NotFoundError):
+            await js.consumer_info(stream, durable)
     await retire_consumers(org.inst.runtime.bus)  # absent: nothing to do
+
+
+async def test_the_projectors_durable_starts_where_the_earlier_one_left_off(org: Org, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An upgrade: the earlier durable (each write acked) has applied up to its ack floor; the
+    new one (one ack a fetch) is created to deliver what comes after, not the stream again."""
+    from loom_tasks.consumers import layout
+    from loom_tasks.store import truth
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+    js = org.inst.runtime.bus.js
+    earlier, durable = f"test-earlier-{uuid.uuid4().hex[:8]}", f"test-ack-all-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setattr(layout, "EARLIER_PROJECTOR_DURABLE", earlier)
+    monkeypatch.setattr(layout, "PROJECTOR_DURABLE", durable)
+    assert layout.PROJECTOR.config is not None
+    monkeypatch.setattr(
+        layout,
+        "PROJECTOR",
+        dataclasses.replace(layout.PROJECTOR, config=dataclasses.replace(layout.PROJECTOR.config, durable_name=durable)),
+    )
+    floor = int((await js.stream_info(truth.STREAM)).state.last_seq or 0)
+    await js.add_consumer(
+        truth.STREAM, ConsumerConfig(durable_name=earlier, deliver_policy=DeliverPolicy.NEW, ack_policy=AckPolicy.EXPLICIT)
+    )
+    try:
+        await layout.ensure_projector(org.inst.runtime.bus)
+        info = await js.consumer_info(truth.STREAM, durable)
+        assert info.config.ack_policy == AckPolicy.ALL
+        assert int(info.ack_floor.stream_seq or 0) == floor  # delivers from floor + 1 on
+        await layout.ensure_projector(org.inst.runtime.bus)  # there: left as it is
+        assert (await js.consumer_info(truth.STREAM, durable)).created == info.created
+    finally:
+        for name in (earlier, durable):
+            await js.delete_consumer(truth.STREAM, name)
+
+
+async def test_a_fetch_is_acked_with_one_ack(org: Org) -> None:
+    admin = await org.admin()
+    await register(admin)
+    owner = await org.owner()
+    projection = FakeProjection()
+    projector, durable = await _side_projector(org, projection)
+    acks: list[str] = []
+    nc = org.inst.runtime.bus.nc
+
+    async def ack(msg: Any) -> None:
+        acks.append(msg.subject)
+
+    sub = await nc.subscribe(f"$JS.ACK.*.{durable}.>", cb=ack)
+    try:
+        items = [{"inbox": "private-bot", "kind": "chore", "title": f"t{i}"} for i in range(20)]
+        created = {r["task"]["task_id"] for r in (await owner("task.create_many", tasks=items))["results"]}
+
+        async def applied_and_acked() -> bool:
+            return {r["task_id"] for rows, _ in projection.applied for r in rows} == created and (await _acked(org, durable))[1] == 0
+
+        await eventually(applied_and_acked)
+        assert 1 <= len(acks) <= len(projection.applied) < len(created)  # one ack a fetch, not one a write
+    finally:
+        await sub.unsubscribe()
+        await projector.stop()
+
+
+async def test_a_holder_killed_mid_fetch_loses_no_write_to_the_next_holders_acks(org: Org, nats_server: NatsServer) -> None:
+    """A replica dies while it applies a fetch (no ack, no nak: the writes stay delivered to it
+    until the consumer's ack wait). The next holder's first ack acks everything at or below it
+    (AckPolicy ALL), so it first applies the writes after the ack floor it did not get."""
+    from loom_core.bus import connect_bus
+
+    admin = await org.admin()
+    await register(admin)
+    owner = await org.owner()
+    dead_bus = await connect_bus(nats_server.url, name="dying-replica")
+    held = FakeProjection()
+    held.gate = asyncio.Event()  # never set: it dies applying
+    dying, durable = await _side_projector(org, held, bus=dead_bus)
+    projection = FakeProjection()
+    try:
+        lost = (await owner("task.create", inbox="private-bot", kind="chore", title="held by the dying replica"))["task"]["task_id"]
+        await asyncio.wait_for(held.attempted.wait(), 10)
+        await dead_bus.nc.close()  # killed: what it was handed stays pending on the consumer
+        assert (await _acked(org, durable))[1] == 1
+        taker, _ = await _side_projector(org, projection, durable=durable)
+        try:
+            newer = (await owner("task.create", inbox="private-bot", kind="chore", title="after the takeover"))["task"]["task_id"]
+
+            async def acked() -> bool:
+                return (await _acked(org, durable))[1] == 0 and bool(projection.applied)
+
+            await eventually(acked)
+            applied = [r["task_id"] for rows, _ in projection.applied for r in rows]
+            assert applied[: applied.index(newer) + 1] == [lost, newer]  # the dead holder's first, in stream order
+        finally:
+            await taker.stop()
+    finally:
+        held.gate.set()
+        await dying.stop()

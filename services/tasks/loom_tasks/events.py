@@ -45,8 +45,11 @@ WAKE_PREFIX = "loom.task_wake"
 CONFIG_PREFIX = "loom.task_config"
 #: A re-published event (the projector redelivered after a crash) inside this window is stored once.
 DUPLICATE_WINDOW_SECONDS = 600.0
-#: The durable consumer: task state -> events, the projection and task.history's table.
-PROJECTOR_DURABLE = "loom-task-projector"
+#: The durable consumer: task state -> events, the projection and task.history's table (AckPolicy ALL).
+PROJECTOR_DURABLE = "loom-task-projector-ack-all"
+#: Earlier versions' projector durable (each write acked): deleted at start, after the one above
+#: is created where it left off (consumers/layout.py: ensure_projector).
+EARLIER_PROJECTOR_DURABLE = "loom-task-projector"
 #: task.progress notes (no state write) -> task.history's table.
 NOTES_DURABLE = "loom-task-notes"
 #: Earlier versions' history writer (events -> task.history's table): deleted at start.

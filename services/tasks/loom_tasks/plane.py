@@ -17,7 +17,7 @@ from loom_core.plane import bind_handlers
 from loom_core.runtime import Handler, Runtime
 from loom_core.store import Migration
 
-from .consumers.layout import PROJECTOR_LEASE, retire_consumers
+from .consumers.layout import PROJECTOR_LEASE, ensure_projector, retire_consumers
 from .consumers.leased import Leased
 from .consumers.notes import NotesWriter
 from .consumers.projector import Projector
@@ -140,6 +140,7 @@ class TasksPlane:
         await self.truth.ensure()
         await self.publisher.ensure_stream(float(s.task_events_max_age_seconds))
         await self.pushes.start()
+        await ensure_projector(self.runtime.bus)
         await retire_consumers(self.runtime.bus)
         await self.projecting.start()
         await self.notes.start()

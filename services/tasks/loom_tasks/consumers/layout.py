@@ -1,13 +1,14 @@
 """The tasks plane's consumers of JetStream on the runtime's FastStream broker, declared in one place.
 
 PROJECTOR is a durable pull consumer (run on one replica at a time, under PROJECTOR_LEASE, so
-each task's events are published in order; it also writes task.history's rows), with explicit
-acks, and a batch consumer (one handler call per fetch, as soon as anything is ready:
-core/loom_core/bus/batched.py): NACK_ON_ERROR, so a fetch is acked when its handler returns, which
-is after it is written (consumers/batches.py retries a failed fetch in place, so the handler
-returns only then, or gives the fetch up unacked when the consumer stops). NOTES is the same
-kind of consumer, shared by every replica, over the one kind of event no state write carries
-(task.progress notes, published by the op itself): it writes their task.history rows.
+each task's events are published in order; it also writes task.history's rows) and a batch
+consumer (one handler call per fetch, as soon as anything is ready: core/loom_core/bus/batched.py)
+whose fetch is acked by its handler once written, with one ack (AckPolicy ALL: an ack acks every
+message at or below it; consumers/batches.py retries a failed fetch in place, so the ack comes
+only then, or gives the fetch up, handed back, when the consumer stops). NOTES is the same kind
+of consumer but shared by every replica, so each of its messages is acked (explicit acks,
+NACK_ON_ERROR), over the one kind of event no state write carries (task.progress notes,
+published by the op itself): it writes their task.history rows.
 SWEEP_WATCH is the sweep lease holder's watch of the tasks' state (the sweep's due index): a
 batch pull consumer of its own (a durable name per watch, acking nothing, removed by the server
 once unused; consumers/sweep.py starts a new watch, index and all, when it finds it gone).
@@ -29,8 +30,9 @@ from typing import Any
 from loom_core.bus import AckPolicy, Bus, Consumer, task_subjects
 from nats.js.api import AckPolicy as JsAckPolicy
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js.errors import BadRequestError, NotFoundError
 
-from ..events import CONFIG_PREFIX, HISTORY_DURABLE, NOTES_DURABLE, PROJECTOR_DURABLE, STREAM, WAKE_PREFIX
+from ..events import CONFIG_PREFIX, EARLIER_PROJECTOR_DURABLE, HISTORY_DURABLE, NOTES_DURABLE, PROJECTOR_DURABLE, STREAM, WAKE_PREFIX
 from ..store import truth
 
 #: Most writes one fetch hands over (one projection insert, one event-table insert).
@@ -39,21 +41,25 @@ FETCH = 1000
 WATCH_INACTIVE_SECONDS = 30.0
 
 
-def _durable_batches(name: str, subject: str, stream: str, durable: str, ack_wait: float, description: str) -> Consumer:
+def _durable_batches(
+    name: str, subject: str, stream: str, durable: str, ack_wait: float, description: str, *, one_holder: bool = False
+) -> Consumer:
     """A durable batch pull consumer whose fetch is acked once its handler returns (after the
-    write: NACK_ON_ERROR) and redelivered `ack_wait` seconds after a replica died holding it."""
+    write) and redelivered `ack_wait` seconds after a replica died holding it. Each message is
+    acked (NACK_ON_ERROR), or, for a consumer `one_holder` replica at a time runs, the fetch
+    with one ack of its newest (AckPolicy ALL; the handler acks: consumers/batches.py)."""
     return Consumer(
         name,
         subject,
         stream=stream,
         durable=durable,
-        ack=AckPolicy.NACK_ON_ERROR,
+        ack=AckPolicy.MANUAL if one_holder else AckPolicy.NACK_ON_ERROR,
         pull_batch=FETCH,
         pull_timeout_seconds=1.0,
         batch=True,
         config=ConsumerConfig(
             durable_name=durable,
-            ack_policy=JsAckPolicy.EXPLICIT,
+            ack_policy=JsAckPolicy.ALL if one_holder else JsAckPolicy.EXPLICIT,
             ack_wait=ack_wait,
             deliver_policy=DeliverPolicy.ALL,
             max_ack_pending=50_000,
@@ -70,6 +76,7 @@ PROJECTOR = _durable_batches(
     PROJECTOR_DURABLE,
     10.0,  # a dead replica's writes come back to the others this soon
     "task state writes -> task.updates events and the ClickHouse projection task_state (acked after both)",
+    one_holder=True,
 )
 
 NOTES = _durable_batches(
@@ -82,8 +89,9 @@ NOTES = _durable_batches(
 )
 
 #: Durable consumers earlier versions kept, deleted at start (best effort) so none piles up
-#: pending messages: (stream, durable). The history writer's rows now come from the projector.
-RETIRED = ((STREAM, HISTORY_DURABLE),)
+#: pending messages: (stream, durable). The history writer's rows now come from the projector;
+#: the projector's earlier durable acked each write (an ack policy a consumer cannot change).
+RETIRED = ((STREAM, HISTORY_DURABLE), (truth.STREAM, EARLIER_PROJECTOR_DURABLE))
 
 
 def _watch(name: str, subject: str, stream: str, deliver: DeliverPolicy, description: str, **config: Any) -> Consumer:
@@ -154,6 +162,24 @@ CONSUMERS = (PROJECTOR, NOTES, SWEEP_WATCH, EVENTS_TAIL, WAKE, CONFIG)
 
 #: The cluster lease under which one replica at a time runs PROJECTOR (consumers/leased.py).
 PROJECTOR_LEASE = "tasks.projector"
+
+
+async def ensure_projector(bus: Bus) -> None:
+    """Create PROJECTOR's durable when absent, starting after the earlier durable's ack floor
+    when that one is there (an upgrade: the writes it applied are not applied again), else at
+    the stream's start. Before `retire_consumers` deletes the earlier one; a replica that
+    creates it first wins (the other's create is refused, and it binds the one there)."""
+    assert PROJECTOR.config is not None
+    with contextlib.suppress(NotFoundError):
+        await bus.js.consumer_info(truth.STREAM, PROJECTOR_DURABLE)
+        return
+    config = dataclasses.replace(PROJECTOR.config)
+    with contextlib.suppress(NotFoundError):
+        earlier = await bus.js.consumer_info(truth.STREAM, EARLIER_PROJECTOR_DURABLE)
+        floor = int(earlier.ack_floor.stream_seq or 0) if earlier.ack_floor is not None else 0
+        config = dataclasses.replace(config, deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=floor + 1)
+    with contextlib.suppress(BadRequestError):
+        await bus.js.add_consumer(truth.STREAM, config)
 
 
 async def retire_consumers(bus: Bus) -> None:

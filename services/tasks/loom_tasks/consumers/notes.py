@@ -12,13 +12,13 @@ readers keep the first row of an event_id. task.history waits for it as for the 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Sequence
 
 from loom_core.bus import Bus, Consumer
 
 from ..domain.events import from_wire
 from ..store.tasks import EventRow, TaskStore
-from .batches import BatchConsumer
+from .batches import BatchConsumer, Written
 from .layout import NOTES
 from .projector import batch_token, history_row
 
@@ -32,7 +32,7 @@ class NotesWriter(BatchConsumer):
         super().__init__(bus, consumer)
         self.projection = projection
 
-    async def apply(self, msgs: list[Any]) -> None:
+    async def apply(self, msgs: Sequence[Written], seqs: list[int]) -> None:
         rows: list[EventRow] = []
         for m in msgs:
             event = from_wire(m.data)
@@ -42,4 +42,4 @@ class NotesWriter(BatchConsumer):
                 continue
             rows.append(row)
         if rows:
-            await self.projection.write([], rows, batch_token(msgs))
+            await self.projection.write([], rows, batch_token(msgs, seqs))

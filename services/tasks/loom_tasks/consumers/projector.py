@@ -12,7 +12,8 @@ For each fetch:
    in the batch into `task_state` (its revision as the row version) and every event into
    `task.history`'s table `task_events`, each insert deduplicated by a digest of the batch's
    writes (batch_token);
-3. once both are done, the fetch is acknowledged (the handler returns; the consumer's ack policy acks it).
+3. once both are done, the fetch is acknowledged, with one ack of its newest write (the consumer's
+   AckPolicy is ALL: consumers/batches.py says when that is safe and what a new holder does first).
 Before all that, its `taps` are told each task's newest state in the fetch (the sweep's due
 index, when the sweep runs on this replica: consumers/sweep.py).
 A crash anywhere in between redelivers the batch, and every step is idempotent (an event row
@@ -34,9 +35,8 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from operator import itemgetter
-from typing import Any
 
 from loom_core.batching import Pacer
 from loom_core.bus import Bus, Consumer
@@ -48,7 +48,7 @@ from ..domain.validate import parse_time
 from ..events import EventPublisher
 from ..store import truth
 from ..store.tasks import EventRow, ProjectedTask, TaskStore, event_row, to_store
-from .batches import BatchConsumer
+from .batches import BatchConsumer, Written
 from .layout import PROJECTOR
 
 log = logging.getLogger(__name__)
@@ -88,13 +88,12 @@ class Projector(BatchConsumer):
         for tap in self.taps:
             tap(states)
 
-    async def apply(self, msgs: list[Any]) -> None:
-        """Apply nats-py messages of LOOM_TASK_STATE (events, then the projection and the history);
+    async def apply(self, msgs: Sequence[Written], seqs: list[int]) -> None:
+        """Apply writes of LOOM_TASK_STATE (events, then the projection and the history);
         raises when any step fails (nothing is acknowledged here: the caller acks once this returns)."""
         newest: dict[tuple[str, str], truth.State] = {}
         events: dict[tuple[str, str], list[TaskEvent]] = {}
         tombstones: list[tuple[str, str, int]] = []
-        seqs = [stream_seq(m) for m in msgs]
         last_seq = max(seqs, default=0)
         for m, seq in zip(msgs, seqs, strict=True):
             try:
@@ -177,7 +176,7 @@ def history_row(event: TaskEvent) -> EventRow | None:
         return None
 
 
-def batch_token(msgs: list[Any], seqs: list[int] | None = None) -> str:
+def batch_token(msgs: Sequence[Written], seqs: list[int] | None = None) -> str:
     """The projection insert's dedup token: a digest of the batch's exact writes (sequence,
     subject and value of each). The sequence range and count alone are not enough: after
     redeliveries two different sets of writes can share them, and a stream that starts again
