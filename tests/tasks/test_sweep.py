@@ -179,6 +179,40 @@ async def test_a_cancelled_task_that_left_nats_can_be_reopened(org: Org) -> None
     assert (await owner("task.pull", inbox="private-bot", wait_seconds=5))["tasks"][0]["task_id"] == t["task_id"]
 
 
+async def test_a_pass_retires_every_finished_task_due_not_one_batch_of_them(org: Org, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass goes on, BATCH at a time, while finished tasks are due: one batch a pass retired fewer
+    tasks a second than a busy server finishes, and the rest piled up in NATS and in the index."""
+    from loom_tasks.events import PROJECTOR_DURABLE, ack_floor
+    from loom_tasks.store import truth
+
+    admin = await org.admin()
+    await register(admin)
+    owner = await org.owner()
+    ids = [(await owner("task.create", inbox="private-bot", kind="chore", title=f"t{n}"))["task"]["task_id"] for n in range(12)]
+    for task_id in ids:
+        await owner("task.cancel", task_id=task_id, reason="not needed")
+    p, rt = plane(org.inst), org.inst.runtime
+    s = Sweeper(p.engine, p.truth, rt.bus, p.directory, rt.leases, interval=600.0, retention=0.0, tombstone_ttl=3600.0)
+    newest = 0
+    for task_id in ids:
+        st = await p.truth.read(org.name, task_id)
+        assert st is not None and st.row is not None and st.row.terminal
+        s.index.offer(org.name, task_id, st.rev, sweep_mod.due_at(st.row, s.retention))
+        newest = max(newest, st.rev)
+
+    async def projected() -> bool:
+        return await ack_floor(rt.bus.js, truth.STREAM, PROJECTOR_DURABLE) >= newest
+
+    await eventually(projected, within=15)
+    monkeypatch.setattr(sweep_mod, "BATCH", 5)
+    report = await s.sweep_once()
+    assert (report.retired, report.errors) == (12, 0)
+    for task_id in ids:
+        st = await p.truth.read(org.name, task_id)
+        assert st is not None and st.row is None
+    assert s.index.take(now=time.time() + 10**6, limit=100) == []
+
+
 def test_the_due_index_hands_out_the_oldest_due_first_and_skips_replaced_entries() -> None:
     idx = DueIndex()
     for n in range(1000):

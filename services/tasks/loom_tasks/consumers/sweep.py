@@ -29,9 +29,12 @@ has not applied yet leaves an older expiry in it, and the pass re-reads the trut
 acts (as always), so a stale entry is skipped, not acted on. When the projector moves to
 another replica, this one lets the sweep lease go and the new projector's replica takes it.
 Each pass (every LOOM_TASK_SWEEP_INTERVAL_SECONDS) takes what is due in due order, oldest first,
-up to BATCH, skipping entries a newer write replaced: so every pass makes progress on the
-oldest work, however many tasks are alive. Each action is the engine's compare-and-set on the
-task's current state, so a sweep racing an op (a heartbeat, a finish) loses cleanly.
+BATCH at a time (their states read in one request) until nothing is due or the pass has run an
+interval, skipping entries a newer write replaced: so every pass makes progress on the oldest
+work, however many tasks are alive, and retires finished tasks as fast as a busy server finishes
+them. An entry whose action failed (NATS not answering) is looked at again next pass. Each action
+is the engine's compare-and-set on the task's current state, so a sweep racing an op (a
+heartbeat, a finish) loses cleanly.
 """
 
 from __future__ import annotations
@@ -327,31 +330,60 @@ class Sweeper:
     # --- the pass -----------------------------------------------------------------------------
 
     async def sweep_once(self, now: float | None = None) -> SweepReport:
+        """Everything due by `now`, BATCH at a time, for up to `interval` (then the lease is
+        renewed and the next pass goes on): a pass that took one BATCH and slept retired at most
+        BATCH finished tasks a second, fewer than a busy server finishes, and the rest piled up
+        in NATS and in the index (issue Q's soak: RSS grew for ten minutes)."""
         now = now if now is not None else time.time()
         report = SweepReport()
-        due = self.index.take(now, BATCH)
-        applied = await self._projected_rev() if due else 0
-        sem = asyncio.Semaphore(CONCURRENCY)
-
-        async def one(org: str, task_id: str, rev: int) -> None:
-            async with sem:
-                try:
-                    await self._act(org, task_id, rev, now, applied, report)
-                except Skip:
-                    report.skipped += 1
-                except LoomError as exc:
-                    if exc.code not in _QUIET:
-                        report.errors += 1
-                        log.warning("task sweep: %s on %s", exc.code, task_id)
-                    else:
-                        report.skipped += 1
-
-        await asyncio.gather(*(one(*d) for d in due))
+        until = time.monotonic() + self.interval
+        while due := self.index.take(now, BATCH):
+            if not await self._round(due, now, report) or time.monotonic() >= until:
+                break
         self.passes += 1
         Sweeper.passes_in_process += 1
         self.pass_done.set()
         self.pass_done = asyncio.Event()
         return report
+
+    async def _round(self, due: list[tuple[str, str, int]], now: float, report: SweepReport) -> bool:
+        """One BATCH of due entries: their states read in one request, finished tasks retired
+        side by side (one tombstone each, no read-modify-write), the rest acted on CONCURRENCY at
+        a time. False when NATS did not answer (the entries are looked at again next pass)."""
+        try:
+            states = await self.state.read_many([(org, task_id) for org, task_id, _ in due])
+        except LoomError as exc:
+            for org, task_id, rev in due:
+                self.index.later(org, task_id, rev, now + self.interval)
+            report.errors += 1
+            log.warning("task sweep: %s reading %d due tasks", exc.code, len(due))
+            return False
+        applied = await self._projected_rev()
+        sem = asyncio.Semaphore(CONCURRENCY)
+
+        async def one(org: str, task_id: str, rev: int) -> None:
+            st = states.get((org, task_id))
+            try:
+                if st is None or st.row is None or st.rev != rev:
+                    raise Skip()  # a newer write is in the index already
+                if st.row.terminal:  # a single write: no need to hold back the others
+                    await self._act(st.row, now, applied, report)
+                    return
+                async with sem:
+                    await self._act(st.row, now, applied, report)
+            except Skip:
+                report.skipped += 1
+            except LoomError as exc:
+                if exc.code in _QUIET:
+                    report.skipped += 1
+                    return
+                # Looked at again next pass: dropped, a finished task would stay in NATS for ever.
+                self.index.later(org, task_id, rev, now + self.interval)
+                report.errors += 1
+                log.warning("task sweep: %s on %s", exc.code, task_id)
+
+        await asyncio.gather(*(one(*d) for d in due))
+        return True
 
     async def sweep_task(self, org: str, task_id: str) -> SweepReport:
         """One task's due work now, as a pass would do it (whatever the index holds)."""
@@ -363,17 +395,15 @@ class Sweeper:
         now = time.time()
         if due is not None and due <= now:
             with contextlib.suppress(Skip):
-                await self._act(org, task_id, st.rev, now, await self._projected_rev(), report)
+                await self._act(st.row, now, await self._projected_rev(), report)
         return report
 
     async def _projected_rev(self) -> int:
         return await ack_floor(self.bus.js, truth.STREAM, PROJECTOR_DURABLE)  # 0: nothing retires this pass
 
-    async def _act(self, org: str, task_id: str, rev: int, now: float, applied: int, report: SweepReport) -> None:
-        st = await self.state.read(org, task_id)
-        if st is None or st.row is None or st.rev != rev:
-            raise Skip()  # a newer write is in the index already
-        row = st.row
+    async def _act(self, row: TaskRow, now: float, applied: int, report: SweepReport) -> None:
+        """Act on `row`, the task's state as just read (its `rev` is the revision acted at)."""
+        org, task_id, rev = row.org, row.task_id, row.rev
         if row.terminal:
             if applied < rev:
                 self.index.later(org, task_id, rev, now + self.interval)  # the projection first
