@@ -10,7 +10,9 @@ the revision that said so —
 - a deferred task: its resume_at;
 - a triage item not yet escalated: its escalate_at;
 - a finished task: LOOM_TASK_TERMINAL_RETENTION_SECONDS after it finished, when it leaves
-  NATS for the projection (a tombstone; only once the projector has applied it).
+  NATS for the projection (a tombstone; only once the projector has applied it). The tombstone
+  keeps an idempotency_key taken for LOOM_TASK_IDEMPOTENCY_WINDOW_SECONDS; a task without one
+  leaves NATS altogether a minute later (KEYLESS_TOMBSTONE_SECONDS).
 The watch starts when the lease is taken and stops (its index dropped) when the lease is lost or
 held by another replica, so only the holder decodes every state write; a pass runs only once the
 watch has caught up (it has delivered the last write of every task the stream held when it
@@ -71,6 +73,9 @@ log = logging.getLogger(__name__)
 LEASE_KEY = "tasks.sweep"
 BATCH = 500
 CONCURRENCY = 16
+#: How long the tombstone of a task created without an idempotency_key stays (the projector and a
+#: replaying watch pass it meanwhile; a read finds the task in the projection either way).
+KEYLESS_TOMBSTONE_SECONDS = 60.0
 _QUIET = {ErrorCode.TASK_TERMINAL, ErrorCode.PRECONDITION_FAILED, ErrorCode.RESOURCE_NOT_FOUND, ErrorCode.TASK_FENCE_STALE}
 
 
@@ -408,8 +413,13 @@ class Sweeper:
             if applied < rev:
                 self.index.later(org, task_id, rev, now + self.interval)  # the projection first
                 raise Skip()
+            # A task created without an idempotency_key has no key to keep taken: its tombstone
+            # goes after KEYLESS_TOMBSTONE_SECONDS, not the idempotency window (a day), else
+            # nats-server held every finished task's subject that long (issue Q's soak).
+            ttl = self.tombstone_ttl if row.idempotency_key else min(self.tombstone_ttl, KEYLESS_TOMBSTONE_SECONDS)
             with contextlib.suppress(WrongRevision):
-                await self.state.tombstone(org, task_id, rev, self.tombstone_ttl)
+                retired = await self.state.tombstone(org, task_id, rev, ttl)
+                self.index.offer(org, task_id, retired, None)  # not left to the projector's tap: the tombstone may go first
                 report.retired += 1
             return
         if row.status == model.IN_PROGRESS:

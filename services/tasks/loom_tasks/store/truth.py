@@ -15,8 +15,8 @@ the task.updates event (LOOM_TASK_EVENTS, `Nats-Msg-Id` = event_id), the ClickHo
 Retention. The stream keeps the last HISTORY messages of each subject, so the projector may fall
 that many writes of one task behind without losing one. A finished task's value is replaced,
 after LOOM_TASK_TERMINAL_RETENTION_SECONDS and once the projection holds it, by a tombstone
-(a rollup: older messages go) that lives LOOM_TASK_IDEMPOTENCY_WINDOW_SECONDS; readers then read
-the projection. An idempotent create's task_id is derived from (org, poster, key), so its
+(a rollup: older messages go) that lives LOOM_TASK_IDEMPOTENCY_WINDOW_SECONDS when the task has an
+idempotency_key, a minute when it has none (consumers/sweep.py); readers then read the projection. An idempotent create's task_id is derived from (org, poster, key), so its
 create-if-absent write IS the idempotency check: one key stores one task, however slow anything is.
 """
 
