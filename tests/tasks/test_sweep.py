@@ -220,6 +220,25 @@ async def test_a_pass_retires_every_finished_task_due_not_one_batch_of_them(org:
     assert len(s.index) == 0 and s.index.take(now=time.time() + 10**6, limit=100) == []
 
 
+async def test_tombstones_go_as_one_atomic_batch_and_a_task_changed_since_refuses_it_whole(org: Org) -> None:
+    from loom_core.bus import kv
+
+    admin = await org.admin()
+    await register(admin)
+    owner = await org.owner()
+    ids = [(await owner("task.create", inbox="private-bot", kind="chore", title=f"t{n}"))["task"]["task_id"] for n in range(3)]
+    for task_id in ids:
+        await owner("task.cancel", task_id=task_id, reason="not needed")
+    truth = plane(org.inst).truth
+    revs = [st.rev for st in (await truth.read_many([(org.name, task_id) for task_id in ids])).values()]
+    with pytest.raises(kv.BatchRefused):
+        await truth.tombstone_many([(org.name, ids[0], revs[0], 60.0), (org.name, ids[1], revs[1] - 1, 60.0)])
+    assert all(st.row is not None for st in (await truth.read_many([(org.name, task_id) for task_id in ids])).values())
+    stored = await truth.tombstone_many([(org.name, task_id, rev, 60.0) for task_id, rev in zip(ids, revs, strict=True)])
+    assert stored == list(range(stored[0], stored[0] + 3))
+    assert all(st.row is None for st in (await truth.read_many([(org.name, task_id) for task_id in ids])).values())
+
+
 async def test_a_task_without_an_idempotency_key_leaves_nats_altogether_and_can_still_be_reopened(
     org: Org, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -53,7 +53,7 @@ from typing import Any, ClassVar
 
 from faststream.nats.message import NatsBatchMessage
 from loom_core.aio import cancel_and_wait
-from loom_core.bus import Bus, Consuming, LeaseHeld, LeaseStore
+from loom_core.bus import Bus, Consuming, LeaseHeld, LeaseStore, kv
 from loom_core.bus.leases import Lease
 from loom_core.bus.position import position
 from loom_core.errors import ErrorCode, LoomError
@@ -352,43 +352,77 @@ class Sweeper:
         return report
 
     async def _round(self, due: list[tuple[str, str, int]], now: float, report: SweepReport) -> bool:
-        """One BATCH of due entries: their states read in one request, finished tasks retired
-        side by side (one tombstone each, no read-modify-write), the rest acted on CONCURRENCY at
-        a time. False when NATS did not answer (the entries are looked at again next pass)."""
+        """One BATCH of due entries: their states read in one request, the finished tasks the
+        projection holds retired as one atomic batch (`_retire`), the rest acted on CONCURRENCY
+        at a time. False when NATS did not answer (the entries are looked at again next pass)."""
         try:
             states = await self.state.read_many([(org, task_id) for org, task_id, _ in due])
         except LoomError as exc:
-            for org, task_id, rev in due:
-                self.index.later(org, task_id, rev, now + self.interval)
-            report.errors += 1
-            log.warning("task sweep: %s reading %d due tasks", exc.code, len(due))
+            self._again(due, now, report, exc)
             return False
         applied = await self._projected_rev()
+        finished: list[TaskRow] = []
+        others: list[TaskRow] = []
+        for org, task_id, rev in due:
+            st = states.get((org, task_id))
+            if st is None or st.row is None or st.rev != rev:
+                report.skipped += 1  # a newer write is in the index already
+            elif not st.row.terminal:
+                others.append(st.row)
+            elif applied < rev:
+                self.index.later(org, task_id, rev, now + self.interval)  # the projection first
+                report.skipped += 1
+            else:
+                finished.append(st.row)
         sem = asyncio.Semaphore(CONCURRENCY)
 
-        async def one(org: str, task_id: str, rev: int) -> None:
-            st = states.get((org, task_id))
-            try:
-                if st is None or st.row is None or st.rev != rev:
-                    raise Skip()  # a newer write is in the index already
-                if st.row.terminal:  # a single write: no need to hold back the others
-                    await self._act(st.row, now, applied, report)
-                    return
-                async with sem:
-                    await self._act(st.row, now, applied, report)
-            except Skip:
-                report.skipped += 1
-            except LoomError as exc:
-                if exc.code in _QUIET:
+        async def one(row: TaskRow) -> None:
+            async with sem:
+                try:
+                    await self._act(row, now, applied, report)
+                except Skip:
                     report.skipped += 1
-                    return
-                # Looked at again next pass: dropped, a finished task would stay in NATS for ever.
-                self.index.later(org, task_id, rev, now + self.interval)
-                report.errors += 1
-                log.warning("task sweep: %s on %s", exc.code, task_id)
+                except LoomError as exc:
+                    if exc.code in _QUIET:
+                        report.skipped += 1
+                    else:
+                        self._again([(row.org, row.task_id, row.rev)], now, report, exc)
 
-        await asyncio.gather(*(one(*d) for d in due))
+        try:
+            retired = await self._retire(finished)
+        except kv.BatchRefused:
+            others += finished  # one by one: the tasks that changed since they were read lose their compare-and-set
+        except LoomError as exc:
+            self._again([(row.org, row.task_id, row.rev) for row in finished], now, report, exc)
+        else:
+            report.retired += retired
+        await asyncio.gather(*(one(row) for row in others))
         return True
+
+    def _again(self, due: list[tuple[str, str, int]], now: float, report: SweepReport, exc: LoomError) -> None:
+        """Entries whose action failed (NATS not answering): looked at again next pass (dropped,
+        a finished task would stay in NATS for ever)."""
+        for org, task_id, rev in due:
+            self.index.later(org, task_id, rev, now + self.interval)
+        report.errors += 1
+        log.warning("task sweep: %s on %d due tasks (%s first)", exc.code, len(due), due[0][1])
+
+    async def _retire(self, rows: list[TaskRow]) -> int:
+        """Finished tasks replaced by their tombstones as one atomic batch: with every write
+        fsynced, a tombstone each cost the disk more than the lifecycles' batched writes, and
+        the sweep fell behind (issue Q's soak)."""
+        if not rows:
+            return 0
+        revs = await self.state.tombstone_many([(row.org, row.task_id, row.rev, self._tombstone_ttl(row)) for row in rows])
+        for row, rev in zip(rows, revs, strict=True):
+            self.index.offer(row.org, row.task_id, rev, None)  # not left to the projector's tap: the tombstone may go first
+        return len(rows)
+
+    def _tombstone_ttl(self, row: TaskRow) -> float:
+        # A task created without an idempotency_key has no key to keep taken: its tombstone goes
+        # after KEYLESS_TOMBSTONE_SECONDS, not the idempotency window (a day), else nats-server
+        # held every finished task's subject that long (issue Q's soak).
+        return self.tombstone_ttl if row.idempotency_key else min(self.tombstone_ttl, KEYLESS_TOMBSTONE_SECONDS)
 
     async def sweep_task(self, org: str, task_id: str) -> SweepReport:
         """One task's due work now, as a pass would do it (whatever the index holds)."""
@@ -413,12 +447,8 @@ class Sweeper:
             if applied < rev:
                 self.index.later(org, task_id, rev, now + self.interval)  # the projection first
                 raise Skip()
-            # A task created without an idempotency_key has no key to keep taken: its tombstone
-            # goes after KEYLESS_TOMBSTONE_SECONDS, not the idempotency window (a day), else
-            # nats-server held every finished task's subject that long (issue Q's soak).
-            ttl = self.tombstone_ttl if row.idempotency_key else min(self.tombstone_ttl, KEYLESS_TOMBSTONE_SECONDS)
             with contextlib.suppress(WrongRevision):
-                retired = await self.state.tombstone(org, task_id, rev, ttl)
+                retired = await self.state.tombstone(org, task_id, rev, self._tombstone_ttl(row))
                 self.index.offer(org, task_id, retired, None)  # not left to the projector's tap: the tombstone may go first
                 report.retired += 1
             return
