@@ -355,6 +355,18 @@ def nats_messages(monitor_port: int) -> int:
     return int(varz["in_msgs"]) + int(varz["out_msgs"])
 
 
+def task_state_counts(monitor_port: int) -> tuple[int, int]:
+    """LOOM_TASK_STATE's messages and subjects (`/jsz`): a task not retired yet holds its writes
+    there, a retired one only its tombstone, so messages past the subjects are tasks in NATS."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{monitor_port}/jsz?streams=true", timeout=5) as r:
+        jsz = json.loads(r.read())
+    for account in jsz.get("account_details", []):
+        for stream in account.get("stream_detail", []):
+            if stream["name"] == "LOOM_TASK_STATE":
+                return int(stream["state"]["messages"]), int(stream["state"].get("num_subjects") or 0)
+    return 0, 0
+
+
 class SubjectCount:
     """Every message through the nats-server during a run, by kind (a subscriber on `>`, which
     the server hands a copy of everything, JetStream's deliveries and API replies included): what
@@ -609,11 +621,13 @@ def malloc_mb() -> tuple[float, float]:
     return (mi.uordblks + mi.hblkhd) / 2**20, mi.fordblks / 2**20
 
 
-async def memory_sample(store: Any, nats_pid: int) -> dict[str, float]:
+async def memory_sample(store: Any, nats_pid: int, nats_monitor: int) -> dict[str, float]:
     """Where the server process's memory is: RSS, glibc malloc in use and free (fragmentation it
     keeps), Python's allocated blocks and GC-tracked objects (after a collection), chDB's own
-    tracked memory; and nats-server's RSS."""
+    tracked memory; and nats-server's RSS, with the task state stream's messages and subjects
+    (tasks not retired yet, and tombstones: `task_state_counts`)."""
     gc.collect()
+    state_msgs, state_subjects = task_state_counts(nats_monitor)
     in_use, free = malloc_mb()
     rows = await store.query("SELECT value FROM system.metrics WHERE metric = 'MemoryTracking'")
     return {
@@ -624,6 +638,8 @@ async def memory_sample(store: Any, nats_pid: int) -> dict[str, float]:
         "python_objects_k": len(gc.get_objects()) / 1000,
         "chdb_tracked_mb": int(rows[0]["value"]) / 2**20 if rows else 0.0,
         "nats_mb": rss_mb(nats_pid),
+        "task_state_msgs_k": state_msgs / 1000,
+        "task_subjects_k": state_subjects / 1000,
     }
 
 
@@ -879,7 +895,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         wake["spans"] = trace.spans(stamps)
                     wakes.append(wake)
                 if args.soak_seconds:
-                    memory["soak"] = await soak(cfg, doors[0], args, lambda: memory_sample(store, cfg["nats_pid"]))
+                    memory["soak"] = await soak(cfg, doors[0], args, lambda: memory_sample(store, cfg["nats_pid"], nats.monitor_port))
             finally:
                 for inst in reversed(instances):
                     try:

@@ -179,6 +179,88 @@ async def test_a_cancelled_task_that_left_nats_can_be_reopened(org: Org) -> None
     assert (await owner("task.pull", inbox="private-bot", wait_seconds=5))["tasks"][0]["task_id"] == t["task_id"]
 
 
+async def test_a_pass_retires_every_finished_task_due_not_one_batch_of_them(org: Org, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass goes on, BATCH at a time, while finished tasks are due: one batch a pass retired fewer
+    tasks a second than a busy server finishes, and the rest piled up in NATS and in the index.
+    Only a task with an idempotency_key keeps its tombstone for the idempotency window."""
+    from loom_core.bus import kv
+    from loom_tasks.events import PROJECTOR_DURABLE, ack_floor
+    from loom_tasks.store import truth
+
+    admin = await org.admin()
+    await register(admin)
+    owner = await org.owner()
+    keyed = (await owner("task.create", inbox="private-bot", kind="chore", title="keyed", idempotency_key=uuid.uuid4().hex))["task"]
+    ids = [keyed["task_id"]]
+    ids += [(await owner("task.create", inbox="private-bot", kind="chore", title=f"t{n}"))["task"]["task_id"] for n in range(11)]
+    for task_id in ids:
+        await owner("task.cancel", task_id=task_id, reason="not needed")
+    p, rt = plane(org.inst), org.inst.runtime
+    s = Sweeper(p.engine, p.truth, rt.bus, p.directory, rt.leases, interval=600.0, retention=0.0, tombstone_ttl=3600.0)
+    newest = 0
+    for task_id in ids:
+        st = await p.truth.read(org.name, task_id)
+        assert st is not None and st.row is not None and st.row.terminal
+        s.index.offer(org.name, task_id, st.rev, sweep_mod.due_at(st.row, s.retention))
+        newest = max(newest, st.rev)
+
+    async def projected() -> bool:
+        return await ack_floor(rt.bus.js, truth.STREAM, PROJECTOR_DURABLE) >= newest
+
+    await eventually(projected, within=15)
+    monkeypatch.setattr(sweep_mod, "BATCH", 5)
+    report = await s.sweep_once()
+    assert (report.retired, report.errors) == (12, 0)
+    ttls = []
+    for task_id in ids:
+        st = await p.truth.read(org.name, task_id)
+        assert st is not None and st.row is None
+        ttls.append((await rt.bus.js.get_last_msg(truth.STREAM, truth.subject(org.name, task_id))).headers[kv.MSG_TTL])
+    assert ttls == ["3600"] + ["60"] * 11
+    assert len(s.index) == 0 and s.index.take(now=time.time() + 10**6, limit=100) == []
+
+
+async def test_tombstones_go_as_one_atomic_batch_and_a_task_changed_since_refuses_it_whole(org: Org) -> None:
+    from loom_core.bus import kv
+
+    admin = await org.admin()
+    await register(admin)
+    owner = await org.owner()
+    ids = [(await owner("task.create", inbox="private-bot", kind="chore", title=f"t{n}"))["task"]["task_id"] for n in range(3)]
+    for task_id in ids:
+        await owner("task.cancel", task_id=task_id, reason="not needed")
+    truth = plane(org.inst).truth
+    revs = [st.rev for st in (await truth.read_many([(org.name, task_id) for task_id in ids])).values()]
+    with pytest.raises(kv.BatchRefused):
+        await truth.tombstone_many([(org.name, ids[0], revs[0], 60.0), (org.name, ids[1], revs[1] - 1, 60.0)])
+    assert all(st.row is not None for st in (await truth.read_many([(org.name, task_id) for task_id in ids])).values())
+    stored = await truth.tombstone_many([(org.name, task_id, rev, 60.0) for task_id, rev in zip(ids, revs, strict=True)])
+    assert stored == list(range(stored[0], stored[0] + 3))
+    assert all(st.row is None for st in (await truth.read_many([(org.name, task_id) for task_id in ids])).values())
+
+
+async def test_a_task_without_an_idempotency_key_leaves_nats_altogether_and_can_still_be_reopened(
+    org: Org, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    admin = await org.admin()
+    await register(admin)
+    owner = await org.owner()
+    t = (await owner("task.create", inbox="private-bot", kind="chore", title="t"))["task"]
+    await owner("task.cancel", task_id=t["task_id"], reason="not now")
+    monkeypatch.setattr(sweep_mod, "KEYLESS_TOMBSTONE_SECONDS", 1.0)
+    await retire(org, t["task_id"])
+    p = plane(org.inst)
+
+    async def emptied() -> bool:
+        return await p.truth.read(org.name, t["task_id"]) is None
+
+    await eventually(emptied, within=15)
+    assert (await status(owner, t["task_id"]))["status"] == "cancelled"
+    out = (await owner("task.reopen", task_id=t["task_id"], reason="now"))["task"]
+    assert out["status"] == "todo"
+    assert (await owner("task.pull", inbox="private-bot", wait_seconds=5))["tasks"][0]["task_id"] == t["task_id"]
+
+
 def test_the_due_index_hands_out_the_oldest_due_first_and_skips_replaced_entries() -> None:
     idx = DueIndex()
     for n in range(1000):

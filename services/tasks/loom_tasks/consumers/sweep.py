@@ -10,7 +10,9 @@ the revision that said so —
 - a deferred task: its resume_at;
 - a triage item not yet escalated: its escalate_at;
 - a finished task: LOOM_TASK_TERMINAL_RETENTION_SECONDS after it finished, when it leaves
-  NATS for the projection (a tombstone; only once the projector has applied it).
+  NATS for the projection (a tombstone; only once the projector has applied it). The tombstone
+  keeps an idempotency_key taken for LOOM_TASK_IDEMPOTENCY_WINDOW_SECONDS; a task without one
+  leaves NATS altogether a minute later (KEYLESS_TOMBSTONE_SECONDS).
 The watch starts when the lease is taken and stops (its index dropped) when the lease is lost or
 held by another replica, so only the holder decodes every state write; a pass runs only once the
 watch has caught up (it has delivered the last write of every task the stream held when it
@@ -29,9 +31,12 @@ has not applied yet leaves an older expiry in it, and the pass re-reads the trut
 acts (as always), so a stale entry is skipped, not acted on. When the projector moves to
 another replica, this one lets the sweep lease go and the new projector's replica takes it.
 Each pass (every LOOM_TASK_SWEEP_INTERVAL_SECONDS) takes what is due in due order, oldest first,
-up to BATCH, skipping entries a newer write replaced: so every pass makes progress on the
-oldest work, however many tasks are alive. Each action is the engine's compare-and-set on the
-task's current state, so a sweep racing an op (a heartbeat, a finish) loses cleanly.
+BATCH at a time (their states read in one request) until nothing is due or the pass has run an
+interval, skipping entries a newer write replaced: so every pass makes progress on the oldest
+work, however many tasks are alive, and retires finished tasks as fast as a busy server finishes
+them. An entry whose action failed (NATS not answering) is looked at again next pass. Each action
+is the engine's compare-and-set on the task's current state, so a sweep racing an op (a
+heartbeat, a finish) loses cleanly.
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ from typing import Any, ClassVar
 
 from faststream.nats.message import NatsBatchMessage
 from loom_core.aio import cancel_and_wait
-from loom_core.bus import Bus, Consuming, LeaseHeld, LeaseStore
+from loom_core.bus import Bus, Consuming, LeaseHeld, LeaseStore, kv
 from loom_core.bus.leases import Lease
 from loom_core.bus.position import position
 from loom_core.errors import ErrorCode, LoomError
@@ -68,6 +73,9 @@ log = logging.getLogger(__name__)
 LEASE_KEY = "tasks.sweep"
 BATCH = 500
 CONCURRENCY = 16
+#: How long the tombstone of a task created without an idempotency_key stays (the projector and a
+#: replaying watch pass it meanwhile; a read finds the task in the projection either way).
+KEYLESS_TOMBSTONE_SECONDS = 60.0
 _QUIET = {ErrorCode.TASK_TERMINAL, ErrorCode.PRECONDITION_FAILED, ErrorCode.RESOURCE_NOT_FOUND, ErrorCode.TASK_FENCE_STALE}
 
 
@@ -327,31 +335,94 @@ class Sweeper:
     # --- the pass -----------------------------------------------------------------------------
 
     async def sweep_once(self, now: float | None = None) -> SweepReport:
+        """Everything due by `now`, BATCH at a time, for up to `interval` (then the lease is
+        renewed and the next pass goes on): a pass that took one BATCH and slept retired at most
+        BATCH finished tasks a second, fewer than a busy server finishes, and the rest piled up
+        in NATS and in the index (issue Q's soak: RSS grew for ten minutes)."""
         now = now if now is not None else time.time()
         report = SweepReport()
-        due = self.index.take(now, BATCH)
-        applied = await self._projected_rev() if due else 0
-        sem = asyncio.Semaphore(CONCURRENCY)
-
-        async def one(org: str, task_id: str, rev: int) -> None:
-            async with sem:
-                try:
-                    await self._act(org, task_id, rev, now, applied, report)
-                except Skip:
-                    report.skipped += 1
-                except LoomError as exc:
-                    if exc.code not in _QUIET:
-                        report.errors += 1
-                        log.warning("task sweep: %s on %s", exc.code, task_id)
-                    else:
-                        report.skipped += 1
-
-        await asyncio.gather(*(one(*d) for d in due))
+        until = time.monotonic() + self.interval
+        while due := self.index.take(now, BATCH):
+            if not await self._round(due, now, report) or time.monotonic() >= until:
+                break
         self.passes += 1
         Sweeper.passes_in_process += 1
         self.pass_done.set()
         self.pass_done = asyncio.Event()
         return report
+
+    async def _round(self, due: list[tuple[str, str, int]], now: float, report: SweepReport) -> bool:
+        """One BATCH of due entries: their states read in one request, the finished tasks the
+        projection holds retired as one atomic batch (`_retire`), the rest acted on CONCURRENCY
+        at a time. False when NATS did not answer (the entries are looked at again next pass)."""
+        try:
+            states = await self.state.read_many([(org, task_id) for org, task_id, _ in due])
+        except LoomError as exc:
+            self._again(due, now, report, exc)
+            return False
+        applied = await self._projected_rev()
+        finished: list[TaskRow] = []
+        others: list[TaskRow] = []
+        for org, task_id, rev in due:
+            st = states.get((org, task_id))
+            if st is None or st.row is None or st.rev != rev:
+                report.skipped += 1  # a newer write is in the index already
+            elif not st.row.terminal:
+                others.append(st.row)
+            elif applied < rev:
+                self.index.later(org, task_id, rev, now + self.interval)  # the projection first
+                report.skipped += 1
+            else:
+                finished.append(st.row)
+        sem = asyncio.Semaphore(CONCURRENCY)
+
+        async def one(row: TaskRow) -> None:
+            async with sem:
+                try:
+                    await self._act(row, now, applied, report)
+                except Skip:
+                    report.skipped += 1
+                except LoomError as exc:
+                    if exc.code in _QUIET:
+                        report.skipped += 1
+                    else:
+                        self._again([(row.org, row.task_id, row.rev)], now, report, exc)
+
+        try:
+            retired = await self._retire(finished)
+        except kv.BatchRefused:
+            others += finished  # one by one: the tasks that changed since they were read lose their compare-and-set
+        except LoomError as exc:
+            self._again([(row.org, row.task_id, row.rev) for row in finished], now, report, exc)
+        else:
+            report.retired += retired
+        await asyncio.gather(*(one(row) for row in others))
+        return True
+
+    def _again(self, due: list[tuple[str, str, int]], now: float, report: SweepReport, exc: LoomError) -> None:
+        """Entries whose action failed (NATS not answering): looked at again next pass (dropped,
+        a finished task would stay in NATS for ever)."""
+        for org, task_id, rev in due:
+            self.index.later(org, task_id, rev, now + self.interval)
+        report.errors += 1
+        log.warning("task sweep: %s on %d due tasks (%s first)", exc.code, len(due), due[0][1])
+
+    async def _retire(self, rows: list[TaskRow]) -> int:
+        """Finished tasks replaced by their tombstones as one atomic batch: with every write
+        fsynced, a tombstone each cost the disk more than the lifecycles' batched writes, and
+        the sweep fell behind (issue Q's soak)."""
+        if not rows:
+            return 0
+        revs = await self.state.tombstone_many([(row.org, row.task_id, row.rev, self._tombstone_ttl(row)) for row in rows])
+        for row, rev in zip(rows, revs, strict=True):
+            self.index.offer(row.org, row.task_id, rev, None)  # not left to the projector's tap: the tombstone may go first
+        return len(rows)
+
+    def _tombstone_ttl(self, row: TaskRow) -> float:
+        # A task created without an idempotency_key has no key to keep taken: its tombstone goes
+        # after KEYLESS_TOMBSTONE_SECONDS, not the idempotency window (a day), else nats-server
+        # held every finished task's subject that long (issue Q's soak).
+        return self.tombstone_ttl if row.idempotency_key else min(self.tombstone_ttl, KEYLESS_TOMBSTONE_SECONDS)
 
     async def sweep_task(self, org: str, task_id: str) -> SweepReport:
         """One task's due work now, as a pass would do it (whatever the index holds)."""
@@ -363,23 +434,22 @@ class Sweeper:
         now = time.time()
         if due is not None and due <= now:
             with contextlib.suppress(Skip):
-                await self._act(org, task_id, st.rev, now, await self._projected_rev(), report)
+                await self._act(st.row, now, await self._projected_rev(), report)
         return report
 
     async def _projected_rev(self) -> int:
         return await ack_floor(self.bus.js, truth.STREAM, PROJECTOR_DURABLE)  # 0: nothing retires this pass
 
-    async def _act(self, org: str, task_id: str, rev: int, now: float, applied: int, report: SweepReport) -> None:
-        st = await self.state.read(org, task_id)
-        if st is None or st.row is None or st.rev != rev:
-            raise Skip()  # a newer write is in the index already
-        row = st.row
+    async def _act(self, row: TaskRow, now: float, applied: int, report: SweepReport) -> None:
+        """Act on `row`, the task's state as just read (its `rev` is the revision acted at)."""
+        org, task_id, rev = row.org, row.task_id, row.rev
         if row.terminal:
             if applied < rev:
                 self.index.later(org, task_id, rev, now + self.interval)  # the projection first
                 raise Skip()
             with contextlib.suppress(WrongRevision):
-                await self.state.tombstone(org, task_id, rev, self.tombstone_ttl)
+                retired = await self.state.tombstone(org, task_id, rev, self._tombstone_ttl(row))
+                self.index.offer(org, task_id, retired, None)  # not left to the projector's tap: the tombstone may go first
                 report.retired += 1
             return
         if row.status == model.IN_PROGRESS:

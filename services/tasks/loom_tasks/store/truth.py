@@ -15,8 +15,8 @@ the task.updates event (LOOM_TASK_EVENTS, `Nats-Msg-Id` = event_id), the ClickHo
 Retention. The stream keeps the last HISTORY messages of each subject, so the projector may fall
 that many writes of one task behind without losing one. A finished task's value is replaced,
 after LOOM_TASK_TERMINAL_RETENTION_SECONDS and once the projection holds it, by a tombstone
-(a rollup: older messages go) that lives LOOM_TASK_IDEMPOTENCY_WINDOW_SECONDS; readers then read
-the projection. An idempotent create's task_id is derived from (org, poster, key), so its
+(a rollup: older messages go) that lives LOOM_TASK_IDEMPOTENCY_WINDOW_SECONDS when the task has an
+idempotency_key, a minute when it has none (consumers/sweep.py); readers then read the projection. An idempotent create's task_id is derived from (org, poster, key), so its
 create-if-absent write IS the idempotency check: one key stores one task, however slow anything is.
 """
 
@@ -39,6 +39,7 @@ SUBJECTS = [f"{PREFIX}.>"]
 HISTORY = 64
 
 WrongRevision = kv.WrongRevision
+TOMBSTONE = b'{"gone":true}'
 
 
 def subject(org: str, task_id: str) -> str:
@@ -144,7 +145,22 @@ class TaskTruth:
 
     async def tombstone(self, org: str, task_id: str, last: int, ttl: float) -> int:
         """Replace a finished task's value (and every older message of it) by a tombstone."""
-        return await kv.update_at(self.bus.js, subject(org, task_id), b'{"gone":true}', last, ttl=ttl, headers={kv.ROLLUP: "sub"})
+        return await kv.update_at(self.bus.js, subject(org, task_id), TOMBSTONE, last, ttl=ttl, headers={kv.ROLLUP: "sub"})
+
+    async def tombstone_many(self, tasks: list[tuple[str, str, int, float]]) -> list[int]:
+        """Each (org, task_id, last, ttl) tombstoned as `tombstone` does, as one atomic batch
+        (distinct tasks): one stored write for the lot, where a tombstone each cost an fsync
+        each. `kv.BatchRefused` (nothing written) as `write_many`: the caller goes one by one."""
+        if not self.atomic or len(tasks) < 2:
+            raise kv.BatchRefused(0)
+        messages: list[jspublish.Publish] = [
+            (subject(org, task_id), TOMBSTONE, {kv.EXPECTED_LAST: str(last), kv.MSG_TTL: str(int(ttl)), kv.ROLLUP: "sub"})
+            for org, task_id, last, ttl in tasks
+        ]
+        try:
+            return await jspublish.publish_atomic(self.bus.js.nc, messages, answer_within=self.bus.js.timeout)
+        except jspublish.Rejected as exc:
+            raise kv.BatchRefused(exc.err_code) from None
 
     async def last_seq(self) -> int:
         info = await self.bus.js.stream_info(STREAM)
