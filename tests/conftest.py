@@ -145,6 +145,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             "children_cpu": round(total_children, 2),
             "queued": round(total_queued, 2),
             "waited": round(max(0.0, total_wall - total_own - total_children - total_queued), 2),
+            "ended": round(time.time(), 1),  # the clock's time, comparable across workers: the run's tail
         }
         with open(f"{path}.{os.environ.get('PYTEST_XDIST_WORKER', 'main')}", "a") as out:
             out.write(json.dumps({**row, "tests": tests}) + "\n")

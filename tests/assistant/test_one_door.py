@@ -23,8 +23,6 @@ from loom_runner.embedded import start_instance
 from loom_runner.http import HttpServer
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from openai import AsyncOpenAI
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from tests.conftest import call, make_settings, unique
 
@@ -299,6 +297,9 @@ async def test_hostile_bodies_are_refused_before_anything_runs_and_hold_no_slot(
 
 
 async def test_the_openai_client_lists_the_agent_and_every_chunk_validates_strictly(bench: Bench, asker: Asker) -> None:
+    from openai import AsyncOpenAI  # imported here: ~0.5 CPU-s that every worker's collection paid
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
     async def script(turn: Turn) -> None:
         await turn.call("grants.list", {})
         await turn.call("task.counts", {})
