@@ -110,22 +110,33 @@ async def update_at(
     js: BusJetStream, subject: str, data: bytes, last: int, *, ttl: float | None = None, headers: dict[str, str] | None = None
 ) -> int:
     """Write at revision `last` (0: the subject must hold nothing); the new revision."""
-    h = {EXPECTED_LAST: str(last), **(headers or {})}
-    if ttl is not None:
-        h[MSG_TTL] = str(int(ttl))
     try:
-        return await jspublish.publish(js.nc, subject, data, h, answer_within=js.timeout)
+        return await jspublish.publish(js.nc, subject, data, _write_headers(last, ttl, headers), answer_within=js.timeout)
     except jspublish.Rejected as exc:
         if exc.err_code in WRONG_LAST_SEQUENCE:
             raise WrongRevision(subject) from None
         raise unavailable() from exc
 
 
-async def update_many_at(js: BusJetStream, writes: list[tuple[str, bytes, int]]) -> list[int]:
+def _write_headers(last: int, ttl: float | None, headers: dict[str, str] | None) -> dict[str, str]:
+    """A write's headers: at revision `last`, with `headers` and, when given, its own TTL."""
+    h = {EXPECTED_LAST: str(last), **(headers or {})}
+    if ttl is not None:
+        h[MSG_TTL] = str(int(ttl))
+    return h
+
+
+async def update_many_at(
+    js: BusJetStream, writes: list[tuple[str, bytes, int]], *, ttls: list[float] | None = None, headers: dict[str, str] | None = None
+) -> list[int]:
     """Each (subject, data, last) written at its revision `last` (0: the subject holds nothing),
     all in one atomic batch (at most `jspublish.ATOMIC_BATCH_MAX`): their new revisions, in order.
-    One answer for the lot instead of one each. `BatchRefused` stores nothing."""
-    messages: list[jspublish.Publish] = [(subject, data, {EXPECTED_LAST: str(last)}) for subject, data, last in writes]
+    One answer for the lot instead of one each. `ttls` (one a write) and `headers` (every write's)
+    as `update_at` takes them. `BatchRefused` stores nothing."""
+    messages: list[jspublish.Publish] = [
+        (subject, data, _write_headers(last, ttls[i] if ttls is not None else None, headers))
+        for i, (subject, data, last) in enumerate(writes)
+    ]
     try:
         return await jspublish.publish_atomic(js.nc, messages, answer_within=js.timeout)
     except jspublish.Rejected as exc:

@@ -153,14 +153,12 @@ class TaskTruth:
         each. `kv.BatchRefused` (nothing written) as `write_many`: the caller goes one by one."""
         if not self.atomic or len(tasks) < 2:
             raise kv.BatchRefused(0)
-        messages: list[jspublish.Publish] = [
-            (subject(org, task_id), TOMBSTONE, {kv.EXPECTED_LAST: str(last), kv.MSG_TTL: str(int(ttl)), kv.ROLLUP: "sub"})
-            for org, task_id, last, ttl in tasks
-        ]
-        try:
-            return await jspublish.publish_atomic(self.bus.js.nc, messages, answer_within=self.bus.js.timeout)
-        except jspublish.Rejected as exc:
-            raise kv.BatchRefused(exc.err_code) from None
+        return await kv.update_many_at(
+            self.bus.js,
+            [(subject(org, task_id), TOMBSTONE, last) for org, task_id, last, _ in tasks],
+            ttls=[ttl for *_, ttl in tasks],
+            headers={kv.ROLLUP: "sub"},
+        )
 
     async def last_seq(self) -> int:
         info = await self.bus.js.stream_info(STREAM)
