@@ -12,11 +12,13 @@ from datetime import UTC, datetime
 import pytest
 from loom_core.bus.task_subjects import event_subject, namespace_filter, parse_subject
 from loom_core.errors import Conflict, Forbidden, ValidationFailed
-from loom_tasks.domain import model, transitions, trust
+from loom_tasks.domain import events, model, transitions, trust
 from loom_tasks.domain import validate as v
 from loom_tasks.domain.model import Actor, InboxRow, PolicyRow, TaskRow
+from loom_tasks.handlers import event_pb
 from loom_tasks.service import wake
 from loom_tasks.service.wake import InboxQueue, WakeHub
+from loom_tasks.store.tasks import EventRow, event_row
 
 OWNER = Actor("sa:private-bot", "private-bot", owner=True)
 POSTER = Actor("sa:public-bot", "public-bot", owner=False)
@@ -244,6 +246,23 @@ def test_event_subjects_have_four_tokens_after_the_prefix() -> None:
 
 
 # --- a stored task read back (model.stored / model.from_stored)
+
+
+def test_an_event_is_copied_field_by_field_under_the_names_events_lists() -> None:
+    """handlers.event_pb and store/tasks.py copy an event's text fields by events.TEXT_FIELDS:
+    with at, version, data (and seq) they are every field, and a partial event's optional ones
+    read empty."""
+    assert set(events.TEXT_FIELDS) | {"at", "version", "data", "seq"} == set(events.TaskEvent.__annotations__)
+    assert set(events.TEXT_FIELDS) | {"at", "version", "data"} == set(EventRow.__annotations__)
+    e = events.build(row(), "task.created", at=1_700_000_000.0, actor="user:a", reason="why")
+    stored = event_row(e, 1_700_000_000.0)
+    assert {k: stored[k] for k in events.TEXT_FIELDS} == {k: e[k] for k in events.TEXT_FIELDS}
+    assert (stored["data"], stored["version"], stored["at"]) == ("{}", e["version"], 1_700_000_000.0)
+    sent = event_pb(e)
+    assert {k: getattr(sent, k) for k in events.TEXT_FIELDS} == {k: e[k] for k in events.TEXT_FIELDS}
+    partial = {k: v for k, v in e.items() if k not in events.OPTIONAL_TEXT}
+    assert all(event_row(partial, 0.0)[k] == "" for k in events.OPTIONAL_TEXT)
+    assert all(getattr(event_pb(partial), k) == "" for k in events.OPTIONAL_TEXT)
 
 
 def test_a_stored_task_reads_back_as_it_was_except_its_revision() -> None:

@@ -32,10 +32,11 @@ from loom_core import fastjson
 from loom_core.bus import Bus, jspublish, task_subjects
 from loom_core.bus.task_subjects import event_subject
 from loom_core.errors import ErrorCode, Unavailable
-from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import StreamConfig
 from nats.js.client import JetStreamContext
 
 from .domain.events import TaskEvent
+from .streams import file_stream
 
 log = logging.getLogger(__name__)
 
@@ -65,19 +66,7 @@ def config_subject(org: str) -> str:
 
 
 def stream_config(max_age_seconds: float, replicas: int = 1, *, atomic: bool = False) -> StreamConfig:
-    return StreamConfig(
-        num_replicas=max(1, replicas),
-        name=STREAM,
-        subjects=STREAM_SUBJECTS,
-        retention=RetentionPolicy.LIMITS,
-        storage=StorageType.FILE,
-        discard=DiscardPolicy.OLD,
-        max_age=max_age_seconds,
-        duplicate_window=DUPLICATE_WINDOW_SECONDS,
-        allow_direct=True,
-        # Left out (None) unless asked: a nats-server before 2.12 refuses the field it does not know.
-        allow_atomic=True if atomic else None,
-    )
+    return file_stream(STREAM, STREAM_SUBJECTS, replicas, atomic=atomic, max_age=max_age_seconds, duplicate_window=DUPLICATE_WINDOW_SECONDS)
 
 
 # Longest a read waits for the projection to apply the writes made before it (read-your-writes).

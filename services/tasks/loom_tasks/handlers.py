@@ -4,13 +4,15 @@ domain/, orchestration in service/)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from loom_api.tasks.v1 import tasks_pb2 as pb
 from loom_core.catalog import dataclass_from, dict_to_struct, message_from, struct_to_dict
 from loom_core.chain import CallContext
 from loom_core.chain.ledger import ledger_args
 from loom_core.errors import LoomError
 
-from .domain.events import TaskEvent
+from .domain.events import TEXT_FIELDS, TaskEvent
 from .domain.model import InboxRow, PolicyRow, TaskRow
 from .domain.validate import format_time
 from .service.deps import Deps
@@ -41,24 +43,13 @@ def task_pb(row: TaskRow, *, fence: bool = False, lease_expires_at: float | None
 def event_pb(e: TaskEvent) -> pb.TaskEvent:
     """`e` as read off the stream, taken defensively (a field it lacks is empty)."""
     at = e.get("at")
+    fields: Mapping[str, object] = e
     return pb.TaskEvent(
         seq=int(e.get("seq") or 0),
-        event_id=str(e.get("event_id", "")),
-        org=str(e.get("org", "")),
-        namespace=str(e.get("namespace", "")),
-        inbox=str(e.get("inbox", "")),
-        task_id=str(e.get("task_id", "")),
-        kind=str(e.get("kind", "")),
-        poster=str(e.get("poster", "")),
-        status=str(e.get("status", "")),
         at=format_time(at) if isinstance(at, (int, float)) else str(at or ""),
         version=int(e.get("version") or 0),
-        reason=str(e.get("reason", "")),
-        actor=str(e.get("actor", "")),
-        actor_agent=str(e.get("actor_agent", "")),
-        task_kind=str(e.get("task_kind", "")),
-        title=str(e.get("title", "")),
         data=dict_to_struct(e.get("data") or {}),
+        **{name: str(fields.get(name, "")) for name in TEXT_FIELDS},
     )
 
 

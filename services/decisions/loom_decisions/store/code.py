@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TypedDict
 
 from loom_core.store import Migration, Store, query_as
@@ -121,9 +122,9 @@ class SymbolWrite(TypedDict):
     kind: str
 
 
+@dataclass(slots=True)
 class CodeStore:
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    store: Store
 
     # --- repositories
 

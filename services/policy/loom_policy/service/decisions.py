@@ -26,9 +26,9 @@ class DecisionQuery:
     limit: int
 
 
+@dataclass(slots=True)
 class DecisionService:
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    store: Store
 
     async def list(self, ctx: CallContext, q: DecisionQuery) -> list[dict[str, Any]]:
         """Each entry in policy.decisions' JSON answer shape (pb.Decision)."""

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from typing import TypedDict
+from typing import TypedDict, TypeVar
 
 import orjson
 from loom_core import fastjson
@@ -26,6 +26,8 @@ from ..bus import DECISIONS_SUBJECT
 from ..domain.timeutil import us_to_ch
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 TABLE = "{db}.policy_decisions"
 MAX_BUFFER = 100_000
@@ -258,11 +260,8 @@ async def query_decisions(
         where.add("op = {op:String}", op=op)
     if rule:
         where.add("has(rule_names, {rule:String})", rule=rule)
-    sql = (
-        "SELECT toString(ts) AS ts, subject, agent, user, session, op, request_id, decision, enforced, mode, write_shaped,"
-        f" determining_rules, errors, rules, latency_ms FROM {{db}}.policy_decisions AS d WHERE {where} ORDER BY d.ts DESC LIMIT {{limit:UInt32}}"
-    )
-    return await query_as(store, RecordedDecision, sql, where.bind(limit=limit))
+    columns = "subject, agent, user, session, op, request_id, decision, enforced, mode, write_shaped, determining_rules, errors, rules, latency_ms"
+    return await _newest(store, RecordedDecision, columns, "policy_decisions", "d", where, limit)
 
 
 def _audited(org: str, namespace: str, agent: str, since_us: int, alias: str) -> Where:
@@ -276,6 +275,15 @@ def _audited(org: str, namespace: str, agent: str, since_us: int, alias: str) ->
     if since_us:
         where.add(f"{alias}.ts >= fromUnixTimestamp64Micro({{since:Int64}})", since=since_us)
     return where
+
+
+async def _newest(store: Store, row: type[R], columns: str, table: str, alias: str, where: Where, limit: int) -> list[R]:
+    """`where`'s rows of `table` (as `alias`, the one `_audited` was given), newest first, at most
+    `limit`: their time as text, then `columns`."""
+    sql = (
+        f"SELECT toString(ts) AS ts, {columns} FROM {{db}}.{table} AS {alias} WHERE {where} ORDER BY {alias}.ts DESC LIMIT {{limit:UInt32}}"
+    )
+    return await query_as(store, row, sql, where.bind(limit=limit))
 
 
 async def write_audit(store: Store, row: AuditRow) -> None:
@@ -295,8 +303,6 @@ async def query_widened(
         where.add("change = {change:String}", change=AUDIT_OPS.get(op, "(none)"))
     if rule:
         where.add("rule = {rule:String}", rule=rule)
-    sql = (
-        "SELECT toString(ts) AS ts, subject, agent, request_id, rule, change, reasons, before, after"
-        f" FROM {{db}}.policy_audit AS a WHERE {where} ORDER BY a.ts DESC LIMIT {{limit:UInt32}}"
+    return await _newest(
+        store, RecordedWidening, "subject, agent, request_id, rule, change, reasons, before, after", "policy_audit", "a", where, limit
     )
-    return await query_as(store, RecordedWidening, sql, where.bind(limit=limit))

@@ -44,6 +44,14 @@ class TaskEvent(TypedDict):
     seq: NotRequired[int]
 
 
+#: The event's text fields: every event carries the first group; an older or partial one may lack
+#: the second. The readers that copy an event field by field (handlers.event_pb, the projector's
+#: row and task.history's read back in store/tasks.py) take the names from here.
+REQUIRED_TEXT = ("event_id", "org", "namespace", "inbox", "task_id", "kind", "poster", "status")
+OPTIONAL_TEXT = ("reason", "actor", "actor_agent", "task_kind", "title")
+TEXT_FIELDS = REQUIRED_TEXT + OPTIONAL_TEXT
+
+
 def from_wire(data: bytes) -> TaskEvent | None:
     """An event as read off the stream, None unless it decodes to a JSON object; its fields are
     not checked here (its readers take them defensively)."""

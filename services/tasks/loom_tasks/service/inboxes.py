@@ -40,9 +40,9 @@ def _check_webhook(org: str, url: str, secret_ref: str) -> None:
     validate_webhook_config(org, url, secret_ref)
 
 
+@dataclass(slots=True)
 class InboxOps:
-    def __init__(self, deps: Deps) -> None:
-        self.d = deps
+    d: Deps
 
     async def register(self, ctx: CallContext, name: str, s: InboxSettings) -> tuple[InboxRow, bool]:
         v.inbox_name(name)

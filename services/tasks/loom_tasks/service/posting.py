@@ -46,9 +46,9 @@ class NewTask:
     idempotency_key: str
 
 
+@dataclass(slots=True)
 class PostingOps:
-    def __init__(self, deps: Deps) -> None:
-        self.d = deps
+    d: Deps
 
     async def create(self, ctx: CallContext, req: NewTask) -> tuple[TaskRow, bool]:
         return await self._insert(ctx, *await self._new(ctx, req))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from loom_core.chain import CallContext
 from loom_core.errors import ErrorCode, Unavailable, ValidationFailed
@@ -39,9 +40,9 @@ def decode_page(token: str) -> tuple[int, str] | None:
     return int(at), task_id.rstrip("\n")  # the pattern's `$`, as Python and JSON Schema read it, allows one final newline
 
 
+@dataclass(slots=True)
 class ReadingOps:
-    def __init__(self, deps: Deps) -> None:
-        self.d = deps
+    d: Deps
 
     async def get(self, ctx: CallContext, task_id: str) -> TaskRow:
         """The task as it is now (its state on NATS; a finished task that left NATS, from the

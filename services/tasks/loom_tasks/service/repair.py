@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from loom_core.chain import CallContext
@@ -32,9 +33,9 @@ REASONED_MOVES: dict[str, tuple[Callable[[TaskRow, Actor, str, float], transitio
 }
 
 
+@dataclass(slots=True)
 class RepairOps:
-    def __init__(self, deps: Deps) -> None:
-        self.d = deps
+    d: Deps
 
     async def _owner_move(self, ctx: CallContext, task_id: str, move: Move) -> TaskRow:
         v.task_id(task_id)

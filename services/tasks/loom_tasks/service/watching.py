@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from loom_core.bus import direct
 from loom_core.bus.replicas import BusJetStream
@@ -100,9 +101,9 @@ async def _stored_events(js: BusJetStream, subject_filter: str, since_seq: int, 
     return events, next_seq
 
 
+@dataclass(slots=True)
 class WatchingOps:
-    def __init__(self, deps: Deps) -> None:
-        self.d = deps
+    d: Deps
 
     async def updates(self, ctx: CallContext, since_seq: int, wait_seconds: int, limit: int) -> tuple[list[TaskEvent], int]:
         """task.updates: the caller's own tasks' events after `since_seq`."""

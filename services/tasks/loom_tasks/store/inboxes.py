@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from loom_core.store import Store
@@ -39,9 +40,9 @@ def _inbox(r: dict[str, Any]) -> InboxRow:
     )
 
 
+@dataclass(slots=True)
 class InboxStore:
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    store: Store
 
     async def get(self, org: str, name: str) -> InboxRow | None:
         rows = await self.store.query(

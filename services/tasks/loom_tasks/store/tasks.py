@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from dataclasses import dataclass
+from typing import Any, TypedDict, cast
 
 from loom_core import fastjson
 from loom_core.store import Store, Where, query_as
 
 from ..domain import model
-from ..domain.events import TaskEvent
+from ..domain.events import OPTIONAL_TEXT, REQUIRED_TEXT, TEXT_FIELDS, TaskEvent
 from ..domain.model import TERMINAL, TaskRow
 from ..domain.validate import format_time
 
@@ -116,29 +117,14 @@ def from_store(d: SelectedTask) -> TaskRow:
 
 def event_row(event: TaskEvent, at: float) -> EventRow:
     """`event` as read off the stream: the fields an older or partial event may lack default to empty."""
-    return EventRow(
-        org=event["org"],
-        task_id=event["task_id"],
-        event_id=event["event_id"],
-        kind=event["kind"],
-        namespace=event["namespace"],
-        inbox=event["inbox"],
-        status=event["status"],
-        poster=event["poster"],
-        actor=event.get("actor", ""),
-        actor_agent=event.get("actor_agent", ""),
-        reason=event.get("reason", ""),
-        task_kind=event.get("task_kind", ""),
-        title=event.get("title", ""),
-        data=fastjson.dumps_str(event.get("data") or {}),
-        version=event["version"],
-        at=at,
-    )
+    fields: Mapping[str, object] = event
+    text = {name: fields[name] for name in REQUIRED_TEXT} | {name: fields.get(name, "") for name in OPTIONAL_TEXT}
+    return cast(EventRow, text | {"data": fastjson.dumps_str(event.get("data") or {}), "version": event["version"], "at": at})
 
 
+@dataclass(slots=True)
 class TaskStore:
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    store: Store
 
     async def _tasks(self, where: str, params: Mapping[str, Any]) -> list[TaskRow]:
         """The projection's tasks `where` selects (with its ORDER BY and LIMIT)."""
@@ -252,23 +238,15 @@ class TaskStore:
 
 
 def _recorded(r: RecordedEvent) -> TaskEvent:
-    return TaskEvent(
-        event_id=r["event_id"],
-        org=r["org"],
-        namespace=r["namespace"],
-        inbox=r["inbox"],
-        task_id=r["task_id"],
-        kind=r["kind"],
-        poster=r["poster"],
-        status=r["status"],
-        at=format_time(int(r["at_us"]) / 1_000_000),
-        version=r["version"],
-        reason=r["reason"],
-        actor=r["actor"],
-        actor_agent=r["actor_agent"],
-        task_kind=r["task_kind"],
-        title=r["title"],
-        data=json.loads(r["data"]) if r["data"] else {},
+    fields: Mapping[str, object] = r
+    return cast(
+        TaskEvent,
+        {name: fields[name] for name in TEXT_FIELDS}
+        | {
+            "at": format_time(int(r["at_us"]) / 1_000_000),
+            "version": r["version"],
+            "data": json.loads(r["data"]) if r["data"] else {},
+        },
     )
 
 

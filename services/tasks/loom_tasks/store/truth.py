@@ -27,11 +27,12 @@ from dataclasses import dataclass
 
 from loom_core import fastjson
 from loom_core.bus import Bus, direct, jspublish, kv
-from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import StreamConfig
 
 from ..domain import model
 from ..domain.events import TaskEvent
 from ..domain.model import TaskRow
+from ..streams import file_stream
 
 STREAM = "LOOM_TASK_STATE"
 PREFIX = "loom.task_state"
@@ -59,20 +60,7 @@ def idempotent_task_id(org: str, poster: str, key: str) -> str:
 
 
 def stream_config(replicas: int, *, atomic: bool = False) -> StreamConfig:
-    return StreamConfig(
-        name=STREAM,
-        subjects=SUBJECTS,
-        retention=RetentionPolicy.LIMITS,
-        storage=StorageType.FILE,
-        discard=DiscardPolicy.OLD,
-        max_msgs_per_subject=HISTORY,
-        num_replicas=max(1, replicas),
-        allow_direct=True,
-        allow_rollup_hdrs=True,
-        allow_msg_ttl=True,
-        # Left out (None) unless asked: a nats-server before 2.12 refuses the field it does not know.
-        allow_atomic=True if atomic else None,
-    )
+    return file_stream(STREAM, SUBJECTS, replicas, atomic=atomic, max_msgs_per_subject=HISTORY, allow_rollup_hdrs=True, allow_msg_ttl=True)
 
 
 def encode(row: TaskRow, event: TaskEvent | None) -> bytes:
