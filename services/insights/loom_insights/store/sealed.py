@@ -1,7 +1,8 @@
 """The analysis plane's two one-row sealed tables: one row (id 1) holding a blob sealed under
 LOOM_JWT_SECRET, its version (ReplacingMergeTree(version): the highest wins) and when it was
-written. `SECRETS_TABLE` is loom.analysis_secrets (the analysis key and the analyst's password, written
-`stored_at`); `ROOT_TABLE` is loom.analysis_root (the root's own record, written `recorded_at`)."""
+written. `SECRETS_TABLE` is loom.analysis_secrets (the analysis key and the analyst's password,
+written `stored_at`); `ROOT_TABLE` is loom.analysis_root (the root's own record, written
+`recorded_at`)."""
 
 from __future__ import annotations
 
