@@ -14,14 +14,14 @@ can step through them and mypy checks them against the generated message stubs.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import keyword
-import pkgutil
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+
+from loom_core.api_modules import api_modules
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "core" / "loom_core" / "catalog" / "converters.py"
@@ -49,23 +49,13 @@ def _schema_module() -> ModuleType:
     return module
 
 
-def _load() -> list[ModuleType]:
-    import loom_api
-
-    mods = []
-    for info in pkgutil.walk_packages(loom_api.__path__, "loom_api."):
-        if info.name.endswith("_pb2"):
-            mods.append(importlib.import_module(info.name))
-    return mods
-
-
 def render() -> str:
     from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 
     schema = _schema_module()
     INT64_TYPES, field_options = schema.INT64_TYPES, schema.field_options
 
-    modules = _load()
+    modules = api_modules()
     messages: dict[str, Descriptor] = {}
     module_of: dict[str, tuple[str, str]] = {}  # a .proto file -> its module's (package, name)
     requests: list[Descriptor] = []

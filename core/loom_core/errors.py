@@ -161,50 +161,53 @@ class LoomError(Exception):
         return error
 
 
+# A leaf changes only the defaults of LoomError's `code` and `message`, so it takes LoomError's
+# arguments (code, message, detail, retry) in that order; ValidationFailed and Unavailable differ.
+
+
+@dataclass(eq=False)
 class Unauthenticated(LoomError):
-    def __init__(
-        self,
-        code: ErrorCode | str = ErrorCode.AUTH_REQUIRED,
-        message: str = "a valid token is required",
-        detail: Detail | None = None,
-    ):
-        super().__init__(code, message, detail)
+    code: ErrorCode | str = ErrorCode.AUTH_REQUIRED
+    message: str = "a valid token is required"
 
 
+@dataclass(eq=False)
 class Forbidden(LoomError):
-    def __init__(self, code: ErrorCode | str = ErrorCode.AUTH_INSUFFICIENT, message: str = "not allowed", detail: Detail | None = None):
-        super().__init__(code, message, detail)
+    code: ErrorCode | str = ErrorCode.AUTH_INSUFFICIENT
+    message: str = "not allowed"
 
 
+@dataclass(eq=False)
 class NotFound(LoomError):
-    def __init__(self, code: ErrorCode | str = ErrorCode.RESOURCE_NOT_FOUND, message: str = "not found", detail: Detail | None = None):
-        super().__init__(code, message, detail)
+    code: ErrorCode | str = ErrorCode.RESOURCE_NOT_FOUND
+    message: str = "not found"
 
 
+@dataclass(eq=False)
 class Conflict(LoomError):
-    def __init__(
-        self,
-        code: ErrorCode | str = ErrorCode.PRECONDITION_FAILED,
-        message: str = "conflict",
-        detail: Detail | None = None,
-        retry: bool | None = None,
-    ):
-        super().__init__(code, message, detail, retry)
+    code: ErrorCode | str = ErrorCode.PRECONDITION_FAILED
+    message: str = "conflict"
 
 
 class ValidationFailed(LoomError):
+    """The one leaf whose message comes first: `ValidationFailed("field: reason", detail)`."""
+
     def __init__(
         self, message: str = "invalid arguments", detail: Detail | None = None, code: ErrorCode | str = ErrorCode.VALIDATION_FAILED
     ):
         super().__init__(code, message, detail)
 
 
+@dataclass(eq=False)
 class RateLimited(LoomError):
-    def __init__(self, code: ErrorCode | str = ErrorCode.RATE_LIMITED, message: str = "rate limit reached", detail: Detail | None = None):
-        super().__init__(code, message, detail)
+    code: ErrorCode | str = ErrorCode.RATE_LIMITED
+    message: str = "rate limit reached"
 
 
 class Unavailable(LoomError):
+    """Takes the retry override as the keyword `retryable` (an analysis or assistant store that
+    is not configured is not worth retrying)."""
+
     def __init__(
         self,
         code: ErrorCode | str = ErrorCode.BACKEND_UNAVAILABLE,
@@ -216,16 +219,16 @@ class Unavailable(LoomError):
         super().__init__(code, message, detail, retryable)
 
 
+@dataclass(eq=False)
 class BadRequest(LoomError):
-    def __init__(
-        self, code: ErrorCode | str = ErrorCode.MISSING_IDENTITY_FIELD, message: str = "bad request", detail: Detail | None = None
-    ):
-        super().__init__(code, message, detail)
+    code: ErrorCode | str = ErrorCode.MISSING_IDENTITY_FIELD
+    message: str = "bad request"
 
 
+@dataclass(eq=False)
 class Locked(LoomError):
-    def __init__(self, code: ErrorCode | str = ErrorCode.LOCKED, message: str = "locked", detail: Detail | None = None):
-        super().__init__(code, message, detail)
+    code: ErrorCode | str = ErrorCode.LOCKED
+    message: str = "locked"
 
 
 _CLASS_BY_STATUS: dict[int, type[LoomError]] = {

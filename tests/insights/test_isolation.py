@@ -562,13 +562,13 @@ async def test_a_canary_under_another_key_answers_analysis_unavailable_until_a_w
 async def test_a_secrets_row_that_does_not_open_answers_analysis_unavailable_and_is_never_drawn_over(world: World) -> None:
     from loom_core.sealing import Sealer
     from loom_insights.service import secrets as sec
-    from loom_insights.store.secrets import read_row, write_row
+    from loom_insights.store.sealed import SECRETS_TABLE
 
     analysis = world.plane().analysis
-    original = await read_row(world.store)
+    original = await SECRETS_TABLE.read(world.store)
     assert original is not None
     foreign = sec.seal(Sealer(sec.PURPOSE, "another-deployments-root-secret-" + uuid.uuid4().hex), sec.draw())
-    await write_row(world.store, foreign, original.version + 1, original.stored_at)
+    await SECRETS_TABLE.write(world.store, foreign, original.version + 1, original.written_at)
     try:
         await analysis.check(write=True)
         assert analysis.state == "unavailable"
@@ -581,10 +581,10 @@ async def test_a_secrets_row_that_does_not_open_answers_analysis_unavailable_and
 
         with pytest.raises(ProvisionRefused, match="does not open under LOOM_JWT_SECRET"):
             await analysis.provisioner().write("setup")
-        row = await read_row(world.store)
+        row = await SECRETS_TABLE.read(world.store)
         assert row is not None and row.sealed == foreign
     finally:
-        await write_row(world.store, original.sealed, original.version + 2, original.stored_at)
+        await SECRETS_TABLE.write(world.store, original.sealed, original.version + 2, original.written_at)
         await analysis.check()
     assert analysis.state == "ready", analysis.reason
 
@@ -592,10 +592,10 @@ async def test_a_secrets_row_that_does_not_open_answers_analysis_unavailable_and
 async def test_a_secrets_row_gone_while_the_analyst_user_exists_answers_analysis_unavailable(world: World) -> None:
     from loom_insights.service.analysis import NO_SECRETS_ROW
     from loom_insights.service.provisioning import ProvisionRefused
-    from loom_insights.store.secrets import read_row, write_row
+    from loom_insights.store.sealed import SECRETS_TABLE
 
     analysis = world.plane().analysis
-    original = await read_row(world.store)
+    original = await SECRETS_TABLE.read(world.store)
     assert original is not None
     await world.store.execute("TRUNCATE TABLE {db}.analysis_secrets")
     try:
@@ -606,9 +606,9 @@ async def test_a_secrets_row_gone_while_the_analyst_user_exists_answers_analysis
         # Plain loom ch-setup refuses over a lost row, drawing nothing.
         with pytest.raises(ProvisionRefused, match="gone while the analyst user exists"):
             await analysis.provisioner().write("setup")
-        assert await read_row(world.store) is None
+        assert await SECRETS_TABLE.read(world.store) is None
     finally:
-        await write_row(world.store, original.sealed, original.version, original.stored_at)
+        await SECRETS_TABLE.write(world.store, original.sealed, original.version, original.written_at)
         await analysis.check()
     assert analysis.state == "ready", analysis.reason
 
@@ -729,7 +729,7 @@ async def test_a_first_install_without_access_management_answers_unavailable_nam
     from loom_insights.service.analysis import NO_SECRETS_ROW
     from loom_insights.store.clickhouse import ChClient
     from loom_insights.store.schema import MIGRATIONS
-    from loom_insights.store.secrets import read_row
+    from loom_insights.store.sealed import SECRETS_TABLE
 
     db = f"loom_noam_{uuid.uuid4().hex[:8]}"
     admin_store = await ServerStore.open(CH_URL, db)
@@ -749,7 +749,7 @@ async def test_a_first_install_without_access_management_answers_unavailable_nam
         assert replica.state == "unavailable" and replica.reason == NO_SECRETS_ROW
         assert "loom ch-setup" in replica.health()["analysis"]["reason"]
         # The boot drew nothing and wrote no policy in this database.
-        assert await read_row(admin_store) is None
+        assert await SECRETS_TABLE.read(admin_store) is None
         policies = await admin_store.query("SELECT count() AS n FROM system.row_policies WHERE database = {db:String}", {"db": db})
         assert int(policies[0]["n"]) == 0
     finally:

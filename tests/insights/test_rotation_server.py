@@ -39,7 +39,7 @@ from loom_insights.service.provisioning import ProvisionRefused, detect_prefix
 from loom_insights.service.rotation import RotationRefused, Rotator
 from loom_insights.settings import InsightsSettings
 from loom_insights.store.clickhouse import ChClient
-from loom_insights.store.secrets import read_row, write_row
+from loom_insights.store.sealed import SECRETS_TABLE
 from loom_runner.embedded import Instance, start_instance
 
 from tests.conftest import make_settings
@@ -119,7 +119,7 @@ async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World
 
 async def lose_the_row(world: World) -> None:
     await world.store.execute("ALTER TABLE {db}.analysis_secrets DELETE WHERE id = 1 SETTINGS mutations_sync = 2")
-    assert await read_row(world.store) is None
+    assert await SECRETS_TABLE.read(world.store) is None
 
 
 async def test_a_healthy_boundary_passes_every_doctor_check(world: World) -> None:
@@ -223,7 +223,9 @@ async def test_a_rotation_stopped_after_the_password_with_the_row_put_back_is_a_
     finally:
         await admin.close()
     # A reseal puts the old row back, its stored time (carried over) past three settle times.
-    await write_row(world.store, sec.seal(world.analysis.sealer, old), row.version + 1, ch_time(datetime.now(UTC) - timedelta(minutes=5)))
+    await SECRETS_TABLE.write(
+        world.store, sec.seal(world.analysis.sealer, old), row.version + 1, ch_time(datetime.now(UTC) - timedelta(minutes=5))
+    )
     found = await world.doctor()
     stale = found["analysis.boundary.rotation"]
     assert (stale.verdict, stale.fault) == (Verdict.FAULT, "analysis-row-stale"), stale

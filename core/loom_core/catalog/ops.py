@@ -7,19 +7,16 @@ generator reads.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass, field
 from functools import lru_cache
-from types import ModuleType
 from typing import Any
 
-import loom_api
 from google.protobuf.descriptor import MethodDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 from loom_api.options.v1 import options_pb2
 
+from ..api_modules import api_modules
 from ..errors import BadRequest, ErrorCode, ValidationFailed
 from ..json_limits import check_value, non_finite
 from ..roles import Role
@@ -194,18 +191,10 @@ def _op_from_method(method: MethodDescriptor, plane: str) -> OpSpec | None:
     )
 
 
-def _import_all_api_modules() -> list[ModuleType]:
-    mods = []
-    for info in pkgutil.walk_packages(loom_api.__path__, "loom_api."):
-        if info.name.endswith("_pb2"):
-            mods.append(importlib.import_module(info.name))
-    return mods
-
-
 @lru_cache(maxsize=1)
 def load_catalog() -> Catalog:
     ops: list[OpSpec] = []
-    for mod in _import_all_api_modules():
+    for mod in api_modules():
         for service in mod.DESCRIPTOR.services_by_name.values():
             # loom.<plane>.v1 -> plane
             plane = service.full_name.split(".")[1]

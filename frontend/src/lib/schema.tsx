@@ -1,6 +1,9 @@
 // A JSON Schema as a readable table (the API reference and the AsyncAPI page), resolving
 // local $refs (#/components/...) in the document it came from.
 
+import type { ReactNode } from 'react';
+import { ColumnHeads } from './table';
+
 type Json = Record<string, unknown>;
 
 export function resolve(doc: Json, schema: unknown): Json {
@@ -39,13 +42,7 @@ export function SchemaTable({ doc, schema, depth = 0 }: { doc: Json; schema: unk
   if (!names.length) return <p className="muted">{typeLabel(doc, schema)}</p>;
   return (
     <table className="schema">
-      <thead>
-        <tr>
-          <th scope="col">Field</th>
-          <th scope="col">Type</th>
-          <th scope="col">Meaning</th>
-        </tr>
-      </thead>
+      <ColumnHeads names={['Field', 'Type', 'Meaning']} />
       <tbody>
         {names.map((n) => {
           const p = resolve(doc, props[n]);
@@ -62,10 +59,7 @@ export function SchemaTable({ doc, schema, depth = 0 }: { doc: Json; schema: unk
               <td>
                 {String(p.description ?? '')}
                 {nested || nestedItems ? (
-                  <details>
-                    <summary>fields</summary>
-                    <SchemaTable doc={doc} schema={nested ? props[n] : p.items} depth={depth + 1} />
-                  </details>
+                  <SchemaDetails summary="fields" doc={doc} schema={nested ? props[n] : p.items} depth={depth + 1} />
                 ) : null}
               </td>
             </tr>
@@ -73,5 +67,15 @@ export function SchemaTable({ doc, schema, depth = 0 }: { doc: Json; schema: unk
         })}
       </tbody>
     </table>
+  );
+}
+
+/** A schema's table folded under a summary line (an op's arguments or answer, a channel's message, a nested object's fields). */
+export function SchemaDetails({ summary, doc, schema, depth = 0 }: { summary: ReactNode; doc: Json; schema: unknown; depth?: number }) {
+  return (
+    <details>
+      <summary>{summary}</summary>
+      <SchemaTable doc={doc} schema={schema} depth={depth} />
+    </details>
   );
 }

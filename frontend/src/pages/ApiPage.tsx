@@ -1,7 +1,7 @@
 import { useQuery } from '@tanstack/react-query';
 import { useMemo, useState } from 'react';
 import { ErrorNote } from '../lib/errors';
-import { SchemaTable } from '../lib/schema';
+import { SchemaDetails } from '../lib/schema';
 import { client } from '../lib/session';
 
 type Json = Record<string, unknown>;
@@ -63,18 +63,8 @@ export function ApiPage() {
           </h2>
           <p>{o.summary}</p>
           {o.description && o.description !== o.summary ? <p className="muted">{o.description}</p> : null}
-          {doc.data && o.body ? (
-            <details>
-              <summary>Arguments</summary>
-              <SchemaTable doc={doc.data} schema={o.body} />
-            </details>
-          ) : null}
-          {doc.data && o.answer ? (
-            <details>
-              <summary>Answer</summary>
-              <SchemaTable doc={doc.data} schema={o.answer} />
-            </details>
-          ) : null}
+          {doc.data && o.body ? <SchemaDetails summary="Arguments" doc={doc.data} schema={o.body} /> : null}
+          {doc.data && o.answer ? <SchemaDetails summary="Answer" doc={doc.data} schema={o.answer} /> : null}
         </section>
       ))}
     </main>

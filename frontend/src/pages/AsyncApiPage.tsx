@@ -1,6 +1,6 @@
 import { useQuery } from '@tanstack/react-query';
 import { ErrorNote } from '../lib/errors';
-import { resolve, SchemaTable } from '../lib/schema';
+import { resolve, SchemaDetails } from '../lib/schema';
 import { client } from '../lib/session';
 
 type Json = Record<string, unknown>;
@@ -45,13 +45,17 @@ export function AsyncApiPage() {
               {Object.entries((ch.messages ?? {}) as Record<string, unknown>).map(([name, m]) => {
                 const msg = resolve(d, m);
                 return (
-                  <details key={name}>
-                    <summary>
-                      Message {String(msg.title ?? msg.name ?? name)}
-                      {msg.summary ? ` — ${String(msg.summary)}` : ''}
-                    </summary>
-                    <SchemaTable doc={d} schema={msg.payload} />
-                  </details>
+                  <SchemaDetails
+                    key={name}
+                    summary={
+                      <>
+                        Message {String(msg.title ?? msg.name ?? name)}
+                        {msg.summary ? ` — ${String(msg.summary)}` : ''}
+                      </>
+                    }
+                    doc={d}
+                    schema={msg.payload}
+                  />
                 );
               })}
             </section>

@@ -1,8 +1,9 @@
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { type FormEvent, useState } from 'react';
+import { useState } from 'react';
 import { Link, useParams } from 'react-router-dom';
 import { useScope } from '../lib/context';
 import { ErrorNote } from '../lib/errors';
+import { submitTo, TextField } from '../lib/forms';
 import { atLeast, client } from '../lib/session';
 import { readAgain } from '../lib/stale';
 import { useDebounced } from '../shell/SearchBox';
@@ -200,16 +201,10 @@ function OutcomeForm({ memoryKey }: { memoryKey: string }) {
       void readAgain(queryClient, ['memory.get']);
     },
   });
-  const submit = (e: FormEvent) => {
-    e.preventDefault();
-    record.mutate();
-  };
+  const submit = submitTo(() => record.mutate());
   return (
     <form className="inline-form" onSubmit={submit} aria-label="Record the outcome">
-      <label>
-        <span>What happened</span>
-        <input value={text} onChange={(e) => setText(e.target.value)} required maxLength={2000} />
-      </label>
+      <TextField label="What happened" value={text} onValue={setText} required maxLength={2000} />
       <label className="check">
         <input type="checkbox" checked={success} onChange={(e) => setSuccess(e.target.checked)} /> It worked
       </label>

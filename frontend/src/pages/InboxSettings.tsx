@@ -1,8 +1,9 @@
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { type FormEvent, useState } from 'react';
+import { useState } from 'react';
 import type { InboxListResult, InboxRegisterArgs } from '@loom/sdk';
 import { useScope } from '../lib/context';
 import { ErrorNote } from '../lib/errors';
+import { submitTo, TextField } from '../lib/forms';
 import { client } from '../lib/session';
 import { readAgain } from '../lib/stale';
 
@@ -50,10 +51,7 @@ function SettingsForm({ row, onClose }: { row: Inbox; onClose: () => void }) {
     },
   });
   const known = [...new Set([...(principals.data?.principals.map((p) => p.subject) ?? []), ...row.posters])].sort();
-  const submit = (e: FormEvent) => {
-    e.preventDefault();
-    save.mutate();
-  };
+  const submit = submitTo(() => save.mutate());
   return (
     <form onSubmit={submit}>
       <fieldset>
@@ -77,10 +75,7 @@ function SettingsForm({ row, onClose }: { row: Inbox; onClose: () => void }) {
           </label>
         ))}
       </fieldset>
-      <label>
-        <span>Description</span>
-        <input value={description} onChange={(e) => setDescription(e.target.value)} />
-      </label>
+      <TextField label="Description" value={description} onValue={setDescription} />
       <button type="submit" disabled={save.isPending}>
         Save settings
       </button>

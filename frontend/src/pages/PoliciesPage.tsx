@@ -3,8 +3,10 @@ import { LoomError, type PolicyCondition, type PolicyListResult } from '@loom/sd
 import { type FormEvent, useState } from 'react';
 import { useScope } from '../lib/context';
 import { ErrorNote } from '../lib/errors';
+import { submitTo, TextField } from '../lib/forms';
 import { atLeast, client } from '../lib/session';
 import { readAgain } from '../lib/stale';
+import { ColumnHeads } from '../lib/table';
 
 type Rule = PolicyListResult['rules'][number];
 
@@ -81,19 +83,9 @@ function RulesTable({ rules, mode, onEdit }: { rules: Rule[]; mode: string; onEd
   return (
     <div className="table-wrap">
       <table aria-label="Rules">
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">Effect</th>
-            <th scope="col">Actions</th>
-            <th scope="col">Mode</th>
-            <th scope="col">Leaves</th>
-            <th scope="col">Updated by</th>
-            <th scope="col">
-              <span className="visually-hidden">Edit or delete</span>
-            </th>
-          </tr>
-        </thead>
+        <ColumnHeads
+          names={['Name', 'Effect', 'Actions', 'Mode', 'Leaves', 'Updated by', <span className="visually-hidden">Edit or delete</span>]}
+        />
         <tbody>
           {rules.map((r) => (
             <tr key={r.name}>
@@ -188,10 +180,7 @@ function RuleForm({ rule, onDone }: { rule: Rule | undefined; onDone: () => void
   return (
     <form className="card rule-form" onSubmit={submit} aria-label={rule ? `Edit rule ${rule.name}` : 'New rule'}>
       <h3>{rule ? `Edit ${rule.name}` : 'New rule'}</h3>
-      <label>
-        <span>Name</span>
-        <input value={name} onChange={(e) => setName(e.target.value)} readOnly={!!rule} aria-invalid={bad === 'name'} aria-describedby={bad === 'name' ? 'err-name' : undefined} required />
-      </label>
+      <TextField label="Name" value={name} onValue={setName} readOnly={!!rule} aria-invalid={bad === 'name'} aria-describedby={bad === 'name' ? 'err-name' : undefined} required />
       {inline('name')}
       <label>
         <span>Effect</span>
@@ -201,10 +190,7 @@ function RuleForm({ rule, onDone }: { rule: Rule | undefined; onDone: () => void
         </select>
       </label>
       {inline('effect')}
-      <label>
-        <span>Actions (op names or globs, comma separated)</span>
-        <input value={actions} onChange={(e) => setActions(e.target.value)} aria-invalid={bad === 'actions'} aria-describedby={bad === 'actions' ? 'err-actions' : undefined} placeholder="task.create" />
-      </label>
+      <TextField label="Actions (op names or globs, comma separated)" value={actions} onValue={setActions} aria-invalid={bad === 'actions'} aria-describedby={bad === 'actions' ? 'err-actions' : undefined} placeholder="task.create" />
       {inline('actions')}
       <label>
         <span>Rule mode</span>
@@ -228,10 +214,7 @@ function RuleForm({ rule, onDone }: { rule: Rule | undefined; onDone: () => void
         </span>
       ) : null}
       {inline('condition')}
-      <label>
-        <span>Description</span>
-        <input value={description} onChange={(e) => setDescription(e.target.value)} />
-      </label>
+      <TextField label="Description" value={description} onValue={setDescription} />
       <button type="submit" disabled={save.isPending}>
         Save rule
       </button>{' '}
@@ -268,18 +251,9 @@ function DryRun() {
       <h2 id="dry-run-title">Dry run</h2>
       <p className="muted">Ask what the stored rules decide for a call, as you (policy.check); nothing runs.</p>
       <form onSubmit={submit} className="inline-form">
-        <label>
-          <span>Operation</span>
-          <input value={operation} onChange={(e) => setOperation(e.target.value)} required />
-        </label>
-        <label>
-          <span>Agent label</span>
-          <input value={agent} onChange={(e) => setAgent(e.target.value)} placeholder="(none)" />
-        </label>
-        <label>
-          <span>Arguments (JSON)</span>
-          <input value={args} onChange={(e) => setArgs(e.target.value)} aria-invalid={!!argsError} aria-describedby="err-args" />
-        </label>
+        <TextField label="Operation" value={operation} onValue={setOperation} required />
+        <TextField label="Agent label" value={agent} onValue={setAgent} placeholder="(none)" />
+        <TextField label="Arguments (JSON)" value={args} onValue={setArgs} aria-invalid={!!argsError} aria-describedby="err-args" />
         {argsError ? (
           <span className="field-error" role="alert" id="err-args">
             {argsError}
@@ -314,15 +288,9 @@ function Replay() {
       <p className="muted">What the stored rules would have decided over the calls the ledger recorded (policy.replay).</p>
       <form
         className="inline-form"
-        onSubmit={(e) => {
-          e.preventDefault();
-          replay.mutate();
-        }}
+        onSubmit={submitTo(() => replay.mutate())}
       >
-        <label>
-          <span>Since (RFC 3339, optional)</span>
-          <input value={since} onChange={(e) => setSince(e.target.value)} placeholder="2026-01-01T00:00:00Z" />
-        </label>
+        <TextField label="Since (RFC 3339, optional)" value={since} onValue={setSince} placeholder="2026-01-01T00:00:00Z" />
         <button type="submit" disabled={replay.isPending}>
           {replay.isPending ? 'Replaying…' : 'Replay'}
         </button>
@@ -337,15 +305,7 @@ function Replay() {
       {replay.data && replay.data.calls.length ? (
         <div className="table-wrap">
           <table aria-label="Replayed calls">
-            <thead>
-              <tr>
-                <th scope="col">Time</th>
-                <th scope="col">Operation</th>
-                <th scope="col">Agent</th>
-                <th scope="col">Decision</th>
-                <th scope="col">Rules</th>
-              </tr>
-            </thead>
+            <ColumnHeads names={['Time', 'Operation', 'Agent', 'Decision', 'Rules']} />
             <tbody>
               {replay.data.calls.map((c) => (
                 <tr key={`${c.request_id}-${c.time}`}>
@@ -391,16 +351,7 @@ function Ledger() {
       {rows.length ? (
         <div className="table-wrap">
           <table aria-label="Policy decisions">
-            <thead>
-              <tr>
-                <th scope="col">Time</th>
-                <th scope="col">Operation</th>
-                <th scope="col">Subject / agent</th>
-                <th scope="col">Decision</th>
-                <th scope="col">Enforced</th>
-                <th scope="col">Rules</th>
-              </tr>
-            </thead>
+            <ColumnHeads names={['Time', 'Operation', 'Subject / agent', 'Decision', 'Enforced', 'Rules']} />
             <tbody>
               {rows.map((d) => (
                 <tr key={`${d.request_id}-${d.time}`}>

@@ -1,9 +1,10 @@
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { LoomError } from '@loom/sdk';
-import { type FormEvent, useEffect, useRef, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { useNavigate } from 'react-router-dom';
 import { useScope } from '../lib/context';
 import { ErrorNote } from '../lib/errors';
+import { submitTo, TextField } from '../lib/forms';
 import { atLeast, client } from '../lib/session';
 import { useTaskEvents } from '../lib/live';
 import { readAgain } from '../lib/stale';
@@ -180,16 +181,10 @@ function EditForm({ task }: { task: Task }) {
       }
     },
   });
-  const submit = (e: FormEvent) => {
-    e.preventDefault();
-    save.mutate();
-  };
+  const submit = submitTo(() => save.mutate());
   return (
     <form className="edit" onSubmit={submit} aria-label="Edit task">
-      <label>
-        <span>Title</span>
-        <input value={title} onChange={(e) => setTitle(e.target.value)} maxLength={500} />
-      </label>
+      <TextField label="Title" value={title} onValue={setTitle} maxLength={500} />
       <label>
         <span>Priority (1 most urgent … 5)</span>
         <input type="number" min={1} max={5} value={priority} onChange={(e) => setPriority(Number(e.target.value))} />

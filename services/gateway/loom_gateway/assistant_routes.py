@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 from loom_core import inproc
-from loom_core.assistant_paths import CHAT_PATH, HEALTH_PATH, MODELS_PATH, TOKENLESS_PATH
-from loom_core.errors import ErrorCode, LoomError, Unavailable, http_error
+from loom_core.assistant_paths import CHAT_PATH, HEALTH_PATH, MODELS_PATH, TOKENLESS_PATH, not_configured
+from loom_core.errors import ErrorCode, LoomError, http_error
 from loom_core.plane import HealthCheck
 from loom_core.runtime import MAX_MESSAGE_BYTES
 from starlette.background import BackgroundTask
@@ -88,13 +88,7 @@ class _ChatEndpoint:
             await plane.chat_app()(scope, receive, send)
             return
         if not self.bridge_url:
-            err: LoomError = Unavailable(
-                ErrorCode.ASSISTANT_UNAVAILABLE,
-                "no assistant is configured: set LOOM_ASSISTANT_LIBRECHAT_URL to LibreChat's internal address",
-                {"reason": "not_configured", "setting": "LOOM_ASSISTANT_LIBRECHAT_URL"},
-                retryable=False,
-            )
-            await _render(err, send)
+            await _render(not_configured(), send)
             return
         await self._proxy(Request(scope, receive), scope, receive, send)
 

@@ -37,9 +37,8 @@ from .service.provisioning import Provisioner, detect_prefix
 from .service.rotation import read_policy_keys
 from .settings import InsightsSettings
 from .store.clickhouse import ChClient, ChError, NoAnswer
-from .store.root import read_root
 from .store.schema import MIGRATIONS
-from .store.secrets import read_row
+from .store.sealed import ROOT_TABLE, SECRETS_TABLE
 
 BOUNDARY = "analysis.boundary"
 SECRETS = f"{BOUNDARY}.secrets"
@@ -56,7 +55,7 @@ async def sealed_checks(ctx: DoctorContext) -> list[Check]:
     if ctx.store is None:
         return [unchecked(n, "the store did not answer") for n in names]
     try:
-        row, record = await read_row(ctx.store), await read_root(ctx.store)
+        row, record = await SECRETS_TABLE.read(ctx.store), await ROOT_TABLE.read(ctx.store)
     except Exception as exc:  # noqa: BLE001 - the store's own errors carry no driver text
         return [unchecked(n, f"the row could not be read ({type(exc).__name__})") for n in names]
     return [
@@ -137,7 +136,7 @@ async def boundary_checks(ctx: DoctorContext, admin: ChClient) -> list[Check]:
     stored = await _stamp(prov, PROFILE, f"{prefix}{VERSION_STAMP}")
     current = revision_of(stored) <= revision_of(version_of(tables))
     out.append(await _probe(settings.clickhouse_url, ctx.store.database, secrets.password, secrets.key, prefix, tables, current))
-    out.append(await _rotation(ctx, admin, secrets.key, secrets.password, prefix, row.stored_at, own))
+    out.append(await _rotation(ctx, admin, secrets.key, secrets.password, prefix, row.written_at, own))
     return out
 
 

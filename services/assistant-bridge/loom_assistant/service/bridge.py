@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio
 import httpx
+from loom_core.assistant_paths import not_configured
 from loom_core.chain import CallContext, Ledger
 from loom_core.chain.interceptor import ANSWER_CONSUMER
 from loom_core.chain.ledger import LedgerRow
@@ -141,13 +142,7 @@ class Bridge:
     def _available(self) -> tuple[str, str]:
         status, _ = self.status()
         if status == Status.NOT_CONFIGURED:
-            # Retrying cannot fix a deployment with no assistant: an operator sets the URL.
-            raise Unavailable(
-                ErrorCode.ASSISTANT_UNAVAILABLE,
-                "no assistant is configured: set LOOM_ASSISTANT_LIBRECHAT_URL to LibreChat's internal address",
-                {"reason": "not_configured", "setting": "LOOM_ASSISTANT_LIBRECHAT_URL"},
-                retryable=False,
-            )
+            raise not_configured()
         if status != Status.READY or self.setup is None or self.setup.row is None:
             raise Unavailable(
                 ErrorCode.ASSISTANT_UNAVAILABLE,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from .allowlist import ALLOWLIST, CANARY, Table
 from .scope import SCOPE_FIELDS, pads
@@ -61,14 +61,8 @@ class Caps:
     max_concurrent_queries_for_user: int = 8
 
     def items(self) -> list[tuple[str, int]]:
-        return [
-            ("max_execution_time", self.max_execution_time),
-            ("max_rows_to_read", self.max_rows_to_read),
-            ("max_memory_usage", self.max_memory_usage),
-            ("max_result_rows", self.max_result_rows),
-            ("max_threads", self.max_threads),
-            ("max_concurrent_queries_for_user", self.max_concurrent_queries_for_user),
-        ]
+        """(ClickHouse setting, value), in field order: each field is named as its setting."""
+        return [(f.name, getattr(self, f.name)) for f in fields(self)]
 
     def stamp(self) -> str:
         return hashlib.sha256(json.dumps(self.items()).encode()).hexdigest()[:16]

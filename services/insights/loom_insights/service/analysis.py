@@ -236,7 +236,7 @@ class Analysis:
             self._set("unavailable", NO_SECRETS_ROW)
             return None
         secrets_, row = loaded
-        self._stored_at = row.stored_at
+        self._stored_at = row.written_at
         if secrets_.password != self._password or self._analyst is None:
             if self._analyst is not None:
                 await self._analyst.close()

@@ -14,7 +14,7 @@ from loom_core.sealing import Sealer, SealError
 from loom_core.settings import Settings
 from loom_core.store import Store, ch_time
 
-from ..store.root import read_root, write_root
+from ..store.sealed import ROOT_TABLE
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ async def record(store: Store, settings: Settings) -> None:
     """Record the root at boot: when there is none, or the record is under this replica's
     previous secret. A record this replica cannot open is left as it is (and logged)."""
     sealer = sealer_for(settings)
-    row = await read_root(store)
+    row = await ROOT_TABLE.read(store)
     if row is not None and sealer.is_current(row.sealed):
         return
     if row is not None:
@@ -40,13 +40,13 @@ async def record(store: Store, settings: Settings) -> None:
         except SealError:
             log.error("analysis: this replica's LOOM_JWT_SECRET is not the one the deployment recorded (loom doctor: secrets.root)")
             return
-    await write_root(store, sealer.seal(_RECORD, ASSOCIATED), (row.version + 1) if row else 1, ch_time())
+    await ROOT_TABLE.write(store, sealer.seal(_RECORD, ASSOCIATED), (row.version + 1) if row else 1, ch_time())
 
 
 async def prove(store: Store, settings: Settings) -> str:
     """Empty when this process's LOOM_JWT_SECRET (or LOOM_JWT_SECRET_PREVIOUS) opens the root's
     record; else why not, in an operator's words."""
-    row = await read_root(store)
+    row = await ROOT_TABLE.read(store)
     if row is None:
         return "no root record is stored: start a replica of this build once (each records the root at boot), then run again"
     try:
@@ -60,8 +60,8 @@ async def reseal_record(store: Store, settings: Settings) -> int:
     """`loom secrets reseal`'s part: the record under the current secret; 0 when there is none
     or it already is. Raises SealError when no configured secret opens it."""
     sealer = sealer_for(settings)
-    row = await read_root(store)
+    row = await ROOT_TABLE.read(store)
     if row is None or sealer.is_current(row.sealed):
         return 0
-    await write_root(store, sealer.reseal(row.sealed, ASSOCIATED), row.version + 1, ch_time())
+    await ROOT_TABLE.write(store, sealer.reseal(row.sealed, ASSOCIATED), row.version + 1, ch_time())
     return 1

@@ -30,7 +30,7 @@ from ..domain.allowlist import CANARY, Table
 from ..domain.entities import LOG_TEXT_CUT, PROFILE, SCOPE_POLICY, VERSION_STAMP, Caps, may_write, quote, version_of
 from ..domain.rotation import CLI_OWN_STEPS, key_id, policy_key_id, rotation_plan
 from ..store.clickhouse import ChClient, ChError, NoAnswer
-from ..store.secrets import read_row, write_row
+from ..store.sealed import SECRETS_TABLE
 from . import root
 from . import secrets as sec
 from .provisioning import Provisioner, Refused, detect_prefix
@@ -167,7 +167,7 @@ class Rotator:
                 await self.leases.release(lease)
 
     async def _rotate_held(self, prov: Provisioner, prefix: str, tables: tuple[Table, ...], ours: str) -> RotationReport:
-        row = await read_row(self.store)  # what the lease holder reads: the version the new row goes above
+        row = await SECRETS_TABLE.read(self.store)  # what the lease holder reads: the version the new row goes above
         fresh = sec.draw()
         plan = await prov.plan(prefix, fresh, ours, tables)
         statements = rotation_plan(plan, cluster=self.cluster, settle_s=self.settle_s)
@@ -187,7 +187,7 @@ class Rotator:
                 log.info("analysis: rotation: the secrets row is deleted; analysis is unavailable until the new row is stored")
         assert kills == 2 and waited, "the plan ends its statements twice around the wait"
         version = row.version + 1 if row is not None else await clickhouse_clock_ns(self.admin)
-        await write_row(self.store, sec.seal(self.sealer, fresh), version, await clickhouse_now(self.admin))
+        await SECRETS_TABLE.write(self.store, sec.seal(self.sealer, fresh), version, await clickhouse_now(self.admin))
         log.info("analysis: rotation: the new row is stored at version %d (key %s)", version, key_id(fresh.key))
         return RotationReport(ours, ran, key_id(fresh.key), waited, version)
 

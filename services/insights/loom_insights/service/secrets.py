@@ -19,7 +19,7 @@ from loom_core.sealing import Sealer, SealError
 from loom_core.settings import Settings
 from loom_core.store import Store, ch_time
 
-from ..store.secrets import SecretsRow, read_row, write_row
+from ..store.sealed import SECRETS_TABLE, SealedRow
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +69,9 @@ def unseal(sealer: Sealer, blob: str) -> AnalysisSecrets:
         raise SecretsUnreadable("the analysis secrets row does not open under LOOM_JWT_SECRET or LOOM_JWT_SECRET_PREVIOUS") from None
 
 
-async def load(store: Store, sealer: Sealer) -> tuple[AnalysisSecrets, SecretsRow] | None:
+async def load(store: Store, sealer: Sealer) -> tuple[AnalysisSecrets, SealedRow] | None:
     """The stored secrets, or None when there is no row. Raises SecretsUnreadable."""
-    row = await read_row(store)
+    row = await SECRETS_TABLE.read(store)
     if row is None:
         return None
     return unseal(sealer, row.sealed), row
@@ -79,19 +79,19 @@ async def load(store: Store, sealer: Sealer) -> tuple[AnalysisSecrets, SecretsRo
 
 async def store_new(store: Store, sealer: Sealer, s: AnalysisSecrets) -> None:
     """The first draw's row (version 1), stored before the analyst user is created."""
-    await write_row(store, seal(sealer, s), 1, ch_time())
+    await SECRETS_TABLE.write(store, seal(sealer, s), 1, ch_time())
 
 
 async def reseal_row(store: Store, sealer: Sealer) -> int:
     """Rewrite the row under the current secret; 0 when there is none or it already is."""
-    row = await read_row(store)
+    row = await SECRETS_TABLE.read(store)
     if row is None or sealer.is_current(row.sealed):
         return 0
     try:
         blob = sealer.reseal(row.sealed, ASSOCIATED)
     except SealError:
         raise SecretsUnreadable("the analysis secrets row does not open under LOOM_JWT_SECRET or LOOM_JWT_SECRET_PREVIOUS") from None
-    await write_row(store, blob, row.version + 1, row.stored_at)
+    await SECRETS_TABLE.write(store, blob, row.version + 1, row.written_at)
     return 1
 
 

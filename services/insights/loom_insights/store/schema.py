@@ -12,16 +12,10 @@ from __future__ import annotations
 from loom_core.store import Migration
 
 from ..domain.allowlist import CANARY_MARKER
+from .sealed import ROOT_TABLE, SECRETS_TABLE
 
 MIGRATIONS: list[Migration] = [
-    Migration(
-        "insights",
-        "analysis_secrets",
-        """
-        CREATE TABLE IF NOT EXISTS {db}.analysis_secrets (
-            id UInt8, sealed String, version UInt64, stored_at DateTime64(6, 'UTC')
-        ) ENGINE = ReplacingMergeTree(version) ORDER BY id""",
-    ),
+    SECRETS_TABLE.migration(),
     Migration(
         "insights",
         "analysis_canary",
@@ -37,12 +31,5 @@ MIGRATIONS: list[Migration] = [
         INSERT INTO {{db}}.analysis_canary (org, namespace, marker)
         SELECT '', '', '{CANARY_MARKER}' WHERE (SELECT count() FROM {{db}}.analysis_canary) = 0""",
     ),
-    Migration(
-        "insights",
-        "analysis_root",
-        """
-        CREATE TABLE IF NOT EXISTS {db}.analysis_root (
-            id UInt8, sealed String, version UInt64, recorded_at DateTime64(6, 'UTC')
-        ) ENGINE = ReplacingMergeTree(version) ORDER BY id""",
-    ),
+    ROOT_TABLE.migration(),
 ]
