@@ -33,6 +33,7 @@ from itertools import chain
 from typing import Any
 
 from loom_core.bus import Bus
+from nats.aio.client import Client
 from loom_core.chain.ledger import LedgerRow
 from loom_core.exposures import live_rows as load_live_rows
 from loom_core.store import Store
@@ -154,16 +155,21 @@ class LiveHistory:
         self._flush_handle: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
         self._reconnects = 0
+        # The connection the feed travels on both ways (`Bus.quiet`: the server does not echo a
+        # replica's own batches back to it), set by `start`.
+        self._feed_nc: Client | None = None
         self._live_at: dict[NsKey, float] = {}
         self._pending: set[asyncio.Task[Any]] = set()
         self.feed_received = 0
+        self.echoes_received = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
         # The feed consumer (consumers/history_feed.py) calls `fed` with other replicas' rows.
         if self.bus is not None:
-            self._reconnects = int(self.bus.nc.stats.get("reconnects", 0))
+            self._feed_nc = await self.bus.quiet()
+            self._reconnects = int(self._feed_nc.stats.get("reconnects", 0))
         self._task = asyncio.create_task(self._housekeeping())
 
     async def stop(self) -> None:
@@ -229,25 +235,26 @@ class LiveHistory:
         self._flush_handle = None
         events, self._out_e = self._out_e, []
         exposures, self._out_x = self._out_x, []
-        if self.bus is None or not self.bus.nc.is_connected:
+        nc = self._feed_nc
+        if nc is None or not nc.is_connected:
             return
         for i in range(0, max(len(events), len(exposures)), FEED_BATCH):
             task = asyncio.ensure_future(
-                self._publish(feed_payload(self.origin, events[i : i + FEED_BATCH], exposures[i : i + FEED_BATCH]))
+                self._publish(nc, feed_payload(self.origin, events[i : i + FEED_BATCH], exposures[i : i + FEED_BATCH]))
             )
             self._pending.add(task)
             task.add_done_callback(self._pending.discard)
 
-    async def _publish(self, data: bytes) -> None:
-        assert self.bus is not None
+    async def _publish(self, nc: Client, data: bytes) -> None:
         try:
-            await self.bus.nc.publish(FEED_SUBJECT, data)
+            await nc.publish(FEED_SUBJECT, data)
         except Exception:  # noqa: BLE001 - a lost batch is caught up on the next rebuild
             log.warning("policy feed: publish failed")
 
     def fed(self, body: bytes) -> None:
         """A batch of another replica's ledger rows and exposures (the feed)."""
         if body.startswith(self._echo_prefix):
+            self.echoes_received += 1  # none on `Bus.quiet`; kept for a feed read with echo
             return
         try:
             d = json.loads(body)
@@ -405,8 +412,8 @@ class LiveHistory:
             self._ring.popleft()
         while self._ring_x and self._ring_x[0][2] < ring_cut:
             self._ring_x.popleft()
-        if self.bus is not None:
-            reconnects = int(self.bus.nc.stats.get("reconnects", 0))
+        if self._feed_nc is not None:
+            reconnects = int(self._feed_nc.stats.get("reconnects", 0))
             if reconnects != self._reconnects:
                 # Feed messages may have been lost while disconnected: rebuild from the table.
                 self._reconnects = reconnects
