@@ -22,7 +22,6 @@ RING_SECONDS behind.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import uuid
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
+import orjson
 from loom_core.bus import Bus
 from nats.aio.client import Client
 from loom_core.chain.ledger import LedgerRow
@@ -128,8 +128,9 @@ def _exposure_dedup(r: RingExposure) -> tuple[str, str, int, str, str]:
 
 
 def feed_payload(origin: str, events: list[list[Any]], exposures: list[list[Any]]) -> bytes:
-    """A feed batch: the sending replica's origin first, then its rows as lists."""
-    return json.dumps({"o": origin, "e": events, "x": exposures}, separators=(",", ":")).encode()
+    """A feed batch: the sending replica's origin first, then its rows as lists (orjson: a
+    tenth of stdlib json's CPU, and a batch is one call's row when calls come one at a time)."""
+    return orjson.dumps({"o": origin, "e": events, "x": exposures})
 
 
 class LiveHistory:
@@ -144,7 +145,7 @@ class LiveHistory:
         self.cap = cap
         self.live_rows_ttl = live_rows_ttl
         self.origin = uuid.uuid4().hex
-        # How this replica's own feed batches begin (json.dumps keeps the payload's key order):
+        # How this replica's own feed batches begin (orjson keeps the payload's key order):
         # its echo is dropped on these bytes, unparsed.
         self._echo_prefix = feed_payload(self.origin, [], [])[: -len(b'"e":[],"x":[]}')]
         self._ring: deque[RingEvent] = deque()
@@ -257,13 +258,13 @@ class LiveHistory:
             self.echoes_received += 1  # none on `Bus.quiet`; kept for a feed read with echo
             return
         try:
-            d = json.loads(body)
+            d = orjson.loads(body)
             for e in d.get("e", ()):
                 self._take_event(e[1], e[2], Event(int(e[0]), e[3], e[4], e[5], e[6], e[7], bool(e[8]), e[9] or {}, e[10]))
             for x in d.get("x", ()):
                 self._take_exposure(x[1], x[2], Exposure(int(x[0]), x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10]))
             self.feed_received += 1
-        except (ValueError, KeyError, IndexError, TypeError):
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             log.warning("policy feed: bad message")
 
     # -- windows -----------------------------------------------------------------------------
