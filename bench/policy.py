@@ -284,7 +284,6 @@ class LoopSteps:
         ranked = sorted(self.slow.items(), key=lambda kv: -sum(kv[1]))[:n]
         return [{"step": k, "n": len(v), "total_ms": sum(v) * 1000, "max_ms": max(v) * 1000} for k, v in ranked]
 
-
     def kinds_top(self, calls: int, n: int = 16) -> list[dict[str, Any]]:
         ranked = sorted(self.kinds.items(), key=lambda kv: -kv[1][1])[:n]
         return [{"step": k, "per_call": v[0] / calls, "cpu_per_call_us": v[1] / calls * 1e6} for k, v in ranked]

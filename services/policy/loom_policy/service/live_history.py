@@ -33,10 +33,10 @@ from typing import Any
 
 import orjson
 from loom_core.bus import Bus
-from nats.aio.client import Client
 from loom_core.chain.ledger import LedgerRow
 from loom_core.exposures import live_rows as load_live_rows
 from loom_core.store import Store
+from nats.aio.client import Client
 
 from ..bus import FEED_SUBJECT
 from ..domain.history import Event, Exposure, Shape, Window
