@@ -251,6 +251,9 @@ class LoopSteps:
         self.slow_s = slow_s
         self.on = False
         self.slow: dict[str, list[float]] = {}
+        # Every step's thread CPU by what ran (a task's coroutine, a callback's name; cheap to
+        # tell apart, unlike `_step_name`): where the loop's CPU goes, per call.
+        self.kinds: dict[str, list[float]] = {}
         self._run = asyncio.events.Handle._run
 
     def install(self) -> None:
@@ -266,6 +269,11 @@ class LoopSteps:
                 spent = time.thread_time() - cpu
                 if spent > steps.slow_s:
                     steps.slow.setdefault(_step_name(handle), []).append(spent)
+                kind = steps.kinds.get(_step_kind(handle))
+                if kind is None:
+                    kind = steps.kinds[_step_kind(handle)] = [0, 0.0]
+                kind[0] += 1
+                kind[1] += spent
 
         asyncio.events.Handle._run = timed_run  # type: ignore[method-assign,assignment]
 
@@ -275,6 +283,19 @@ class LoopSteps:
     def top(self, n: int = 8) -> list[dict[str, Any]]:
         ranked = sorted(self.slow.items(), key=lambda kv: -sum(kv[1]))[:n]
         return [{"step": k, "n": len(v), "total_ms": sum(v) * 1000, "max_ms": max(v) * 1000} for k, v in ranked]
+
+    def kinds_top(self, calls: int, n: int = 16) -> list[dict[str, Any]]:
+        ranked = sorted(self.kinds.items(), key=lambda kv: -kv[1][1])[:n]
+        return [{"step": k, "per_call": v[0] / calls, "cpu_per_call_us": v[1] / calls * 1e6} for k, v in ranked]
+
+
+def _step_kind(handle: asyncio.events.Handle) -> str:
+    """A step's kind, cheaply: a task's coroutine, or a plain callback's name."""
+    callback = handle._callback  # type: ignore[attr-defined]
+    task = getattr(callback, "__self__", None)
+    if isinstance(task, asyncio.Task):
+        return str(getattr(task.get_coro(), "__qualname__", "?"))
+    return str(getattr(callback, "__qualname__", type(callback).__name__))
 
 
 def _step_name(handle: asyncio.events.Handle) -> str:
@@ -557,6 +578,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "evaluations_per_second_memo": evals_memo_s,
         "slow_step_ms": args.slow_step_ms,
         "slow_steps": steps.top(),
+        "step_kinds": steps.kinds_top(2 * args.n),
         "collector_cpu_alternating_ms": [round(x * 1000, 1) for x in gc_alternating],
         "blocks": args.blocks,
         "settle_seconds": args.settle,
@@ -605,6 +627,8 @@ def report(r: dict[str, Any]) -> str:
             f"event-loop steps over {r['slow_step_ms']} ms of thread CPU during the alternating calls (what a call can wait behind); "
             f"the collector's CPU there: {r['collector_cpu_alternating_ms'][0]} ms young, {r['collector_cpu_alternating_ms'][1]} ms full:",
             *(f"  {s['n']:5d} steps  {s['total_ms']:7.1f} ms  max {s['max_ms']:5.1f} ms  {s['step']}" for s in r["slow_steps"]),
+            "every event-loop step during the alternating calls, by what ran: steps and thread CPU per call (both sides' calls):",
+            *(f"  {s['per_call']:5.2f} steps  {s['cpu_per_call_us']:7.1f} µs  {s['step']}" for s in r["step_kinds"]),
             f"in blocks of {r['calls_per_side']} calls of one side ({r['blocks']} per side, alternating; process CPU of every thread, "
             f"the {r['settle_seconds']} s after each block included):",
             f"  CPU per call: off {r['block_cpu_off_us']:.1f} µs, enforce {r['block_cpu_enforce_us']:.1f} µs, "

@@ -19,7 +19,8 @@ ALLOWED = {
     # (a subclass run by Bus.consume for Consumer(batch=True)) speaks JetStream's pull protocol
     # on an inbox of its own, not a reader of its own.
     ("core/loom_core/bus/batched.py", "subscribe"),
-    # Bus.listen: a declared core NATS consumer read from nats-py's callback (the pull wake-ups).
+    # Bus.listen: a declared core NATS consumer read from nats-py's callback (the pull wake-ups;
+    # the policy feed, on the connection without echo).
     ("core/loom_core/bus/nats.py", "subscribe"),
     # The inbox JetStream's answers to Loom's publishes come back on (one per connection).
     ("core/loom_core/bus/jspublish.py", "subscribe"),

@@ -4,6 +4,7 @@ never gated; the caller pin; identity and task ops gated."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from loom_runner.embedded import Instance
@@ -260,6 +261,13 @@ async def test_history_from_another_replica_counts_at_once_through_the_feed(
             err = await refused(c, "grants.list", 403, "POLICY_FORBIDDEN")
         assert await ledger_rows(enforce_stack, enforce_tenant, "grants.list") == 0
     assert err["detail"]["rules"][0]["leaves"][0]["observed"] == 1.0
+    # The feed's connection has no echo: the server never sent the shadow replica its own batch
+    # (a round trip on that connection first, so an echo would have been read before it).
+    shadow = gate_of(shadow_stack)
+    assert shadow.history is not None and shadow.bus is not None
+    await (await shadow.bus.quiet()).flush()
+    await asyncio.sleep(0)
+    assert shadow.history.echoes_received == 0
 
 
 async def _has_rule(inst: Instance, tenant: Tenant, name: str) -> bool:

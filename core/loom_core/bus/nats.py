@@ -10,11 +10,12 @@ names. `bus.close()` stops the broker's consumers and drains the connection.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import nats
@@ -83,6 +84,25 @@ class Bus:
     nc: Client
     js: BusJetStream
     broker: NatsBroker
+    # What `quiet()` connects with: the runtime connection's servers, name and credentials.
+    connect_options: dict[str, Any] = field(default_factory=dict)
+    _quiet: Client | None = None
+    _quiet_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def quiet(self) -> Client:
+        """The runtime's second connection, opened on first use with `no_echo`: the server never
+        sends it what it published itself. For a subject every replica both publishes and reads
+        (the policy plane's history feed), whose own messages would otherwise come back to each
+        replica only to be dropped. Publish and `listen(..., no_echo=True)` on it."""
+        async with self._quiet_lock:
+            if self._quiet is None:
+                opts = {**self.connect_options, "name": f"{self.connect_options.get('name', 'loom')}-quiet"}
+                try:
+                    self._quiet = await nats.connect(**opts, no_echo=True, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+                except Exception as exc:
+                    # the NATS adapter boundary, as connect_bus
+                    raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "cannot reach the bus") from exc
+            return self._quiet
 
     async def ensure_stream(self, config: StreamConfig) -> None:
         try:
@@ -146,14 +166,15 @@ class Bus:
         await subscriber.start()
         return Consuming(consumer, subscriber)
 
-    async def listen(self, consumer: Consumer, on_message: Listener) -> Consuming:
+    async def listen(self, consumer: Consumer, on_message: Listener, *, no_echo: bool = False) -> Consuming:
         """Run `on_message(subject, payload)` for every message of a core NATS consumer (no
         stream, nothing to ack), straight from nats-py's subscription callback, without
         FastStream's per-message pipeline (its parser, subject matching, middlewares and context:
         ~90 us of CPU and 0.3-0.4 ms of a wake-up's latency on a busy loop, docs/benchmarks.md
         "Wake (issue Q, session 20)"). For a latency path whose handler is a quick synchronous
         hand-off (the pull wake-ups); everything else runs on the broker (`consume`). A handler
-        that raises is logged, the subscription goes on."""
+        that raises is logged, the subscription goes on. With `no_echo` it reads on the `quiet()`
+        connection, so what was published there never reaches it."""
         if consumer.stream is not None:
             raise ValueError(f"consumer {consumer.name}: a listener reads core NATS, not a stream")
         name = consumer.name
@@ -164,7 +185,8 @@ class Bus:
             except Exception:
                 log.warning("bus: listener %s failed on a message", name, exc_info=True)
 
-        sub = await self.nc.subscribe(consumer.subject, queue=consumer.queue, cb=call)
+        nc = await self.quiet() if no_echo else self.nc
+        sub = await nc.subscribe(consumer.subject, queue=consumer.queue, cb=call)
         return Consuming(consumer, _Listening(sub))
 
     async def ping(self) -> None:
@@ -173,6 +195,9 @@ class Bus:
         await self.nc.flush(timeout=2)
 
     async def close(self) -> None:
+        if self._quiet is not None and not self._quiet.is_closed:
+            with contextlib.suppress(ConnectionError, nats.errors.Error):
+                await self._quiet.close()
         if self.nc.is_closed:
             return
         try:
@@ -228,4 +253,5 @@ async def connect_bus(
     except Exception as exc:
         # the NATS adapter boundary: a connect that fails in any way is BACKEND_UNAVAILABLE
         raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "cannot reach the bus") from exc
-    return Bus(nc=nc, js=jetstream(nc, replicas, request_timeout), broker=broker)
+    options = {"servers": servers or [url], "name": name, "user": user or None, "password": password or None}
+    return Bus(nc=nc, js=jetstream(nc, replicas, request_timeout), broker=broker, connect_options=options)
