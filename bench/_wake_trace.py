@@ -130,6 +130,14 @@ class WakeTrace:
 
             InboxQueue.offer = traced_offer  # type: ignore[method-assign,assignment]
 
+    def merge(self, stamps: dict[str, dict[str, float]]) -> None:
+        """Another process's stamps (a replica of its own: CLOCK_MONOTONIC is the machine's), each
+        step's first stamp kept."""
+        for title, steps in stamps.items():
+            mine = self.stamps[title]
+            for step, at in steps.items():
+                mine[step] = min(at, mine.get(step, at))
+
     def spans(self, client_rounds: list[dict[str, Any]]) -> list[tuple[str, float, int]]:
         """(step, p50 ms, rounds that took it) for every step some round took; `client_rounds` are
         the client's stamps of each round (its title, `sent`, `create_answered`, `pull_answered`)."""
