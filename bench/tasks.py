@@ -606,7 +606,10 @@ async def replica_process(args: argparse.Namespace) -> None:
                 if trace is not None:
                     trace.stamps.clear()
                 # This is the loop's thread: thread_time is the loop's CPU.
-                print(json.dumps({**plane_counts([plane]), "cpu": time.process_time(), "loop_cpu": time.thread_time(), "stamps": stamps}), flush=True)
+                print(
+                    json.dumps({**plane_counts([plane]), "cpu": time.process_time(), "loop_cpu": time.thread_time(), "stamps": stamps}),
+                    flush=True,
+                )
         finally:
             try:
                 await asyncio.wait_for(instance.stop(), 15)
