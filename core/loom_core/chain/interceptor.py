@@ -195,10 +195,10 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         latency = time.perf_counter() - started
         if answer_first:
             asyncio.get_running_loop().call_soon(
-                self._after, op, request, response, error, ctx, principal, namespace, md, transport, latency
+                self._record, op, request, response, error, ctx, principal, namespace, md, transport, latency
             )
         else:
-            self._after(op, request, response, error, ctx, principal, namespace, md, transport, latency)
+            self._record(op, request, response, error, ctx, principal, namespace, md, transport, latency)
         if error is not None:
             raise error
         assert response is not None
@@ -215,25 +215,7 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         except LoomError:
             principal = None
         namespace = md.get(MD_NAMESPACE, "") or (principal.default_namespace if principal else "")
-        self._observe(op.name, transport, error.code, 0.0)
         self._record(op, op.request_cls(), None, error, None, principal, namespace, md, transport, 0.0)
-
-    def _after(
-        self,
-        op: OpSpec,
-        request: Message,
-        response: Message | None,
-        error: LoomError | None,
-        ctx: CallContext | None,
-        principal: Principal | None,
-        namespace: str,
-        md: Mapping[str, str],
-        transport: str,
-        latency: float,
-    ) -> None:
-        """A call's metrics and ledger row."""
-        self._observe(op.name, transport, error.code if error else "OK", latency)
-        self._record(op, request, response, error, ctx, principal, namespace, md, transport, latency)
 
     def _observe(self, op: str, transport: str, code: str, latency: float) -> None:
         # prometheus_client's labels() costs a lock and a tuple hash per call: keep each child.
@@ -292,6 +274,8 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         transport: str,
         latency: float,
     ) -> None:
+        """A call's metrics and ledger row."""
+        self._observe(op.name, transport, error.code if error else "OK", latency)
         try:
             if error is None and ctx is not None and ctx.item_rows:
                 self._record_items(ctx, principal, namespace, md, transport, latency)
