@@ -1,8 +1,9 @@
 """`bench/tasks.py --trace-wake`: where a wake round's time goes, step by step.
 
-Stamps `time.perf_counter()` (CLOCK_MONOTONIC on Linux, the same clock in the client's process)
-at each step of a wake round on the server's side, by wrapping the tasks planes' objects in the
-bench's server process (nothing in the planes changes): the create's handler, its state write,
+Stamps `time.perf_counter()` (CLOCK_MONOTONIC on Linux, the same clock in every process of the
+machine) at each step of a wake round on the server's side, by wrapping the tasks planes' objects
+in the bench's server process and in the second replica's own process, whose stamps come back
+with its counters (`merge`); nothing in the planes changes: the create's handler, its state write,
 the wake-up's publish, its read off the other replica's connection, its row handed to that
 replica's queue (`WakeHub.apply`), the claim's state write and the
 pull's answer. Rounds are told apart by the task's title (`w<round>`). The client stamps its
@@ -58,10 +59,10 @@ class WakeTrace:
 
         call = chain.call
 
-        async def traced_call(op: Any, inner: Any, request: Any, md: Any, validated: bool = False) -> Any:
+        async def traced_call(op: Any, inner: Any, request: Any, md: Any, validated: bool = False, **kw: Any) -> Any:
             title = str(getattr(request, "title", "")) if op.name == "task.create" else ""
             stamp(title, "chain_in")
-            out = await call(op, inner, request, md, validated)
+            out = await call(op, inner, request, md, validated, **kw)
             stamp(title, "chain_out")
             return out
 
@@ -129,6 +130,14 @@ class WakeTrace:
                 offer(q, row, revision, remote=remote, promised=promised)
 
             InboxQueue.offer = traced_offer  # type: ignore[method-assign,assignment]
+
+    def merge(self, stamps: dict[str, dict[str, float]]) -> None:
+        """Another process's stamps (a replica of its own: CLOCK_MONOTONIC is the machine's), each
+        step's first stamp kept."""
+        for title, steps in stamps.items():
+            mine = self.stamps[title]
+            for step, at in steps.items():
+                mine[step] = min(at, mine.get(step, at))
 
     def spans(self, client_rounds: list[dict[str, Any]]) -> list[tuple[str, float, int]]:
         """(step, p50 ms, rounds that took it) for every step some round took; `client_rounds` are

@@ -18,6 +18,7 @@ from loom_api.identity.v1 import identity_pb2 as pb
 from loom_api.identity.v1 import identity_pb2_grpc
 from loom_core.grpc_errors import from_rpc_error
 from loom_runner.embedded import Instance
+from prometheus_client import REGISTRY
 
 from tests.conftest import Tenant, unique
 
@@ -119,6 +120,19 @@ async def test_direct_grpc_call_is_ledgered_with_transport_grpc(
     assert (row["org"], row["namespace"], row["subject"]) == (tenant.org, tenant.namespace, "user:admin")
     assert (row["agent"], row["user"], row["session"]) == ("indexer", "u1", "s1")
     assert row["ok"] is True
+
+
+async def test_a_grpc_calls_metric_and_ledger_row_are_taken_by_the_time_its_answer_arrives(
+    tenant: Tenant, stack: Instance, identity_stub: identity_pb2_grpc.IdentityServiceStub
+) -> None:
+    """The chain takes them after the answer is on its way (`answer_first`), in the server's
+    next loop turn: before the caller has the answer, so never after a call it makes next."""
+    run = f"run-{uuid.uuid4().hex}"
+    counted = {"op": "auth.whoami", "transport": "grpc", "code": "OK"}
+    before = REGISTRY.get_sample_value("loom_requests_total", counted) or 0.0
+    await identity_stub.WhoAmI(pb.WhoAmIRequest(), metadata=bearer(tenant.token, **{"x-loom-run-id": run}))
+    assert REGISTRY.get_sample_value("loom_requests_total", counted) == before + 1
+    assert len(await ledger_rows(stack, run)) == 1
 
 
 async def test_refused_grpc_call_is_ledgered_with_its_code(stack: Instance, identity_stub: identity_pb2_grpc.IdentityServiceStub) -> None:

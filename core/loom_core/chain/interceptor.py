@@ -6,6 +6,7 @@ two transports: same metadata, same errors, same ledger row."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -110,7 +111,7 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         """The gRPC transport: metadata from the call, a refusal as a rich status."""
         md = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
         try:
-            return await self.call(op, lambda req: inner(req, context), request, md)
+            return await self.call(op, lambda req: inner(req, context), request, md, answer_first=True)
         except LoomError as error:
             await context.abort_with_status(to_rpc_status(error))
             raise  # abort_with_status raises; never reached
@@ -122,13 +123,22 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         request: Message,
         md: Mapping[str, str],
         validated: bool = False,
+        *,
+        answer_first: bool = False,
     ) -> Message:
         """The chain itself, for either transport: gRPC (`run`) or in process (the gateway's
         relay in embedded mode). Raises the call's LoomError after recording its ledger row.
 
         First the op's generated field checks (the proto's field options, as REST checks its
         JSON), before the token as on REST, so every door refuses the same bad input with the
-        same code and message. `validated`: the in-process relay already ran them on the JSON."""
+        same code and message. `validated`: the in-process relay already ran them on the JSON.
+        `answer_first` (gRPC): the call's metrics and ledger row are taken one loop turn later,
+        after the server has started sending the answer (grpc.aio serializes and hands it to its
+        core in the turn the handler returns), not before: on a replica's busy loop they were
+        0.2-0.25 ms of every answer's path (docs/benchmarks.md, "Wake (issue Q, session 20)").
+        The row is still recorded (the loop runs the callback before any shutdown step: the
+        servers stop before the ledger's final flush), and before the caller can make another
+        call (which needs the answer first)."""
         started = time.perf_counter()
         transport = md.get(MD_TRANSPORT) or "grpc"
         principal: Principal | None = None
@@ -183,9 +193,12 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
             log.exception("op %s failed", op.name)
             error = LoomError(ErrorCode.INTERNAL, "internal error")
         latency = time.perf_counter() - started
-        code = error.code if error else "OK"
-        self._observe(op.name, transport, code, latency)
-        self._record(op, request, response, error, ctx, principal, namespace, md, transport, latency)
+        if answer_first:
+            asyncio.get_running_loop().call_soon(
+                self._record, op, request, response, error, ctx, principal, namespace, md, transport, latency
+            )
+        else:
+            self._record(op, request, response, error, ctx, principal, namespace, md, transport, latency)
         if error is not None:
             raise error
         assert response is not None
@@ -202,7 +215,6 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         except LoomError:
             principal = None
         namespace = md.get(MD_NAMESPACE, "") or (principal.default_namespace if principal else "")
-        self._observe(op.name, transport, error.code, 0.0)
         self._record(op, op.request_cls(), None, error, None, principal, namespace, md, transport, 0.0)
 
     def _observe(self, op: str, transport: str, code: str, latency: float) -> None:
@@ -262,6 +274,8 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         transport: str,
         latency: float,
     ) -> None:
+        """A call's metrics and ledger row."""
+        self._observe(op.name, transport, error.code if error else "OK", latency)
         try:
             if error is None and ctx is not None and ctx.item_rows:
                 self._record_items(ctx, principal, namespace, md, transport, latency)
