@@ -182,3 +182,41 @@ async def test_the_rounds_conflict_scan_finds_a_stored_decision_at_its_own_vecto
     found = await rows.mem.nearest_decisions_exact_many((org, ns, 2), [[float(x) for x in v] for v in vecs])
     assert [hits[0][0] for hits in found] == [a.memory_key, b.memory_key]
     assert all(hits[0][1] == pytest.approx(1.0, abs=1e-5) for hits in found)
+
+
+async def test_a_round_of_several_writes_gives_a_small_namespace_its_cache_and_later_conflict_checks_read_it(
+    desk: Desk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round of CACHE_ROUND_WRITES writes or more warms the namespace's vector cache though the
+    namespace is far under LOOM_MEMORY_VECTOR_CACHE_MIN_ROWS; once built, a round's conflict
+    check reads it instead of scanning the store, and flags the same decisions the scan does."""
+    from loom_decisions.service.rows import CACHE_ROUND_WRITES
+
+    rows: Rows = plane_of(desk).rows
+    ops = DecisionOps(rows)
+    org, ns = desk.tenant.org, desk.tenant.namespace
+    await ops.record(caller(desk, "alone"), decision("retention of raw spans", "keep them 30 days"))
+    assert rows.vectors.state(org, ns) == "none"  # a round of one: the store's scan, no cache
+
+    burst = [caller(desk, f"writer-{i}") for i in range(CACHE_ROUND_WRITES + 4)]
+    await asyncio.gather(
+        *(ops.record(ctx, decision(f"retention of raw metrics in region {i}", "keep them 30 days")) for i, ctx in enumerate(burst))
+    )
+    assert rows.vectors.state(org, ns) != "none"
+    await rows.vectors.wait_ready(org, ns)
+
+    scans: list[int] = []
+    scan = rows.mem.nearest_decisions_exact_many
+
+    async def counted(where: tuple[str, str, int], vectors: list[list[float]]) -> list[list[tuple[str, float]]]:
+        scans.append(len(vectors))
+        return await scan(where, vectors)
+
+    monkeypatch.setattr(rows.mem, "nearest_decisions_exact_many", counted)
+    again = await asyncio.gather(
+        ops.record(caller(desk, "late"), decision("retention of raw spans everywhere", "keep them 30 days")),
+        ops.record(caller(desk, "later"), decision("retention of raw metrics in region 1 too", "keep them 30 days")),
+    )
+    assert scans == []  # the cache answered the conflict checks
+    assert "decision/storage/retention-of-raw-spans" in again[0].conflicts, again[0]
+    assert "decision/storage/retention-of-raw-metrics-in-region-1" in again[1].conflicts, again[1]

@@ -50,6 +50,11 @@ ROUND_LINGER = 0.05
 # Under steady writes a namespace's live row count is published at most once this often: a count
 # scans the namespace (FINAL), and once a round it was the costliest statement of a write round.
 LIVE_COUNT_INTERVAL = 1.0
+# A write round of at least this many writes (concurrent writers in one namespace) gives the
+# namespace its vector cache whatever its size, and later rounds' conflict checks read the cache,
+# not the store: the exact scan cost 15-40 ms of CPU a round at 10^3 decisions and 32 writes,
+# ~1 ms a record on the calling thread and as much again on chDB's pool (docs/benchmarks.md).
+CACHE_ROUND_WRITES = 4
 
 
 def value_hash(value: str) -> str:
@@ -376,6 +381,11 @@ class Rows:
         keys that read the same at or above LOOM_DECISION_CONFLICT_THRESHOLD (flagged on the
         row, never merged)."""
         s = self.d.settings
+        if len(writes) >= CACHE_ROUND_WRITES and self.vectors.enabled:
+            # Built in the background (this round scans the store); once built, the cache's bound
+            # across replicas (LOOM_MEMORY_VECTOR_CACHE_REFRESH_SECONDS) applies to this namespace
+            # as to one past LOOM_MEMORY_VECTOR_CACHE_MIN_ROWS.
+            self.vectors.warm(org, ns)
         hits: list[list[tuple[str, float]] | None] = [None] * len(writes)
         for i, cached in enumerate(await asyncio.gather(*(self.vectors.nearest_decisions(org, ns, vec, limit=10) for _, vec in writes))):
             if cached is not None:  # the cache's bound across replicas (see vector_index) holds for this check too
