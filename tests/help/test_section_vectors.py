@@ -29,9 +29,11 @@ def test_the_shipped_vectors_are_the_models_own() -> None:
     passages = [hybrid.passage(index, s) for s in index.sections][::60]
     fresh = LocalModel().encode(passages)
     stored = np.stack([table[section_vectors.passage_key(p)] for p in passages])
-    # A batch's activations are quantized together, so a passage embedded in another batch
-    # moves in the third decimal, not more.
-    assert np.min(np.sum(fresh * stored, axis=1)) > 0.99
+    # Each text runs alone (LocalModel._encode), but the int8 kernels differ between CPUs: the
+    # table was computed on an Intel machine, and an AMD EPYC with AVX2 and no VNNI gives the same
+    # passages cosine 0.977-0.989 to it. Another model's vectors, or a table built from other
+    # passages, fall far below this.
+    assert np.min(np.sum(fresh * stored, axis=1)) > 0.97
 
 
 def test_a_table_from_another_model_is_not_used(tmp_path: Path) -> None:
