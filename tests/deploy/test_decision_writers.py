@@ -11,6 +11,9 @@ Before it, each process counted `max(version) + 1` under a per-process lock, and
 versions 1, 2, 3…; with a ClickHouse server both share one store, and the same race wrote the
 same version twice whenever the two reads came before either insert. Memory rows (memory.set)
 counted their versions the same way until they took a counter of their own per key and writer.
+
+The two races (a decision key's records, a memory row) write different keys, so they share one
+pair of processes (the module's `clients`): two `loom serve` starts and a nats-server fewer than one pair each.
 """
 
 from __future__ import annotations
@@ -45,6 +48,12 @@ async def ready(url: str, proc: LoomProcess, within: float = 120) -> None:
                 pass
             await asyncio.sleep(0.2)
     raise AssertionError(f"{url} never answered ready")
+
+
+@pytest.fixture(scope="module")
+async def clients(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[list[httpx.AsyncClient]]:
+    async with two_processes(tmp_path_factory.mktemp("writers")) as both:
+        yield both
 
 
 @asynccontextmanager
@@ -105,60 +114,56 @@ async def two_processes(tmp_path: Path) -> AsyncIterator[list[httpx.AsyncClient]
         nats.stop()
 
 
-async def test_two_processes_racing_on_one_key_write_distinct_versions(tmp_path: Path) -> None:
-    async with two_processes(tmp_path) as clients:
-
-        async def write(c: httpx.AsyncClient, n: int) -> dict[str, Any]:
-            r = await c.post(
-                "/v1/memory.record.write",
-                json={
-                    "schema": "decision",
-                    "category": "platform",
-                    "scenario": "where customer chat logs are archived",
-                    "outcome": f"bucket {n}",
-                },
-            )
-            assert r.status_code == 200, r.text
-            return dict(r.json())
-
-        answers = await asyncio.gather(*(write(c, i * 100 + n) for i, c in enumerate(clients) for n in range(WRITES_PER_PROCESS)))
-        versions = sorted(int(a["version"]) for a in answers)
-        assert len({a["memory_key"] for a in answers}) == 1
-        assert versions == list(range(1, 2 * WRITES_PER_PROCESS + 1))  # each once: none written twice, none skipped
-
-        # Each process's store holds its own writes under those versions, and the newest is the
-        # last version handed out on whichever process wrote it.
-        key = answers[0]["memory_key"]
-        held: list[int] = []
-        for c in clients:
-            r = await c.post("/v1/memory.record.history", json={"memory_key": key})
-            assert r.status_code == 200, r.text
-            held += [int(rec["version"]) for rec in r.json()["records"]]
-        assert sorted(held) == versions
-
-
-async def test_two_processes_racing_on_one_memory_row_write_distinct_versions(tmp_path: Path) -> None:
-    async with two_processes(tmp_path) as clients:
-
-        async def write(c: httpx.AsyncClient, n: int) -> dict[str, Any]:
-            r = await c.post("/v1/memory.set", json={"memory_key": "runbook/archive", "value": f"chat logs go to bucket {n}"})
-            assert r.status_code == 200, r.text
-            return dict(r.json())
-
-        answers = await asyncio.gather(*(write(c, i * 100 + n) for i, c in enumerate(clients) for n in range(WRITES_PER_PROCESS)))
-        versions = sorted(int(a["version"]) for a in answers)
-        assert versions == list(range(1, 2 * WRITES_PER_PROCESS + 1))  # each once: none written twice, none skipped
-
-        # Each process's store holds its own versions of the one writer's row, the two together
-        # every version handed out; and a delete after the race is numbered past them all.
-        held: list[int] = []
-        for c in clients:
-            r = await c.post("/v1/memory.history", json={"memory_key": "runbook/archive"})
-            assert r.status_code == 200, r.text
-            rows = r.json()["versions"]
-            assert {(v["agent_id"], v["key"]) for v in rows} == {("writer", "runbook/archive")}
-            held += [int(v["version"]) for v in rows]
-        assert sorted(held) == versions
-        r = await clients[0].post("/v1/memory.delete", json={"memory_key": "runbook/archive"})
+async def test_two_processes_racing_on_one_key_write_distinct_versions(clients: list[httpx.AsyncClient]) -> None:
+    async def write(c: httpx.AsyncClient, n: int) -> dict[str, Any]:
+        r = await c.post(
+            "/v1/memory.record.write",
+            json={
+                "schema": "decision",
+                "category": "platform",
+                "scenario": "where customer chat logs are archived",
+                "outcome": f"bucket {n}",
+            },
+        )
         assert r.status_code == 200, r.text
-        assert int(r.json()["version"]) == 2 * WRITES_PER_PROCESS + 1
+        return dict(r.json())
+
+    answers = await asyncio.gather(*(write(c, i * 100 + n) for i, c in enumerate(clients) for n in range(WRITES_PER_PROCESS)))
+    versions = sorted(int(a["version"]) for a in answers)
+    assert len({a["memory_key"] for a in answers}) == 1
+    assert versions == list(range(1, 2 * WRITES_PER_PROCESS + 1))  # each once: none written twice, none skipped
+
+    # Each process's store holds its own writes under those versions, and the newest is the
+    # last version handed out on whichever process wrote it.
+    key = answers[0]["memory_key"]
+    held: list[int] = []
+    for c in clients:
+        r = await c.post("/v1/memory.record.history", json={"memory_key": key})
+        assert r.status_code == 200, r.text
+        held += [int(rec["version"]) for rec in r.json()["records"]]
+    assert sorted(held) == versions
+
+
+async def test_two_processes_racing_on_one_memory_row_write_distinct_versions(clients: list[httpx.AsyncClient]) -> None:
+    async def write(c: httpx.AsyncClient, n: int) -> dict[str, Any]:
+        r = await c.post("/v1/memory.set", json={"memory_key": "runbook/archive", "value": f"chat logs go to bucket {n}"})
+        assert r.status_code == 200, r.text
+        return dict(r.json())
+
+    answers = await asyncio.gather(*(write(c, i * 100 + n) for i, c in enumerate(clients) for n in range(WRITES_PER_PROCESS)))
+    versions = sorted(int(a["version"]) for a in answers)
+    assert versions == list(range(1, 2 * WRITES_PER_PROCESS + 1))  # each once: none written twice, none skipped
+
+    # Each process's store holds its own versions of the one writer's row, the two together
+    # every version handed out; and a delete after the race is numbered past them all.
+    held: list[int] = []
+    for c in clients:
+        r = await c.post("/v1/memory.history", json={"memory_key": "runbook/archive"})
+        assert r.status_code == 200, r.text
+        rows = r.json()["versions"]
+        assert {(v["agent_id"], v["key"]) for v in rows} == {("writer", "runbook/archive")}
+        held += [int(v["version"]) for v in rows]
+    assert sorted(held) == versions
+    r = await clients[0].post("/v1/memory.delete", json={"memory_key": "runbook/archive"})
+    assert r.status_code == 200, r.text
+    assert int(r.json()["version"]) == 2 * WRITES_PER_PROCESS + 1

@@ -210,23 +210,6 @@ async def run_cli(d: DataDir, *args: str, **env: str) -> tuple[int, str]:
     return proc.returncode, (out + err).decode()
 
 
-async def test_up_on_a_fresh_data_dir_generates_its_secrets_once_mode_0600_and_reuses_them(tmp_path: Path) -> None:
-    d = DataDir(tmp_path / "data", free_port(), secret=None)
-    offline = await bootstrap(d, "acme", "private")  # creates the data dir's secrets
-    path = d.path / "secrets.json"
-    assert path.stat().st_mode & 0o777 == 0o600
-    stored = json.loads(path.read_text())
-    assert len(stored["jwt_secret"].encode()) >= 32
-    assert stored["nats_internal_password"] and stored["nats_auth_callout_issuer_seed"].startswith("SA")
-    assert TokenCodec(stored["jwt_secret"]).decode(offline).org == "acme"
-    async with loom_up(d) as up:
-        r = await whoami(d, offline)  # `loom up` signs and verifies with the same key
-        assert r.status_code == 200, r.text
-        code, _ = await up.stop()
-        assert code == 0
-    assert json.loads(path.read_text()) == stored
-
-
 @pytest.mark.parametrize(
     ("secret", "says"), [("dev-insecure-change-me", "not set"), ("", "not set"), ("short-0123456789", "16 bytes, shorter than 32")]
 )
@@ -281,19 +264,38 @@ def nats_children_of(d: DataDir) -> list[str]:
 
 @dataclass
 class Held:
-    """A `loom up` serving its data dir, its standard output in `banner`."""
+    """A `loom up` serving its data dir, its standard output in `banner`. The data dir is fresh
+    and LOOM_JWT_SECRET unset: `offline`, bootstrapped before the start, created the data dir's
+    secrets (`secrets`, as the file read then) and `loom up` runs on them."""
 
     up: Up
     banner: Path
+    offline: str
+    secrets: dict[str, str]
 
 
 @pytest.fixture(scope="module")
 async def held(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Held]:
-    """One `loom up` for the tests that only need one serving (a `loom up` start is ~5 CPU-s)."""
+    """One `loom up` for the tests that only need one serving (a `loom up` start is ~5-8 CPU-s)."""
     tmp = tmp_path_factory.mktemp("loom-held")
-    d = DataDir(tmp / "data", free_port())
+    d = DataDir(tmp / "data", free_port(), secret=None)
+    offline = await bootstrap(d, "acme", "private")  # creates the data dir's secrets
+    secrets = json.loads((d.path / "secrets.json").read_text())
     async with loom_up(d, stdout=tmp / "banner.txt") as up:
-        yield Held(up, tmp / "banner.txt")
+        yield Held(up, tmp / "banner.txt", offline, secrets)
+
+
+@pytest.mark.timeout(300)  # the module's `loom up` starts in this test's setup
+async def test_up_on_a_fresh_data_dir_generates_its_secrets_once_mode_0600_and_reuses_them(held: Held) -> None:
+    d, stored = held.up.data, held.secrets
+    path = d.path / "secrets.json"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert len(stored["jwt_secret"].encode()) >= 32
+    assert stored["nats_internal_password"] and stored["nats_auth_callout_issuer_seed"].startswith("SA")
+    assert TokenCodec(stored["jwt_secret"]).decode(held.offline).org == "acme"
+    r = await whoami(d, held.offline)  # `loom up` signs and verifies with the same key
+    assert r.status_code == 200, r.text
+    assert json.loads(path.read_text()) == stored  # and after its stop: test_up_stops_on_ctrl_c_…
 
 
 @pytest.mark.timeout(300)
@@ -302,7 +304,7 @@ async def test_a_second_up_on_the_same_data_dir_says_so_at_once_and_keeps_the_pi
     up, d = held.up, held.up.data
     pid_before = (d.path / "loom-up.pid").read_text()
     assert pid_before.strip() == str(up.proc.pid)
-    second = DataDir(d.path, free_port())  # another port, the same data dir
+    second = DataDir(d.path, free_port(), secret=d.secret)  # another port, the same data dir
     command = [LOOM, "up"] if how == "venv" else [str(ROOT / "loom"), "up"]
     proc = await asyncio.create_subprocess_exec(*command, env=second.env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), timeout=60)  # a bound on failure: it must not hang
@@ -324,6 +326,7 @@ async def test_a_second_up_on_the_same_data_dir_says_so_at_once_and_keeps_the_pi
 async def test_up_stops_on_ctrl_c_and_its_banner_says_the_policy_mode(held: Held) -> None:
     code, _ = await held.up.stop()
     assert code == 0
+    assert json.loads((held.up.data.path / "secrets.json").read_text()) == held.secrets  # reused, not made again
     # The banner says the policy mode (LOOM_POLICY_MODE, off by default) and what it means.
     assert re.search(r"policy mode\s+off: rules are stored but not evaluated", held.banner.read_text()), held.banner.read_text()
 
