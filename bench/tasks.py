@@ -1160,20 +1160,19 @@ def report(r: dict[str, Any]) -> str:
     )
     if "loom_up_idle" in m:
         u = m["loom_up_idle"]
-        held = "grows (look for a leak)" if u["late_growth_pct"] > 5 else "holds"
+        held = growth_verdict(u["late_growth_pct"])
         lines.append(
             f"RSS of an idle `loom up` ({u['settled_seconds']:g} s after it started): {u['loom_up_mb']:.0f} MiB, its nats-server {u['nats_server_mb']:.0f} MiB; "
-            f"{u['late_growth_pct']:+.1f}% after the first third: {held}"
+            f"{u['late_growth_pct']:+.1f}% from the middle third to the last: {held}"
         )
         lines.append("  idle RSS every " + f"{IDLE_SAMPLE_SECONDS:g} s: " + " ".join(f"{x:.0f}" for x in u["samples_mb"]) + " MiB")
     if "soak" in m:
         k = m["soak"]
-        # A leak keeps growing after the heap settled: the last third against the middle one.
-        verdict = "grows (look for a leak)" if k["late_growth_pct"] > 5 else "holds"
+        verdict = growth_verdict(k["late_growth_pct"])
         lines.append(
             f"soak: {k['runs']} batched runs ({k['failed_runs']} ended by a retryable error) over {k['seconds']:.0f} s; server RSS median by thirds "
             f"{k['server_first_third_mb']:.0f} / {k['server_middle_third_mb']:.0f} / {k['server_last_third_mb']:.0f} MiB "
-            f"({k['growth_pct']:+.1f}% overall, {k['late_growth_pct']:+.1f}% after the first third: {verdict})"
+            f"({k['growth_pct']:+.1f}% overall, {k['late_growth_pct']:+.1f}% from the middle third to the last: {verdict})"
         )
         for site in k.get("growth_sites", []):
             lines.append(f"  grew {site['kib']:+.0f} KiB in {site['blocks']:+d} blocks at " + " <- ".join(reversed(site["traceback"][-4:])))
@@ -1195,6 +1194,11 @@ def run(main: Coroutine[Any, Any, T]) -> T:
     except ImportError:  # pragma: no cover - uvloop ships with the servers' dependencies
         return asyncio.run(main)
     return uvloop.run(main)
+
+
+def growth_verdict(late_growth_pct: float) -> str:
+    """A leak keeps growing after the heap settled: the last third's RSS against the middle one's."""
+    return "grows (look for a leak)" if late_growth_pct > 5 else "holds"
 
 
 def main() -> int:
