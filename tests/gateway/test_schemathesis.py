@@ -45,8 +45,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 async def schemathesis(base_url: str, token: str, namespace: str, *extra: str, cwd: Path) -> tuple[int, str]:
     st = str(Path(sys.executable).parent / "schemathesis")
-    # Generous time limits: the checks are about answers, not speed, and a 100-item decision.record_many
-    # (100 embeddings) on a loaded 2-core machine without VNNI passed 40 s once in 10,239 cases.
+    # Generous time limits: the checks are about answers, not speed. With 40 s, a 100-item
+    # decision.record_many (100 embeddings) on a loaded 2-core machine without VNNI errored once in
+    # 10,239 cases (schemathesis's "Network Error", most likely the limit).
     proc = await asyncio.create_subprocess_exec(
         st, *(["--config-file", str(cwd / "schemathesis.toml")] if (cwd / "schemathesis.toml").exists() else []), "run", f"{base_url}/openapi.json", "--checks", "all", "--max-examples", "2", "--request-timeout", "120", "--max-response-time", "120", "--seed", "7", "--no-shrink",
         "--workers", "1", "--header", f"Authorization: Bearer {token}", "--header", f"X-Loom-Namespace: {namespace}",
