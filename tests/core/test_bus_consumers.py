@@ -26,6 +26,14 @@ def test_a_core_consumer_declares_no_ack_and_a_stream_consumer_must() -> None:
         BusLayout(consumers=(Consumer("x", "a", ack=None), Consumer("x", "b", ack=None)))
 
 
+async def test_the_bus_repr_holds_no_credentials(bus: Bus) -> None:
+    """`Bus.quiet()` keeps the runtime connection's credentials to open its second connection; a
+    repr of the bus (a failing test's report, a log line printing the runtime) never shows them."""
+    with_secret = dataclasses.replace(bus, connect_options={**bus.connect_options, "user": "loom-internal", "password": "s3cret-pw"})
+    assert "s3cret-pw" not in repr(with_secret)
+    assert "loom-internal" not in repr(with_secret)
+
+
 async def test_a_core_consumer_gets_every_message_until_stopped(bus: Bus) -> None:
     subject = f"loom.test.{uuid.uuid4().hex}"
     got: list[bytes] = []

@@ -84,10 +84,11 @@ class Bus:
     nc: Client
     js: BusJetStream
     broker: NatsBroker
-    # What `quiet()` connects with: the runtime connection's servers, name and credentials.
-    connect_options: dict[str, Any] = field(default_factory=dict)
-    _quiet: Client | None = None
-    _quiet_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # What `quiet()` connects with: the runtime connection's servers, name and credentials (never
+    # in a repr: a test's failure report or a log line may print the runtime).
+    connect_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    _quiet: Client | None = field(default=None, repr=False)
+    _quiet_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
     async def quiet(self) -> Client:
         """The runtime's second connection, opened on first use with `no_echo`: the server never
