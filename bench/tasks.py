@@ -40,11 +40,9 @@ import contextlib
 import cProfile
 import ctypes
 import gc
-import io
 import json
 import logging
 import os
-import pstats
 import statistics
 import sys
 import tempfile
@@ -55,7 +53,14 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from _machine import add_durability_argument, durability, load, machine  # bench/ is on sys.path when a script runs
+from _machine import (  # bench/ is on sys.path when a script runs
+    add_durability_argument,
+    add_profile_arguments,
+    durability,
+    load,
+    machine,
+    profile_text,
+)
 from _wake_trace import WakeTrace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -1070,9 +1075,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             k: {"count": len(v), "seconds": round(sum(v), 3)} for k, v in sorted(seen_statements.items(), key=lambda kv: -sum(kv[1]))
         }
     if profiler:
-        s = io.StringIO()
-        pstats.Stats(profiler, stream=s).sort_stats(args.profile_sort).print_stats(args.profile_lines)
-        result["profile"] = s.getvalue()
+        result["profile"] = profile_text(profiler, args.profile_sort, args.profile_lines)
         if args.profile_out:
             profiler.dump_stats(args.profile_out)
     return result
@@ -1277,10 +1280,8 @@ def main() -> int:
         action="store_true",
         help="count the lifecycle run's NATS messages by kind (a subscriber on '>' in the server process: its copies add to in+out)",
     )
-    p.add_argument("--profile", action="store_true", help="cProfile the server process during the lifecycle run")
     p.add_argument("--store-stats", action="store_true", help="count the store statements of the lifecycle run")
-    p.add_argument("--profile-sort", default="tottime")
-    p.add_argument("--profile-lines", type=int, default=40)
+    add_profile_arguments(p, "the lifecycle run", lines=40)
     p.add_argument("--profile-out", metavar="FILE", help="also write the cProfile stats to FILE (for pstats / snakeviz)")
     p.add_argument("--client", metavar="CONFIG", help=argparse.SUPPRESS)
     p.add_argument("--replica-of", metavar="NATS_URL", help=argparse.SUPPRESS)
