@@ -25,16 +25,21 @@ async def every(
     failed: str,
     logger: logging.Logger,
     at_once: bool = False,
+    traceback: bool = False,
 ) -> None:
     """Run `step` every `interval` seconds until cancelled: the background refresh of a cache,
-    a gauge or a ring. The first pass is one interval in (the caller loaded at start), or at
-    once with `at_once`. A pass that fails is logged as `failed` and the next pass retries, so
+    a gauge, a ring or a lease. The first pass is one interval in (the caller ran one at start),
+    or at once with `at_once`. A pass that fails is logged as `failed` (a warning; an error with
+    its traceback with `traceback`, for a failure nobody expects) and the next pass retries, so
     the loop outlives any one failure; cancelling it stops it."""
     if not at_once:
         await asyncio.sleep(interval)
     while True:
         try:
             await step()
-        except Exception:  # noqa: BLE001 - the next pass retries
-            logger.warning(failed)
+        except Exception:  # the next pass retries
+            if traceback:
+                logger.exception(failed)
+            else:
+                logger.warning(failed)
         await asyncio.sleep(interval)

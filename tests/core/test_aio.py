@@ -42,3 +42,18 @@ async def test_every_at_once_runs_the_first_pass_before_the_interval() -> None:
     await ran.wait()
     await cancel_and_wait(task)
     assert task.cancelled()
+
+
+async def test_every_with_traceback_logs_a_failed_pass_as_an_error_with_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    failed = asyncio.Event()
+
+    async def step() -> None:
+        failed.set()
+        raise RuntimeError("unexpected")
+
+    task = asyncio.create_task(every(3600, step, failed="lease x: step failed", logger=log, at_once=True, traceback=True))
+    with caplog.at_level(logging.WARNING, logger="tests.aio"):
+        await failed.wait()
+    await cancel_and_wait(task)
+    [record] = [r for r in caplog.records if r.name == "tests.aio"]
+    assert record.levelno == logging.ERROR and record.exc_info is not None and record.getMessage() == "lease x: step failed"
