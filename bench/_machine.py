@@ -4,8 +4,11 @@ and the embedded Loom several of them time (`embedded_loom`)."""
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import os
 import platform
+import pstats
 import tempfile
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
@@ -81,6 +84,21 @@ def load() -> str:
     """The machine's load average (1, 5, 15 minutes), to read beside a figure taken on it."""
     one, five, fifteen = os.getloadavg()
     return f"load average {one:.1f} / {five:.1f} / {fifteen:.1f}"
+
+
+def add_profile_arguments(parser: argparse.ArgumentParser, during: str, lines: int) -> None:
+    """--profile (cProfile the server `during` the measured part) and how its table is cut
+    (--profile-sort, --profile-lines), read by `profile_text`."""
+    parser.add_argument("--profile", action="store_true", help=f"cProfile the server process during {during}")
+    parser.add_argument("--profile-sort", default="tottime")
+    parser.add_argument("--profile-lines", type=int, default=lines)
+
+
+def profile_text(profiler: cProfile.Profile, sort: str = "tottime", lines: int = 20) -> str:
+    """The profile's table as a bench prints it under its figures: the top `lines` by `sort`."""
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats(sort).print_stats(lines)
+    return out.getvalue()
 
 
 def default_sync_interval() -> str:

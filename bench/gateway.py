@@ -26,12 +26,10 @@ import argparse
 import asyncio
 import cProfile
 import gc
-import io
 import itertools
 import json
 import logging
 import os
-import pstats
 import re
 import shutil
 import statistics
@@ -45,11 +43,13 @@ from typing import Any
 import uvloop
 from _machine import (
     add_durability_argument,
+    add_profile_arguments,
     bench_settings,
     durability,
     embedded_loom,
     load,
     machine,
+    profile_text,
 )  # bench/ is on sys.path when a script runs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -331,9 +331,7 @@ async def bench_embedded(args: argparse.Namespace) -> dict[str, Any]:
         },
     }
     if profiler:
-        s = io.StringIO()
-        pstats.Stats(profiler, stream=s).sort_stats(args.profile_sort).print_stats(args.profile_lines)
-        out["profile"] = s.getvalue()
+        out["profile"] = profile_text(profiler, args.profile_sort, args.profile_lines)
     return out
 
 
@@ -605,9 +603,7 @@ def main() -> int:
         action="store_true",
         help="the embedded Loom drops each ledger row instead of recording it (how much of the gap the ledger is; no row check)",
     )
-    p.add_argument("--profile", action="store_true", help="cProfile the server process during the embedded Loom rounds")
-    p.add_argument("--profile-sort", default="tottime")
-    p.add_argument("--profile-lines", type=int, default=35)
+    add_profile_arguments(p, "the embedded Loom rounds", lines=35)
     p.add_argument("--client-url", help=argparse.SUPPRESS)
     p.add_argument("--client-path", default=OP_PATH, help=argparse.SUPPRESS)
     p.add_argument("--client-body", default="{}", help=argparse.SUPPRESS)

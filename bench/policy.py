@@ -23,11 +23,9 @@ import argparse
 import asyncio
 import cProfile
 import gc
-import io
 import json
 import logging
 import platform
-import pstats
 import random
 import statistics
 import sys
@@ -36,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _machine import add_durability_argument, durability, load, machine  # bench/ is on sys.path when a script runs
+from _machine import add_durability_argument, durability, load, machine, profile_text  # bench/ is on sys.path when a script runs
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = "bench-bot"
@@ -594,7 +592,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "full_collection_cpu_ms": statistics.median(full_gc_cpu) * ms,
         "collector_tracked_objects": gc_walk[0],
         "collector_references": gc_walk[1],
-        **({"profile": _profile_text(profiler)} if profiler else {}),
+        **({"profile": profile_text(profiler)} if profiler else {}),
         "evaluations_per_second": evals_s,
         "rule_evaluations_per_second": evals_s * 10,
         "decisions": {r["decision"]: int(r["n"]) for r in decisions},
@@ -643,12 +641,6 @@ def report(r: dict[str, Any]) -> str:
             *([r["profile"]] if "profile" in r else []),
         ]
     )
-
-
-def _profile_text(profiler: cProfile.Profile) -> str:
-    out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(20)
-    return out.getvalue()
 
 
 if __name__ == "__main__":

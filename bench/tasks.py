@@ -40,11 +40,9 @@ import contextlib
 import cProfile
 import ctypes
 import gc
-import io
 import json
 import logging
 import os
-import pstats
 import statistics
 import sys
 import tempfile
@@ -55,7 +53,14 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from _machine import add_durability_argument, durability, load, machine  # bench/ is on sys.path when a script runs
+from _machine import (  # bench/ is on sys.path when a script runs
+    add_durability_argument,
+    add_profile_arguments,
+    durability,
+    load,
+    machine,
+    profile_text,
+)
 from _wake_trace import WakeTrace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -472,8 +477,7 @@ async def idle_loom_up_rss(settle: float) -> dict[str, Any]:
                 samples.append((rss_mb(proc.pid), sum(rss_mb(c) for c in children(proc.pid))))
                 if time.monotonic() - started >= settle:
                     break
-            third = max(1, len(samples) // 3)
-            middle, last = (statistics.median(s[0] for s in part) for part in (samples[third:-third] or samples[:third], samples[-third:]))
+            _, middle, last = by_thirds([s[0] for s in samples])
             return {
                 "loom_up_mb": samples[-1][0],
                 "nats_server_mb": samples[-1][1],
@@ -817,11 +821,7 @@ async def soak(
             # left are taken by the next run's workers.
             failed += 1
         samples.append({"seconds": round(time.monotonic() - started, 1), **await sample()})
-    third = max(1, len(samples) // 3)
-    first, middle, last = (
-        statistics.median(x["server_mb"] for x in part)
-        for part in (samples[:third], samples[third:-third] or samples[:third], samples[-third:])
-    )
+    first, middle, last = by_thirds([x["server_mb"] for x in samples])
     growth = _growth_sites(traced, await _settled_snapshot(args.trace_settle), args.trace_growth) if traced is not None else []
     if args.trace_growth:
         tracemalloc.stop()
@@ -1070,9 +1070,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             k: {"count": len(v), "seconds": round(sum(v), 3)} for k, v in sorted(seen_statements.items(), key=lambda kv: -sum(kv[1]))
         }
     if profiler:
-        s = io.StringIO()
-        pstats.Stats(profiler, stream=s).sort_stats(args.profile_sort).print_stats(args.profile_lines)
-        result["profile"] = s.getvalue()
+        result["profile"] = profile_text(profiler, args.profile_sort, args.profile_lines)
         if args.profile_out:
             profiler.dump_stats(args.profile_out)
     return result
@@ -1160,19 +1158,17 @@ def report(r: dict[str, Any]) -> str:
     )
     if "loom_up_idle" in m:
         u = m["loom_up_idle"]
-        held = growth_verdict(u["late_growth_pct"])
         lines.append(
             f"RSS of an idle `loom up` ({u['settled_seconds']:g} s after it started): {u['loom_up_mb']:.0f} MiB, its nats-server {u['nats_server_mb']:.0f} MiB; "
-            f"{u['late_growth_pct']:+.1f}% from the middle third to the last: {held}"
+            + late_growth(u["late_growth_pct"])
         )
         lines.append("  idle RSS every " + f"{IDLE_SAMPLE_SECONDS:g} s: " + " ".join(f"{x:.0f}" for x in u["samples_mb"]) + " MiB")
     if "soak" in m:
         k = m["soak"]
-        verdict = growth_verdict(k["late_growth_pct"])
         lines.append(
             f"soak: {k['runs']} batched runs ({k['failed_runs']} ended by a retryable error) over {k['seconds']:.0f} s; server RSS median by thirds "
             f"{k['server_first_third_mb']:.0f} / {k['server_middle_third_mb']:.0f} / {k['server_last_third_mb']:.0f} MiB "
-            f"({k['growth_pct']:+.1f}% overall, {k['late_growth_pct']:+.1f}% from the middle third to the last: {verdict})"
+            f"({k['growth_pct']:+.1f}% overall, {late_growth(k['late_growth_pct'])})"
         )
         for site in k.get("growth_sites", []):
             lines.append(f"  grew {site['kib']:+.0f} KiB in {site['blocks']:+d} blocks at " + " <- ".join(reversed(site["traceback"][-4:])))
@@ -1196,9 +1192,18 @@ def run(main: Coroutine[Any, Any, T]) -> T:
     return uvloop.run(main)
 
 
-def growth_verdict(late_growth_pct: float) -> str:
+def by_thirds(values: list[float]) -> tuple[float, float, float]:
+    """The medians of the first, middle and last thirds of `values` (the middle one is the first
+    when there are too few samples for three)."""
+    third = max(1, len(values) // 3)
+    first, middle, last = (statistics.median(part) for part in (values[:third], values[third:-third] or values[:third], values[-third:]))
+    return first, middle, last
+
+
+def late_growth(late_growth_pct: float) -> str:
     """A leak keeps growing after the heap settled: the last third's RSS against the middle one's."""
-    return "grows (look for a leak)" if late_growth_pct > 5 else "holds"
+    verdict = "grows (look for a leak)" if late_growth_pct > 5 else "holds"
+    return f"{late_growth_pct:+.1f}% from the middle third to the last: {verdict}"
 
 
 def main() -> int:
@@ -1277,10 +1282,8 @@ def main() -> int:
         action="store_true",
         help="count the lifecycle run's NATS messages by kind (a subscriber on '>' in the server process: its copies add to in+out)",
     )
-    p.add_argument("--profile", action="store_true", help="cProfile the server process during the lifecycle run")
     p.add_argument("--store-stats", action="store_true", help="count the store statements of the lifecycle run")
-    p.add_argument("--profile-sort", default="tottime")
-    p.add_argument("--profile-lines", type=int, default=40)
+    add_profile_arguments(p, "the lifecycle run", lines=40)
     p.add_argument("--profile-out", metavar="FILE", help="also write the cProfile stats to FILE (for pstats / snakeviz)")
     p.add_argument("--client", metavar="CONFIG", help=argparse.SUPPRESS)
     p.add_argument("--replica-of", metavar="NATS_URL", help=argparse.SUPPRESS)

@@ -249,6 +249,16 @@ def invalid_field(field: str, reason: str) -> ValidationFailed:
     return ValidationFailed(f"{field}: {reason}", {"field": field, "reason": reason})
 
 
+def count_or_default(field: str, value: int, default: int, most: int) -> int:
+    """A request's count (a limit, a lease, a ttl) where 0 means unset: `default` for 0,
+    `value` when it is 1..`most`, else 422 naming the field."""
+    if value == 0:
+        return default
+    if value < 1 or value > most:
+        raise invalid_field(field, f"between 1 and {most}")
+    return value
+
+
 def retry_after(err: LoomError) -> str | None:
     """The Retry-After header of a refusal: whole seconds, rounded up, for a rate limit that
     says when to retry."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from faststream.nats.message import NatsMessage
 
+from ..aio import every
 from ..bus import Bus, BusLayout, Consumer, Consuming
 from ..errors import ErrorCode, Unauthenticated
 from ..roles import Role
@@ -103,7 +104,7 @@ class Authenticator:
             self._subs.append(await self.bus.consume(LAYOUT.consumer("identity-revocations"), self._on_revoked))
             self._subs.append(await self.bus.consume(LAYOUT.consumer("identity-grants"), self._on_grant))
         await self.reload()
-        self._resync = asyncio.create_task(self._resync_loop())
+        self._resync = asyncio.create_task(every(RESYNC_SECONDS, self.reload, failed="revocation resync failed", logger=log))
 
     async def stop(self) -> None:
         if self._resync:
@@ -136,14 +137,6 @@ class Authenticator:
             fresh.subjects[key] = max(v, fresh.subjects.get(key, 0.0))
         fresh.forget_before(self._forget_cutoff)
         self._revoked = fresh
-
-    async def _resync_loop(self) -> None:
-        while True:
-            await asyncio.sleep(RESYNC_SECONDS)
-            try:
-                await self.reload()
-            except Exception:  # noqa: BLE001 - the next pass retries
-                log.warning("revocation resync failed")
 
     async def _on_revoked(self, msg: NatsMessage) -> None:
         try:

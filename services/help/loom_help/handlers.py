@@ -5,7 +5,7 @@ from __future__ import annotations
 from loom_api.help.v1 import help_pb2 as pb
 from loom_core.catalog import message_from
 from loom_core.chain import CallContext
-from loom_core.errors import ErrorCode, NotFound, invalid_field
+from loom_core.errors import ErrorCode, NotFound, count_or_default, invalid_field
 
 from .domain.sections import OPERATOR, USER
 from .service.help import HelpService, read
@@ -26,11 +26,10 @@ class HelpHandlers:
             raise invalid_field("query", "required")
         if len(query) > MAX_QUERY_CHARS:
             raise invalid_field("query", f"at most {MAX_QUERY_CHARS} characters")
-        if request.limit < 0 or request.limit > MAX_LIMIT:
-            raise invalid_field("limit", f"between 1 and {MAX_LIMIT}")
+        limit = count_or_default("limit", request.limit, DEFAULT_LIMIT, MAX_LIMIT)
         if request.audience not in ("", USER, OPERATOR):
             raise invalid_field("audience", f"{USER} or {OPERATOR}")
-        found = await self.service.search(query, request.limit or DEFAULT_LIMIT, request.audience)
+        found = await self.service.search(query, limit, request.audience)
         hits = [
             message_from(pb.Hit, h.section, title=h.title, audience=h.audience, snippet=h.snippet, score=h.score, citation=h.citation)
             for h in found.hits

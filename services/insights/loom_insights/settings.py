@@ -6,6 +6,11 @@ from __future__ import annotations
 from loom_core.settings import PlaneSettings
 from pydantic import Field
 
+from .domain.entities import Caps
+
+# The analyst profile's caps default to Caps' own values: one place holds them.
+_CAPS = Caps()
+
 
 class InsightsSettings(PlaneSettings):
     ch_analysis_write_entities: bool = Field(
@@ -18,14 +23,17 @@ class InsightsSettings(PlaneSettings):
     ch_analysis_org_concurrency: int = Field(2, description="Most insights.query statements one org runs at once on a replica.")
     ch_analysis_row_cap: int = Field(1000, description="Rows insights.query returns; a longer result is cut and marked truncated.")
     ch_analysis_max_execution_time_s: int = Field(
-        30, description="The analyst profile's max_execution_time (MAX): seconds a statement may run."
+        _CAPS.max_execution_time, description="The analyst profile's max_execution_time (MAX): seconds a statement may run."
     )
-    ch_analysis_max_rows_to_read: int = Field(50_000_000, description="The analyst profile's max_rows_to_read (MAX).")
-    ch_analysis_max_memory_usage: int = Field(2_000_000_000, description="The analyst profile's max_memory_usage in bytes (MAX).")
-    ch_analysis_max_result_rows: int = Field(100_000, description="The analyst profile's max_result_rows (MAX), checked inside ClickHouse.")
-    ch_analysis_max_threads: int = Field(4, description="The analyst profile's max_threads (MAX).")
+    ch_analysis_max_rows_to_read: int = Field(_CAPS.max_rows_to_read, description="The analyst profile's max_rows_to_read (MAX).")
+    ch_analysis_max_memory_usage: int = Field(_CAPS.max_memory_usage, description="The analyst profile's max_memory_usage in bytes (MAX).")
+    ch_analysis_max_result_rows: int = Field(
+        _CAPS.max_result_rows, description="The analyst profile's max_result_rows (MAX), checked inside ClickHouse."
+    )
+    ch_analysis_max_threads: int = Field(_CAPS.max_threads, description="The analyst profile's max_threads (MAX).")
     ch_analysis_max_concurrent_queries: int = Field(
-        8, description="The analyst profile's max_concurrent_queries_for_user: statements the analyst runs at once across every org."
+        _CAPS.max_concurrent_queries_for_user,
+        description="The analyst profile's max_concurrent_queries_for_user: statements the analyst runs at once across every org.",
     )
     ch_analysis_lease_wait_s: float = Field(
         60.0, description="Longest a write of the analyst's entities waits for the analysis.entities lease."

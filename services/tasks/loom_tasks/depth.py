@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterator
 
-from loom_core.aio import cancel_and_wait
+from loom_core.aio import cancel_and_wait, every
 from prometheus_client import REGISTRY
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -83,20 +83,18 @@ class QueueDepth:
 
     async def start(self) -> None:
         if self.interval > 0 and self._task is None:
-            self._task = asyncio.create_task(self._run(), name="loom-task-queue-depth")
+            # The gauge keeps its last count when the projection does not answer.
+            counting = every(
+                self.interval,
+                self.refresh,
+                failed="task queue depth: the projection did not answer",
+                logger=log,
+                at_once=True,
+            )
+            self._task = asyncio.create_task(counting, name="loom-task-queue-depth")
 
     async def stop(self) -> None:
         await cancel_and_wait(self._task)
         self._task = None
         if SNAPSHOT.owner is self:
             SNAPSHOT.depths, SNAPSHOT.owner = {}, None
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.refresh()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - the gauge keeps its last count; counted again next interval
-                log.warning("task queue depth: the projection did not answer")
-            await asyncio.sleep(self.interval)

@@ -10,67 +10,73 @@ export interface Reason {
   retry: boolean;
 }
 
+const NETWORK: Reason = { title: 'The connection to Loom was lost.', todo: 'Check your network and ask again.', retry: true };
+
+/** The refusal's detail.reason -> what it means to the asker: one entry per reason the bridge gives. */
+const BY_REASON: ReadonlyMap<string, Reason> = new Map<string, Reason>([
+  ['network', NETWORK],
+  [
+    'not_configured',
+    {
+      title: 'No assistant is configured on this Loom.',
+      todo: 'An operator sets LOOM_ASSISTANT_LIBRECHAT_URL to LibreChat’s internal address. The starters’ cards work meanwhile.',
+      retry: false,
+    },
+  ],
+  ['starting', { title: 'The assistant is starting.', todo: 'Ask again in a moment.', retry: true }],
+  [
+    'failing',
+    {
+      title: 'The assistant could not answer: LibreChat is failing.',
+      todo: 'Loom retries setting it up; ask again later, or tell an operator (loom doctor names the cause).',
+      retry: true,
+    },
+  ],
+  [
+    'auth_off',
+    {
+      title: 'The assistant is off: LibreChat does not pass the answer’s token to Loom.',
+      todo: 'An operator fixes the MCP Authorization header in LibreChat’s configuration.',
+      retry: false,
+    },
+  ],
+  [
+    'org_wide',
+    {
+      title: 'An org-wide grant cannot ask the assistant: an answer reads one namespace.',
+      todo: 'Ask an admin for a role on this namespace itself, or ask with a namespace token.',
+      retry: false,
+    },
+  ],
+  [
+    'narrowed',
+    {
+      title: 'Your access here is narrower than the namespace, and an answer reads all of it.',
+      todo: 'Ask an admin for a grant on the whole namespace.',
+      retry: false,
+    },
+  ],
+  ['token_expires_soon', { title: 'Your credential has less life left than one answer may run.', todo: 'Sign in again, then ask.', retry: false }],
+  [
+    'budget',
+    {
+      title: 'This namespace’s assistant budget for today is spent.',
+      todo: 'Ask tomorrow, or an admin raises the namespace’s daily_cost_cap_usd. The starters’ cards cost nothing and still work.',
+      retry: false,
+    },
+  ],
+  [
+    'concurrent_answers',
+    { title: 'The assistant is busy: this namespace is running its most answers at once.', todo: 'Ask again in a few seconds.', retry: true },
+  ],
+  ['model_calls_off', { title: 'An admin switched model calls off for this org.', todo: 'An admin turns them back on (org.set_model_calls).', retry: false }],
+  ['answer_ttl', { title: 'The answer ran past its time limit.', todo: 'Ask a narrower question.', retry: true }],
+]);
+
 export function refusalReason(error: unknown): Reason {
-  if (!(error instanceof LoomError)) {
-    return { title: 'The connection to Loom was lost.', todo: 'Check your network and ask again.', retry: true };
-  }
-  const reason = typeof error.detail.reason === 'string' ? error.detail.reason : '';
-  switch (reason) {
-    case 'network':
-      return { title: 'The connection to Loom was lost.', todo: 'Check your network and ask again.', retry: true };
-    case 'not_configured':
-      return {
-        title: 'No assistant is configured on this Loom.',
-        todo: 'An operator sets LOOM_ASSISTANT_LIBRECHAT_URL to LibreChat’s internal address. The starters’ cards work meanwhile.',
-        retry: false,
-      };
-    case 'starting':
-      return { title: 'The assistant is starting.', todo: 'Ask again in a moment.', retry: true };
-    case 'failing':
-      return {
-        title: 'The assistant could not answer: LibreChat is failing.',
-        todo: 'Loom retries setting it up; ask again later, or tell an operator (loom doctor names the cause).',
-        retry: true,
-      };
-    case 'auth_off':
-      return {
-        title: 'The assistant is off: LibreChat does not pass the answer’s token to Loom.',
-        todo: 'An operator fixes the MCP Authorization header in LibreChat’s configuration.',
-        retry: false,
-      };
-    case 'org_wide':
-      return {
-        title: 'An org-wide grant cannot ask the assistant: an answer reads one namespace.',
-        todo: 'Ask an admin for a role on this namespace itself, or ask with a namespace token.',
-        retry: false,
-      };
-    case 'narrowed':
-      return {
-        title: 'Your access here is narrower than the namespace, and an answer reads all of it.',
-        todo: 'Ask an admin for a grant on the whole namespace.',
-        retry: false,
-      };
-    case 'token_expires_soon':
-      return {
-        title: 'Your credential has less life left than one answer may run.',
-        todo: 'Sign in again, then ask.',
-        retry: false,
-      };
-    case 'budget':
-      return {
-        title: 'This namespace’s assistant budget for today is spent.',
-        todo: 'Ask tomorrow, or an admin raises the namespace’s daily_cost_cap_usd. The starters’ cards cost nothing and still work.',
-        retry: false,
-      };
-    case 'concurrent_answers':
-      return { title: 'The assistant is busy: this namespace is running its most answers at once.', todo: 'Ask again in a few seconds.', retry: true };
-    case 'model_calls_off':
-      return { title: 'An admin switched model calls off for this org.', todo: 'An admin turns them back on (org.set_model_calls).', retry: false };
-    case 'answer_ttl':
-      return { title: 'The answer ran past its time limit.', todo: 'Ask a narrower question.', retry: true };
-    default:
-      break;
-  }
+  if (!(error instanceof LoomError)) return NETWORK;
+  const known = typeof error.detail.reason === 'string' ? BY_REASON.get(error.detail.reason) : undefined;
+  if (known) return known;
   if (error.code === 'AUTH_INSUFFICIENT' || error.status === 403) {
     return { title: 'You need the viewer role on this namespace to ask.', todo: 'Ask an admin of the namespace for a grant.', retry: false };
   }

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from loom_api.decisions.v1 import memory_pb2 as mpb
 from loom_core.bus.leases import LeaseHeld
 from loom_core.chain import CallContext
-from loom_core.errors import Conflict, ErrorCode, Forbidden, LoomError, NotFound, invalid_field
+from loom_core.errors import Conflict, ErrorCode, Forbidden, LoomError, NotFound, count_or_default, invalid_field
 from loom_core.ranking import named_identifiers
 from loom_core.roles import Role
 from loom_core.store import ch_time
@@ -83,7 +83,7 @@ class MemoryOps:
         return ReadRow(row, await self.r.locked(ctx.org, ctx.namespace, row.key), credits, charges)
 
     async def list(self, ctx: CallContext, memory_type: str, tag: str, prefix: str, limit: int) -> builtins.list[MemoryRow]:
-        limit = _bounded("limit", limit, 100, 500)
+        limit = count_or_default("limit", limit, 100, 500)
         rows = await self.mem.live_heads(ctx.org, ctx.namespace, memory_type=memory_type, tag=tag, prefix=prefix, limit=limit)
         await self.r.exposed(ctx, [r.key for r in rows])
         return rows
@@ -93,7 +93,7 @@ class MemoryOps:
         the result is weak."""
         if not query.strip():
             raise invalid_field("query", "required")
-        limit = _bounded("limit", limit, 10, 50)
+        limit = count_or_default("limit", limit, 10, 50)
         vec = await self.r.d.embedder.embed_query(excerpt(query))
         tags = [tag] if tag else []
         candidates = max(limit * 5, 50)
@@ -532,7 +532,7 @@ class MemoryOps:
     async def lock(self, ctx: CallContext, key: str, ttl_seconds: int) -> mpb.LockMemoryResponse:
         if not key:
             raise invalid_field("memory_key", "required")
-        ttl = _bounded("ttl_seconds", ttl_seconds, 300, self.r.d.settings.decision_lock_max_seconds)
+        ttl = count_or_default("ttl_seconds", ttl_seconds, 300, self.r.d.settings.decision_lock_max_seconds)
         holder = LOCK_PREFIX + ctx.subject
         try:
             lease = await self.r.d.leases.acquire(lease_key(ctx.org, ctx.namespace, key), holder, float(ttl))
@@ -551,14 +551,6 @@ class MemoryOps:
             raise Forbidden(ErrorCode.AUTH_INSUFFICIENT, "only the lock's holder or an admin releases it", {"key": key})
         await leases.release(lease)
         return mpb.LockMemoryResponse(key=key, locked=False, expires_time="", holder=lease.holder)
-
-
-def _bounded(name: str, value: int, default: int, most: int) -> int:
-    if value == 0:
-        return default
-    if value < 1 or value > most:
-        raise invalid_field(name, f"must be between 1 and {most}")
-    return value
 
 
 def _iso(t: float) -> str:

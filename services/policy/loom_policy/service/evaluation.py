@@ -100,18 +100,8 @@ class EvaluationService:
         write = self.write_shaped(req.operation)
         now = now_us()
         if self.gate is not None:
-            verdict = await self.gate.evaluate(
-                ctx.org,
-                ctx.namespace,
-                shape_of(applying),
-                applying,
-                caller,
-                now,
-                args,
-                op=req.operation,
-                write_shaped=write,
-                ad_hoc=bool(req.rules),
-            )
+            window = await self.gate.window_for(ctx.org, ctx.namespace, shape_of(applying), caller.subject, ad_hoc=bool(req.rules))
+            verdict = self.gate.decide(window, applying, caller, now, args, op=req.operation, write_shaped=write)
         else:
             window = await caller_window(
                 self.store, ctx.org, ctx.namespace, ctx.subject, shape_of(applying), now, self.settings.policy_window_max_events

@@ -213,7 +213,7 @@ class PolicyGate:
             # reserved in one step, so racing calls each see the ones decided before them. The
             # instant is read after the last await: a call settled meanwhile counts as an event.
             now = now_us()
-            verdict = self._decide(
+            verdict = self.decide(
                 window,
                 rules,
                 self._caller(ctx.subject, ctx.agent, ctx.user, ctx.session),
@@ -275,7 +275,7 @@ class PolicyGate:
                 # After the read: a row settled before it counts as an event up to this instant.
                 now = now_us()
                 pending = tuple(e.call for e in snap.entries if e.call.request_id not in self._seen)
-                verdict = self._decide(window, rules, caller, now, args, op=ctx.op.name, write_shaped=write, pending=pending, applying=True)
+                verdict = self.decide(window, rules, caller, now, args, op=ctx.op.name, write_shaped=write, pending=pending, applying=True)
                 if verdict.would_enforce:
                     self._record(call, now, verdict, names)
                     raise Forbidden(ErrorCode.POLICY_FORBIDDEN, f"refused by history policy: {explain(verdict)}", refusal_detail(verdict))
@@ -318,29 +318,13 @@ class PolicyGate:
             )
         )
 
-    async def evaluate(
-        self,
-        org: str,
-        namespace: str,
-        shape: Shape,
-        rules: Sequence[CompiledRule],
-        caller: Caller,
-        now: int,
-        args: Callable[[], Mapping[str, str]] | Mapping[str, str],
-        *,
-        op: str,
-        write_shaped: bool,
-        mode: str | None = None,
-        ad_hoc: bool = False,
-    ) -> Verdict:
-        """Evaluate `rules` for one call at `now` over this replica's live window (`ad_hoc`
-        rules, which no live window is shaped for, over a one-off read of the caller's)."""
+    async def window_for(self, org: str, namespace: str, shape: Shape, subject: str, *, ad_hoc: bool = False) -> Window | None:
+        """The window policy.check decides over (`decide`): this replica's live one, or for
+        `ad_hoc` rules, which no live window is shaped for, a one-off read of the subject's."""
         assert self.history is not None
         if ad_hoc and self.history.cached_window(org, namespace, shape) is None:
-            window = await _window_or_none(org, namespace, self.history.one_off(org, namespace, caller.subject, shape))
-        else:
-            window = await self._window(org, namespace, shape)
-        return self._decide(window, rules, caller, now, args, op=op, write_shaped=write_shaped, mode=mode)
+            return await _window_or_none(org, namespace, self.history.one_off(org, namespace, subject, shape))
+        return await self._window(org, namespace, shape)
 
     async def _window(self, org: str, namespace: str, shape: Shape) -> Window | None:
         """This replica's live window for the namespace, or None when it cannot be read."""
@@ -350,7 +334,7 @@ class PolicyGate:
             return window
         return await _window_or_none(org, namespace, self.history.window(org, namespace, shape))
 
-    def _decide(
+    def decide(
         self,
         window: Window | None,
         rules: Sequence[CompiledRule],

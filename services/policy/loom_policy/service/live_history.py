@@ -32,6 +32,7 @@ from itertools import chain
 from typing import Any
 
 import orjson
+from loom_core.aio import every
 from loom_core.bus import Bus
 from loom_core.chain.ledger import LedgerRow
 from loom_core.exposures import live_rows as load_live_rows
@@ -171,7 +172,7 @@ class LiveHistory:
         if self.bus is not None:
             self._feed_nc = await self.bus.quiet()
             self._reconnects = int(self._feed_nc.stats.get("reconnects", 0))
-        self._task = asyncio.create_task(self._housekeeping())
+        self._task = asyncio.create_task(every(HOUSEKEEPING_SECONDS, self._upkeep, failed="policy history: upkeep failed", logger=log))
 
     async def stop(self) -> None:
         if self._flush_handle is not None:
@@ -395,16 +396,6 @@ class LiveHistory:
         return w
 
     # -- upkeep ------------------------------------------------------------------------------
-
-    async def _housekeeping(self) -> None:
-        while True:
-            await asyncio.sleep(HOUSEKEEPING_SECONDS)
-            try:
-                await self._upkeep()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - next pass retries
-                log.warning("policy history: upkeep failed")
 
     async def _upkeep(self) -> None:
         now = now_us()

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from loom_core.aio import every
 from loom_core.bus import Bus
 from loom_core.errors import ValidationFailed
 
@@ -152,7 +153,9 @@ class RuleBook:
             await self.reload_all()
         except Exception:  # noqa: BLE001 - the refresher retries; calls reload on demand
             log.warning("policy: initial rule load failed")
-        self._task = asyncio.create_task(self._refresh_loop())
+        self._task = asyncio.create_task(
+            every(max(0.05, self.ttl / 2), self.reload_all, failed="policy: periodic rule reload failed", logger=log)
+        )
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -264,14 +267,3 @@ class RuleBook:
             await self.reload(org, ns, fresh=True)
         except Exception:  # noqa: BLE001 - the periodic reload catches up
             log.warning("policy: pushed change for %s/%s could not be loaded", org, ns)
-
-    async def _refresh_loop(self) -> None:
-        interval = max(0.05, self.ttl / 2)
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.reload_all()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - next pass retries
-                log.warning("policy: periodic rule reload failed")

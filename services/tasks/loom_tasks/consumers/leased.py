@@ -18,7 +18,7 @@ import logging
 import uuid
 from typing import Protocol
 
-from loom_core.aio import cancel_and_wait
+from loom_core.aio import cancel_and_wait, every
 from loom_core.bus.leases import Lease, LeaseHeld, LeaseStore
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,8 @@ class Leased:
     async def start(self) -> None:
         if self._task is None:
             await self._step()  # the first replica up starts at once
-            self._task = asyncio.create_task(self._run(), name=f"loom-leased-{self.key}")
+            stepping = every(self.ttl / 3, self._step, failed=f"lease {self.key}: step failed", logger=log, traceback=True)
+            self._task = asyncio.create_task(stepping, name=f"loom-leased-{self.key}")
 
     async def stop(self) -> None:
         await cancel_and_wait(self._task)
@@ -80,13 +81,3 @@ class Leased:
 
     async def _step(self) -> None:
         await self._set_running(await self._hold())
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.ttl / 3)
-            try:
-                await self._step()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # try again next round
-                log.exception("lease %s: step failed", self.key)

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from loom_core.errors import ValidationFailed
+from loom_core.errors import ValidationFailed, count_or_default
 from loom_core.errors import invalid_field as invalid_field  # re-exported: the services refuse through `v.invalid_field`
 
 from . import model
@@ -105,16 +105,8 @@ def evidence_paths(values: Iterable[str]) -> tuple[str, ...]:
     return out
 
 
-def positive(value: int, field: str, default: int, maximum: int) -> int:
-    if value == 0:
-        return default
-    if value < 0 or value > maximum:
-        raise invalid_field(field, f"between 1 and {maximum}")
-    return value
-
-
 def lease_seconds(value: int, default: int, field: str = "lease_seconds") -> int:
-    return positive(value, field, default, MAX_LEASE_SECONDS)
+    return count_or_default(field, value, default, MAX_LEASE_SECONDS)
 
 
 def wait_seconds(value: int) -> int:

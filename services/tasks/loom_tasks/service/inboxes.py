@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 
 from loom_core.chain import CallContext
-from loom_core.errors import Conflict, ErrorCode, Forbidden, LoomError
+from loom_core.errors import Conflict, ErrorCode, Forbidden, LoomError, count_or_default
 from loom_core.roles import Role
 
 from ..domain import model
@@ -51,11 +51,11 @@ class InboxOps:
         owner_agent = v.text(s.owner_agent, "owner_agent", 128) or name
         posters = v.posters(s.posters)
         accept = v.disclosure_levels(s.accept_disclosure)
-        lease = v.positive(s.default_lease_seconds, "default_lease_seconds", model.DEFAULT_LEASE_SECONDS, v.MAX_LEASE_SECONDS)
-        attempts = v.positive(s.max_attempts, "max_attempts", model.DEFAULT_MAX_ATTEMPTS, 1000)
-        defers = v.positive(s.max_defers, "max_defers", model.DEFAULT_MAX_DEFERS, 1000)
-        escalate = v.positive(
-            s.triage_escalate_after_seconds, "triage_escalate_after_seconds", model.DEFAULT_TRIAGE_ESCALATE_AFTER_SECONDS, 365 * 86400
+        lease = v.lease_seconds(s.default_lease_seconds, model.DEFAULT_LEASE_SECONDS, "default_lease_seconds")
+        attempts = count_or_default("max_attempts", s.max_attempts, model.DEFAULT_MAX_ATTEMPTS, 1000)
+        defers = count_or_default("max_defers", s.max_defers, model.DEFAULT_MAX_DEFERS, 1000)
+        escalate = count_or_default(
+            "triage_escalate_after_seconds", s.triage_escalate_after_seconds, model.DEFAULT_TRIAGE_ESCALATE_AFTER_SECONDS, 365 * 86400
         )
         _check_webhook(ctx.org, s.webhook_url, s.webhook_secret_ref)
         description = v.text(s.description, "description", 2000)

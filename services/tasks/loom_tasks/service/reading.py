@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from loom_core.chain import CallContext
-from loom_core.errors import ErrorCode, Unavailable, ValidationFailed
+from loom_core.errors import ErrorCode, Unavailable, ValidationFailed, count_or_default
 from loom_core.roles import Role
 
 from ..domain import model
@@ -71,9 +71,7 @@ class ReadingOps:
                     f"status: {s!r} is not a status", {"field": "status", "reason": "unknown status", "accepted": list(model.STATUSES)}
                 )
         kinds = [v.kind(k) for k in kinds]
-        if limit < 0 or limit > MAX_LIMIT:
-            raise v.invalid_field("limit", f"between 1 and {MAX_LIMIT}")
-        size = limit or DEFAULT_LIMIT
+        size = count_or_default("limit", limit, DEFAULT_LIMIT, MAX_LIMIT)
         after = decode_page(page_token)
         await self._projected()
         namespace: str | None = None
@@ -116,14 +114,13 @@ class ReadingOps:
         if row is None:
             raise no_task(task_id)
         await self.d.access.reader(ctx, row)
-        if limit < 0 or limit > 1000:
-            raise v.invalid_field("limit", "between 1 and 1000")
+        size = count_or_default("limit", limit, 200, 1000)
         # The projector writes the events' rows with the task rows, the notes writer those of
         # progress notes: wait (briefly) until both have applied every write made before this
         # call, the caller's own included.
         await self._projected()
         await caught_up(self.d.bus.js, STREAM, NOTES_DURABLE, READ_WAIT_SECONDS)
-        events = await self.d.tasks.history(ctx.org, task_id, limit or 200)
+        events = await self.d.tasks.history(ctx.org, task_id, size)
         ctx.out_hits = len(events)
         return events
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from loom_core.chain import CallContext
-from loom_core.errors import Conflict, ErrorCode, LoomError, Unavailable
+from loom_core.errors import Conflict, ErrorCode, LoomError, Unavailable, count_or_default
 from loom_core.roles import Role
 
 from ..domain import events as ev
@@ -82,9 +82,7 @@ class WorkingOps:
         v.inbox_name(inbox_name)
         kinds = [v.kind(k, "kinds") for k in kinds]
         wait = v.wait_seconds(wait_seconds)
-        if max_tasks < 0 or max_tasks > MAX_PULL:
-            raise v.invalid_field("max_tasks", f"between 1 and {MAX_PULL}")
-        want = max_tasks or 1
+        want = count_or_default("max_tasks", max_tasks, 1, MAX_PULL)
         inbox = await self.d.access.inbox(ctx, inbox_name, Role.WRITER)
         if status not in ("", model.TODO, model.TRIAGE):
             raise v.invalid_field("status", "todo (claim) or triage (list review items)")
