@@ -1,6 +1,7 @@
 """The local model's CPU a text run alone against texts batched into one run, and the vectors' drift.
 
     .venv/bin/python bench/embedding_batches.py [--lengths 16,32,64,128] [--sizes 2,4,8,16] [--texts 64] [--json]
+    .venv/bin/python bench/embedding_batches.py --statements 128 --sizes 4,8,16,32 --rounds 2 [--onnx OTHER.onnx ...]
 
 For each token length L, `--texts` texts of exactly L tokens (no padding) run one a run, as
 `LocalModel` runs them, then in same-length batches of each size (one run a batch); and mixed
@@ -9,6 +10,12 @@ lengths (L/2 to L) padded to the batch's longest with the attention mask. Prints
 whether one batch run twice gives the same vectors. The model quantizes its activations per
 tensor (dynamic int8), so a batch's texts share one scale: the drift is the quantization's, not
 float rounding.
+
+`--statements N` measures `bench/decision_corpus.py`'s statements instead (seed 23, their own
+lengths): sorted by token count, one a run and in batches of each size padded to the batch's
+longest, for the shipped model and each `--onnx` file (another model file, such as
+`scripts/derive_minilm_int8.py --static`'s), the files alternating round by round; each line gives
+the load, the CPU a statement and the lowest cosine of a batched vector to the same text's alone.
 """
 
 from __future__ import annotations
@@ -110,14 +117,61 @@ def measure(model: Any, rows: list[list[int]], lengths: list[int], size: int) ->
     }
 
 
+def by_length(model: Any, ids: list[list[int]], size: int) -> Any:
+    """Every row's vector, the rows sorted by token count and run `size` at a time."""
+    import numpy as np
+
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    out = np.zeros((len(ids), 384), dtype=np.float32)
+    for k in range(0, len(order), size):
+        run = order[k : k + size]
+        out[run] = run_model(model, [ids[i] for i in run], [len(ids[i]) for i in run])
+    return out
+
+
+def statements(a: argparse.Namespace) -> int:
+    """--statements: the corpus's statements alone and batched by length, the shipped model and each --onnx file alternating."""
+    import decision_corpus
+    import numpy as np
+    from loom_core import embedding
+
+    shipped = embedding.LocalModel()
+    shipped.load()
+    models = {"shipped": shipped}
+    for path in a.onnx:
+        embedding.MODEL_SHA256 = embedding.sha256_of(path)  # this process runs the file as it is, for the figures only
+        models[path.name] = embedding.LocalModel(files=(path, embedding.local_model_files()[1]))
+        models[path.name].load()
+    ids = [e.ids for e in shipped._tokenizer.encode_batch(decision_corpus.statements(a.statements, seed=23))]
+    sizes = [1, *(int(x) for x in a.sizes.split(","))]
+    print(f"machine: {machine()}; {len(ids)} statements, {np.mean([len(r) for r in ids]):.1f} tokens on average")
+    for r in range(a.rounds):
+        for name, model in models.items():
+            load = os.getloadavg()[0]
+            alone = by_length(model, ids, 1)
+            cells = []
+            for size in sizes:
+                t = time.thread_time()
+                vecs = by_length(model, ids, size)
+                ms = (time.thread_time() - t) * 1000 / len(ids)
+                cells.append(f"b{size} {ms:5.2f}" + ("" if size == 1 else f" ({float((vecs * alone).sum(axis=1).min()):.6f})"))
+            print(f"round {r} load {load:5.1f} {name:22} CPU ms a statement (lowest cosine to alone): " + ", ".join(cells), flush=True)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lengths", default="16,32,64,128")
     ap.add_argument("--sizes", default="2,4,8,16")
     ap.add_argument("--texts", type=int, default=64)
+    ap.add_argument("--statements", type=int, default=0, help="measure this many corpus statements instead (see above)")
+    ap.add_argument("--onnx", type=Path, action="append", default=[], help="with --statements: another model file to compare")
+    ap.add_argument("--rounds", type=int, default=1, help="with --statements: rounds, the files alternating")
     add_model_arguments(ap)
     a = ap.parse_args()
     model_id = use_model(a.model)
+    if a.statements:
+        return statements(a)
     from loom_core.embedding import shared_local_model
 
     model = shared_local_model()

@@ -10,6 +10,15 @@ same input and the pinned onnx/onnxruntime, so the committed file is checked aga
 
     .venv/bin/python scripts/derive_minilm_int8.py           # write models/minilm-int8/loom_minilm_int8/model.onnx
     .venv/bin/python scripts/derive_minilm_int8.py --check   # fail unless the committed file is what this derives
+    .venv/bin/python scripts/derive_minilm_int8.py --static OUT.onnx [--static-every-matmul]
+
+`--static` writes a variant that is not shipped (docs/benchmarks.md, session 22): static int8,
+activation scales calibrated once here (onnxruntime's `quantize_static`, MinMax, QOperator, weights
+per channel) on the shipped docs' help passages and `bench/decision_corpus.py` statements (seed
+101; the evaluation uses seed 7), so a text's vector does not depend on its batch-mates. By
+default the attention's two activation-by-activation MatMuls and the feed-forward output MatMul
+(the one reading the GELU's 1,536 features, whose outliers one fixed scale cannot hold) stay
+float; `--static-every-matmul` quantizes those too.
 """
 
 from __future__ import annotations
@@ -77,12 +86,83 @@ def derive(dest: Path) -> None:
         quantize_dynamic(str(fp32), str(dest), per_channel=True, reduce_range=False, weight_type=QuantType.QInt8)
 
 
+def calibration_texts(statements: int = 200, passages: int = 150) -> list[str]:
+    """The texts `--static` calibrates on: `bench/decision_corpus.py` statements (seed 101) and a
+    fixed sample of the shipped docs' help passages; never the evaluation's queries."""
+    import random
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import decision_corpus
+    from gen_help_vectors import current_passages
+
+    sample = sorted(current_passages().values())
+    random.Random(5).shuffle(sample)
+    return [*decision_corpus.statements(statements, seed=101), *sample[:passages]]
+
+
+def float_matmuls(model_path: Path) -> list[str]:
+    """The MatMuls `--static` leaves float: both inputs activations (the attention's scores and
+    its weighted values), or a weight of 1,536 input features (the feed-forward output)."""
+    import onnx
+
+    graph = onnx.load(str(model_path)).graph
+    dims = {i.name: tuple(i.dims) for i in graph.initializer}
+    return [n.name for n in graph.node if n.op_type == "MatMul" and dims.get(n.input[1], (1536,))[0] == 1536]
+
+
+def derive_static(dest: Path, every_matmul: bool) -> None:
+    from loom_core.embedding import MAX_TOKENS, local_model_files, package_dir, verify_file
+    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
+    from tokenizers import Tokenizer
+
+    logging.getLogger().setLevel(logging.ERROR)
+    source = package_dir(SOURCE_PACKAGE) / "model.onnx"
+    verify_file(source, SOURCE_SHA256)
+    tok = Tokenizer.from_file(str(local_model_files()[1]))
+    tok.enable_truncation(max_length=MAX_TOKENS)
+    tok.no_padding()
+    feeds = []
+    for enc in tok.encode_batch(calibration_texts()):
+        ids = np.array([enc.ids], dtype=np.int64)
+        feeds.append({"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)})
+
+    class Texts(CalibrationDataReader):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.left = iter(feeds)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.left, None)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32 = Path(tmp) / "float.onnx"
+        float_graph(source, fp32)
+        quantize_static(
+            str(fp32),
+            str(dest),
+            Texts(),
+            quant_format=QuantFormat.QOperator,
+            per_channel=True,
+            activation_type=QuantType.QUInt8,
+            weight_type=QuantType.QInt8,
+            op_types_to_quantize=["MatMul"],
+            nodes_to_exclude=[] if every_matmul else float_matmuls(fp32),
+            calibrate_method=CalibrationMethod.MinMax,
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="derive to a temp file and compare with the committed one")
+    ap.add_argument("--static", type=Path, metavar="OUT", help="write the static int8 variant (not shipped) to OUT")
+    ap.add_argument("--static-every-matmul", action="store_true", help="with --static: quantize every MatMul")
     args = ap.parse_args()
     from loom_core.embedding import sha256_of
 
+    if args.static:
+        derive_static(args.static, args.static_every_matmul)
+        print(f"{args.static}: SHA-256 {sha256_of(args.static)}")
+        return 0
     if not args.check:
         derive(OUT)
         print(f"{OUT.relative_to(ROOT)}: SHA-256 {sha256_of(OUT)}")

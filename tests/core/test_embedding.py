@@ -3,10 +3,13 @@ loads, and a wrong file is a clear error naming the file and both digests."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -92,3 +95,31 @@ async def test_start_loading_loads_in_a_worker_thread_and_encodes_unit_vectors()
     assert vecs.shape == (2, 384)
     assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
     assert float(vecs[0] @ vecs[1]) > 0.5
+
+
+def _derivation_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("derive_minilm_int8", REPO / "scripts" / "derive_minilm_int8.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_static_variant_calibrates_on_statements_and_passages_never_on_the_evaluation_texts() -> None:
+    derive = _derivation_script()
+    texts = derive.calibration_texts()
+    import decision_corpus  # the script put bench/ on sys.path
+
+    evaluation = {*decision_corpus.statements(2000, seed=7), *decision_corpus.questions(200, seed=7)}
+    evaluation |= {q["q"] for kind in ("loom", "nats") for q in json.loads((REPO / "bench" / "help_queries.json").read_text())[kind]}
+    assert len(texts) == 350 and len(set(texts)) == 350
+    assert not evaluation & set(texts)
+
+
+def test_the_static_variant_keeps_the_attention_and_feed_forward_output_matmuls_float(tmp_path: Path) -> None:
+    derive = _derivation_script()
+    fp32 = tmp_path / "float.onnx"
+    derive.float_graph(embedding.package_dir(derive.SOURCE_PACKAGE) / "model.onnx", fp32)
+    kept = derive.float_matmuls(fp32)
+    # Six layers: two activation-by-activation MatMuls (scores, weighted values) and one feed-forward output each.
+    assert len(kept) == 18
