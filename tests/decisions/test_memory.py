@@ -133,6 +133,31 @@ async def test_writes_publish_the_namespaces_live_row_count(desk: Desk) -> None:
     assert await live_rows(store, desk.tenant.org, desk.tenant.namespace) == {"memory": 1}
 
 
+async def test_a_record_that_adds_no_live_row_publishes_no_count(desk: Desk) -> None:
+    """decision.record publishes the count only when it made a new live row: a writer's new
+    version of its own live row (a revision, a restatement) leaves the count as it was."""
+    rows: Rows = next(p for p in desk.inst.planes if p.name == "decisions").rows
+    store, org, ns = desk.inst.runtime.store, desk.tenant.org, desk.tenant.namespace
+
+    async def published() -> list[str]:
+        await rows.live_published()
+        found = await store.query(
+            "SELECT toString(updated_at) AS at FROM {db}.live_row_counts FINAL WHERE org = {org:String} AND namespace = {ns:String}",
+            {"org": org, "ns": ns},
+        )
+        return [str(r["at"]) for r in found]
+
+    planner = desk.as_agent("planner")
+    await planner.ok("decision.record", **STORAGE)
+    first = await published()
+    assert (await planner.ok("decision.record", **{**STORAGE, "outcome": "keep raw transcripts 60 days"}))["created"] is False
+    await planner.ok("decision.record", **STORAGE)
+    assert await published() == first
+    assert (await desk.as_agent("reviewer").ok("decision.record", **STORAGE))["created"] is True
+    assert await published() != first
+    assert await live_rows(store, org, ns) == {"memory": 2}
+
+
 async def test_callers_that_find_the_live_count_lapsed_share_one_count(desk: Desk) -> None:
     await desk.as_agent("planner").ok("decision.record", **STORAGE)
     mem = MemoryStore(desk.inst.runtime.store)

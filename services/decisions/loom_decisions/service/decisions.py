@@ -175,7 +175,8 @@ class DecisionOps:
         await self.r.refuse_if_locked(org, ns, write.key)
         async with self.r.key_lock(org, ns, write.key):
             answer = await self._rounds.submit(org, ns, write)
-        self.r.publish_live(org, ns)
+        if answer.created:  # a new live row; a restatement or a new version of a live row counts the same
+            self.r.publish_live(org, ns)
         return answer
 
     async def record_many(
@@ -224,9 +225,9 @@ class DecisionOps:
             for members in rounds:
                 for i, answer in zip(members, await self._record_round(org, ns, [writes[i] for i in members]), strict=True):
                     answers[i] = answer
-        if rounds:
-            self.r.publish_live(org, ns)
         done = [a for a in answers if a is not None]
+        if any(isinstance(a, dpb.RecordDecisionResponse) and a.created for a in done):
+            self.r.publish_live(org, ns)
         if len(done) != len(writes):
             raise RuntimeError("decision.record_many: a record left unanswered")
         return done
