@@ -225,7 +225,9 @@ class PolicyGate:
                 applying=True,
                 standing=ns_rules.standing,
             )
-            self._record(call, now, verdict, names)
+            # The decision row (rendering the outcomes the call moved, ~10-20 us) is recorded one
+            # loop turn later, after the answer has gone, as the chain's ledger row is.
+            asyncio.get_running_loop().call_soon(self._record, call, now, verdict, names)
             if verdict.would_enforce:
                 raise Forbidden(ErrorCode.POLICY_FORBIDDEN, f"refused by history policy: {explain(verdict)}", refusal_detail(verdict))
         else:
