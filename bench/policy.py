@@ -237,6 +237,8 @@ async def direct_calls(gate: Any, catalog: Any, org: str, ns: str, n: int) -> tu
         cpu = time.thread_time()
         await gate.check(call)
         check_cpu.append(time.thread_time() - cpu)
+        if call.after is not None:
+            call.after()  # the decision row, as the chain records it after the answer (not counted)
         cpu = time.thread_time()
         observe(row)
         observe_cpu.append(time.thread_time() - cpu)

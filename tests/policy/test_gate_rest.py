@@ -142,8 +142,8 @@ async def test_enforce_denies_with_the_rules_and_per_leaf_values_that_decided(en
 
 async def test_the_decision_row_is_recorded_after_the_check_returns(enforce_tenant: Tenant, enforce_stack: Instance) -> None:
     """Nothing but the verdict on the answer's path: `check` returns (or refuses) with the call's
-    decision row not yet buffered; the row is buffered one loop turn later (with the chain's
-    ledger row, after the answer has gone), holding the verdict it was decided with."""
+    decision row not yet recorded; it leaves that to the chain (`GateCall.after`, run with the
+    call's ledger row after the answer has gone), and the row holds the verdict decided."""
     async with enforce_tenant.client(**BOT) as c:
         await ok(c, "policy.set", **one_list_per_hour())
     gate = gate_of(enforce_stack)
@@ -151,33 +151,22 @@ async def test_the_decision_row_is_recorded_after_the_check_returns(enforce_tena
     assert writer is not None and history is not None
     op = enforce_stack.runtime.catalog.get("grants.list")
     principal = Principal(jti="t", sub="user:admin", org=enforce_tenant.org, roles={enforce_tenant.namespace: "admin"}, iat=0, exp=2**40)
-    # The writer holds its buffer meanwhile (as ledger_held does the ledger's): flushed now, then an hour.
-    interval, writer.flush_interval = writer.flush_interval, 3600.0
-    writer._wake.set()
-    await eventually(lambda: _flushed(writer._wake))
     outcomes = []
-    try:
-        for _ in range(2):
-            ctx = CallContext(op=op, principal=principal, namespace=enforce_tenant.namespace, role=Role.ADMIN, agent="bot")
-            try:
-                await gate.check(GateCall(ctx, op.request_cls()))
-                outcomes.append("allow")
-            except Forbidden:
-                outcomes.append("deny")
-            assert not [r for r in writer._buf if r[8] == ctx.request_id]  # not yet: after the answer
-            await asyncio.sleep(0)
-            [row] = [r for r in writer._buf if r[8] == ctx.request_id]
-            assert (row[0], row[6], row[9]) == (enforce_tenant.org, "grants.list", outcomes[-1])
-            # the chain then records the call's ledger row, which the gate's window takes
-            history.observe_ledger_row(call_row(_caller(enforce_tenant), "grants.list", True, "", 0.0, {}, 0, ctx.request_id, False))
-    finally:
-        writer.flush_interval = interval
-        writer._wake.set()
+    for _ in range(2):
+        ctx = CallContext(op=op, principal=principal, namespace=enforce_tenant.namespace, role=Role.ADMIN, agent="bot")
+        call = GateCall(ctx, op.request_cls())
+        try:
+            await gate.check(call)
+            outcomes.append("allow")
+        except Forbidden:
+            outcomes.append("deny")
+        assert not [r for r in writer._buf if r[8] == ctx.request_id] and call.after is not None
+        # what the chain does after the answer: the gate's record, then the ledger row (which the window takes)
+        call.after()
+        history.observe_ledger_row(call_row(_caller(enforce_tenant), "grants.list", True, "", 0.0, {}, 0, ctx.request_id, False))
+        [row] = [r for r in writer._buf if r[8] == ctx.request_id]
+        assert (row[0], row[6], row[9]) == (enforce_tenant.org, "grants.list", outcomes[-1])
     assert outcomes == ["allow", "deny"]
-
-
-async def _flushed(wake: asyncio.Event) -> bool:
-    return not wake.is_set()
 
 
 async def test_enforce_sees_the_callers_newest_calls_before_the_ledger_lands(enforce_tenant: Tenant, enforce_stack: Instance) -> None:
