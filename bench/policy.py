@@ -235,6 +235,8 @@ async def direct_calls(gate: Any, catalog: Any, org: str, ns: str, n: int) -> tu
         cpu = time.thread_time()
         await gate.check(call)
         check_cpu.append(time.thread_time() - cpu)
+        if call.after is not None:
+            call.after()  # the decision row, as the chain records it after the answer (not counted)
         cpu = time.thread_time()
         observe(row)
         observe_cpu.append(time.thread_time() - cpu)
@@ -260,16 +262,17 @@ class LoopSteps:
         def timed_run(handle: asyncio.events.Handle) -> None:
             if not steps.on:
                 return run(handle)
+            kinds, slow = steps.kinds, steps.slow  # where this step counts, whatever it switches to
             cpu = time.thread_time()
             try:
                 return run(handle)
             finally:
                 spent = time.thread_time() - cpu
                 if spent > steps.slow_s:
-                    steps.slow.setdefault(_step_name(handle), []).append(spent)
-                kind = steps.kinds.get(_step_kind(handle))
+                    slow.setdefault(_step_name(handle), []).append(spent)
+                kind = kinds.get(_step_kind(handle))
                 if kind is None:
-                    kind = steps.kinds[_step_kind(handle)] = [0, 0.0]
+                    kind = kinds[_step_kind(handle)] = [0, 0.0]
                 kind[0] += 1
                 kind[1] += spent
 
@@ -285,6 +288,18 @@ class LoopSteps:
     def kinds_top(self, calls: int, n: int = 16) -> list[dict[str, Any]]:
         ranked = sorted(self.kinds.items(), key=lambda kv: -kv[1][1])[:n]
         return [{"step": k, "per_call": v[0] / calls, "cpu_per_call_us": v[1] / calls * 1e6} for k, v in ranked]
+
+
+def _steps_added(kinds: dict[str, dict[str, list[float]]], calls: int, n: int = 14) -> list[dict[str, Any]]:
+    """The blocks' loop steps by what ran: each kind's thread CPU per call, enforce's against
+    off's, the kinds enforce adds most first."""
+    off, on = kinds["off"], kinds["enforce"]
+    rows: list[tuple[float, str, float, float]] = []
+    for k in set(off) | set(on):
+        a, b = off.get(k, [0.0, 0.0])[1] / calls * 1e6, on.get(k, [0.0, 0.0])[1] / calls * 1e6
+        rows.append((b - a, k, a, b))
+    rows.sort(key=lambda r: -abs(r[0]))
+    return [{"step": k, "off_us": a, "enforce_us": b, "added_us": added} for added, k, a, b in rows[:n]]
 
 
 def _step_kind(handle: asyncio.events.Handle) -> str:
@@ -458,6 +473,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     block_p50: dict[str, list[float]] = {"off": [], "enforce": []}
                     block_gc: dict[str, list[float]] = {"off": [], "enforce": []}
                     block_full = {"off": 0, "enforce": 0}
+                    # Where a block's CPU went: the event loop's thread (and its steps by what ran)
+                    # against every other thread (chDB's, gRPC's core), per call.
+                    block_loop: dict[str, list[float]] = {"off": [], "enforce": []}
+                    block_kinds: dict[str, dict[str, list[float]]] = {"off": {}, "enforce": {}}
                     gc_spent = [0.0, 0.0]  # the cyclic collector's time: total, and when the running one started
                     full_collections = [0]
 
@@ -469,23 +488,31 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                             full_collections[0] += info["generation"] == 2
 
                     gc.callbacks.append(gc_timer)
+                    alternating_steps = (steps.kinds, steps.slow)
+                    steps.slow = {}
                     sides = [("off", stub_off), ("enforce", stub_on)]
                     for b in range(2 * args.blocks):
                         name, stub = sides[(b + b // 2) % 2]  # off, enforce, enforce, off, ...
                         walls: list[float] = []
                         await asyncio.sleep(args.settle)  # the previous block's deferred work done
                         print(f"block {b}: {name}", file=sys.stderr, flush=True)  # a mark for an outside profiler
+                        steps.kinds, steps.on = block_kinds[name], True
                         cpu, gc_before, full_before = time.process_time(), gc_spent[0], full_collections[0]
+                        loop_cpu = time.thread_time()
                         for _ in range(args.n):
                             started = time.perf_counter()
                             await stub.WhoAmI(req, metadata=md)
                             walls.append(time.perf_counter() - started)
                         await asyncio.sleep(args.settle)
+                        steps.on = False
+                        block_loop[name].append((time.thread_time() - loop_cpu) / args.n)
                         block_cpu[name].append((time.process_time() - cpu) / args.n)
                         block_p50[name].append(statistics.median(walls))
                         block_gc[name].append((gc_spent[0] - gc_before) / args.n)
                         block_full[name] += full_collections[0] - full_before
                     gc.callbacks.remove(gc_timer)
+                    await asyncio.sleep(0)  # this step began in the last block: end it before the rest
+                    steps.kinds, steps.slow = alternating_steps
                 diffs = [b - a for a, b in zip(lat_off, lat_on, strict=True)]
                 direct_check, direct_observe = await direct_calls(gate, on.runtime.catalog, org, ns, args.direct)
 
@@ -584,6 +611,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "block_cpu_enforce_us": statistics.median(block_cpu["enforce"]) * 1e6,
         "block_cpu_added_us": (statistics.median(block_cpu["enforce"]) - statistics.median(block_cpu["off"])) * 1e6,
         "block_p50_off_ms": statistics.median(block_p50["off"]) * ms,
+        "block_loop_off_us": statistics.median(block_loop["off"]) * 1e6,
+        "block_loop_enforce_us": statistics.median(block_loop["enforce"]) * 1e6,
+        "block_steps_added": _steps_added(block_kinds, args.n * args.blocks),
         "block_gc_off_us": statistics.median(block_gc["off"]) * 1e6,
         "block_gc_enforce_us": statistics.median(block_gc["enforce"]) * 1e6,
         "block_p50_enforce_ms": statistics.median(block_p50["enforce"]) * ms,
@@ -631,6 +661,11 @@ def report(r: dict[str, Any]) -> str:
             f"the {r['settle_seconds']} s after each block included):",
             f"  CPU per call: off {r['block_cpu_off_us']:.1f} µs, enforce {r['block_cpu_enforce_us']:.1f} µs, "
             f"added {r['block_cpu_added_us']:.1f} µs;  wall p50 off {r['block_p50_off_ms']:.3f} ms, enforce {r['block_p50_enforce_ms']:.3f} ms",
+            f"  of which the event loop's thread: off {r['block_loop_off_us']:.1f} µs, enforce {r['block_loop_enforce_us']:.1f} µs; "
+            f"every other thread (chDB's, gRPC's core): off {r['block_cpu_off_us'] - r['block_loop_off_us']:.1f} µs, "
+            f"enforce {r['block_cpu_enforce_us'] - r['block_loop_enforce_us']:.1f} µs",
+            "  the loop's steps by what ran, thread CPU per call (off / enforce / added), the largest differences first:",
+            *(f"  {s['off_us']:7.1f} {s['enforce_us']:7.1f} {s['added_us']:+7.1f} µs  {s['step']}" for s in r["block_steps_added"]),
             f"  of which the cyclic garbage collector, per call: off {r['block_gc_off_us']:.1f} µs, enforce {r['block_gc_enforce_us']:.1f} µs "
             f"(wall; full collections: off {r['block_full_collections_off']}, enforce {r['block_full_collections_enforce']})",
             f"one full collection with the window built: {r['full_collection_cpu_ms']:.1f} ms of thread CPU over "

@@ -7,6 +7,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from loom_core.chain import GateCall
+from loom_core.chain.context import CallContext
+from loom_core.chain.ledger import LedgerCaller, call_row
+from loom_core.errors import Forbidden
+from loom_core.identity.tokens import Principal
+from loom_core.roles import Role
 from loom_runner.embedded import Instance
 
 from tests.conftest import Tenant, unique
@@ -19,6 +25,21 @@ BOT = {"X-Loom-Agent": "bot"}
 async def decisions_of(tenant: Tenant, **filters: Any) -> list[dict[str, Any]]:
     async with tenant.client() as c:
         return list((await ok(c, "policy.decisions", **filters))["decisions"])
+
+
+def _caller(tenant: Tenant) -> LedgerCaller:
+    return {
+        "org": tenant.org,
+        "namespace": tenant.namespace,
+        "subject": "user:admin",
+        "agent": "bot",
+        "user": "",
+        "session": "",
+        "transport": "grpc",
+        "run_id": "",
+        "consumer": "",
+        "token_id": "",
+    }
 
 
 # --- off ------------------------------------------------------------------------------------
@@ -117,6 +138,35 @@ async def test_enforce_denies_with_the_rules_and_per_leaf_values_that_decided(en
     assert "one-list-per-hour" in err["message"]
     deny = await eventually(lambda: decisions_of(enforce_tenant, decision="deny"))
     assert deny[0]["enforced"] is True and deny[0]["operation"] == "grants.list"
+
+
+async def test_the_decision_row_is_recorded_after_the_check_returns(enforce_tenant: Tenant, enforce_stack: Instance) -> None:
+    """Nothing but the verdict on the answer's path: `check` returns (or refuses) with the call's
+    decision row not yet recorded; it leaves that to the chain (`GateCall.after`, run with the
+    call's ledger row after the answer has gone), and the row holds the verdict decided."""
+    async with enforce_tenant.client(**BOT) as c:
+        await ok(c, "policy.set", **one_list_per_hour())
+    gate = gate_of(enforce_stack)
+    writer, history = gate.decisions, gate.history
+    assert writer is not None and history is not None
+    op = enforce_stack.runtime.catalog.get("grants.list")
+    principal = Principal(jti="t", sub="user:admin", org=enforce_tenant.org, roles={enforce_tenant.namespace: "admin"}, iat=0, exp=2**40)
+    outcomes = []
+    for _ in range(2):
+        ctx = CallContext(op=op, principal=principal, namespace=enforce_tenant.namespace, role=Role.ADMIN, agent="bot")
+        call = GateCall(ctx, op.request_cls())
+        try:
+            await gate.check(call)
+            outcomes.append("allow")
+        except Forbidden:
+            outcomes.append("deny")
+        assert not [r for r in writer._buf if r[8] == ctx.request_id] and call.after is not None
+        # what the chain does after the answer: the gate's record, then the ledger row (which the window takes)
+        call.after()
+        history.observe_ledger_row(call_row(_caller(enforce_tenant), "grants.list", True, "", 0.0, {}, 0, ctx.request_id, False))
+        [row] = [r for r in writer._buf if r[8] == ctx.request_id]
+        assert (row[0], row[6], row[9]) == (enforce_tenant.org, "grants.list", outcomes[-1])
+    assert outcomes == ["allow", "deny"]
 
 
 async def test_enforce_sees_the_callers_newest_calls_before_the_ledger_lands(enforce_tenant: Tenant, enforce_stack: Instance) -> None:

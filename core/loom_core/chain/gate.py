@@ -4,6 +4,7 @@ the no-op gate reads and writes nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -18,6 +19,9 @@ class GateCall:
     # The request as the handler gets it: the gate reads the arguments a rule binds from it the
     # way the ledger does, and only when a rule or reservation needs them (no JSON copy per call).
     request: Message
+    # Set by the gate: what it writes about the call (its decision row). The chain runs it with
+    # the call's ledger row, after the answer has gone (`answer_first`), allowed or refused.
+    after: Callable[[], None] | None = None
 
 
 class PolicyGate(Protocol):

@@ -145,6 +145,7 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         ctx: CallContext | None = None
         response: Message | None = None
         error: LoomError | None = None
+        gate_call: GateCall | None = None
         namespace = md.get(MD_NAMESPACE, "")
         try:
             if not validated:
@@ -178,7 +179,8 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
                 ctx.request_id = md[MD_REQUEST_ID]
             self.limiter.check(principal.org, principal.sub, op.rate_class)
             if self.gate.enabled and gated(op.name):
-                await self.gate.check(GateCall(ctx, request))
+                gate_call = GateCall(ctx, request)
+                await self.gate.check(gate_call)
             token_var = set_current_call(ctx)
             try:
                 response = await inner(request)
@@ -193,12 +195,14 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
             log.exception("op %s failed", op.name)
             error = LoomError(ErrorCode.INTERNAL, "internal error")
         latency = time.perf_counter() - started
+        # What the gate writes about the call (its decision row) goes with the call's ledger row.
+        after = gate_call.after if gate_call is not None else None
         if answer_first:
             asyncio.get_running_loop().call_soon(
-                self._record, op, request, response, error, ctx, principal, namespace, md, transport, latency
+                self._record, op, request, response, error, ctx, principal, namespace, md, transport, latency, after
             )
         else:
-            self._record(op, request, response, error, ctx, principal, namespace, md, transport, latency)
+            self._record(op, request, response, error, ctx, principal, namespace, md, transport, latency, after)
         if error is not None:
             raise error
         assert response is not None
@@ -273,8 +277,14 @@ class OpChainInterceptor(grpc.aio.ServerInterceptor):
         md: Mapping[str, str],
         transport: str,
         latency: float,
+        after: Callable[[], None] | None = None,
     ) -> None:
-        """A call's metrics and ledger row."""
+        """A call's metrics and ledger row, and what the gate writes about it (`after`)."""
+        if after is not None:
+            try:
+                after()
+            except Exception:  # noqa: BLE001 - what the gate writes never fails the call
+                log.warning("policy gate: could not record the decision on %s", op.name)
         self._observe(op.name, transport, error.code if error else "OK", latency)
         try:
             if error is None and ctx is not None and ctx.item_rows:

@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -22,6 +23,7 @@ from loom_core.aio import cancel_and_wait
 from loom_core.bus import Bus, Consuming
 from loom_core.catalog import OpSpec
 from loom_core.chain import GateCall
+from loom_core.chain.context import CallContext
 from loom_core.chain.ledger import LedgerRow, ledger_args
 from loom_core.errors import ErrorCode, Forbidden, Unavailable
 from loom_core.roles import Role
@@ -225,7 +227,9 @@ class PolicyGate:
                 applying=True,
                 standing=ns_rules.standing,
             )
-            self._record(call, now, verdict, names)
+            # The decision row (rendering the outcomes the call moved, ~20 us) is recorded by the
+            # chain with the call's ledger row, after the answer has gone (GateCall.after).
+            call.after = partial(self._record, call.ctx, now, verdict, names)
             if verdict.would_enforce:
                 raise Forbidden(ErrorCode.POLICY_FORBIDDEN, f"refused by history policy: {explain(verdict)}", refusal_detail(verdict))
         else:
@@ -277,22 +281,21 @@ class PolicyGate:
                 pending = tuple(e.call for e in snap.entries if e.call.request_id not in self._seen)
                 verdict = self.decide(window, rules, caller, now, args, op=ctx.op.name, write_shaped=write, pending=pending, applying=True)
                 if verdict.would_enforce:
-                    self._record(call, now, verdict, names)
+                    self._record(call.ctx, now, verdict, names)
                     raise Forbidden(ErrorCode.POLICY_FORBIDDEN, f"refused by history policy: {explain(verdict)}", refusal_detail(verdict))
             if await self.shared.write(snap, (*snap.entries, SharedEntry(mine))):
                 self._mine[ctx.request_id] = (ctx.org, ctx.namespace, ctx.subject)
                 if rules:
-                    self._record(call, now, verdict, names)
+                    self._record(call.ctx, now, verdict, names)
                 return
         raise Unavailable(ErrorCode.OVERLOADED, "too many calls raced for one history-policy limit; retry")
 
-    def _record(self, call: GateCall, now: int, verdict: Verdict, names: tuple[str, ...]) -> None:
+    def _record(self, ctx: CallContext, now: int, verdict: Verdict, names: tuple[str, ...]) -> None:
         """Buffer the call's decision row as a tuple of atoms (DecisionAtoms): `names` are the
         verdict's rules' names (the rules the gate decided with, in order), each outcome's stored
         form is rendered now (once per outcome: most rows repeat most), and the writer's flush
         builds and encodes the row. Nothing the row holds keeps the verdict or its outcomes alive."""
         assert self.decisions is not None
-        ctx = call.ctx
         principal = ctx.principal
         self.decisions.record(
             (
