@@ -104,7 +104,10 @@ async def loom_up(d: DataDir, stdout: Path | None = None, *, log_too: bool = Fal
         async with httpx.AsyncClient(base_url=d.base_url) as c:
             while True:
                 if proc.returncode is not None:
-                    err = await proc.stderr.read() if proc.stderr else stdout.read_bytes() if stdout else b""
+                    if proc.stderr is not None:
+                        err = await proc.stderr.read()
+                    else:  # its log went to `stdout`'s file
+                        err = await asyncio.to_thread(stdout.read_bytes) if stdout is not None else b""
                     pytest.fail(f"loom up exited with {proc.returncode}: {err.decode()[-2000:]}")
                 try:
                     # Up: answering, and its URL written for a second `loom up` to name.

@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from .errors import error_response
     from .identity import IdentityPlane, bootstrap_org
     from .identity import build as build_identity
-    from .relay import Relay
     from .login_links import login_url
+    from .relay import Relay
     from .sessions import issue_login_code, open_sessions
     from .settings import GatewaySettings
 
