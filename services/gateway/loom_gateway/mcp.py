@@ -23,30 +23,26 @@ serves (the `initialize` handshake and the 2026-07-28 per-request envelope).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import mcp_types as types
 from loom_core.catalog import OpSpec, load_catalog
 from loom_core.chain.context import FORWARDED_HEADERS, bearer_token
 from loom_core.errors import ErrorCode, LoomError, Unauthenticated, Unavailable, ValidationFailed
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from . import assistant_toolset
 from .relay import MAX_HEADER_BYTES, Relay
-
-# The MCP SDK (~0.6 CPU-s to import) loads at the first /mcp request, not at every gateway's start.
-if TYPE_CHECKING:
-    import mcp_types as types
-    from mcp.server.context import ServerRequestContext
-    from mcp.server.lowlevel.server import Server
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +65,6 @@ def tool_name(op_name: str) -> str:
 
 def tool_of(op: OpSpec) -> types.Tool:
     """An op as an MCP tool: its tool name, its summary (naming the op), its schemas."""
-    import mcp_types as types
-
     summary = f"{op.summary} (op {op.name})" if op.summary else f"op {op.name}"
     return types.Tool(
         name=tool_name(op.name),
@@ -83,8 +77,6 @@ def tool_of(op: OpSpec) -> types.Tool:
 
 def ok_result(result: dict[str, Any]) -> types.CallToolResult:
     """The op's JSON as structured content and, for clients that read only text, as JSON text."""
-    import mcp_types as types
-
     return types.CallToolResult(
         content=[types.TextContent(text=json.dumps(result, separators=(",", ":")))],
         structured_content=result,
@@ -93,8 +85,6 @@ def ok_result(result: dict[str, Any]) -> types.CallToolResult:
 
 def error_result(err: LoomError) -> types.CallToolResult:
     """A refusal as a tool error carrying the REST error body, so a model can read and react."""
-    import mcp_types as types
-
     body = {"error": err.to_payload()}
     return types.CallToolResult(
         content=[types.TextContent(text=json.dumps(body, separators=(",", ":")))],
@@ -170,11 +160,15 @@ class LoomMCP:
         # The token check that answers 401 at the HTTP layer (the chain checks it again per call).
         self.verify = verify
         self.by_tool_name = {tool_name(name): name for name in relay.catalog.ops}
-        self.version = version
+        self.server: Server[Any] = Server(
+            "loom",
+            version=version,
+            title="Loom",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            get_tool_input_schema=self._input_schema,
+        )
         self._manager: StreamableHTTPSessionManager | None = None
-        # Set while `run()` is inside: asks its task to start the session manager (once).
-        self._wanted: asyncio.Event | None = None
-        self._started: asyncio.Event | None = None
         self._tools: dict[str | None, list[types.Tool]] = {}
         # Told the run id of an assistant-toolset request that came with no token at all (an
         # answer's connection whose Authorization header LibreChat left off): auth_off. Awaited
@@ -193,8 +187,6 @@ class LoomMCP:
         return self._tools.get(toolset, [])
 
     async def _list_tools(self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        import mcp_types as types
-
         return types.ListToolsResult(tools=self.tools(toolset_of(ctx.request)))
 
     def op_name(self, name: str) -> str:
@@ -224,67 +216,24 @@ class LoomMCP:
 
     # -- HTTP ------------------------------------------------------------------------------
 
-    def server(self) -> Server[Any]:
-        from mcp.server.lowlevel.server import Server
-
-        return Server(
-            "loom",
-            version=self.version,
-            title="Loom",
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-            get_tool_input_schema=self._input_schema,
-        )
-
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
-        """Serve while inside: a session manager runs once, so each run gets a fresh one, started
-        in a task of the run's at the first /mcp request (`_ensure_started`)."""
-        wanted, started, stop = asyncio.Event(), asyncio.Event(), asyncio.Event()
-
-        async def serve() -> None:
-            await wanted.wait()
+        """Serve while inside: a session manager runs once, so each run gets a fresh one."""
+        manager = StreamableHTTPSessionManager(
+            app=self.server,
+            stateless=True,
+            # One JSON body per call: no op streams over MCP, and JSON passes proxies untouched.
+            json_response=True,
+            # No DNS-rebinding Host/Origin allowlist: the gateway serves any host name it is
+            # deployed under, and every op needs a bearer token a rebound page cannot attach.
+            security_settings=None,
+        )
+        async with manager.run():
+            self._manager = manager
             try:
-                from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-
-                manager = StreamableHTTPSessionManager(
-                    app=self.server(),
-                    stateless=True,
-                    # One JSON body per call: no op streams over MCP, and JSON passes proxies untouched.
-                    json_response=True,
-                    # No DNS-rebinding Host/Origin allowlist: the gateway serves any host name it is
-                    # deployed under, and every op needs a bearer token a rebound page cannot attach.
-                    security_settings=None,
-                )
-                async with manager.run():
-                    self._manager = manager
-                    started.set()
-                    await stop.wait()
-            except Exception:
-                log.exception("mcp: the session manager failed")
+                yield
             finally:
                 self._manager = None
-                started.set()  # a manager that failed to start: requests answer 503, not wait
-
-        task = asyncio.create_task(serve(), name="mcp-session-manager")
-        self._wanted, self._started = wanted, started
-        try:
-            yield
-        finally:
-            self._wanted = self._started = None
-            if wanted.is_set():
-                stop.set()
-                await task
-            else:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-
-    async def _ensure_started(self) -> None:
-        if self._manager is None and self._wanted is not None and self._started is not None:
-            started = self._started
-            self._wanted.set()
-            await started.wait()
 
     def asgi_app(self) -> _Endpoint:
         return _Endpoint(self)
@@ -300,7 +249,6 @@ class LoomMCP:
         if refusal is None:
             try:
                 self.relay.catalog.check_toolset(toolset_of(request))
-                await self._ensure_started()
                 if self._manager is None:
                     raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the MCP endpoint is not running")
             except LoomError as exc:
