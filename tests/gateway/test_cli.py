@@ -35,7 +35,8 @@ class DataDir:
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}
-        env.update(LOOM_DATA_DIR=str(self.path), LOOM_HTTP_PORT=str(self.port), LOOM_LOG_LEVEL="WARNING", **extra)
+        env.update(LOOM_DATA_DIR=str(self.path), LOOM_HTTP_PORT=str(self.port), LOOM_LOG_LEVEL="WARNING")
+        env.update(extra)
         if self.secret is not None:
             env["LOOM_JWT_SECRET"] = self.secret
         return env
@@ -84,15 +85,16 @@ class Up:
 
 
 @contextlib.asynccontextmanager
-async def loom_up(d: DataDir, stdout: Path | None = None) -> AsyncIterator[Up]:
-    """`loom up` on `d`, once it answers /v1/health; its standard output into `stdout` if given."""
+async def loom_up(d: DataDir, stdout: Path | None = None, *, log_too: bool = False) -> AsyncIterator[Up]:
+    """`loom up` on `d`, once it answers /v1/health; its standard output into `stdout` if given,
+    and with `log_too` its log too (standard error), at INFO."""
     out = stdout.open("wb") if stdout is not None else None
     proc = await asyncio.create_subprocess_exec(
         LOOM,
         "up",
-        env=d.env(),
+        env=d.env(LOOM_LOG_LEVEL="INFO") if log_too else d.env(),
         stdout=out or asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
+        stderr=out if log_too and out is not None else asyncio.subprocess.PIPE,
     )
     if out is not None:
         out.close()  # the child holds its own copy
@@ -102,7 +104,10 @@ async def loom_up(d: DataDir, stdout: Path | None = None) -> AsyncIterator[Up]:
         async with httpx.AsyncClient(base_url=d.base_url) as c:
             while True:
                 if proc.returncode is not None:
-                    err = await proc.stderr.read() if proc.stderr else b""
+                    if proc.stderr is not None:
+                        err = await proc.stderr.read()
+                    else:  # its log went to `stdout`'s file
+                        err = await asyncio.to_thread(stdout.read_bytes) if stdout is not None else b""
                     pytest.fail(f"loom up exited with {proc.returncode}: {err.decode()[-2000:]}")
                 try:
                     # Up: answering, and its URL written for a second `loom up` to name.
@@ -264,7 +269,7 @@ def nats_children_of(d: DataDir) -> list[str]:
 
 @dataclass
 class Held:
-    """A `loom up` serving its data dir, its standard output in `banner`. The data dir is fresh
+    """A `loom up` serving its data dir, its standard output and its log (INFO) in `banner`. The data dir is fresh
     and LOOM_JWT_SECRET unset: `offline`, bootstrapped before the start, created the data dir's
     secrets (`secrets`, as the file read then) and `loom up` runs on them."""
 
@@ -281,7 +286,7 @@ async def held(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Held]:
     d = DataDir(tmp / "data", free_port(), secret=None)
     offline = await bootstrap(d, "acme", "private")  # creates the data dir's secrets
     secrets = json.loads((d.path / "secrets.json").read_text())
-    async with loom_up(d, stdout=tmp / "banner.txt") as up:
+    async with loom_up(d, stdout=tmp / "banner.txt", log_too=True) as up:
         yield Held(up, tmp / "banner.txt", offline, secrets)
 
 
@@ -324,8 +329,11 @@ async def test_a_second_up_on_the_same_data_dir_says_so_at_once_and_keeps_the_pi
 
 @pytest.mark.timeout(300)
 async def test_up_stops_on_ctrl_c_and_its_banner_says_the_policy_mode(held: Held) -> None:
+    await wait_for_text(held.banner, "loom: up.", held.up.proc)
     code, _ = await held.up.stop()
     assert code == 0
+    # Ctrl-C while serving: the serving phase of test_up_stops_on_a_signal_in_every_phase_… for SIGINT.
+    assert_stopped_cleanly(held.up.data, held.banner.read_text())
     assert json.loads((held.up.data.path / "secrets.json").read_text()) == held.secrets  # reused, not made again
     # The banner says the policy mode (LOOM_POLICY_MODE, off by default) and what it means.
     assert re.search(r"policy mode\s+off: rules are stored but not evaluated", held.banner.read_text()), held.banner.read_text()
@@ -344,9 +352,18 @@ async def wait_for_text(path: Path, text: str, proc: asyncio.subprocess.Process)
     raise AssertionError(f"{text!r} never appeared: {text_of(path)}")
 
 
+# SIGINT while serving is the module's `held` `loom up`'s stop (test_up_stops_on_ctrl_c_…): a start fewer.
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-@pytest.mark.parametrize("phase", ["waiting for the data dir", "starting", "serving"])
+@pytest.mark.parametrize(
+    ("phase", "sig"),
+    [
+        ("waiting for the data dir", signal.SIGINT),
+        ("waiting for the data dir", signal.SIGTERM),
+        ("starting", signal.SIGINT),
+        ("starting", signal.SIGTERM),
+        ("serving", signal.SIGTERM),
+    ],
+)
 async def test_up_stops_on_a_signal_in_every_phase_leaving_no_child(tmp_path: Path, sig: signal.Signals, phase: str) -> None:
     from loom_core.data_dir import server_lock
 
@@ -378,6 +395,12 @@ async def test_up_stops_on_a_signal_in_every_phase_leaving_no_child(tmp_path: Pa
             held.close()
     text = log.read_text()
     assert code == 0, text
+    assert_stopped_cleanly(d, text)
+
+
+def assert_stopped_cleanly(d: DataDir, text: str) -> None:
+    """A `loom up` that stopped on a signal: its output `text` (log at INFO) without a traceback
+    or anything that looks like an error, no nats-server child left, its pid file gone."""
     assert "Traceback" not in text, text
     # A healthy start and stop logs nothing that looks like an error.
     alarming = re.compile(r"error|fail|cannot|can't|unable|WARNING|ERROR|CRITICAL|None$", re.I)

@@ -14,8 +14,9 @@ if TYPE_CHECKING:
     from .errors import error_response
     from .identity import IdentityPlane, bootstrap_org
     from .identity import build as build_identity
+    from .login_links import login_url
     from .relay import Relay
-    from .sessions import issue_login_code, login_url, open_sessions
+    from .sessions import issue_login_code, open_sessions
     from .settings import GatewaySettings
 
 # name -> (module, attribute)
@@ -28,7 +29,7 @@ _EXPORTS = {
     "create_app": (".app", "create_app"),
     "error_response": (".errors", "error_response"),
     "issue_login_code": (".sessions", "issue_login_code"),
-    "login_url": (".sessions", "login_url"),
+    "login_url": (".login_links", "login_url"),
     "open_sessions": (".sessions", "open_sessions"),
 }
 

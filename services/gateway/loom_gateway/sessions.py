@@ -40,6 +40,7 @@ from loom_core.roles import Role
 from loom_core.runtime import Runtime
 from loom_core.store import Migration, Store, ch_time, run_migrations
 
+from .login_links import login_url
 from .settings import GatewaySettings
 
 SESSION_COOKIE = "loom_session"
@@ -141,10 +142,6 @@ def read_login_code(code: str, jwt_secrets: tuple[str, ...], now: float | None =
                 )
             return claims
     raise Unauthenticated(ErrorCode.AUTH_INVALID, "this sign-in link is not valid: ask an admin for a new one", {"reason": "link_invalid"})
-
-
-def login_url(base_url: str, code: str) -> str:
-    return f"{base_url.rstrip('/')}/login#code={code}"
 
 
 LOOPBACK_HOSTS = ("127.0.0.1", "0.0.0.0", "[::1]")
