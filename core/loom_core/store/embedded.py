@@ -129,7 +129,9 @@ class EmbeddedStore:
 
     async def query(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         text = await self._call(sql, params, "JSONEachRow")
-        return [fastjson.loads(line) for line in text.splitlines() if line]
+        # One row a "\n" (JSON escapes it in strings); not splitlines(), which also breaks at the
+        # U+0085 ClickHouse writes raw inside a string.
+        return [fastjson.loads(line) for line in text.split("\n") if line]
 
     async def insert(self, table: str, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None) -> None:
         if not rows:
