@@ -40,7 +40,6 @@ from loom_core.roles import Role
 from loom_core.runtime import Runtime
 from loom_core.store import Migration, Store, ch_time, run_migrations
 
-from .login_links import login_url
 from .settings import GatewaySettings
 
 SESSION_COOKIE = "loom_session"
@@ -461,7 +460,7 @@ def body_field(body: Any, name: str) -> str:
     return value
 
 
-__all__ = ["CSRF_HEADER", "SESSION_COOKIE", "Session", "SessionService", "login_url", "make_login_code", "read_login_code"]
+__all__ = ["CSRF_HEADER", "SESSION_COOKIE", "Session", "SessionService", "make_login_code", "read_login_code"]
 
 
 async def open_sessions(runtime: Runtime, gateway: GatewaySettings) -> SessionService:
