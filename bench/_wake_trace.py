@@ -42,6 +42,16 @@ STEPS = (
 )
 
 
+
+def wrap(obj: Any, name: str, traced: Any) -> None:
+    """Put `traced` in place of `obj.name`. A slots dataclass has no instance dict, so its
+    instance moves to a subclass (no new slots: the same layout) whose method calls `traced`."""
+    try:
+        setattr(obj, name, traced)
+    except AttributeError:
+        cls = type(obj)
+        obj.__class__ = type(cls.__name__, (cls,), {"__slots__": (), name: lambda _self, *a, **k: traced(*a, **k)})
+
 class WakeTrace:
     def __init__(self) -> None:
         self.stamps: dict[str, dict[str, float]] = defaultdict(dict)
@@ -117,7 +127,8 @@ class WakeTrace:
                 stamp(row.title, "pull_out")
             return rows
 
-        posting.create, truth.write, hub._publish, working.pull = traced_create, traced_write, traced_publish, traced_pull
+        for obj, name, traced in ((posting, "create", traced_create), (truth, "write", traced_write), (hub, "_publish", traced_publish), (working, "pull", traced_pull)):
+            wrap(obj, name, traced)
         from loom_tasks.service.wake import InboxQueue
 
         if self._offer is None:

@@ -642,6 +642,7 @@ class ReplicaProcess:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             cwd=str(ROOT),
+            limit=1 << 26,  # its answer is one JSON line: the --trace-wake stamps of every round run past 64 KiB
         )
         started = await self._answer()
         self.pid = int(started["pid"])
