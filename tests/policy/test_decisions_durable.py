@@ -11,7 +11,7 @@ import textwrap
 
 from loom_core import fastjson
 from loom_core.bus import NatsServer
-from loom_policy.store.decisions import DecisionAtoms
+from loom_policy.store.decisions import DecisionAtoms, encode_row
 from loom_runner.embedded import Instance
 
 from tests.conftest import unique
@@ -65,7 +65,8 @@ async def test_a_flush_larger_than_one_message_lands_whole(enforce_stack: Instan
     org = unique("org")
     bus = await connect_bus(nats_server.url, name="big-flush")
     try:
-        writer = DecisionWriter(store=enforce_stack.runtime.store, flush_interval=3600, bus=bus)
+        # direct=False: through the stream, as with a ClickHouse server (embedded goes straight in)
+        writer = DecisionWriter(store=enforce_stack.runtime.store, flush_interval=3600, bus=bus, direct=False)
         rules = "[" + ",".join(f'["rule-{i}","allow",false,"{"x" * 300}"]' for i in range(10)) + "]"
         n = 1_000
         assert n * len(rules) > bus.nc.max_payload
@@ -83,6 +84,31 @@ async def test_a_flush_larger_than_one_message_lands_whole(enforce_stack: Instan
         return int(rows[0]["n"]) == n and int(rows[0]["c"]) == n
 
     await eventually(landed, within=60)
+
+
+async def test_an_embedded_replica_inserts_its_flush_straight_in_as_one_batch(enforce_stack: Instance) -> None:
+    """Embedded (the store's engine is this process's), as the ledger: a flush is one insert,
+    however many messages it would take, and its rows are in the table when the flush returns."""
+    from loom_policy.service.gate import PolicyGate
+    from loom_policy.store.decisions import DecisionWriter
+
+    org = unique("org")
+    runtime = enforce_stack.runtime
+    assert isinstance(runtime.gate, PolicyGate) and runtime.gate.decisions is not None
+    assert runtime.gate.decisions.direct  # the gate's own writer
+    assert runtime.bus is not None
+    writer = DecisionWriter(store=runtime.store, flush_interval=3600, bus=runtime.bus)
+    rules = "[" + ",".join(f'["rule-{i}","allow",false,"{"x" * 300}"]' for i in range(10)) + "]"
+    n = 1_000
+    lines = [encode_row(_atoms(org, f"req-{i}", rules)) for i in range(n)]
+    assert sum(map(len, lines)) > runtime.bus.nc.max_payload and writer._batches(lines) == [lines]
+    for i in range(n):
+        writer.record(_atoms(org, f"req-{i}", rules))
+    await writer.flush()
+    rows = await enforce_stack.runtime.store.query(
+        "SELECT uniqExact(request_id) AS n, count() AS c FROM {db}.policy_decisions WHERE org = {org:String}", {"org": org}
+    )
+    assert (int(rows[0]["n"]), int(rows[0]["c"])) == (n, n)
 
 
 def _atoms(org: str, request_id: str, outcomes: str) -> DecisionAtoms:

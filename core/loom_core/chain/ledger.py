@@ -230,7 +230,7 @@ class Ledger:
         self.store = store
         self.bus = bus
         # Straight into the store: embedded mode (its engine is this process's), or no bus.
-        self.direct = _is_embedded(store) if direct is None else direct
+        self.direct = is_embedded(store) if direct is None else direct
         #: At most one batch per flush interval unless `batch_max` rows fill first (loom_core.batching).
         self.pacer = Pacer(flush_interval)
         self.batch_max = batch_max
@@ -363,7 +363,8 @@ async def insert_batch(store: Store, body: bytes, batch_id: str) -> None:
         await store.insert_json_lines(TABLE, body, dedup_token=batch_id)
 
 
-def _is_embedded(store: Store) -> bool:
+def is_embedded(store: Store) -> bool:
+    """The store's engine is this process's (chDB): its batches go straight in."""
     try:
         from ..store.embedded import EmbeddedStore
     except ImportError:  # pragma: no cover - chDB not installed: a server store

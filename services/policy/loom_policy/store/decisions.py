@@ -1,11 +1,17 @@
 """policy_decisions: one row per gated call a rule applied to (shadow and enforce), written in
 batches in the background so the gate never waits on the store.
 
-Durable the way the ledger is in a cluster: each batch is published to the
+Durable the way the ledger is: in a cluster each batch is published to the
 LOOM_POLICY_DECISIONS work-queue stream (Nats-Msg-Id = batch id), and the plane's consumer
 (consumers/decision_batches.py) inserts it with the batch id as the deduplication token. A
 process that dies after a publish loses none of that batch's rows; only rows still in the
-buffer (at most one flush interval) are lost with it. With no bus, batches go straight in.
+buffer (at most one flush interval) are lost with it. Embedded (the store's engine is this
+process's, as the ledger's rule: core/loom_core/chain/ledger.py) or with no bus, a flush goes
+straight in as one insert, without a deduplication token (nothing redelivers it): a chDB insert
+has a fixed cost of several ms of CPU, and a flush of rows with ten rules' outcomes each took
+two or more (JetStream's max_payload), each with the token's cost, besides the stream's round
+trip and the consumer's delivery on the event loop. The consumer still runs there: it inserts
+what other processes publish.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import TypedDict, TypeVar
 import orjson
 from loom_core import fastjson
 from loom_core.bus import Bus
+from loom_core.chain.ledger import is_embedded
 from loom_core.store import Store, Where, query_as
 from loom_core.store.caller import CallerRow
 
@@ -142,9 +149,13 @@ class AuditRow(RecordedWidening):
 
 
 class DecisionWriter:
-    def __init__(self, store: Store, flush_interval: float, batch_max: int = 1000, bus: Bus | None = None) -> None:
+    def __init__(
+        self, store: Store, flush_interval: float, batch_max: int = 1000, bus: Bus | None = None, direct: bool | None = None
+    ) -> None:
         self.store = store
         self.bus = bus
+        # Straight into the store: embedded (its engine is this process's), or no bus.
+        self.direct = bus is None or (is_embedded(store) if direct is None else direct)
         self.flush_interval = flush_interval
         self.batch_max = batch_max
         self._buf: list[DecisionAtoms] = []
@@ -188,7 +199,7 @@ class DecisionWriter:
         server's max_payload (1 MB by default), and a batch of many rows with their per-rule JSON
         can be larger (1,000 rows of ten rules are ~2.5 MB): published whole, it was refused on
         every pass and never landed. Straight into the store: one batch."""
-        if not rows or self.bus is None:
+        if not rows or self.direct or self.bus is None:
             return [rows] if rows else []
         limit = int(self.bus.nc.max_payload or 1 << 20) - PAYLOAD_HEADROOM
         batches: list[list[bytes]] = []
@@ -205,14 +216,18 @@ class DecisionWriter:
         return batches
 
     async def _ship(self, rows: list[bytes]) -> None:
-        batch_id = uuid.uuid4().hex
-        # One row a line, as the table takes it (JSONEachRow; orjson writes no raw newline), the
-        # batch id in the header: the consumer inserts the message's bytes as they are.
+        # One row a line, as the table takes it (JSONEachRow; orjson writes no raw newline).
         lines = b"\n".join(rows)
+        if self.direct:
+            # Nothing redelivers a direct batch, and a failed insert writes nothing: no token.
+            await self.store.insert_json_lines(TABLE, lines)
+            return
+        # The batch id in the header: the consumer inserts the message's bytes as they are.
+        batch_id = uuid.uuid4().hex
         if self.bus is not None and (len(lines) <= self.bus.nc.max_payload or self.store is None):
             await self.bus.js.publish(DECISIONS_SUBJECT, lines, headers={"Nats-Msg-Id": batch_id})
             return
-        # No bus, or a lone row past what a message carries (rules with very large values): straight in.
+        # A lone row past what a message carries (rules with very large values): straight in.
         await self.store.insert_json_lines(TABLE, lines, dedup_token=batch_id)
 
     async def stop(self) -> None:
