@@ -69,6 +69,26 @@ class Consuming:
             log.debug("bus: stopping consumer %s failed", self.consumer.name)
 
 
+class _EachMessage(asyncio.Future[Msg]):
+    """A `Bus.listen` subscription's hand-off: nats-py gives a subscription made with a future
+    each message as `set_result(msg)`, inside its read of the socket (an old-style request's
+    answer, which sets a future once; this one takes every message), so the listener runs in
+    that read. A subscription with a callback queues each message for a task of its own, one
+    more loop turn (and a queue) between the read and the listener: 0.11 ms of the cross-replica
+    wake-up at p50 (docs/benchmarks.md, "Wake (issue Q, session 23)")."""
+
+    def __init__(self, name: str, on_message: Listener) -> None:
+        super().__init__()
+        self._name = name
+        self._on_message = on_message
+
+    def set_result(self, msg: Msg, /) -> None:
+        try:
+            self._on_message(msg.subject, msg.data)
+        except Exception:
+            log.warning("bus: listener %s failed on a message", self._name, exc_info=True)
+
+
 class _Listening:
     """A `Bus.listen` subscription, stopped as a broker subscriber is (`Consuming.stop`)."""
 
@@ -169,7 +189,7 @@ class Bus:
 
     async def listen(self, consumer: Consumer, on_message: Listener, *, no_echo: bool = False) -> Consuming:
         """Run `on_message(subject, payload)` for every message of a core NATS consumer (no
-        stream, nothing to ack), straight from nats-py's subscription callback, without
+        stream, nothing to ack), inside nats-py's read of the socket (`_EachMessage`), without
         FastStream's per-message pipeline (its parser, subject matching, middlewares and context:
         ~90 us of CPU and 0.3-0.4 ms of a wake-up's latency on a busy loop, docs/benchmarks.md
         "Wake (issue Q, session 20)"). For a latency path whose handler is a quick synchronous
@@ -178,16 +198,8 @@ class Bus:
         connection, so what was published there never reaches it."""
         if consumer.stream is not None:
             raise ValueError(f"consumer {consumer.name}: a listener reads core NATS, not a stream")
-        name = consumer.name
-
-        async def call(msg: Msg) -> None:
-            try:
-                on_message(msg.subject, msg.data)
-            except Exception:
-                log.warning("bus: listener %s failed on a message", name, exc_info=True)
-
         nc = await self.quiet() if no_echo else self.nc
-        sub = await nc.subscribe(consumer.subject, queue=consumer.queue, cb=call)
+        sub = await nc.subscribe(consumer.subject, queue=consumer.queue, future=_EachMessage(consumer.name, on_message))
         return Consuming(consumer, _Listening(sub))
 
     async def ping(self) -> None:
