@@ -35,8 +35,13 @@ STEPS = (
     ("claim's state write (JetStream answer)", "claim_write", "claim_written"),
     ("claim written -> pull answered", "claim_written", "pull_out"),
     ("out: pull answered -> client has it", "pull_out", "pull_answered"),
+    ("  of it: pull answered (handler) -> the chain answers", "pull_out", "pull_chain_out"),
+    ("  of it: the chain answers -> client has it", "pull_chain_out", "pull_answered"),
     ("create answered (handler) -> the chain answers", "create_out", "chain_out"),
     ("create answered (chain) -> client has it", "chain_out", "create_answered"),
+    ("the create's write -> the projector publishes its event", "create_written", "proj_create"),
+    ("the claim's write -> the projector publishes its event", "claim_written", "proj_claim"),
+    ("the client has the pull's answer -> the projector publishes the create's event", "pull_answered", "proj_create"),
     ("create's round trip (client)", "sent", "create_answered"),
     ("wake (client): create sent -> pull answered", "sent", "pull_answered"),
 )
@@ -74,6 +79,9 @@ class WakeTrace:
             stamp(title, "chain_in")
             out = await call(op, inner, request, md, validated, **kw)
             stamp(title, "chain_out")
+            if op.name == "task.pull":
+                for task in out.tasks:
+                    stamp(str(task.title), "pull_chain_out")
             return out
 
         chain.call = traced_call
@@ -127,11 +135,24 @@ class WakeTrace:
                 stamp(row.title, "pull_out")
             return rows
 
+        publisher = plane.projector.publisher
+        publish_all = publisher.publish_all
+
+        async def traced_publish_all(events: list[Any], wait: float = 5.0) -> list[int]:
+            # The projector's work on a write (whichever replica runs it), told by its first step.
+            for e in events:
+                step = {"todo": "proj_create", "in_progress": "proj_claim"}.get(str(e.get("status")))
+                if step:
+                    stamp(str(e.get("title") or ""), step)
+            seqs: list[int] = await publish_all(events, wait)
+            return seqs
+
         for obj, name, traced in (
             (posting, "create", traced_create),
             (truth, "write", traced_write),
             (hub, "_publish", traced_publish),
             (working, "pull", traced_pull),
+            (publisher, "publish_all", traced_publish_all),
         ):
             wrap(obj, name, traced)
         from loom_tasks.service.wake import InboxQueue
