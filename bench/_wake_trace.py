@@ -42,7 +42,6 @@ STEPS = (
 )
 
 
-
 def wrap(obj: Any, name: str, traced: Any) -> None:
     """Put `traced` in place of `obj.name`. A slots dataclass has no instance dict, so its
     instance moves to a subclass (no new slots: the same layout) whose method calls `traced`."""
@@ -51,6 +50,7 @@ def wrap(obj: Any, name: str, traced: Any) -> None:
     except AttributeError:
         cls = type(obj)
         obj.__class__ = type(cls.__name__, (cls,), {"__slots__": (), name: lambda _self, *a, **k: traced(*a, **k)})
+
 
 class WakeTrace:
     def __init__(self) -> None:
@@ -127,7 +127,12 @@ class WakeTrace:
                 stamp(row.title, "pull_out")
             return rows
 
-        for obj, name, traced in ((posting, "create", traced_create), (truth, "write", traced_write), (hub, "_publish", traced_publish), (working, "pull", traced_pull)):
+        for obj, name, traced in (
+            (posting, "create", traced_create),
+            (truth, "write", traced_write),
+            (hub, "_publish", traced_publish),
+            (working, "pull", traced_pull),
+        ):
             wrap(obj, name, traced)
         from loom_tasks.service.wake import InboxQueue
 
