@@ -5,28 +5,23 @@ so it runs only while the index is there), and search answers the rows it answer
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 from loom_core.store import run_migrations
 from loom_core.store.embedded import EmbeddedStore
+from loom_decisions.service.rows import _BLANK
 from loom_decisions.store.memory import MemoryRow, MemoryStore
-from loom_decisions.store.schema import MEMORY_IDENTITY_DDL, migrations
+from loom_decisions.store.schema import migrations
 
 DROP = "memory_vectors.drop embedding_hnsw"
-# memory_vectors as the plane created it before session 23 (its vector width 4 here).
-OLD_MEMORY_VECTORS = f"""
-    CREATE TABLE IF NOT EXISTS {{db}}.memory_vectors (
-        {MEMORY_IDENTITY_DDL},
-        version UInt64,
-        memory_type LowCardinality(String),
-        tags Array(String),
-        live UInt8,
-        embedding Array(Float32),
-        INDEX embedding_hnsw embedding TYPE vector_similarity('hnsw', 'cosineDistance', 4) GRANULARITY 100000000
-    ) ENGINE = ReplacingMergeTree(version)
-    ORDER BY (org, namespace, key, agent, user, session)"""
+# memory_vectors as the plane created it before session 23: today's table with the index (width 4 here).
+OLD_MEMORY_VECTORS = next(m.sql for m in migrations() if m.name == "memory_vectors").replace(
+    "embedding Array(Float32)",
+    "embedding Array(Float32),\nINDEX embedding_hnsw embedding TYPE vector_similarity('hnsw', 'cosineDistance', 4) GRANULARITY 100000000",
+)
 ORG, NS = "org-hnsw", "ns-hnsw"
 
 
@@ -56,28 +51,15 @@ async def old_db(store: EmbeddedStore) -> AsyncIterator[EmbeddedStore]:
 
 
 def row(key: str, version: int, status: str = "active") -> MemoryRow:
-    return MemoryRow(
+    return dataclasses.replace(
+        _BLANK,
         key=key,
         agent="planner",
-        user="",
-        session="",
         memory_id=key,
         version=version,
         value=f"{key} v{version}",
-        value_hash="",
         memory_type="decision",
-        tags=(),
-        pinned=False,
-        attested_hash="",
         status=status,
-        conflicts=(),
-        reinforcements=0,
-        files=(),
-        source_resource_id="",
-        source_class="",
-        op="set",
-        actor="planner",
-        run_id="",
         ts="2026-12-05 00:00:00.000000",
     )
 
