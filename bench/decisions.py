@@ -1,7 +1,7 @@
 """decision.precedents latency with 10^5 decisions in one namespace, beside an exact NumPy cosine
 top-25 over the same vectors in the same run, and the recall of our results against it.
 
-    .venv/bin/python bench/decisions.py [-n 100000] [--queries 200] [--no-index] [--modes ...] [--sweep] [--json]
+    .venv/bin/python bench/decisions.py [-n 100000] [--queries 200] [--modes ...] [--sweep] [--json]
 
 The corpus (`--corpus`): `composed` (the default) is decision statements as `decision.record`
 words them, with MiniLM vectors composed from the local model's embeddings of their sentence
@@ -13,9 +13,9 @@ stored ones (near-random 384-d vectors: the worst case for a graph search, unlik
 They are written straight into the plane's tables (memory_rows, which fills memory_vectors
 through its view, and decision_records) through Parquet. Modes:
 
-- exact: cosineDistance over the namespace's rows in ClickHouse (skip indexes off), the path a
-  namespace takes while its cache warms;
-- hnsw: ClickHouse's vector_similarity HNSW index (post-filtered, with the exact fallback);
+- exact: cosineDistance over the namespace's rows in ClickHouse, the path a namespace takes
+  while its cache warms (memory_vectors has no vector index since session 23; bench/ch_vector_index.py
+  measures ClickHouse's);
 - cache-exact / cache-hnsw: the process-local cache of the namespace (service/vector_index.py),
   built from the store here (its build time and the process's RSS growth are printed), searched
   by a cosine scan of its in-memory matrix or by its usearch HNSW graph; precedents serves the
@@ -29,8 +29,7 @@ through its view, and decision_records) through Parquet. Modes:
 
 Baseline: NumPy `M @ q` + argpartition over the same float32 matrix, in this process.
 
-`--no-index` drops ClickHouse's HNSW index before loading and skips the hnsw mode: building it
-over 10^5 vectors is what takes long on a loaded machine. `--sweep` times usearch graphs over the
+`--sweep` times usearch graphs over the
 corpus straight from NumPy (no store) across connectivity and search widths: build time,
 search p50/p99 and recall@25. `--ann-only N` does the same at the cache's setting for N vectors (the
 10^6 figure); `--dtypes`, `--ef-add` and `--widths` vary the graph, `--keep DIR` saves it and
@@ -190,12 +189,10 @@ class QueryVector:
         return None
 
 
-ALL_MODES = ("exact", "hnsw", "cache-exact", "cache-hnsw", "rest")
+ALL_MODES = ("exact", "cache-exact", "cache-hnsw", "rest")
 
 
-async def run(
-    kind: str, n: int, queries: int, seed: int, index: bool = True, only: Sequence[str] = ALL_MODES, model: bool = True
-) -> dict[str, Any]:
+async def run(kind: str, n: int, queries: int, seed: int, only: Sequence[str] = ALL_MODES, model: bool = True) -> dict[str, Any]:
     from loom_core.embedding import LocalModel
     from loom_core.store import run_migrations
     from loom_core.store.embedded import EmbeddedStore
@@ -217,22 +214,18 @@ async def run(
         import decision_corpus
 
         out["fidelity"] = decision_corpus.fidelity(min(n, 2000), seed)
-    in_process = [m for m in ("exact", "hnsw", "cache-exact", "cache-hnsw") if m in only and (index or m != "hnsw")]
+    in_process = [m for m in ("exact", "cache-exact", "cache-hnsw") if m in only]
     if in_process:
         tmp = Path(tempfile.mkdtemp(prefix="loom-bench-decisions-"))
         store = EmbeddedStore.open(tmp / "chdb", "loom_bench")
-        await run_migrations(store, migrations(DIMS))
-        if not index:
-            await store.execute("ALTER TABLE {db}.memory_vectors DROP INDEX embedding_hnsw")
+        await run_migrations(store, migrations())
         out["load_seconds"] = round(await load(store, docs, texts, tmp), 1)
         ctx = SimpleNamespace(org=ORG, namespace=NS)
-        modes = {"exact": (10**12, 0), "hnsw": (1, 0), "cache-exact": (10**12, 1), "cache-hnsw": (10**12, 1)}
         for mode in in_process:
-            min_rows, cache_rows = modes[mode]
+            cache_rows = 0 if mode == "exact" else 1
             # The floor off: recall is measured against the exact top 25, however far.
             settings = DecisionsSettings(
                 memory_exposure_ledger_enabled=False,
-                memory_vector_index_min_rows=min_rows,
                 memory_vector_cache_min_rows=cache_rows,
                 memory_vector_cache_search="hnsw" if mode == "cache-hnsw" else "exact",
                 decision_precedents_min_similarity=-1.0,
@@ -479,7 +472,6 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_corpus_arguments(ap)
     ap.add_argument("--corpus", choices=("composed", "synthetic"), default="composed")
-    ap.add_argument("--no-index", action="store_true")
     ap.add_argument("--no-model", action="store_true")
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--ann-only", type=int, default=0)
@@ -496,7 +488,7 @@ def main() -> int:
     load_before = os.getloadavg()
     modes = [m for m in a.modes.split(",") if m]
     dtypes = a.dtypes.split(",") if a.dtypes else [GRAPH_DTYPE]
-    r = asyncio.run(run(a.corpus, a.n, a.queries, a.seed, index=not a.no_index, only=modes, model=not a.no_model))
+    r = asyncio.run(run(a.corpus, a.n, a.queries, a.seed, only=modes, model=not a.no_model))
     graphs: list[dict[str, Any]] = []
     if a.sweep or a.ann_only:
         for size in [a.n] if a.sweep else []:

@@ -202,9 +202,7 @@ async def test_key_returning_reads_record_exposures_under_the_calls_run(desk: De
 
 @pytest.fixture(scope="module")
 async def quiet_stack(stack: Instance, data_dir: Path, store: EmbeddedStore, nats_server: NatsServer) -> AsyncIterator[Instance]:
-    inst = await start_policy_instance(
-        data_dir, store, nats_server, "decisions-no-exposures", memory_exposure_ledger_enabled=False, memory_vector_index_min_rows=1
-    )
+    inst = await start_policy_instance(data_dir, store, nats_server, "decisions-no-exposures", memory_exposure_ledger_enabled=False)
     yield inst
     await inst.stop()
 
@@ -220,8 +218,8 @@ async def test_with_the_exposure_ledger_off_reads_record_none(quiet_stack: Insta
     assert await exposures_of(quiet_stack, t.org, run) == []
 
 
-async def test_search_through_the_vector_index_keeps_only_each_rows_newest_version(quiet_stack: Instance) -> None:
-    t = await new_tenant(quiet_stack)  # memory_vector_index_min_rows=1: every search asks the HNSW index first
+async def test_search_keeps_only_each_rows_newest_version(quiet_stack: Instance) -> None:
+    t = await new_tenant(quiet_stack)  # memory_vectors holds both versions of the key until a merge
     async with t.client(**{"X-Loom-Agent": "planner"}) as c:
         api = Api(c, "planner")
         await api.ok("decision.record", **STORAGE)

@@ -45,5 +45,5 @@ async def test_a_row_appended_by_the_store_reaches_search_through_the_view(desk:
     (row,) = [r for r in await mem.live_heads(org, ns, memory_type="decision") if r.key == key]
     vector = [1.0] + [0.0] * 383
     await mem.append(org, ns, [(dataclasses.replace(row, version=row.version + 1), vector)])
-    found = await mem.search(org, ns, vector, memory_type="decision", limit=1, index_min_rows=0)
+    found = await mem.search(org, ns, vector, memory_type="decision", limit=1)
     assert [(r.key, r.version, round(score, 5)) for r, score in found] == [(key, row.version + 1, 1.0)]

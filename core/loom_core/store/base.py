@@ -55,11 +55,16 @@ async def query_as(store: Store, row: type[Row], sql: str, params: Mapping[str, 
 
 @dataclass(frozen=True, slots=True)
 class Migration:
-    """An idempotent statement (CREATE … IF NOT EXISTS, ALTER … ADD COLUMN IF NOT EXISTS)."""
+    """An idempotent statement (CREATE … IF NOT EXISTS, ALTER … ADD COLUMN IF NOT EXISTS).
+
+    `only_if`, a SELECT: the statement runs only when it returns a row, for one that would cost
+    something at every start with nothing to do (an `ALTER … DROP INDEX IF EXISTS` is a mutation
+    of every part even when the index is gone)."""
 
     plane: str
     name: str
     sql: str
+    only_if: str = ""
 
 
 async def run_migrations(store: Store, migrations: Sequence[Migration]) -> None:
@@ -69,6 +74,8 @@ async def run_migrations(store: Store, migrations: Sequence[Migration]) -> None:
     cluster = str(getattr(store, "cluster", ""))
     await store.execute(on_cluster("CREATE DATABASE IF NOT EXISTS {db}", cluster))
     for m in migrations:
+        if m.only_if and not await store.query(m.only_if):
+            continue
         await store.execute(on_cluster(m.sql, cluster))
 
 

@@ -50,7 +50,7 @@ class DecisionsPlane:
     def __init__(self, runtime: Runtime) -> None:
         s = runtime.settings.plane(DecisionsSettings)
         self.runtime = runtime
-        self.migrations: Sequence[Migration] = migrations(s.embedding_dimensions)
+        self.migrations: Sequence[Migration] = migrations()
         self.catalog = runtime.catalog
         self.embedder: Embedder = build_embedder(s)
         self.rows = Rows(Deps(settings=s, store=runtime.store, leases=runtime.leases, exposures=runtime, embedder=self.embedder))

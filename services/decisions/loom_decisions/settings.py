@@ -56,10 +56,6 @@ class DecisionsSettings(PlaneSettings):
         0.20,
         description="decision.precedents returns no decision less similar (cosine) to the query than this; chosen on the help evaluation set, where unrelated questions' best matches stay under 0.19.",
     )
-    memory_vector_index_min_rows: int = Field(
-        20000,
-        description="A namespace with at least this many live rows is searched through the HNSW vector index (approximate); a smaller one by exact cosine over its rows.",
-    )
     memory_for_file_max_chars: int = Field(
         6000,
         description="The ceiling of memory.for_file's block in characters: a row that would pass it is named (its key), not shown.",

@@ -101,15 +101,8 @@ class BlockOps:
         tags = [CATEGORY_TAG_PREFIX + category] if category else []
         if query.strip():
             vec = await self.r.d.embedder.embed_query(excerpt(query))
-            hits = await self.mem.search(
-                org,
-                ns,
-                vec,
-                memory_type="decision",
-                tags=tags,
-                limit=PACK_CANDIDATES,
-                index_min_rows=self.r.d.settings.memory_vector_index_min_rows,
-            )
+            # The vector cache for a large namespace (each hit checked against the store), else exact.
+            hits = await self.r.vectors.nearest(org, ns, vec, memory_type="decision", tags=tags, limit=PACK_CANDIDATES)
             # Scores rounded so float noise between embedding batches cannot reorder a tie; the key breaks it.
             rows = [r for r, _ in sorted(hits, key=lambda rs: (-round(rs[1], 6), rs[0].key))]
         else:

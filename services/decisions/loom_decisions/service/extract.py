@@ -386,13 +386,8 @@ class Extractor:
             scenario=c.scenario, outcome=c.outcome, reasoning=c.reasoning(), alternatives=c.alternatives(), stage=c.stage
         ).statement()
         vec = await self.r.d.embedder.embed_one(excerpt(statement))
-        hits = await self.r.mem.search(
-            ctx.org,
-            ctx.namespace,
-            vec,
-            memory_type="decision",
-            limit=s.memory_decision_extract_restatement_top_k,
-            index_min_rows=s.memory_vector_index_min_rows,
+        hits = await self.r.vectors.nearest(
+            ctx.org, ctx.namespace, vec, memory_type="decision", limit=s.memory_decision_extract_restatement_top_k
         )
         for row, score in hits:
             if row.key != c.key and score >= s.decision_conflict_threshold and (row.pinned or row.attestation == "current"):

@@ -391,16 +391,7 @@ class Rows:
             if cached is not None:  # the cache's bound across replicas (see vector_index) holds for this check too
                 hits[i] = [(row.key, score) for row, score in cached[0]]
         rest = [i for i, h in enumerate(hits) if h is None]
-        if rest and s.memory_vector_index_min_rows > 0 and await self.mem.live_count_cached(org, ns) >= s.memory_vector_index_min_rows:
-            searched = await asyncio.gather(
-                *(
-                    self.mem.search(org, ns, writes[i][1], memory_type="decision", limit=10, index_min_rows=s.memory_vector_index_min_rows)
-                    for i in rest
-                )
-            )
-            for i, found in zip(rest, searched, strict=True):
-                hits[i] = [(row.key, score) for row, score in found]
-        elif rest:  # exact, as search answers below the index threshold: one scan for every write of the round
+        if rest:  # exact, as search answers without a built cache: one scan for every write of the round
             scanned = await self.mem.nearest_decisions_exact_many((org, ns, 10), [[float(x) for x in writes[i][1]] for i in rest])
             for i, found_keys in zip(rest, scanned, strict=True):
                 hits[i] = found_keys

@@ -490,13 +490,10 @@ class VectorCache:
         self, org: str, ns: str, vector: Sequence[float], *, memory_type: str = "", tags: Sequence[str] = (), limit: int = 10
     ) -> list[tuple[MemoryRow, float]]:
         """Live rows nearest `vector` with their cosine: from the namespace's cache when it is
-        built (each checked against the store), else as the store searches (exact below its
-        index threshold)."""
+        built (each checked against the store), else by the store's exact scan."""
         space = await self._space(org, ns)
         if space is None:
-            return await self.mem.search(
-                org, ns, vector, memory_type=memory_type, tags=tags, limit=limit, index_min_rows=self.settings.memory_vector_index_min_rows
-            )
+            return await self.mem.search(org, ns, vector, memory_type=memory_type, tags=tags, limit=limit)
         q = np.asarray(vector, dtype=np.float32)
         found = space.search(q, limit, memory_type, tags)
         heads = [

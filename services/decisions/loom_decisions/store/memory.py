@@ -4,7 +4,6 @@ identity that memory.delete_version has not removed is the row."""
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -405,45 +404,34 @@ class MemoryStore:
         memory_type: str = "",
         tags: Sequence[str] = (),
         limit: int = 10,
-        index_min_rows: int = 20000,
     ) -> list[tuple[MemoryRow, float]]:
-        """Live rows nearest `vector` by cosine, with their similarity (1 - cosineDistance).
+        """Live rows nearest `vector` by exact cosine, with their similarity (1 - cosineDistance).
 
-        A namespace of fewer than `index_min_rows` live rows is searched exactly (the primary
-        key narrows the scan to the namespace; skip indexes off). A larger one asks the HNSW
-        index for candidates (post-filtered to the namespace): candidates that are not their
-        row's newest version are dropped and the index is asked for more; when the index
-        cannot fill `limit` (other namespaces crowd its candidates) the exact scan answers."""
+        The primary key narrows the scan to the namespace. Candidates that are not their row's
+        newest version (memory_vectors holds each version until a merge) are dropped and four
+        times as many asked for, until `limit` are found or the candidates run out. A namespace
+        large enough to need an ANN search is searched through the process's vector cache
+        (service/vector_index.py), which falls back to this while it warms."""
         where = _narrowed(Where("org = {org:String}", "namespace = {ns:String}", "live = 1", org=org, ns=ns), memory_type, tags)
         params = where.bind(q=[float(x) for x in vector])
         sql = (
             f"SELECT key, agent, user, session, version, cosineDistance(embedding, {{q:Array(Float32)}}) AS d "
             f"FROM {VECTORS} WHERE {where} ORDER BY d ASC LIMIT {{limit:UInt64}}"
         )
-
-        async def widening(setting: str, fetch: int, rounds: int | None) -> list[NearRow]:
-            """The current rows among `fetch` candidates, four times as many each next round, until
-            `limit` are found, the candidates run out or `rounds` rounds have run."""
-            for done in itertools.count(1):
-                params["limit"] = fetch
-                cands = await query_as(self.store, NearRow, f"{sql} SETTINGS {setting}", params)
-                found = await self._current_of(org, ns, cands)
-                if len(found) >= limit or len(cands) < fetch or done == rounds:
-                    break
-                fetch *= 4
-            return found
-
-        heads: list[NearRow] = []
-        if index_min_rows > 0 and await self.live_count_cached(org, ns) >= index_min_rows:
-            heads = await widening("vector_search_filter_strategy = 'postfilter'", max(limit * 4, 100), 3)
-        if len(heads) < limit:
-            heads = await widening("use_skip_indexes = 0", limit, None)
+        fetch = limit
+        while True:
+            params["limit"] = fetch
+            cands = await query_as(self.store, NearRow, sql, params)
+            heads = await self._current_of(org, ns, cands)
+            if len(heads) >= limit or len(cands) < fetch:
+                break
+            fetch *= 4
         return await self._with_rows(org, ns, heads[:limit])
 
     async def nearest_decisions_exact(self, org: str, ns: str, vector: Sequence[float], limit: int) -> list[tuple[str, float]]:
         """The keys of the live decision rows nearest `vector` by exact cosine, with their
-        similarity: what `search(memory_type="decision")` answers below the index threshold, for
-        the calls that arrive together in one scan of the namespace."""
+        similarity: what `search(memory_type="decision")` answers, for the calls that arrive
+        together in one scan of the namespace."""
         return await self._nearest_decisions.submit((org, ns, limit), [float(x) for x in vector])
 
     async def nearest_decisions_exact_many(self, where: tuple[str, str, int], vectors: list[list[float]]) -> list[list[tuple[str, float]]]:
@@ -458,7 +446,7 @@ class MemoryStore:
             "WITH {qs:Array(Array(Float32))} AS qs SELECT qi, key, cosineDistance(embedding, q) AS d "
             f"FROM {VECTORS} FINAL ARRAY JOIN qs AS q, arrayEnumerate(qs) AS qi "
             "WHERE org = {org:String} AND namespace = {ns:String} AND live = 1 AND memory_type = 'decision' "
-            "ORDER BY qi, d ASC LIMIT {limit:UInt64} BY qi SETTINGS use_skip_indexes = 0",
+            "ORDER BY qi, d ASC LIMIT {limit:UInt64} BY qi",
             {"org": org, "ns": ns, "qs": float32_text(vectors), "limit": limit},
         )
         out: list[list[tuple[str, float]]] = [[] for _ in vectors]

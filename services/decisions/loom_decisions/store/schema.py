@@ -3,8 +3,8 @@
 - memory_rows: every version of every memory row (a key under one writer identity), with the
   embedding of its excerpt (Array(Float32)); the newest version of an identity is the row.
 - memory_vectors: each row's versions for search (ReplacingMergeTree on version, so merges keep
-  the newest), with an HNSW vector_similarity index on cosineDistance; search asks the index for
-  candidates and keeps those that are still their row's newest version. Filled from memory_rows'
+  the newest), scanned exactly by cosineDistance (no vector index: a large namespace is searched
+  through each process's vector cache, service/vector_index.py). Filled from memory_rows'
   inserts by the materialized view memory_vectors_of_rows (one insert a write round, not two).
 - memory_version_deletes: versions removed by memory.delete_version.
 - decision_records: every version of each key's decision record (active | tombstoned).
@@ -31,8 +31,8 @@ MEMORY_IDENTITY_DDL = ",\n                ".join(
 )
 
 
-def migrations(dimensions: int = 384) -> list[Migration]:
-    """The tables; `dimensions` is the vector width the HNSW index is built for (LOOM_EMBEDDING_DIMENSIONS)."""
+def migrations() -> list[Migration]:
+    """The tables."""
     return [
         Migration(
             "decisions",
@@ -72,12 +72,20 @@ def migrations(dimensions: int = 384) -> list[Migration]:
                 memory_type LowCardinality(String),
                 tags Array(String),
                 live UInt8,
-                embedding Array(Float32),
-                INDEX embedding_hnsw embedding TYPE vector_similarity('hnsw', 'cosineDistance', """
-            + str(int(dimensions))
-            + """) GRANULARITY 100000000
+                embedding Array(Float32)
             ) ENGINE = ReplacingMergeTree(version)
             ORDER BY (org, namespace, key, agent, user, session)""",
+        ),
+        Migration(
+            "decisions",
+            "memory_vectors.drop embedding_hnsw",
+            # Tables created before session 23 carry ClickHouse's HNSW index (vector_similarity),
+            # which every insert built for its part and every merge rebuilt for the merged one
+            # (~1 ms of chDB CPU a record at 64 writers, ~20 ms one writer at a time:
+            # docs/benchmarks.md); no search asks it since the vector cache serves large namespaces.
+            "ALTER TABLE {db}.memory_vectors DROP INDEX IF EXISTS embedding_hnsw",
+            only_if="SELECT 1 FROM system.data_skipping_indices "
+            "WHERE database = '{db}' AND table = 'memory_vectors' AND name = 'embedding_hnsw'",
         ),
         Migration(
             "decisions",
