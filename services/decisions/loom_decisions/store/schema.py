@@ -79,7 +79,7 @@ def migrations() -> list[Migration]:
         Migration(
             "decisions",
             "memory_vectors.drop embedding_hnsw",
-            # Tables created before session 23 carry ClickHouse's HNSW index (vector_similarity),
+            # Tables an earlier Loom created carry ClickHouse's HNSW index (vector_similarity),
             # which every insert built for its part and every merge rebuilt for the merged one
             # (~1 ms of chDB CPU a record at 64 writers, ~20 ms one writer at a time:
             # docs/benchmarks.md); no search asks it since the vector cache serves large namespaces.
