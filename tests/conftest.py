@@ -167,10 +167,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             items[:] = [i for i in items if i not in dropped]
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # On a worker (every worker sorts alike: the controller checks they collected the same
-        # list): slow tests without `stack` first, so the last work handed out is short; then the
-        # `stack` tests transport by transport, so each worker starts each transport's instances once.
+        # list): the slow modules that declare a longer timeout than the suite's for all their
+        # tests first, longest first (schemathesis, the longest test of all, then starts with the
+        # run instead of a third of the way in, where it could end last); then the other slow
+        # tests without `stack`, so the last work handed out is short; then the `stack` tests
+        # transport by transport, so each worker starts each transport's instances once (a long
+        # module on the first transport starts that worker's first-transport instance early).
+        # By the module's mark, not a test's: a module's tests stay together and in their order.
         order = {"": 3, **{t: n + 1 for n, t in enumerate(TRANSPORTS)}}
-        items.sort(key=lambda i: 0 if not transport_of(i) and i.get_closest_marker("slow") else order[transport_of(i)])
+        default_timeout = float(config.getini("timeout") or 0)
+
+        def rank(i: pytest.Item) -> tuple[int, float]:
+            slow, transport = i.get_closest_marker("slow") is not None, transport_of(i)
+            module = i.getparent(pytest.Module)
+            timeout = module.get_closest_marker("timeout") if module is not None else None
+            declared = float(timeout.args[0]) if timeout is not None and timeout.args else 0.0
+            if slow and transport in ("", TRANSPORTS[0]) and declared > default_timeout:
+                return -1, -declared
+            return (0 if slow and not transport else order[transport]), 0.0
+
+        items.sort(key=rank)
 
 
 @pytest.hookimpl(optionalhook=True)

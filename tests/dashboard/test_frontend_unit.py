@@ -1,5 +1,7 @@
 """The dashboard's own checks, from the README's test command: TypeScript strict over the app
-and the SDK core (`npm run typecheck`), and its component tests under Vitest (`npm test`: the
+and the SDK core (`npm run typecheck`: `tsc -b`, incremental, so after the install's build,
+which ran the same check, it rechecks only the sources changed since and re-reports any error
+it recorded), and its component tests under Vitest (`npm test`: the
 grouping by next step, the moves each group allows, the Markdown renderer, and the Ask AI
 panel's citation numbering, answer Markdown, labels, reasons, context line, storage expiry and
 asking again)."""
