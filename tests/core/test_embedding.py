@@ -3,18 +3,18 @@ loads, and a wrong file is a clear error naming the file and both digests."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 from loom_core import embedding
 from loom_core.embedding import MODEL_SHA256, TOKENIZER_SHA256, LocalModel, ModelFileError, local_model_files, sha256_of
+
+from tests.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -97,16 +97,8 @@ async def test_start_loading_loads_in_a_worker_thread_and_encodes_unit_vectors()
     assert float(vecs[0] @ vecs[1]) > 0.5
 
 
-def _derivation_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("derive_minilm_int8", REPO / "scripts" / "derive_minilm_int8.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_static_variant_calibrates_on_statements_and_passages_never_on_the_evaluation_texts() -> None:
-    derive = _derivation_script()
+    derive = load_script("derive_minilm_int8")
     texts = derive.calibration_texts()
     import decision_corpus  # the script put bench/ on sys.path
 
@@ -117,7 +109,7 @@ def test_the_static_variant_calibrates_on_statements_and_passages_never_on_the_e
 
 
 def test_the_static_variant_keeps_the_attention_and_feed_forward_output_matmuls_float(tmp_path: Path) -> None:
-    derive = _derivation_script()
+    derive = load_script("derive_minilm_int8")
     fp32 = tmp_path / "float.onnx"
     derive.float_graph(embedding.package_dir(derive.SOURCE_PACKAGE) / "model.onnx", fp32)
     kept = derive.float_matmuls(fp32)
