@@ -26,7 +26,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
@@ -241,12 +241,11 @@ class LiveHistory:
         if nc is None or not nc.is_connected:
             return
         for i in range(0, max(len(events), len(exposures)), FEED_BATCH):
-            # In this step, not a task's: nats-py's publish appends to the client's buffer and
-            # kicks its flusher without suspending, unless that buffer is over its limit.
-            task = _run_now(self._publish(nc, feed_payload(self.origin, events[i : i + FEED_BATCH], exposures[i : i + FEED_BATCH])))
-            if task is not None:
-                self._pending.add(task)
-                task.add_done_callback(self._pending.discard)
+            task = asyncio.ensure_future(
+                self._publish(nc, feed_payload(self.origin, events[i : i + FEED_BATCH], exposures[i : i + FEED_BATCH]))
+            )
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
 
     async def _publish(self, nc: Client, data: bytes) -> None:
         try:
@@ -420,36 +419,3 @@ class LiveHistory:
             if slot.shape.exposure_kinds and time.monotonic() - self._live_at.get(key, 0.0) > self.live_rows_ttl:
                 w.live_rows = await load_live_rows(self.store, *key)
                 self._live_at[key] = time.monotonic()
-
-
-def _run_now(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None] | None:
-    """Run `coro` in the current step until it first suspends (a task per feed batch cost a
-    gated call a task and a loop step of its own when calls come one at a time): None when it
-    finished, else the task that finishes it."""
-    try:
-        waiting = coro.send(None)
-    except StopIteration:
-        return None
-    return asyncio.ensure_future(_resume(coro, waiting))
-
-
-async def _resume(coro: Coroutine[Any, Any, None], waiting: Any) -> None:
-    """Go on with a coroutine suspended on `waiting` (what it yielded: a future, or None for a
-    bare yield), as a task would: resumed once that is done, a cancellation thrown into it."""
-    while True:
-        try:
-            if waiting is None:
-                await asyncio.sleep(0)
-            else:
-                # The coroutine reads the future's result (or its exception) itself when resumed.
-                await asyncio.wait([waiting])
-        except asyncio.CancelledError as exc:
-            try:
-                waiting = coro.throw(exc)
-            except StopIteration:
-                return
-            continue
-        try:
-            waiting = coro.send(None)
-        except StopIteration:
-            return
