@@ -18,8 +18,7 @@ def test_placeholders_are_bound_and_quoted_or_commented_braces_are_left_alone() 
 def test_a_placeholder_type_with_quoted_braces_and_commas_is_read_whole() -> None:
     sql = "SELECT {e:Enum8('a}' = 1, 'b,' = 2)} AS e, {t:Tuple(a String, b Array(UInt8))} AS t"
     assert bind_params(sql, {"e": "a}", "t": {"a": "x,y", "b": [1, 2]}}) == (
-        "SELECT _CAST('a}', 'Enum8(\\'a}\\' = 1, \\'b,\\' = 2)') AS e,"
-        " _CAST(tuple('x,y', [1, 2]), 'Tuple(a String, b Array(UInt8))') AS t"
+        "SELECT _CAST('a}', 'Enum8(\\'a}\\' = 1, \\'b,\\' = 2)') AS e, _CAST(tuple('x,y', [1, 2]), 'Tuple(a String, b Array(UInt8))') AS t"
     )
 
 
