@@ -26,7 +26,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, TypeVar
@@ -132,6 +132,13 @@ def _exposure_dedup(r: RingExposure) -> tuple[str, str, int, str, str]:
 
 def exposure_from_ring(r: RingExposure) -> Exposure:
     return Exposure(*r[2:])
+
+
+def _ring_rows(ring: Iterable[_Row], org: str, ns: str, since: int, subject: str | None) -> Iterator[_Row]:
+    """The ring's rows of a namespace (of one subject when named) since `since`."""
+    for r in ring:
+        if r[0] == org and r[1] == ns and (subject is None or r[3] == subject) and r[2] >= since:
+            yield r
 
 
 def _add_merged(
@@ -395,13 +402,9 @@ class LiveHistory:
             if len(batch) >= limit:
                 w.floor_us = max(w.floor_us, int(batch[-1]["t"]) + 1)
 
-        def mine(r: tuple[Any, ...]) -> bool:
-            return bool(r[0] == org and r[1] == ns and (subject is None or r[3] == subject) and r[2] >= since)
-
-        _add_merged(w.add_event, map(event_from_table, reversed(rows)), filter(mine, self._ring), _event_dedup, event_from_ring)
-        _add_merged(
-            w.add_exposure, map(exposure_from_table, reversed(xrows)), filter(mine, self._ring_x), _exposure_dedup, exposure_from_ring
-        )
+        ring, ring_x = _ring_rows(self._ring, org, ns, since, subject), _ring_rows(self._ring_x, org, ns, since, subject)
+        _add_merged(w.add_event, map(event_from_table, reversed(rows)), ring, _event_dedup, event_from_ring)
+        _add_merged(w.add_exposure, map(exposure_from_table, reversed(xrows)), ring_x, _exposure_dedup, exposure_from_ring)
         w.live_rows = live
         return w
 
