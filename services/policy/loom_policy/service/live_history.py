@@ -401,7 +401,6 @@ class LiveHistory:
         for batch in (rows, xrows):
             if len(batch) >= limit:
                 w.floor_us = max(w.floor_us, int(batch[-1]["t"]) + 1)
-
         ring, ring_x = _ring_rows(self._ring, org, ns, since, subject), _ring_rows(self._ring_x, org, ns, since, subject)
         _add_merged(w.add_event, map(event_from_table, reversed(rows)), ring, _event_dedup, event_from_ring)
         _add_merged(w.add_exposure, map(exposure_from_table, reversed(xrows)), ring_x, _exposure_dedup, exposure_from_ring)
