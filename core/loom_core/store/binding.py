@@ -29,12 +29,15 @@ import ipaddress
 import math
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 _PARAM_NAME = re.compile(r"\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*:")
+# Where a scan of SQL text stops: a quote or comment start (passed over whole), or a character
+# that binding, placeholders or type arguments act on.
+_SCAN_STOP = re.compile(r"""['"`/#{}()\[\],;-]""")
 _SIMPLE_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
 _INT_BITS = {f"{p}Int{b}": (p == "", b) for p in ("", "U") for b in (8, 16, 32, 64, 128, 256)}
 _FLOATS = {"Float32", "Float64", "BFloat16"}
@@ -59,12 +62,9 @@ class _Type:
 def _split_top(text: str) -> list[str]:
     """Split at top-level commas, respecting parentheses and quoted strings."""
     parts: list[str] = []
-    depth, start, i = 0, 0, 0
-    while i < len(text):
+    depth = start = 0
+    for i in _unquoted(text):
         c = text[i]
-        if c in "'\"`":
-            i = _skip_quoted(text, i)
-            continue
         if c in "([":
             depth += 1
         elif c in ")]":
@@ -72,7 +72,6 @@ def _split_top(text: str) -> list[str]:
         elif c == "," and depth == 0:
             parts.append(text[start:i].strip())
             start = i + 1
-        i += 1
     parts.append(text[start:].strip())
     return parts
 
@@ -159,12 +158,9 @@ def _placeholder(sql: str, i: int) -> tuple[str, str, int] | None:
     m = _PARAM_NAME.match(sql, i)
     if not m:
         return None
-    j, depth = m.end(), 0
-    while j < len(sql):
+    depth = 0
+    for j in _unquoted(sql, m.end()):
         c = sql[j]
-        if c in "'\"`":
-            j = _skip_quoted(sql, j)
-            continue
         if c == "(":
             depth += 1
         elif c == ")":
@@ -174,8 +170,24 @@ def _placeholder(sql: str, i: int) -> tuple[str, str, int] | None:
             return (m.group(1), type_text, j + 1) if type_text else None
         elif c in "{;" and depth == 0:
             return None
-        j += 1
     return None
+
+
+def _unquoted(sql: str, i: int = 0) -> Iterator[int]:
+    """The indexes, from i on, of the statement's brackets, braces, commas and semicolons outside
+    quoted strings, quoted identifiers and comments: the one scan of SQL text that binding,
+    placeholders and type arguments share (a search jumps over the characters between)."""
+    while (m := _SCAN_STOP.search(sql, i)) is not None:
+        i = m.start()
+        c = sql[i]
+        if c in "'\"`":
+            i = _skip_quoted(sql, i)
+        elif c in "-/#":
+            end = _skip_comment(sql, i)
+            i = end if end != i else i + 1
+        else:
+            yield i
+            i += 1
 
 
 def bind_params(sql: str, params: Mapping[str, Any] | None) -> str:
@@ -184,28 +196,19 @@ def bind_params(sql: str, params: Mapping[str, Any] | None) -> str:
         return sql
     params = params or {}
     out: list[str] = []
-    i = start = 0
-    while i < len(sql):
-        c = sql[i]
-        if c in "'\"`":
-            i = _skip_quoted(sql, i)
+    start = 0
+    for i in _unquoted(sql):
+        # A placeholder's own text (up to `start`) is passed over.
+        if i < start or sql[i] != "{":
             continue
-        if c in "-/#":
-            end = _skip_comment(sql, i)
-            if end != i:
-                i = end
-                continue
-        if c == "{":
-            ph = _placeholder(sql, i)
-            if ph is not None:
-                name, type_text, end = ph
-                if name not in params:
-                    raise _BindError(f"parameter {name} is not set")
-                out.append(sql[start:i])
-                out.append(render_literal(params[name], type_text, top=True, name=name))
-                i = start = end
-                continue
-        i += 1
+        ph = _placeholder(sql, i)
+        if ph is not None:
+            name, type_text, end = ph
+            if name not in params:
+                raise _BindError(f"parameter {name} is not set")
+            out.append(sql[start:i])
+            out.append(render_literal(params[name], type_text, top=True, name=name))
+            start = end
     out.append(sql[start:])
     return "".join(out)
 

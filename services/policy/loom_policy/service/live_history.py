@@ -26,10 +26,10 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from loom_core.aio import every
@@ -60,6 +60,8 @@ NsKey = tuple[str, str]
 # (org, namespace, ts, subject, agent, user, session, op, ok, request_id, name1, value1, ...)
 RingEvent = tuple[Any, ...]
 RingExposure = tuple[str, str, int, str, str, str, str, str, str, str, str]
+_Item = TypeVar("_Item", Event, Exposure)
+_Row = TypeVar("_Row", RingEvent, RingExposure)
 
 
 def now_us() -> int:
@@ -126,6 +128,35 @@ def event_from_ring(r: RingEvent) -> Event:
 
 def _exposure_dedup(r: RingExposure) -> tuple[str, str, int, str, str]:
     return (r[10], r[7], r[2], r[8], r[9])  # as Exposure.dedup
+
+
+def exposure_from_ring(r: RingExposure) -> Exposure:
+    return Exposure(*r[2:])
+
+
+def _ring_rows(ring: Iterable[_Row], org: str, ns: str, since: int, subject: str | None) -> Iterator[_Row]:
+    """The ring's rows of a namespace (of one subject when named) since `since`."""
+    for r in ring:
+        if r[0] == org and r[1] == ns and (subject is None or r[3] == subject) and r[2] >= since:
+            yield r
+
+
+def _add_merged(
+    add: Callable[[_Item], None],
+    table: Iterable[_Item],
+    ring: Iterable[_Row],
+    ring_dedup: Callable[[_Row], Hashable],
+    from_ring: Callable[[_Row], _Item],
+) -> None:
+    """Adds the table's items, then the ring's rows the table does not hold: a row is in the
+    ring from the instant it is recorded and lands in the table later, so both may hold it."""
+    seen: set[Hashable] = set()
+    for item in table:
+        seen.add(item.dedup)
+        add(item)
+    for r in ring:
+        if ring_dedup(r) not in seen:
+            add(from_ring(r))
 
 
 def feed_payload(origin: str, events: list[list[Any]], exposures: list[list[Any]]) -> bytes:
@@ -370,28 +401,9 @@ class LiveHistory:
         for batch in (rows, xrows):
             if len(batch) >= limit:
                 w.floor_us = max(w.floor_us, int(batch[-1]["t"]) + 1)
-        seen: set[Any] = set()
-        for r in reversed(rows):
-            ev = event_from_table(r)
-            seen.add(ev.dedup)
-            w.add_event(ev)
-        for r in self._ring:
-            if r[0] == org and r[1] == ns and (subject is None or r[3] == subject) and r[2] >= since and _event_dedup(r) not in seen:
-                w.add_event(event_from_ring(r))
-        seen_x: set[Any] = set()
-        for r in reversed(xrows):
-            x = exposure_from_table(r)
-            seen_x.add(x.dedup)
-            w.add_exposure(x)
-        for rx in self._ring_x:
-            if (
-                rx[0] == org
-                and rx[1] == ns
-                and (subject is None or rx[3] == subject)
-                and rx[2] >= since
-                and _exposure_dedup(rx) not in seen_x
-            ):
-                w.add_exposure(Exposure(*rx[2:]))
+        ring, ring_x = _ring_rows(self._ring, org, ns, since, subject), _ring_rows(self._ring_x, org, ns, since, subject)
+        _add_merged(w.add_event, map(event_from_table, reversed(rows)), ring, _event_dedup, event_from_ring)
+        _add_merged(w.add_exposure, map(exposure_from_table, reversed(xrows)), ring_x, _exposure_dedup, exposure_from_ring)
         w.live_rows = live
         return w
 
