@@ -63,13 +63,16 @@ _current_transport = [TRANSPORTS[0]]
 
 
 def make_settings(data_dir: Path, **overrides: object) -> Settings:
+    """The settings of a test instance. Its ledger keeps production's pacing (`Settings`' default
+    `ledger_flush_interval_seconds`: each chDB insert has a fixed cost, and a busy stack at a
+    shorter interval inserts many times more often), so a test that reads its calls' rows from
+    `loom.agent_events` writes them first with `await runtime.ledger.flush()`."""
     base: dict[str, object] = {
         "gateway_transport": _current_transport[0],
         "data_dir": data_dir,
         "jwt_secret": TEST_SECRET,
         "clickhouse_database": "loom_test",
         "http_port": 0,
-        "ledger_flush_interval_seconds": 0.05,
         "grant_cache_ttl_seconds": 5.0,
     }
     base.update(overrides)

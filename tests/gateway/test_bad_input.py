@@ -66,7 +66,7 @@ async def test_a_brief_nested_past_the_limit_is_refused_and_nothing_is_written(t
             r = await c.post("/v1/task.create", content=brief_nested(levels), headers={"X-Loom-Run-Id": run})
             err = error_of(r, 400, "REQUEST_TOO_DEEP")
             assert err["retryable"] is False
-            rows = await ledger_rows(stack.runtime.store, run)
+            rows = await ledger_rows(stack, run)
             assert [(row["op"], row["ok"], row["error_code"], row["org"]) for row in rows] == [
                 ("task.create", False, "REQUEST_TOO_DEEP", tenant.org)
             ]
@@ -92,7 +92,7 @@ async def test_a_number_json_cannot_carry_is_a_422_not_retryable_with_a_ledger_r
         err = error_of(r, 422, "VALIDATION_FAILED")
         assert err["retryable"] is False and number in str(err["message"])
         assert (await call(c, "task.list", inbox="n-box")).json()["tasks"] == []
-    rows = await ledger_rows(stack.runtime.store, run, expect=3)
+    rows = await ledger_rows(stack, run, expect=3)
     assert [(row["op"], row["ok"], row["error_code"]) for row in rows if row["op"] == "task.create"] == [
         ("task.create", False, "VALIDATION_FAILED")
     ]

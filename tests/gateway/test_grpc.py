@@ -52,6 +52,7 @@ def error_info(exc: grpc.aio.AioRpcError) -> tuple[str, dict[str, Any]]:
 async def ledger_rows(stack: Instance, run_id: str, within: float = 3.0) -> list[dict[str, Any]]:
     deadline = asyncio.get_running_loop().time() + within
     while True:
+        await stack.runtime.ledger.flush()  # a batch already on its way is polled for
         rows = await stack.runtime.store.query("SELECT * FROM {db}.agent_events WHERE run_id = {run:String}", {"run": run_id})
         if rows or asyncio.get_running_loop().time() > deadline:
             return rows

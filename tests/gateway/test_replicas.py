@@ -132,6 +132,8 @@ async def test_calls_on_either_replica_are_ledgered_once(tenant: Tenant, stack: 
             assert (await call(c, "auth.whoami")).status_code == 200
 
     async def three_rows() -> bool:
+        for replica in (stack, replica_b):
+            await replica.runtime.ledger.flush()
         rows = await stack.runtime.store.query("SELECT count() AS n FROM {db}.agent_events WHERE run_id = {run:String}", {"run": run})
         return int(rows[0]["n"]) >= 3
 

@@ -36,7 +36,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from loom_core.settings import Settings
 from loom_runner.embedded import Instance
 
 from tests.conftest import Tenant
@@ -88,15 +87,6 @@ async def test_schemathesis_checks_all_pass_on_every_op(stack: Instance, tenant:
                 'checks.not_a_server_error.expected-statuses = ["2xx", "3xx", "4xx", "503"]\n'
             )
     (tmp_path / "schemathesis.toml").write_text(config)
-    # The suite's instances write their ledger batches every 0.05 s, so a test reads its calls'
-    # rows at once; for the ~10,000 calls here that was ~4,000 chDB inserts (each a part to write
-    # and merge, whatever its rows). The run keeps production's pacing instead, as a deployed
-    # gateway would; no check reads the ledger's timing.
-    ledger = stack.runtime.ledger
-    saved, ledger.flush_interval = ledger.flush_interval, Settings.model_fields["ledger_flush_interval_seconds"].default
-    try:
-        # Run in a temp dir: schemathesis keeps a cache of past failures in its working directory.
-        code, out = await schemathesis(stack.base_url, tenant.token, tenant.namespace, cwd=tmp_path)
-    finally:
-        ledger.flush_interval = saved
+    # Run in a temp dir: schemathesis keeps a cache of past failures in its working directory.
+    code, out = await schemathesis(stack.base_url, tenant.token, tenant.namespace, cwd=tmp_path)
     assert code == 0, failures(out)

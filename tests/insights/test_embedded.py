@@ -9,16 +9,16 @@ import uuid
 from typing import Any
 
 import httpx
-from loom_core.store import Store
 from loom_insights.domain.entities import REVISION
 from loom_runner.embedded import Instance
 
 from tests.conftest import Tenant, call
 
 
-async def _ledger(store: Store, run_id: str) -> list[dict[str, Any]]:
+async def _ledger(stack: Instance, run_id: str) -> list[dict[str, Any]]:
     for _ in range(100):
-        rows = await store.query("SELECT * FROM {db}.agent_events WHERE run_id = {run:String}", {"run": run_id})
+        await stack.runtime.ledger.flush()  # a batch already on its way is polled for
+        rows = await stack.runtime.store.query("SELECT * FROM {db}.agent_events WHERE run_id = {run:String}", {"run": run_id})
         if rows:
             return rows
         await asyncio.sleep(0.05)
@@ -34,7 +34,7 @@ async def test_query_on_the_embedded_store_answers_analysis_unavailable_naming_t
     err = r.json()["error"]
     assert err["code"] == "ANALYSIS_UNAVAILABLE"
     assert "ClickHouse server" in err["detail"]["reason"]
-    rows = await _ledger(stack.runtime.store, run)
+    rows = await _ledger(stack, run)
     assert len(rows) == 1
     row = rows[0]
     assert row["op"] == "insights.query" and row["error_code"] == "ANALYSIS_UNAVAILABLE"

@@ -459,4 +459,5 @@ async def test_calls_not_yet_in_the_table_when_a_rule_is_set_still_count(enforce
 
 
 async def _landed(inst: Instance, tenant: Tenant) -> bool:
+    await inst.runtime.ledger.flush()
     return await ledger_rows(inst, tenant, "grants.list") >= 1

@@ -19,6 +19,7 @@ def rule(name: str = "third-list", **over: Any) -> dict[str, Any]:
 
 
 async def recorded(stack: Instance, tenant: Tenant, n: int) -> bool:
+    await stack.runtime.ledger.flush()
     rows = await stack.runtime.store.query(
         "SELECT count() AS n FROM {db}.agent_events WHERE org = {org:String} AND op = 'grants.list'", {"org": tenant.org}
     )
@@ -84,6 +85,7 @@ async def test_replay_skips_calls_refused_before_the_gate_and_the_policy_ops(sta
         await refused(viewer, "grants.set", 403, "AUTH_INSUFFICIENT", subject="user:x", role="viewer")  # refused by its role
 
     async def landed() -> bool:
+        await stack.runtime.ledger.flush()
         rows = await stack.runtime.store.query(
             "SELECT count() AS n FROM {db}.agent_events WHERE org = {org:String} AND error_code = 'AUTH_INSUFFICIENT'", {"org": tenant.org}
         )
