@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 from loom_core.identity.tokens import Principal, TokenCodec, new_token_id
+from loom_gateway.identity import bootstrap_org
 from loom_runner.embedded import Instance
 
 from tests.conftest import TEST_SECRET, Tenant, call, unique
@@ -373,3 +374,16 @@ async def test_every_identity_timestamp_is_rfc3339_utc_with_z(tenant: Tenant) ->
         assert RFC3339_UTC.match(stamp), stamp
     # The namespace just created is stamped now, in UTC.
     assert before <= datetime.fromisoformat(created.replace("Z", "+00:00")) <= datetime.now(UTC) + timedelta(seconds=5)
+
+
+async def test_bootstrap_again_keeps_the_orgs_namespaces_and_adds_one_it_lacks(tenant: Tenant, stack: Instance) -> None:
+    identity, codec = stack.runtime.identity, stack.runtime.codec
+    first = await identity.get_namespace(tenant.org, tenant.namespace)
+    assert first is not None
+    token, _ = await bootstrap_org(identity, codec, tenant.org, tenant.namespace, 600)
+    assert await identity.get_namespace(tenant.org, tenant.namespace) == first  # not written again
+    other = unique("ns")
+    await bootstrap_org(identity, codec, tenant.org, other, 600)
+    assert [n["name"] for n in await identity.list_namespaces(tenant.org)] == sorted([tenant.namespace, other])
+    async with tenant.client(token) as c:
+        assert (await call(c, "auth.whoami")).status_code == 200

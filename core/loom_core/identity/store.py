@@ -91,10 +91,13 @@ class IdentityStore:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def ensure_org(self, org: str) -> None:
+    async def ensure_org(self, org: str) -> bool:
+        """Record the org once; True when this call created it."""
         rows = await self.store.query("SELECT org FROM {db}.orgs FINAL WHERE org = {org:String}", {"org": org})
-        if not rows:
-            await self.store.insert("{db}.orgs", [{"org": org, "created_at": ch_time(), "version": _version()}])
+        if rows:
+            return False
+        await self.store.insert("{db}.orgs", [{"org": org, "created_at": ch_time(), "version": _version()}])
+        return True
 
     async def get_namespace(self, org: str, name: str) -> NamespaceRow | None:
         rows = await query_as(
@@ -106,8 +109,10 @@ class IdentityStore:
         )
         return rows[0] if rows else None
 
-    async def create_namespace(self, org: str, name: str, description: str) -> tuple[NamespaceRow, bool]:
-        existing = await self.get_namespace(org, name)
+    async def create_namespace(self, org: str, name: str, description: str, *, new_org: bool = False) -> tuple[NamespaceRow, bool]:
+        """`new_org`: the caller has just created the org (`ensure_org` said so), which therefore
+        has no namespace yet: the lookup is left out."""
+        existing = None if new_org else await self.get_namespace(org, name)
         if existing:
             return existing, False
         created = NamespaceRow(name=name, description=description, created_at=ch_time())
