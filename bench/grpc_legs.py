@@ -8,15 +8,19 @@ its return and answers them. So "in" is client sent -> the handler runs (bench/t
 client has the answer ("out: pull answered -> client has it"). The client calls as bench/tasks.py's
 does (a default channel, the bench's metadata, a request of a create's size); the server is
 served as a plane is (`PlaneServer.start`'s options, `loom_runner`'s GRPC_EXPERIMENTS), with a
-pass-through interceptor (`--interceptor`) or without.
+pass-through interceptor (`--interceptor`) or without. `--raw` sends the same bytes over a bare
+asyncio TCP stream between the same two processes instead: the machine's own floor for one
+message each way after the same idle wait, which gRPC's legs stand on.
 
-    .venv/bin/python bench/grpc_legs.py [--calls 2000] [--interceptor] [--gap-ms 0]
+    .venv/bin/python bench/grpc_legs.py [--calls 2000] [--interceptor | --raw] [--gap-ms 0]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import functools
 import json
 import os
 import statistics
@@ -63,22 +67,50 @@ async def serve(interceptor: bool) -> None:
     await server.stop(0)
 
 
-async def client(port: int, calls: int, gap: float) -> None:
+async def serve_raw() -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                (size,) = struct.unpack("I", await reader.readexactly(4))
+                request = await reader.readexactly(size)
+                entered = time.perf_counter()
+                body = struct.pack("dd", entered, time.perf_counter()) + request[: max(0, len(request) - 16)]
+                writer.write(struct.pack("I", len(body)) + body)
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    print(json.dumps({"port": server.sockets[0].getsockname()[1]}), flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    server.close()
+
+
+async def raw_caller(port: int) -> Callable[[bytes], Awaitable[bytes]]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+
+    async def call(body: bytes) -> bytes:
+        writer.write(struct.pack("I", len(body)) + body)
+        (size,) = struct.unpack("I", await reader.readexactly(4))
+        return await reader.readexactly(size)
+
+    return call
+
+
+async def client(port: int, calls: int, gap: float, raw: bool) -> None:
     md = (("authorization", "Bearer " + "t" * 400), ("x-loom-namespace", "bench"), ("x-loom-agent", "bench"))
     body = b"x" * 160  # a CreateTaskRequest's size, about
     ins: list[float] = []
     outs: list[float] = []
     trips: list[float] = []
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
-        method: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = ch.unary_unary(METHOD)
+        unary: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = ch.unary_unary(METHOD)
+        method = (await raw_caller(port)) if raw else functools.partial(unary, metadata=md)
         for _ in range(200):
-            await method(body, metadata=md)
+            await method(body)
         t0 = os.times()
         for _ in range(calls):
             if gap:
                 await asyncio.sleep(gap)  # the wake round's idle wait before its create
             sent = time.perf_counter()
-            answer = await method(body, metadata=md)
+            answer = await method(body)
             got = time.perf_counter()
             entered, returned = struct.unpack("dd", answer[:16])
             ins.append(entered - sent)
@@ -99,7 +131,7 @@ async def client(port: int, calls: int, gap: float) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
-    serve_args = ["--serve"] + (["--interceptor"] if args.interceptor else [])
+    serve_args = ["--serve"] + (["--interceptor"] if args.interceptor else []) + (["--raw"] if args.raw else [])
     # The server on the gRPC stack `loom` runs (loom_runner's GRPC_EXPERIMENTS, which grpc reads
     # when first imported); the client on grpcio's defaults, as bench/tasks.py's client is.
     from loom_runner import GRPC_EXPERIMENTS
@@ -120,6 +152,7 @@ async def main(args: argparse.Namespace) -> None:
             str(args.calls),
             "--gap-ms",
             str(args.gap_ms),
+            *(["--raw"] if args.raw else []),
             stdout=asyncio.subprocess.PIPE,
         )
         out, _ = await proc.communicate()
@@ -130,7 +163,8 @@ async def main(args: argparse.Namespace) -> None:
         await server.wait()
     load = os.getloadavg()[0]
     print(
-        f"grpc.aio unary, two processes, uvloop, interceptor={'pass-through' if args.interceptor else 'none'}, gap {args.gap_ms} ms: "
+        ("bare TCP stream" if args.raw else f"grpc.aio unary, interceptor={'pass-through' if args.interceptor else 'none'}")
+        + f", two processes, uvloop, gap {args.gap_ms} ms: "
         f"in p50 {r['in_ms']:.3f} ms, out p50 {r['out_ms']:.3f} ms, round trip p50 {r['trip_ms']:.3f} ms, "
         f"client CPU {r['client_us']:.0f} us a call ({args.calls} calls; load {load:.1f})"
     )
@@ -141,12 +175,13 @@ if __name__ == "__main__":
     p.add_argument("--calls", type=int, default=2000)
     p.add_argument("--interceptor", action="store_true", help="serve behind a pass-through server interceptor")
     p.add_argument("--gap-ms", type=float, default=0.0, help="idle wait before each call (a wake round waits 30 ms)")
+    p.add_argument("--raw", action="store_true", help="the same bytes over a bare asyncio TCP stream: the machine's floor")
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--client", type=int, default=0, help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.serve:
-        uvloop.run(serve(a.interceptor))
+        uvloop.run(serve_raw() if a.raw else serve(a.interceptor))
     elif a.client:
-        uvloop.run(client(a.client, a.calls, a.gap_ms / 1000))
+        uvloop.run(client(a.client, a.calls, a.gap_ms / 1000, a.raw))
     else:
         uvloop.run(main(a))

@@ -126,10 +126,10 @@ class Child:
                     if line.startswith(b"{"):
                         return dict(json.loads(line))
         except TimeoutError:
-            raise AssertionError(f"the chaos child did not come up within {START_SECONDS:.0f} s: {self._tail()}") from None
-        raise AssertionError(f"the chaos child exited with {await self.proc.wait()}: {self._tail()}")
+            raise AssertionError(f"the chaos child did not come up within {START_SECONDS:.0f} s: {self.tail()}") from None
+        raise AssertionError(f"the chaos child exited with {await self.proc.wait()}: {self.tail()}")
 
-    def _tail(self) -> str:
+    def tail(self) -> str:
         with contextlib.suppress(OSError):
             return self.log.read_text(errors="replace")[-2000:]
         return "(no log)"
@@ -238,19 +238,31 @@ async def _run(child: Child) -> None:
             await child.kill()
             await child.start()
 
+    # What a run over its deadline reports: its progress every 10 s, so a stall is told from slowness.
+    trail: list[str] = []
+
+    async def progress() -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(finished.wait(), 10)
+                return
+            trail.append(f"{time.monotonic() - started:.0f}s: {len(acked_creates)}/{len(set(acked_done))}/{child.starts}")
+
     started = time.monotonic()
     # A TaskGroup: one task failing cancels the others, and the deadline bounds them all.
     try:
         async with asyncio.timeout(child.deadline.left("driving the run")), asyncio.TaskGroup() as tg:
             tg.create_task(create_all())
             tg.create_task(killer())
+            tg.create_task(progress())
             for _ in range(WORKERS):
                 tg.create_task(work())
     except TimeoutError:
         raise AssertionError(
             f"chaos run over its {RUN_SECONDS:.0f} s deadline: {len(acked_creates)} creates and"
             f" {len(set(acked_done))} completes acknowledged and {len(done_unacked)} found done after a lost answer"
-            f" of {TASKS}, {child.starts} starts"
+            f" of {TASKS}, {child.starts} starts; creates/completes acknowledged/starts every 10 s: {', '.join(trail)};"
+            f" the child's log ends: {child.tail()}"
         ) from None
     assert child.starts == KILLS + 1
     elapsed = time.monotonic() - started
