@@ -4,6 +4,7 @@ Each test gets its own org and namespace, so tests never see each other's rows."
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import os
@@ -14,6 +15,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import httpx._config
@@ -268,6 +270,22 @@ async def tenant(stack: Instance) -> Tenant:
     org, ns = unique("org"), unique("ns")
     token, _ = await bootstrap_org(stack.runtime.identity, stack.runtime.codec, org, ns, 3600)
     return Tenant(org, ns, token, stack.base_url)
+
+
+async def ledger_rows(stack: Instance, run_id: str, expect: int = 1, within: float = 3.0, flush: bool = True) -> list[dict[str, Any]]:
+    """The ledger rows filed under a run id, until `expect` arrive. With `flush` the ledger writes
+    what it holds first (a batch already on its way is polled for); without, the rows come at the
+    ledger's own pacing."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        if flush:
+            await stack.runtime.ledger.flush()
+        rows = await stack.runtime.store.query(
+            "SELECT *, toString(ts) AS ts_text FROM {db}.agent_events WHERE run_id = {run:String} ORDER BY ts", {"run": run_id}
+        )
+        if len(rows) >= expect or asyncio.get_running_loop().time() > deadline:
+            return rows
+        await asyncio.sleep(0.05)
 
 
 async def call(client: httpx.AsyncClient, op: str, **args: object) -> httpx.Response:

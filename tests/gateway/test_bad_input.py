@@ -15,8 +15,7 @@ from loom_core.json_limits import MAX_JSON_DEPTH
 from loom_gateway.limits import MAX_BODY_BYTES
 from loom_runner.embedded import Instance
 
-from tests.conftest import Tenant, call
-from tests.gateway.test_rest import ledger_rows
+from tests.conftest import Tenant, call, ledger_rows
 
 DEEP = 100_000
 RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")

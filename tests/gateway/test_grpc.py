@@ -4,7 +4,6 @@ ledgers the call."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -20,7 +19,7 @@ from loom_core.grpc_errors import from_rpc_error
 from loom_runner.embedded import Instance
 from prometheus_client import REGISTRY
 
-from tests.conftest import Tenant, unique
+from tests.conftest import Tenant, ledger_rows, unique
 
 
 @pytest.fixture
@@ -47,16 +46,6 @@ def error_info(exc: grpc.aio.AioRpcError) -> tuple[str, dict[str, Any]]:
     assert infos[0].domain == "loom"
     detail = json.loads(infos[0].metadata["detail"]) if "detail" in infos[0].metadata else {}
     return infos[0].reason, detail
-
-
-async def ledger_rows(stack: Instance, run_id: str, within: float = 3.0) -> list[dict[str, Any]]:
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        await stack.runtime.ledger.flush()  # a batch already on its way is polled for
-        rows = await stack.runtime.store.query("SELECT * FROM {db}.agent_events WHERE run_id = {run:String}", {"run": run_id})
-        if rows or asyncio.get_running_loop().time() > deadline:
-            return rows
-        await asyncio.sleep(0.05)
 
 
 async def test_whoami_over_grpc_answers_the_verified_subject(tenant: Tenant, identity_stub: identity_pb2_grpc.IdentityServiceStub) -> None:

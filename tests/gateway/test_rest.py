@@ -17,7 +17,7 @@ from loom_gateway.app import create_app
 from loom_runner.embedded import Instance, start_instance
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import Tenant, call, unique
+from tests.conftest import Tenant, call, ledger_rows, unique
 
 LEAKS = ("Traceback", 'File "', "DB::Exception", "chdb", "grpc", "_pb2", "Error(")
 
@@ -30,22 +30,6 @@ def error_of(r: httpx.Response, status: int, code: str) -> dict[str, Any]:
     for leak in LEAKS:
         assert leak not in r.text, f"{leak!r} leaked into {r.text}"
     return dict(err)
-
-
-async def ledger_rows(stack: Instance, run_id: str, expect: int = 1, within: float = 3.0, flush: bool = True) -> list[dict[str, Any]]:
-    """The ledger rows filed under a run id, until `expect` arrive. With `flush` the ledger writes
-    what it holds first (a batch already on its way is polled for); without, the rows come at the
-    ledger's own pacing."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        if flush:
-            await stack.runtime.ledger.flush()
-        rows = await stack.runtime.store.query(
-            "SELECT *, toString(ts) AS ts_text FROM {db}.agent_events WHERE run_id = {run:String} ORDER BY ts", {"run": run_id}
-        )
-        if len(rows) >= expect or asyncio.get_running_loop().time() > deadline:
-            return rows
-        await asyncio.sleep(0.05)
 
 
 def run_id() -> str:

@@ -4,25 +4,13 @@ stands in for it; the catalog still answers from the allowlist."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from typing import Any
 
 import httpx
 from loom_insights.domain.entities import REVISION
 from loom_runner.embedded import Instance
 
-from tests.conftest import Tenant, call
-
-
-async def _ledger(stack: Instance, run_id: str) -> list[dict[str, Any]]:
-    for _ in range(100):
-        await stack.runtime.ledger.flush()  # a batch already on its way is polled for
-        rows = await stack.runtime.store.query("SELECT * FROM {db}.agent_events WHERE run_id = {run:String}", {"run": run_id})
-        if rows:
-            return rows
-        await asyncio.sleep(0.05)
-    return []
+from tests.conftest import Tenant, call, ledger_rows
 
 
 async def test_query_on_the_embedded_store_answers_analysis_unavailable_naming_the_reason(tenant: Tenant, stack: Instance) -> None:
@@ -34,7 +22,7 @@ async def test_query_on_the_embedded_store_answers_analysis_unavailable_naming_t
     err = r.json()["error"]
     assert err["code"] == "ANALYSIS_UNAVAILABLE"
     assert "ClickHouse server" in err["detail"]["reason"]
-    rows = await _ledger(stack, run)
+    rows = await ledger_rows(stack, run, within=5.0)
     assert len(rows) == 1
     row = rows[0]
     assert row["op"] == "insights.query" and row["error_code"] == "ANALYSIS_UNAVAILABLE"
