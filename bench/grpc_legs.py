@@ -45,13 +45,18 @@ class PassThrough(grpc.aio.ServerInterceptor):
         return await continuation(details)
 
 
+def stamped(request: bytes, entered: float) -> bytes:
+    """The answer both servers give: the handler's entry and return, then the request's bytes."""
+    return struct.pack("dd", entered, time.perf_counter()) + request[: max(0, len(request) - 16)]
+
+
 async def serve(interceptor: bool) -> None:
     from loom_core.runtime import GRPC_LEAN_OPTIONS, MAX_MESSAGE_BYTES
 
     async def call(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
         entered = time.perf_counter()
         context.invocation_metadata()
-        return struct.pack("dd", entered, time.perf_counter()) + request[: max(0, len(request) - 16)]
+        return stamped(request, entered)
 
     server = grpc.aio.server(
         interceptors=[PassThrough()] if interceptor else None,
@@ -73,8 +78,7 @@ async def serve_raw() -> None:
             while True:
                 (size,) = struct.unpack("I", await reader.readexactly(4))
                 request = await reader.readexactly(size)
-                entered = time.perf_counter()
-                body = struct.pack("dd", entered, time.perf_counter()) + request[: max(0, len(request) - 16)]
+                body = stamped(request, time.perf_counter())
                 writer.write(struct.pack("I", len(body)) + body)
 
     server = await asyncio.start_server(answer, "127.0.0.1", 0)
@@ -100,9 +104,14 @@ async def client(port: int, calls: int, gap: float, raw: bool) -> None:
     ins: list[float] = []
     outs: list[float] = []
     trips: list[float] = []
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
-        unary: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = ch.unary_unary(METHOD)
-        method = (await raw_caller(port)) if raw else functools.partial(unary, metadata=md)
+    async with contextlib.AsyncExitStack() as resources:
+        # The raw client opens no gRPC channel: grpc.aio's threads would run beside it.
+        if raw:
+            method = await raw_caller(port)
+        else:
+            channel = await resources.enter_async_context(grpc.aio.insecure_channel(f"127.0.0.1:{port}"))
+            unary: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(METHOD)
+            method = functools.partial(unary, metadata=md)
         for _ in range(200):
             await method(body)
         t0 = os.times()
