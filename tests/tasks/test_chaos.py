@@ -23,6 +23,15 @@ one deadline (RUN_SECONDS), a child that does not come up within START_SECONDS f
 with the tail of its log, a failure in any of the driver's tasks cancels the others (a
 TaskGroup), the child sends its stdout to its log once it has written its ready line, and it
 dies with this process (PR_SET_PDEATHSIG) if the test is killed.
+
+What made it fail in about a third of fresh-clone suites (sessions 23-24) was no hang but a lost
+batch (session 25): after a takeover the projector acked past a hundred writes a killed replica
+still held, so they were never applied; their tasks stayed claimed in the projection (the run
+stalled at a multiple of 100 completes, or task.counts never converged) and their events were
+missing from task.updates (a version gap). consumers/batches.py now acks only what it knows
+applied, by stream sequence; tests/tasks/test_consumers.py builds the case. A failing run now
+says where the projector's consumer and the leases stood and what the child was doing (its
+thread and task stacks, `Child.diagnose`).
 """
 
 from __future__ import annotations
@@ -40,8 +49,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import nats as nats_client
 import pytest
 from loom_core.bus import NatsServer
+from loom_core.bus.leases import BUCKET as LEASE_BUCKET
+from loom_tasks.events import PROJECTOR_DURABLE
+from loom_tasks.store import truth
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = int(os.environ.get("LOOM_CHAOS_TASKS", "2000"))
@@ -50,9 +63,9 @@ WORKERS = 4
 KILLS = 3
 #: The whole run (creates, kills, convergence, replay) ends by then or fails: a bound against a
 #: hang, not a speed check. About 35 s on an idle 2-core machine; 190 s were measured at load 30
-#: (eight test suites at once), and past 420 s inside whole fresh-clone suites on a slow AMD hour
-#: (2026-12-05), every acknowledged write accounted for, only slow.
-RUN_SECONDS = 600.0
+#: (eight test suites at once). LOOM_CHAOS_SECONDS sets it (a loop hunting a rare failure wants
+#: a short one).
+RUN_SECONDS = float(os.environ.get("LOOM_CHAOS_SECONDS", "600"))
 #: A (re)started child prints its ready line by then or the test fails.
 START_SECONDS = 90.0
 
@@ -91,9 +104,11 @@ class Child:
 
     @property
     def log(self) -> Path:
+        """The log of the child started last (or starting now)."""
         return self.data_dir.parent / f"child-{self.starts}.log"
 
     async def start(self) -> None:
+        self.starts += 1
         out = await asyncio.to_thread(self.log.open, "wb")
         try:
             self.proc = await asyncio.create_subprocess_exec(
@@ -113,7 +128,6 @@ class Child:
         info = await self._ready()
         headers = {"Authorization": f"Bearer {info['token']}", "X-Loom-Namespace": info["namespace"]}
         self.client = httpx.AsyncClient(base_url=info["url"], headers=headers, timeout=30)
-        self.starts += 1
         self.up.set()
 
     async def _ready(self) -> dict[str, Any]:
@@ -129,10 +143,42 @@ class Child:
             raise AssertionError(f"the chaos child did not come up within {START_SECONDS:.0f} s: {self.tail()}") from None
         raise AssertionError(f"the chaos child exited with {await self.proc.wait()}: {self.tail()}")
 
-    def tail(self) -> str:
+    def tail(self, chars: int = 2000) -> str:
         with contextlib.suppress(OSError):
-            return self.log.read_text(errors="replace")[-2000:]
+            return self.log.read_text(errors="replace")[-chars:]
         return "(no log)"
+
+    async def diagnose(self) -> str:
+        """What a stuck run looks like from outside: the projector's consumer and the leases on
+        the test's NATS, then the live child's thread and asyncio task stacks (its log, written
+        on SIGUSR1 and SIGUSR2: tests/tasks/_chaos_child.py)."""
+        lines = [f"child start {self.starts}, alive: {self.proc is not None and self.proc.returncode is None}"]
+        try:
+            nc = await nats_client.connect(self.nats_url, connect_timeout=2, allow_reconnect=False)
+            try:
+                js = nc.jetstream()
+                state = (await js.stream_info(truth.STREAM)).state
+                lines.append(f"{truth.STREAM}: last_seq {state.last_seq}")
+                ci = await js.consumer_info(truth.STREAM, PROJECTOR_DURABLE, timeout=2)
+                lines.append(
+                    f"projector: delivered {ci.delivered}, ack floor {ci.ack_floor}, pending {ci.num_pending},"
+                    f" ack pending {ci.num_ack_pending}, waiting pulls {ci.num_waiting}, redelivered {ci.num_redelivered}"
+                )
+                leases = await js.key_value(LEASE_BUCKET)
+                for key in await leases.keys():
+                    entry = await leases.get(key)
+                    lines.append(f"lease {key} (revision {entry.revision}): {(entry.value or b'').decode()} (now {time.time():.1f})")
+            finally:
+                await nc.close()
+        except Exception as exc:  # noqa: BLE001 - a diagnosis reports what it could not read
+            lines.append(f"NATS: {exc!r}")
+        if self.proc is not None and self.proc.returncode is None:
+            for sig in (signal.SIGUSR1, signal.SIGUSR2):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.proc.pid, sig)
+                await asyncio.sleep(1.0)
+        lines.append(f"the child's log ends: {self.tail(30000)}")
+        return "\n".join(lines)
 
     async def kill(self) -> None:
         self.up.clear()
@@ -175,6 +221,8 @@ async def test_kill_9_at_random_points_loses_and_doubles_nothing_acknowledged(tm
         await child.start()
         try:
             await _run(child)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{await child.diagnose()}") from None
         finally:
             await child.kill()
 
@@ -261,8 +309,7 @@ async def _run(child: Child) -> None:
         raise AssertionError(
             f"chaos run over its {RUN_SECONDS:.0f} s deadline: {len(acked_creates)} creates and"
             f" {len(set(acked_done))} completes acknowledged and {len(done_unacked)} found done after a lost answer"
-            f" of {TASKS}, {child.starts} starts; creates/completes acknowledged/starts every 10 s: {', '.join(trail)};"
-            f" the child's log ends: {child.tail()}"
+            f" of {TASKS}, {child.starts} starts; creates/completes acknowledged/starts every 10 s: {', '.join(trail)}"
         ) from None
     assert child.starts == KILLS + 1
     elapsed = time.monotonic() - started

@@ -18,17 +18,25 @@ One ack a fetch (the projector: its JetStream consumer's AckPolicy is ALL, FastS
 and one replica at a time runs it). An ack of a message then acks every message of the consumer
 at or below its stream sequence, including any JetStream delivered to a replica that died
 holding it and has not redelivered yet; acked so, such a write would never be applied. So a
-fetch is acked with its newest message only when every write at or below that one is known
-applied: this consumer's deliveries are numbered (the consumer sequence, one per delivery or
-redelivery), and while a fetch's first follows the last this replica handled, nobody else was
-handed anything in between and everything below was applied here. At its first fetch after a
-start, or after a gap in those numbers (another holder fetched meanwhile), it waits (at most
-HELD_ELSEWHERE_SECONDS) until no delivery before its own is left unacked (a holder whose lease
-ran out while it applied a fetch acks it). If some still are, their holder died: every write from
-the consumer's ack floor up to the fetch's newest is read from the stream (a batched direct get,
-`loom_core.bus.direct`) and applied in stream order, the fetch's own among them, then the fetch
-is acked. A dead holder's writes are so applied before anything newer, seconds after the
-takeover, not an ack wait later. A fetch given up is handed back (nak).
+fetch is acked with its newest write only when every write at or below that one is known
+applied. The replica keeps the stream sequence through which it knows every write applied (by
+itself, or by whoever moved the consumer's ack floor there). A fetch whose writes are exactly the
+next ones after it is applied as fetched. Any other fetch (the first after a start, a
+takeover, writes between the last one applied here and this fetch's) first waits, at most
+HELD_ELSEWHERE_SECONDS, until no delivery but this replica's is unacked (a holder whose lease ran
+out while it applied a fetch acks it), then takes the ack floor, and applies every write after it
+through the fetch's newest, read from the stream in stream order (a batched direct get,
+`loom_core.bus.direct`), the fetch's own among them. So a dead holder's writes are applied
+before anything newer is acked, seconds after the takeover, not an ack wait later.
+
+Why by stream sequence and not by the consumer's delivery numbers: a dead holder's deliveries
+come back in pieces, each once its own ack wait has passed. Before, a fetch that followed this
+replica's previous one in delivery numbers was applied as fetched; after a takeover whose first
+fetch held only the pieces that had come back, the next fetch (new writes) followed it, its ack
+acked the piece still held by the dead replica, and those writes were never applied: a hundred
+tasks missing from the projection and their events from task.updates (tests/tasks/test_chaos.py
+failed that way in about one run in ten; tests/tasks/test_consumers.py now builds the case). A
+fetch given up is handed back (nak).
 """
 
 from __future__ import annotations
@@ -98,13 +106,14 @@ class BatchConsumer:
         self._stopping = False
         #: One ack a fetch (see the module doc): the consumer's AckPolicy is ALL.
         self.acks_all = consumer.config is not None and consumer.config.ack_policy == JsAckPolicy.ALL
-        #: The consumer sequence the next fetch begins with when nobody else was handed anything; 0: unknown.
-        self._next_delivery = 0
+        #: Every write on the consumer's subject at or below this stream sequence is known applied
+        #: (here, or by whoever moved the ack floor there); 0: not known yet.
+        self._applied_through = 0
 
     async def start(self) -> None:
         if self._consuming is None:
             self._stopping = False
-            self._next_delivery = 0
+            self._applied_through = 0
             self._consuming = await self.bus.consume(self.consumer, self._on_fetch)
 
     async def stop(self) -> None:
@@ -120,14 +129,30 @@ class BatchConsumer:
             seqs = [stream_seq(m) for m in msgs]
             await apply_in_place(self.name, lambda: self.apply(msgs, seqs), batch, stopping=lambda: self._stopping)
             return
-        deliveries = [delivery(m) for m in msgs]
-        seqs = [d.stream_seq for d in deliveries]
-        # Nobody else was handed anything since this replica's last fetch (everything below it
-        # is applied), or nothing handed to another is still unacked.
-        follows = deliveries[0].consumer_seq == self._next_delivery or await self._none_held_elsewhere(deliveries[0].consumer_seq)
+        seqs = [stream_seq(m) for m in msgs]
 
         async def apply() -> None:
-            await (self.apply(msgs, seqs) if follows else self._apply_from_floor(max(seqs)))
+            through = self._applied_through
+            if not _next_after(seqs, through):
+                await self._let_others_finish(delivery(msgs[0]).consumer_seq)
+                through = max(through, await self._ack_floor())
+            as_fetched = _next_after(seqs, through)
+            log.debug(
+                "%s: a fetch of %d, stream %d..%d, applied through %d: %s",
+                self.name,
+                len(msgs),
+                min(seqs),
+                max(seqs),
+                through,
+                "as fetched" if as_fetched else "read from the stream",
+            )
+            if not as_fetched:
+                await self._apply_from(through, max(seqs))
+                return
+            fresh = [i for i, seq in enumerate(seqs) if seq > through]
+            if fresh:
+                await self.apply([msgs[i] for i in fresh], [seqs[i] for i in fresh])
+            self._applied_through = max(through, *seqs)
 
         try:
             await apply_in_place(self.name, apply, batch, stopping=lambda: self._stopping)
@@ -135,48 +160,54 @@ class BatchConsumer:
             with contextlib.suppress(Exception):  # the connection may be closed: they come back after their ack wait
                 await batch.nack()
             raise
-        self._next_delivery = deliveries[-1].consumer_seq + 1
-        newest = max(range(len(msgs)), key=lambda i: deliveries[i])
+        newest = max(range(len(msgs)), key=seqs.__getitem__)
         await NatsBatchMessage([msgs[newest]], [msgs[newest].data]).ack()
 
-    async def _none_held_elsewhere(self, first: int) -> bool:
-        """Wait (at most HELD_ELSEWHERE_SECONDS) until no delivery before this replica's first
-        one, consumer sequence `first`, is unacked: a replica that held the consumer until just
-        now (a lease that expired while it was still applying a fetch) acks its fetch, a
-        stopped one's handed-back writes come here. False when some still are: the holder died
-        holding them, and they are applied from the stream (re-applied at once, a live holder's
-        events would reach core NATS subscribers twice)."""
+    async def _let_others_finish(self, first: int) -> None:
+        """Wait (at most HELD_ELSEWHERE_SECONDS) until no delivery before this replica's, consumer
+        sequence `first`, is unacked: a replica that held the consumer until just now (a lease
+        that expired while it was still applying a fetch) acks its fetch, so its writes are not
+        applied twice (re-applied, a live holder's events would reach core NATS subscribers
+        twice). A holder that died holding some leaves them unacked: they are applied from the
+        stream all the same."""
         assert self.consumer.stream is not None and self.consumer.durable is not None
         deadline = asyncio.get_running_loop().time() + HELD_ELSEWHERE_SECONDS
-        while True:
+        while asyncio.get_running_loop().time() < deadline:
             with contextlib.suppress(Exception):  # not answering: asked again until the deadline
                 info = await self.bus.js.consumer_info(self.consumer.stream, self.consumer.durable)
                 delivered = int(info.delivered.consumer_seq or 0) if info.delivered is not None else 0
                 if int(info.num_ack_pending or 0) <= delivered - first + 1:  # all of them this replica's
-                    return True
-            if asyncio.get_running_loop().time() >= deadline:
-                return False
+                    return
             await asyncio.sleep(0.05)
 
-    async def _apply_from_floor(self, through: int) -> None:
-        """Apply every write on the consumer's subject after its ack floor, through stream
-        sequence `through`, read from the stream in stream order (a fetch at a time)."""
+    async def _ack_floor(self) -> int:
+        """The consumer's ack floor: the stream sequence through which every write is applied."""
         assert self.consumer.stream is not None and self.consumer.durable is not None
-        js = self.bus.js
         try:
-            info = await js.consumer_info(self.consumer.stream, self.consumer.durable)
+            info = await self.bus.js.consumer_info(self.consumer.stream, self.consumer.durable)
         except NotFoundError:
-            floor = 0
-        else:
-            floor = int(info.ack_floor.stream_seq or 0) if info.ack_floor is not None else 0
-        while floor < through:
-            stored = await direct.read_after(js, self.consumer.stream, self.consumer.subject, floor, self.consumer.pull_batch)
+            return 0
+        return int(info.ack_floor.stream_seq or 0) if info.ack_floor is not None else 0
+
+    async def _apply_from(self, after: int, through: int) -> None:
+        """Apply every write on the consumer's subject after stream sequence `after`, through
+        `through`, read from the stream in stream order (a fetch at a time)."""
+        assert self.consumer.stream is not None
+        while after < through:
+            stored = await direct.read_after(self.bus.js, self.consumer.stream, self.consumer.subject, after, self.consumer.pull_batch)
             stored = [m for m in stored if m.seq <= through]
-            if not stored:
-                return
-            await self.apply(stored, [m.seq for m in stored])
-            floor = stored[-1].seq
+            if stored:
+                await self.apply(stored, [m.seq for m in stored])
+            after = stored[-1].seq if stored else through
+            self._applied_through = max(self._applied_through, after)
 
     async def apply(self, msgs: Sequence[Written], seqs: list[int]) -> None:
         """Apply these writes (`seqs`: their stream sequences, in the same order); raise when it failed."""
         raise NotImplementedError
+
+
+def _next_after(seqs: Sequence[int], through: int) -> bool:
+    """The writes after `through` among `seqs` are exactly the next stream sequences: nothing
+    between `through` and them, nor between any two of them."""
+    fresh = sorted({seq for seq in seqs if seq > through})
+    return not fresh or fresh[-1] - through == len(fresh)

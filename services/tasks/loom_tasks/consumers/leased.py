@@ -73,9 +73,11 @@ class Leased:
 
     async def _set_running(self, run: bool) -> None:
         if run and not self.running:
+            log.info("lease %s: taken by %s, running here", self.key, self.holder)
             await self.consumer.start()
             self.running = True
         elif not run and self.running:
+            log.info("lease %s: lost or given up by %s, stopping here", self.key, self.holder)
             self.running = False
             await self.consumer.stop()
 
