@@ -237,11 +237,16 @@ class Sweeper:
         await self._check_empty()
 
     async def _end_watch(self) -> None:
+        """Stop the watch and delete its consumer; only then is it gone (`_watch` None). (It was
+        cleared first: a caller that saw no watch could still find its consumer on the server,
+        as tests/tasks/test_sweep.py did once at load.)"""
         if self._watch is not None:
-            watch, self._watch = self._watch, None
-            await watch.stop()
-            with contextlib.suppress(Exception):  # else the server removes it once unused
-                await self.bus.js.delete_consumer(truth.STREAM, self._watch_name)
+            try:
+                await self._watch.stop()
+                with contextlib.suppress(Exception):  # else the server removes it once unused
+                    await self.bus.js.delete_consumer(truth.STREAM, self._watch_name)
+            finally:
+                self._watch = None
 
     async def _stop_watch(self) -> None:
         """The lease is lost: stop decoding writes, drop the index (the next holder has its own)."""
