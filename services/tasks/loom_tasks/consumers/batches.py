@@ -125,30 +125,27 @@ class BatchConsumer:
 
     async def _on_fetch(self, batch: NatsBatchMessage) -> None:
         msgs = batch.raw_message
+        seqs = [stream_seq(m) for m in msgs]
         if not self.acks_all:
-            seqs = [stream_seq(m) for m in msgs]
             await apply_in_place(self.name, lambda: self.apply(msgs, seqs), batch, stopping=lambda: self._stopping)
             return
-        seqs = [stream_seq(m) for m in msgs]
 
         async def apply() -> None:
             through = self._applied_through
             if not _next_after(seqs, through):
                 await self._let_others_finish(delivery(msgs[0]).consumer_seq)
                 through = max(through, await self._ack_floor())
-            as_fetched = _next_after(seqs, through)
-            log.debug(
-                "%s: a fetch of %d, stream %d..%d, applied through %d: %s",
-                self.name,
-                len(msgs),
-                min(seqs),
-                max(seqs),
-                through,
-                "as fetched" if as_fetched else "read from the stream",
-            )
-            if not as_fetched:
-                await self._apply_from(through, max(seqs))
-                return
+                if not _next_after(seqs, through):
+                    log.debug(
+                        "%s: a fetch of %d, stream %d..%d, applied through %d: read from the stream",
+                        self.name,
+                        len(msgs),
+                        min(seqs),
+                        max(seqs),
+                        through,
+                    )
+                    await self._apply_from(through, max(seqs))
+                    return
             fresh = [i for i, seq in enumerate(seqs) if seq > through]
             if fresh:
                 await self.apply([msgs[i] for i in fresh], [seqs[i] for i in fresh])
