@@ -8,12 +8,14 @@ events of one caller (agent `bench-bot`) into the ledger table over the last 50 
 exposure rows, sets 10 rules that all apply to `auth.whoami` (every leaf kind, combinators,
 args_equal, windows up to a day), and lets the enforce replica build its window. Then calls
 `auth.whoami` on the identity plane's gRPC port, alternating off / enforce one call at a time,
-and reports the p50 / p99 of the per-pair difference (enforce - off), the p50 / p99 of each
-side, the time spent inside the gate itself (and, with `--direct N`, its CPU over N checks in a
+from a client process of its own (`--client loop`: from the server's event loop, as before
+session 26), with the server on uvloop as `loom up` runs it, and reports the p50 / p99 of the
+per-pair difference (enforce - off), the same for off against off (a control: what the per-pair
+figures read with no gate on either side), the p50 / p99 of each side, the time spent inside the gate itself (and, with `--direct N`, its CPU over N checks in a
 row without gRPC, the caches warm), and evaluations per second of the evaluator alone (10 rules
-over the same window, no I/O). It also lists the event-loop steps over `--slow-step-ms` of
-thread CPU during the alternating calls (what a tail call waited behind) and the collector's CPU
-there. Every enforce call must be allowed (the rules are
+over the same window, no I/O). With `--loop asyncio` it also lists the event-loop steps over
+`--slow-step-ms` of thread CPU during the alternating calls (what a tail call waited behind); the
+collector's CPU there in either loop. Every enforce call must be allowed (the rules are
 written to allow it), so the difference is the cost of evaluating, not of refusing.
 """
 
@@ -25,12 +27,15 @@ import cProfile
 import gc
 import json
 import logging
+import os
 import platform
 import random
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +255,7 @@ class LoopSteps:
     def __init__(self, slow_s: float) -> None:
         self.slow_s = slow_s
         self.on = False
+        self.installed = False
         self.slow: dict[str, list[float]] = {}
         # Every step's thread CPU by what ran (a task's coroutine, a callback's name; cheap to
         # tell apart, unlike `_step_name`): where the loop's CPU goes, per call.
@@ -277,6 +283,7 @@ class LoopSteps:
                 kind[1] += spent
 
         asyncio.events.Handle._run = timed_run  # type: ignore[method-assign,assignment]
+        self.installed = True
 
     def uninstall(self) -> None:
         asyncio.events.Handle._run = self._run  # type: ignore[method-assign]
@@ -327,11 +334,107 @@ def _step_name(handle: asyncio.events.Handle) -> str:
     return f"{name} (was at {waited})"
 
 
+async def make_calls(stubs: dict[str, Any], token: str, command: dict[str, Any]) -> dict[str, list[float]]:
+    """One command of calls, timed from the caller's side (seconds each): `pairs` alternates one
+    call of each of two sides (`off` and `enforce` unless it names others), neither side always
+    first; `block` makes `n` calls of one side."""
+    from loom_api.identity.v1 import identity_pb2
+
+    md = [("authorization", f"Bearer {token}"), ("x-loom-agent", AGENT)]
+    req = identity_pb2.WhoAmIRequest()
+    if command["do"] == "pairs":
+        a, b = command.get("sides", ("off", "enforce"))
+        plan = [side for i in range(command["n"]) for side in ((a, b), (b, a))[i % 2]]
+    else:
+        plan = [command["side"]] * command["n"]
+    walls: dict[str, list[float]] = {side: [] for side in plan[:2]}
+    for side in plan:
+        started = time.perf_counter()
+        await stubs[side].WhoAmI(req, metadata=md)
+        walls[side].append(time.perf_counter() - started)
+    return walls
+
+
+def _stubs(channels: dict[str, Any]) -> dict[str, Any]:
+    from loom_api.identity.v1 import identity_pb2_grpc
+
+    return {side: identity_pb2_grpc.IdentityServiceStub(ch) for side, ch in channels.items()}
+
+
+@asynccontextmanager
+async def caller_for(
+    where: str, addresses: dict[str, str], token: str
+) -> AsyncIterator[Callable[[dict[str, Any]], Awaitable[dict[str, list[float]]]]]:
+    """The bench's caller: `process`, a client process of its own (how an agent reaches Loom; the
+    answer is timed when it reaches that process, and work the server does after answering runs
+    beside the client instead of inside its timing), or `loop`, calls made on the server's own
+    event loop (sessions 13-24's figures: an answer is read only after the loop's next steps,
+    the deferred ones included)."""
+    if where == "loop":
+        import grpc
+
+        channels = {side: grpc.aio.insecure_channel(address) for side, address in addresses.items()}
+        try:
+            stubs = _stubs(channels)
+
+            async def in_loop(command: dict[str, Any]) -> dict[str, list[float]]:
+                return await make_calls(stubs, token, command)
+
+            yield in_loop
+        finally:
+            for ch in channels.values():
+                await ch.close()
+        return
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        __file__,
+        "--client-of",
+        json.dumps(addresses),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        limit=1 << 24,  # an answer is one line of every call's time
+        env={**os.environ, "LOOM_BENCH_TOKEN": token},  # not in argv, where `ps` shows it
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    stdin, stdout = proc.stdin, proc.stdout
+
+    async def in_process(command: dict[str, Any]) -> dict[str, list[float]]:
+        stdin.write(json.dumps(command).encode() + b"\n")
+        await stdin.drain()
+        line = await stdout.readline()
+        if not line:
+            raise RuntimeError(f"the client process ended (exit {await proc.wait()})")
+        answer: dict[str, list[float]] = json.loads(line)
+        return answer
+
+    try:
+        yield in_process
+    finally:
+        stdin.close()
+        await proc.wait()
+
+
+async def client_process(addresses: dict[str, str]) -> None:
+    """`--client-of`: the caller's process. One command a line on stdin, one answer a line on stdout."""
+    import grpc
+
+    token = os.environ["LOOM_BENCH_TOKEN"]
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    channels = {side: grpc.aio.insecure_channel(address) for side, address in addresses.items()}
+    stubs = _stubs(channels)
+    while line := await reader.readline():
+        walls = await make_calls(stubs, token, json.loads(line))
+        sys.stdout.write(json.dumps(walls) + "\n")
+        sys.stdout.flush()
+    for ch in channels.values():
+        await ch.close()
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
-    import grpc
     import httpx
-    from loom_api.identity.v1 import identity_pb2, identity_pb2_grpc
     from loom_core.bus import NatsServer
     from loom_core.chain.ledger import LedgerRow
     from loom_core.settings import Settings
@@ -400,7 +503,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 real_check = gate.check
                 profiler = cProfile.Profile(time.thread_time) if args.profile else None
                 steps = LoopSteps(args.slow_step_ms / 1000)
-                steps.install()
+                if args.loop == "asyncio":
+                    steps.install()  # uvloop's steps are C: not listed
 
                 async def timed_check(call: Any) -> None:
                     started, cpu = time.perf_counter(), time.thread_time()
@@ -426,22 +530,18 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
                 observers[observers.index(real_observe)] = timed_observe
 
-                md = [("authorization", f"Bearer {token}"), ("x-loom-agent", AGENT)]
-                async with (
-                    grpc.aio.insecure_channel(off.grpc_address("identity")) as ch_off,
-                    grpc.aio.insecure_channel(on.grpc_address("identity")) as ch_on,
-                ):
-                    stub_off = identity_pb2_grpc.IdentityServiceStub(ch_off)
-                    stub_on = identity_pb2_grpc.IdentityServiceStub(ch_on)
-                    req = identity_pb2.WhoAmIRequest()
-                    for _ in range(args.warmup):
-                        await stub_off.WhoAmI(req, metadata=md)
-                        await stub_on.WhoAmI(req, metadata=md)
+                # `control`: the off replica again, on a channel of its own: off against off in
+                # pairs is what the per-pair figures read with no gate on either side.
+                addresses = {
+                    "off": off.grpc_address("identity"),
+                    "enforce": on.grpc_address("identity"),
+                    "control": off.grpc_address("identity"),
+                }
+                async with caller_for(args.client, addresses, token) as call:
+                    await call({"do": "pairs", "n": args.warmup})
                     inner.clear()
                     inner_cpu.clear()
                     observer_cpu.clear()
-                    lat_off: list[float] = []
-                    lat_on: list[float] = []
                     gc_alternating = [0.0, 0.0]  # the collector's thread CPU in the alternating calls: young, full
                     gc_started = [0.0]
 
@@ -452,15 +552,10 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                             gc_alternating[info["generation"] == 2] += time.thread_time() - gc_started[0]
 
                     gc.callbacks.append(gc_cpu)
-                    steps.on = True
-                    for i in range(args.n):
-                        pair = [(stub_off, lat_off), (stub_on, lat_on)]
-                        if i % 2:
-                            pair.reverse()  # neither side always goes first
-                        for stub, out in pair:
-                            started = time.perf_counter()
-                            await stub.WhoAmI(req, metadata=md)
-                            out.append(time.perf_counter() - started)
+                    steps.on = steps.installed
+                    walls = await call({"do": "pairs", "n": args.n})
+                    lat_off, lat_on = walls["off"], walls["enforce"]
+                    control = await call({"do": "pairs", "n": args.n, "sides": ("off", "control")})
                     steps.on = False
                     gc.callbacks.remove(gc_cpu)
                     gate.check = real_check  # type: ignore[method-assign]
@@ -471,6 +566,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     # calls; blocks alternate, each side's figure is the median of its blocks.
                     block_cpu: dict[str, list[float]] = {"off": [], "enforce": []}
                     block_p50: dict[str, list[float]] = {"off": [], "enforce": []}
+                    block_p99: dict[str, list[float]] = {"off": [], "enforce": []}
                     block_gc: dict[str, list[float]] = {"off": [], "enforce": []}
                     block_full = {"off": 0, "enforce": 0}
                     # Where a block's CPU went: the event loop's thread (and its steps by what ran)
@@ -490,32 +586,29 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                     gc.callbacks.append(gc_timer)
                     alternating_steps = (steps.kinds, steps.slow)
                     steps.slow = {}
-                    sides = [("off", stub_off), ("enforce", stub_on)]
                     for b in range(2 * args.blocks):
-                        name, stub = sides[(b + b // 2) % 2]  # off, enforce, enforce, off, ...
-                        walls: list[float] = []
+                        name = ("off", "enforce")[(b + b // 2) % 2]  # off, enforce, enforce, off, ...
                         await asyncio.sleep(args.settle)  # the previous block's deferred work done
                         print(f"block {b}: {name}", file=sys.stderr, flush=True)  # a mark for an outside profiler
                         # The step listing's clock reads cost every step CPU (more steps on
-                        # enforce): only with --block-steps, so the blocks' figures are the code's.
-                        steps.kinds, steps.on = block_kinds[name], args.block_steps
+                        # enforce): only with --block-steps, so the blocks' own figures are the code's.
+                        steps.kinds, steps.on = block_kinds[name], args.block_steps and steps.installed
                         cpu, gc_before, full_before = time.process_time(), gc_spent[0], full_collections[0]
                         loop_cpu = time.thread_time()
-                        for _ in range(args.n):
-                            started = time.perf_counter()
-                            await stub.WhoAmI(req, metadata=md)
-                            walls.append(time.perf_counter() - started)
+                        block_walls = (await call({"do": "block", "side": name, "n": args.n}))[name]
                         await asyncio.sleep(args.settle)
                         steps.on = False
                         block_loop[name].append((time.thread_time() - loop_cpu) / args.n)
                         block_cpu[name].append((time.process_time() - cpu) / args.n)
-                        block_p50[name].append(statistics.median(walls))
+                        block_p50[name].append(statistics.median(block_walls))
+                        block_p99[name].append(quantile(block_walls, 0.99))
                         block_gc[name].append((gc_spent[0] - gc_before) / args.n)
                         block_full[name] += full_collections[0] - full_before
                     gc.callbacks.remove(gc_timer)
                     await asyncio.sleep(0)  # this step began in the last block: end it before the rest
                     steps.kinds, steps.slow = alternating_steps
                 diffs = [b - a for a, b in zip(lat_off, lat_on, strict=True)]
+                control_diffs = [b - a for a, b in zip(control["off"], control["control"], strict=True)]
                 direct_check, direct_observe = await direct_calls(gate, on.runtime.catalog, org, ns, args.direct)
 
                 # The evaluator alone: 10 rules over the same window, no I/O.
@@ -571,6 +664,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "machine": machine(),
         "platform": platform.platform(),
         "durability": durability(args.sync_interval),
+        "client": args.client,
+        "loop": args.loop,
         "load_at_start": load_at_start,
         "load": load(),
         "events_loaded": args.events,
@@ -585,6 +680,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "enforce_p99_ms": quantile(lat_on, 0.99) * ms,
         "added_p50_ms": statistics.median(diffs) * ms,
         "added_p99_ms": quantile(diffs, 0.99) * ms,
+        "control_added_p50_ms": statistics.median(control_diffs) * ms,
+        "control_added_p99_ms": quantile(control_diffs, 0.99) * ms,
+        "control_p99_difference_ms": (quantile(control["control"], 0.99) - quantile(control["off"], 0.99)) * ms,
         "p50_difference_ms": (statistics.median(lat_on) - statistics.median(lat_off)) * ms,
         "p99_difference_ms": (quantile(lat_on, 0.99) - quantile(lat_off, 0.99)) * ms,
         "gate_check_p50_ms": statistics.median(inner) * ms,
@@ -613,6 +711,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "block_cpu_enforce_us": statistics.median(block_cpu["enforce"]) * 1e6,
         "block_cpu_added_us": (statistics.median(block_cpu["enforce"]) - statistics.median(block_cpu["off"])) * 1e6,
         "block_p50_off_ms": statistics.median(block_p50["off"]) * ms,
+        "block_p99_off_ms": statistics.median(block_p99["off"]) * ms,
+        "block_p99_enforce_ms": statistics.median(block_p99["enforce"]) * ms,
         "block_loop_off_us": statistics.median(block_loop["off"]) * 1e6,
         "block_loop_enforce_us": statistics.median(block_loop["enforce"]) * 1e6,
         "block_steps_added": _steps_added(block_kinds, args.n * args.blocks),
@@ -637,11 +737,15 @@ def report(r: dict[str, Any]) -> str:
             f"machine: {r['machine']}; {r['load_at_start']} at the start, {r['load']} at the end",
             r["durability"],
             f"caller's events in the window: {r['caller_events_in_window']} (loaded {r['events_loaded']} in {r['load_seconds']} s; window built in {r['window_build_seconds']} s)",
-            f"auth.whoami over gRPC, {r['calls_per_side']} calls per side, alternating:",
+            f"auth.whoami over gRPC, {r['calls_per_side']} calls per side, alternating; the caller: "
+            + ("a process of its own" if r["client"] == "process" else "the server's own event loop")
+            + f"; the server's loop: {r['loop']}",
             f"  mode off      p50 {r['off_p50_ms']:.3f} ms   p99 {r['off_p99_ms']:.3f} ms",
             f"  mode enforce  p50 {r['enforce_p50_ms']:.3f} ms   p99 {r['enforce_p99_ms']:.3f} ms   (10 rules)",
             f"  added latency (per-pair enforce - off): p50 {r['added_p50_ms']:.3f} ms   p99 {r['added_p99_ms']:.3f} ms",
             f"  difference of quantiles:                p50 {r['p50_difference_ms']:.3f} ms   p99 {r['p99_difference_ms']:.3f} ms",
+            f"  control, off against off (no gate on either side), per pair: p50 {r['control_added_p50_ms']:.3f} ms   "
+            f"p99 {r['control_added_p99_ms']:.3f} ms;  difference of p99s {r['control_p99_difference_ms']:.3f} ms",
             f"  inside gate.check:                      p50 {r['gate_check_p50_ms']:.3f} ms   p99 {r['gate_check_p99_ms']:.3f} ms",
             f"  CPU inside gate.check (thread time):    p50 {r['gate_check_cpu_p50_us']:.1f} µs   p99 {r['gate_check_cpu_p99_us']:.1f} µs"
             f"   (+ the ledger observer feeding the window: p50 {r['observer_cpu_p50_us']:.1f} µs)",
@@ -654,6 +758,7 @@ def report(r: dict[str, Any]) -> str:
                 if "direct_check_cpu_p50_us" in r
                 else []
             ),
+            *([] if r["loop"] == "asyncio" else ["(the loop's steps are listed with --loop asyncio)"]),
             f"event-loop steps over {r['slow_step_ms']} ms of thread CPU during the alternating calls (what a call can wait behind); "
             f"the collector's CPU there: {r['collector_cpu_alternating_ms'][0]} ms young, {r['collector_cpu_alternating_ms'][1]} ms full:",
             *(f"  {s['n']:5d} steps  {s['total_ms']:7.1f} ms  max {s['max_ms']:5.1f} ms  {s['step']}" for s in r["slow_steps"]),
@@ -662,7 +767,9 @@ def report(r: dict[str, Any]) -> str:
             f"in blocks of {r['calls_per_side']} calls of one side ({r['blocks']} per side, alternating; process CPU of every thread, "
             f"the {r['settle_seconds']} s after each block included):",
             f"  CPU per call: off {r['block_cpu_off_us']:.1f} µs, enforce {r['block_cpu_enforce_us']:.1f} µs, "
-            f"added {r['block_cpu_added_us']:.1f} µs;  wall p50 off {r['block_p50_off_ms']:.3f} ms, enforce {r['block_p50_enforce_ms']:.3f} ms",
+            f"added {r['block_cpu_added_us']:.1f} µs;  wall p50 off {r['block_p50_off_ms']:.3f} ms, enforce {r['block_p50_enforce_ms']:.3f} ms"
+            f" (added {r['block_p50_enforce_ms'] - r['block_p50_off_ms']:+.3f}); p99 off {r['block_p99_off_ms']:.3f} ms, "
+            f"enforce {r['block_p99_enforce_ms']:.3f} ms (added {r['block_p99_enforce_ms'] - r['block_p99_off_ms']:+.3f})",
             f"  of which the event loop's thread: off {r['block_loop_off_us']:.1f} µs, enforce {r['block_loop_enforce_us']:.1f} µs; "
             f"every other thread (chDB's, gRPC's core): off {r['block_cpu_off_us'] - r['block_loop_off_us']:.1f} µs, "
             f"enforce {r['block_cpu_enforce_us'] - r['block_loop_enforce_us']:.1f} µs",
@@ -704,7 +811,25 @@ if __name__ == "__main__":
     p.add_argument("--direct", type=int, default=20_000, help="calls of gate.check in a row without gRPC, for its CPU with warm caches")
     p.add_argument("--slow-step-ms", type=float, default=0.5, help="report event-loop steps over this much thread CPU")
     p.add_argument("--gc-freeze", action="store_true", help="gc.freeze() once the window is built (an experiment)")
+    p.add_argument(
+        "--client",
+        choices=("process", "loop"),
+        default="process",
+        help="the caller: a process of its own (default: how agents reach Loom), or the server's event loop (sessions 13-24)",
+    )
+    p.add_argument(
+        "--loop",
+        choices=("uvloop", "asyncio"),
+        default="uvloop",
+        help="the server's event loop: uvloop as `loom up` runs (default), or asyncio's, whose steps the bench can list",
+    )
+    p.add_argument("--client-of", help=argparse.SUPPRESS)  # the client process's own run: the two replicas' addresses, JSON
     add_durability_argument(p)
     a = p.parse_args()
-    result = asyncio.run(main(a))
+    import uvloop
+
+    if a.client_of:
+        uvloop.run(client_process(json.loads(a.client_of)))
+        sys.exit(0)
+    result = uvloop.run(main(a)) if a.loop == "uvloop" else asyncio.run(main(a))
     print(json.dumps(result, indent=2) if a.json else report(result))
