@@ -5,11 +5,12 @@ gate reports and records equal a fresh count at the same instant."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
-from loom_policy.domain.compiler import CompiledRule, EvalContext
+from loom_policy.domain.compiler import SLACK_FOREVER, CompiledRule, EvalContext, compare
 from loom_policy.domain.evaluator import evaluate
 from loom_policy.domain.history import ArgTable, Series, Window
-from loom_policy.domain.model import Verdict
+from loom_policy.domain.model import LeafOutcome, Verdict
 from loom_policy.domain.reservations import PendingCall
 from loom_policy.domain.standing import decide
 from loom_policy.domain.timeutil import US
@@ -109,11 +110,18 @@ def test_random_histories_match_a_fresh_count() -> None:
             assert values(memo) == values(fresh), (trial, t)
 
 
-def standing_and_fresh(kept: dict, rules: list[CompiledRule], w: Window, now: int) -> tuple[Verdict, Verdict]:  # type: ignore[type-arg]
+def standing_and_fresh(
+    kept: dict[Any, Any], rules: list[CompiledRule], w: Window, now: int, grew: list[int] | None = None
+) -> tuple[Verdict, Verdict]:
+    """The standing verdict, settled as the gate settles it before reading its rules (`grew`
+    gets the positions of the rules that stood as their counts grew), and a fresh one."""
     kept_v = decide(
         kept, rules, EvalContext(w, CALLER, now, {}, memo=True), op="memory.delete", write_shaped=True, deployment_mode="enforce"
     )
     assert kept_v is not None
+    if grew is not None:
+        grew[:] = [i for i, _, _ in kept_v.grown]
+    kept_v.settle()
     fresh = evaluate(rules, EvalContext(w, CALLER, now, {}), op="memory.delete", write_shaped=True, deployment_mode="enforce")
     return kept_v, fresh
 
@@ -132,12 +140,15 @@ def test_a_standing_verdict_asks_again_only_the_rules_whose_history_moved() -> N
     again, _ = standing_and_fresh(kept, rules, w, T0 + 3 * US)
     assert again.rules is first.rules  # nothing moved: every outcome stands, no list rebuilt
     w.add_event(ev(3.5, "task.create"))  # read by the `*` leaf only
-    moved, fresh = standing_and_fresh(kept, rules, w, T0 + 4 * US)
+    grew: list[int] = []
+    moved, fresh = standing_and_fresh(kept, rules, w, T0 + 4 * US, grew)
     assert verdict_values(moved) == verdict_values(fresh)
     assert [a is b for a, b in zip(moved.rules, first.rules, strict=True)] == [True, True, False, True, True]
+    assert grew == []  # 3 -> 4 flips `lt 4`: asked again
     w.add_event(ev(4.5, "task.create"))  # the `*` count grows again; its rule's denial stays
-    grown, fresh = standing_and_fresh(kept, rules, w, T0 + 5 * US)
-    assert verdict_values(grown) == verdict_values(fresh)
+    grown, fresh = standing_and_fresh(kept, rules, w, T0 + 5 * US, grew)
+    # `lt 4` failing at 4 fails however many more come: the rule stood, its count built after.
+    assert verdict_values(grown) == verdict_values(fresh) and grew == [2]
     assert grown.rules[2] is not moved.rules[2]
     # No rule's denial or errors changed: the lists read from them are the ones already built.
     assert grown.determining_rules is moved.determining_rules and grown.errors is moved.errors
@@ -155,6 +166,8 @@ def test_random_histories_match_a_fresh_verdict() -> None:
         {"op": "not_since", "within": "30s", "anchor": "memory.get", "operation": "memory.set"},
         {"op": "breadth_within", "within": "20s", "cmp": "gte", "value": 3},
     ]
+    grew: list[int] = []
+    stood = 0
     for trial in range(15):
         rules = [rule(c, mode=rng.choice(["enforce", "shadow"])) for c in conditions]
         w = window(rules, cap=rng.choice([5, 8, 1000]))
@@ -170,8 +183,10 @@ def test_random_histories_match_a_fresh_verdict() -> None:
             elif step < 0.7:
                 w.evict(T0 + int((t - 60) * US))
             t += rng.choice([0.001, 0.5, 2.0, 7.0])
-            kept_v, fresh = standing_and_fresh(kept, rules, w, T0 + int(t * US))
+            kept_v, fresh = standing_and_fresh(kept, rules, w, T0 + int(t * US), grew)
             assert verdict_values(kept_v) == verdict_values(fresh), (trial, t)
+            stood += bool(grew)
+    assert stood > 100  # the verdicts compared include many whose rules stood as their counts grew
 
 
 def test_no_standing_verdict_where_an_answer_depends_on_more_than_the_caller() -> None:
@@ -202,3 +217,26 @@ def test_rewrites_counts_every_change_but_an_append() -> None:
     s.add(30, {}, 0)
     s.truncate(2)
     assert s.rewrites == 4 and list(s.times) == [20, 30] and s.truncated_upto == 15
+
+
+def test_a_count_holds_as_it_did_for_as_many_appended_events_as_its_slack_and_flips_after() -> None:
+    """CompiledLeaf.slack: for every comparison, threshold (a whole number, as the language
+    takes) and count, adding up to `slack` events leaves whether the leaf holds unchanged, and
+    one more changes it (unless it never can)."""
+    for cmp in ("gt", "gte", "lt", "lte", "eq"):
+        for threshold in (0, 1, 2, 3, 5):
+            compiled = rule({"op": "count_within", "within": "1m", "operation": "memory.set", "cmp": cmp, "value": threshold})._order[0]
+            for count in range(1, 8):
+                holds = compare(cmp, count, threshold, True)
+                out = LeafOutcome("condition", "count_within", holds, float(count), cmp, float(threshold))
+                slack = compiled.slack(out)
+                if slack == SLACK_FOREVER:
+                    assert all(compare(cmp, count + k, threshold, True) == holds for k in range(50)), (cmp, threshold, count)
+                    continue
+                assert all(compare(cmp, count + k, threshold, True) == holds for k in range(slack + 1)), (cmp, threshold, count, slack)
+                assert compare(cmp, count + slack + 1, threshold, True) != holds, (cmp, threshold, count, slack)
+    formerly = rule({"op": "formerly", "within": "1m", "operation": "memory.set"})._order[0]
+    assert formerly.slack(LeafOutcome("condition", "formerly", True, 1.0)) == SLACK_FOREVER
+    assert formerly.slack(LeafOutcome("condition", "formerly", False, 0.0)) == 0
+    undecided = LeafOutcome("condition", "count_within", None, 3.0, "gt", 5.0)
+    assert rule(LEAVES[1])._order[0].slack(undecided) == 0

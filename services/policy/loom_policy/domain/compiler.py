@@ -9,6 +9,7 @@ never reads another principal's events, whatever labels the caller sends.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -129,6 +130,7 @@ class _Undecided(Exception):
 
 
 _FOREVER = 1 << 62
+SLACK_FOREVER = 1 << 62
 
 
 _NOTHING_MISSING = -(1 << 62)
@@ -324,6 +326,50 @@ class CompiledLeaf:
             old.path, old.op, holds, observed, old.cmp, old.threshold, old.within_seconds, old.operation, old.key, old.key_value, times[-1]
         )
 
+    def slack(self, out: LeafOutcome) -> int:
+        """How many events appended to this (extendable) leaf's series cannot change whether it
+        holds, from its values `out` counted exactly: a count only grows by appends (an event
+        leaving the window is the memo's `until`, a rewrite its `rewrites`), so `gt 500000` at
+        100,000 stands for 400,000 more. 0 where `extend` would count afresh (an undecided or
+        empty count)."""
+        if out.holds is None:
+            return 0
+        if self.leaf.op == "formerly":
+            return SLACK_FOREVER if out.holds else 0
+        observed = out.observed
+        if not observed:
+            return 0
+        cmp, room = out.cmp, out.threshold - observed
+        if cmp == "eq":
+            if room < 0:
+                return SLACK_FOREVER  # past it: never equal again
+            return 0 if out.holds else max(math.ceil(room) - 1, 0)
+        # A count that holds `gt`/`gte`, or fails `lt`/`lte`, stays so however many come.
+        if (cmp in ("gt", "gte")) == out.holds:
+            return SLACK_FOREVER
+        if cmp in ("gt", "lte"):
+            return max(math.floor(room), 0)  # holds (lte) or not (gt) while count <= threshold
+        return max(math.ceil(room) - 1, 0)  # gte, lt: while count < threshold
+
+    def grown(self, lm: _LeafMemo, history: History, now: int) -> tuple[float, int] | None:
+        """The leaf's count and last instant at `now` when its series only grew since `lm`, by
+        no more than its slack, with every appended event before `now`, and the count still
+        exact: whether it holds is then unchanged. None otherwise (the rule is asked again)."""
+        s = lm.reads[0][0]
+        assert isinstance(s, Series)
+        times = s.times
+        n = len(times)
+        if s.rewrites != lm.rewrites or n <= lm.size or n - lm.size > lm.slack or times[-1] >= now:
+            return None
+        floor = history.floor_us
+        trunc = s.truncated_upto
+        if floor > 0 and floor - 1 > trunc:
+            trunc = floor - 1  # as _missing_upto
+        if now - self.within_us <= trunc:
+            return None
+        old = lm.outcome
+        return (old.observed if self.leaf.op == "formerly" else old.observed + (n - lm.size)), times[-1]
+
     def _pending(self, ctx: EvalContext, pkey: PKey, lo: int, filt: tuple[tuple[str, str], ...]) -> int:
         # No upper bound: a call reserved after this one began (while it awaited) is in flight now.
         if not ctx.pending:
@@ -383,13 +429,15 @@ class CompiledLeaf:
 class _LeafMemo:
     """One leaf's values within a rule's memo: they stand while every series and index the leaf
     read is at the version read and the instant is before `until`. For an extendable leaf
-    (CompiledLeaf.extend) that read one series: its length and `rewrites` then (else -1)."""
+    (CompiledLeaf.extend) that read one series: its length and `rewrites` then (else -1), and
+    `slack`, how many events appended to it cannot change whether it holds (CompiledLeaf.slack)."""
 
     reads: list[tuple[Series | Breadth, int]]
     until: int
     outcome: LeafOutcome
     size: int = -1
     rewrites: int = -1
+    slack: int = 0
 
 
 @dataclass(slots=True)
@@ -544,6 +592,39 @@ class CompiledRule:
         )
         return memo
 
+    def grown(self, ctx: EvalContext, leaves: list[LeafOutcome]) -> tuple[tuple[int, float, int], ...] | None:
+        """Whether this (standable) rule's answer for the caller stands though its history moved:
+        its memo, whose `leaves` are these, stands but for events appended to the series its
+        extendable leaves read, fewer than could change any of them (CompiledLeaf.grown). Then
+        each grown leaf's (position, count, last instant) at `ctx.now_us`, for the outcome a
+        decision row records; the memo is left as it is (it extends from there when asked).
+        None: ask the rule again (`kept`)."""
+        memo = self._memo.get(ctx.caller_key)
+        history = ctx.history
+        now = ctx.now_us
+        if (
+            memo is None
+            or memo.leaves is not leaves
+            or memo.history is not history
+            or memo.generation != history.generation
+            or now >= memo.until
+        ):
+            return None
+        out = []
+        for j, lm in enumerate(memo.by_leaf):
+            for source, version in lm.reads:
+                if source.version != version:
+                    break
+            else:
+                continue  # this leaf's reads stand
+            if lm.size < 0:
+                return None
+            values = self._order[j].grown(lm, history, now)
+            if values is None:
+                return None
+            out.append((j, *values))
+        return tuple(out)
+
     def _refresh(self, memo: RuleMemo, ctx: EvalContext) -> None:
         """The rule's history moved: each leaf whose own reads stand gives its values again, an
         extendable one whose series only grew is extended (CompiledLeaf.extend), the others are
@@ -575,6 +656,7 @@ class CompiledRule:
                     lm.reads = [(x, x.version) for x in ctx.reads]
                     lm.until = ctx.until
                     lm.size, lm.rewrites = _extent(compiled, ctx.reads)
+                lm.slack = compiled.slack(lm.outcome) if lm.size >= 0 else 0
             leaves.append(lm.outcome)
             reads += lm.reads
             if lm.until < until:
@@ -589,7 +671,8 @@ class CompiledRule:
         compiled = self._leaves[id(node)]
         out = compiled.evaluate(ctx)
         size, rewrites = _extent(compiled, reads[start:])
-        by_leaf.append(_LeafMemo([(x, x.version) for x in reads[start:]], ctx.until, out, size, rewrites))
+        slack = compiled.slack(out) if size >= 0 else 0
+        by_leaf.append(_LeafMemo([(x, x.version) for x in reads[start:]], ctx.until, out, size, rewrites, slack))
         ctx.until = min(until, ctx.until)
         return out
 

@@ -125,7 +125,26 @@ class Verdict:
     errors: list[EvalError]
     rules: list[RuleOutcome]
     latency_ms: float = 0.0
+    # Rules whose answer stood while their counts grew (domain.standing): (position in `rules`,
+    # the outcome before, (leaf position, count, last instant) at this verdict's instant). Their
+    # outcomes are built by `settle`, after the answer; `rules` holds the ones before until then.
+    grown: tuple[tuple[int, RuleOutcome, tuple[tuple[int, float, int], ...]], ...] = ()
 
     @property
     def applied(self) -> bool:
         return bool(self.rules)
+
+    def settle(self) -> None:
+        """Every rule's outcome at this verdict's instant in `rules` (the grown ones built now)."""
+        if not self.grown:
+            return
+        rules = list(self.rules)
+        for i, before, grown in self.grown:
+            leaves = list(before.leaves)
+            for j, observed, last_us in grown:
+                x = leaves[j]
+                leaves[j] = LeafOutcome(
+                    x.path, x.op, x.holds, observed, x.cmp, x.threshold, x.within_seconds, x.operation, x.key, x.key_value, last_us, x.error
+                )
+            rules[i] = RuleOutcome(before.name, before.effect, before.mode, before.condition, before.denies, leaves, before.error)
+        self.rules, self.grown = rules, ()

@@ -11,6 +11,13 @@ source that moved, or whose `until` passed, are asked again, and the verdict's l
 only then. Nothing else is evaluated, and no outcome object is built for a rule whose answer
 stands.
 
+A rule whose sources moved only by events appended to the series its counts read, fewer than
+could change whether any of them holds (compiler.CompiledLeaf.slack: `gt 500000` at 100,000
+stands for 400,000 more), is not asked again either: its answer stands, and the verdict carries
+each grown count as a number (Verdict.grown), from which `Verdict.settle` builds the outcome a
+decision row records, after the answer. Every call's own ledger row grows the counts of the rules
+that count every op or the op itself, so without this the gate asked those again on every call.
+
 Kept only where a rule's answer depends on the caller alone: no rule binding `$args`, none
 reading the live row count, no call of the caller's in flight that a rule counts (the gate then
 evaluates the call in full, as before). Within one window generation the sources a rule reads
@@ -67,6 +74,7 @@ def decide(
     history = ctx.history
     if st is None and not all(r.standable for r in rules):
         return None  # never kept for these rules: the check is made once per caller and op
+    grown: list[tuple[int, RuleOutcome, tuple[tuple[int, float, int], ...]]] = []
     if st is None or st.history is not history or st.generation != history.generation:
         if len(kept) >= STANDING_MAX:
             kept.clear()
@@ -77,10 +85,27 @@ def decide(
         if now >= st.until:
             moved.update(i for i, until in enumerate(st.untils) if now >= until)
         sources = st.sources
-        for n, (source, version, readers) in enumerate(sources):
-            if source.version != version:
-                moved.update(readers)
-                sources[n] = (source, source.version, readers)
+        shifted = [n for n, (source, version, _) in enumerate(sources) if source.version != version]
+        if shifted:
+            untils, outcomes = st.untils, st.outcomes
+            for n in shifted:
+                moved.update(sources[n][2])
+            # A rule whose counts only grew, by fewer events than could change it, stands: its
+            # outcome's new counts are the verdict's to build after the answer (Verdict.settle).
+            # The sources it reads stay unseen, so the next call looks at them again.
+            growing: set[int] = set()
+            for i in [i for i in moved if now < untils[i]]:
+                counts = rules[i].grown(ctx, outcomes[i].leaves)
+                if counts is None:
+                    continue
+                moved.discard(i)
+                if counts:
+                    grown.append((i, outcomes[i], counts))
+                    growing.add(i)
+            for n in shifted:
+                source, _, readers = sources[n]
+                if growing.isdisjoint(readers):
+                    sources[n] = (source, source.version, readers)
         if moved:
             _refresh(st, rules, moved, ctx, write_shaped, deployment_mode)
     return Verdict(
@@ -92,6 +117,7 @@ def decide(
         st.all_errors,
         st.outcomes,
         (time.perf_counter() - started) * 1000.0,
+        tuple(grown),
     )
 
 

@@ -231,6 +231,7 @@ class PolicyGate:
             # chain with the call's ledger row, after the answer has gone (GateCall.after).
             call.after = partial(self._record, call.ctx, now, verdict, names)
             if verdict.would_enforce:
+                verdict.settle()
                 raise Forbidden(ErrorCode.POLICY_FORBIDDEN, f"refused by history policy: {explain(verdict)}", refusal_detail(verdict))
         else:
             now = now_us()
@@ -296,6 +297,7 @@ class PolicyGate:
         form is rendered now (once per outcome: most rows repeat most), and the writer's flush
         builds and encodes the row. Nothing the row holds keeps the verdict or its outcomes alive."""
         assert self.decisions is not None
+        verdict.settle()  # the counts of rules that stood as they grew (domain.standing), at the decision's instant
         principal = ctx.principal
         self.decisions.record(
             (
