@@ -325,7 +325,7 @@ def _step_name(handle: asyncio.events.Handle) -> str:
     if not isinstance(task, asyncio.Task):
         return str(getattr(callback, "__qualname__", type(callback).__name__))
     coro: Any = task.get_coro()
-    name, waited = getattr(coro, "__qualname__", "?"), ""
+    name, waited = getattr(coro, "__qualname__", None) or f"{type(coro).__module__}.{type(coro).__qualname__} {coro!r:.80}", ""
     while coro is not None:
         frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
         if frame is not None:
