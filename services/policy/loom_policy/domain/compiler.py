@@ -314,17 +314,12 @@ class CompiledLeaf:
             observed = 1.0
         else:
             observed = old.observed + (n - prior.size)
-            floor = ctx.history.floor_us
-            trunc = s.truncated_upto
-            if floor > 0 and floor - 1 > trunc:
-                trunc = floor - 1  # as _missing_upto
+            trunc = max(_missing_upto(ctx.history), s.truncated_upto)
             assert leaf.value is not None
             holds = compare(leaf.cmp, observed, leaf.value, now - self.within_us > trunc)
             if holds is None:
                 return None  # counted afresh, which says why it is undecided
-        return LeafOutcome(
-            old.path, old.op, holds, observed, old.cmp, old.threshold, old.within_seconds, old.operation, old.key, old.key_value, times[-1]
-        )
+        return old.recounted(holds, observed, times[-1])
 
     def slack(self, out: LeafOutcome) -> int:
         """How many events appended to this (extendable) leaf's series cannot change whether it
@@ -361,11 +356,7 @@ class CompiledLeaf:
         n = len(times)
         if s.rewrites != lm.rewrites or n <= lm.size or n - lm.size > lm.slack or times[-1] >= now:
             return None
-        floor = history.floor_us
-        trunc = s.truncated_upto
-        if floor > 0 and floor - 1 > trunc:
-            trunc = floor - 1  # as _missing_upto
-        if now - self.within_us <= trunc:
+        if now - self.within_us <= max(_missing_upto(history), s.truncated_upto):
             return None
         old = lm.outcome
         return (old.observed if self.leaf.op == "formerly" else old.observed + (n - lm.size)), times[-1]

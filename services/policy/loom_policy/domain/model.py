@@ -92,6 +92,23 @@ class LeafOutcome:
     last_us: int = 0
     error: str = ""
 
+    def recounted(self, holds: bool | None, observed: float, last_us: int) -> LeafOutcome:
+        """The same leaf with a count brought up to date (compiler.CompiledLeaf.extend, Verdict.settle)."""
+        return LeafOutcome(
+            self.path,
+            self.op,
+            holds,
+            observed,
+            self.cmp,
+            self.threshold,
+            self.within_seconds,
+            self.operation,
+            self.key,
+            self.key_value,
+            last_us,
+            self.error,
+        )
+
 
 @dataclass(slots=True)
 class RuleOutcome:
@@ -142,9 +159,6 @@ class Verdict:
         for i, before, grown in self.grown:
             leaves = list(before.leaves)
             for j, observed, last_us in grown:
-                x = leaves[j]
-                leaves[j] = LeafOutcome(
-                    x.path, x.op, x.holds, observed, x.cmp, x.threshold, x.within_seconds, x.operation, x.key, x.key_value, last_us, x.error
-                )
+                leaves[j] = leaves[j].recounted(leaves[j].holds, observed, last_us)
             rules[i] = RuleOutcome(before.name, before.effect, before.mode, before.condition, before.denies, leaves, before.error)
         self.rules, self.grown = rules, ()
