@@ -332,29 +332,49 @@ async def test_a_nats_cluster_that_lost_quorum_is_a_fault_naming_it(stack: Insta
     import sys
 
     binary = shutil.which("nats-server") or str(Path(sys.executable).parent / "nats-server")
-    client, route = [free_port() for _ in range(3)], [free_port() for _ in range(3)]
-    routes = ",".join(f"nats://127.0.0.1:{p}" for p in route)
-    procs = [
-        await asyncio.create_subprocess_exec(
-            binary, "-a", "127.0.0.1", "-p", str(client[i]), "-js", "-sd", str(tmp_path / f"n{i}"), "-n", f"n{i}",
-            "--cluster_name", "doctor-qc", "--cluster", f"nats://127.0.0.1:{route[i]}", "--routes", routes,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-        )
-        for i in range(3)
-    ]  # fmt: skip
+    procs: list[asyncio.subprocess.Process] = []
+
+    async def start_cluster(attempt: int) -> list[int]:
+        """Three nodes on fresh ports; their client ports."""
+        client, route = [free_port() for _ in range(3)], [free_port() for _ in range(3)]
+        routes = ",".join(f"nats://127.0.0.1:{p}" for p in route)
+        procs[:] = [
+            await asyncio.create_subprocess_exec(
+                binary, "-a", "127.0.0.1", "-p", str(client[i]), "-js", "-sd", str(tmp_path / f"a{attempt}n{i}"), "-n", f"n{i}",
+                "--cluster_name", "doctor-qc", "--cluster", f"nats://127.0.0.1:{route[i]}", "--routes", routes,
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            )
+            for i in range(3)
+        ]  # fmt: skip
+        return client
+
     try:
-        settings = make_settings(tmp_path, nats_url=f"nats://127.0.0.1:{client[0]}")
         bus = None
-        for _ in range(100):  # the cluster forms and elects its JetStream leader
-            bus, _problem = await _connect_nats(settings)
+        # free_port's port is free when asked, not when the node binds it: another worker's server
+        # can take it first, and the node exits at once (the suite failed once with the first
+        # node refusing connections for 20 s). A cluster with a node gone is started again on
+        # fresh ports.
+        for attempt in range(3):
+            client = await start_cluster(attempt)
+            settings = make_settings(tmp_path, nats_url=f"nats://127.0.0.1:{client[0]}")
+            for _ in range(100):  # the cluster forms and elects its JetStream leader
+                if any(p.returncode is not None for p in procs):
+                    break  # a node could not bind its ports
+                bus, _problem = await _connect_nats(settings)
+                if bus is not None:
+                    try:
+                        await bus.js.create_key_value(bucket="loom_leases", replicas=3)
+                        break
+                    except Exception:  # noqa: BLE001 - JetStream not ready yet
+                        await bus.nc.close()
+                        bus = None
+                await asyncio.sleep(0.2)
             if bus is not None:
-                try:
-                    await bus.js.create_key_value(bucket="loom_leases", replicas=3)
-                    break
-                except Exception:  # noqa: BLE001 - JetStream not ready yet
-                    await bus.nc.close()
-                    bus = None
-            await asyncio.sleep(0.2)
+                break
+            for p in procs:
+                if p.returncode is None:
+                    p.kill()
+                await p.wait()
         assert bus is not None, "the three-node cluster never took the bucket"
         try:
             found = by_name(await run_checks(DoctorContext(settings, stack.runtime.store, bus)))
