@@ -4,7 +4,9 @@ what they are handed (the store engine, in embedded mode and tests)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -20,7 +22,7 @@ from .chain import CallContext, Ledger, NoopGate, OpChainInterceptor, PolicyGate
 from .chain import ledger as ledger_mod
 from .chain.interceptor import Context, MethodHandler
 from .chain.ratelimit import RateLimiter
-from .errors import ErrorCode, NotFound
+from .errors import ErrorCode, NotFound, Unavailable
 from .grpc_errors import to_rpc_status
 from .identity import Authenticator, TokenCodec
 from .identity import store as identity_store
@@ -86,7 +88,7 @@ class Runtime:
             request_timeout=settings.nats_request_timeout_seconds,
             graceful_stop=settings.nats_graceful_stop_seconds,
         )
-        leases = await LeaseStore.open(bus)
+        leases = await _first_answer(lambda: LeaseStore.open(bus), settings.nats_startup_seconds)
         identity = IdentityStore(store)
         codec = TokenCodec(settings.jwt_secret, settings.jwt_secret_previous)
         auth = Authenticator(identity, codec, bus, settings.grant_cache_ttl_seconds)
@@ -129,6 +131,21 @@ class Runtime:
         await self.bus.close()
         if self.owns_store:
             await self.store.close()
+
+
+async def _first_answer(open_: Callable[[], Awaitable[LeaseStore]], within: float) -> LeaseStore:
+    """The runtime's first JetStream request, asked again while JetStream does not answer, for up
+    to `within` seconds: a replica started beside a NATS cluster that is still electing its
+    leader (a fresh cluster, a rolling restart) waits for it instead of exiting."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return await open_()
+        except Unavailable as exc:
+            if time.monotonic() >= deadline:
+                raise
+            log.warning("%s; asking again", exc)
+            await asyncio.sleep(0.5)
 
 
 class _GateProxy:

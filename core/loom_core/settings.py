@@ -148,6 +148,11 @@ class Settings(BaseSettings):
         ge=0,
         description="How long a replica's stop waits for the bus handlers still running (a delivery, a projection's batch) to finish before it cuts them off.",
     )
+    nats_startup_seconds: float = Field(
+        60.0,
+        ge=0,
+        description="How long a replica starting waits for JetStream to answer its first request (a NATS cluster still electing its leader, or catching up) before it exits.",
+    )
 
 
 def plane_settings_classes() -> dict[str, type[PlaneSettings]]:
