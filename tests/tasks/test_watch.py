@@ -215,14 +215,19 @@ async def test_sse_stops_reading_when_the_client_goes(org: Org, tasks_a: Instanc
         await owner("task.create", inbox="private-bot", kind="chore", title="t")
         await next_events(it, 1)
 
+        def mine() -> list[list[str]]:
+            # This org's inbox only (loom.tasks.<org>.<namespace>.<inbox>.*): other tests' orgs have
+            # inboxes of the same name, and their looks share the replica's tail.
+            return [w.pattern for w in tail.waiters if w.pattern[2] == org.name and w.pattern[-2] == "private-bot"]
+
         async def waiting() -> bool:
-            return any(w.pattern[-2] == "private-bot" for w in tail.waiters)
+            return bool(mine())
 
         await eventually(waiting, within=10)  # a 30 s look is in flight
     # The client went mid-look: the look is cancelled and its waiter gone, long before 30 s.
 
     async def gone() -> bool:
-        return not any(w.pattern[-2] == "private-bot" for w in tail.waiters)
+        return not mine()
 
     await eventually(gone, within=10)
 
