@@ -21,7 +21,9 @@ drives it from a separate client process (so the client does not share the serve
   with the second replica in a process of its own (`--replicas 2`'s default), as production runs
   replicas (two `loom serve` processes, usually on two machines): with both on the bench's one
   event loop (`--replicas-in-process`, the bench before session 21) the reading replica's loop
-  waited while the create's answer was built on it, a wait no deployment has.
+  waited while the create's answer was built on it, a wait no deployment has. Beside it, the
+  wake's floor (bench/_wake_floor.py): the parts a wake is made of (a gRPC round trip, two
+  JetStream writes, a NATS hop) timed without Loom after the same pause, and their sum.
 - the baseline, against the same nats-server: a file-backed work-queue stream, `-p` producers
   publishing `-n` messages (each publish acked by the server), `-w` workers each looping
   fetch(1) -> ack_sync (acked by the server): publish -> pull -> ack, Loom's lifecycle without
@@ -53,6 +55,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+import _wake_floor
 from _machine import (  # bench/ is on sys.path when a script runs
     add_durability_argument,
     add_profile_arguments,
@@ -206,6 +209,11 @@ async def loom_lifecycles(door: Any, replicas: int, n: int, workers: int, produc
     }
 
 
+#: The pause before each wake round's create (its pull parks meanwhile): every process of the round
+#: starts it idle, as a worker waiting for work does; the wake floor waits the same.
+WAKE_PAUSE = 0.03
+
+
 async def loom_wake(door: Any, replicas: int, rounds: int) -> dict[str, Any]:
     """Each round: a pull waits on replica 0, a create goes to replica `replicas - 1`; the latency
     is from the create's send until both answers are in (the pull's alone: `pull_p50_ms`). Each
@@ -220,7 +228,7 @@ async def loom_wake(door: Any, replicas: int, rounds: int) -> dict[str, Any]:
 
     for i in range(rounds):
         waiting = asyncio.create_task(pull())
-        await asyncio.sleep(0.03)  # the pull is parked on the server
+        await asyncio.sleep(WAKE_PAUSE)  # the pull is parked on the server
         sent = time.perf_counter()
         await door.create(replicas - 1, WAKE_INBOX, f"w{i}")
         created = time.perf_counter()
@@ -524,6 +532,8 @@ async def _client(cfg: dict[str, Any]) -> dict[str, Any]:
             out["loom"]["cpu"] = meter.split()
         if cfg["phase"] == "wake":
             out["wake"] = await loom_wake(door, cfg["wake_replicas"], cfg["wake"])
+        if cfg["phase"] == "wake_floor":
+            out["floor"] = await _wake_floor.measure(cfg["nats"], cfg["floor_grpc"], cfg["wake"], WAKE_PAUSE)
         if cfg["phase"] == "serial":
             out["serial"] = await serial_rounds(cfg)
     finally:
@@ -626,9 +636,11 @@ async def replica_process(args: argparse.Namespace) -> None:
 
 
 class ReplicaProcess:
-    """The bench's side of `replica_process`: starts it, asks for its counters, stops it."""
+    """The bench's side of `replica_process` (or, with `flag="--floor-of"`, of the wake floor's
+    far side, `_wake_floor.serve`): starts it, asks for its counters, stops it."""
 
-    def __init__(self) -> None:
+    def __init__(self, flag: str = "--replica-of") -> None:
+        self.flag = flag
         self.proc: asyncio.subprocess.Process | None = None
         self.pid = 0
 
@@ -637,7 +649,7 @@ class ReplicaProcess:
             sys.executable,
             __file__,
             *sys.argv[1:],
-            "--replica-of",
+            self.flag,
             nats_url,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
@@ -931,6 +943,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             seen_statements: dict[str, list[float]] | None = None
             serial: dict[str, Any] | None = None
             wakes: list[dict[str, Any]] = []
+            wake_floor: dict[str, float] | None = None
             trace = WakeTrace() if args.trace_wake else None
             if trace is not None:
                 for instance, plane in zip(instances, tasks_planes, strict=True):
@@ -1026,6 +1039,13 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     if trace is not None:
                         wake["spans"] = trace.spans(stamps)
                     wakes.append(wake)
+                if wakes:
+                    far = ReplicaProcess("--floor-of")
+                    try:
+                        started = await far.start(nats.url)
+                        wake_floor = (await run_client({**cfg, "phase": "wake_floor", "floor_grpc": started["grpc"]}))["floor"]
+                    finally:
+                        await far.stop()
                 if args.soak_seconds:
                     memory["soak"] = await soak(cfg, doors[0], args, lambda: memory_sample(store, cfg["nats_pid"], nats.monitor_port))
             finally:
@@ -1054,6 +1074,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "producers": args.producers,
         "runs": runs,
         "wake": wakes,
+        "wake_floor": wake_floor,
         "jetstream": base,  # the last run's baseline; each run carries its own
         # The headline: the best batched run over the baseline; unbatched beside it.
         "ratio": max((r["ratio"] for r in batched), default=0.0),
@@ -1133,6 +1154,8 @@ def report(r: dict[str, Any]) -> str:
         )
         for step, p50, n in wk.get("spans", []):
             lines.append(f"    {p50:6.2f} ms p50  {step} ({n} rounds)")
+    if r["wake_floor"]:
+        lines += _wake_floor.report(r["wake_floor"], r["wake"])
     runs_present = bool(r["runs"])
     if r["serial"]:
         sr = r["serial"]
@@ -1288,6 +1311,7 @@ def main() -> int:
     p.add_argument("--profile-out", metavar="FILE", help="also write the cProfile stats to FILE (for pstats / snakeviz)")
     p.add_argument("--client", metavar="CONFIG", help=argparse.SUPPRESS)
     p.add_argument("--replica-of", metavar="NATS_URL", help=argparse.SUPPRESS)
+    p.add_argument("--floor-of", metavar="NATS_URL", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.client:
         sys.path[:0] = [str(ROOT)]
@@ -1299,6 +1323,9 @@ def main() -> int:
     tune_gc()  # the servers' processes are set up as `loom up`'s (loom_core/process.py); the client's is not
     if args.replica_of:
         run(replica_process(args))
+        return 0
+    if args.floor_of:
+        run(_wake_floor.serve(args.floor_of))
         return 0
     result = run(bench(args))
     print(json.dumps(result, indent=2) if args.json else report(result))
