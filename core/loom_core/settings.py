@@ -62,6 +62,13 @@ class Settings(BaseSettings):
         "", description="ClickHouse server (clickhouse://user:pass@host:9000/db). Empty: embedded chDB under LOOM_DATA_DIR."
     )
     clickhouse_database: str = Field("loom", description="Database holding Loom's tables.")
+    # The engine's own default (loom_core/store/embedded.py THREAD_NICE; tests/core/test_settings.py checks they agree).
+    chdb_thread_nice: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="The nice value of the embedded store's threads (Linux), below the event loop's 0: on a machine whose cores are all busy, calls on the loop run first and chDB's statements wait. 0 runs them at the loop's priority.",
+    )
 
     # --- bus
     nats_url: str = Field("", description="NATS server URL. Empty: `loom up` starts a nats-server child process with JetStream.")

@@ -19,14 +19,17 @@ from tests.conftest import make_settings
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
-def test_the_bus_settings_default_to_the_bus_own_constants() -> None:
-    """Settings writes the bus's defaults as literals (importing the bus loads faststream into every
-    CLI command): they are the ones connect_bus takes when not given them."""
+def test_the_bus_and_store_settings_default_to_their_own_constants() -> None:
+    """Settings writes the bus's and the embedded store's defaults as literals (importing the bus
+    loads faststream, the store chDB, into every CLI command): they are the ones connect_bus and
+    EmbeddedStore.open take when not given them."""
     from loom_core.bus.nats import GRACEFUL_STOP_SECONDS, NATS_REQUEST_TIMEOUT_SECONDS
+    from loom_core.store.embedded import THREAD_NICE
 
     fields = Settings.model_fields
     assert fields["nats_request_timeout_seconds"].default == NATS_REQUEST_TIMEOUT_SECONDS
     assert fields["nats_graceful_stop_seconds"].default == GRACEFUL_STOP_SECONDS
+    assert fields["chdb_thread_nice"].default == THREAD_NICE
 
 
 def test_configuration_doc_matches_the_settings_definition() -> None:

@@ -111,5 +111,5 @@ async def open_store(settings: Settings) -> Store:
     else:
         from .embedded import EmbeddedStore
 
-        store = EmbeddedStore.open(settings.data_dir / "chdb", settings.clickhouse_database)
+        store = EmbeddedStore.open(settings.data_dir / "chdb", settings.clickhouse_database, settings.chdb_thread_nice)
     return store

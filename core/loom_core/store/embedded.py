@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import sys
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +20,20 @@ from .. import fastjson
 from .base import StoreError, check_table, check_token
 
 log = logging.getLogger(__name__)
+
+#: The nice value of the engine's threads (LOOM_CHDB_THREAD_NICE): below the event loop's, so
+#: on a machine whose cores are all busy the loop runs first and a statement waits (the policy
+#: gate's p99 over a block of calls, session 27: +1.6 ms at 0, +1.0 at 10; docs/benchmarks.md).
+THREAD_NICE = 10
+
+
+def _lower_priority(nice: int) -> None:
+    """A pool thread's initializer: this thread's nice value (Linux schedules each thread on its
+    own, and the engine's worker threads it starts from here inherit it; elsewhere the call
+    would lower the whole process, so it is skipped)."""
+    if nice and sys.platform == "linux":
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+
 
 _SETTINGS = "output_format_json_quote_64bit_integers=0&date_time_input_format=best_effort"
 
@@ -68,14 +84,14 @@ class EmbeddedStore:
     engine = "chdb"
     _open: ClassVar[dict[str, EmbeddedStore]] = {}
 
-    def __init__(self, path: Path, database: str) -> None:
+    def __init__(self, path: Path, database: str, thread_nice: int = THREAD_NICE) -> None:
         self.path = path
         self.database = database
         path.mkdir(parents=True, exist_ok=True)
         self._url = f"file:{path}?{_SETTINGS}"
         self._conn = chdb.connect(self._url)  # type: ignore[no-untyped-call,unused-ignore]  # chdb and chdb-core both ship chdb/: whose annotations win depends on install order
         # chDB releases the GIL while a statement runs; a few threads keep the loop free.
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="chdb")
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="chdb", initializer=_lower_priority, initargs=(thread_nice,))
         self._closed = False
         # One connection per pool thread: a chDB connection's bound query parameters are not
         # safe across threads (concurrent statements on one connection failed with "Substitution
@@ -85,14 +101,14 @@ class EmbeddedStore:
         self._conns_lock = threading.Lock()
 
     @classmethod
-    def open(cls, path: Path, database: str) -> EmbeddedStore:
+    def open(cls, path: Path, database: str, thread_nice: int = THREAD_NICE) -> EmbeddedStore:
         key = str(path.resolve())
         existing = cls._open.get(key)
         if existing is not None and not existing._closed:
             return existing
         if cls._open and key not in cls._open:
             raise StoreError("chDB already holds another data dir in this process")
-        store = cls(path, database)
+        store = cls(path, database, thread_nice)
         cls._open[key] = store
         return store
 
