@@ -184,7 +184,7 @@ async def embedded_loom(
         data = Path(tmp)
         settings = bench_settings(data, database, **(settings_overrides or {}))
         async with NatsServer(data / "nats", sync_interval=sync_interval) as nats:
-            store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
+            store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database, settings.chdb_thread_nice)
             inst = await start_instance(settings, store=store, nats_url=nats.url, name="bench", only_planes=set(planes), transport="inproc")
             try:
                 token = (await bootstrap_org(inst.runtime.identity, inst.runtime.codec, "bench", "main", 3600))[0] if org else None

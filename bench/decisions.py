@@ -333,7 +333,7 @@ async def over_rest(docs: np.ndarray, texts: list[str], asked: list[str], exact:
             rate_read_per_minute=10**9,
         )
         async with NatsServer(data / "nats") as nats:
-            store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
+            store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database, settings.chdb_thread_nice)
             inst = await start_instance(
                 settings, store=store, nats_url=nats.url, name="bench", only_planes={"identity", "decisions"}, transport="inproc"
             )

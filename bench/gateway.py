@@ -484,7 +484,7 @@ async def serve_plane(data: Path, nats_url: str) -> None:
     from loom_runner.embedded import start_instance
 
     settings = bench_settings(data, "loom_bench")
-    store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
+    store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database, settings.chdb_thread_nice)
     inst = await start_instance(settings, store=store, nats_url=nats_url, http=False, only_planes={"identity"}, name="bench-plane")
     token, _ = await bootstrap_org(inst.runtime.identity, inst.runtime.codec, "bench", "main", 3600)
     print(json.dumps({"address": inst.grpc_address("identity"), "token": token}), flush=True)
@@ -501,7 +501,7 @@ async def serve_gateway(data: Path, nats_url: str, plane_address: str) -> None:
     from loom_runner.embedded import start_instance
 
     settings = bench_settings(data, "loom_bench_gw")
-    store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
+    store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database, settings.chdb_thread_nice)
     inst = await start_instance(
         settings, store=store, nats_url=nats_url, only_planes=set(), remote_planes={"identity": plane_address}, name="bench-gateway"
     )

@@ -459,7 +459,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         off_settings = Settings(**base, plane_overrides={"policy_mode": "off"})  # type: ignore[arg-type]
         on_settings = Settings(**base, plane_overrides={"policy_mode": "enforce"})  # type: ignore[arg-type]
         async with NatsServer(data / "nats", sync_interval=args.sync_interval) as nats:
-            store = EmbeddedStore.open(data / "chdb", off_settings.clickhouse_database)
+            store = EmbeddedStore.open(data / "chdb", off_settings.clickhouse_database, off_settings.chdb_thread_nice)
             off = await start_instance(off_settings, store=store, nats_url=nats.url, name="off")
             on = await start_instance(on_settings, store=store, nats_url=nats.url, name="enforce")
             try:

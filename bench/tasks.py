@@ -608,7 +608,7 @@ async def replica_process(args: argparse.Namespace) -> None:
 
     with tempfile.TemporaryDirectory(prefix="loom-bench-replica-") as tmp:
         settings = bench_settings(args, Path(tmp))
-        store = EmbeddedStore.open(Path(tmp) / "chdb", settings.clickhouse_database)
+        store = EmbeddedStore.open(Path(tmp) / "chdb", settings.clickhouse_database, settings.chdb_thread_nice)
         instance = await start_instance(settings, store=store, nats_url=args.replica_of, name="bench-1", only_planes=PLANES)
         try:
             freeze_startup_heap()
@@ -888,7 +888,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         data = Path(tmp)
         settings = bench_settings(args, data)
         async with NatsServer(data / "nats", sync_interval=args.sync_interval, monitor=True) as nats:
-            store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database)
+            store = EmbeddedStore.open(data / "chdb", settings.clickhouse_database, settings.chdb_thread_nice)
             statements = _count_statements(store) if args.store_stats else None
             instances: list[Instance] = []
             in_process = 1 if args.replicas == 1 or args.replicas_in_process else args.replicas - 1
