@@ -36,7 +36,8 @@ class NatsServer:
 
     `sync_interval` sets JetStream's storage sync (`always`: fsync every write before its ack,
     as `loom up` runs by default; an interval such as `2m`; empty: nats-server's own default,
-    an fsync every two minutes)."""
+    an fsync every two minutes). `jetstream=False` serves core NATS only: no JetStream request
+    is answered (tests of a replica started before JetStream answers)."""
 
     def __init__(
         self,
@@ -47,8 +48,10 @@ class NatsServer:
         sync_interval: str = "",
         *,
         monitor: bool = False,
+        jetstream: bool = True,
     ) -> None:
         self.store_dir = store_dir
+        self.jetstream = jetstream
         #: The HTTP monitoring port (`/varz`: message counts), when asked for (benches).
         self.monitor_port = free_port(host) if monitor else 0
         self.host = host
@@ -65,7 +68,9 @@ class NatsServer:
 
     def start(self) -> None:
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        args = [nats_server_binary(), "-a", self.host, "-p", str(self.port), "-js", "-sd", str(self.store_dir)]
+        args = [nats_server_binary(), "-a", self.host, "-p", str(self.port)]
+        if self.jetstream:
+            args += ["-js", "-sd", str(self.store_dir)]
         if self.monitor_port:
             args += ["-m", str(self.monitor_port)]
         if self.config is not None:
