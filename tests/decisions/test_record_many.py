@@ -123,6 +123,33 @@ async def test_a_locked_key_or_a_pinned_row_refuses_its_item_only(desk: Desk) ->
     assert [r["outcome"] for r in (await a.ok("memory.history", memory_key=region_key(0)))["records"]] == ["keep them 30 days"]
 
 
+async def test_a_key_named_many_times_answers_each_as_its_turn_finds_the_key(desk: Desk) -> None:
+    """Rounds after one that wrote nothing under a key answer from what that round read (the
+    key's lock is held across the call): each answer is still the one its turn would get."""
+    a = desk.as_agent("importer")
+    same, changed = region(0, "keep 30 days"), region(0, "keep 60 days")
+    out = [r["decision"] for r in (await a.ok("decision.record_many", records=[same] * 6 + [changed] * 4 + [same] * 3))["results"]]
+    assert [(d["created"], d["restated"], d["superseded_prior"], d["version"]) for d in out] == [
+        (True, False, False, 1),
+        *[(False, True, False, 1)] * 5,
+        (False, False, True, 2),
+        *[(False, True, False, 2)] * 3,
+        (False, False, True, 3),
+        *[(False, True, False, 3)] * 2,
+    ]
+    assert [d["statement"] for d in out] == [out[0]["statement"]] * 6 + [out[6]["statement"]] * 4 + [out[0]["statement"]] * 3
+    hist = await a.ok("memory.history", memory_key=region_key(0))
+    assert [r["outcome"] for r in hist["records"]] == ["keep 30 days", "keep 60 days", "keep 30 days"]
+    assert (await a.ok("memory.get", memory_key=region_key(0)))["reinforcements"] == 0
+    # A pinned row refuses every record that would change it, and holds its own decision restated.
+    await a.ok("memory.pin", memory_key=region_key(0))
+    out = (await a.ok("decision.record_many", records=[changed] * 3 + [same] * 2 + [changed]))["results"]
+    assert [r["error"]["code"] if "error" in r else r["decision"]["restated"] for r in out] == ["PINNED_CONFLICT"] * 3 + [True] * 2 + [
+        "PINNED_CONFLICT"
+    ]
+    assert len((await a.ok("memory.history", memory_key=region_key(0)))["records"]) == 3
+
+
 async def test_single_records_racing_an_import_on_its_keys_keep_per_key_versions(desk: Desk) -> None:
     a, b = desk.as_agent("importer"), desk.as_agent("other")
     n = 12

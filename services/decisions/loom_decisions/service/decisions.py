@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -21,7 +21,7 @@ from ..domain.files import detect_files
 from ..domain.keys import MissingIdentity, decision_key
 from ..domain.statement import CATEGORY_TAG_PREFIX, PROPOSED_TAG, STAGES, DecisionText, LimitExceeded, decision_tags, excerpt, stage_of
 from ..store.decisions import DecisionRecordRow, Edge
-from ..store.memory import Ident, MemoryRow, RowView
+from ..store.memory import Ident, MemoryRow, Own, RowView
 from .rows import RowChanges, Rows, RowWrite, WriteRounds, record_row
 
 PRECEDENTS_MAX = 25
@@ -160,6 +160,32 @@ def _own_active(rec: DecisionRecordRow | None, ident: Ident) -> bool:
     return rec is not None and rec["status"] == "active" and Ident(rec["agent"], rec["user"], rec["session"]) == ident
 
 
+@dataclass(frozen=True, slots=True)
+class _KeyState:
+    """What a round read of one key for its write: the writer's own row, and the key's record."""
+
+    own: Own
+    rec: DecisionRecordRow | None
+
+
+def _settled(w: _Recording, state: _KeyState) -> dpb.RecordDecisionResponse | LoomError | None:
+    """The answer of a write that writes nothing (the writer's own active decision restated
+    under an import, or its pinned row), or None for a write that goes on to write."""
+    own = state.own.head
+    if own is None or own.status != "active":
+        return None
+    restated = own.value == w.statement and own.memory_type == "decision"
+    if restated and not w.reinforce and _own_active(state.rec, w.ident):
+        return dpb.RecordDecisionResponse(
+            memory_key=w.key, restated=True, conflicts=own.conflicts, stage=w.stage, statement=w.statement, version=own.version
+        )
+    if own.pinned and not restated:
+        return Conflict(
+            ErrorCode.PINNED_CONFLICT, "the writer's decision row is pinned; an admin unpins it with memory.unpin first", {"key": w.key}
+        )
+    return None
+
+
 class DecisionOps:
     def __init__(self, rows: Rows) -> None:
         self.r = rows
@@ -222,8 +248,10 @@ class DecisionOps:
             for key in keys:  # in key order, so two imports never hold each other's keys
                 if key not in refused:
                     await held.enter_async_context(self.r.key_lock(org, ns, key))
+            carried: dict[str, _KeyState] = {}
             for members in rounds:
-                for i, answer in zip(members, await self._record_round(org, ns, [writes[i] for i in members]), strict=True):
+                answered, carried = await self._round(org, ns, [writes[i] for i in members], carried)
+                for i, answer in zip(members, answered, strict=True):
                     answers[i] = answer
         done = [a for a in answers if a is not None]
         if any(isinstance(a, dpb.RecordDecisionResponse) and a.created for a in done):
@@ -233,42 +261,52 @@ class DecisionOps:
         return done
 
     async def _record_round(self, org: str, ns: str, writes: list[_Recording]) -> list[dpb.RecordDecisionResponse | LoomError]:
-        """One round of decision.record (rows.WriteRounds): the writers' rows and the keys' records
-        read and the conflict scan run for every write at once, then one insert per table."""
+        """One round of decision.record (rows.WriteRounds)."""
+        return (await self._round(org, ns, writes, {}))[0]
 
-        async def embedded_and_scanned() -> tuple[list[list[float]], list[list[str]]]:
-            vecs = [[float(x) for x in v] for v in await self.r.d.embedder.embed([excerpt(w.statement) for w in writes])]
-            return vecs, await self.r.close_decisions(org, ns, [(w.key, v) for w, v in zip(writes, vecs, strict=True)])
+    async def _round(
+        self, org: str, ns: str, writes: list[_Recording], carried: Mapping[str, _KeyState]
+    ) -> tuple[list[dpb.RecordDecisionResponse | LoomError], dict[str, _KeyState]]:
+        """One round: the writers' rows and the keys' records read and the conflict scan run for
+        every write at once, then one insert per table. A round whose every key is in `carried`
+        (what the key's last round read, and that round wrote nothing under it: its lock is held
+        throughout) reads nothing again, and embeds and scans only the writes that write. Returns
+        the answers, and the reads of each key this round wrote nothing under."""
 
-        # The model and the conflict scan beside the two reads: one stage, so every write waits in one queue.
-        (vecs, conflicts), owns, recs = await asyncio.gather(
-            embedded_and_scanned(),
-            self.mem.own_many((org, ns), [(w.key, w.ident) for w in writes]),
-            self.dec.current_many(org, ns, [w.key for w in writes]),
-        )
+        async def embedded_and_scanned(ws: Sequence[_Recording]) -> tuple[list[list[float]], list[list[str]]]:
+            vecs = [[float(x) for x in v] for v in await self.r.d.embedder.embed([excerpt(w.statement) for w in ws])]
+            return vecs, await self.r.close_decisions(org, ns, [(w.key, v) for w, v in zip(ws, vecs, strict=True)])
+
+        if all(w.key in carried for w in writes):
+            states = [carried[w.key] for w in writes]
+            settled = [_settled(w, s) for w, s in zip(writes, states, strict=True)]
+            writing = [i for i, answer in enumerate(settled) if answer is None]
+            vecs: list[list[float]] = [[] for _ in writes]
+            conflicts: list[list[str]] = [[] for _ in writes]
+            if writing:
+                for i, vec, flagged in zip(writing, *await embedded_and_scanned([writes[i] for i in writing]), strict=True):
+                    vecs[i], conflicts[i] = vec, flagged
+        else:
+            # The model and the conflict scan beside the two reads: one stage, so every write waits in one queue.
+            (vecs, conflicts), owns, read = await asyncio.gather(
+                embedded_and_scanned(writes),
+                self.mem.own_many((org, ns), [(w.key, w.ident) for w in writes]),
+                self.dec.current_many(org, ns, [w.key for w in writes]),
+            )
+            states = [_KeyState(mine, read.get(w.key)) for w, mine in zip(writes, owns, strict=True)]
+            settled = [_settled(w, s) for w, s in zip(writes, states, strict=True)]
+        recs = {w.key: s.rec for w, s in zip(writes, states, strict=True) if s.rec is not None}
+        unchanged = {w.key: s for w, s, answer in zip(writes, states, settled, strict=True) if answer is not None}
         answers: list[dpb.RecordDecisionResponse | LoomError] = []
         pending: list[tuple[int, dpb.RecordDecisionResponse]] = []  # the writes not refused, with their place in answers
         row_writes: list[RowWrite] = []
-        for w, vec, mine, flagged in zip(writes, vecs, owns, conflicts, strict=True):
-            own: MemoryRow | None = mine.head
+        for w, vec, state, flagged, done in zip(writes, vecs, states, conflicts, settled, strict=True):
+            if done is not None:
+                answers.append(done)
+                continue
+            own = state.own.head
             own_live = own is not None and own.status == "active"
             restated = own_live and own is not None and own.value == w.statement and own.memory_type == "decision"
-            if restated and own is not None and not w.reinforce and _own_active(recs.get(w.key), w.ident):
-                answers.append(
-                    dpb.RecordDecisionResponse(
-                        memory_key=w.key, restated=True, conflicts=own.conflicts, stage=w.stage, statement=w.statement, version=own.version
-                    )
-                )
-                continue
-            if own_live and own is not None and own.pinned and not restated:
-                answers.append(
-                    Conflict(
-                        ErrorCode.PINNED_CONFLICT,
-                        "the writer's decision row is pinned; an admin unpins it with memory.unpin first",
-                        {"key": w.key},
-                    )
-                )
-                continue
             row_fields: RowChanges = {
                 "value": w.statement,
                 "memory_type": "decision",
@@ -287,7 +325,7 @@ class DecisionOps:
             )
             pending.append((len(answers), answer))
             answers.append(answer)
-            row_writes.append(RowWrite(w.ctx, own if own_live else None, w.key, w.ident, "decision.record", vec, mine.top, row_fields))
+            row_writes.append(RowWrite(w.ctx, own if own_live else None, w.key, w.ident, "decision.record", vec, state.own.top, row_fields))
 
         landed: list[tuple[int, dpb.RecordDecisionResponse, MemoryRow]] = []
         for (i, answer), row in zip(pending, await self.r.append_many(org, ns, row_writes), strict=True):
@@ -341,7 +379,7 @@ class DecisionOps:
             )
             edges += _edges(w.key, version, caused_by, influenced_by, now)
         await asyncio.gather(self.r.append_records(org, ns, new_recs), self.dec.add_edges(org, ns, edges))
-        return answers
+        return answers, unchanged
 
     # --- the record alone
 
