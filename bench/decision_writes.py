@@ -1,6 +1,6 @@
 """decision.record and memory.set write throughput over REST, one writer against many.
 
-    .venv/bin/python bench/decision_writes.py [-n 300] [--writers 16] [--bulk SIZE] [--threads] [--json]
+    .venv/bin/python bench/decision_writes.py [-n 300] [--writers 16] [--bulk SIZE [--repeats K]] [--threads] [--json]
 
 An embedded Loom (identity and decisions planes, a real nats-server child, chDB, the local
 model, the in-process transport as `loom up` runs them) on a temp data dir. Each op is called
@@ -13,6 +13,9 @@ model loads during start: the first call should cost about what the tenth does).
 `--bulk SIZE` also writes `n` decisions through decision.record_many, SIZE records a call, by
 `--writers` concurrent callers, after decision.record's figures in the same run (the baseline),
 and prints both's records/s and CPU a record; memory.set is left out.
+
+`--repeats K` (with `--bulk`) names each record K times in a row within its call, as an import
+that repeats its keys does: the first writes, the rest are answered as restated.
 
 `--cache-min-rows` sets LOOM_MEMORY_VECTOR_CACHE_MIN_ROWS: at 1 the conflict check reads the
 vector cache from the first row, as it does in a namespace past the default's 2,000 rows.
@@ -81,10 +84,11 @@ def singles(op: str, n: int, run: str) -> list[Call]:
     return [(f"/v1/{op}", args_for(op, i, run)) for i in range(n)]
 
 
-def bulks(n: int, size: int, run: str) -> list[Call]:
-    """`n` decisions in decision.record_many calls of `size` records."""
+def bulks(n: int, size: int, run: str, repeats: int = 1) -> list[Call]:
+    """`n` records in decision.record_many calls of `size` records, each decision named `repeats`
+    times in a row."""
     return [
-        ("/v1/decision.record_many", {"records": [args_for("decision.record", i, run) for i in range(at, min(at + size, n))]})
+        ("/v1/decision.record_many", {"records": [args_for("decision.record", i // repeats, run) for i in range(at, min(at + size, n))]})
         for at in range(0, n, size)
     ]
 
@@ -135,7 +139,7 @@ async def first_calls(client: Any, count: int = 10) -> list[float]:
     return took
 
 
-async def run(n: int, writers: int, cache_min_rows: int | None, bulk: int | None) -> dict[str, Any]:
+async def run(n: int, writers: int, cache_min_rows: int | None, bulk: int | None, repeats: int = 1) -> dict[str, Any]:
     import httpx
 
     out: dict[str, Any] = {}
@@ -157,9 +161,9 @@ async def run(n: int, writers: int, cache_min_rows: int | None, bulk: int | None
                 "concurrent_cpu_ms_by_thread": dict(LAST_THREADS),
             }
         if bulk:
-            await rate(c, bulks(min(bulk, 20), bulk, "bulk-warm"), 1)
-            per_s, cpu_ms = await rate(c, bulks(n, bulk, "bulk"), writers)
-            out["decision.record_many"] = {"size": bulk, "per_s": per_s, "cpu_ms": cpu_ms}
+            await rate(c, bulks(min(bulk, 20), bulk, "bulk-warm", repeats), 1)
+            per_s, cpu_ms = await rate(c, bulks(n, bulk, "bulk", repeats), writers)
+            out["decision.record_many"] = {"size": bulk, "repeats": repeats, "per_s": per_s, "cpu_ms": cpu_ms}
     return out
 
 
@@ -168,13 +172,14 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=300)
     ap.add_argument("--writers", type=int, default=16)
     ap.add_argument("--bulk", type=int, default=None, metavar="SIZE", help="also decision.record_many, SIZE records a call")
+    ap.add_argument("--repeats", type=int, default=1, metavar="K", help="with --bulk: each record named K times in a row in its call")
     ap.add_argument("--threads", action="store_true", help="also print the concurrent phase's CPU a record by kind of thread")
     ap.add_argument("--cache-min-rows", type=int, default=None, help="LOOM_MEMORY_VECTOR_CACHE_MIN_ROWS (default: Loom's)")
     add_model_arguments(ap)
     a = ap.parse_args()
     model_id = use_model(a.model)
     before = os.getloadavg()
-    r = asyncio.run(run(a.n, a.writers, a.cache_min_rows, a.bulk))
+    r = asyncio.run(run(a.n, a.writers, a.cache_min_rows, a.bulk, a.repeats))
     r["load"] = {"before": before, "after": os.getloadavg()}
     r["model"] = model_id
     if a.json:
@@ -198,7 +203,7 @@ def main() -> int:
     if a.bulk:
         b, single = r["decision.record_many"], r["decision.record"]
         print(
-            f"decision.record_many {b['size']} a call, {a.writers} callers {b['per_s']:6.1f}/s "
+            f"decision.record_many {b['size']} a call{f' (each record {a.repeats} times)' if a.repeats > 1 else ''}, {a.writers} callers {b['per_s']:6.1f}/s "
             f"({b['per_s'] / single['concurrent_per_s']:.1f}x decision.record at {a.writers} writers); "
             f"CPU {b['cpu_ms']:.1f} ms a record (decision.record {single['concurrent_cpu_ms']:.1f})"
         )
