@@ -19,6 +19,7 @@ from loom_core.bus.natsserver import free_port
 from loom_core.doctor import Check, DoctorContext, Verdict
 from loom_core.local_secrets import load_or_create
 from loom_core.settings import DEFAULT_JWT_SECRET, Settings
+from loom_core.store.embedded import EmbeddedStore
 from loom_runner.doctor import (
     EXIT_FAULTS,
     EXIT_HEALTHY,
@@ -323,9 +324,10 @@ def test_a_stream_without_a_leader_or_with_a_replica_behind_is_unhealthy_and_a_s
 
 
 @pytest.mark.slow  # starts a three-node nats-server cluster
-async def test_a_nats_cluster_that_lost_quorum_is_a_fault_naming_it(stack: Instance, tmp_path: Path) -> None:
+async def test_a_nats_cluster_that_lost_quorum_is_a_fault_naming_it(store: EmbeddedStore, tmp_path: Path) -> None:
     """Three real nats-servers in one JetStream cluster holding Loom's leases bucket with three
-    replicas: healthy, then with two of them stopped (no leader for the bucket's stream)."""
+    replicas: healthy, then with two of them stopped (no leader for the bucket's stream). The
+    checks read the bus and the store, not a door: once, not once a transport."""
     import asyncio
     import shutil
     import signal
@@ -377,12 +379,12 @@ async def test_a_nats_cluster_that_lost_quorum_is_a_fault_naming_it(stack: Insta
                 await p.wait()
         assert bus is not None, "the three-node cluster never took the bucket"
         try:
-            found = by_name(await run_checks(DoctorContext(settings, stack.runtime.store, bus)))
+            found = by_name(await run_checks(DoctorContext(settings, store, bus)))
             assert found["nats.quorum"].verdict == Verdict.OK, found["nats.quorum"]
             for p in procs[1:]:
                 p.send_signal(signal.SIGTERM)
                 await p.wait()
-            found = by_name(await run_checks(DoctorContext(settings, stack.runtime.store, bus)))
+            found = by_name(await run_checks(DoctorContext(settings, store, bus)))
         finally:
             await bus.nc.close()
         quorum = found["nats.quorum"]
