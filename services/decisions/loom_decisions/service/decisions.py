@@ -270,8 +270,10 @@ class DecisionOps:
         """One round: the writers' rows and the keys' records read and the conflict scan run for
         every write at once, then one insert per table. A round whose every key is in `carried`
         (what the key's last round read, and that round wrote nothing under it: its lock is held
-        throughout) reads nothing again, and embeds and scans only the writes that write. Returns
-        the answers, and the reads of each key this round wrote nothing under."""
+        throughout) reads nothing again, and embeds and scans only the writes that write. Another
+        replica's write to such a key between two rounds is taken as landing after the call, as
+        one a moment later would: the records answered so write nothing. Returns the answers, and
+        the reads of each key this round wrote nothing under."""
 
         async def embedded_and_scanned(ws: Sequence[_Recording]) -> tuple[list[list[float]], list[list[str]]]:
             vecs = [[float(x) for x in v] for v in await self.r.d.embedder.embed([excerpt(w.statement) for w in ws])]
