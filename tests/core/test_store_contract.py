@@ -392,6 +392,21 @@ async def test_tombstones_filter_deleted_rows(engine: Engine) -> None:
     assert await engine.store.query(live, {"org": "o"}) == [{"name": "a"}, {"name": "b"}]
 
 
+async def test_a_large_insert_lands_every_row_whatever_columns_its_rows_name(engine: Engine) -> None:
+    """Past the rows the chDB engine encodes in one loop step (its columns gathered a slice a
+    step): every row lands, and a row deep in the batch that leaves a column out takes its
+    default."""
+    name = await engine.table("k UInt64, v String, n UInt32 DEFAULT 7", "MergeTree ORDER BY k")
+    uniform = [{"k": i, "v": f"v{i}", "n": i % 5} for i in range(1000)]
+    await engine.store.insert(name, uniform)
+    mixed = [{"k": 1000 + i, "v": f"w{i}", "n": 1} for i in range(700)]
+    mixed[600] = {"k": 1600, "v": "no n"}
+    await engine.store.insert(name, mixed)
+    got = await engine.store.query(f"SELECT count() AS rows, sum(n) AS total FROM {name}")
+    assert got == [{"rows": 1700, "total": sum(r["n"] for r in uniform) + 699 + 7}]
+    assert await engine.store.query(f"SELECT v, n FROM {name} WHERE k = 1600") == [{"v": "no n", "n": 7}]
+
+
 # --------------------------------------------------------------------------- insert dedup
 
 
@@ -422,6 +437,12 @@ async def test_rows_already_encoded_insert_as_given_and_dedup_by_token(engine: E
     await engine.store.insert_json_lines(name, data, dedup_token=token)
     await engine.store.insert_json_lines(name, b"")
     assert await engine.store.query(f"SELECT k, s, tags FROM {name} ORDER BY k") == rows
+    # The same rows given as their lines (joined into the statement by the store) land alike.
+    lines = [fastjson.dumps({**r, "k": r["k"] + len(rows)}) for r in rows]
+    await engine.store.insert_json_lines(name, lines, dedup_token=f"batch-{uuid.uuid4().hex}")
+    await engine.store.insert_json_lines(name, [])
+    again = await engine.store.query(f"SELECT k, s, tags FROM {name} WHERE k >= {{n:UInt64}} ORDER BY k", {"n": len(rows)})
+    assert again == [{**r, "k": r["k"] + len(rows)} for r in rows]
 
 
 async def test_insert_rejects_bad_token_and_table_and_skips_empty(engine: Engine) -> None:

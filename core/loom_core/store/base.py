@@ -34,9 +34,9 @@ class Store(Protocol):
 
     async def insert(self, table: str, rows: Sequence[Mapping[str, Any]], *, dedup_token: str | None = None) -> None: ...
 
-    async def insert_json_lines(self, table: str, data: bytes, *, dedup_token: str | None = None) -> None:
-        """Rows already encoded, one JSON object a line (JSONEachRow): inserted without being
-        decoded and encoded again on the event loop."""
+    async def insert_json_lines(self, table: str, data: bytes | Sequence[bytes], *, dedup_token: str | None = None) -> None:
+        """Rows already encoded, one JSON object a line (JSONEachRow), as one text or as its
+        lines: inserted without being decoded and encoded again on the event loop."""
         ...
 
     async def ping(self) -> None: ...

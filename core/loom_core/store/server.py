@@ -261,9 +261,9 @@ class ServerStore:
             return
         await self._insert(table, "\n".join(json.dumps(r, default=str, separators=(",", ":")) for r in rows), dedup_token)
 
-    async def insert_json_lines(self, table: str, data: bytes, *, dedup_token: str | None = None) -> None:
+    async def insert_json_lines(self, table: str, data: bytes | Sequence[bytes], *, dedup_token: str | None = None) -> None:
         if data:
-            await self._insert(table, data.decode(), dedup_token)
+            await self._insert(table, (data if isinstance(data, bytes) else b"\n".join(data)).decode(), dedup_token)
 
     async def _insert(self, table: str, body: str, dedup_token: str | None) -> None:
         settings: dict[str, Any] = {}
