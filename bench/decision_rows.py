@@ -7,7 +7,7 @@ once and referenced), in the same run, into one embedded store.
     .venv/bin/python bench/decision_rows.py [--rows 700] [--batches 8]
 
 The rows are real: bench/policy.py's 10 rules decided over its 10^5-event window
-(bench/policy_decision.py's setup), each verdict rendered by the gate's own
+(bench/policy_decision.py's `loaded_window`), each verdict rendered by the gate's own
 `render.rules_stored` and encoded by the decision writer's `encode_row`, in batches of `--rows`
 (the gate's flush, about a second of calls at bench/policy.py's rate). Prints bytes a row and
 the process's CPU a row (every thread: chDB parses and writes on its own), both layouts
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
 import resource
 import statistics
 import tempfile
@@ -27,7 +26,8 @@ from typing import Any
 
 import orjson
 from _machine import load, machine  # bench/ is on sys.path when a script runs
-from policy import AGENT, OPS, rules
+from policy import AGENT
+from policy_decision import loaded_window
 
 # A leaf in a stored outcome (render._rule_stored): path, op, holds, observed, cmp, threshold,
 # within_seconds, operation, key, key_value, last_us, error. What a call changes: holds,
@@ -51,25 +51,13 @@ def _without_definitions(stored: str) -> str:
 
 def verdict_rows(n: int) -> list[tuple[Any, ...]]:
     """`n` decision rows as the gate records them (DecisionAtoms), from real verdicts."""
-    from loom_policy.domain.compiler import Caller, EvalContext, compile_rule
+    from loom_policy.domain.compiler import Caller, EvalContext
     from loom_policy.domain.evaluator import evaluate
-    from loom_policy.domain.history import Event, Shape, Window
-    from loom_policy.domain.parser import parse_rule
+    from loom_policy.domain.history import Event
     from loom_policy.service.live_history import now_us
     from loom_policy.service.render import rules_stored
 
-    compiled = [compile_rule(parse_rule(r, max_window_seconds=86400)[0]) for r in rules()]
-    shape = Shape()
-    for r in compiled:
-        shape = shape.union(r.shape)
-    now = now_us()
-    w = Window(shape=shape, floor_us=now - 86400 * 10**6 - 10**6)
-    rng = random.Random(7)
-    names = [op for op, weight in OPS for _ in range(weight)]
-    for i in range(100_000):  # as bench/policy.py loads the ledger
-        op = names[i % len(names)]
-        args = {"memory_key": f"notes/k{rng.randrange(1000)}"} if op.startswith("memory.") else {}
-        w.add_event(Event(now - 3000 * 10**6 + 30_000 * i, "user:admin", AGENT, "", "", op, True, args, f"b{i}"))
+    compiled, w = loaded_window()
     caller = Caller("user:admin", AGENT)
     out: list[tuple[Any, ...]] = []
     for k in range(n):

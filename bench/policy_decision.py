@@ -23,18 +23,14 @@ from _machine import load, machine  # bench/ is on sys.path when a script runs
 from policy import AGENT, OPS, rules
 
 
-def main(n: int) -> str:
-    from loom_policy.domain.compiler import Caller, EvalContext, compile_rule
-    from loom_policy.domain.evaluator import evaluate
+def loaded_window() -> tuple[list[Any], Any]:
+    """bench/policy.py's 10 rules compiled, and a window shaped for them holding its ledger:
+    10^5 events of the caller over the last 3,000 s and 5,000 exposures."""
+    from loom_policy.domain.compiler import compile_rule
     from loom_policy.domain.history import Event, Exposure, Shape, Window
     from loom_policy.domain.parser import parse_rule
     from loom_policy.service.live_history import now_us
 
-    decide: Callable[..., Any] | None
-    try:
-        from loom_policy.domain.standing import decide
-    except ImportError:  # the previous code: the rules' memo alone
-        decide = None
     compiled = [compile_rule(parse_rule(r, max_window_seconds=86400)[0]) for r in rules()]
     shape = Shape()
     for r in compiled:
@@ -53,6 +49,21 @@ def main(n: int) -> str:
         w.add_exposure(
             Exposure(now - 1000 * 10**6 + i * 10**5, "user:admin", AGENT, "", "", "memory.search", "memory", f"notes/k{i % 2000}")
         )
+    return compiled, w
+
+
+def main(n: int) -> str:
+    from loom_policy.domain.compiler import Caller, EvalContext
+    from loom_policy.domain.evaluator import evaluate
+    from loom_policy.domain.history import Event
+    from loom_policy.service.live_history import now_us
+
+    decide: Callable[..., Any] | None
+    try:
+        from loom_policy.domain.standing import decide
+    except ImportError:  # the previous code: the rules' memo alone
+        decide = None
+    compiled, w = loaded_window()
     caller = Caller("user:admin", AGENT)
     kept: dict[Any, Any] = {}
     decided: list[int] = []
