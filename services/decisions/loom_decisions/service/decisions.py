@@ -167,14 +167,25 @@ class _KeyState:
     own: Own
     rec: DecisionRecordRow | None
 
+    @property
+    def live(self) -> MemoryRow | None:
+        """The writer's own row, when it is active."""
+        head = self.own.head
+        return head if head is not None and head.status == "active" else None
+
+    def restates(self, statement: str) -> bool:
+        """The writer's active row states `statement` as a decision, word for word."""
+        live = self.live
+        return live is not None and live.value == statement and live.memory_type == "decision"
+
 
 def _settled(w: _Recording, state: _KeyState) -> dpb.RecordDecisionResponse | LoomError | None:
     """The answer of a write that writes nothing (the writer's own active decision restated
     under an import, or its pinned row), or None for a write that goes on to write."""
-    own = state.own.head
-    if own is None or own.status != "active":
+    own = state.live
+    if own is None:
         return None
-    restated = own.value == w.statement and own.memory_type == "decision"
+    restated = state.restates(w.statement)
     if restated and not w.reinforce and _own_active(state.rec, w.ident):
         return dpb.RecordDecisionResponse(
             memory_key=w.key, restated=True, conflicts=own.conflicts, stage=w.stage, statement=w.statement, version=own.version
@@ -306,9 +317,8 @@ class DecisionOps:
             if done is not None:
                 answers.append(done)
                 continue
-            own = state.own.head
-            own_live = own is not None and own.status == "active"
-            restated = own_live and own is not None and own.value == w.statement and own.memory_type == "decision"
+            own = state.live
+            restated = state.restates(w.statement)
             row_fields: RowChanges = {
                 "value": w.statement,
                 "memory_type": "decision",
@@ -323,11 +333,11 @@ class DecisionOps:
             if restated and own is not None:
                 row_fields["reinforcements"] = own.reinforcements + 1
             answer = dpb.RecordDecisionResponse(
-                memory_key=w.key, created=not own_live, restated=restated, conflicts=flagged, stage=w.stage, statement=w.statement
+                memory_key=w.key, created=own is None, restated=restated, conflicts=flagged, stage=w.stage, statement=w.statement
             )
             pending.append((len(answers), answer))
             answers.append(answer)
-            row_writes.append(RowWrite(w.ctx, own if own_live else None, w.key, w.ident, "decision.record", vec, state.own.top, row_fields))
+            row_writes.append(RowWrite(w.ctx, own, w.key, w.ident, "decision.record", vec, state.own.top, row_fields))
 
         landed: list[tuple[int, dpb.RecordDecisionResponse, MemoryRow]] = []
         for (i, answer), row in zip(pending, await self.r.append_many(org, ns, row_writes), strict=True):
