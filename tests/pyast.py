@@ -22,11 +22,13 @@ import ast, pickle, sys
 from pathlib import Path
 trees = {}
 for arg in sys.argv[1:]:
-    for path in ([Path(arg)] if arg.endswith(".py") else [p for p in Path(arg).rglob("*.py") if ".venv" not in p.parts]):
+    for path in ([Path(arg)] if arg.endswith(".py") else [p for p in Path(arg).rglob("*.py") if not {".venv", "node_modules"} & set(p.parts)]):
         trees[str(path.resolve())] = ast.parse(path.read_text(), str(path))
 sys.stdout.buffer.write(pickle.dumps(trees))
 """
+_LOOM_ROOTS = ("core", "services", "sdk", "proto", "models")
 _parsed_elsewhere: dict[str, ast.Module] = {}
+_roots_parsed_elsewhere: set[str] = set()
 _parsed_here: dict[tuple[str, int, int], ast.Module] = {}
 
 
@@ -46,7 +48,11 @@ def parse_file(path: Path, package: Path | None = None) -> ast.Module:
             return tree
         except SystemError:
             pass  # the bug: from here on, parse in a child
-    roots = [str(ROOT / d) for d in ("core", "services", "sdk") if (ROOT / d).is_dir()] if package is None else [str(package)]
+    # Each folder once: a file outside them (a sample a test wrote) is parsed alone, not with
+    # the whole source again (a child per file over all of it took minutes under load).
+    roots = [str(ROOT / d) for d in _LOOM_ROOTS if (ROOT / d).is_dir()] if package is None else [str(package)]
+    roots = [r for r in roots if r not in _roots_parsed_elsewhere]
     out = subprocess.run([sys.executable, "-c", _CHILD, *roots, key], capture_output=True, check=True)
     _parsed_elsewhere.update(pickle.loads(out.stdout))
+    _roots_parsed_elsewhere.update(roots)
     return _parsed_elsewhere[key]
