@@ -255,12 +255,17 @@ class Receiver:
 class Lookup:
     def __init__(self) -> None:
         self.hooks: dict[tuple[str, str], tuple[str, str]] = {}
+        self.full_reads = 0  # webhook_inboxes calls: every org's inboxes read
 
     async def webhook_for(self, org: str, inbox: str) -> tuple[str, str] | None:
         return self.hooks.get((org, inbox))
 
     async def webhook_inboxes(self) -> list[tuple[str, str]]:
+        self.full_reads += 1
         return list(self.hooks)
+
+    async def has_webhook(self, org: str, inbox: str) -> bool:
+        return (org, inbox) in self.hooks
 
 
 # --- fixtures: a nats-server of our own, a runtime on it, the events stream
@@ -717,24 +722,56 @@ async def test_events_of_an_inbox_without_a_webhook_never_reach_the_deliverer(rt
 async def test_an_inbox_change_here_is_awaited_and_one_on_another_replica_reaches_the_listeners() -> None:
     from loom_tasks.directory import Directory
 
-    heard: list[str] = []
+    heard: list[tuple[str, str] | None] = []
     directory = Directory(inboxes=None, bus=None, ttl=60.0)  # type: ignore[arg-type]  # no store read here
 
-    async def listener() -> None:
+    async def listener(changed: tuple[str, str] | None) -> None:
         await asyncio.sleep(0)
-        heard.append("refreshed")
+        heard.append(changed)
 
-    async def broken() -> None:
+    async def broken(changed: tuple[str, str] | None) -> None:
         raise RuntimeError("a listener's failure is not the change's")
 
     directory.on_change(broken)
     directory.on_change(listener)
     await directory.changed("org-a", "bot")
-    assert heard == ["refreshed"]  # before changed() returned
+    assert heard == [("org-a", "bot")]  # before changed() returned
     directory.dropped(json.dumps({"org": "org-a", "inbox": "bot"}).encode())  # another replica's notice
+    directory.dropped(b"not json")  # unreadable: the listeners hear of a change they cannot name
     for _ in range(10):
         await asyncio.sleep(0)
-    assert heard == ["refreshed", "refreshed"]
+    assert heard == [("org-a", "bot"), ("org-a", "bot"), None]
+
+
+async def test_a_change_that_gives_or_takes_no_webhook_leaves_the_filter_unread(rt: Runtime, h: Hook) -> None:
+    """`inbox_changed` refreshes the filter (every org's inboxes read, a consumer lookup) only
+    when the inbox's webhook appeared or went against the set the filter was built from."""
+    from loom_tasks.webhooks._deliverer import filter_subjects
+
+    lookup = Lookup()
+    lookup.hooks[(h.org, h.inbox)] = ("https://hooks.example.test/", h.secret_ref)
+    d = deliverer(rt, lookup)
+    async with running(d):
+        reads = lookup.full_reads
+        await d.inbox_changed((h.org, h.inbox))  # its policy or URL changed: still a webhook
+        await d.inbox_changed((h.org, "plain-bot"))  # an inbox without one, registered or changed
+        assert lookup.full_reads == reads
+        assert d.filter == [f"loom.tasks.{h.org}.*.{h.inbox}.*"]
+
+        lookup.hooks[(h.org, "plain-bot")] = ("https://hooks.example.test/", h.secret_ref)
+        await d.inbox_changed((h.org, "plain-bot"))  # it gained one
+        assert lookup.full_reads > reads
+        assert d.filter == filter_subjects(lookup.hooks)
+        reads = lookup.full_reads
+        del lookup.hooks[(h.org, h.inbox)]
+        await d.inbox_changed((h.org, h.inbox))  # and this one lost its own
+        assert lookup.full_reads > reads
+        assert d.filter == [f"loom.tasks.{h.org}.*.plain-bot.*"]
+        reads = lookup.full_reads
+        await d.inbox_changed(None)  # a change nobody could name: read all
+        assert lookup.full_reads > reads
+        info = await rt.bus.js.consumer_info(webhooks.STREAM, d.durable)
+        assert sorted(info.config.filter_subjects or []) == d.filter
 
 
 async def test_replicas_refreshing_at_once_leave_the_filter_as_the_store_is(

@@ -148,7 +148,7 @@ class TasksPlane:
         await self.depth.start()
         if s.task_webhook_deliver_enabled:
             self.deliverer = WebhookDeliverer(self.runtime.bus, self.runtime.store, self.directory, settings=s)
-            self.directory.on_change(self.deliverer.refresh_filter)
+            self.directory.on_change(self.deliverer.inbox_changed)
             await self.deliverer.start()
 
     async def stop(self) -> None:

@@ -14,9 +14,11 @@ dies mid-delivery leaves them to be redelivered (a receiver may see a wake-up tw
 only says "pull now").
 
 The filter: each replica's deliverer sets the consumer's subject filters to the inboxes the
-store says have a webhook (`refresh_filter`): at start, when an inbox changes (inbox.register on
-this replica awaits it, so once the op answers every later event of the inbox is delivered; the
-change notice makes the other replicas refresh too) and every FILTER_REFRESH_SECONDS. Before,
+store says have a webhook (`refresh_filter`): at start, when an inbox gains or loses its webhook
+(`inbox_changed`: inbox.register on this replica awaits it, so once the op answers every later
+event of the inbox is delivered; the change notice makes the other replicas refresh too) and
+every FILTER_REFRESH_SECONDS. A change that leaves the inbox's webhook where the last refresh
+found it (a policy row, a description, another URL) reads that one inbox, not every org's. Before,
 the consumer read (and acked, one by one) every event of every inbox, a quarter of a busy
 server's CPU, to find the few inboxes with a webhook. A refresh reads the store again after each
 change it makes and stops only when the consumer already matches what it read, so of two
@@ -128,6 +130,10 @@ class WebhookLookup(Protocol):
         """Every (org, inbox) that has a webhook, as the store holds it now."""
         ...
 
+    def has_webhook(self, org: str, inbox: str) -> Awaitable[bool]:
+        """Whether this inbox has a webhook, as the store holds it now."""
+        ...
+
 
 @dataclass(slots=True)
 class _Batch:
@@ -236,6 +242,7 @@ class WebhookDeliverer:
         self._filter_asked = 0  # refresh_filter calls so far
         self._filter_covered = 0  # the calls the last finished refresh answered
         self.filter: list[str] = []  # the consumer's subject filters as last set or checked
+        self._filtered: frozenset[tuple[str, str]] | None = None  # the inboxes they were built from
 
     # --- lifecycle
 
@@ -319,15 +326,32 @@ class WebhookDeliverer:
             if self._filter_covered >= asked:  # a refresh that began after this call finished
                 return self.filter
             for _ in range(FILTER_ROUNDS):
-                wanted = filter_subjects(await self.lookup.webhook_inboxes())
+                inboxes = frozenset(await self.lookup.webhook_inboxes())
+                wanted = filter_subjects(inboxes)
                 if await self._filter_now() == wanted:
-                    self.filter = wanted
+                    self.filter, self._filtered = wanted, inboxes
                     self._filter_covered = covers
                     return wanted
                 await self.bus.js.add_consumer(self.stream, self._consumer_config(wanted))
+            self._filtered = None  # unsettled: the next change refreshes whatever it is
             # The store kept changing under every round: the next change or FILTER_REFRESH_SECONDS settles it.
             log.warning("webhook filter: the inboxes kept changing for %d rounds; left for the next refresh", FILTER_ROUNDS)
             return self.filter
+
+    async def inbox_changed(self, changed: tuple[str, str] | None) -> None:
+        """An inbox changed (None: one this replica cannot name). The filter is refreshed when
+        the change gave the inbox a webhook or took it away, against the set the last refresh
+        built it from; a change that did neither cannot move the filter, and costs one inbox's
+        read instead of every org's and a consumer lookup."""
+        filtered = self._filtered
+        if (
+            changed is not None
+            and filtered is not None
+            and not self._stopping
+            and await self.lookup.has_webhook(*changed) == (changed in filtered)
+        ):
+            return
+        await self.refresh_filter()
 
     async def _on_event(self, batch: NatsBatchMessage) -> None:
         self._dispatch(list(batch.raw_message))
