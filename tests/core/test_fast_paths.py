@@ -280,18 +280,21 @@ async def test_single_publishes_of_one_turn_share_a_timer_and_each_gets_its_own_
         waiting = set(replies.waiting)
         loop = asyncio.get_running_loop()
         started = loop.time()
-        stored = [asyncio.ensure_future(jspublish.publish(bus.nc, f"{stream.lower()}.{i}", b"x", answer_within=0.5)) for i in range(50)]
-        lost = asyncio.ensure_future(jspublish.publish(bus.nc, silent_subject, b"y", answer_within=0.5))
+        # The bound leaves the answered ones room on a loaded machine (they took 0.62 s once in
+        # a full run): what is checked is that they end while the silent one still waits.
+        within = 3.0
+        stored = [asyncio.ensure_future(jspublish.publish(bus.nc, f"{stream.lower()}.{i}", b"x", answer_within=within)) for i in range(50)]
+        lost = asyncio.ensure_future(jspublish.publish(bus.nc, silent_subject, b"y", answer_within=within))
         await asyncio.sleep(0)  # every publish has started, in this one turn
-        rounds = [r for (lp, within), r in jspublish._Round._open.items() if lp is loop and within == 0.5]
+        rounds = [r for (lp, bound), r in jspublish._Round._open.items() if lp is loop and bound == within]
         assert len(rounds) == 1 and rounds[0].left == 51
         the_round = rounds[0]
         assert sorted(await asyncio.gather(*stored)) == list(range(1, 51))
-        assert loop.time() - started < 0.5  # answered ones did not wait for the silent one
-        assert the_round.left == 1 and not the_round.timer.cancelled()
+        # Answered ones did not wait for the silent one.
+        assert not lost.done() and the_round.left == 1 and not the_round.timer.cancelled()
         with pytest.raises(Unavailable):
             await lost
-        assert 0.5 <= loop.time() - started < 5
+        assert loop.time() - started >= within  # it failed at the bound, not before
         assert the_round.left == 0 and not the_round.futures
         assert set(replies.waiting) == waiting
         assert not [r for (lp, _), r in jspublish._Round._open.items() if lp is loop]

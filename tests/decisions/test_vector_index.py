@@ -62,11 +62,15 @@ def test_superseded_and_retired_rows_leave_the_graph() -> None:
     space, vecs = graph(200)
     q = vecs[7]
     assert space.search(q, 1, "decision", [])[0][0].ident[0] == "k7"
+    # The same graph's answer before the retirement, k7 left out: the graph is built on usearch's
+    # threads, so each build's approximate top k differs (one under the suite's load once missed
+    # 5 of the exact top 25); the retirement is checked against the graph it changed.
+    before = [key for key in (e.ident[0] for e, _ in space.search(q, 26, "decision", [])) if key != "k7"][:25]
     # Retired: a newer version that is not active.
     space.put_many([entry(7, version=2, live=False)], vecs[7:8])
     got = [e.ident[0] for e, _ in space.search(q, 25, "decision", [])]
     assert "k7" not in got
-    assert_top(got, vecs, q, 25, [i for i in range(200) if i != 7])
+    assert len(set(got)) == 25 and len(set(got) & set(before)) >= 24  # the rest answered as before
     assert len(space.graphs["decision"]) == 199
     # Superseded by an active version with another vector: served once, as the new version.
     space.put_many([entry(8, version=2)], vecs[9:10])
