@@ -23,6 +23,7 @@ import httpx._transports.default
 import httpx._types
 import pytest
 from loom_core.bus import NatsServer
+from loom_core.process import embedded_engine_started, exit_process
 from loom_core.settings import Settings
 from loom_core.store.embedded import EmbeddedStore
 from loom_gateway.identity import bootstrap_org
@@ -192,6 +193,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             return (0 if slow and not transport else order[transport]), 0.0
 
         items.sort(key=rank)
+
+
+_finished: list[pytest.Session] = []
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _finished.append(session)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """A pytest process that ran the embedded engine ends here, with the session's exit status,
+    past chDB's native teardown (loom_core/process.py: it crashed or hung there about half the
+    time). Not an xdist worker: the controller reads its last messages as the channel closes, and
+    ignores how the worker ends once it said it finished."""
+    if _finished and not hasattr(config, "workerinput") and embedded_engine_started():
+        exit_process(int(_finished[-1].exitstatus))
 
 
 @pytest.hookimpl(optionalhook=True)

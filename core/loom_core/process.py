@@ -8,11 +8,20 @@ the server's CPU went to collections that found next to nothing, since almost ev
 request makes is freed by reference counting. Server processes therefore collect the young
 generation every 50,000 net allocations, and move what start-up built out of the collector's
 sight (`gc.freeze`) once the server is up. Reference cycles are still collected, later.
+
+The end. A process that ran the embedded engine (chDB) leaves through `os._exit` once its own
+shutdown is done (`exit_process`): chDB's C++ static destructors do not survive the engine's
+threads, which its Python module gives no way to stop (chdb-io/chdb-core#181), and such a
+process ended with SIGSEGV, or hung, in them about half the time (docs/benchmarks.md, session 30).
 """
 
 from __future__ import annotations
 
 import gc
+import logging
+import os
+import sys
+from typing import NoReturn
 
 #: gc.set_threshold for server processes (docs/benchmarks.md, "Tasks": the A/B).
 SERVER_GC_THRESHOLDS = (50_000, 20, 100)
@@ -28,3 +37,23 @@ def freeze_startup_heap() -> None:
     collector from walking it again on every full collection."""
     gc.collect()
     gc.freeze()
+
+
+def embedded_engine_started() -> bool:
+    """This process opened the embedded store, whose engine threads outlive its close."""
+    embedded = sys.modules.get("loom_core.store.embedded")
+    return bool(embedded is not None and embedded.EmbeddedStore.engine_started)
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the process with `code` once its own shutdown is done; past the native teardown when
+    the embedded engine ran here (the module's docstring says why)."""
+    if not embedded_engine_started():
+        sys.exit(code)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed or gone: nothing left to write there
+            pass
+    os._exit(code)

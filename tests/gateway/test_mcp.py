@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,7 +21,7 @@ import httpx2
 import mcp_types as types
 import pytest
 from loom_core.catalog import OpSpec
-from loom_gateway.mcp import TOOL_NAME, tool_name
+from loom_gateway.mcp import TOOL_NAME, LoomMCP, tool_name
 from loom_runner.embedded import Instance
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
@@ -256,6 +258,60 @@ async def test_non_post_on_mcp_is_405_and_holds_no_stream(stack: Instance, tenan
     assert response.status_code == 405
     assert response.headers["allow"] == "POST"
     assert response.json()["error"]["data"]["code"] == "VALIDATION_FAILED"
+
+
+# -- the SDK's server, started on first use ----------------------------------------------------
+
+
+def test_starting_a_gateway_imports_no_mcp_sdk() -> None:
+    """`loom up`'s imports (the embedded runner, the gateway's app) leave the SDK out: it is
+    imported by the first /mcp request (mcp_server.py)."""
+    probe = (
+        "import sys, loom_runner.embedded, loom_gateway.app; print(sorted({m.split('.')[0] for m in sys.modules} & {'mcp', 'mcp_types'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+async def test_concurrent_first_requests_start_one_server_which_stops_with_the_door(stack: Instance, tenant: Tenant) -> None:
+    assert stack.relay is not None
+    door = LoomMCP(stack.relay, verify=stack.runtime.auth.verify)
+    starts: list[object] = []
+    real_started = door._started
+
+    async def counted() -> Any:
+        server = await real_started()
+        starts.append(server)
+        return server
+
+    door._started = counted  # type: ignore[method-assign]
+    transport = httpx2.ASGITransport(app=door.asgi_app())
+    async with httpx2.AsyncClient(transport=transport, base_url="http://loom", headers={"Authorization": bearer(tenant.token)}) as http:
+
+        async def listing(era: str) -> set[str]:
+            async with Client(streamable_http_client("http://loom/mcp", http_client=http), mode=era) as client:
+                return {t.name for t in (await client.list_tools()).tools}
+
+        async def whoami(era: str) -> dict[str, Any]:
+            async with Client(streamable_http_client("http://loom/mcp", http_client=http), mode=era) as client:
+                result = await client.call_tool("auth.whoami", {})
+            assert not result.is_error and isinstance(result.structured_content, dict), result
+            return result.structured_content
+
+        for round_ in range(2):  # each run of the door starts a fresh server
+            async with door.run():
+                # Four clients at once, each one's first request reaching a door with no server yet.
+                a, b, c, d = await asyncio.gather(listing("legacy"), listing("auto"), whoami("legacy"), whoami("auto"))
+                assert tool_name("auth.whoami") in a and a == b
+                assert c["org"] == d["org"] == tenant.org
+            servers = set(map(id, starts))
+            assert len(servers) == round_ + 1, "concurrent first requests started more than one server"
+            assert door._serving is None and door._server is None
+            # Outside run(): refused before the SDK is reached, as a JSON-RPC error.
+            body = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}}
+            refused = await http.post("/mcp", json=body, headers={"Accept": "application/json, text/event-stream"})
+            assert refused.status_code == 503, refused.text
+            assert refused.json()["id"] == 7 and refused.json()["error"]["data"]["code"] == "BACKEND_UNAVAILABLE"
 
 
 # -- calls -------------------------------------------------------------------------------------

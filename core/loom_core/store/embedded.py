@@ -99,6 +99,8 @@ async def _insert_payload(rows: Sequence[Mapping[str, Any]]) -> tuple[str, bytes
 class EmbeddedStore:
     engine = "chdb"
     _open: ClassVar[dict[str, EmbeddedStore]] = {}
+    #: chDB's engine runs in this process (its threads stay until the process ends: process.py).
+    engine_started: ClassVar[bool] = False
 
     def __init__(self, path: Path, database: str, thread_nice: int = THREAD_NICE) -> None:
         self.path = path
@@ -106,6 +108,7 @@ class EmbeddedStore:
         path.mkdir(parents=True, exist_ok=True)
         self._url = f"file:{path}?{_SETTINGS}"
         self._conn = chdb.connect(self._url)  # type: ignore[no-untyped-call,unused-ignore]  # chdb and chdb-core both ship chdb/: whose annotations win depends on install order
+        EmbeddedStore.engine_started = True
         # chDB releases the GIL while a statement runs; a few threads keep the loop free.
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="chdb", initializer=_lower_priority, initargs=(thread_nice,))
         self._closed = False

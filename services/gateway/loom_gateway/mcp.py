@@ -19,24 +19,25 @@ to one gateway replica. Identity is not per session anyway: each call reads the 
 HTTP request that carried it (`ServerRequestContext.request`), so `Authorization`,
 `X-Loom-Run-Id` and the label headers are honoured per call, on both protocol eras the SDK
 serves (the `initialize` handshake and the 2026-07-28 per-request envelope).
+
+This module holds the door's HTTP side (refusals, the 401 challenge, tool names) and imports
+none of the SDK; mcp_server.py holds the SDK's server, imported and started by the first
+request the door lets through (the SDK's import is a fifth of a `loom up` start).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import importlib
 import json
-import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
-import mcp_types as types
-from loom_core.catalog import OpSpec, load_catalog
+from loom_core.catalog import load_catalog
 from loom_core.chain.context import FORWARDED_HEADERS, bearer_token
 from loom_core.errors import ErrorCode, LoomError, Unauthenticated, Unavailable, ValidationFailed
-from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel.server import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
@@ -44,7 +45,8 @@ from starlette.types import Receive, Scope, Send
 from . import assistant_toolset
 from .relay import MAX_HEADER_BYTES, Relay
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from .mcp_server import McpServer
 
 TRANSPORT = "mcp"
 DEFAULT_TOOLSET = "all"
@@ -61,36 +63,6 @@ def tool_name(op_name: str) -> str:
     if not TOOL_NAME.match(name):
         raise ValueError(f"op {op_name!r} makes no valid MCP tool name")
     return name
-
-
-def tool_of(op: OpSpec) -> types.Tool:
-    """An op as an MCP tool: its tool name, its summary (naming the op), its schemas."""
-    summary = f"{op.summary} (op {op.name})" if op.summary else f"op {op.name}"
-    return types.Tool(
-        name=tool_name(op.name),
-        description=summary,
-        input_schema=op.input_schema,
-        output_schema=op.output_schema or None,
-        annotations=types.ToolAnnotations(read_only_hint=not op.write_shaped),
-    )
-
-
-def ok_result(result: dict[str, Any]) -> types.CallToolResult:
-    """The op's JSON as structured content and, for clients that read only text, as JSON text."""
-    return types.CallToolResult(
-        content=[types.TextContent(text=json.dumps(result, separators=(",", ":")))],
-        structured_content=result,
-    )
-
-
-def error_result(err: LoomError) -> types.CallToolResult:
-    """A refusal as a tool error carrying the REST error body, so a model can read and react."""
-    body = {"error": err.to_payload()}
-    return types.CallToolResult(
-        content=[types.TextContent(text=json.dumps(body, separators=(",", ":")))],
-        structured_content=body,
-        is_error=True,
-    )
 
 
 # JSON-RPC 2.0's own codes for a refusal answered before any tool ran.
@@ -126,19 +98,6 @@ async def _request_id(request: Request) -> Any:
     return body.get("id") if isinstance(body, dict) and isinstance(body.get("id"), (str, int)) else None
 
 
-class _QuietStatelessTermination(logging.Filter):
-    """The stateless session manager ends every request's transport with an INFO line
-    "Terminating session: None": one per call, saying nothing. Dropped; others pass."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != "Terminating session: None"
-
-
-_STATELESS_LOGGER = logging.getLogger("mcp.server.streamable_http")
-if not any(isinstance(f, _QuietStatelessTermination) for f in _STATELESS_LOGGER.filters):
-    _STATELESS_LOGGER.addFilter(_QuietStatelessTermination())
-
-
 def forwarded_headers(request: Request | None) -> dict[str, str]:
     """The headers of this call's own HTTP request that the relay forwards, lower-cased."""
     if request is None:
@@ -153,87 +112,68 @@ def toolset_of(request: Request | None) -> str:
 
 
 class LoomMCP:
-    """The MCP server for one gateway; `run()` in the app's lifespan, `asgi_app()` at /mcp."""
+    """The MCP door of one gateway: `run()` in the app's lifespan, `asgi_app()` at /mcp. The SDK's
+    server (mcp_server.py) is imported and started by the first request the door does not
+    refuse, and stopped when `run()` ends."""
 
     def __init__(self, relay: Relay, *, version: str = "0.1.0", verify: Callable[[str | None], Any] | None = None) -> None:
         self.relay = relay
+        self.version = version
         # The token check that answers 401 at the HTTP layer (the chain checks it again per call).
         self.verify = verify
         self.by_tool_name = {tool_name(name): name for name in relay.catalog.ops}
-        self.server: Server[Any] = Server(
-            "loom",
-            version=version,
-            title="Loom",
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-            get_tool_input_schema=self._input_schema,
-        )
-        self._manager: StreamableHTTPSessionManager | None = None
-        self._tools: dict[str | None, list[types.Tool]] = {}
         # Told the run id of an assistant-toolset request that came with no token at all (an
         # answer's connection whose Authorization header LibreChat left off): auth_off. Awaited
         # before the 401 goes out, so the bridge knows before the answer can end.
         self.on_tokenless: Callable[[str], Awaitable[None]] | None = None
-
-    # -- listing ---------------------------------------------------------------------------
-
-    def tools(self, toolset: str = DEFAULT_TOOLSET) -> list[types.Tool]:
-        """The listing for `toolset`; an unknown toolset is the caller's 400 (UNKNOWN_TOOLSET)."""
-        if not self._tools:
-            # The catalog is fixed for the process, so every listing is built once.
-            catalog, served = self.relay.catalog, self.relay.addresses
-            self._tools = {ts: [tool_of(op) for op in catalog.listed(ts) if op.plane in served] for ts in catalog.toolsets()}
-        self.relay.catalog.check_toolset(toolset)
-        return self._tools.get(toolset, [])
-
-    async def _list_tools(self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=self.tools(toolset_of(ctx.request)))
+        self._running = False
+        self._server: McpServer | None = None
+        self._serving: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self._starting = asyncio.Lock()
 
     def op_name(self, name: str) -> str:
         """A tool name (`loom_task_create`) or the dotted op name (`task.create`) -> the op name."""
         return self.by_tool_name.get(name, name)
 
-    def _input_schema(self, name: str) -> Mapping[str, Any] | None:
-        # Any op, listed or not, so a by-name call to an unlisted op is checked like a listed one.
-        op = self.relay.catalog.get(self.op_name(name))
-        return op.input_schema if op is not None and op.plane in self.relay.addresses else None
-
-    # -- calls -----------------------------------------------------------------------------
-
-    async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-        headers, args = forwarded_headers(ctx.request), params.arguments or {}
-        if toolset_of(ctx.request) == assistant_toolset.TOOLSET:
-            args, headers = assistant_toolset.assistant_call(args, headers, self.verify)
-        try:
-            result = await self.relay.call(self.op_name(params.name), args, headers, TRANSPORT)
-        except LoomError as err:
-            return error_result(err)
-        except Exception:
-            # unexpected: a tool error with no text, logged here (the MCP SDK would send its text)
-            log.exception("mcp: tool %r failed", params.name)
-            return error_result(LoomError())
-        return ok_result(result)
-
-    # -- HTTP ------------------------------------------------------------------------------
-
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
-        """Serve while inside: a session manager runs once, so each run gets a fresh one."""
-        manager = StreamableHTTPSessionManager(
-            app=self.server,
-            stateless=True,
-            # One JSON body per call: no op streams over MCP, and JSON passes proxies untouched.
-            json_response=True,
-            # No DNS-rebinding Host/Origin allowlist: the gateway serves any host name it is
-            # deployed under, and every op needs a bearer token a rebound page cannot attach.
-            security_settings=None,
-        )
-        async with manager.run():
-            self._manager = manager
-            try:
-                yield
-            finally:
-                self._manager = None
+        """Serve while inside; the SDK's server, if a request started it, stops on the way out
+        (a session manager runs once, so each run starts a fresh one)."""
+        self._running, self._stop = True, asyncio.Event()
+        try:
+            yield
+        finally:
+            self._running = False
+            serving, self._serving, self._server = self._serving, None, None
+            if serving is not None:
+                self._stop.set()
+                await serving
+
+    async def _started(self) -> McpServer:
+        """The SDK's server, imported and started on first use (one start for concurrent first requests)."""
+        async with self._starting:
+            if self._server is None:
+                if not self._running:
+                    raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the MCP endpoint is not running")
+                # In a thread: the import's half second of CPU holds the loop up only in slices.
+                module = await asyncio.to_thread(importlib.import_module, f"{__package__}.mcp_server")
+                server: McpServer = module.McpServer(self, self.version)
+                running = asyncio.Event()
+                serving = asyncio.get_running_loop().create_task(server.serve(running, self._stop))
+                started = asyncio.ensure_future(running.wait())
+                try:
+                    await asyncio.wait([serving, started], return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    started.cancel()
+                if serving.done():
+                    serving.result()  # it failed to start: raise why
+                if not self._running:  # the door stopped while the server started
+                    self._stop.set()
+                    await serving
+                    raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the MCP endpoint is not running")
+                self._server, self._serving = server, serving
+            return self._server
 
     def asgi_app(self) -> _Endpoint:
         return _Endpoint(self)
@@ -241,6 +181,7 @@ class LoomMCP:
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         refusal: tuple[LoomError, dict[str, str]] | None = None
+        server: McpServer | None = None
         if request.method != "POST":
             # Stateless: no stream to hold open (GET) and no session to end (DELETE).
             refusal = ValidationFailed("MCP is served with POST (stateless, no stream)"), {"Allow": "POST"}
@@ -249,8 +190,7 @@ class LoomMCP:
         if refusal is None:
             try:
                 self.relay.catalog.check_toolset(toolset_of(request))
-                if self._manager is None:
-                    raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the MCP endpoint is not running")
+                server = await self._started()
             except LoomError as exc:
                 refusal = exc, {}
         if refusal is not None:
@@ -259,8 +199,8 @@ class LoomMCP:
             status = 405 if request.method != "POST" else refused.http_status
             await JSONResponse(jsonrpc_error(refused, request_id), status_code=status, headers=headers)(scope, receive, send)
             return
-        assert self._manager is not None
-        await self._manager.handle_request(scope, receive, send)
+        assert server is not None
+        await server.handle(scope, receive, send)
 
     async def _refuse_unauthenticated(self, request: Request) -> tuple[LoomError, dict[str, str]] | None:
         """No token, or an invalid one: 401 with the bearer challenge (RFC 9728) an MCP client
@@ -318,12 +258,10 @@ class _Endpoint:
 
 __all__ = [
     "LoomMCP",
-    "error_result",
     "forwarded_headers",
     "is_mcp_path",
     "jsonrpc_error",
-    "ok_result",
     "protected_resource_metadata",
     "tool_name",
-    "tool_of",
+    "toolset_of",
 ]

@@ -13,6 +13,7 @@ import time
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from loom_core.process import exit_process
 from loom_core.settings import Settings
 
 # httpx, uvloop, the bus, the store and the planes are imported by the commands that use them, not
@@ -24,6 +25,12 @@ from . import doctor_cli, secrets_cli, session_cli
 # run_command(args, settings) (loom_insights.cli: `loom ch-setup`), and optionally ADMIN_COMMANDS
 # a running `loom up` serves on its admin socket (embedded.admin_app).
 COMMANDS_ENTRY_POINTS = "loom.commands"
+
+
+def console() -> None:
+    """The `loom` command: `main`, then the process ends (past chDB's native teardown when a
+    command ran the embedded engine: loom_core/process.py)."""
+    exit_process(main())
 
 
 def main(argv: list[str] | None = None) -> int:
