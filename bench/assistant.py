@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 from _machine import add_durability_argument, durability, load, machine  # bench/ is on sys.path when a script runs
+from loom_core.process import exit_process
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -195,3 +196,4 @@ if __name__ == "__main__":
     add_durability_argument(p)
     a = p.parse_args()
     asyncio.run(main(a.answers, a.chunks, a.rounds, a.sync_interval))
+    exit_process(0)

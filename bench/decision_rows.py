@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 from _machine import load, machine  # bench/ is on sys.path when a script runs
+from loom_core.process import exit_process
 from policy import AGENT
 from policy_decision import loaded_window
 
@@ -130,3 +131,4 @@ if __name__ == "__main__":
     p.add_argument("--batches", type=int, default=8, help="inserts of each layout")
     a = p.parse_args()
     print(asyncio.run(run(a.rows, a.batches)))
+    exit_process(0)

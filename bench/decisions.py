@@ -54,6 +54,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+from loom_core.process import exit_process
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -561,4 +562,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_process(main())

@@ -51,6 +51,7 @@ from _machine import (
     machine,
     profile_text,
 )  # bench/ is on sys.path when a script runs
+from loom_core.process import exit_process
 
 ROOT = Path(__file__).resolve().parents[1]
 OP_PATH = "/v1/auth.whoami"
@@ -645,4 +646,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

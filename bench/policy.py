@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from _machine import add_durability_argument, durability, load, machine, profile_text  # bench/ is on sys.path when a script runs
+from loom_core.process import exit_process
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = "bench-bot"
@@ -833,3 +834,4 @@ if __name__ == "__main__":
         sys.exit(0)
     result = uvloop.run(main(a)) if a.loop == "uvloop" else asyncio.run(main(a))
     print(json.dumps(result, indent=2) if a.json else report(result))
+    exit_process(0)

@@ -65,6 +65,7 @@ from _machine import (  # bench/ is on sys.path when a script runs
     profile_text,
 )
 from _wake_trace import WakeTrace
+from loom_core.process import exit_process
 
 ROOT = Path(__file__).resolve().parents[1]
 INBOX = "bench-bot"
@@ -1333,4 +1334,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())
