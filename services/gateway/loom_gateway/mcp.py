@@ -129,7 +129,6 @@ class LoomMCP:
         self._running = False
         self._server: McpServer | None = None
         self._serving: asyncio.Task[None] | None = None
-        self._stop = asyncio.Event()
         self._starting = asyncio.Lock()
 
     def op_name(self, name: str) -> str:
@@ -140,14 +139,15 @@ class LoomMCP:
     async def run(self) -> AsyncIterator[None]:
         """Serve while inside; the SDK's server, if a request started it, stops on the way out
         (a session manager runs once, so each run starts a fresh one)."""
-        self._running, self._stop = True, asyncio.Event()
+        self._running = True
         try:
             yield
         finally:
             self._running = False
-            serving, self._serving, self._server = self._serving, None, None
-            if serving is not None:
-                self._stop.set()
+            server, serving = self._server, self._serving
+            self._server = self._serving = None
+            if server is not None and serving is not None:
+                server.stop()
                 await serving
 
     async def _started(self) -> McpServer:
@@ -160,7 +160,7 @@ class LoomMCP:
                 module = await asyncio.to_thread(importlib.import_module, f"{__package__}.mcp_server")
                 server: McpServer = module.McpServer(self, self.version)
                 running = asyncio.Event()
-                serving = asyncio.get_running_loop().create_task(server.serve(running, self._stop))
+                serving = asyncio.get_running_loop().create_task(server.serve(running))
                 started = asyncio.ensure_future(running.wait())
                 try:
                     await asyncio.wait([serving, started], return_when=asyncio.FIRST_COMPLETED)
@@ -169,7 +169,7 @@ class LoomMCP:
                 if serving.done():
                     serving.result()  # it failed to start: raise why
                 if not self._running:  # the door stopped while the server started
-                    self._stop.set()
+                    server.stop()
                     await serving
                     raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the MCP endpoint is not running")
                 self._server, self._serving = server, serving

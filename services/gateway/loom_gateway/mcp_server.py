@@ -74,7 +74,8 @@ if not any(isinstance(f, _QuietStatelessTermination) for f in _STATELESS_LOGGER.
 
 class McpServer:
     """One gateway's MCP server: `serve()` runs its session manager (in a task of its own, which
-    enters and leaves the manager's task group), `handle()` answers a request while it runs."""
+    enters and leaves the manager's task group) until `stop()`, `handle()` answers a request
+    while it runs."""
 
     def __init__(self, door: LoomMCP, version: str) -> None:
         self.door = door
@@ -97,12 +98,17 @@ class McpServer:
             security_settings=None,
         )
         self._tools: dict[str | None, list[types.Tool]] = {}
+        self._stop = asyncio.Event()
 
-    async def serve(self, running: asyncio.Event, stop: asyncio.Event) -> None:
-        """Run the session manager until `stop` (a session manager runs once)."""
+    async def serve(self, running: asyncio.Event) -> None:
+        """Run the session manager, `running` set once it serves, until `stop()` (a session
+        manager runs once)."""
         async with self.manager.run():
             running.set()
-            await stop.wait()
+            await self._stop.wait()
+
+    def stop(self) -> None:
+        self._stop.set()
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.manager.handle_request(scope, receive, send)
