@@ -194,6 +194,40 @@ async def test_a_trickle_of_writes_waits_out_the_linger_unacked_and_a_read_here_
         await projector.stop()
 
 
+def test_a_burst_and_its_tail_go_at_once_and_a_trickle_lingers() -> None:
+    from loom_tasks.consumers.projector import PROMPT_WRITES, prompt
+
+    assert prompt(1000, 0, full=1000) and prompt(PROMPT_WRITES, 0, full=1000)
+    assert prompt(3, PROMPT_WRITES + 1, full=1000)  # the rest of a burst
+    assert not prompt(3, 1, full=1000) and not prompt(PROMPT_WRITES - 1, PROMPT_WRITES - 1, full=1000)
+    assert prompt(50, 0, full=50)  # a consumer whose fetches are smaller: full is large
+
+
+async def test_a_fetch_of_many_writes_is_projected_at_once_while_a_trickle_would_linger(org: Org) -> None:
+    """The end of a burst: the last fetches hold a few hundred writes each, and each waited out a
+    linger before its insert (0.4 s of the projection's 0.5 s catch-up after a batched run)."""
+    from loom_tasks.consumers.projector import PROMPT_WRITES, Projector
+
+    admin = await org.admin()
+    await register(admin)
+    owner = await org.owner()
+    projection = FakeProjection()
+    first, _ = await _side_projector(org, projection, linger=3600.0)
+    await first.stop()  # the durable keeps its place: the writes below wait for the next holder
+    for start in range(0, PROMPT_WRITES + 50, 100):
+        items = [{"inbox": "private-bot", "kind": "chore", "title": f"t{i}"} for i in range(start, min(start + 100, PROMPT_WRITES + 50))]
+        assert all("task" in r for r in (await owner("task.create_many", tasks=items))["results"])
+    consumer = dataclasses.replace(first.consumer)
+    projector = Projector(org.inst.runtime.bus, projection, NoPublish(), consumer=consumer, linger=3600.0)  # type: ignore[arg-type]
+    projector.pacer.mark()  # an insert has just begun: a fetch of a few writes would wait an hour
+    await projector.start()
+    try:
+        await asyncio.wait_for(projection.changed.wait(), 10)
+        assert len(projection.applied[0][0]) >= PROMPT_WRITES
+    finally:
+        await projector.stop()
+
+
 async def test_a_lone_write_is_projected_at_once_and_acked_only_after_it_is_applied(org: Org) -> None:
     admin = await org.admin()
     await register(admin)

@@ -46,7 +46,7 @@ class TasksSettings(PlaneSettings):
     )
     task_projection_linger_seconds: float = Field(
         0.25,
-        description="Least time between two ClickHouse projection inserts while writes trickle in (each costs about the same CPU whatever its size); a full fetch, or a read waiting on the projector's replica, goes at once; 0: insert every fetch.",
+        description="Least time between two ClickHouse projection inserts while writes trickle in (each costs about the same CPU whatever its size); a fetch of 200 writes or more and the one after it (a burst and its tail), or a read waiting on the projector's replica, go at once; 0: insert every fetch.",
         ge=0.0,
     )
     task_webhook_timeout_seconds: float = Field(5.0, description="Timeout of one webhook POST (connect is capped at 3 s).")

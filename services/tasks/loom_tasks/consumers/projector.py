@@ -53,6 +53,22 @@ from .layout import PROJECTOR
 
 log = logging.getLogger(__name__)
 
+#: A fetch of at least this many writes, and the one right after it, is inserted at once, lingering
+#: or not (`prompt`). The linger spreads an insert's fixed cost over a trickle's writes; a large
+#: fetch spreads it already, and at the end of a burst the last fetches (a few hundred writes, then
+#: a few dozen) each waited out a linger: 0.4-0.7 s, nearly all of the time a 2,000-task batched run's
+#: projection took to catch up after its last complete (docs/benchmarks.md, session 31).
+PROMPT_WRITES = 200
+
+
+def prompt(writes: int, previous: int, full: int) -> bool:
+    """A fetch of `writes` writes, after one of `previous`, is inserted without waiting out the
+    linger: it is full (`full` writes), large, or the rest of a large one (a burst's tail). Under a
+    trickle every fetch is small, and each after the first lingers."""
+    large = min(full, PROMPT_WRITES)
+    return writes >= large or previous >= large
+
+
 #: (org, task_id, revision, row; None for a tombstone): a task's newest state in a fetch.
 StateSeen = tuple[str, str, int, TaskRow | None]
 
@@ -69,6 +85,7 @@ class Projector(BatchConsumer):
         #: Least time between the starts of two projection inserts of less than a full fetch
         #: (LOOM_TASK_PROJECTION_LINGER_SECONDS): see `_paced_write`.
         self.pacer = Pacer(linger)
+        self._previous_writes = 0  # the last fetch applied (`prompt`)
         self.applied = 0  # writes applied by this replica (the benchmark's report)
         self.batches = 0
         self.applied_seq = 0  # the newest stream sequence this replica has applied (service/admission.py)
@@ -129,7 +146,12 @@ class Projector(BatchConsumer):
         async with asyncio.TaskGroup() as both:
             both.create_task(publish_events())
             if rows or history:
-                both.create_task(self._paced_write(rows, history, batch_token(msgs, seqs), full=len(msgs) >= self.consumer.pull_batch))
+                both.create_task(
+                    self._paced_write(
+                        rows, history, batch_token(msgs, seqs), full=prompt(len(msgs), self._previous_writes, self.consumer.pull_batch)
+                    )
+                )
+        self._previous_writes = len(msgs)
         self.applied += len(msgs)
         self.batches += 1
         self.applied_seq = max(self.applied_seq, last_seq)
@@ -137,8 +159,8 @@ class Projector(BatchConsumer):
             self.on_applied(self.applied_seq)
 
     async def _paced_write(self, rows: list[ProjectedTask], history: list[EventRow], token: str, *, full: bool) -> None:
-        """The fetch's projection insert, at most one per `linger` unless the fetch is full
-        (loom_core.batching.Pacer). A chDB insert costs about the same CPU whatever its size (a
+        """The fetch's projection insert, at most one per `linger` unless `prompt` says it
+        goes at once (loom_core.batching.Pacer). A chDB insert costs about the same CPU whatever its size (a
         part written now, merged later: 5-6 ms on this 2-core machine for one row or a hundred),
         so a lone worker's lifecycle, three
         writes in ~20 ms, cost up to six inserts (task_state and task_events each) and half the
