@@ -52,12 +52,19 @@ async def test_a_batch_created_where_a_pull_waits_is_left_to_that_pull(
     await register(await org.admin())
     on_a, on_b = await org.owner(), await org.owner(via=tasks_b)
     hub_a, hub_b = tasks_plane(org.inst).hub, tasks_plane(tasks_b).hub
+    # No store query while the batch is made: a query that reads the batch's rows from the
+    # projection before the wake-up reaches B hands B rows it does not know are promised (the
+    # safety net's race: one claim batch refused, each task still claimed once; CI saw it once
+    # under load). The pulls' first queries are awaited below; the polls come after the test.
+    for plane in (tasks_plane(org.inst), tasks_plane(tasks_b)):
+        monkeypatch.setattr(plane.deps, "settings", plane.deps.settings.model_copy(update={"task_pull_poll_seconds": 60.0}))
+        monkeypatch.setattr(plane.hub, "poll_seconds", 60.0)
     engines = [tasks_plane(org.inst).engine, tasks_plane(tasks_b).engine]
     refused = [e.batches_refused for e in engines]
     pulls = [asyncio.create_task(api("task.pull", inbox="private-bot", max_tasks=10, wait_seconds=2)) for api in (on_a, on_b)]
 
     async def both_waiting() -> bool:
-        return all((q := hub.queues.get((org.name, "private-bot"))) is not None and q.wanted for hub in (hub_a, hub_b))
+        return all((q := hub.queues.get((org.name, "private-bot"))) is not None and q.wanted and q.loaded_at for hub in (hub_a, hub_b))
 
     await eventually(both_waiting)
     created = (await on_a("task.create_many", tasks=[{"inbox": "private-bot", "kind": "chore", "title": f"t{i}"} for i in range(5)]))[
