@@ -217,8 +217,7 @@ async def test_a_fetch_of_many_writes_is_projected_at_once_while_a_trickle_would
     for start in range(0, PROMPT_WRITES + 50, 100):
         items = [{"inbox": "private-bot", "kind": "chore", "title": f"t{i}"} for i in range(start, min(start + 100, PROMPT_WRITES + 50))]
         assert all("task" in r for r in (await owner("task.create_many", tasks=items))["results"])
-    consumer = dataclasses.replace(first.consumer)
-    projector = Projector(org.inst.runtime.bus, projection, NoPublish(), consumer=consumer, linger=3600.0)  # type: ignore[arg-type]
+    projector = Projector(org.inst.runtime.bus, projection, NoPublish(), consumer=first.consumer, linger=3600.0)  # type: ignore[arg-type]
     projector.pacer.mark()  # an insert has just begun: a fetch of a few writes would wait an hour
     await projector.start()
     try:
