@@ -13,7 +13,7 @@ async def main() -> None:
                 print(text, end="")
             answer = await stream.final()
         print()
-        print(answer.support, [c.ref for c in answer.citations or [] if c.verified])
+        print(answer.support, [c["ref"] for c in answer.citations or [] if c["verified"]])
         for step in answer.steps or []:
             print("read:", step.text)
 

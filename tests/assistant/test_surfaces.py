@@ -120,6 +120,30 @@ async def test_sdk_stream_yields_the_text_and_ends_with_the_checked_answer(bench
     assert generated["text"] == "You read as viewer. Nothing else is claimed."
 
 
+async def test_sdk_citations_are_the_generated_citation_the_ask_op_answers_with(bench: Bench, asker: Asker) -> None:
+    async def script(turn: Turn) -> None:
+        await turn.call("grants.list", {})
+        await turn.say("The key [memory:notes/plan@v2] says so.")
+
+    bench.emu.script = script
+    async with Agent(org=asker.org, namespace=asker.namespace, agent="sdk-test", api_key=asker.token, base_url=asker.base_url) as a:
+        streamed = await a.assistant.stream("why?").final()
+        whole = await a.assistant.ask("why?")
+        generated = await a.ops.assistant.ask(question="why?")
+    (cite,) = streamed.citations or []
+    # One type for a citation in the SDK: `loom.assistant.v1.Citation` as JSON, as the op returns it.
+    assert cite == {
+        "kind": "memory",
+        "ref": "notes/plan",
+        "verified": False,
+        "reason": cite["reason"],
+        "anchor": "",
+        "text": "[memory:notes/plan@v2]",
+    }
+    assert "memory.search" in cite["reason"]
+    assert whole.citations == [cite] and generated["citations"] == [cite]
+
+
 async def test_sdk_stream_closed_early_closes_the_request_upstream(bench: Bench, asker: Asker) -> None:
     async def talkative(turn: Turn) -> None:
         for i in range(400):

@@ -6,7 +6,7 @@ the TypeScript SDK's ``loom.assistant`` does.
     async for text in stream:              # the answer's text deltas, nothing else
         print(text, end="")
     answer = await stream.final()          # text, checked citations, support, steps
-    print(answer.support, [c.ref for c in answer.citations or [] if c.verified])
+    print(answer.support, [c["ref"] for c in answer.citations or [] if c["verified"]])
 
     answer = await agent.assistant.ask("Who are the admins here?")
 
@@ -16,6 +16,9 @@ come (``stream.steps``) and the final list on the answer. ``await stream.aclose(
 the run. Each answer is
 charged to the namespace's model budget. History is the caller's: pass the earlier turns as
 ``history=[{"role": "user" | "assistant", "content": "..."}]``.
+
+A citation is the generated ``Citation`` (``loom.assistant.v1.Citation`` as JSON), the type the
+``assistant.ask`` op's answer holds too: ``{kind, ref, verified, reason, anchor, text}``.
 """
 
 from __future__ import annotations
@@ -28,24 +31,13 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from ._errors import LoomError, error_class, from_response, from_transport_error
+from ._ops import Citation
 
 if TYPE_CHECKING:
     from ._agent import Agent
 
 CHAT_PATH = "/v1/assistant/chat/completions"
 OP_LABEL = "assistant.chat"
-
-
-@dataclass(frozen=True, slots=True)
-class Citation:
-    """A citation as the server checked it."""
-
-    kind: str
-    ref: str
-    verified: bool
-    reason: str = ""
-    anchor: str = ""
-    text: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,12 +69,12 @@ class Answer:
 def _citations(raw: Any) -> list[Citation]:
     return [
         Citation(
-            str(c.get("kind", "")),
-            str(c.get("ref", "")),
-            bool(c.get("verified")),
-            str(c.get("reason", "")),
-            str(c.get("anchor", "")),
-            str(c.get("text", "")),
+            kind=str(c.get("kind", "")),
+            ref=str(c.get("ref", "")),
+            verified=bool(c.get("verified")),
+            reason=str(c.get("reason", "")),
+            anchor=str(c.get("anchor", "")),
+            text=str(c.get("text", "")),
         )
         for c in raw or []
         if isinstance(c, dict)

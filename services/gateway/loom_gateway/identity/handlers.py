@@ -4,13 +4,12 @@ of identity.proto: proto in, proto out. Use cases in service/, rules in domain/ 
 from __future__ import annotations
 
 from loom_api.identity.v1 import identity_pb2 as pb
-from loom_core.catalog import dataclass_from
 from loom_core.chain import CallContext
 from loom_core.identity.store import GrantRow, NamespaceRow
 
 from .domain.times import rfc3339
 from .service.access import AccessService
-from .service.tokens import MintRequest, TokenService
+from .service.tokens import TokenService
 
 
 def _namespace(row: NamespaceRow) -> pb.Namespace:
@@ -65,7 +64,7 @@ class IdentityHandlers:
         return pb.CreateServiceAccountResponse(subject=subject, created=created, grant=_grant(row))
 
     async def mint_token(self, req: pb.MintTokenRequest, ctx: CallContext) -> pb.MintTokenResponse:
-        token, child = await self._tokens.mint(ctx, dataclass_from(MintRequest, req))
+        token, child = await self._tokens.mint(ctx, req)
         return pb.MintTokenResponse(
             token=token,
             token_id=child.jti,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from loom_api.identity.v1 import identity_pb2 as pb
 from loom_core.chain import CallContext
 from loom_core.errors import Conflict, ErrorCode, Forbidden, invalid_field
 from loom_core.identity import Authenticator, TokenCodec
@@ -23,19 +23,6 @@ class TokenLimits:
     default_ttl_seconds: int
     max_ttl_seconds: int
     max_chain_depth: int
-
-
-@dataclass(frozen=True, slots=True)
-class MintRequest:
-    subject: str
-    roles: Mapping[str, str]
-    ttl_seconds: int
-    default_namespace: str
-    read_scope: Sequence[str]
-    consumer: str
-    ends_with_session: bool
-    start_session: bool
-    token_id_prefix: str
 
 
 async def bootstrap_org(
@@ -85,7 +72,7 @@ class TokenService:
     codec: TokenCodec
     limits: TokenLimits
 
-    async def mint(self, ctx: CallContext, req: MintRequest) -> tuple[str, Principal]:
+    async def mint(self, ctx: CallContext, req: pb.MintTokenRequest) -> tuple[str, Principal]:
         p = ctx.principal
         subject = req.subject or p.sub
         subject_grants = None
