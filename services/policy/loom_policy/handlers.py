@@ -14,7 +14,7 @@ from loom_core.catalog import dataclass_from, dict_to_struct, message_from, stru
 from loom_core.chain import CallContext
 
 from .domain.timeutil import ch_to_us, us_to_iso
-from .service.decisions import DecisionQuery, DecisionService
+from .service.decisions import DecisionService
 from .service.evaluation import CheckRequest, EvaluationService, ReplayRequest
 from .service.rules import RuleService
 from .settings import PolicySettings
@@ -88,7 +88,7 @@ class PolicyHandlers:
         return _parsed(pb.CheckPolicyResponse, verdict)
 
     async def list_decisions(self, req: pb.ListDecisionsRequest, ctx: CallContext) -> pb.ListDecisionsResponse:
-        rows = await self.decisions.list(ctx, dataclass_from(DecisionQuery, req))
+        rows = await self.decisions.list(ctx, req)
         return pb.ListDecisionsResponse(decisions=[_parsed(pb.Decision, r) for r in rows])
 
     async def replay_policy(self, req: pb.ReplayPolicyRequest, ctx: CallContext) -> pb.ReplayPolicyResponse:

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from loom_api.policy.v1 import policy_pb2 as pb
 from loom_core.chain import CallContext
 from loom_core.store import Store
 
@@ -16,21 +17,11 @@ from .evaluation import instant
 from .render import rules_from_stored
 
 
-@dataclass(frozen=True, slots=True)
-class DecisionQuery:
-    decision: str
-    agent: str
-    operation: str
-    rule: str
-    since: str
-    limit: int
-
-
 @dataclass(slots=True)
 class DecisionService:
     store: Store
 
-    async def list(self, ctx: CallContext, q: DecisionQuery) -> list[dict[str, Any]]:
+    async def list(self, ctx: CallContext, q: pb.ListDecisionsRequest) -> list[dict[str, Any]]:
         """Each entry in policy.decisions' JSON answer shape (pb.Decision)."""
         # decision, limit and since are checked against the proto's field options on every door (the chain).
         since = max(instant("since", q.since), 0) if q.since else 0  # nothing is recorded before the epoch
