@@ -16,7 +16,7 @@ from .domain.events import TEXT_FIELDS, TaskEvent
 from .domain.model import InboxRow, PolicyRow, TaskRow
 from .domain.validate import format_time
 from .service.deps import Deps
-from .service.inboxes import InboxOps, InboxSettings
+from .service.inboxes import InboxOps
 from .service.posting import NewTask, PostingOps
 from .service.reading import ReadingOps
 from .service.repair import RepairOps
@@ -93,8 +93,7 @@ class Handlers:
     # --- inbox setup
 
     async def register_inbox(self, req: pb.RegisterInboxRequest, ctx: CallContext) -> pb.RegisterInboxResponse:
-        settings = dataclass_from(InboxSettings, req)
-        row, created = await self.inboxes.register(ctx, req.inbox, settings)
+        row, created = await self.inboxes.register(ctx, req)
         return pb.RegisterInboxResponse(inbox=inbox_pb(row, admin=True), created=created)
 
     async def set_inbox_policy(self, req: pb.SetInboxPolicyRequest, ctx: CallContext) -> pb.SetInboxPolicyResponse:

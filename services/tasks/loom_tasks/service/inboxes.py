@@ -6,6 +6,7 @@ import contextlib
 import time
 from dataclasses import dataclass
 
+from loom_api.tasks.v1 import tasks_pb2 as pb
 from loom_core.chain import CallContext
 from loom_core.errors import Conflict, ErrorCode, Forbidden, LoomError, count_or_default
 from loom_core.roles import Role
@@ -19,20 +20,6 @@ from .deps import Deps
 REGISTER_LEASE_SECONDS = 15.0
 
 
-@dataclass(slots=True)
-class InboxSettings:
-    owner_agent: str
-    posters: list[str]
-    accept_disclosure: list[str]
-    default_lease_seconds: int
-    max_attempts: int
-    max_defers: int
-    triage_escalate_after_seconds: int
-    webhook_url: str
-    webhook_secret_ref: str
-    description: str
-
-
 def _check_webhook(org: str, url: str, secret_ref: str) -> None:
     """The webhook rules (spec 003), kept in the webhook module."""
     if not url and not secret_ref:
@@ -44,21 +31,22 @@ def _check_webhook(org: str, url: str, secret_ref: str) -> None:
 class InboxOps:
     d: Deps
 
-    async def register(self, ctx: CallContext, name: str, s: InboxSettings) -> tuple[InboxRow, bool]:
+    async def register(self, ctx: CallContext, req: pb.RegisterInboxRequest) -> tuple[InboxRow, bool]:
+        name = req.inbox
         v.inbox_name(name)
         if ctx.role < Role.ADMIN:
             raise Forbidden(ErrorCode.AUTH_INSUFFICIENT, "inbox.register needs the admin role", {"reason": "role", "needed": "admin"})
-        owner_agent = v.text(s.owner_agent, "owner_agent", 128) or name
-        posters = v.posters(s.posters)
-        accept = v.disclosure_levels(s.accept_disclosure)
-        lease = v.lease_seconds(s.default_lease_seconds, model.DEFAULT_LEASE_SECONDS, "default_lease_seconds")
-        attempts = count_or_default("max_attempts", s.max_attempts, model.DEFAULT_MAX_ATTEMPTS, 1000)
-        defers = count_or_default("max_defers", s.max_defers, model.DEFAULT_MAX_DEFERS, 1000)
+        owner_agent = v.text(req.owner_agent, "owner_agent", 128) or name
+        posters = v.posters(req.posters)
+        accept = v.disclosure_levels(req.accept_disclosure)
+        lease = v.lease_seconds(req.default_lease_seconds, model.DEFAULT_LEASE_SECONDS, "default_lease_seconds")
+        attempts = count_or_default("max_attempts", req.max_attempts, model.DEFAULT_MAX_ATTEMPTS, 1000)
+        defers = count_or_default("max_defers", req.max_defers, model.DEFAULT_MAX_DEFERS, 1000)
         escalate = count_or_default(
-            "triage_escalate_after_seconds", s.triage_escalate_after_seconds, model.DEFAULT_TRIAGE_ESCALATE_AFTER_SECONDS, 365 * 86400
+            "triage_escalate_after_seconds", req.triage_escalate_after_seconds, model.DEFAULT_TRIAGE_ESCALATE_AFTER_SECONDS, 365 * 86400
         )
-        _check_webhook(ctx.org, s.webhook_url, s.webhook_secret_ref)
-        description = v.text(s.description, "description", 2000)
+        _check_webhook(ctx.org, req.webhook_url, req.webhook_secret_ref)
+        description = v.text(req.description, "description", 2000)
         # Inbox names are unique in the org: one registration of a name at a time.
         lease_key = f"tasks.inbox.{ctx.org}.{name}"
         lease_obj = await self.d.leases.wait_acquire(lease_key, ctx.request_id, REGISTER_LEASE_SECONDS, timeout=10.0)
@@ -78,8 +66,8 @@ class InboxOps:
                 max_attempts=attempts,
                 max_defers=defers,
                 triage_escalate_after_seconds=escalate,
-                webhook_url=s.webhook_url,
-                webhook_secret_ref=s.webhook_secret_ref,
+                webhook_url=req.webhook_url,
+                webhook_secret_ref=req.webhook_secret_ref,
                 description=description,
                 created_at=existing.created_at if existing else now,
                 updated_at=now,
