@@ -9,11 +9,7 @@ from loom_core.chain import CallContext
 from loom_core.identity import Authenticator
 from loom_core.roles import Role
 
-from .service.code_index import CodeIndex, Repository
-
-
-def _repo_msg(r: Repository) -> cpb.Repository:
-    return cpb.Repository(repo_id=r.repo_id, owner=r.owner, name=r.name, remotes=list(r.remotes), trunk_namespace=r.trunk_namespace)
+from .service.code_index import CodeIndex
 
 
 class CodeHandlers:
@@ -22,9 +18,9 @@ class CodeHandlers:
 
     async def code_repos(self, req: cpb.CodeReposRequest, ctx: CallContext) -> cpb.CodeReposResponse:
         repos = await (self._code.matching_remote(ctx.org, req.remote) if req.remote else self._code.repos(ctx.org))
-        readable = [r for r in repos if await self._auth.role_in(ctx.principal, r.trunk_namespace) >= Role.VIEWER]
+        readable = [r for r in repos if await self._auth.role_in(ctx.principal, r["trunk_namespace"]) >= Role.VIEWER]
         ctx.out_hits = len(readable)
-        return cpb.CodeReposResponse(repositories=[_repo_msg(r) for r in readable])
+        return cpb.CodeReposResponse(repositories=[cpb.Repository(**r) for r in readable])
 
     async def code_symbol(self, req: cpb.CodeSymbolRequest, ctx: CallContext) -> cpb.CodeSymbolResponse:
         ans = await self._code.symbol(ctx.org, ctx.namespace, req.name)

@@ -189,7 +189,7 @@ class DecisionsPlane:
             )
         except LoomError as exc:
             return {"error": f"{exc.code}: {exc.message}"}
-        return {"repo_id": repo.repo_id, "namespace": ns, "symbols": n, "files": len(body["files"]), "remotes": list(repo.remotes)}
+        return {"repo_id": repo["repo_id"], "namespace": ns, "symbols": n, "files": len(body["files"]), "remotes": repo["remotes"]}
 
 
 def build(runtime: Runtime) -> DecisionsPlane:

@@ -37,24 +37,6 @@ from ..domain.decision_extract import is_test_path
 from ..store.code import CodeStore, NamespaceMeta, RepoRow, SymbolWrite
 
 
-@dataclass(frozen=True, slots=True)
-class Repository:
-    repo_id: str
-    owner: str
-    name: str
-    remotes: tuple[str, ...]
-    trunk_namespace: str
-
-    @classmethod
-    def of(cls, row: RepoRow) -> Repository:
-        return cls(row["repo_id"], row["owner"], row["name"], tuple(row["remotes"]), row["trunk_namespace"])
-
-    def row(self) -> RepoRow:
-        return RepoRow(
-            repo_id=self.repo_id, owner=self.owner, name=self.name, remotes=list(self.remotes), trunk_namespace=self.trunk_namespace
-        )
-
-
 class FoundSymbol(SymbolRow):
     """A lookup's symbol, marked where it is defined in a test or is a Markdown page."""
 
@@ -83,48 +65,46 @@ class CodeIndex:
 
     # --- repositories
 
-    async def repos(self, org: str) -> list[Repository]:
-        return [Repository.of(r) for r in await self.code.repos(org)]
+    async def repos(self, org: str) -> list[RepoRow]:
+        return await self.code.repos(org)
 
-    async def repo(self, org: str, owner_name_or_remote: str) -> Repository | None:
+    async def repo(self, org: str, owner_name_or_remote: str) -> RepoRow | None:
         """The registered repository `OWNER/NAME` (or a remote URL) names, matched by owner/name."""
         slug = repo_slug(owner_name_or_remote)
         if slug is None:
             return None
-        row = await self.code.repo(org, slug)
-        return Repository.of(row) if row else None
+        return await self.code.repo(org, slug)
 
-    async def matching_remote(self, org: str, remote: str) -> list[Repository]:
+    async def matching_remote(self, org: str, remote: str) -> list[RepoRow]:
         """The repositories a checkout's remote is one of (host, owner and name, in any URL form)."""
         key = _remote_key(remote)
         if key is None:
             raise ValidationFailed("remote: not a git remote URL (https://host/owner/name, git@host:owner/name)", {"field": "remote"})
-        return [r for r in await self.repos(org) if key in r.remotes]
+        return [r for r in await self.repos(org) if key in r["remotes"]]
 
-    async def code_namespace(self, org: str, namespace: str) -> tuple[Repository, str] | None:
+    async def code_namespace(self, org: str, namespace: str) -> tuple[RepoRow, str] | None:
         """The repository and branch ('' for its trunk) whose code namespace `namespace` is."""
         meta = await self.code.namespace(org, namespace)
         if meta is None:
             return None
         row = await self.code.repo(org, meta["repo_id"])
-        return (Repository.of(row), str(meta["branch"])) if row else None
+        return (row, str(meta["branch"])) if row else None
 
-    async def register(self, org: str, owner_name: str, remotes: Sequence[str], trunk: str = "") -> Repository:
+    async def register(self, org: str, owner_name: str, remotes: Sequence[str], trunk: str = "") -> RepoRow:
         slug = repo_slug(owner_name)
         if slug is None or "/" not in owner_name:
             raise ValidationFailed("repo: OWNER/NAME", {"field": "repo"})
         owner, name = owner_name.strip().removesuffix(".git").split("/", 1)
         keys = sorted({k for k in (_remote_key(r) for r in remotes) if k is not None and k.split("/", 1)[1] == slug})
-        existing = await self.code.repo(org, slug)
-        if existing is not None:
-            repo = Repository.of(existing)
-            merged = tuple(sorted({*repo.remotes, *keys}))
-            if merged == repo.remotes:
+        repo = await self.code.repo(org, slug)
+        if repo is not None:
+            merged = sorted({*repo["remotes"], *keys})
+            if merged == repo["remotes"]:
                 return repo
-            repo = Repository(repo.repo_id, repo.owner, repo.name, merged, repo.trunk_namespace)
+            repo = {**repo, "remotes": merged}
         else:
-            repo = Repository(slug, owner, name, tuple(keys), trunk or trunk_namespace(slug))
-        await self.code.put_repo(org, repo.row(), time.time_ns(), ch_time())
+            repo = RepoRow(repo_id=slug, owner=owner, name=name, remotes=keys, trunk_namespace=trunk or trunk_namespace(slug))
+        await self.code.put_repo(org, repo, time.time_ns(), ch_time())
         return repo
 
     # --- indexing
@@ -139,23 +119,23 @@ class CodeIndex:
         remotes: Sequence[str],
         commit: str,
         files: Sequence[IndexedFile],
-    ) -> tuple[Repository, str, int]:
+    ) -> tuple[RepoRow, str, int]:
         """Replace a code namespace's file set with `files` (each {path, symbols: [{name,
         qualname, fqname, kind, line}]}); the namespace is made when it is missing. Returns the
         repository, the namespace and the number of symbols."""
         if not await self.identity.list_namespaces(org):
             raise NotFound(ErrorCode.RESOURCE_NOT_FOUND, f"no org {org} (bootstrap it first: loom admin bootstrap)")
         repo = await self.register(org, owner_name, remotes, "" if branch else namespace)
-        ns = branch_namespace(repo.trunk_namespace, branch) if branch else repo.trunk_namespace
+        ns = branch_namespace(repo["trunk_namespace"], branch) if branch else repo["trunk_namespace"]
         held = await self.code.namespace(org, ns)
-        if held is not None and held["repo_id"] != repo.repo_id:
+        if held is not None and held["repo_id"] != repo["repo_id"]:
             raise ValidationFailed(f"namespace {ns} is the code namespace of {held['repo_id']}", {"field": "namespace"})
-        await self.identity.create_namespace(org, ns, f"code of {repo.owner}/{repo.name}" + (f" on {branch}" if branch else ""))
+        await self.identity.create_namespace(org, ns, f"code of {repo['owner']}/{repo['name']}" + (f" on {branch}" if branch else ""))
         symbols = [
             SymbolWrite(path=f["path"], line=1, name=f["path"].rsplit("/", 1)[-1], qualname=f["path"], fqname=f["path"], kind="file")
             for f in files
         ] + [SymbolWrite(path=f["path"], **s) for f in files for s in f["symbols"]]
-        meta = NamespaceMeta(repo_id=repo.repo_id, branch=branch, commit=commit, files=len(files))
+        meta = NamespaceMeta(repo_id=repo["repo_id"], branch=branch, commit=commit, files=len(files))
         await self.code.replace_files(org, ns, meta, symbols, time.time_ns(), ch_time())
         return repo, ns, len(symbols) - len(files)
 

@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from loom_core.errors import LoomError
 
 from ..domain.decision_extract import EXTRACTOR_AGENT, code_names, is_test_path, pull_requests
+from ..store.code import RepoRow
 from ..store.memory import MemoryRow
 from .blocks import REPO_TAG_PREFIX
-from .code_index import CodeIndex, Repository
+from .code_index import CodeIndex
 
 _SNAKE = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)+$")
 
@@ -38,7 +39,7 @@ class Placement:
     doc_ns: str  # the namespace that holds the document (its rows' source_resource_id cite it there)
     target_ns: str  # where the rows go
     lookup_ns: str  # where code names are looked up
-    repo: Repository | None = None
+    repo: RepoRow | None = None
     repo_tag: str = ""  # repo:<id> each row carries, or ''
     # Other namespaces a run on this document may write its rows to.
     other_namespaces: tuple[str, ...] = ()
@@ -55,7 +56,7 @@ async def place(code: CodeIndex, org: str, doc_ns: str, repo_arg: str, into: str
     if not repo_arg:
         if into:
             return "--into needs --repo"
-        trunk: tuple[str, ...] = (doc_repo.trunk_namespace,) if doc_repo is not None and doc_branch else ()
+        trunk: tuple[str, ...] = (doc_repo["trunk_namespace"],) if doc_repo is not None and doc_branch else ()
         return Placement(doc_ns, doc_ns, doc_ns, doc_repo, "", trunk, held is not None)
     repo = await code.repo(org, repo_arg)
     if repo is None:
@@ -64,15 +65,15 @@ async def place(code: CodeIndex, org: str, doc_ns: str, repo_arg: str, into: str
             f"--repo OWNER/NAME --path CHECKOUT); run without --repo to write to the document's namespace"
         )
     into = into or ("repo" if held is not None else "source")
-    target = repo.trunk_namespace if into == "repo" else doc_ns
-    tag = f"{REPO_TAG_PREFIX}{repo.repo_id}" if into == "source" and doc_ns != repo.trunk_namespace and repo.remotes else ""
-    candidates = {doc_ns, repo.trunk_namespace}
+    target = repo["trunk_namespace"] if into == "repo" else doc_ns
+    tag = f"{REPO_TAG_PREFIX}{repo['repo_id']}" if into == "source" and doc_ns != repo["trunk_namespace"] and repo["remotes"] else ""
+    candidates = {doc_ns, repo["trunk_namespace"]}
     if doc_repo is not None and doc_branch:
-        candidates.add(doc_repo.trunk_namespace)
+        candidates.add(doc_repo["trunk_namespace"])
     others = tuple(sorted(candidates - {target}))
-    indexed = await code.code_namespace(org, repo.trunk_namespace) is not None
-    own = f"{REPO_TAG_PREFIX}{repo.repo_id}" if repo.remotes else ""
-    return Placement(doc_ns, target, repo.trunk_namespace, repo, tag, others, indexed, own)
+    indexed = await code.code_namespace(org, repo["trunk_namespace"]) is not None
+    own = f"{REPO_TAG_PREFIX}{repo['repo_id']}" if repo["remotes"] else ""
+    return Placement(doc_ns, target, repo["trunk_namespace"], repo, tag, others, indexed, own)
 
 
 def cited_rows(rows: list[MemoryRow], prefix: str) -> list[MemoryRow]:
@@ -95,7 +96,7 @@ async def earlier_run_refusal(code: CodeIndex, org: str, p: Placement, here: lis
             if t.startswith(REPO_TAG_PREFIX) and t != p.own_tag:
                 rid = t[len(REPO_TAG_PREFIX) :]
                 linked = await code.repo(org, rid)
-                who = f"{linked.owner}/{linked.name}" if linked is not None else rid
+                who = f"{linked['owner']}/{linked['name']}" if linked is not None else rid
                 return (
                     f"{r.key} is linked to repository {who} ({t}): run with --repo {who} "
                     "(going on would link this document's decisions to the wrong repository; nothing written)"
