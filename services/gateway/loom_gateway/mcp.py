@@ -153,9 +153,7 @@ class LoomMCP:
     async def _started(self) -> McpServer:
         """The SDK's server, imported and started on first use (one start for concurrent first requests)."""
         async with self._starting:
-            if self._server is None:
-                if not self._running:
-                    raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the MCP endpoint is not running")
+            if self._server is None and self._running:
                 # In a thread: the import's half second of CPU holds the loop up only in slices.
                 module = await asyncio.to_thread(importlib.import_module, f"{__package__}.mcp_server")
                 server: McpServer = module.McpServer(self, self.version)
@@ -168,11 +166,13 @@ class LoomMCP:
                     started.cancel()
                 if serving.done():
                     serving.result()  # it failed to start: raise why
-                if not self._running:  # the door stopped while the server started
+                if self._running:
+                    self._server, self._serving = server, serving
+                else:  # the door stopped while the server started
                     server.stop()
                     await serving
-                    raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the MCP endpoint is not running")
-                self._server, self._serving = server, serving
+            if self._server is None:
+                raise Unavailable(ErrorCode.BACKEND_UNAVAILABLE, "the MCP endpoint is not running")
             return self._server
 
     def asgi_app(self) -> _Endpoint:
