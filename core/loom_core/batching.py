@@ -122,9 +122,9 @@ class Coalescer(Generic[G, T, R]):
 
 class Pacer:
     """At most one write per `interval`, measured from the start of one write to the next: a
-    write whose turn comes earlier waits out the rest of the interval, unless it is `full` (a
-    batch filled) or someone `hurry`s it (a reader waits for it, a stop); the first write after a
-    quiet interval goes at once. Writes with a fixed cost (a chDB insert is about 5 ms of CPU
+    write whose turn comes earlier waits out the rest of the interval, unless its writer says it
+    goes `at_once` (a batch filled, a burst, a stop) or someone `hurry`s it (a reader waits for
+    it); the first write after a quiet interval goes at once. Writes with a fixed cost (a chDB insert is about 5 ms of CPU
     for one row or a hundred) then come as a few big batches under a steady trickle, and none
     is delayed when the writer was idle. The ledger's flusher and the task projector's inserts
     are paced by one each."""
@@ -138,9 +138,9 @@ class Pacer:
         """The next write goes at once (a `turn` waiting out its interval returns now)."""
         self._now.set()
 
-    async def turn(self, *, full: bool = False) -> None:
+    async def turn(self, *, at_once: bool = False) -> None:
         """Wait for the next write's turn, then mark it started."""
-        if not full and not self._now.is_set():
+        if not at_once and not self._now.is_set():
             pause = self.started + self.interval - time.monotonic()
             if pause > 0:
                 with contextlib.suppress(TimeoutError):

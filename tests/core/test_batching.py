@@ -126,7 +126,7 @@ async def test_a_pacer_lets_the_first_write_go_at_once_and_holds_the_next_for_it
 async def test_a_full_batch_goes_at_once_and_a_write_that_did_not_land_lets_the_next_go_at_once() -> None:
     pacer = Pacer(3600.0)
     await asyncio.wait_for(pacer.turn(), 60)
-    await asyncio.wait_for(pacer.turn(full=True), 60)
+    await asyncio.wait_for(pacer.turn(at_once=True), 60)
     pacer.again()
     await asyncio.wait_for(pacer.turn(), 60)
     pacer.mark()  # a write made outside `turn` (a flush on demand) counts too

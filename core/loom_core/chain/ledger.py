@@ -323,7 +323,7 @@ class Ledger:
                 self._idle = False
             self._wake.clear()
             # Early only for a full batch or a stop (both hurry the pacer).
-            await self.pacer.turn(full=len(self._buf) >= self.batch_max or self._stopping)
+            await self.pacer.turn(at_once=len(self._buf) >= self.batch_max or self._stopping)
             try:
                 await self.flush()
             except Exception:  # noqa: BLE001 - keep the loop alive; the batch was put back and is retried an interval later

@@ -148,7 +148,7 @@ class Projector(BatchConsumer):
             if rows or history:
                 both.create_task(
                     self._paced_write(
-                        rows, history, batch_token(msgs, seqs), full=prompt(len(msgs), self._previous_writes, self.consumer.pull_batch)
+                        rows, history, batch_token(msgs, seqs), at_once=prompt(len(msgs), self._previous_writes, self.consumer.pull_batch)
                     )
                 )
         self._previous_writes = len(msgs)
@@ -158,7 +158,7 @@ class Projector(BatchConsumer):
         if self.on_applied is not None:
             self.on_applied(self.applied_seq)
 
-    async def _paced_write(self, rows: list[ProjectedTask], history: list[EventRow], token: str, *, full: bool) -> None:
+    async def _paced_write(self, rows: list[ProjectedTask], history: list[EventRow], token: str, *, at_once: bool) -> None:
         """The fetch's projection insert, at most one per `linger` unless `prompt` says it
         goes at once (loom_core.batching.Pacer). A chDB insert costs about the same CPU whatever its size (a
         part written now, merged later: 5-6 ms on this 2-core machine for one row or a hundred),
@@ -170,7 +170,7 @@ class Projector(BatchConsumer):
         read that waits for the projection (read-your-writes) waits at most about two lingers
         more (none when the read is on the replica running the projector: it calls `hurry`); the
         events are published before the pause, and the fetch is acked after the insert as before."""
-        await self.pacer.turn(full=full or self._stopping)
+        await self.pacer.turn(at_once=at_once or self._stopping)
         try:
             await self.projection.write(rows, history, token)
         except BaseException:  # a failure or a cancellation alike: the fetch's next attempt goes at once, then it propagates
