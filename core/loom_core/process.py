@@ -45,6 +45,17 @@ def embedded_engine_started() -> bool:
     return bool(embedded is not None and embedded.EmbeddedStore.engine_started)
 
 
+def exit_status(ended: SystemExit) -> int:
+    """The status Python itself ends with on `ended`: 0 for no code, an int as it is, any other
+    code written to standard error and 1."""
+    if ended.code is None:
+        return 0
+    if isinstance(ended.code, int):
+        return ended.code
+    print(ended.code, file=sys.stderr)
+    return 1
+
+
 def exit_process(code: int) -> NoReturn:
     """End the process with `code` once its own shutdown is done; past the native teardown when
     the embedded engine ran here (the module's docstring says why)."""

@@ -9,6 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from loom_core.process import exit_status
+
 ENGINE_RAN = """
 import asyncio, logging, sys
 from pathlib import Path
@@ -40,6 +43,12 @@ except SystemExit as ended:  # as sys.exit: Python's own exit runs, handlers and
     print("raised", ended.code)
     raise
 """
+
+
+def test_exit_status_is_the_status_python_gives_a_system_exit(capsys: pytest.CaptureFixture[str]) -> None:
+    assert [exit_status(SystemExit(c)) for c in (None, 0, 3)] == [0, 0, 3]
+    assert exit_status(SystemExit("loom: refused")) == 1
+    assert capsys.readouterr().err == "loom: refused\n"
 
 
 def run(code: str, *args: str) -> subprocess.CompletedProcess[str]:

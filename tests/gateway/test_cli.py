@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -233,6 +234,29 @@ async def test_up_refuses_a_short_secret_set_in_the_environment(tmp_path: Path) 
     code, out = await run_cli(d, "up")
     assert code != 0
     assert "LOOM_JWT_SECRET is 9 bytes" in out
+
+
+async def test_up_on_a_port_in_use_says_so_and_exits_1_leaving_no_child(tmp_path: Path) -> None:
+    """uvicorn ends a failed start with sys.exit, which left the event loop past every cleanup:
+    `loom up` then hung, or died with SIGSEGV in chDB's teardown, about half the time."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        d = DataDir(tmp_path, taken.getsockname()[1])
+        proc = await asyncio.create_subprocess_exec(
+            LOOM, "up", env=d.env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        try:
+            out = (await asyncio.wait_for(proc.communicate(), timeout=90))[0].decode()  # a bound on failure (a hang)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    assert proc.returncode == 1, out
+    assert f"loom up: could not serve HTTP on 127.0.0.1:{d.port}" in out
+    assert "Traceback" not in out
+    assert nats_children_of(d) == []
+    assert not (d.path / "loom-up.pid").exists()
 
 
 @pytest.mark.parametrize("argv", [["up"], ["serve", "--planes", "tasks"]])

@@ -13,7 +13,7 @@ import time
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from loom_core.process import exit_process
+from loom_core.process import exit_process, exit_status
 from loom_core.settings import Settings
 
 # httpx, uvloop, the bus, the store and the planes are imported by the commands that use them, not
@@ -29,8 +29,13 @@ COMMANDS_ENTRY_POINTS = "loom.commands"
 
 def console() -> None:
     """The `loom` command: `main`, then the process ends (past chDB's native teardown when a
-    command ran the embedded engine: loom_core/process.py)."""
-    exit_process(main())
+    command ran the embedded engine: loom_core/process.py), on a SystemExit too: uvicorn's on a
+    port in use comes after the engine started."""
+    try:
+        code = main()
+    except SystemExit as ended:
+        code = exit_status(ended)
+    exit_process(code)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,10 +85,16 @@ def main(argv: list[str] | None = None) -> int:
 
         tune_gc()
         import uvloop
-    if args.cmd == "up":
-        return uvloop.run(_up(settings))  # uvloop: about twice the HTTP and gRPC throughput of asyncio's loop (docs/benchmarks.md)
-    if args.cmd == "serve":
-        return uvloop.run(_serve(settings, {p for p in args.planes.split(",") if p}, args.gateway))
+
+        from .http import ListenFailed
+
+        try:
+            if args.cmd == "up":
+                return uvloop.run(_up(settings))  # uvloop: about twice the HTTP and gRPC throughput of asyncio's loop (docs/benchmarks.md)
+            return uvloop.run(_serve(settings, {p for p in args.planes.split(",") if p}, args.gateway))
+        except ListenFailed as exc:  # what had started is stopped
+            print(f"loom {args.cmd}: {exc}", file=sys.stderr, flush=True)
+            return 1
     if args.cmd == "admin" and args.admin_cmd in session_cli.ADMIN_COMMANDS:
         return session_cli.run_login_link(args, settings)
     if args.cmd == "admin" and args.admin_cmd == "bootstrap":

@@ -90,5 +90,9 @@ async def start_relay_gateway(settings: Settings, addresses: dict[str, str]) -> 
 
     app = create_app(relay, {"planes": planes_ready}, nats_url=settings.nats_url)
     http = HttpServer(app, host=settings.http_host, port=settings.http_port)
-    await http.start()
+    try:
+        await http.start()
+    except BaseException:
+        await relay.close()
+        raise
     return RelayGateway(relay, http, addresses)

@@ -135,7 +135,11 @@ async def start_instance(
             gateway=gateway,
         )
         inst.http = HttpServer(app, host=settings.http_host, port=settings.http_port if http_port is None else http_port)
-        await inst.http.start()
+        try:
+            await inst.http.start()
+        except BaseException:
+            await inst.stop()  # the replica it would have served stops; the failure goes on
+            raise
     return inst
 
 

@@ -100,6 +100,11 @@ def read_timed_protocol(header_seconds: float, body_seconds: float) -> type[Http
     return ReadTimedProtocol
 
 
+class ListenFailed(Exception):
+    """The server could not start serving (its port in use, an address not on this host); uvicorn
+    has logged why."""
+
+
 class HttpServer:
     def __init__(
         self,
@@ -126,10 +131,20 @@ class HttpServer:
             timeout_graceful_shutdown=shutdown_grace,  # type: ignore[arg-type]  # uvicorn takes fractions of a second too
         )
         self.server = _Server(config)
+        self.where = uds or f"{host}:{port}"
         self.task: asyncio.Task[None] | None = None
 
+    async def _serve(self) -> None:
+        try:
+            await self.server.serve()
+        except SystemExit:
+            # uvicorn's sys.exit on a failed start: raised in a task, it would leave the event
+            # loop at once, past every cleanup of the process (a `loom up` then hung or crashed).
+            raise ListenFailed(f"could not serve HTTP on {self.where}") from None
+
     async def start(self) -> None:
-        self.task = asyncio.create_task(self.server.serve())
+        """Serve; raises ListenFailed when the server cannot start."""
+        self.task = asyncio.create_task(self._serve())
         while not self.server.started:
             if self.task.done():
                 self.task.result()
@@ -148,5 +163,5 @@ class HttpServer:
     async def stop(self) -> None:
         self.server.should_exit = True
         if self.task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, ListenFailed):  # a failed start was raised by `start`
                 await self.task
